@@ -1,0 +1,48 @@
+# bloomops: `make run` serves the demo, `make test` runs the whole suite. Both set up
+# everything they need from a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= $(or $(BLOOMOPS_PORT),8000)
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: run test bench lint setup-db chromium serve
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	touch $(STAMP)
+
+setup-db: $(STAMP)
+	$(PY) manage.py bootstrap_tapdb
+	$(PY) manage.py migrate --noinput -v 0
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser tests..."; \
+	  if [ "$$(id -u)" = 0 ]; then APT=""; else APT=sudo; fi; \
+	  $$APT apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$APT apt-get install -y -qq chromium >/dev/null; }
+
+run: setup-db
+	BLOOMOPS_DEBUG=1 $(PY) manage.py seed_demo
+	$(PY) manage.py collectstatic --noinput -v 0
+	@echo ""
+	@echo "  bloomops is serving at http://127.0.0.1:$(PORT)/"
+	@echo "  Demo sign-ins (password: bloomops):"
+	@echo "    scientist (worker_human)  qa (operator)  supervisor (operator)"
+	@echo "    admin (admin)             svc-extractor (worker_service)"
+	@echo ""
+	BLOOMOPS_DEBUG=1 $(VENV)/bin/gunicorn bloomops.wsgi:application \
+	  --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5
+
+test: setup-db chromium
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest
+
+bench: setup-db
+	$(PY) manage.py bench
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .

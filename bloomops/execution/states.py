@@ -1,0 +1,103 @@
+"""Vocabulary of the execution engine (spec 000 sections 4, 8 and 001 section 2)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class State(StrEnum):
+    PENDING = "PENDING"
+    READY = "READY"
+    RUNNING = "RUNNING"
+    WAITING_EXTERNAL = "WAITING_EXTERNAL"
+    FAILED_RETRYABLE = "FAILED_RETRYABLE"
+    FAILED_TERMINAL = "FAILED_TERMINAL"
+    HELD = "HELD"
+    CANCELED = "CANCELED"
+    COMPLETED = "COMPLETED"
+
+
+ALL_STATES = tuple(s.value for s in State)
+TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
+NONTERMINAL_STATES = tuple(s.value for s in State if s not in TERMINAL_STATES)
+
+
+class LeaseStatus(StrEnum):
+    ACTIVE = "ACTIVE"
+    RELEASED = "RELEASED"
+    COMPLETED = "COMPLETED"
+    EXPIRED = "EXPIRED"
+    ABANDONED = "ABANDONED"
+    CANCELED = "CANCELED"
+
+
+class RecordStatus(StrEnum):
+    STARTED = "STARTED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED_RETRYABLE = "FAILED_RETRYABLE"
+    FAILED_TERMINAL = "FAILED_TERMINAL"
+    CANCELED = "CANCELED"
+    EXPIRED = "EXPIRED"
+
+
+class WorkerStatus(StrEnum):
+    ONLINE = "ONLINE"
+    OFFLINE = "OFFLINE"
+    DRAINING = "DRAINING"
+    DISABLED = "DISABLED"
+    RETIRED = "RETIRED"
+
+
+class WorkerType(StrEnum):
+    SERVICE = "SERVICE"
+    HUMAN_SESSION = "HUMAN_SESSION"
+    INSTRUMENT_ADAPTER = "INSTRUMENT_ADAPTER"
+
+
+class RetryClass(StrEnum):
+    """Spec 8.4: every failure is classified into exactly one of these."""
+
+    TRANSIENT_SYSTEM = "TRANSIENT_SYSTEM"
+    TRANSIENT_DEPENDENCY = "TRANSIENT_DEPENDENCY"
+    TRANSIENT_CAPACITY = "TRANSIENT_CAPACITY"
+    PERMANENT_INPUT = "PERMANENT_INPUT"
+    PERMANENT_STATE = "PERMANENT_STATE"
+    BUSINESS_RULE_HOLD = "BUSINESS_RULE_HOLD"
+    OPERATOR_CANCELED = "OPERATOR_CANCELED"
+
+
+TRANSIENT_CLASSES = frozenset(
+    {RetryClass.TRANSIENT_SYSTEM, RetryClass.TRANSIENT_DEPENDENCY, RetryClass.TRANSIENT_CAPACITY}
+)
+
+
+# Named priority classes (seed 001) on top of the numeric priority of spec 3.4. Priority sorts
+# descending; the bands are far apart so a class always dominates any in-band adjustment a
+# caller makes with a plain number (STAT 300 > any URGENT 200 + n < 300 ...).
+PRIORITY_CLASSES: dict[str, int] = {"STAT": 300, "URGENT": 200, "ROUTINE": 0}
+
+
+def priority_class(priority: int | float | None) -> str:
+    value = int(priority or 0)
+    if value >= PRIORITY_CLASSES["STAT"]:
+        return "STAT"
+    if value >= PRIORITY_CLASSES["URGENT"]:
+        return "URGENT"
+    return "ROUTINE"
+
+
+def parse_priority(value: object) -> int:
+    """Accept STAT/URGENT/ROUTINE (any case) or a plain integer; refuse anything else."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer")
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.upper() in PRIORITY_CLASSES:
+        return PRIORITY_CLASSES[text.upper()]
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer") from None

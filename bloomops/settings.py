@@ -1,0 +1,125 @@
+"""Django settings for bloomops. Everything a deployment changes comes from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bloomops.pgserver import database_url, django_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _flag(name: str, default: str = "0") -> bool:
+    return os.environ.get(name, default).strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = _flag("BLOOMOPS_DEBUG")
+SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or (
+    "bloomops-insecure-dev-key" if DEBUG else os.environ.get("BLOOMOPS_SECRET_KEY", "")
+)
+if not SECRET_KEY:
+    # A production process must be given a key; tests and the demo run with DEBUG on or
+    # set one explicitly.
+    SECRET_KEY = "bloomops-insecure-dev-key-" + str(BASE_DIR)
+_hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
+ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
+if DEBUG:
+    ALLOWED_HOSTS += ["testserver", "*"]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "django_tables2",
+    "bloomops.tapdb",
+    "bloomops.accounts",
+    "bloomops.execution",
+    "bloomops.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "bloomops.urls"
+WSGI_APPLICATION = "bloomops.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "bloomops.accounts.context_processors.roles",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": django_database(database_url())}
+DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("BLOOMOPS_CONN_MAX_AGE", "60"))
+DATABASES["default"]["TEST"] = {"NAME": os.environ.get("BLOOMOPS_TEST_DB", "test_bloomops")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# TapDB identity: every connection declares who is writing (see bloomops.tapdb.apps).
+TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
+TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
+# The lab's tenant: every object bloomops writes or reads carries it.
+TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+# The well-known demo password; any account still using it is refused when DEBUG is off.
+DEMO_PASSWORD = "bloomops"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+DJANGO_TABLES2_TEMPLATE = "django_tables2/bootstrap5.html"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "bloomops": {
+            "handlers": ["console"],
+            "level": os.environ.get("BLOOMOPS_LOG_LEVEL", "INFO"),
+        },
+    },
+}

@@ -1,0 +1,268 @@
+"""Idempotent TapDB bootstrap: schema, identity prefixes, template packs, read indexes.
+
+Each step first looks at what is there and only writes what is missing, so a second
+run reports "nothing changed" and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from bloomops.tapdb import templates as template_cache
+from bloomops.tapdb.db import execute, fetch_all, fetch_value
+
+PACK_DIR = Path(__file__).resolve().parent / "packs"
+
+# TapDB's own prefixes for its identity tables (as its `db setup` configures them).
+IDENTITY_PREFIXES = {
+    "generic_template": "TPX",
+    "generic_instance_lineage": "EDG",
+    "audit_log": "ADT",
+}
+
+# Indexes the queue reads need, each named after the logical index of spec 000 section 2 it
+# serves. JSON paths are the ones the selectors use verbatim so the planner can match them.
+_EXEC = "(json_addl->'properties'->'execution')"
+_PROPS = "(json_addl->'properties')"
+READ_INDEXES: dict[str, str] = {
+    # 3.1/3.6 visible items, depth and age: subjects by tenant + next_queue_key + state, only
+    # rows that carry an execution envelope. Serves every queue read and summary.
+    "bloomops_subject_queue_state": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_subject_queue_state ON generic_instance
+        (tenant_id, ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'))
+        WHERE NOT is_deleted AND json_addl->'properties' ? 'execution'""",
+    # 2.1 tenant + template + queue_key; 2.3 tenant + template + worker_key. Both are the
+    # lookup key of their object; unique so a queue or worker key maps to one object.
+    "bloomops_queue_key": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_queue_key ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'queue_key'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue'""",
+    "bloomops_worker_key": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'worker_key'))
+        WHERE NOT is_deleted AND type = 'system' AND subtype = 'worker'""",
+    # 2.2 tenant + template + queue_lookup_key + status + expires_at, and 2.5 active holds:
+    # a small partial index over only ACTIVE leases/holds, the rows every visibility
+    # exclusion and active-lease count reads.
+    "bloomops_active_objects": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
+        WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # 2.2 tenant + template + subject/worker lookup + status (leases of a worker).
+    "bloomops_lease_worker": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'worker_lookup_euid'), ({_PROPS}->>'status'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'""",
+    # 2.4 tenant + template + queue_lookup_key + status + finished_at: throughput and failure
+    # rate windows and the dashboard trend read finished records per queue.
+    "bloomops_record_queue_finished": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_record_queue_finished ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
+         ({_PROPS}->>'status'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
+    # 2.5 dead letters by queue and resolution state.
+    "bloomops_dead_letter_open": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
+    # 7.3 idempotency: action records by action key + idempotency key.
+    "bloomops_action_idempotency": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
+        (tenant_id, subtype, (json_addl->>'idempotency_key'))
+        WHERE NOT is_deleted AND type = 'execution_queue'""",
+    # Lineage traversal by endpoint and relationship type (every NOT EXISTS of 3.1, every
+    # "relationships are lineage only" read).
+    "bloomops_lineage_parent_rel": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_parent_rel ON generic_instance_lineage
+        (parent_instance_uid, relationship_type, child_instance_uid) WHERE NOT is_deleted""",
+    "bloomops_lineage_child_rel": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_child_rel ON generic_instance_lineage
+        (child_instance_uid, relationship_type, parent_instance_uid) WHERE NOT is_deleted""",
+}
+
+
+@dataclass
+class BootstrapReport:
+    schema_applied: bool = False
+    prefixes_added: list[str] = field(default_factory=list)
+    sequences_created: list[str] = field(default_factory=list)
+    templates_inserted: list[str] = field(default_factory=list)
+    templates_updated: list[str] = field(default_factory=list)
+    indexes_created: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(
+            [
+                self.schema_applied,
+                self.prefixes_added,
+                self.sequences_created,
+                self.templates_inserted,
+                self.templates_updated,
+                self.indexes_created,
+            ]
+        )
+
+    def lines(self) -> list[str]:
+        if not self.changed:
+            return ["TapDB bootstrap: everything already in place; nothing changed."]
+        out = ["TapDB bootstrap:"]
+        out.append(f"  schema: {'applied' if self.schema_applied else 'already current'}")
+        out.append(f"  identity prefixes added: {len(self.prefixes_added)}")
+        out.append(f"  sequences created: {len(self.sequences_created)}")
+        out.append(
+            f"  templates inserted: {len(self.templates_inserted)},"
+            f" updated: {len(self.templates_updated)}"
+        )
+        out.append(f"  indexes created: {len(self.indexes_created)}")
+        return out
+
+
+def schema_file() -> Path:
+    """The DDL shipped as a data file of the installed daylily-tapdb wheel."""
+    path = Path(sysconfig.get_paths()["data"]) / "schema" / "tapdb_schema.sql"
+    if not path.exists():
+        raise FileNotFoundError(f"daylily-tapdb schema not found at {path}; is it installed?")
+    return path
+
+
+def _schema_marker(path: Path) -> str:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return f"bloomops:tapdb_schema.sql:{digest}"
+
+
+def apply_schema(report: BootstrapReport) -> None:
+    path = schema_file()
+    marker = _schema_marker(path)
+    present = fetch_value("SELECT to_regclass('_tapdb_migrations') IS NOT NULL")
+    if present and fetch_value(
+        "SELECT count(*) FROM _tapdb_migrations WHERE filename = %s", [marker]
+    ):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(path.read_text())
+    # Baseline TapDB's own migrations, as its `db setup` does, so its tools never re-apply them.
+    migrations = sorted((path.parent / "migrations").glob("*.sql"))
+    for name in [m.name for m in migrations] + [marker]:
+        execute(
+            "INSERT INTO _tapdb_migrations (filename) VALUES (%s) ON CONFLICT DO NOTHING", [name]
+        )
+    report.schema_applied = True
+
+
+def load_packs() -> list[dict]:
+    import jsonschema
+
+    schema_path = (
+        Path(__import__("daylily_tapdb").__file__).parent
+        / "templates"
+        / "schema"
+        / "template-pack.schema.json"
+    )
+    schema = json.loads(schema_path.read_text())
+    out: list[dict] = []
+    for pack in sorted(PACK_DIR.glob("*.json")):
+        data = json.loads(pack.read_text())
+        jsonschema.validate(data, schema)
+        out.extend(data["templates"])
+    return out
+
+
+def _ensure_sequence(prefix: str, report: BootstrapReport) -> None:
+    seq = f"{prefix.lower()}_instance_seq"
+    if not fetch_value("SELECT to_regclass(%s) IS NOT NULL", [seq]):
+        execute(f'CREATE SEQUENCE IF NOT EXISTS "{seq}"')
+        report.sequences_created.append(seq)
+
+
+def ensure_identity(report: BootstrapReport, packs: list[dict]) -> None:
+    domain, owner = settings.TAPDB_DOMAIN_CODE, settings.TAPDB_OWNER_REPO_NAME
+    for entity, prefix in IDENTITY_PREFIXES.items():
+        inserted = execute(
+            """
+            INSERT INTO tapdb_identity_prefix_config (entity, domain_code, issuer_app_code, prefix)
+            VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING
+            """,
+            [entity, domain, owner, prefix],
+        )
+        if inserted:
+            report.prefixes_added.append(entity)
+    for prefix in sorted(set(IDENTITY_PREFIXES.values()) | {t["instance_prefix"] for t in packs}):
+        _ensure_sequence(prefix, report)
+
+
+def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
+    existing = {
+        (r["category"], r["type"], r["subtype"], r["version"]): r
+        for r in fetch_all(
+            "SELECT uid, category, type, subtype, version, json_addl, name FROM generic_template"
+            " WHERE domain_code = %s",
+            [settings.TAPDB_DOMAIN_CODE],
+        )
+    }
+    for tpl in packs:
+        key = (tpl["category"], tpl["type"], tpl["subtype"], tpl["version"])
+        semantic = tpl["json_addl"]["semantic_category"]
+        code = f"{semantic}/{tpl['type']}/{tpl['subtype']}/{tpl['version']}"
+        row = existing.get(key)
+        if row is None:
+            execute(
+                """
+                INSERT INTO generic_template
+                    (euid, euid_prefix, euid_seq, name, polymorphic_discriminator, category,
+                     type, subtype, version, instance_prefix, instance_polymorphic_identity,
+                     json_addl, bstatus, is_singleton)
+                VALUES ('', '', 0, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)
+                """,
+                [
+                    tpl["name"],
+                    tpl["polymorphic_discriminator"],
+                    tpl["category"],
+                    tpl["type"],
+                    tpl["subtype"],
+                    tpl["version"],
+                    tpl["instance_prefix"],
+                    tpl.get("instance_polymorphic_identity"),
+                    json.dumps(tpl.get("json_addl", {})),
+                    tpl.get("bstatus", "active"),
+                    tpl.get("is_singleton", False),
+                ],
+            )
+            report.templates_inserted.append(code)
+        elif row["json_addl"] != tpl.get("json_addl", {}) or row["name"] != tpl["name"]:
+            execute(
+                "UPDATE generic_template SET json_addl = %s::jsonb, name = %s WHERE uid = %s",
+                [json.dumps(tpl.get("json_addl", {})), tpl["name"], row["uid"]],
+            )
+            report.templates_updated.append(code)
+
+
+def ensure_indexes(report: BootstrapReport) -> None:
+    have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
+    for name, ddl in READ_INDEXES.items():
+        if name not in have:
+            execute(ddl)
+            report.indexes_created.append(name)
+
+
+def bootstrap() -> BootstrapReport:
+    report = BootstrapReport()
+    packs = load_packs()
+    with transaction.atomic():
+        # One bootstrap at a time (make run and make test may race on a shared server).
+        execute("SELECT pg_advisory_xact_lock(hashtext('bloomops-bootstrap'))")
+        apply_schema(report)
+        ensure_identity(report, packs)
+        seed_templates(report, packs)
+        ensure_indexes(report)
+    template_cache.clear_cache()
+    if report.changed:
+        execute("ANALYZE generic_template")
+    return report

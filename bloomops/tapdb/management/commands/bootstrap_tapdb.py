@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+
+from bloomops.tapdb.bootstrap import bootstrap
+
+
+class Command(BaseCommand):
+    help = (
+        "Apply TapDB's schema from the installed daylily-tapdb package, configure identity "
+        "prefixes and sequences, seed bloomops' template packs and create the queue read "
+        "indexes. Idempotent: a second run changes nothing and says so."
+    )
+
+    def handle(self, *args, **options) -> None:
+        report = bootstrap()
+        for line in report.lines():
+            self.stdout.write(line)

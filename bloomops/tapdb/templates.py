@@ -1,0 +1,86 @@
+"""Template lookup by semantic code (``category/type/subtype/version``).
+
+Under TapDB 6 a template's ``category`` column holds its EUID prefix; the semantic
+category lives in ``json_addl.semantic_category``. Code identifies templates only by
+the semantic code, never by prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+from bloomops.tapdb.db import fetch_all
+
+
+@dataclass(frozen=True)
+class TemplateRef:
+    uid: int
+    code: str
+    category: str
+    type: str
+    subtype: str
+    version: str
+    polymorphic_identity: str
+    semantic_category: str
+
+
+_cache: dict[str, dict[str, TemplateRef]] = {}
+
+
+def _db_key() -> str:
+    return str(connection.settings_dict["NAME"])
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def all_templates() -> dict[str, TemplateRef]:
+    key = _db_key()
+    if key not in _cache:
+        rows = fetch_all(
+            """
+            SELECT uid, category, type, subtype, version,
+                   coalesce(instance_polymorphic_identity, 'generic_instance') AS ident,
+                   coalesce(json_addl->>'semantic_category', category) AS semantic
+            FROM generic_template
+            WHERE NOT is_deleted
+            """
+        )
+        refs = {}
+        for row in rows:
+            code = f"{row['semantic']}/{row['type']}/{row['subtype']}/{row['version']}"
+            refs[code] = TemplateRef(
+                uid=row["uid"],
+                code=code,
+                category=row["category"],
+                type=row["type"],
+                subtype=row["subtype"],
+                version=row["version"],
+                polymorphic_identity=row["ident"],
+                semantic_category=row["semantic"],
+            )
+        if not refs:
+            return {}
+        _cache[key] = refs
+    return _cache[key]
+
+
+def template(code: str) -> TemplateRef:
+    refs = all_templates()
+    if code not in refs:
+        clear_cache()
+        refs = all_templates()
+    try:
+        return refs[code]
+    except KeyError as exc:
+        raise LookupError(f"TapDB template {code!r} is not seeded; run bootstrap_tapdb") from exc
+
+
+def template_by_uid(uid: int) -> TemplateRef | None:
+    for ref in all_templates().values():
+        if ref.uid == uid:
+            return ref
+    return None

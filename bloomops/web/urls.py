@@ -1,0 +1,7 @@
+from django.urls import path
+
+from bloomops.web import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+]

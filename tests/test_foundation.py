@@ -1,0 +1,170 @@
+"""Issue 2: the stack stands on real PostgreSQL, TapDB's schema and Django."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils.html import escape
+
+from bloomops.execution import selectors
+from bloomops.execution.demo import DEMO_QUEUES, seed_demo
+from bloomops.tapdb import instances
+from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.models import AuditLog, GenericInstance, GenericInstanceLineage
+from bloomops.tapdb.templates import template
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bootstrap_is_idempotent(capsys):
+    call_command("bootstrap_tapdb")
+    first = capsys.readouterr().out
+    counts = fetch_value(
+        "SELECT (SELECT count(*) FROM generic_template) * 1000 + (SELECT count(*) FROM audit_log)"
+    )
+    call_command("bootstrap_tapdb")
+    second = capsys.readouterr().out
+    assert "nothing changed" in first  # the session fixture already bootstrapped
+    assert "nothing changed" in second
+    assert counts == fetch_value(
+        "SELECT (SELECT count(*) FROM generic_template) * 1000 + (SELECT count(*) FROM audit_log)"
+    )
+
+
+def test_bootstrap_seeds_every_required_template():
+    for code in [
+        "data/execution/queue/1.0",
+        "data/execution/queue_lease/1.0",
+        "data/execution/execution_record/1.0",
+        "data/execution/hold/1.0",
+        "data/execution/dead_letter/1.0",
+        "actor/system/worker/1.0",
+        "content/material/specimen/1.0",
+        "data/analysis/analysis_request/1.0",
+        "data/analysis/artifact/1.0",
+    ]:
+        assert template(code).uid
+    for action in [
+        "register_worker", "heartbeat_worker", "claim_queue_item", "renew_queue_lease",
+        "release_queue_lease", "complete_queue_execution", "fail_queue_execution",
+        "place_execution_hold", "release_execution_hold", "requeue_subject",
+        "cancel_subject_execution", "expire_queue_lease",
+    ]:
+        assert template(f"action/execution_queue/{action}/1.0").uid
+
+
+def test_unmanaged_model_insert_gets_trigger_euid_and_audit_row(tenant):
+    spec = template("content/material/specimen/1.0")
+    row = GenericInstance.objects.create(
+        name="orm specimen",
+        tenant_id=tenant,
+        polymorphic_discriminator="content_instance",
+        category=spec.category,
+        type=spec.type,
+        subtype=spec.subtype,
+        version=spec.version,
+        template_id=spec.uid,
+        json_addl={"properties": {"site": "sfo"}},
+    )
+    assert row.euid.startswith("Z-MX-")
+    assert row.euid_seq > 0
+    assert row.domain_code == "Z"
+    audit = AuditLog.objects.filter(rel_table_name="generic_instance", rel_table_uid_fk=row.uid)
+    assert audit.filter(operation_type="INSERT", rel_table_euid_fk=row.euid).count() == 1
+
+    GenericInstance.objects.filter(uid=row.uid).update(name="renamed")
+    update = audit.get(operation_type="UPDATE", column_name="name")
+    assert (update.old_value, update.new_value) == ("orm specimen", "renamed")
+
+
+def test_lineage_helper_finds_parents_and_children_by_relationship_type(tenant):
+    code = "content/material/specimen/1.0"
+    a = instances.create_instance(code, name="a", properties={})
+    b = instances.create_instance(code, name="b", properties={})
+    c = instances.create_instance(code, name="c", properties={})
+    edge = instances.link(a.uid, b.uid, "derived_from")
+    instances.link(a.uid, c.uid, "aliquot_of")
+    assert edge.euid.startswith("Z-EDG-")
+    assert GenericInstanceLineage.objects.get(uid=edge.uid).relationship_type == "derived_from"
+    assert [i.euid for i in instances.children(a.uid, "derived_from")] == [b.euid]
+    assert [i.euid for i in instances.children(a.uid, "aliquot_of")] == [c.euid]
+    assert sorted(i.euid for i in instances.children(a.uid)) == sorted([b.euid, c.euid])
+    assert [i.euid for i in instances.parents(c.uid, "aliquot_of")] == [a.euid]
+    assert list(instances.parents(c.uid, "derived_from")) == []
+
+
+def test_the_four_role_groups_exist():
+    assert set(Group.objects.values_list("name", flat=True)) >= {
+        "worker_service", "worker_human", "operator", "admin"
+    }
+
+
+@pytest.mark.parametrize("path", ["/", "/?x=1"])
+def test_pages_redirect_to_sign_in_when_signed_out(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_demo_seed_twice_creates_nothing_new(tenant):
+    first = seed_demo()
+    assert len(first.queues_created) == 11
+    assert 250 <= first.subjects_created <= 350
+    before = fetch_value("SELECT count(*) FROM generic_instance")
+    users_before = User.objects.count()
+    second = seed_demo()
+    assert second.queues_created == [] and second.subjects_created == 0
+    assert second.users_created == []
+    assert fetch_value("SELECT count(*) FROM generic_instance") == before
+    assert User.objects.count() == users_before
+    assert {q["queue_key"] for q in selectors.queues()} == {q["queue_key"] for q in DEMO_QUEUES}
+
+
+def test_dashboard_depths_equal_a_direct_count(client, tenant):
+    seed_demo()
+    client.force_login(User.objects.get(username="qa"))
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    # An independent count straight from the envelopes: every demo subject is READY, due and
+    # unheld, so each queue's depth is the number of subjects routed to it.
+    direct = dict(
+        (r[0], r[1])
+        for r in _rows(
+            "SELECT json_addl->'properties'->'execution'->>'next_queue_key', count(*)"
+            " FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+            " AND json_addl->'properties'->'execution'->>'state' = 'READY' GROUP BY 1",
+            [tenant],
+        )
+    )
+    assert len(direct) == 11
+    for spec in DEMO_QUEUES:
+        summary = next(s for s in response.context["summaries"] if s.queue_key == spec["queue_key"])
+        assert summary.depth == direct[spec["queue_key"]]
+        assert escape(spec["display_name"]) in html
+
+
+def _rows(sql, params):
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+@override_settings(DEBUG=False)
+def test_demo_password_is_refused_when_debug_is_off(client):
+    user = User.objects.create_user("demo-like", password="bloomops")
+    response = client.post("/accounts/login/", {"username": user.username, "password": "bloomops"})
+    assert response.status_code == 200
+    assert "public demo password" in response.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+@override_settings(DEBUG=True)
+def test_demo_password_works_when_debug_is_on(client):
+    User.objects.create_user("demo-like", password="bloomops")
+    response = client.post("/accounts/login/", {"username": "demo-like", "password": "bloomops"})
+    assert response.status_code == 302
