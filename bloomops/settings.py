@@ -84,6 +84,8 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+# Destination recorded on every outbox_event row the executor writes.
+BLOOMOPS_OUTBOX_DESTINATION = os.environ.get("BLOOMOPS_OUTBOX_DESTINATION", "bloomops.execution")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

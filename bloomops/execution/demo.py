@@ -130,16 +130,21 @@ NAME_STEM = {
 }
 
 
-def queue_properties(**overrides) -> dict:
-    """A full queue config: the template's defaults with the given fields set."""
+def template_defaults(code: str) -> dict:
+    """The default properties a template declares for its instances."""
     from bloomops.tapdb.db import fetch_one
     from bloomops.tapdb.templates import template
 
     row = fetch_one(
         "SELECT json_addl->'properties' AS p FROM generic_template WHERE uid = %s",
-        [template(QUEUE).uid],
+        [template(code).uid],
     )
-    props = dict(row["p"]) if row else {}
+    return dict(row["p"]) if row and row["p"] else {}
+
+
+def queue_properties(**overrides) -> dict:
+    """A full queue config: the template's defaults with the given fields set."""
+    props = template_defaults(QUEUE)
     props.update(overrides)
     return props
 

@@ -20,6 +20,7 @@ from bloomops.execution.sql import (
     QP,
     QUEUES,
     READY_TS,
+    SCOPE_MATCH,
     TEMPLATE_CODE,
     VISIBLE,
 )
@@ -129,13 +130,12 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
     """queue_key -> count of visible subjects, for every queue. One query."""
     rows = fetch_all(
         f"""
-        SELECT {QP}->>'queue_key' AS queue_key, count(s.uid) AS depth
+        SELECT {QP}->>'queue_key' AS queue_key, count(s.uid) FILTER (WHERE {VISIBLE}) AS depth
         FROM ({QUEUES}) q
         LEFT JOIN generic_instance s
           ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
          AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
         LEFT JOIN generic_template t ON t.uid = s.template_uid
-        WHERE s.uid IS NULL OR {VISIBLE}
         GROUP BY 1
         """,
         _params(now, tenant),
@@ -387,4 +387,408 @@ def queue_config(queue_key: str, *, tenant: str | None = None) -> dict[str, Any]
         FROM ({QUEUES}) q WHERE {QP}->>'queue_key' = %(queue_key)s
         """,
         _params(None, tenant, queue_key=queue_key),
+    )
+
+
+def is_visible(
+    subject_uid: int, queue_key: str, *, now: datetime | None = None, tenant: str | None = None
+) -> bool:
+    """The full predicate of 3.1 for one subject and one queue. One query. The claim calls it
+    in a new statement after locking the subject, so it sees leases committed meanwhile."""
+    row = fetch_one(
+        f"""
+        SELECT {VISIBLE} AS visible
+        FROM ({QUEUES}) q
+        JOIN generic_instance s ON s.uid = %(uid)s AND s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+        JOIN generic_template t ON t.uid = s.template_uid
+        WHERE {QP}->>'queue_key' = %(queue_key)s
+        """,
+        _params(now, tenant, uid=subject_uid, queue_key=queue_key),
+    )
+    return bool(row and row["visible"])
+
+
+@dataclass
+class Reason:
+    code: str
+    message: str
+
+
+@dataclass
+class Diagnostics:
+    uid: int
+    euid: str
+    name: str
+    template_code: str
+    execution: dict[str, Any]
+    props: dict[str, Any]
+    created_dt: datetime
+    queue_key: str | None
+    queue: dict[str, Any] | None
+    visible: bool
+    derived_state: str | None
+    reasons: list[Reason]
+    active_lease: dict[str, Any] | None
+    active_holds: list[dict[str, Any]]
+    worker: dict[str, Any] | None = None
+
+    @property
+    def state(self) -> str:
+        return self.execution.get("state", "")
+
+    @property
+    def revision(self) -> int:
+        return int(self.execution.get("revision") or 0)
+
+    @property
+    def priority_class(self) -> str:
+        return priority_class(self.execution.get("priority"))
+
+    @property
+    def reason_codes(self) -> list[str]:
+        return [r.code for r in self.reasons]
+
+
+DIAG_SQL = f"""
+    SELECT s.uid, s.euid, s.name, s.created_dt, s.json_addl->'properties' AS props,
+           {TEMPLATE_CODE} AS template_code, {ENV} AS execution, {READY_TS} AS ready_ts,
+           q.euid AS queue_euid, {QP} AS queue,
+           (q.uid IS NOT NULL AND {VISIBLE}) AS visible,
+           (q.uid IS NULL OR {QP}->'subject_template_codes' ? {TEMPLATE_CODE}) AS template_ok,
+           (q.uid IS NULL OR ({SCOPE_MATCH})) AS scope_ok,
+           (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties')
+              FROM generic_instance_lineage l
+              JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+             WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+               AND l.relationship_type = 'execution_subject_lease'
+               AND x.json_addl->'properties'->>'status' = 'ACTIVE'
+             ORDER BY x.uid DESC LIMIT 1) AS active_lease,
+           (SELECT coalesce(jsonb_agg(jsonb_build_object('euid', x.euid,
+                                                         'props', x.json_addl->'properties')
+                                      ORDER BY x.uid), '[]'::jsonb)
+              FROM generic_instance_lineage l
+              JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+             WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+               AND l.relationship_type = 'execution_subject_hold'
+               AND x.json_addl->'properties'->>'status' = 'ACTIVE') AS active_holds,
+           (SELECT jsonb_build_object('euid', w.euid, 'props', w.json_addl->'properties')
+              FROM generic_instance w
+             WHERE w.euid = %(worker_euid)s AND w.tenant_id = s.tenant_id
+               AND w.type = 'system' AND w.subtype = 'worker') AS worker
+    FROM generic_instance s
+    JOIN generic_template t ON t.uid = s.template_uid
+    LEFT JOIN ({QUEUES}) q ON {QP}->>'queue_key' = {ENV}->>'next_queue_key'
+    WHERE s.euid = %(euid)s AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
+"""
+
+
+def subject_diagnostics(
+    euid: str,
+    *,
+    now: datetime | None = None,
+    tenant: str | None = None,
+    worker_euid: str | None = None,
+) -> Diagnostics | None:
+    """Envelope, derived visibility and every "why not in queue" reason of 9.3 (for a given
+    worker too, when worker_euid is passed). One query."""
+    from bloomops.execution.envelope import read_envelope
+    from bloomops.execution.policy import eligibility_problems, worker_status_problem
+
+    moment = now or clock.now()
+    row = fetch_one(DIAG_SQL, _params(moment, tenant, euid=euid, worker_euid=worker_euid))
+    if row is None:
+        return None
+    env = read_envelope({"properties": {"execution": row["execution"] or {}}})
+    now_ts = ts(moment)
+    queue = row["queue"]
+    reasons: list[Reason] = []
+    lease = row["active_lease"]
+    holds = row["active_holds"] or []
+    state = env["state"]
+    if env.get("terminal") or state in ("COMPLETED", "CANCELED", "FAILED_TERMINAL"):
+        reasons.append(Reason("TERMINAL_STATE", f"The subject is in terminal state {state}."))
+    if env.get("cancel_requested"):
+        reasons.append(Reason("CANCEL_REQUESTED", "Cancellation was requested."))
+    if holds or env.get("hold_state") == "ACTIVE":
+        why = "; ".join(h["props"].get("reason") or "" for h in holds) or env.get("hold_reason")
+        reasons.append(Reason("ACTIVE_HOLD", f"An active hold: {why}."))
+    derived = None
+    if lease:
+        if (lease["props"].get("expires_at") or "") > now_ts:
+            derived = "LEASED"
+            reasons.append(Reason("ACTIVE_LEASE", "Leased by worker "
+                                  f"{lease['props'].get('worker_lookup_euid')} until "
+                                  f"{lease['props'].get('expires_at')}."))
+        else:
+            derived = "LEASE_EXPIRED"
+    if not env.get("next_queue_key"):
+        reasons.append(Reason("NEXT_QUEUE_KEY_MISSING", "The subject is not routed to a queue."))
+    elif queue is None:
+        reasons.append(Reason("QUEUE_NOT_FOUND", f"No queue {env['next_queue_key']!r} exists."))
+    else:
+        if state not in (queue.get("eligible_states") or []) and "TERMINAL_STATE" not in [
+            r.code for r in reasons
+        ]:
+            eligible = ", ".join(queue.get("eligible_states") or [])
+            reasons.append(Reason("STATE_NOT_ELIGIBLE", f"State {state} is not eligible in"
+                                  f" {queue['queue_key']} ({eligible})."))
+        if env.get("retry_at") and env["retry_at"] > now_ts:
+            reasons.append(Reason("RETRY_WINDOW_NOT_REACHED",
+                                  f"Retry is not due until {env['retry_at']}."))
+        elif row["ready_ts"] > now_ts:
+            reasons.append(Reason("NOT_READY_YET", f"Not ready until {row['ready_ts']}."))
+        if not row["template_ok"]:
+            reasons.append(Reason("TEMPLATE_NOT_ACCEPTED", f"{queue['queue_key']} does not take"
+                                  f" {row['template_code']} subjects."))
+        if not row["scope_ok"]:
+            reasons.append(Reason("SCOPE_MISMATCH", "The subject's site/platform/assay is"
+                                  " outside the queue's scope."))
+        if not queue.get("enabled", True):
+            reasons.append(Reason("QUEUE_DISABLED", f"Queue {queue['queue_key']} is disabled."))
+    worker = row["worker"]
+    if worker and queue is not None:
+        problem = worker_status_problem(worker["props"])
+        if problem:
+            reasons.append(Reason("WORKER_UNAVAILABLE", problem))
+        for code, message in eligibility_problems(worker["props"], queue):
+            if code == "QUEUE_DISABLED":
+                continue
+            reasons.append(Reason("CAPABILITY_MISMATCH", message))
+    visible = bool(row["visible"])
+    if visible:
+        derived = "VISIBLE_IN_QUEUE"
+    return Diagnostics(
+        uid=row["uid"], euid=row["euid"], name=row["name"], template_code=row["template_code"],
+        execution=env, props=row["props"] or {}, created_dt=row["created_dt"],
+        queue_key=env.get("next_queue_key"), queue=queue, visible=visible,
+        derived_state=derived, reasons=reasons,
+        active_lease=lease, active_holds=holds, worker=worker,
+    )
+
+
+def subject_history(subject_uid: int) -> dict[str, list[dict[str, Any]]]:
+    """Leases, execution records, holds, dead letters and outputs of a subject, found through
+    lineage only (1.1). One query."""
+    rows = fetch_all(
+        """
+        SELECT l.relationship_type AS rel, x.euid, x.name, x.created_dt,
+               x.json_addl->'properties' AS props
+        FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+        WHERE l.parent_instance_uid = %s AND NOT l.is_deleted
+          AND l.relationship_type IN ('execution_subject_lease', 'execution_subject_record',
+                'execution_subject_hold', 'execution_subject_dead_letter',
+                'execution_subject_output')
+        ORDER BY x.uid
+        """,
+        [subject_uid],
+    )
+    out: dict[str, list[dict[str, Any]]] = {
+        "leases": [], "records": [], "holds": [], "dead_letters": [], "outputs": []
+    }
+    key = {
+        "execution_subject_lease": "leases",
+        "execution_subject_record": "records",
+        "execution_subject_hold": "holds",
+        "execution_subject_dead_letter": "dead_letters",
+        "execution_subject_output": "outputs",
+    }
+    for row in rows:
+        out[key[row["rel"]]].append(row)
+    return out
+
+
+def lineage_of(instance_uid: int) -> list[dict[str, Any]]:
+    """Every live lineage edge touching an instance, both directions. One query."""
+    return fetch_all(
+        """
+        SELECT 'child' AS direction, l.relationship_type, x.euid, x.name, x.type, x.subtype,
+               l.created_dt
+        FROM generic_instance_lineage l JOIN generic_instance x ON x.uid = l.child_instance_uid
+        WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
+        UNION ALL
+        SELECT 'parent', l.relationship_type, x.euid, x.name, x.type, x.subtype, l.created_dt
+        FROM generic_instance_lineage l JOIN generic_instance x ON x.uid = l.parent_instance_uid
+        WHERE l.child_instance_uid = %(uid)s AND NOT l.is_deleted
+        ORDER BY 7, 1
+        """,
+        {"uid": instance_uid},
+    )
+
+
+def action_history(instance_uid: int) -> list[dict[str, Any]]:
+    """Action records executed on an instance: who, when, what, why. One query."""
+    return fetch_all(
+        """
+        SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
+               a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason,
+               a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload
+        FROM generic_instance_lineage l
+        JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
+        WHERE l.child_instance_uid = %s AND l.relationship_type = 'executed_on'
+          AND NOT l.is_deleted
+        ORDER BY a.uid
+        """,
+        [instance_uid],
+    )
+
+
+def audit_trail(instance_uid: int, *, limit: int = 200) -> list[dict[str, Any]]:
+    """TapDB's own audit rows for an instance (its triggers write them). One query."""
+    return fetch_all(
+        """
+        SELECT changed_at, changed_by, operation_type, column_name,
+               left(old_value, 400) AS old_value, left(new_value, 400) AS new_value
+        FROM audit_log WHERE rel_table_name = 'generic_instance' AND rel_table_uid_fk = %s
+        ORDER BY uid DESC LIMIT %s
+        """,
+        [instance_uid, limit],
+    )
+
+
+@dataclass
+class WorkerRow:
+    uid: int
+    euid: str
+    props: dict[str, Any]
+    active_leases: int
+    heartbeat_lag_seconds: float | None
+    computed_status: str
+
+    @property
+    def worker_key(self) -> str:
+        return self.props.get("worker_key", "")
+
+    @property
+    def max_concurrent_leases(self) -> int:
+        return int(self.props.get("max_concurrent_leases") or 1)
+
+
+def workers(*, now: datetime | None = None, tenant: str | None = None,
+            euid: str | None = None) -> list[WorkerRow]:
+    """Workers with computed status (OFFLINE when the heartbeat is older than its TTL) and
+    active nonexpired lease counts. One query."""
+    moment = now or clock.now()
+    params = _params(moment, tenant, euid=euid)
+    rows = fetch_all(
+        """
+        SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
+               (SELECT count(*) FROM generic_instance_lineage l
+                  JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+                 WHERE l.parent_instance_uid = w.uid AND NOT l.is_deleted
+                   AND l.relationship_type = 'execution_worker_lease'
+                   AND x.json_addl->'properties'->>'status' = 'ACTIVE'
+                   AND x.json_addl->'properties'->>'expires_at' > %(now)s) AS active_leases
+        FROM generic_instance w
+        WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
+          AND w.type = 'system' AND w.subtype = 'worker'
+          AND (%(euid)s::text IS NULL OR w.euid = %(euid)s)
+        ORDER BY w.json_addl->'properties'->>'worker_key'
+        """,
+        params,
+    )
+    out = []
+    for row in rows:
+        props = row["props"] or {}
+        hb = parse_ts(props.get("heartbeat_at"))
+        lag = (moment - hb).total_seconds() if hb else None
+        status = props.get("status") or "OFFLINE"
+        ttl = float(props.get("heartbeat_ttl_seconds") or 60)
+        if status in ("ONLINE", "DRAINING") and (lag is None or lag > ttl):
+            status = "OFFLINE"
+        out.append(WorkerRow(uid=row["uid"], euid=row["euid"], props=props,
+                             active_leases=int(row["active_leases"]),
+                             heartbeat_lag_seconds=lag, computed_status=status))
+    return out
+
+
+def leases(*, status: str | None = None, now: datetime | None = None,
+           tenant: str | None = None, worker_euid: str | None = None,
+           limit: int = 500) -> list[dict[str, Any]]:
+    """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
+    past expiry that no sweeper has marked yet. Subject and worker come from lineage.
+    One query."""
+    params = _params(now, tenant, status=status, worker_euid=worker_euid, limit=limit)
+    return fetch_all(
+        """
+        SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
+               CASE WHEN x.json_addl->'properties'->>'status' = 'ACTIVE'
+                         AND x.json_addl->'properties'->>'expires_at' <= %(now)s
+                    THEN 'EXPIRED' ELSE x.json_addl->'properties'->>'status'
+               END AS effective_status,
+               s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
+               w.json_addl->'properties'->>'display_name' AS worker_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+        FROM generic_instance x
+        LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
+             AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
+        LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+        LEFT JOIN generic_instance_lineage lw ON lw.child_instance_uid = x.uid
+             AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
+        LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid
+        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
+          AND x.type = 'execution' AND x.subtype = 'queue_lease'
+          AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
+          AND (%(status)s::text IS NULL
+               OR (%(status)s = 'ACTIVE' AND x.json_addl->'properties'->>'status' = 'ACTIVE'
+                   AND x.json_addl->'properties'->>'expires_at' > %(now)s)
+               OR (%(status)s = 'EXPIRED' AND (x.json_addl->'properties'->>'status' = 'EXPIRED'
+                   OR (x.json_addl->'properties'->>'status' = 'ACTIVE'
+                       AND x.json_addl->'properties'->>'expires_at' <= %(now)s)))
+               OR (%(status)s NOT IN ('ACTIVE', 'EXPIRED')
+                   AND x.json_addl->'properties'->>'status' = %(status)s))
+        ORDER BY x.uid DESC
+        LIMIT %(limit)s
+        """,
+        params,
+    )
+
+
+def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
+                 queue_key: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Dead letters with their subject (through lineage). One query."""
+    return fetch_all(
+        """
+        SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
+               s.name AS subject_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+        FROM generic_instance d
+        LEFT JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
+             AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
+        LEFT JOIN generic_instance s ON s.uid = l.parent_instance_uid
+        WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
+          AND d.type = 'execution' AND d.subtype = 'dead_letter'
+          AND (%(resolution)s::text IS NULL
+               OR d.json_addl->'properties'->>'resolution_state' = %(resolution)s)
+          AND (%(queue_key)s::text IS NULL
+               OR d.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+        ORDER BY d.uid DESC LIMIT %(limit)s
+        """,
+        _params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit),
+    )
+
+
+def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
+                 limit: int = 500) -> list[dict[str, Any]]:
+    """Active holds with their subject (through lineage). One query."""
+    return fetch_all(
+        """
+        SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
+               s.name AS subject_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+        FROM generic_instance h
+        JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
+             AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted
+        JOIN generic_instance s ON s.uid = l.parent_instance_uid
+        WHERE h.tenant_id = %(tenant)s AND NOT h.is_deleted
+          AND h.type = 'execution' AND h.subtype = 'hold'
+          AND h.json_addl->'properties'->>'status' = 'ACTIVE'
+          AND (%(queue_key)s::text IS NULL
+               OR h.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+        ORDER BY h.uid DESC LIMIT %(limit)s
+        """,
+        _params(None, tenant, queue_key=queue_key, limit=limit),
     )

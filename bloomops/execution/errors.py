@@ -1,0 +1,69 @@
+"""Stable refusal codes. Every refusal of the executor is one of these, carries a readable
+message for an operator, maps to one HTTP status for the API, and writes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HTTP_STATUS: dict[str, int] = {
+    "VALIDATION_ERROR": 400,
+    "UNAUTHENTICATED": 401,
+    "FORBIDDEN": 403,
+    "NOT_FOUND": 404,
+    "STATE_CONFLICT": 409,
+    "REVISION_CONFLICT": 409,
+    "IDEMPOTENCY_CONFLICT": 409,
+    "LEASE_EXPIRED": 409,
+    "LEASE_NOT_OWNED": 409,
+    "LEASE_NOT_ACTIVE": 409,
+    "NOT_VISIBLE": 409,
+    "NO_WORK": 409,
+    "WORKER_UNAVAILABLE": 409,
+    "WORKER_NOT_ELIGIBLE": 409,
+    "MAX_LEASES_REACHED": 409,
+    "QUEUE_DISABLED": 409,
+    "SUBJECT_HELD": 409,
+    "HOLD_NOT_ACTIVE": 409,
+    "CONCURRENT_UPDATE": 409,
+}
+
+# What an operator reads when the code comes back (the UI shows these, the API returns
+# them as the message when the raiser gave none).
+PLAIN: dict[str, str] = {
+    "VALIDATION_ERROR": "The request is incomplete or invalid.",
+    "UNAUTHENTICATED": "Sign in or send a valid API token.",
+    "FORBIDDEN": "Your role may not perform this action.",
+    "NOT_FOUND": "No such object.",
+    "STATE_CONFLICT": "This subject changed since you loaded the page (state differs).",
+    "REVISION_CONFLICT": "This subject changed since you loaded the page (revision differs).",
+    "IDEMPOTENCY_CONFLICT": "This request key was already used with different content.",
+    "LEASE_EXPIRED": "The lease has expired; the item may already be claimed by someone else.",
+    "LEASE_NOT_OWNED": "This lease belongs to another worker.",
+    "LEASE_NOT_ACTIVE": "This lease is no longer active.",
+    "NOT_VISIBLE": "The subject is not available in that queue right now.",
+    "NO_WORK": "There is no claimable work in the queue right now.",
+    "WORKER_UNAVAILABLE": "The worker is disabled, retired or draining and may not take work.",
+    "WORKER_NOT_ELIGIBLE": "The worker's capabilities or scopes do not cover this queue.",
+    "MAX_LEASES_REACHED": "The worker already holds as many leases as it may.",
+    "QUEUE_DISABLED": "The queue is disabled.",
+    "SUBJECT_HELD": "The subject is on hold; only release of the hold or cancel is allowed.",
+    "HOLD_NOT_ACTIVE": "The hold is not active.",
+    "CONCURRENT_UPDATE": "Another change to the same objects happened at the same time; retry.",
+}
+
+
+class ActionError(Exception):
+    def __init__(self, code: str, message: str | None = None, **details: Any) -> None:
+        if code not in HTTP_STATUS:
+            raise ValueError(f"unknown error code {code}")
+        self.code = code
+        self.message = message or PLAIN[code]
+        self.details = details
+        super().__init__(f"{code}: {self.message}")
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}

@@ -1,0 +1,150 @@
+"""Loading, locking and updating the TapDB objects the executor works on.
+
+Only the executor (and its handlers) call the writing functions here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bloomops.execution.envelope import read_envelope
+from bloomops.tapdb.db import execute, fetch_all, fetch_one
+
+REL = {
+    "subject_lease": "execution_subject_lease",
+    "worker_lease": "execution_worker_lease",
+    "queue_lease": "execution_queue_lease",
+    "lease_record": "execution_lease_record",
+    "subject_record": "execution_subject_record",
+    "worker_record": "execution_worker_record",
+    "queue_record": "execution_queue_record",
+    "record_output": "execution_record_output",
+    "record_supersedes": "execution_record_supersedes",
+    "subject_output": "execution_subject_output",
+    "subject_hold": "execution_subject_hold",
+    "queue_hold": "execution_queue_hold",
+    "actor_hold": "execution_actor_hold",
+    "subject_dead_letter": "execution_subject_dead_letter",
+    "queue_dead_letter": "execution_queue_dead_letter",
+    "record_dead_letter": "execution_record_dead_letter",
+    "executed_on": "executed_on",
+}
+
+
+@dataclass
+class Obj:
+    uid: int
+    euid: str
+    name: str
+    template_uid: int
+    type: str
+    subtype: str
+    json_addl: dict[str, Any]
+    created_dt: datetime
+    props: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.props = dict((self.json_addl or {}).get("properties") or {})
+
+    @property
+    def envelope(self) -> dict[str, Any]:
+        return read_envelope(self.json_addl)
+
+    def kind(self) -> str:
+        return f"{self.type}/{self.subtype}"
+
+
+_COLUMNS = "uid, euid, name, template_uid, type, subtype, json_addl, created_dt"
+
+
+def _obj(row: dict | None) -> Obj | None:
+    return Obj(**row) if row else None
+
+
+def load(
+    *, euid: str | None = None, uid: int | None = None, tenant: str, lock: bool = False,
+    nowait: bool = False,
+) -> Obj | None:
+    if euid is None and uid is None:
+        return None
+    where = "euid = %(key)s" if euid is not None else "uid = %(key)s"
+    suffix = " FOR UPDATE" + (" NOWAIT" if nowait else "") if lock else ""
+    return _obj(
+        fetch_one(
+            f"SELECT {_COLUMNS} FROM generic_instance WHERE {where}"
+            f" AND tenant_id = %(tenant)s AND NOT is_deleted{suffix}",
+            {"key": euid if euid is not None else uid, "tenant": tenant},
+        )
+    )
+
+
+def save_props(obj: Obj, props: dict[str, Any]) -> None:
+    execute(
+        "UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{properties}', %s::jsonb)"
+        " WHERE uid = %s",
+        [json.dumps(props), obj.uid],
+    )
+    obj.props = props
+
+
+def linked(parent_uid: int, child_uid: int, rel: str) -> bool:
+    return bool(
+        fetch_one(
+            "SELECT 1 AS x FROM generic_instance_lineage WHERE parent_instance_uid = %s"
+            " AND child_instance_uid = %s AND relationship_type = %s AND NOT is_deleted",
+            [parent_uid, child_uid, rel],
+        )
+    )
+
+
+def parent_of(child_uid: int, rel: str, *, tenant: str, lock: bool = False) -> Obj | None:
+    row = fetch_one(
+        "SELECT parent_instance_uid AS uid FROM generic_instance_lineage"
+        " WHERE child_instance_uid = %s AND relationship_type = %s AND NOT is_deleted"
+        " ORDER BY uid LIMIT 1",
+        [child_uid, rel],
+    )
+    return load(uid=row["uid"], tenant=tenant, lock=lock) if row else None
+
+
+def children_of(
+    parent_uid: int, rel: str, *, where_status: str | None = None, lock: bool = False
+) -> list[Obj]:
+    """Children through live edges of one relationship type (optionally by status)."""
+    status = " AND x.json_addl->'properties'->>'status' = %s" if where_status else ""
+    params: list[Any] = [parent_uid, rel] + ([where_status] if where_status else [])
+    rows = fetch_all(
+        f"SELECT x.uid, x.euid, x.name, x.template_uid, x.type, x.subtype, x.json_addl,"
+        f" x.created_dt FROM generic_instance_lineage l"
+        f" JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted"
+        f" WHERE l.parent_instance_uid = %s AND l.relationship_type = %s AND NOT l.is_deleted"
+        f"{status} ORDER BY x.uid{' FOR UPDATE OF x' if lock else ''}",
+        params,
+    )
+    return [Obj(**r) for r in rows]
+
+
+def worker_by_key(worker_key: str, *, tenant: str, lock: bool = False) -> Obj | None:
+    return _obj(
+        fetch_one(
+            f"SELECT {_COLUMNS} FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+            " AND type = 'system' AND subtype = 'worker'"
+            " AND json_addl->'properties'->>'worker_key' = %s"
+            f"{' FOR UPDATE' if lock else ''}",
+            [tenant, worker_key],
+        )
+    )
+
+
+def is_kind(obj: Obj | None, kind: str) -> bool:
+    return obj is not None and obj.kind() == kind
+
+
+WORKER = "system/worker"
+QUEUE = "execution/queue"
+LEASE = "execution/queue_lease"
+RECORD = "execution/execution_record"
+HOLD = "execution/hold"
+DEAD_LETTER = "execution/dead_letter"

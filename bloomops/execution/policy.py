@@ -1,0 +1,78 @@
+"""Pure policy: worker eligibility (3.5), retry classification (8.4) and backoff (8.5)."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+from bloomops.execution.states import TRANSIENT_CLASSES, RetryClass, WorkerStatus, WorkerType
+
+
+def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> bool:
+    """An empty scope on either side means "any"."""
+    if not worker_scope or not queue_scope:
+        return True
+    return bool(set(worker_scope) & set(queue_scope))
+
+
+def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[tuple[str, str]]:
+    """Why this worker may not claim from this queue, as (code, plain message) pairs; empty
+    when it may. Lease-count and drain checks live with the worker status checks."""
+    problems: list[tuple[str, str]] = []
+    if not queue.get("enabled", True):
+        reason = queue.get("disabled_reason")
+        problems.append(("QUEUE_DISABLED", "The queue is disabled" + (f": {reason}" if reason
+                                                                      else ".")))
+    wtype = worker.get("worker_type")
+    if queue.get("manual_only") and wtype != WorkerType.HUMAN_SESSION:
+        problems.append(("WORKER_NOT_ELIGIBLE", "The queue is manual-only (human workers)."))
+    missing = sorted(set(queue.get("required_worker_capabilities") or [])
+                     - set(worker.get("capabilities") or []))
+    if missing:
+        problems.append(("WORKER_NOT_ELIGIBLE",
+                         "Missing capabilities: " + ", ".join(missing) + "."))
+    for scope in ("site", "platform", "assay"):
+        if not _overlaps(worker.get(f"{scope}_scope"), queue.get(f"{scope}_scope")):
+            problems.append(("WORKER_NOT_ELIGIBLE", f"The worker's {scope} scope does not"
+                             f" overlap the queue's ({', '.join(queue.get(f'{scope}_scope'))})."))
+    return problems
+
+
+def worker_status_problem(worker: dict[str, Any]) -> str | None:
+    status = worker.get("status")
+    if status in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+        return f"The worker is {status.lower()}."
+    if status == WorkerStatus.DRAINING or worker.get("drain_requested"):
+        return "The worker is draining and takes no new work."
+    return None
+
+
+def classify_failure(retryable: bool | None, error_class: str | None) -> RetryClass:
+    if error_class:
+        cls = RetryClass(error_class)
+        if retryable is True and cls not in TRANSIENT_CLASSES:
+            raise ValueError(f"{cls} is not a retryable class")
+        if retryable is False and cls in TRANSIENT_CLASSES:
+            raise ValueError(f"{cls} is a retryable class")
+        return cls
+    return RetryClass.TRANSIENT_SYSTEM if retryable else RetryClass.PERMANENT_STATE
+
+
+def retry_delay_seconds(
+    policy: dict[str, Any], attempt_count: int, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff: initial * factor^(attempt-1), capped; optional +-jitter_ratio."""
+    initial = float(policy.get("initial_delay_seconds", 60))
+    factor = float(policy.get("backoff_factor", 2.0))
+    cap = float(policy.get("max_delay_seconds", 3600))
+    delay = min(cap, initial * factor ** max(attempt_count - 1, 0))
+    jitter = float(policy.get("jitter_ratio") or 0.0)
+    if jitter:
+        delay *= 1 + (rng or random).uniform(-jitter, jitter)
+        delay = min(cap, max(0.0, delay))
+    return delay
+
+
+def retry_at(policy: dict[str, Any], attempt_count: int, now: datetime) -> datetime:
+    return now + timedelta(seconds=retry_delay_seconds(policy, attempt_count))
