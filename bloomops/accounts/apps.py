@@ -1,6 +1,23 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def ensure_role_groups(sender, using="default", **kwargs) -> None:
+    """The role groups are created by migration 0001_roles; re-assert them after every
+    migrate/flush (as Django does for permissions) so a flushed database keeps its roles."""
+    from django.contrib.auth.models import Group
+
+    from bloomops.accounts.roles import ALL_ROLES
+
+    for name in ALL_ROLES:
+        Group.objects.using(using).get_or_create(name=name)
 
 
 class AccountsConfig(AppConfig):
     name = "bloomops.accounts"
     label = "accounts"
+
+    def ready(self) -> None:
+        # Sent for apps with models only; auth always has them.
+        post_migrate.connect(ensure_role_groups, sender=self.apps.get_app_config("auth"),
+                             dispatch_uid="bloomops-roles")

@@ -5,8 +5,9 @@ execute(request):
   2. validate the request (handler.validate), compute the payload hash
   3. in one transaction: SET LOCAL session.current_username; serialise on the idempotency
      key; replay the stored result (same hash) or refuse IDEMPOTENCY_CONFLICT (other hash)
-  4. lock the subject row FOR UPDATE, then the lease; guard expected_state,
-     expected_revision, allowed_from_states, lease active + unexpired + lineage-linked
+  4. lock the subject row FOR UPDATE, then the lease; guard the lease (active, unexpired,
+     lineage-linked to subject and worker), then expected_state, expected_revision and the
+     template's allowed_from_states
   5. run the handler (envelope change, new objects, lineage)
   6. revision += 1 when the envelope changed; the action record (type execution_queue,
      subtype = action key) with an executed_on edge to its target; an outbox event
@@ -416,12 +417,14 @@ def execute(req: ActionRequest) -> ActionResult:
                 _log(req, ctx, result, started, replayed=True)
                 return result
             handler.prepare(ctx)
+            # The lease is the worker's credential: a late call on an expired lease is told
+            # LEASE_EXPIRED (8.1) even though the subject has moved on since.
+            if spec.requires_lease:
+                guard_lease(ctx)
             if ctx.subject is not None:
                 ctx.env = ctx.subject.envelope
                 if handler.guards_subject:
                     _guard_subject(ctx)
-            if spec.requires_lease:
-                guard_lease(ctx)
             handler.run(ctx)
             if ctx.noop:
                 result = ActionResult(req.action_key, None, False, {**ctx.result, "noop": True})
