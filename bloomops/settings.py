@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "bloomops.accounts",
     "bloomops.execution",
     "bloomops.web",
+    "bloomops.api",
+    "ninja",
 ]
 
 MIDDLEWARE = [
@@ -84,8 +86,14 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+# How long an action waits for a row another action holds before giving up.
+BLOOMOPS_LOCK_TIMEOUT_MS = int(os.environ.get("BLOOMOPS_LOCK_TIMEOUT_MS", "5000"))
 # Destination recorded on every outbox_event row the executor writes.
 BLOOMOPS_OUTBOX_DESTINATION = os.environ.get("BLOOMOPS_OUTBOX_DESTINATION", "bloomops.execution")
+# Outbox dispatcher sink: "log" or an http(s):// webhook URL (see dispatch_outbox).
+BLOOMOPS_OUTBOX_SINK = os.environ.get("BLOOMOPS_OUTBOX_SINK", "log")
+# When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
+BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -897,7 +897,9 @@ class PlaceExecutionHold(Handler):
     def run(self, ctx: Context) -> None:
         env = ctx.env
         assert env is not None
-        queue = _queue(ctx, ctx.request.queue_key or env.get("next_queue_key"), required=False)
+        # A hold must be placeable whatever the routing; only an explicit queue must exist.
+        queue = _queue(ctx, ctx.request.queue_key, required=False) or selectors.queue_config(
+            env.get("next_queue_key") or "", tenant=ctx.tenant)
         before = "FAILED_RETRYABLE" if env["state"] == "FAILED_RETRYABLE" else "READY"
         _end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()

@@ -400,6 +400,10 @@ def execute(req: ActionRequest) -> ActionResult:
     try:
         with transaction.atomic():
             _set_username(req.actor.username)
+            # A row locked elsewhere for longer than this is reported as CONCURRENT_UPDATE
+            # instead of hanging the request.
+            sql_execute("SELECT set_config('lock_timeout', %s, true)",
+                        [f"{settings.BLOOMOPS_LOCK_TIMEOUT_MS}ms"])
             sql_execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))",
                 [f"{tenant}|{req.action_key}|{scope}|{req.idempotency_key}"],

@@ -1,0 +1,138 @@
+"""Spec 000 11.5 at the engine level: the wet-lab chain, the compute flow through
+WAITING_EXTERNAL, and reprocessing against existing artifacts."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.execution import selectors
+from bloomops.execution.demo import (
+    ANALYSIS_REQUEST,
+    ARTIFACT,
+    DEMO_QUEUES,
+    EXTRACTED,
+    LIBRARY,
+    POOL,
+    SPECIMEN,
+)
+from bloomops.execution.objects import REL, load
+from bloomops.tapdb.db import fetch_all
+from bloomops.tapdb.instances import children
+from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lab(tenant):
+    for spec in DEMO_QUEUES:
+        make_queue(**spec)
+    svc = actor(*SERVICE)
+    caps = sorted({c for q in DEMO_QUEUES for c in q["required_worker_capabilities"]})
+    worker = register(svc, capabilities=caps, max_concurrent_leases=5)
+    return svc, worker
+
+
+def _step(svc, worker, queue_key, subject, *, state="READY", **payload):
+    head = selectors.queue_head(queue_key)
+    assert head is not None and head.euid == subject, f"{subject} not at head of {queue_key}"
+    lease = claim(svc, worker, queue_key)
+    assert lease["subject_euid"] == subject
+    assert selectors.queue_depths()[queue_key] == 0
+    return act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+               worker_euid=worker, expected_state=state, payload=payload)
+
+
+def _output(name, code, queue_key, platform="illumina"):
+    return {"template_code": code, "name": name,
+            "properties": {"site": "sfo", "platform": platform, "assay": "wgs"},
+            "execution": {"state": "READY", "next_queue_key": queue_key}}
+
+
+def test_wet_lab_queue_chain_regression(lab, tenant):
+    svc, worker = lab
+    specimen = make_subject("extraction_prod", code=SPECIMEN, name="specimen")
+    done = _step(svc, worker, "extraction_prod", specimen,
+                 outputs=[_output("extract", EXTRACTED, "post_extract_qc")])
+    assert envelope(specimen)["state"] == "COMPLETED"
+    extract = done["output_euids"][0]
+    qc = _step(svc, worker, "post_extract_qc", extract, next_queue_key="ilmn_lib_prep",
+               result_snapshot={"qc": "passed", "concentration_ng_ul": 35})
+    assert qc["state"] == "READY" and envelope(extract)["next_queue_key"] == "ilmn_lib_prep"
+    assert envelope(extract)["next_action_key"] == "create_library_prep"
+    lib = _step(svc, worker, "ilmn_lib_prep", extract,
+                outputs=[_output("library", LIBRARY, "ilmn_seq_pool")])["output_euids"][0]
+    pool = _step(svc, worker, "ilmn_seq_pool", lib,
+                 outputs=[_output("pool", POOL, "ilmn_start_seq_run")])["output_euids"][0]
+    run = _step(svc, worker, "ilmn_start_seq_run", pool,
+                outputs=[{"template_code": "content/material/sequencing_run/1.0",
+                          "name": "run", "properties": {"flowcell": "FC1"}}])
+    assert envelope(pool)["state"] == "COMPLETED"
+    # The chain is traversable through lineage only.
+    chain = [specimen, extract, lib, pool, run["output_euids"][0]]
+    for parent, child in zip(chain, chain[1:], strict=False):
+        uid = load(euid=parent, tenant=tenant).uid
+        assert child in {o.euid for o in children(uid, REL["subject_output"])}
+    # Every transition was an action.
+    keys = [a["action_key"] for a in selectors.action_history(load(euid=extract,
+                                                                    tenant=tenant).uid)]
+    assert keys == ["claim_queue_item", "complete_queue_execution"] * 2
+    assert all(v == 0 for v in selectors.queue_depths().values())
+
+
+def test_compute_execution_flow(lab, tenant):
+    svc, worker = lab
+    request = make_subject("analysis_dispatch", code=ANALYSIS_REQUEST, name="analysis")
+    lease = claim(svc, worker, "analysis_dispatch")
+    dispatched = act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                     worker_euid=worker, expected_state="READY",
+                     payload={"external": {"pipeline": "wgs-v3", "run_id": "wf-9"}})
+    assert dispatched["state"] == "WAITING_EXTERNAL"
+    diag = selectors.subject_diagnostics(request)
+    assert not diag.visible and "STATE_NOT_ELIGIBLE" in diag.reason_codes
+    assert diag.props["external_dispatch"]["run_id"] == "wf-9"
+    result = act("record_external_result", svc, subject_euid=request,
+                 expected_state="WAITING_EXTERNAL",
+                 payload={"outcome": "READY", "next_queue_key": "analysis_qc",
+                          "result_snapshot": {"run_id": "wf-9", "status": "ok"},
+                          "outputs": [{"template_code": ARTIFACT, "name": "vcf",
+                                       "properties": {"uri": "s3://b/x.vcf", "kind": "vcf"}}]})
+    assert result["state"] == "READY"
+    artifact = result["output_euids"][0]
+    assert selectors.queue_head("analysis_qc").euid == request
+    final = _step(svc, worker, "analysis_qc", request, result_snapshot={"qc": "pass"})
+    assert final["state"] == "COMPLETED"
+    uid = load(euid=request, tenant=tenant).uid
+    history = selectors.subject_history(uid)
+    assert [r["props"]["status"] for r in history["records"]] == ["SUCCEEDED"] * 3
+    assert [o["euid"] for o in history["outputs"]] == [artifact]
+
+
+def test_artifact_reprocessing_compatibility(lab, tenant):
+    svc, worker = lab
+    test_compute_execution_flow(lab, tenant)
+    request = fetch_all(
+        "SELECT euid FROM generic_instance WHERE tenant_id = %s AND subtype = 'analysis_request'",
+        [tenant],
+    )[0]["euid"]
+    uid = load(euid=request, tenant=tenant).uid
+    before = selectors.subject_history(uid)
+    tables_before = {r["t"] for r in fetch_all(
+        "SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public'")}
+    op = actor("operator")
+    requeued = act("requeue_subject", op, subject_euid=request, expected_state="COMPLETED",
+                   queue_key="analysis_dispatch", payload={"reason": "reprocess with v4"})
+    assert requeued["state"] == "READY"
+    assert selectors.queue_head("analysis_dispatch").euid == request
+    lease = claim(svc, worker, "analysis_dispatch")
+    assert lease["attempt_number"] == 1
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"external": {"pipeline": "wgs-v4"}})
+    after = selectors.subject_history(uid)
+    assert [o["euid"] for o in after["outputs"]] == [o["euid"] for o in before["outputs"]]
+    assert [r["euid"] for r in after["records"]][: len(before["records"])] == [
+        r["euid"] for r in before["records"]
+    ]
+    assert len(after["records"]) == len(before["records"]) + 1
+    assert {r["t"] for r in fetch_all(
+        "SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public'")} == tables_before

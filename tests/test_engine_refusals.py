@@ -1,0 +1,295 @@
+"""Every refusal code of the executor: the right code, and nothing written."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from bloomops.execution.errors import HTTP_STATUS, ActionError
+from bloomops.execution.executor import ActionRequest, Actor, execute
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    envelope,
+    key,
+    make_queue,
+    make_subject,
+    register,
+)
+
+
+def _claimed(svc):
+    subject = make_subject("q1")
+    worker = register(svc)
+    return subject, worker, claim(svc, worker)
+
+
+def s_validation(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("place_execution_hold", op, subject_euid=subject,
+                       expected_state="READY", payload={"reason": "  "})
+
+
+def s_validation_priority(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+                       payload={"reason": "x", "priority": "SOON"})
+
+
+def s_validation_retry_class(svc, op):
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"error_class": "GREMLINS"})
+
+
+def s_validation_idempotency_key(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("cancel_subject_execution", op, subject_euid=subject,
+                       expected_state="READY", idempotency_key=" ", payload={"reason": "x"})
+
+
+def s_validation_unknown_action(svc, op):
+    return lambda: execute(ActionRequest("teleport", actor=op, idempotency_key="k"))
+
+
+def s_forbidden_human_holds(svc, op):
+    subject = make_subject("q1")
+    human = actor("worker_human")
+    return lambda: act("place_execution_hold", human, subject_euid=subject,
+                       expected_state="READY", payload={"reason": "x"})
+
+
+def s_forbidden_operator_expires(svc, op):
+    return lambda: act("expire_queue_lease", op)
+
+
+def s_forbidden_service_requeues(svc, op):
+    subject = make_subject("q1", state="FAILED_TERMINAL", terminal=True)
+    return lambda: act("requeue_subject", svc, subject_euid=subject,
+                       expected_state="FAILED_TERMINAL", payload={"reason": "x"})
+
+
+def s_forbidden_no_role(svc, op):
+    subject = make_subject("q1")
+    nobody = Actor(username="visitor", roles=frozenset())
+    return lambda: act("cancel_subject_execution", nobody, subject_euid=subject,
+                       expected_state="READY", payload={"reason": "x"})
+
+
+def s_not_found_subject(svc, op):
+    return lambda: act("cancel_subject_execution", op, subject_euid="Z-MX-NOPE",
+                       expected_state="READY", payload={"reason": "x"})
+
+
+def s_not_found_queue(svc, op):
+    worker = register(svc)
+    return lambda: claim(svc, worker, "no_such_queue")
+
+
+def s_state_conflict(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("cancel_subject_execution", op, subject_euid=subject,
+                       expected_state="FAILED_RETRYABLE", payload={"reason": "x"})
+
+
+def s_revision_conflict(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("cancel_subject_execution", op, subject_euid=subject,
+                       expected_state="READY", expected_revision=7, payload={"reason": "x"})
+
+
+def s_idempotency_conflict(svc, op):
+    subject = make_subject("q1")
+    act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        idempotency_key="dup", payload={"reason": "first"})
+    return lambda: act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+                       idempotency_key="dup", payload={"reason": "second"})
+
+
+def s_lease_expired(svc, op):
+    from bloomops.execution import clock
+
+    subject, worker, lease = _claimed(svc)
+    clock.advance(901)  # the default lease TTL is 900 s
+    return lambda: act("release_queue_lease", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY")
+
+
+def s_lease_not_owned_other_worker(svc, op):
+    subject, worker, lease = _claimed(svc)
+    other = register(svc)
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=other, expected_state="READY")
+
+
+def s_lease_not_owned_other_user(svc, op):
+    subject, worker, lease = _claimed(svc)
+    intruder = actor("worker_service", username="intruder")
+    return lambda: act("complete_queue_execution", intruder, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY")
+
+
+def s_lease_not_active(svc, op):
+    subject, worker, lease = _claimed(svc)
+    act("release_queue_lease", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY")
+    return lambda: act("renew_queue_lease", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker)
+
+
+def s_not_visible(svc, op):
+    make_queue("bench", manual_only=True)
+    subject = make_subject("bench")
+    act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "x"})
+    human = actor("worker_human")
+    worker = register(human, worker_type="HUMAN_SESSION")
+    return lambda: act("claim_queue_item", human, worker_euid=worker, subject_euid=subject)
+
+
+def s_no_work(svc, op):
+    worker = register(svc)
+    return lambda: claim(svc, worker)
+
+
+def s_worker_unavailable(svc, op):
+    make_subject("q1")
+    worker = register(svc)
+    act("set_worker_status", actor("admin"), worker_euid=worker, payload={"operation": "drain"})
+    return lambda: claim(svc, worker)
+
+
+def s_worker_not_eligible(svc, op):
+    make_queue("caps", required_worker_capabilities=["wetlab.extraction"])
+    make_subject("caps")
+    worker = register(svc, capabilities=["compute.qc"])
+    return lambda: claim(svc, worker, "caps")
+
+
+def s_worker_not_eligible_manual_only(svc, op):
+    make_queue("bench", manual_only=True)
+    make_subject("bench")
+    worker = register(svc)
+    return lambda: claim(svc, worker, "bench")
+
+
+def s_max_leases(svc, op):
+    make_subject("q1")
+    make_subject("q1")
+    worker = register(svc, max_concurrent_leases=1)
+    claim(svc, worker)
+    return lambda: claim(svc, worker)
+
+
+def s_queue_disabled(svc, op):
+    make_queue("off", enabled=False)
+    make_subject("off")
+    worker = register(svc)
+    return lambda: claim(svc, worker, "off")
+
+
+def s_subject_held(svc, op):
+    subject = make_subject("q1")
+    act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "x"})
+    return lambda: act("requeue_subject", op, subject_euid=subject, expected_state="HELD",
+                       payload={"reason": "y"})
+
+
+def s_hold_not_active(svc, op):
+    subject = make_subject("q1")
+    hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+               payload={"reason": "x"})["hold_euid"]
+    act("place_execution_hold", op, subject_euid=make_subject("q1"), expected_state="READY",
+        payload={"reason": "other"})
+    act("release_execution_hold", op, subject_euid=subject, expected_state="HELD")
+    act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "again"})
+    return lambda: act("release_execution_hold", op, subject_euid=subject,
+                       expected_state="HELD", hold_euid=hold)
+
+
+SCENARIOS = {
+    "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
+                         s_validation_idempotency_key, s_validation_unknown_action],
+    "FORBIDDEN": [s_forbidden_human_holds, s_forbidden_operator_expires,
+                  s_forbidden_service_requeues, s_forbidden_no_role],
+    "NOT_FOUND": [s_not_found_subject, s_not_found_queue],
+    "STATE_CONFLICT": [s_state_conflict],
+    "REVISION_CONFLICT": [s_revision_conflict],
+    "IDEMPOTENCY_CONFLICT": [s_idempotency_conflict],
+    "LEASE_EXPIRED": [s_lease_expired],
+    "LEASE_NOT_OWNED": [s_lease_not_owned_other_worker, s_lease_not_owned_other_user],
+    "LEASE_NOT_ACTIVE": [s_lease_not_active],
+    "NOT_VISIBLE": [s_not_visible],
+    "NO_WORK": [s_no_work],
+    "WORKER_UNAVAILABLE": [s_worker_unavailable],
+    "WORKER_NOT_ELIGIBLE": [s_worker_not_eligible, s_worker_not_eligible_manual_only],
+    "MAX_LEASES_REACHED": [s_max_leases],
+    "QUEUE_DISABLED": [s_queue_disabled],
+    "SUBJECT_HELD": [s_subject_held],
+    "HOLD_NOT_ACTIVE": [s_hold_not_active],
+}
+CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("code", "scenario"), CASES, ids=[f.__name__ for _, f in CASES])
+def test_refusal_writes_nothing(tenant, code, scenario):
+    svc, op = actor(*SERVICE), actor("operator")
+    make_queue("q1")
+    attempt = scenario(svc, op)
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        attempt()
+    assert err.value.code == code
+    assert err.value.http_status == HTTP_STATUS[code]
+    assert err.value.message  # a readable reason for the operator
+    assert counts() == before
+
+
+def test_every_code_is_covered():
+    assert set(SCENARIOS) | {"UNAUTHENTICATED", "CONCURRENT_UPDATE"} == set(HTTP_STATUS)
+
+
+@pytest.mark.usefixtures("committed")
+def test_concurrent_update_when_a_row_stays_locked(tenant, settings):
+    """A subject row held by another transaction longer than the lock timeout is refused
+    with CONCURRENT_UPDATE, and nothing is written."""
+    settings.BLOOMOPS_LOCK_TIMEOUT_MS = 200
+    op = actor("operator")
+    make_queue("q1")
+    subject = make_subject("q1")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        from django.db import transaction
+
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                cur.execute("SELECT 1 FROM generic_instance WHERE euid = %s FOR UPDATE",
+                            [subject])
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    t = threading.Thread(target=hold_lock)
+    t.start()
+    try:
+        assert locked.wait(10)
+        before = counts()
+        with pytest.raises(ActionError) as err:
+            act("cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
+                idempotency_key=key("c"), payload={"reason": "x"})
+        assert err.value.code == "CONCURRENT_UPDATE"
+        assert counts() == before
+    finally:
+        release.set()
+        t.join()
+    assert envelope(subject)["state"] == "READY"
