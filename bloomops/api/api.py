@@ -1,0 +1,404 @@
+"""JSON API v1 under /api/v1/execution/ (spec 000 sections 9.2 and 10.3).
+
+Views only parse and validate input, then call the executor (writes) or a selector (reads).
+Authentication is a bearer token (``python manage.py create_api_token USERNAME``); the
+token's user and groups decide the role, and the executor checks the role of every action
+against its action template, exactly as for the UI. No browser session and no CSRF token:
+a request without a valid bearer token is 401 whatever cookies it carries.
+"""
+
+# No "from __future__ import annotations": django-ninja reads the endpoint annotations.
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import NinjaAPI, Query, Router
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from bloomops.accounts.roles import roles_of
+from bloomops.api import schemas as S
+from bloomops.api.metrics import count_claim_conflict, count_replay
+from bloomops.api.readmodel import overview, summary_dict
+from bloomops.api.tokens import user_for_token
+from bloomops.execution import selectors
+from bloomops.execution.envelope import ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import ActionRequest, Actor, execute
+
+
+class BearerToken(HttpBearer):
+    """``Authorization: Bearer <token>``; the token's user becomes request.user."""
+
+    def authenticate(self, request: HttpRequest, token: str):
+        user = user_for_token(token.strip())
+        if user is None:
+            return None
+        request.user = user
+        return user
+
+
+API_DESCRIPTION = """
+The execution-queue API of bloomops. Every write goes through the TapDB action executor
+(role check, idempotency, state/revision guards, lease guards, one transaction); every read is
+a read model (the same selectors the operator UI uses).
+
+**Authentication**: `Authorization: Bearer <token>`; create a token with
+`python manage.py create_api_token USERNAME`.
+
+**Errors**: `{"error": {"code": "...", "message": "...", "details": {...}}}` with 400
+(VALIDATION_ERROR), 401 (UNAUTHENTICATED), 403 (FORBIDDEN), 404 (NOT_FOUND) and 409 for every
+conflict (STATE_CONFLICT, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT, LEASE_EXPIRED,
+LEASE_NOT_OWNED, LEASE_NOT_ACTIVE, NOT_VISIBLE, NO_WORK, WORKER_UNAVAILABLE,
+WORKER_NOT_ELIGIBLE, MAX_LEASES_REACHED, QUEUE_DISABLED, SUBJECT_HELD, HOLD_NOT_ACTIVE,
+CONCURRENT_UPDATE).
+
+**Idempotency**: every action carries `idempotency_key`. Repeating a request with the same key
+and content returns the first response (`replayed: true`) with the same status; the same key
+with other content is 409 IDEMPOTENCY_CONFLICT and writes nothing.
+
+See docs/API.md for a worker walkthrough with curl.
+"""
+
+api = NinjaAPI(
+    title="bloomops execution API",
+    version="1",
+    description=API_DESCRIPTION,
+    urls_namespace="api-v1",
+    auth=BearerToken(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+def _error(request, code: str, message: str | None = None, status: int | None = None,
+           **details: Any):
+    err = ActionError(code, message, **details)
+    return api.create_response(request, err.as_dict(), status=status or err.http_status)
+
+
+@api.exception_handler(ActionError)
+def _action_error(request, exc: ActionError):
+    return api.create_response(request, exc.as_dict(), status=exc.http_status)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request, exc: ValidationError):
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"),
+               "type": e.get("type")} for e in exc.errors]
+    first = errors[0] if errors else {}
+    field = ".".join(p for p in first.get("loc", []) if p not in ("body", "body", "query"))
+    message = f"{field}: {first.get('msg')}" if first else None
+    return _error(request, "VALIDATION_ERROR", message, errors=errors)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return _error(request, "UNAUTHENTICATED",
+                  "Send a valid API token: Authorization: Bearer <token>.")
+
+
+@api.exception_handler(AuthorizationError)
+def _forbidden(request, exc):
+    return _error(request, "FORBIDDEN")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    code = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
+            404: "NOT_FOUND"}.get(exc.status_code, "VALIDATION_ERROR")
+    return _error(request, code, str(exc) or None, status=exc.status_code)
+
+
+ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut, 404: S.ErrorOut}
+READ_ERRORS = {401: S.ErrorOut, 403: S.ErrorOut}
+
+
+def _reader(request) -> None:
+    """Any user with one of the four roles may read everything (DESIGN.md, Roles)."""
+    if not roles_of(request.auth):
+        raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
+
+
+router = Router(tags=["read models"])
+actions = Router(tags=["actions"])
+
+
+# ------------------------------------------------------------------------------ reads
+
+
+@router.get("/queues", response={200: list[S.QueueSummaryOut], **READ_ERRORS},
+            summary="Queue summaries with the metrics of spec 9.1")
+def list_queues(request):
+    _reader(request)
+    ov = overview()
+    return [summary_dict(s, ov.lag_by_queue.get(s.queue_key)) for s in ov.summaries]
+
+
+@router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
+                                              **READ_ERRORS},
+            summary="Queue config and summary")
+def get_queue(request, queue_key: str):
+    _reader(request)
+    ov = overview()
+    for s in ov.summaries:
+        if s.queue_key == queue_key:
+            return {**summary_dict(s, ov.lag_by_queue.get(queue_key)), "config": s.config}
+    raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+
+
+class ItemFilters(S.Schema):
+    limit: int = S.Field(50, ge=1, le=500)
+    offset: int = S.Field(0, ge=0)
+    site: str | None = None
+    platform: str | None = None
+    assay: str | None = None
+
+
+@router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 400: S.ErrorOut,
+                                                    404: S.ErrorOut, **READ_ERRORS},
+            summary="Visible items in execution order (3.4), with the ordering fields")
+def queue_items(request, queue_key: str, filters: Query[ItemFilters]):
+    _reader(request)
+    if selectors.queue_config(queue_key) is None:
+        raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+    wanted = {k: v for k, v in (("site", filters.site), ("platform", filters.platform),
+                                ("assay", filters.assay)) if v}
+    items, total = selectors.queue_items(queue_key, limit=filters.limit, offset=filters.offset,
+                                         filters=wanted)
+    return {
+        "queue_key": queue_key, "total": total, "limit": filters.limit,
+        "offset": filters.offset,
+        "items": [{
+            "position": i.position, "euid": i.euid, "name": i.name,
+            "template_code": i.template_code, "state": i.state, "revision": i.revision,
+            "priority": i.priority, "priority_class": i.priority_class,
+            "due_at": i.execution.get("due_at"), "ready_at": ts(i.ready_at),
+            "created_dt": i.created_dt.isoformat(), "attempt_count": i.attempt_count,
+            "next_action_key": i.execution.get("next_action_key"),
+            "site": i.site, "platform": i.platform, "assay": i.assay,
+        } for i in items],
+    }
+
+
+@router.get("/subjects/{euid}", response={200: S.SubjectOut, 404: S.ErrorOut, **READ_ERRORS},
+            summary="Subject execution envelope and why-not-in-queue reasons (9.3)")
+def get_subject(request, euid: str, worker_euid: str | None = None):
+    _reader(request)
+    d = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
+    if d is None:
+        raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
+    return {
+        "euid": d.euid, "name": d.name, "template_code": d.template_code, "state": d.state,
+        "revision": d.revision, "execution": d.execution,
+        "properties": {k: v for k, v in d.props.items() if k != "execution"},
+        "queue_key": d.queue_key, "visible": d.visible, "derived_state": d.derived_state,
+        "reasons": [{"code": r.code, "message": r.message} for r in d.reasons],
+        "active_lease": ({"lease_euid": d.active_lease["euid"], **d.active_lease["props"]}
+                         if d.active_lease else None),
+        "active_holds": [{"hold_euid": h["euid"], **h["props"]} for h in d.active_holds],
+    }
+
+
+def _rows(rows: list[dict], key: str) -> list[dict]:
+    return [{key: r["euid"], "name": r["name"], "created_dt": r["created_dt"].isoformat(),
+             **(r["props"] or {})} for r in rows]
+
+
+@router.get("/subjects/{euid}/history", response={200: S.HistoryOut, 404: S.ErrorOut,
+                                                  **READ_ERRORS},
+            summary="Execution records, leases, holds, dead letters, outputs and actions")
+def subject_history(request, euid: str):
+    _reader(request)
+    d = selectors.subject_diagnostics(euid)
+    if d is None:
+        raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
+    h = selectors.subject_history(d.uid)
+    return {
+        "subject_euid": d.euid,
+        "records": _rows(h["records"], "execution_record_euid"),
+        "leases": _rows(h["leases"], "lease_euid"),
+        "holds": _rows(h["holds"], "hold_euid"),
+        "dead_letters": _rows(h["dead_letters"], "dead_letter_euid"),
+        "outputs": _rows(h["outputs"], "euid"),
+        "actions": [{**a, "action_euid": a.pop("euid")} for a in selectors.action_history(d.uid)],
+    }
+
+
+def _worker(w: selectors.WorkerRow) -> dict:
+    p = w.props
+    return {
+        "worker_euid": w.euid, "worker_key": w.worker_key,
+        "display_name": p.get("display_name"), "worker_type": p.get("worker_type"),
+        "status": p.get("status"), "computed_status": w.computed_status,
+        "capabilities": p.get("capabilities") or [], "site_scope": p.get("site_scope") or [],
+        "platform_scope": p.get("platform_scope") or [],
+        "assay_scope": p.get("assay_scope") or [],
+        "max_concurrent_leases": w.max_concurrent_leases, "active_leases": w.active_leases,
+        "heartbeat_at": p.get("heartbeat_at"), "heartbeat_lag_seconds": w.heartbeat_lag_seconds,
+        "heartbeat_ttl_seconds": p.get("heartbeat_ttl_seconds"),
+        "drain_requested": bool(p.get("drain_requested")), "properties": p,
+    }
+
+
+@router.get("/workers", response={200: list[S.WorkerOut], **READ_ERRORS},
+            summary="Workers with computed status and active lease counts")
+def list_workers(request):
+    _reader(request)
+    return [_worker(w) for w in selectors.workers()]
+
+
+@router.get("/workers/{worker_euid}", response={200: S.WorkerOut, 404: S.ErrorOut,
+                                                **READ_ERRORS}, summary="One worker")
+def get_worker(request, worker_euid: str):
+    _reader(request)
+    rows = selectors.workers(euid=worker_euid)
+    if not rows:
+        raise ActionError("NOT_FOUND", "No such worker.", worker_euid=worker_euid)
+    return _worker(rows[0])
+
+
+LEASE_STATUSES = ("ACTIVE", "RELEASED", "COMPLETED", "EXPIRED", "ABANDONED", "CANCELED")
+
+
+@router.get("/leases", response={200: list[S.LeaseOut], 400: S.ErrorOut, **READ_ERRORS},
+            summary="Leases by effective status (ACTIVE = active and unexpired)")
+def list_leases(request, status: str | None = None, worker_euid: str | None = None,
+                limit: int = 500):
+    _reader(request)
+    if status is not None and status not in LEASE_STATUSES:
+        raise ActionError("VALIDATION_ERROR", "status must be one of "
+                          + ", ".join(LEASE_STATUSES) + ".", field="status")
+    if not 1 <= limit <= 1000:
+        raise ActionError("VALIDATION_ERROR", "limit must be from 1 to 1000.", field="limit")
+    rows = selectors.leases(status=status, worker_euid=worker_euid, limit=limit)
+    return [{
+        "lease_euid": r["euid"], "status": r["effective_status"],
+        "stored_status": r["props"].get("status"), "subject_euid": r["subject_euid"],
+        "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
+        "worker_euid": r["worker_euid"], "queue_key": r["props"].get("queue_lookup_key"),
+        "attempt_number": r["props"].get("attempt_number"),
+        "claimed_at": r["props"].get("claimed_at"), "expires_at": r["props"].get("expires_at"),
+        "properties": r["props"],
+    } for r in rows]
+
+
+@router.get("/dead-letter", response={200: list[S.DeadLetterOut], 400: S.ErrorOut,
+                                      **READ_ERRORS},
+            summary="Dead letters (OPEN by default; resolution=ALL for every one)")
+def list_dead_letters(request, resolution: str = "OPEN", queue_key: str | None = None):
+    _reader(request)
+    allowed = ("OPEN", "REQUEUED", "CANCELED", "IGNORED", "ALL")
+    if resolution not in allowed:
+        raise ActionError("VALIDATION_ERROR", "resolution must be one of "
+                          + ", ".join(allowed) + ".", field="resolution")
+    rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,
+                                  queue_key=queue_key)
+    return [{
+        "dead_letter_euid": r["euid"], "subject_euid": r["subject_euid"],
+        "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
+        "queue_key": r["props"].get("queue_lookup_key"),
+        "error_class": r["props"].get("error_class"),
+        "error_message": r["props"].get("error_message"),
+        "failure_count": r["props"].get("failure_count"),
+        "resolution_state": r["props"].get("resolution_state"),
+        "dead_lettered_at": r["props"].get("dead_lettered_at"), "properties": r["props"],
+    } for r in rows]
+
+
+# ------------------------------------------------------------------------------ actions
+
+ENVELOPE_FIELDS = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                   "queue_key", "expected_state", "expected_revision", "payload")
+
+# path -> (action key, request schema, summary, roles)
+ACTIONS: dict[str, tuple[str, type[S.ActionEnvelope], str]] = {
+    "register-worker": ("register_worker", S.RegisterWorkerIn,
+                        "Register (upsert by worker_key) a worker (5.2)"),
+    "heartbeat-worker": ("heartbeat_worker", S.HeartbeatWorkerIn, "Heartbeat a worker (5.3)"),
+    "claim": ("claim_queue_item", S.ClaimIn,
+              "Claim the next visible item: of queue_key, or of the first serviceable queue in"
+              " 5.4 order; human workers may name a subject_euid"),
+    "renew-lease": ("renew_queue_lease", S.RenewLeaseIn, "Renew an own active lease (6.3)"),
+    "release-lease": ("release_queue_lease", S.ReleaseLeaseIn,
+                      "Release an own active lease without a result"),
+    "complete": ("complete_queue_execution", S.CompleteIn,
+                 "Complete the leased attempt: route to next_queue_key, finish, or wait for an"
+                 " external result (external)"),
+    "fail": ("fail_queue_execution", S.FailIn,
+             "Fail the leased attempt with a retry class of 8.4"),
+    "hold": ("place_execution_hold", S.HoldIn, "Place a hold (stop-the-line)"),
+    "release-hold": ("release_execution_hold", S.ReleaseHoldIn, "Release a hold"),
+    "requeue": ("requeue_subject", S.RequeueIn, "Requeue a subject (operator)"),
+    "cancel": ("cancel_subject_execution", S.CancelIn, "Cancel a subject (operator)"),
+    "expire-lease": ("expire_queue_lease", S.ExpireLeaseIn,
+                     "Force-expire a lease, or sweep every expired lease without lease_euid"
+                     " (admin)"),
+    # Extensions beyond the paths of 10.3: the callback step of 7.6 and drain/disable (10.2).
+    "external-result": ("record_external_result", S.ExternalResultIn,
+                        "Record the result of external work of a WAITING_EXTERNAL subject (7.6)"),
+    "worker-status": ("set_worker_status", S.WorkerStatusIn,
+                      "Drain, disable, enable or retire a worker (admin)"),
+}
+
+
+def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionRequest:
+    data = body.model_dump(exclude_unset=True, mode="json")
+    payload = dict(data.get("payload") or {})
+    for name, value in data.items():
+        if name not in ENVELOPE_FIELDS:
+            payload[name] = value
+    return ActionRequest(
+        action_key=action_key,
+        actor=Actor.of(user),
+        idempotency_key=body.idempotency_key,
+        subject_euid=body.subject_euid,
+        worker_euid=body.worker_euid,
+        lease_euid=body.lease_euid,
+        hold_euid=body.hold_euid,
+        queue_key=body.queue_key,
+        expected_state=body.expected_state,
+        expected_revision=body.expected_revision,
+        payload=payload,
+    )
+
+
+def run_action(action_key: str, body: S.ActionEnvelope, user) -> dict:
+    req = build_request(action_key, body, user)
+    try:
+        result = execute(req)
+    except ActionError as exc:
+        if action_key == "claim_queue_item":
+            count_claim_conflict(exc.code, req.queue_key)
+        raise
+    if result.replayed:
+        count_replay(action_key)
+    return result.as_dict()
+
+
+ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}
+
+
+def _register(path: str, action_key: str, schema: type[S.ActionEnvelope], summary: str):
+    def endpoint(request, body: schema):  # type: ignore[valid-type]
+        # Returned as-is: the result carries action-specific fields beyond ActionOut's.
+        return api.create_response(request, run_action(action_key, body, request.auth),
+                                   status=200)
+
+    endpoint.__name__ = action_key
+    actions.post(f"/{path}", response=ACTION_RESPONSES, summary=summary,
+                 operation_id=action_key)(endpoint)
+
+
+for _path, (_key, _schema, _summary) in ACTIONS.items():
+    _register(_path, _key, _schema, _summary)
+
+router.add_router("/actions", actions)
+api.add_router("/execution", router)
+
+
+def urls():
+    """The API's URL patterns, exempt from LoginRequiredMiddleware (bearer auth instead)."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        pattern.callback.login_required = False
+    return patterns, app_name, namespace

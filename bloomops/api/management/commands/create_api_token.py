@@ -1,0 +1,21 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from bloomops.api.tokens import create_token
+
+
+class Command(BaseCommand):
+    help = "Create an API bearer token for USERNAME and print it once (only a hash is stored)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--name", default="", help="a label to tell tokens apart")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            row, token = create_token(options["username"], name=options["name"])
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"No user {options['username']!r}.") from None
+        self.stderr.write(f"Token {row.id} (prefix {row.prefix}) for {row.user.username};"
+                          " it is shown only now:")
+        self.stdout.write(token)

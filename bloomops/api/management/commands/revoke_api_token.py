@@ -1,0 +1,19 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from bloomops.api.tokens import revoke
+
+
+class Command(BaseCommand):
+    help = "Revoke API tokens: by id, by --prefix, or every token of --user."
+
+    def add_arguments(self, parser):
+        parser.add_argument("token_id", nargs="?", type=int)
+        parser.add_argument("--prefix", default=None)
+        parser.add_argument("--user", default=None)
+
+    def handle(self, *args, **options) -> None:
+        if options["token_id"] is None and not options["prefix"] and not options["user"]:
+            raise CommandError("Give a token id, --prefix or --user.")
+        n = revoke(token_id=options["token_id"], prefix=options["prefix"],
+                   username=options["user"])
+        self.stdout.write(f"Revoked {n} token(s).")

@@ -1,0 +1,152 @@
+"""/metrics in the Prometheus text format: every metric of spec 9.1 under its own name,
+per queue (labels tenant, queue) and per tenant (queue="__all__").
+
+Queue and worker metrics are computed at scrape time from ``readmodel.overview`` (the same
+selectors as the dashboard). claim_conflict_total and idempotent_replay_total count events
+that write nothing to the database (a refused claim, a replayed request), so they are
+process-local prometheus counters, incremented by the API and the worker runtime.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from bloomops.api.readmodel import overview
+
+ALL = "__all__"
+# Refusals of a claim that mean "someone else got there first / nothing for you".
+CLAIM_CONFLICT_CODES = frozenset({"NO_WORK", "NOT_VISIBLE", "CONCURRENT_UPDATE",
+                                  "STATE_CONFLICT", "REVISION_CONFLICT"})
+
+EVENTS = CollectorRegistry(auto_describe=True)
+CLAIM_CONFLICTS = Counter("claim_conflict", "Claims refused with NO_WORK or a conflict"
+                          " (process-local).", ["tenant", "queue"], registry=EVENTS)
+REPLAYS = Counter("idempotent_replay", "Requests answered from a stored result (replays,"
+                  " process-local).", ["tenant", "action_key"], registry=EVENTS)
+
+
+def count_claim_conflict(code: str, queue_key: str | None) -> None:
+    if code in CLAIM_CONFLICT_CODES:
+        CLAIM_CONFLICTS.labels(settings.TAPDB_TENANT_ID, queue_key or ALL).inc()
+
+
+def count_replay(action_key: str) -> None:
+    REPLAYS.labels(settings.TAPDB_TENANT_ID, action_key).inc()
+
+
+GAUGES = {
+    "queue_depth": ("Visible subjects (spec 3.1).", lambda s: s.depth),
+    "oldest_job_age_seconds": ("now - min(ready timestamp) of visible subjects.",
+                               lambda s: s.oldest_job_age_seconds),
+    "newest_job_age_seconds": ("now - max(ready timestamp) of visible subjects.",
+                               lambda s: s.newest_job_age_seconds),
+    "active_leases": ("ACTIVE unexpired leases.", lambda s: s.active_leases),
+    "throughput_success_per_minute": ("SUCCEEDED records per minute over the window.",
+                                      lambda s: s.throughput_success_per_minute),
+    "throughput_failure_per_minute": ("Failed records per minute over the window.",
+                                      lambda s: s.throughput_failure_per_minute),
+    "failure_rate": ("failures / (successes + failures) over the window.",
+                     lambda s: s.failure_rate),
+    "dead_letter_count": ("OPEN dead letters.", lambda s: s.dead_letter_count),
+    "held_count": ("Held subjects routed to the queue.", lambda s: s.held_count),
+    "worker_online_count": ("ONLINE workers able to serve the queue.",
+                            lambda s: s.worker_online_count),
+}
+COUNTERS = {
+    "expired_leases_total": ("Leases expired (marked or past expiry).",
+                             lambda s: s.expired_leases_total),
+    "retryable_failures_total": ("Execution records FAILED_RETRYABLE.",
+                                 lambda s: s.retryable_failures_total),
+    "terminal_failures_total": ("Execution records FAILED_TERMINAL.",
+                                lambda s: s.terminal_failures_total),
+}
+
+
+class QueueCollector:
+    """Computes the 9.1 metrics at scrape time from the selectors."""
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        tenant = str(settings.TAPDB_TENANT_ID)
+        ov = overview()
+        sums = ov.summaries
+        labels = ["tenant", "queue"]
+        for name, (doc, get) in GAUGES.items():
+            fam = GaugeMetricFamily(name, doc, labels=labels)
+            for s in sums:
+                fam.add_metric([tenant, s.queue_key], float(get(s)))
+            fam.add_metric([tenant, ALL], _tenant_value(name, sums, ov, get))
+            yield fam
+        for name, (doc, get) in COUNTERS.items():
+            fam = CounterMetricFamily(name, doc, labels=labels)
+            for s in sums:
+                fam.add_metric([tenant, s.queue_key], float(get(s)))
+            fam.add_metric([tenant, ALL], float(sum(get(s) for s in sums)))
+            yield fam
+        lag = GaugeMetricFamily("worker_heartbeat_lag_seconds", "Seconds since the last"
+                                " heartbeat: per queue the worst ONLINE worker serving it, per"
+                                " tenant the worst ONLINE worker.", labels=labels)
+        for s in sums:
+            value = ov.lag_by_queue.get(s.queue_key)
+            if value is not None:
+                lag.add_metric([tenant, s.queue_key], float(value))
+        online = [w.heartbeat_lag_seconds for w in ov.workers
+                  if w.computed_status == "ONLINE" and w.heartbeat_lag_seconds is not None]
+        if online:
+            lag.add_metric([tenant, ALL], float(max(online)))
+        yield lag
+        per_worker = GaugeMetricFamily("worker_heartbeat_lag_by_worker_seconds", "Seconds since"
+                                       " each worker's last heartbeat.",
+                                       labels=["tenant", "worker", "status"])
+        for w in ov.workers:
+            if w.heartbeat_lag_seconds is not None:
+                per_worker.add_metric([tenant, w.worker_key, w.computed_status],
+                                      float(w.heartbeat_lag_seconds))
+        yield per_worker
+
+
+def _tenant_value(name: str, sums, ov, get) -> float:
+    if not sums:
+        return 0.0
+    if name == "oldest_job_age_seconds":
+        return float(max(s.oldest_job_age_seconds for s in sums))
+    if name == "newest_job_age_seconds":
+        ages = [s.newest_job_age_seconds for s in sums if s.depth]
+        return float(min(ages)) if ages else 0.0
+    if name == "failure_rate":
+        ok = sum(s.successes_window for s in sums)
+        bad = sum(s.failures_window for s in sums)
+        return bad / (ok + bad) if ok + bad else 0.0
+    if name == "worker_online_count":
+        return float(sum(1 for w in ov.workers if w.computed_status == "ONLINE"))
+    return float(sum(get(s) for s in sums))
+
+
+def render_metrics() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector())
+    return generate_latest(registry) + generate_latest(EVENTS)
+
+
+@login_not_required
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Open by default (like most exporters); set BLOOMOPS_METRICS_TOKEN to require
+    ``Authorization: Bearer <that token>`` or any valid API token."""
+    required = getattr(settings, "BLOOMOPS_METRICS_TOKEN", "")
+    if required:
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        from bloomops.api.tokens import user_for_token
+
+        if token != required and user_for_token(token) is None:
+            return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,58 @@
+"""Create, verify, list and revoke API tokens. Tokens look like ``bo_<prefix>_<secret>``."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from bloomops.api.models import ApiToken
+
+TOKEN_PREFIX = "bo_"
+# last_used_at is bookkeeping; writing it on every request would serialise hot tokens.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(username: str, *, name: str = "") -> tuple[ApiToken, str]:
+    """A new token for the user; returns the row and the plain token (shown once)."""
+    user = get_user_model().objects.get(username=username)
+    prefix = secrets.token_hex(4)
+    token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    row = ApiToken.objects.create(user=user, name=name, prefix=prefix, token_hash=digest(token))
+    return row, token
+
+
+def user_for_token(token: str):
+    """The active user behind a token, or None."""
+    if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    row = (ApiToken.objects.select_related("user")
+           .filter(token_hash=digest(token), revoked_at__isnull=True).first())
+    if row is None or not row.user.is_active:
+        return None
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+    return row.user
+
+
+def revoke(*, token_id: int | None = None, prefix: str | None = None,
+           username: str | None = None) -> int:
+    """Revoke by id, by prefix, or every token of a user. Returns how many were revoked."""
+    rows = ApiToken.objects.filter(revoked_at__isnull=True)
+    if token_id is not None:
+        rows = rows.filter(pk=token_id)
+    elif prefix:
+        rows = rows.filter(prefix=prefix)
+    elif username:
+        rows = rows.filter(user__username=username)
+    else:
+        return 0
+    return rows.update(revoked_at=timezone.now())
