@@ -792,3 +792,174 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
         """,
         _params(None, tenant, queue_key=queue_key, limit=limit),
     )
+
+
+# ---------------------------------------------------------------- operator UI reads (issue 4)
+
+
+@dataclass
+class HiddenItem:
+    """A subject routed to a queue but not visible in it, with why (spec 9.3)."""
+
+    euid: str
+    name: str
+    execution: dict[str, Any]
+    site: str | None
+    platform: str | None
+    assay: str | None
+    ready_at: datetime | None
+    created_dt: datetime
+    reasons: list[str]
+
+    @property
+    def state(self) -> str:
+        return self.execution.get("state", "")
+
+    @property
+    def revision(self) -> int:
+        return int(self.execution.get("revision") or 0)
+
+    @property
+    def priority_class(self) -> str:
+        return priority_class(self.execution.get("priority"))
+
+    @property
+    def attempt_count(self) -> int:
+        return int(self.execution.get("attempt_count") or 0)
+
+    @property
+    def due_at(self) -> datetime | None:
+        return parse_ts(self.execution.get("due_at"))
+
+
+HIDDEN_REASONS = (
+    ("terminal", "Terminal state."),
+    ("cancel_requested", "Cancellation was requested."),
+    ("held", "An active hold."),
+    ("leased", "Leased by a worker."),
+    ("retry_wait", "Retry window not reached."),
+    ("not_ready", "Not ready yet."),
+    ("state_bad", "State not eligible in this queue."),
+    ("template_bad", "The queue does not take this kind of subject."),
+    ("scope_bad", "Site/platform/assay outside the queue's scope."),
+    ("queue_disabled", "The queue is disabled."),
+)
+
+
+def queue_hidden_items(
+    queue_key: str,
+    *,
+    state: str | None = None,
+    now: datetime | None = None,
+    tenant: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    filters: dict[str, str] | None = None,
+) -> tuple[list[HiddenItem], int]:
+    """Subjects routed to a queue (next_queue_key) that are NOT visible in it, optionally in
+    one state, each with the reasons why not, in execution order; plus the total. One query;
+    the reasons are columns built from the same fragments as VISIBLE."""
+    from bloomops.execution.sql import ACTIVE_HOLD_EXISTS, ACTIVE_LEASE_EXISTS
+
+    params = _params(now, tenant, queue_key=queue_key, limit=limit, offset=offset, state=state)
+    extra = _filters_sql(filters, params)
+    rows = fetch_all(
+        f"""
+        SELECT {ITEM_COLUMNS}, count(*) OVER () AS total,
+               coalesce(({ENV}->>'terminal')::boolean, false) AS terminal,
+               coalesce(({ENV}->>'cancel_requested')::boolean, false) AS cancel_requested,
+               (coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE' OR {ACTIVE_HOLD_EXISTS})
+                   AS held,
+               {ACTIVE_LEASE_EXISTS} AS leased,
+               coalesce({ENV}->>'retry_at' > %(now)s, false) AS retry_wait,
+               ({READY_TS} > %(now)s AND coalesce({ENV}->>'retry_at' > %(now)s, false) = false)
+                   AS not_ready,
+               NOT coalesce({QP}->'eligible_states' ? ({ENV}->>'state'), false) AS state_bad,
+               NOT coalesce({QP}->'subject_template_codes' ? {TEMPLATE_CODE}, false)
+                   AS template_bad,
+               NOT ({SCOPE_MATCH}) AS scope_bad,
+               NOT coalesce(({QP}->>'enabled')::boolean, true) AS queue_disabled
+        FROM ({QUEUES}) q
+        JOIN generic_instance s
+          ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+         AND {ENV}->>'next_queue_key' = %(queue_key)s
+        JOIN generic_template t ON t.uid = s.template_uid
+        WHERE {QP}->>'queue_key' = %(queue_key)s AND NOT {VISIBLE}
+          AND (%(state)s::text IS NULL OR {ENV}->>'state' = %(state)s){extra}
+        ORDER BY {ORDER_BY}
+        LIMIT %(limit)s OFFSET %(offset)s
+        """,
+        params,
+    )
+    total = int(rows[0]["total"]) if rows else 0
+    items = []
+    for row in rows:
+        reasons = [text for flag, text in HIDDEN_REASONS if row[flag]]
+        if not reasons:
+            reasons = ["Not visible."]
+        items.append(HiddenItem(
+            euid=row["euid"], name=row["name"], execution=row["execution"] or {},
+            site=row["site"], platform=row["platform"], assay=row["assay"],
+            ready_at=parse_ts(row["ready_ts"]), created_dt=row["created_dt"], reasons=reasons,
+        ))
+    return items, total
+
+
+def queue_filter_values(queue_key: str, *, tenant: str | None = None) -> dict[str, list[str]]:
+    """Distinct site, platform and assay values of the subjects routed to a queue (for the
+    filter menus). One query."""
+    row = fetch_one(
+        f"""
+        SELECT coalesce(array_agg(DISTINCT s.json_addl->'properties'->>'site')
+                        FILTER (WHERE s.json_addl->'properties'->>'site' IS NOT NULL), '{{}}')
+                   AS site,
+               coalesce(array_agg(DISTINCT s.json_addl->'properties'->>'platform')
+                        FILTER (WHERE s.json_addl->'properties'->>'platform' IS NOT NULL), '{{}}')
+                   AS platform,
+               coalesce(array_agg(DISTINCT s.json_addl->'properties'->>'assay')
+                        FILTER (WHERE s.json_addl->'properties'->>'assay' IS NOT NULL), '{{}}')
+                   AS assay
+        FROM generic_instance s
+        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+          AND {ENV}->>'next_queue_key' = %(queue_key)s
+        """,
+        _params(None, tenant, queue_key=queue_key),
+    )
+    return {k: sorted(row[k] or []) for k in ("site", "platform", "assay")} if row else {}
+
+
+def throughput_trend(
+    *, hours: int = 12, now: datetime | None = None, tenant: str | None = None
+) -> dict[str, list[int]]:
+    """queue_key -> finished execution records per hour over the last ``hours`` hours, oldest
+    first (the supervisor's trend). One query over execution records."""
+    moment = now or clock.now()
+    start = moment - _hours(hours)
+    rows = fetch_all(
+        """
+        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+               floor(extract(epoch FROM ((r.json_addl->'properties'->>'finished_at')::timestamptz
+                                          - %(start_dt)s::timestamptz)) / 3600)::int AS bucket,
+               count(*) AS n
+        FROM generic_instance r
+        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+          AND r.type = 'execution' AND r.subtype = 'execution_record'
+          AND r.json_addl->'properties'->>'status' = 'SUCCEEDED'
+          AND r.json_addl->'properties'->>'finished_at' >= %(start)s
+          AND r.json_addl->'properties'->>'finished_at' <= %(now)s
+        GROUP BY 1, 2
+        """,
+        _params(moment, tenant, start=ts(start), start_dt=start),
+    )
+    out: dict[str, list[int]] = {}
+    for row in rows:
+        series = out.setdefault(row["queue_key"], [0] * hours)
+        bucket = min(max(int(row["bucket"]), 0), hours - 1)
+        series[bucket] += int(row["n"])
+    return out
+
+
+def _hours(n: int):
+    from datetime import timedelta
+
+    return timedelta(hours=n)

@@ -1,0 +1,101 @@
+"""What the operator UI does besides reading: find or register the signed-in human worker,
+and run one executor action for a view. Every write goes through ``executor.execute``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from bloomops.execution.demo import DEMO_QUEUES
+from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
+from bloomops.execution.objects import worker_by_key
+from bloomops.execution.states import WorkerType
+
+HUMAN_MAX_LEASES = 5
+# A human session "heartbeats" whenever its user acts; an hour of silence shows it offline.
+HUMAN_HEARTBEAT_TTL = 3600
+HUMAN_CAPABILITIES = sorted(
+    {cap for q in DEMO_QUEUES for cap in q.get("required_worker_capabilities", [])}
+)
+
+
+def human_worker_key(user) -> str:
+    return f"human://{user.get_username()}"
+
+
+def my_worker_euid(user) -> str | None:
+    """The euid of the user's human worker, if it was registered (a read, no write)."""
+    worker = worker_by_key(human_worker_key(user), tenant=str(settings.TAPDB_TENANT_ID))
+    return worker.euid if worker else None
+
+
+def ensure_my_worker(user) -> str:
+    """The user's HUMAN_SESSION worker, registered through the executor on first use.
+    Raises ActionError (FORBIDDEN for roles that may not act as a human worker)."""
+    euid = my_worker_euid(user)
+    if euid:
+        return euid
+    result = execute(ActionRequest(
+        action_key="register_worker",
+        actor=Actor.of(user),
+        idempotency_key=f"register:{human_worker_key(user)}",
+        payload={
+            "worker_key": human_worker_key(user),
+            "worker_type": WorkerType.HUMAN_SESSION.value,
+            "display_name": user.get_full_name() or user.get_username(),
+            "capabilities": HUMAN_CAPABILITIES,
+            "max_concurrent_leases": HUMAN_MAX_LEASES,
+            "heartbeat_ttl_seconds": HUMAN_HEARTBEAT_TTL,
+        },
+    ))
+    return result["worker_euid"]
+
+
+def heartbeat(user, worker_euid: str) -> None:
+    """Liveness of a human worker: recorded whenever its user has acted."""
+    execute(ActionRequest(action_key="heartbeat_worker", actor=Actor.of(user),
+                          idempotency_key=uuid.uuid4().hex, worker_euid=worker_euid))
+
+
+def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> ActionResult:
+    """One executor action on behalf of a signed-in user."""
+    return execute(ActionRequest(action_key=action_key, actor=Actor.of(user),
+                                 idempotency_key=idempotency_key, **fields))
+
+
+# ---------------------------------------------------------------- dashboard presentation
+
+
+def coverage(workers: list, queue_config: dict) -> list[str]:
+    """Online workers able to serve a queue (eligibility of spec 3.5), by display name."""
+    from bloomops.execution.policy import eligibility_problems, worker_status_problem
+
+    able = []
+    for w in workers:
+        if w.computed_status != "ONLINE" or worker_status_problem(w.props):
+            continue
+        problems = [c for c, _ in eligibility_problems(w.props, queue_config)
+                    if c != "QUEUE_DISABLED"]
+        if not problems:
+            able.append(w.props.get("display_name") or w.worker_key)
+    return able
+
+
+def dashboard_rows(summaries: list, workers: list, trends: dict[str, list[int]]) -> list[dict]:
+    """One row per queue: its summary, who can serve it, and its trend. No queries."""
+    return [
+        {"q": s, "coverage": coverage(workers, s.config), "trend": trends.get(s.queue_key, [])}
+        for s in summaries
+    ]
+
+
+def matches(row: dict, text: str) -> bool:
+    """Workbench free-text filter over a dead letter or hold row already read."""
+    props = row.get("props") or {}
+    haystack = " ".join(str(v) for v in (
+        row.get("subject_euid"), row.get("subject_name"), props.get("reason"),
+        props.get("error_message"), props.get("error_class"), props.get("hold_code"),
+    ) if v)
+    return text in haystack.lower()

@@ -1,0 +1,108 @@
+"""django-tables2 tables of the operator UI. Rows come from selectors that page in SQL, so a
+table gets one page of rows and the total (``SqlPage``), never the whole queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import django_tables2 as tables
+from django_tables2.data import TableListData
+
+from bloomops.web.templatetags.bloomops_ui import age, when
+
+PER_PAGE = 25
+
+
+class SqlPage(Sequence):
+    """A sequence as long as the selector's total that holds only the fetched page."""
+
+    def __init__(self, rows: list[Any], total: int, offset: int) -> None:
+        self.rows, self.total, self.offset = rows, total, offset
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start = (key.start or 0) - self.offset
+            stop = (key.stop if key.stop is not None else self.total) - self.offset
+            return self.rows[max(start, 0):max(stop, 0)]
+        return self.rows[key - self.offset]
+
+
+def sql_page_data(rows: list[Any], total: int, offset: int) -> TableListData:
+    return TableListData(SqlPage(rows, total, offset))
+
+
+PRIORITY_BADGE = (
+    '<span class="badge prio-{{ record.priority_class|lower }}">{{ record.priority_class }}'
+    "</span>"
+)
+SUBJECT_LINK = (
+    '<a href="{% url \'subject\' record.euid %}"><code>{{ record.euid }}</code></a>'
+)
+CLAIM_BUTTON = """{% load bloomops_ui %}
+<form method="post" action="{% url 'claim_subject' record.euid %}" class="inline">
+{% csrf_token %}<input type="hidden" name="idempotency_key" value="{% new_key %}">
+<input type="hidden" name="expected_state" value="{{ record.state }}">
+<input type="hidden" name="expected_revision" value="{{ record.revision }}">
+<input type="hidden" name="next" value="{{ request.get_full_path }}">
+<button type="submit" aria-label="Claim {{ record.euid }}">Claim</button></form>"""
+
+
+class QueueItemsTable(tables.Table):
+    position = tables.Column(verbose_name="#", attrs={"td": {"class": "num"}})
+    euid = tables.TemplateColumn(SUBJECT_LINK, verbose_name="Subject")
+    name = tables.Column(verbose_name="Name")
+    priority = tables.TemplateColumn(PRIORITY_BADGE, verbose_name="Priority")
+    ready = tables.Column(accessor="ready_at", verbose_name="Ready")
+    due = tables.Column(accessor="due_at", verbose_name="Due", default="–")
+    attempts = tables.Column(accessor="attempt_count", verbose_name="Attempts",
+                             attrs={"td": {"class": "num"}})
+    age = tables.Column(accessor="ready_at", verbose_name="Age", empty_values=())
+    site = tables.Column(default="–")
+    platform = tables.Column(default="–")
+    assay = tables.Column(default="–")
+    claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False)
+
+    class Meta:
+        orderable = False
+        attrs = {"class": "grid", "id": "items"}
+        row_attrs = {"data-euid": lambda record: record.euid}
+        template_name = "django_tables2/table.html"
+
+    def render_ready(self, value):
+        return when(value)
+
+    def render_due(self, value):
+        return when(value)
+
+    def render_age(self, record):
+        return age(record.ready_at)
+
+
+class HiddenItemsTable(tables.Table):
+    euid = tables.TemplateColumn(SUBJECT_LINK, verbose_name="Subject")
+    name = tables.Column(verbose_name="Name")
+    state = tables.Column(verbose_name="State")
+    priority = tables.TemplateColumn(PRIORITY_BADGE, verbose_name="Priority")
+    reasons = tables.Column(verbose_name="Why not visible", empty_values=())
+    attempts = tables.Column(accessor="attempt_count", verbose_name="Attempts",
+                             attrs={"td": {"class": "num"}})
+    age = tables.Column(accessor="ready_at", verbose_name="Age", empty_values=())
+    site = tables.Column(default="–")
+    platform = tables.Column(default="–")
+    assay = tables.Column(default="–")
+
+    class Meta:
+        orderable = False
+        attrs = {"class": "grid", "id": "items"}
+        row_attrs = {"data-euid": lambda record: record.euid}
+        template_name = "django_tables2/table.html"
+
+    def render_reasons(self, value):
+        return " ".join(value)
+
+    def render_age(self, record):
+        return age(record.ready_at)

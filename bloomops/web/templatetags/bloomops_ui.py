@@ -1,0 +1,103 @@
+"""Template helpers of the operator UI: idempotency keys, readable ages, the sparkline."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from bloomops.execution import clock
+from bloomops.execution.envelope import parse_ts
+
+register = template.Library()
+
+
+@register.simple_tag
+def new_key() -> str:
+    """A fresh idempotency key, minted when the page is rendered."""
+    return uuid.uuid4().hex
+
+
+def readable_seconds(seconds: float | None) -> str:
+    """3 h 12 min, 45 s, 2 d 4 h."""
+    if seconds is None:
+        return "–"
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min"
+    return f"{secs} s"
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    return readable_seconds(seconds)
+
+
+@register.filter
+def age(value: datetime | str | None) -> str:
+    """How long ago a timestamp (datetime or envelope text) was."""
+    moment = parse_ts(value)
+    if moment is None:
+        return "–"
+    return readable_seconds((clock.now() - moment).total_seconds())
+
+
+@register.filter
+def time_left(value: datetime | str | None) -> str:
+    moment = parse_ts(value)
+    if moment is None:
+        return "–"
+    left = (moment - clock.now()).total_seconds()
+    return "expired" if left <= 0 else readable_seconds(left)
+
+
+@register.filter
+def when(value: datetime | str | None) -> str:
+    """A timestamp as 2026-01-05 12:00 UTC."""
+    moment = parse_ts(value)
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "–"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return f"{(value or 0) * 100:.0f} %"
+
+
+@register.simple_tag
+def sparkline(series: list[int] | None, label: str = ""):
+    """A small inline SVG polyline, drawn on the server from numbers only."""
+    points = list(series or [])
+    if not points:
+        return mark_safe('<span class="muted">no data</span>')  # noqa: S308 (constant)
+    width, height = 120, 24
+    top = max(points) or 1
+    step = width / max(len(points) - 1, 1)
+    coords = " ".join(
+        f"{i * step:.1f},{height - 2 - (v / top) * (height - 4):.1f}" for i, v in enumerate(points)
+    )
+    return format_html(
+        '<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img"'
+        ' aria-label="{}"><polyline fill="none" stroke="currentColor" stroke-width="1.5"'
+        ' points="{}"/></svg>',
+        width, height, width, height, label, coords,
+    )
+
+
+@register.filter
+def get_item(mapping, key):
+    return (mapping or {}).get(key, "")
+
+
+@register.filter
+def make_list_words(value: str) -> list[str]:
+    return value.split()

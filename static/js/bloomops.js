@@ -1,0 +1,10 @@
+// Pause / resume the dashboard's htmx auto-refresh (the trigger checks window.bloomopsPaused).
+document.addEventListener("click", function (event) {
+  var button = event.target.closest("[data-refresh-toggle]");
+  if (!button) return;
+  window.bloomopsPaused = !window.bloomopsPaused;
+  button.setAttribute("aria-pressed", window.bloomopsPaused ? "true" : "false");
+  button.textContent = window.bloomopsPaused ? "Resume auto-refresh" : "Pause auto-refresh";
+  var note = document.getElementById("refresh-note");
+  if (note) note.textContent = window.bloomopsPaused ? "Auto-refresh paused." : "Auto-refresh on.";
+});

@@ -1,0 +1,335 @@
+"""Issue 4: the operator UI screens (reads) — what each role sees on each page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+
+from bloomops.execution import clock, selectors
+from bloomops.execution.states import PRIORITY_CLASSES
+from bloomops.web import services
+from tests.engine import actor, act, envelope, make_queue, make_subject
+from tests.web_support import FAST_HASHERS, flow, has_form
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+@pytest.fixture
+def lab(tenant, users):
+    flow()
+    return users
+
+
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):
+    make_queue("q0", display_name="Low", dispatch_priority=5)
+    make_subject("q1", name="a")
+    make_subject("q1", name="stat one", priority=PRIORITY_CLASSES["STAT"])
+    clock.advance(2 * 3600 + 12 * 60)
+    response = signed_in(client, lab["worker_human"]).get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    keys = [s.queue_key for s in response.context["summaries"]]
+    assert keys == ["q1", "q2", "q0"]
+    assert html.index('data-queue="q1"') < html.index('data-queue="q2"') < html.index(
+        'data-queue="q0"')
+    assert "1 STAT" in html
+    assert "2 h 12 min" in html  # readable oldest age
+    # q1's oldest item is older than its one-hour straggler threshold
+    assert 'class="straggler uncovered"' in html or 'class="straggler' in html
+    assert "straggler</span>" in html
+    # nobody has registered a worker: every queue is flagged
+    assert html.count("nobody can serve") == 3
+    # htmx polling, with a pause control
+    assert 'hx-trigger="every 5s [!window.bloomopsPaused]"' in html
+    assert 'id="pause-refresh"' in html and 'aria-pressed="false"' in html
+    assert "django_htmx/htmx-2.min.js" in html
+
+
+def test_dashboard_htmx_request_returns_only_the_panel(client, lab):
+    make_subject("q1")
+    response = signed_in(client, lab["operator"]).get("/", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith("<section id=\"dashboard-panel\"")
+    assert "<html" not in html
+
+
+def test_dashboard_coverage_counts_online_workers_that_can_serve(client, lab):
+    services.ensure_my_worker(lab["worker_human"])  # a human worker with every demo capability
+    make_queue("exotic", required_worker_capabilities=["nobody.has.this"])
+    html = signed_in(client, lab["operator"]).get("/").content.decode()
+    row = html[html.index('data-queue="q1"'):]
+    assert "1 online" in row[:row.index("</tr>")]
+    exotic = html[html.index('data-queue="exotic"'):]
+    assert "nobody can serve" in exotic[:exotic.index("</tr>")]
+
+
+def test_supervisor_sees_a_throughput_trend_drawn_from_execution_records(client, lab):
+    who = actor("worker_human", username="sci")
+    euid = make_subject("q1")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    lease = act("claim_queue_item", who, worker_euid=worker, queue_key="q1")
+    act("complete_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"next_queue_key": "q2"})
+    assert selectors.throughput_trend()["q1"][-1] == 1
+    html = signed_in(client, lab["operator"]).get("/").content.decode()
+    assert "Trend (12 h)" in html and "<svg class=\"spark\"" in html
+    assert envelope(euid)["next_queue_key"] == "q2"
+    worker_html = signed_in(client, lab["worker_human"]).get("/").content.decode()
+    assert "Trend (12 h)" not in worker_html
+
+
+def test_queue_detail_lists_visible_items_in_execution_order(client, lab):
+    make_subject("q1", name="routine old", ready_at="2020-01-01T00:00:00.000000Z")
+    make_subject("q1", name="urgent", priority=PRIORITY_CLASSES["URGENT"])
+    make_subject("q1", name="stat", priority=PRIORITY_CLASSES["STAT"],
+                 due_at="2030-01-01T00:00:00.000000Z")
+    response = signed_in(client, lab["worker_human"]).get("/queues/q1/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.index(">stat<") < html.index(">urgent<") < html.index(">routine old<")
+    assert 'class="badge prio-stat">STAT' in html and "prio-urgent" in html
+    assert "2030-01-01 00:00 UTC" in html  # due time
+    assert "3 visible items" in html
+    assert 'id="claim-next"' in html and ">Claim</button>" in html
+    squashed = re.sub(r"\s*<", "<", re.sub(r">\s*", ">", html))
+    for col in ("Ready", "Due", "Attempts", "Age", "Site", "Platform", "Assay"):
+        assert f">{col}<" in squashed
+
+
+def test_queue_detail_hides_claim_controls_from_operators(client, lab):
+    make_subject("q1")
+    html = signed_in(client, lab["operator"]).get("/queues/q1/").content.decode()
+    assert 'id="claim-next"' not in html and ">Claim</button>" not in html
+
+
+def test_queue_detail_filters_by_site_platform_assay(client, lab):
+    make_subject("q1", name="in sfo", props={"site": "sfo", "assay": "wgs"})
+    make_subject("q1", name="in rtp", props={"site": "rtp", "assay": "rna"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/queues/q1/?site=rtp").content.decode()
+    assert "in rtp" in html and "in sfo" not in html
+    html = client.get("/queues/q1/?assay=wgs&site=rtp").content.decode()
+    assert "0 visible items" in html
+    # the filter menus offer the values present in the queue
+    html = client.get("/queues/q1/").content.decode()
+    assert '<option value="rtp"' in html and '<option value="rna"' in html
+
+
+def test_queue_detail_non_visible_state_lists_items_with_their_reasons(client, lab):
+    op = actor("operator", username="op")
+    held = make_subject("q1", name="held one")
+    make_subject("q1", name="visible one")
+    make_subject("q1", name="later", ready_at="2099-01-01T00:00:00.000000Z")
+    act("place_execution_hold", op, subject_euid=held, expected_state="READY",
+        payload={"reason": "contamination suspected"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/queues/q1/?state=HELD").content.decode()
+    assert "held one" in html and "visible one" not in html
+    assert "An active hold." in html and "State not eligible" in html
+    html = client.get("/queues/q1/?state=READY").content.decode()
+    assert "later" in html and "Not ready yet." in html and "visible one" not in html
+    # the visible list no longer shows the held item
+    html = client.get("/queues/q1/").content.decode()
+    assert "held one" not in html and "visible one" in html
+
+
+def test_queue_detail_is_paginated_in_sql(client, lab):
+    for i in range(30):
+        make_subject("q1", name=f"item {i:02d}", ready_at=f"2020-01-01T00:00:{i:02d}.000000Z")
+    client = signed_in(client, lab["operator"])
+    first = client.get("/queues/q1/").content.decode()
+    assert "30 visible items" in first
+    assert "item 00" in first and "item 24" in first and "item 25" not in first
+    second = client.get("/queues/q1/?page=2").content.decode()
+    assert "item 25" in second and "item 29" in second and "item 00" not in second
+    beyond = client.get("/queues/q1/?page=9")
+    assert beyond.status_code == 200 and "item 29" in beyond.content.decode()
+
+
+def test_queue_detail_unknown_queue_is_404(client, lab):
+    assert signed_in(client, lab["operator"]).get("/queues/nope/").status_code == 404
+
+
+def test_csv_export_of_the_filtered_view(client, lab):
+    make_subject("q1", name="=HYPERLINK(1)", props={"site": "sfo"})
+    make_subject("q1", name="rtp item", props={"site": "rtp"})
+    response = signed_in(client, lab["operator"]).get("/queues/q1/export.csv?site=sfo")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][:3] == ["position", "euid", "name"]
+    assert len(rows) == 2
+    assert rows[1][2] == "'=HYPERLINK(1)"  # no spreadsheet formula injection
+    assert rows[1][9] == "sfo"
+
+
+def test_csv_export_of_a_hidden_state_carries_the_reasons(client, lab):
+    op = actor("operator", username="op")
+    held = make_subject("q1", name="held")
+    act("place_execution_hold", op, subject_euid=held, expected_state="READY",
+        payload={"reason": "why not"})
+    rows = list(csv.reader(io.StringIO(signed_in(client, lab["operator"]).get(
+        "/queues/q1/export.csv?state=HELD").content.decode())))
+    assert rows[0][-1] == "not_visible_because"
+    assert rows[1][0] == held and "An active hold." in rows[1][-1]
+
+
+def test_subject_names_are_escaped_everywhere(client, lab):
+    evil = "<script>alert(1)</script>"
+    euid = make_subject("q1", name=evil)
+    op = actor("operator", username="op")
+    act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+        payload={"reason": evil})
+    client = signed_in(client, lab["operator"])
+    for path in ("/queues/q1/?state=HELD", f"/subjects/{euid}/", "/workbench/"):
+        html = client.get(path).content.decode()
+        assert evil not in html, path
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html, path
+
+
+def test_subject_inspector_shows_envelope_reasons_history_lineage_audit(client, lab):
+    op = actor("operator", username="op")
+    euid = make_subject("q1", name="inspect me")
+    act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+        payload={"reason": "QA review"})
+    response = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Execution envelope" in html and "next_queue_key" in html
+    assert "ACTIVE_HOLD" in html and "QA review" in html
+    assert "place_execution_hold" in html and ">op<" in html  # action history: who, what
+    assert "execution_subject_hold" in html  # lineage with relationship type
+    assert "TapDB audit trail" in html and "INSERT" in html
+    assert 'id="visibility"' in html and "not in a queue" in html
+
+
+def test_subject_inspector_timeline_and_dead_letter(client, lab):
+    who = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    euid = make_subject("q1", name="doomed")
+    lease = act("claim_queue_item", who, worker_euid=worker, subject_euid=euid)
+    act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"error_class": "PERMANENT_INPUT",
+                                         "error_message": "tube cracked"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    assert 'id="timeline"' in html and "FAILED_TERMINAL" in html and "tube cracked" in html
+    assert "OPEN" in html and "PERMANENT_INPUT" in html  # the dead letter
+
+
+def test_subject_lookup_and_missing_subject(client, lab):
+    euid = make_subject("q1")
+    client = signed_in(client, lab["worker_human"])
+    response = client.get(f"/subjects/?euid={euid.lower()}")
+    assert response.status_code == 302 and response["Location"] == f"/subjects/{euid}/"
+    missing = client.get("/subjects/Z-MX-999999/")
+    assert missing.status_code == 404 and "No subject" in missing.content.decode()
+
+
+def test_inspector_controls_follow_the_role(client, lab):
+    euid = make_subject("q1")
+    op_html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/")
+    assert has_form(op_html, f"/subjects/{euid}/hold/")
+    assert has_form(op_html, f"/subjects/{euid}/requeue/")
+    assert has_form(op_html, f"/subjects/{euid}/cancel/")
+    assert not has_form(op_html, f"/subjects/{euid}/claim/")
+    sci_html = signed_in(client, lab["worker_human"]).get(f"/subjects/{euid}/")
+    assert has_form(sci_html, f"/subjects/{euid}/claim/")
+    for verb in ("hold", "requeue", "cancel", "release-hold"):
+        assert not has_form(sci_html, f"/subjects/{euid}/{verb}/")
+
+
+def test_scan_page_has_an_autofocused_labelled_field(client, lab):
+    html = signed_in(client, lab["worker_human"]).get("/scan/").content.decode()
+    assert '<label for="scan-euid">' in html
+    assert 'id="scan-euid"' in html and "autofocus" in html
+
+
+def test_my_work_before_any_claim(client, lab):
+    html = signed_in(client, lab["worker_human"]).get("/my-work/").content.decode()
+    assert "No active leases" in html and "registered with your first claim" in html
+    assert services.my_worker_euid(lab["worker_human"]) is None  # a GET writes nothing
+
+
+def test_worker_dashboard_shows_status_heartbeat_and_leases(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1")
+    act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+        queue_key="q1")
+    response = signed_in(client, lab["operator"]).get("/workers/")
+    html = response.content.decode()
+    assert worker in html and "human://sci" in html
+    assert "status-online" in html and "1 of 5" in html and "wetlab.extraction" in html
+    assert "/status/" not in html  # operators see no admin buttons
+    clock.advance(2 * 3600)
+    html = client.get("/workers/").content.decode()
+    assert "status-offline" in html and "lag 2 h" in html
+    admin_html = signed_in(client, lab["admin"]).get("/workers/").content.decode()
+    assert f"/workers/{worker}/status/" in admin_html
+    for op in ("Drain", "Disable", "Enable"):
+        assert f">{op}</button>" in admin_html
+
+
+def test_workbench_lists_dead_letters_and_holds_with_filters(client, lab):
+    who = actor("worker_human", username="sci")
+    op = actor("operator", username="op")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    dead = make_subject("q1", name="dead one")
+    lease = act("claim_queue_item", who, worker_euid=worker, subject_euid=dead)
+    act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "bad input"})
+    held = make_subject("q2", name="held one", code="content/material/specimen/1.0")
+    act("place_execution_hold", op, subject_euid=held, expected_state="READY",
+        payload={"reason": "awaiting QA"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workbench/").content.decode()
+    assert "dead one" in html and "bad input" in html and "held one" in html
+    assert "awaiting QA" in html and "Requeue selected" in html and "Release selected" in html
+    html = client.get("/workbench/?queue=q2").content.decode()
+    assert "held one" in html and "dead one" not in html
+    html = client.get("/workbench/?q=bad+input").content.decode()
+    assert "dead one" in html and "held one" not in html
+    sci = signed_in(client, lab["worker_human"]).get("/workbench/").content.decode()
+    assert "dead one" in sci and "Requeue selected" not in sci
+
+
+def test_admin_page_lists_active_leases_with_force_expire_for_admins(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1")
+    lease = act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+                queue_key="q1")
+    html = signed_in(client, lab["admin"]).get("/admin/").content.decode()
+    assert lease["lease_euid"] in html and "Force-expire" in html and "Run the sweeper" in html
+    op_html = signed_in(client, lab["operator"]).get("/admin/").content.decode()
+    assert "Force-expire</button>" not in op_html and "run-sweeper" not in op_html
+
+
+def test_nav_shows_each_role_its_screens(client, lab):
+    sci = signed_in(client, lab["worker_human"]).get("/").content.decode()
+    assert 'href="/scan/"' in sci and 'href="/my-work/"' in sci and 'href="/admin/"' not in sci
+    op = signed_in(client, lab["operator"]).get("/").content.decode()
+    assert 'href="/scan/"' not in op and 'href="/workbench/"' in op
+    adm = signed_in(client, lab["admin"]).get("/").content.decode()
+    assert 'href="/admin/"' in adm and 'href="/scan/"' in adm
+
+
+@pytest.mark.parametrize("path", ["/", "/queues/q1/", "/scan/", "/my-work/", "/workers/",
+                                  "/workbench/", "/admin/", "/queues/q1/export.csv"])
+def test_every_screen_needs_a_role(client, lab, django_user_model, path):
+    nobody = django_user_model.objects.create_user("nobody", password="x")
+    assert signed_in(client, nobody).get(path).status_code == 403
+    client.logout()
+    assert client.get(path).status_code == 302  # signed out: to the sign-in page
