@@ -1,0 +1,96 @@
+"""/metrics agrees with the dashboard: the same selector (queue_summaries) computes both."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from bloomops.execution import clock, selectors
+from tests.api_helpers import api_for, fast_passwords  # noqa: F401
+from tests.engine import act, actor, claim, make_queue, make_subject, register
+
+pytestmark = pytest.mark.django_db
+
+
+def scrape(client=None, **headers) -> dict[tuple[str, str], float]:
+    r = (client or Client()).get("/metrics", **headers)
+    assert r.status_code == 200, r.content
+    out = {}
+    for fam in text_string_to_metric_families(r.content.decode()):
+        for s in fam.samples:
+            if "queue" in s.labels:
+                out[(s.name, s.labels["queue"])] = s.value
+    return out
+
+
+def test_metrics_agree_with_dashboard_selectors(tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[], max_attempts_default=1)
+    make_queue("q2", required_worker_capabilities=[])
+    svc = actor("worker_service")
+    ops = actor("operator")
+    for _ in range(3):
+        make_subject("q1")
+    held = make_subject("q2")
+    act("place_execution_hold", ops, subject_euid=held, expected_state="READY",
+        payload={"reason": "x"})
+    make_subject("q2")
+    worker = register(svc, "m-w")
+    c = claim(svc, worker, "q1")
+    act("fail_queue_execution", svc, subject_euid=c["subject_euid"], worker_euid=worker,
+        lease_euid=c["lease_euid"], expected_state="READY",
+        payload={"retryable": False, "error_class": "PERMANENT_INPUT"})
+    claim(svc, register(svc, "m-w2"), "q1")
+    clock.advance(30)
+
+    metrics = scrape()
+    summaries = {s.queue_key: s for s in selectors.queue_summaries()}
+    names = {"queue_depth": "depth", "oldest_job_age_seconds": "oldest_job_age_seconds",
+             "newest_job_age_seconds": "newest_job_age_seconds",
+             "active_leases": "active_leases", "held_count": "held_count",
+             "dead_letter_count": "dead_letter_count", "failure_rate": "failure_rate",
+             "throughput_success_per_minute": "throughput_success_per_minute",
+             "throughput_failure_per_minute": "throughput_failure_per_minute",
+             "expired_leases_total": "expired_leases_total",
+             "retryable_failures_total": "retryable_failures_total",
+             "terminal_failures_total": "terminal_failures_total"}
+    for key, summary in summaries.items():
+        for metric, attr in names.items():
+            assert metrics[(metric, key)] == pytest.approx(float(getattr(summary, attr))), (
+                metric, key)
+    assert metrics[("queue_depth", "q1")] == 1 and metrics[("queue_depth", "q2")] == 1
+    assert metrics[("queue_depth", "__all__")] == 2
+    assert metrics[("held_count", "q2")] == 1 and metrics[("dead_letter_count", "q1")] == 1
+    assert metrics[("active_leases", "q1")] == 1
+    assert metrics[("terminal_failures_total", "q1")] == 1
+    assert metrics[("oldest_job_age_seconds", "q1")] >= 30
+    # two workers online, both able to serve both queues
+    assert metrics[("worker_online_count", "q1")] == 2
+    assert metrics[("worker_heartbeat_lag_seconds", "q1")] == pytest.approx(30, abs=1)
+    # and the API's queue summaries say the same
+    api_rows = {q["queue_key"]: q for q in api_for(users["operator"]).get("/queues").json()}
+    for key in summaries:
+        assert api_rows[key]["queue_depth"] == metrics[("queue_depth", key)]
+        assert api_rows[key]["worker_online_count"] == metrics[("worker_online_count", key)]
+
+
+def test_event_counters_claim_conflict_and_replay(tenant, users):
+    make_queue("q1", required_worker_capabilities=[])
+    svc = api_for(users["worker_service"])
+    worker = svc.act("register-worker", worker_key="cc").json()["worker_euid"]
+    before = scrape()
+    svc.act("claim", worker_euid=worker, queue_key="q1")  # NO_WORK
+    svc.act("heartbeat-worker", worker_euid=worker, idempotency_key="hb")
+    svc.act("heartbeat-worker", worker_euid=worker, idempotency_key="hb")  # replay
+    after = scrape()
+    assert after[("claim_conflict_total", "q1")] - before.get(("claim_conflict_total", "q1"),
+                                                              0) == 1
+    r = Client().get("/metrics").content.decode()
+    assert 'idempotent_replay_total{action_key="heartbeat_worker"' in r
+
+
+def test_metrics_token_protection(tenant, users, settings):
+    settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
+    assert Client().get("/metrics").status_code == 401
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
