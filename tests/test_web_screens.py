@@ -11,7 +11,7 @@ import pytest
 from bloomops.execution import clock, selectors
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import services
-from tests.engine import actor, act, envelope, make_queue, make_subject
+from tests.engine import act, actor, envelope, make_queue, make_subject
 from tests.web_support import FAST_HASHERS, flow, has_form
 
 pytestmark = pytest.mark.django_db

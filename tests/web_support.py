@@ -25,22 +25,33 @@ class _Forms(HTMLParser):
         super().__init__()
         self.forms: list[dict] = []
         self._current: dict | None = None
+        self._select: tuple | None = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "form":
             self._current = {"action": a.get("action", ""), "fields": {}, "id": a.get("id")}
             self.forms.append(self._current)
+        elif tag == "option" and self._select is not None:
+            form, name, chosen = self._select
+            value = a.get("value", "")
+            if not chosen and ("selected" in a or name not in form["fields"]):
+                form["fields"][name] = value
+                self._select = (form, name, "selected" in a)
         elif tag in ("input", "select", "textarea") and a.get("name"):
             form = self._current
             if a.get("form"):
                 form = next((f for f in self.forms if f["id"] == a["form"]), form)
-            if form is not None and a.get("type") not in ("checkbox",):
+            if form is not None and tag == "select":
+                self._select = (form, a["name"], False)
+            elif form is not None and a.get("type") not in ("checkbox",):
                 form["fields"].setdefault(a["name"], a.get("value", ""))
 
     def handle_endtag(self, tag):
         if tag == "form":
             self._current = None
+        elif tag == "select":
+            self._select = None
 
 
 def forms(html: str) -> list[dict]:

@@ -1,0 +1,513 @@
+"""Issue 4: every operator-UI action posts through the executor — success, replay of a double
+submit, stale pages, and each refusal in plain words with nothing written."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.messages import get_messages
+
+from bloomops.execution import clock, selectors
+from bloomops.web import services
+from tests.engine import act, actor, counts, envelope, make_queue, make_subject
+from tests.web_support import FAST_HASHERS, flow, form_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+@pytest.fixture
+def lab(tenant, users):
+    flow()
+    return users
+
+
+def as_user(client, user):
+    client.force_login(user)
+    return client
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def active_leases(user) -> list[dict]:
+    worker = services.my_worker_euid(user)
+    return selectors.leases(status="ACTIVE", worker_euid=worker) if worker else []
+
+
+def action_count(action_key: str) -> int:
+    from tests.engine import fetch_value
+
+    return fetch_value("SELECT count(*) FROM generic_instance WHERE type = 'execution_queue'"
+                       " AND subtype = %s", [action_key])
+
+
+# ---------------------------------------------------------------- claiming
+
+
+def test_claim_next_registers_the_human_worker_and_claims_the_head(client, lab):
+    head = make_subject("q1", name="first", ready_at="2020-01-01T00:00:00.000000Z")
+    make_subject("q1", name="second")
+    client = as_user(client, lab["worker_human"])
+    page = client.get("/queues/q1/")
+    response = client.post("/queues/q1/claim-next/", form_for(page, "/queues/q1/claim-next/"))
+    assert response.status_code == 302 and response["Location"] == "/queues/q1/"
+    assert f"Claimed {head} from q1." in said(response)
+    worker = selectors.workers(euid=services.my_worker_euid(lab["worker_human"]))[0]
+    assert worker.props["worker_type"] == "HUMAN_SESSION"
+    assert worker.props["owner_username"] == "sci" and worker.max_concurrent_leases == 5
+    assert worker.worker_key == "human://sci"
+    assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [head]
+    assert action_count("heartbeat_worker") == 1  # the worker heartbeats when its user acts
+    html = client.get("/queues/q1/").content.decode()
+    assert "first" not in html and "1 visible item" in html
+
+
+def test_double_submit_replays_instead_of_claiming_twice(client, lab):
+    make_subject("q1")
+    make_subject("q1")
+    client = as_user(client, lab["worker_human"])
+    data = form_for(client.get("/queues/q1/"), "/queues/q1/claim-next/")
+    client.post("/queues/q1/claim-next/", data)
+    again = client.post("/queues/q1/claim-next/", data)
+    assert any("Already done" in m for m in said(again))
+    assert len(active_leases(lab["worker_human"])) == 1
+    assert action_count("claim_queue_item") == 1
+
+
+def test_claim_next_on_an_empty_queue_says_so(client, lab):
+    client = as_user(client, lab["worker_human"])
+    data = form_for(client.get("/queues/q1/"), "/queues/q1/claim-next/")
+    response = client.post("/queues/q1/claim-next/", data)
+    assert "There is no claimable work in the queue right now." in said(response)
+
+
+def test_claim_a_row_with_a_stale_page_is_refused(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["worker_human"])
+    data = form_for(client.get("/queues/q1/"), f"/subjects/{euid}/claim/")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "x"})
+    act("release_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="HELD")
+    response = client.post(f"/subjects/{euid}/claim/", data)
+    assert any("changed since you loaded the page" in m for m in said(response))
+    assert active_leases(lab["worker_human"]) == []
+
+
+def test_claim_a_row_from_the_queue_page(client, lab):
+    make_subject("q1", name="first", ready_at="2020-01-01T00:00:00.000000Z")
+    chosen = make_subject("q1", name="chosen")
+    client = as_user(client, lab["worker_human"])
+    data = form_for(client.get("/queues/q1/"), f"/subjects/{chosen}/claim/")
+    response = client.post(f"/subjects/{chosen}/claim/", data)
+    assert f"Claimed {chosen} (q1)." in said(response)
+    assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [chosen]
+
+
+def test_max_leases_is_explained(client, lab):
+    for _ in range(6):
+        make_subject("q1")
+    client = as_user(client, lab["worker_human"])
+    for _ in range(5):
+        client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
+                                                         "/queues/q1/claim-next/"))
+    response = client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
+                                                                "/queues/q1/claim-next/"))
+    assert any("already holds 5 of 5" in m for m in said(response))
+
+
+# ---------------------------------------------------------------- scan to claim
+
+
+def test_scan_claims_the_subject(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["worker_human"])
+    data = form_for(client.get("/scan/"), "/scan/", euid=f"  {euid.lower()} ")
+    response = client.post("/scan/", data)
+    assert response.status_code == 302 and response["Location"] == "/my-work/"
+    assert f"Claimed {euid} (q1)." in said(response)
+    html = client.get("/my-work/").content.decode()
+    assert euid in html and "Complete" in html
+
+
+def test_scan_of_a_held_subject_shows_why_and_writes_nothing(client, lab):
+    euid = make_subject("q1")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "QA hold"})
+    client = as_user(client, lab["worker_human"])
+    services.ensure_my_worker(lab["worker_human"])
+    data = form_for(client.get("/scan/"), "/scan/", euid=euid)
+    before = counts()
+    response = client.post("/scan/", data)
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "Not claimed" in html and "ACTIVE_HOLD" in html and "QA hold" in html
+    assert "STATE_NOT_ELIGIBLE" in html
+    assert counts() == before
+
+
+def test_scan_of_an_unknown_euid(client, lab):
+    client = as_user(client, lab["worker_human"])
+    response = client.post("/scan/", form_for(client.get("/scan/"), "/scan/",
+                                              euid="Z-MX-404404"))
+    assert response.status_code == 404 and "No such subject." in response.content.decode()
+    empty = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=""))
+    assert empty.status_code == 400 and "Scan or type an EUID." in empty.content.decode()
+
+
+def test_scan_of_a_subject_the_worker_may_not_serve(client, lab):
+    make_queue("exotic", required_worker_capabilities=["nobody.has.this"])
+    euid = make_subject("exotic")
+    client = as_user(client, lab["worker_human"])
+    response = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=euid))
+    html = response.content.decode()
+    assert response.status_code == 409
+    assert "Missing capabilities: nobody.has.this." in html
+    assert "CAPABILITY_MISMATCH" in html
+
+
+# ---------------------------------------------------------------- my work
+
+
+def claimed(client, user, euid=None) -> dict:
+    euid = euid or make_subject("q1")
+    client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=euid))
+    return next(x for x in active_leases(user) if x["subject_euid"] == euid)
+
+
+def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    page = client.get("/my-work/")
+    html = page.content.decode()
+    assert '<option value="q2" selected>' in html  # the flow's next queue is preselected
+    assert "15 min" in html or "14 min" in html  # time left of the lease
+    response = client.post(f"/leases/{lease['euid']}/complete/",
+                           form_for(page, f"/leases/{lease['euid']}/complete/"))
+    assert f"Completed {lease['subject_euid']}; it moved to q2." in said(response)
+    assert envelope(lease["subject_euid"])["next_queue_key"] == "q2"
+    assert lease["subject_euid"] in client.get("/queues/q2/").content.decode()
+
+
+def test_complete_without_next_queue_finishes_the_flow(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/",
+                    next_queue_key="")
+    response = client.post(f"/leases/{lease['euid']}/complete/", data)
+    assert any("its flow is finished" in m for m in said(response))
+    assert envelope(lease["subject_euid"])["state"] == "COMPLETED"
+
+
+def test_fail_with_a_retry_class(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
+                    error_class="TRANSIENT_DEPENDENCY", error_message="centrifuge busy")
+    response = client.post(f"/leases/{lease['euid']}/fail/", data)
+    assert any("now FAILED_RETRYABLE" in m for m in said(response))
+    env = envelope(lease["subject_euid"])
+    assert env["state"] == "FAILED_RETRYABLE" and env["retry_at"]
+
+
+def test_fail_permanently_dead_letters(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
+                    error_class="PERMANENT_INPUT", error_message="sample hemolysed")
+    client.post(f"/leases/{lease['euid']}/fail/", data)
+    assert envelope(lease["subject_euid"])["state"] == "FAILED_TERMINAL"
+    assert lease["subject_euid"] in client.get("/workbench/").content.decode()
+
+
+def test_fail_with_an_unknown_class_is_refused(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
+                    error_class="BOGUS", error_message="x")
+    before = counts()
+    response = client.post(f"/leases/{lease['euid']}/fail/", data)
+    assert any(m.startswith("error_class must be one of") for m in said(response))
+    assert counts() == before
+
+
+def test_renew_extends_the_lease(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    clock.advance(600)
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/renew/")
+    response = client.post(f"/leases/{lease['euid']}/renew/", data)
+    assert f"Lease {lease['euid']} renewed." in said(response)
+    renewed = active_leases(lab["worker_human"])[0]
+    assert renewed["props"]["expires_at"] > lease["props"]["expires_at"]
+
+
+def test_release_puts_the_item_back_in_its_queue(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/release/")
+    response = client.post(f"/leases/{lease['euid']}/release/", data)
+    assert any("back to its queue" in m for m in said(response))
+    assert active_leases(lab["worker_human"]) == []
+    assert lease["subject_euid"] in client.get("/queues/q1/").content.decode()
+
+
+def test_an_expired_lease_cannot_be_completed(client, lab):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/")
+    clock.advance(3600)
+    before = counts()
+    response = client.post(f"/leases/{lease['euid']}/complete/", data)
+    assert any("The lease has expired" in m for m in said(response))
+    assert counts() == before
+
+
+def test_another_users_lease_is_not_mine(client, lab, django_user_model):
+    client = as_user(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/")
+    from django.contrib.auth.models import Group
+
+    other = django_user_model.objects.create_user("sci2", password="x")
+    other.groups.add(Group.objects.get(name="worker_human"))
+    response = as_user(client, other).post(f"/leases/{lease['euid']}/complete/", data)
+    assert response.status_code == 302
+    assert any("another" in m.lower() for m in said(response))
+    assert envelope(lease["subject_euid"])["next_queue_key"] == "q1"
+
+
+# ---------------------------------------------------------------- operator actions
+
+
+def test_hold_then_release_through_the_inspector(client, lab):
+    euid = make_subject("q1", name="holdme")
+    client = as_user(client, lab["operator"])
+    page = client.get(f"/subjects/{euid}/")
+    response = client.post(f"/subjects/{euid}/hold/",
+                           form_for(page, f"/subjects/{euid}/hold/", reason="QA review"))
+    assert response["Location"] == f"/subjects/{euid}/"
+    assert f"{euid} is on hold." in said(response)
+    assert envelope(euid)["state"] == "HELD"
+    assert "holdme" not in client.get("/queues/q1/").content.decode()
+    page = client.get(f"/subjects/{euid}/")
+    assert "QA review" in page.content.decode()
+    response = client.post(f"/subjects/{euid}/release-hold/",
+                           form_for(page, f"/subjects/{euid}/release-hold/", reason="ok"))
+    assert f"Hold on {euid} released." in said(response)
+    assert envelope(euid)["state"] == "READY"
+    assert "holdme" in client.get("/queues/q1/").content.decode()
+
+
+def test_hold_needs_a_reason(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    before = counts()
+    response = client.post(f"/subjects/{euid}/hold/",
+                           form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/",
+                                    reason="  "))
+    assert "reason is required." in said(response)
+    assert counts() == before
+
+
+def test_a_stale_page_says_the_subject_changed_and_writes_nothing(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    stale = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/cancel/",
+                     reason="duplicate")
+    act("place_execution_hold", actor("operator", username="qa2"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "someone else"})
+    before = counts()
+    response = client.post(f"/subjects/{euid}/cancel/", stale)
+    assert any("changed since you loaded the page" in m for m in said(response))
+    assert counts() == before
+    assert envelope(euid)["state"] == "HELD"
+
+
+def test_a_stale_revision_is_refused_too(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    stale = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x")
+    # a claim and a release leave the state READY but move the revision on
+    worker = services.ensure_my_worker(lab["worker_human"])
+    sci = actor("worker_human", username="sci")
+    lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=euid)
+    act("release_queue_lease", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY")
+    before = counts()
+    response = client.post(f"/subjects/{euid}/hold/", stale)
+    assert any("changed since you loaded the page (revision" in m for m in said(response))
+    assert counts() == before
+
+
+def test_double_submitted_hold_replays(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x")
+    client.post(f"/subjects/{euid}/hold/", data)
+    before = counts()
+    again = client.post(f"/subjects/{euid}/hold/", data)
+    assert any("Already done" in m for m in said(again))
+    assert counts() == before
+    assert action_count("place_execution_hold") == 1
+
+
+def test_requeue_and_cancel(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    response = client.post(f"/subjects/{euid}/requeue/", form_for(
+        client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/requeue/", reason="re-run"))
+    assert f"{euid} requeued to q1." in said(response)
+    response = client.post(f"/subjects/{euid}/cancel/", form_for(
+        client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/cancel/", reason="withdrawn"))
+    assert f"{euid} canceled." in said(response)
+    assert envelope(euid)["state"] == "CANCELED"
+    history = client.get(f"/subjects/{euid}/").content.decode()
+    assert "withdrawn" in history and "re-run" in history
+    assert f"/subjects/{euid}/cancel/" not in history  # no cancel on a terminal subject
+
+
+def test_requeue_of_a_held_subject_is_refused_in_plain_words(client, lab):
+    euid = make_subject("q1")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "x"})
+    client = as_user(client, lab["operator"])
+    response = client.post(f"/subjects/{euid}/requeue/", {
+        "idempotency_key": "k1", "expected_state": "HELD", "reason": "try"})
+    assert "The subject is on hold; only release of the hold or cancel is allowed." in said(
+        response)
+
+
+def test_workbench_bulk_requeue_and_release(client, lab):
+    sci = actor("worker_human", username="sci")
+    op = actor("operator", username="op")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    dead = []
+    for _ in range(2):
+        euid = make_subject("q1")
+        lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=euid)
+        act("fail_queue_execution", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
+            expected_state="READY", payload={"retryable": False, "error_message": "bad"})
+        dead.append(euid)
+    held = [make_subject("q1") for _ in range(2)]
+    for euid in held:
+        act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+            payload={"reason": "batch QA"})
+    client = as_user(client, lab["operator"])
+    page = client.get("/workbench/")
+    html = page.content.decode()
+    picks = [f"{e}|FAILED_TERMINAL|{envelope(e)['revision']}" for e in dead]
+    assert all(p in html for p in picks)
+    data = form_for(page, "/workbench/bulk/", reason="fixed reagent")  # first bulk form
+    assert data["action"] == "requeue"
+    response = client.post("/workbench/bulk/", {**data, "pick": picks})
+    assert any(m.startswith("Requeued 2") for m in said(response))
+    assert all(envelope(e)["state"] == "READY" for e in dead)
+    again = client.post("/workbench/bulk/", {**data, "pick": picks})
+    assert "2 already done before; nothing was repeated." in said(again)
+    hold_picks = [f"{e}|HELD|{envelope(e)['revision']}" for e in held]
+    response = client.post("/workbench/bulk/", {
+        "action": "release", "idempotency_key": "bulk-rel", "reason": "", "pick": hold_picks})
+    assert any(m.startswith("Released the holds of 2") for m in said(response))
+    assert all(envelope(e)["state"] == "READY" for e in held)
+    assert client.get("/workbench/").content.decode().count("No active holds") == 1
+
+
+def test_workbench_bulk_reports_each_refusal(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    response = client.post("/workbench/bulk/", {
+        "action": "release", "idempotency_key": "b1", "pick": [f"{euid}|HELD|1"]})
+    assert any(m.startswith(f"{euid}: This subject changed") for m in said(response))
+    nothing = client.post("/workbench/bulk/", {"action": "release", "idempotency_key": "b2"})
+    assert "Select at least one item." in said(nothing)
+    bogus = client.post("/workbench/bulk/", {"action": "explode", "pick": [euid]})
+    assert "Choose requeue or release." in said(bogus)
+
+
+# ---------------------------------------------------------------- admin actions
+
+
+def test_admin_drains_disables_and_enables_a_worker(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    client = as_user(client, lab["admin"])
+    for op, status in (("drain", "DRAINING"), ("disable", "DISABLED"), ("enable", "ONLINE")):
+        page = client.get("/workers/")
+        data = next(f["fields"] for f in __import__("tests.web_support", fromlist=["forms"])
+                    .forms(page.content.decode())
+                    if f["action"] == f"/workers/{worker}/status/"
+                    and f["fields"].get("operation") == op)
+        response = client.post(f"/workers/{worker}/status/", data)
+        assert f"Worker {worker} is now {status}." in said(response)
+        assert selectors.workers(euid=worker)[0].props["status"] == status
+
+
+def test_a_disabled_human_worker_cannot_claim(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    act("set_worker_status", actor("admin", username="adm"), worker_euid=worker,
+        payload={"operation": "disable"})
+    make_subject("q1")
+    client = as_user(client, lab["worker_human"])
+    response = client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
+                                                                "/queues/q1/claim-next/"))
+    assert "The worker is disabled." in said(response)
+
+
+def test_admin_force_expires_a_lease_and_the_item_reappears(client, lab):
+    euid = make_subject("q1", name="leased one")
+    sci = as_user(client, lab["worker_human"])
+    claimed(sci, lab["worker_human"], euid)
+    client = as_user(client, lab["admin"])
+    assert "leased one" not in client.get("/queues/q1/").content.decode()
+    lease = selectors.leases(status="ACTIVE")[0]
+    page = client.get("/admin/")
+    response = client.post(f"/leases/{lease['euid']}/expire/",
+                           form_for(page, f"/leases/{lease['euid']}/expire/", reason="stuck"))
+    assert any("expired; its subject is back in its queue" in m for m in said(response))
+    assert "leased one" in client.get("/queues/q1/").content.decode()
+    again = client.post(f"/leases/{lease['euid']}/expire/", {"idempotency_key": "other"})
+    assert any("no longer active" in m for m in said(again))
+
+
+def test_admin_runs_the_sweeper(client, lab):
+    sci = as_user(client, lab["worker_human"])
+    claimed(sci, lab["worker_human"])
+    client = as_user(client, lab["admin"])
+    response = client.post("/admin/sweep/", form_for(client.get("/admin/"), "/admin/sweep/"))
+    assert "Nothing to sweep: no expired leases." in said(response)
+    clock.advance(3600)
+    page = client.get("/admin/")
+    assert "1 lease past expiry" in page.content.decode()
+    response = client.post("/admin/sweep/", form_for(page, "/admin/sweep/"))
+    assert "Sweeper expired 1 lease(s)." in said(response)
+    assert selectors.leases(status="EXPIRED")[0]["props"]["status"] == "EXPIRED"
+
+
+def test_unsafe_next_targets_are_ignored(client, lab):
+    euid = make_subject("q1")
+    client = as_user(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x",
+                    next="https://evil.example/")
+    response = client.post(f"/subjects/{euid}/hold/", data)
+    assert response["Location"] == f"/subjects/{euid}/"
+
+
+def test_csrf_is_enforced_on_action_posts(lab):
+    from django.test import Client
+
+    euid = make_subject("q1")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(lab["operator"])
+    response = client.post(f"/subjects/{euid}/hold/", {"idempotency_key": "k",
+                                                      "expected_state": "READY", "reason": "x"})
+    assert response.status_code == 403
+    assert envelope(euid)["state"] == "READY"
+    page = client.get(f"/subjects/{euid}/")
+    ok = client.post(f"/subjects/{euid}/hold/", form_for(page, f"/subjects/{euid}/hold/",
+                                                          reason="x"))
+    assert ok.status_code == 302 and envelope(euid)["state"] == "HELD"
