@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "bloomops.execution",
     "bloomops.web",
     "bloomops.api",
+    "bloomops.worker",
     "ninja",
 ]
 

@@ -1,0 +1,81 @@
+"""python manage.py run_worker: one service worker running the loop of spec 5.5."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+
+from django.core.management.base import BaseCommand, CommandError
+
+from bloomops.worker.runtime import WorkerRuntime
+from bloomops.worker.transport import DirectTransport, HttpTransport
+
+
+def _list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+class Command(BaseCommand):
+    help = ("Run a service worker: register, heartbeat, claim in the queue order of 5.4, run a"
+            " handler module, complete or fail; SIGTERM drains and signs off OFFLINE.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--worker-key", required=True)
+        parser.add_argument("--display-name")
+        parser.add_argument("--handlers", default="bloomops.worker.handlers.demo",
+                            help="module with a Handlers class (default: every demo handler)")
+        parser.add_argument("--capabilities", help="comma list (default: the handlers')")
+        parser.add_argument("--site-scope")
+        parser.add_argument("--platform-scope")
+        parser.add_argument("--assay-scope")
+        parser.add_argument("--worker-type", default="SERVICE",
+                            choices=["SERVICE", "INSTRUMENT_ADAPTER"])
+        parser.add_argument("--heartbeat-ttl", type=int, default=60)
+        parser.add_argument("--user", default=os.environ.get("BLOOMOPS_WORKER_USER",
+                                                             "svc-extractor"),
+                            help="Django user to act as (direct mode)")
+        parser.add_argument("--api-url", default=os.environ.get("BLOOMOPS_API_URL"),
+                            help="talk to the JSON API at this base URL instead of the"
+                                 " executor (needs --token or BLOOMOPS_API_TOKEN)")
+        parser.add_argument("--token", default=os.environ.get("BLOOMOPS_API_TOKEN"))
+        parser.add_argument("--delay", type=float, default=0.0,
+                            help="simulated seconds of work per item (demo)")
+        parser.add_argument("--failure-rate", type=float, default=0.0,
+                            help="share of items failing with a retryable error (demo)")
+        parser.add_argument("--qc-hold-rate", type=float, default=0.0)
+        parser.add_argument("--pipeline-seconds", type=float, default=0.0)
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--max-items", type=int)
+        parser.add_argument("--exit-when-idle", action="store_true")
+        parser.add_argument("--poll-max", type=float, default=5.0)
+
+    def handle(self, *args, **o) -> None:
+        logging.getLogger("bloomops").setLevel(logging.INFO)
+        try:
+            module = importlib.import_module(o["handlers"])
+        except ImportError as exc:
+            raise CommandError(f"Cannot import handlers {o['handlers']!r}: {exc}") from None
+        handlers = module.Handlers(delay=o["delay"], failure_rate=o["failure_rate"],
+                                   seed=o["seed"], qc_hold_rate=o["qc_hold_rate"],
+                                   pipeline_seconds=o["pipeline_seconds"])
+        if o["api_url"]:
+            if not o["token"]:
+                raise CommandError("--api-url needs --token or BLOOMOPS_API_TOKEN.")
+            transport = HttpTransport(o["api_url"], o["token"])
+        else:
+            transport = DirectTransport(o["user"])
+        runtime = WorkerRuntime(
+            transport, handlers, worker_key=o["worker_key"], display_name=o["display_name"],
+            capabilities=_list(o["capabilities"]), worker_type=o["worker_type"],
+            site_scope=_list(o["site_scope"]), platform_scope=_list(o["platform_scope"]),
+            assay_scope=_list(o["assay_scope"]), heartbeat_ttl_seconds=o["heartbeat_ttl"],
+            max_items=o["max_items"], exit_when_idle=o["exit_when_idle"],
+            poll_max=o["poll_max"])
+        signal.signal(signal.SIGTERM, runtime.request_stop)
+        signal.signal(signal.SIGINT, runtime.request_stop)
+        stats = runtime.run()
+        self.stdout.write(f"worker {o['worker_key']} stopped: {stats}")

@@ -1,0 +1,144 @@
+"""How a worker talks to bloomops: directly to the executor (same process and database, the
+default for workers deployed beside the server) or over the JSON API (remote workers and
+instrument adapters). Both raise ActionError with the API's error codes, so the runtime is
+the same either way."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Protocol
+
+from bloomops.execution.errors import HTTP_STATUS, ActionError
+
+ENVELOPE = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
+            "queue_key", "expected_state", "expected_revision")
+# action key -> API path (spec 10.3 plus the two documented extensions)
+PATHS = {
+    "register_worker": "register-worker", "heartbeat_worker": "heartbeat-worker",
+    "claim_queue_item": "claim", "renew_queue_lease": "renew-lease",
+    "release_queue_lease": "release-lease", "complete_queue_execution": "complete",
+    "fail_queue_execution": "fail", "place_execution_hold": "hold",
+    "release_execution_hold": "release-hold", "requeue_subject": "requeue",
+    "cancel_subject_execution": "cancel", "expire_queue_lease": "expire-lease",
+    "record_external_result": "external-result", "set_worker_status": "worker-status",
+}
+
+
+class Transport(Protocol):
+    def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict: ...
+
+    def subject(self, euid: str) -> dict: ...
+
+    def queue(self, queue_key: str) -> dict: ...
+
+    def history(self, euid: str) -> dict: ...
+
+    def close(self) -> None: ...
+
+
+class DirectTransport:
+    """Calls the executor and the selectors in this process, as a given Django user."""
+
+    def __init__(self, username: str) -> None:
+        from django.contrib.auth import get_user_model
+
+        from bloomops.execution.executor import Actor
+
+        self.actor = Actor.of(get_user_model().objects.get(username=username))
+
+    def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict:
+        from bloomops.execution.executor import ActionRequest, execute
+
+        result = execute(ActionRequest(action_key=action_key, actor=self.actor,
+                                       payload=payload or {}, **fields))
+        if result.replayed:
+            from bloomops.api.metrics import count_replay
+
+            count_replay(action_key)
+        return result.as_dict()
+
+    def subject(self, euid: str) -> dict:
+        from bloomops.execution import selectors
+
+        d = selectors.subject_diagnostics(euid)
+        if d is None:
+            raise ActionError("NOT_FOUND", subject_euid=euid)
+        return {"euid": d.euid, "name": d.name, "template_code": d.template_code,
+                "state": d.state, "revision": d.revision, "execution": d.execution,
+                "properties": {k: v for k, v in d.props.items() if k != "execution"}}
+
+    def queue(self, queue_key: str) -> dict:
+        from bloomops.execution import selectors
+
+        row = selectors.queue_config(queue_key)
+        if row is None:
+            raise ActionError("NOT_FOUND", queue_key=queue_key)
+        return {"queue_key": queue_key, "config": row["config"]}
+
+    def history(self, euid: str) -> dict:
+        from bloomops.execution import selectors
+
+        d = selectors.subject_diagnostics(euid)
+        if d is None:
+            raise ActionError("NOT_FOUND", subject_euid=euid)
+        h = selectors.subject_history(d.uid)
+        return {k: [{"euid": r["euid"], "name": r["name"], **(r["props"] or {})} for r in rows]
+                for k, rows in h.items()}
+
+    def close(self) -> None:
+        from django.db import connection
+
+        connection.close()
+
+
+class HttpTransport:
+    """Calls the JSON API with a bearer token. ``send`` may be replaced (tests pass one that
+    goes through Django's test client)."""
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, send=None) -> None:
+        self.base = base_url.rstrip("/") + "/api/v1/execution"
+        self.token = token
+        self.timeout = timeout
+        self.send = send or self._urllib
+
+    def _urllib(self, method: str, url: str, body: bytes | None, headers: dict) -> tuple[int,
+                                                                                      bytes]:
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body).encode()
+        status, raw = self.send(method, self.base + path, data, headers)
+        parsed = json.loads(raw or b"{}")
+        if status >= 400:
+            err = parsed.get("error") or {}
+            code = err.get("code") if err.get("code") in HTTP_STATUS else "VALIDATION_ERROR"
+            raise ActionError(code, err.get("message"), **(err.get("details") or {}))
+        return parsed
+
+    def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict:
+        body = {k: v for k, v in fields.items() if k in ENVELOPE and v is not None}
+        body["payload"] = payload or {}
+        return self._call("POST", f"/actions/{PATHS[action_key]}", body)
+
+    def subject(self, euid: str) -> dict:
+        return self._call("GET", f"/subjects/{euid}")
+
+    def queue(self, queue_key: str) -> dict:
+        return self._call("GET", f"/queues/{queue_key}")
+
+    def history(self, euid: str) -> dict:
+        return self._call("GET", f"/subjects/{euid}/history")
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,114 @@
+"""The worker runtime drives subjects through the wet-lab chain (4.4) and the compute flow
+(4.5), in-process (the executor directly, and over the API through the test client)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.execution import clock, selectors
+from bloomops.worker.handlers import compute, wetlab
+from bloomops.worker.runtime import WorkerRuntime
+from bloomops.worker.transport import DirectTransport
+from tests.api_helpers import api_for, fast_passwords  # noqa: F401
+from tests.engine import act, actor, envelope, make_subject
+from tests.worker_support import client_transport, demo_queues, history, produced_by_record
+
+pytestmark = pytest.mark.django_db
+SPECIMEN = "content/material/specimen/1.0"
+ANALYSIS = "data/analysis/analysis_request/1.0"
+
+
+@pytest.fixture
+def lab(tenant, users):
+    demo_queues()
+    return users
+
+
+def specimen(platform: str = "illumina") -> str:
+    return make_subject("extraction_prod", code=SPECIMEN, name="Specimen T",
+                        props={"site": "sfo", "platform": platform},
+                        next_action_key="create_extraction")
+
+
+def run(handlers, key: str = "w", transport=None) -> WorkerRuntime:
+    runtime = WorkerRuntime(transport or DirectTransport("svc"), handlers, worker_key=key,
+                            exit_when_idle=True, poll_min=0.0)
+    runtime.run()
+    return runtime
+
+
+@pytest.mark.parametrize("platform,prefix", [("illumina", "ilmn"), ("ont", "ont")])
+def test_wetlab_chain_end_to_end(lab, platform, prefix):
+    subject = specimen(platform)
+    runtime = run(wetlab.Handlers(seed=7))
+    assert runtime.stats.completed == 5 and runtime.stats.failed == 0
+
+    chain = [subject]
+    queues_seen = []
+    for _ in range(4):
+        h = history(chain[-1])
+        queues_seen += [r["props"]["queue_lookup_key"] for r in h["records"]]
+        assert all(r["props"]["status"] == "SUCCEEDED" for r in h["records"])
+        assert envelope(chain[-1])["state"] == "COMPLETED"
+        (output,) = h["outputs"]
+        # the output is linked from the execution record that produced it
+        assert produced_by_record(output["euid"]) == [h["records"][-1]["euid"]]
+        chain.append(output["euid"])
+    assert queues_seen == ["extraction_prod", "post_extract_qc", f"{prefix}_lib_prep",
+                           f"{prefix}_seq_pool", f"{prefix}_start_seq_run"]
+    run_obj = history(chain[-2])["outputs"][0]
+    assert run_obj["props"]["domain_state"] == "run_started"
+    # the worker signed off honestly
+    (worker,) = selectors.workers()
+    assert worker.props["status"] == "OFFLINE"
+
+
+def test_qc_places_a_hold(lab):
+    specimen()
+    run(wetlab.Handlers(seed=1, qc_hold_rate=1.0))
+    (held,) = selectors.active_holds()
+    assert held["props"]["hold_code"] == "BUSINESS_RULE_HOLD"
+    assert held["subject_state"] == "HELD"
+    assert "QC borderline" in held["props"]["reason"]
+
+
+def test_retryable_failure_backs_off(lab):
+    subject = specimen()
+    runtime = run(wetlab.Handlers(seed=1, failure_rate=1.0))
+    assert runtime.stats.failed == 1
+    env = envelope(subject)
+    assert env["state"] == "FAILED_RETRYABLE" and env["attempt_count"] == 1
+    assert env["retry_at"] > clock.now().isoformat()
+    (record,) = history(subject)["records"]
+    assert record["props"]["error_class"] == "TRANSIENT_DEPENDENCY"
+    clock.advance(3600)
+    runtime = run(wetlab.Handlers(seed=1), key="w2")
+    assert runtime.stats.completed >= 1 and envelope(subject)["state"] == "COMPLETED"
+
+
+def test_compute_flow_over_the_api_and_reprocessing(lab):
+    request = make_subject("analysis_dispatch", code=ANALYSIS, name="Analysis T",
+                           next_action_key="start_analysis_run")
+    token = api_for(lab["worker_service"]).token
+    runtime = run(compute.Handlers(seed=3), transport=client_transport(token))
+    assert runtime.stats.completed == 2  # dispatch, analysis QC
+    assert envelope(request)["state"] == "COMPLETED"
+    h = history(request)
+    statuses = [(r["props"]["queue_lookup_key"], r["props"]["status"]) for r in h["records"]]
+    assert statuses == [("analysis_dispatch", "SUCCEEDED"), ("analysis_dispatch", "SUCCEEDED"),
+                        ("analysis_qc", "SUCCEEDED")]
+    first_artifacts = [o["euid"] for o in h["outputs"]]
+    assert len(first_artifacts) == 3
+    # the external-result record produced them
+    assert {produced_by_record(a)[0] for a in first_artifacts} == {h["records"][1]["euid"]}
+
+    # reprocessing: an operator requeues against the existing artifacts
+    act("requeue_subject", actor("operator"), subject_euid=request, expected_state="COMPLETED",
+        queue_key="analysis_dispatch", payload={"reason": "reprocess with new reference"})
+    run(compute.Handlers(seed=4), transport=client_transport(token), key="w2")
+    assert envelope(request)["state"] == "COMPLETED"
+    h2 = history(request)
+    assert len(h2["records"]) == 6 and len(h2["outputs"]) == 6
+    assert [o["euid"] for o in h2["outputs"]][:3] == first_artifacts
+    dispatch2 = h2["records"][3]["props"]["result_snapshot"]["external_dispatch"]
+    assert dispatch2["reprocess_of"] == first_artifacts
