@@ -333,3 +333,26 @@ def test_every_screen_needs_a_role(client, lab, django_user_model, path):
     assert signed_in(client, nobody).get(path).status_code == 403
     client.logout()
     assert client.get(path).status_code == 302  # signed out: to the sign-in page
+
+
+def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
+        client, tenant, users, django_assert_max_num_queries):
+    from bloomops.execution.demo import seed_demo
+
+    seed_demo()
+    worker = services.ensure_my_worker(users["worker_human"])
+    lease = act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+                queue_key="extraction_prod")
+    euid = lease["subject_euid"]
+    client = signed_in(client, users["admin"])
+    client.get("/")  # warm the session and template caches
+    # session, user, roles + queue summaries (4) + workers + trend: never a query per row
+    with django_assert_max_num_queries(12):
+        response = client.get("/")
+    assert response.status_code == 200 and len(response.context["summaries"]) == 11
+    with django_assert_max_num_queries(12):
+        assert client.get("/queues/extraction_prod/").status_code == 200
+    for path in ("/queues/extraction_prod/?state=READY", "/queues/extraction_prod/?page=3",
+                 "/queues/analysis_dispatch/export.csv", "/scan/", "/my-work/",
+                 f"/subjects/{euid}/", "/workers/", "/workbench/", "/admin/"):
+        assert client.get(path).status_code == 200, path
