@@ -34,8 +34,14 @@ run: setup-db
 	@echo "    scientist (worker_human)  qa (operator)  supervisor (operator)"
 	@echo "    admin (admin)             svc-extractor (worker_service)"
 	@echo ""
-	BLOOMOPS_DEBUG=1 $(VENV)/bin/gunicorn bloomops.wsgi:application \
-	  --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5
+	@echo "  Living demo: slow demo service workers run beside the server"
+	@echo "  (BLOOMOPS_DEMO_WORKERS=0 make run turns them off). API docs: /api/v1/docs"
+	@echo ""
+	BLOOMOPS_DEBUG=1 bash -c 'if [ "$${BLOOMOPS_DEMO_WORKERS:-1}" != 0 ]; then \
+	    $(PY) manage.py run_demo_workers & DEMO=$$!; \
+	    trap "kill -TERM $$DEMO 2>/dev/null; wait $$DEMO" EXIT; fi; \
+	  $(VENV)/bin/gunicorn bloomops.wsgi:application \
+	    --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5'
 
 test: setup-db chromium
 	$(VENV)/bin/ruff check .

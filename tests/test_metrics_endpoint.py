@@ -14,12 +14,14 @@ pytestmark = pytest.mark.django_db
 
 
 def scrape(client=None, **headers) -> dict[tuple[str, str], float]:
+    from django.conf import settings
+
     r = (client or Client()).get("/metrics", **headers)
     assert r.status_code == 200, r.content
     out = {}
     for fam in text_string_to_metric_families(r.content.decode()):
         for s in fam.samples:
-            if "queue" in s.labels:
+            if "queue" in s.labels and s.labels.get("tenant") == settings.TAPDB_TENANT_ID:
                 out[(s.name, s.labels["queue"])] = s.value
     return out
 
