@@ -506,3 +506,35 @@ def _analyze() -> int:
         for table in ("generic_instance", "generic_instance_lineage", "generic_template"):
             cursor.execute(f"ANALYZE {table}")
     return 3
+
+
+def release_bench_claims(worker_key_prefix: str) -> int:
+    """Release the leases (and cancel the STARTED records) that earlier bench runs made
+    through the executor, so a reused data set keeps its shape. Housekeeping of the bench
+    database only, as bulk SQL; returns the number of leases released."""
+    like = worker_key_prefix.replace("_", "\\_") + "%%"
+    by_worker = f"""
+        FROM generic_instance_lineage l JOIN generic_instance w ON w.uid = l.parent_instance_uid
+        WHERE l.child_instance_uid = x.uid AND l.relationship_type = %(rel)s
+          AND NOT l.is_deleted AND w.type = 'system' AND w.subtype = 'worker'
+          AND w.json_addl->'properties'->>'worker_key' LIKE '{like}'"""
+    with transaction.atomic():
+        execute("SELECT set_config('session.current_username', 'bench-reset', true)")
+        released = execute(
+            f"""
+            UPDATE generic_instance x SET json_addl = jsonb_set(jsonb_set(x.json_addl,
+                '{{properties,status}}', '"RELEASED"'),
+                '{{properties,release_reason}}', '"BENCH_RESET"')
+            {by_worker} AND x.json_addl->'properties'->>'status' = 'ACTIVE'
+            """,
+            {"rel": "execution_worker_lease"},
+        )
+        execute(
+            f"""
+            UPDATE generic_instance x SET json_addl = jsonb_set(x.json_addl,
+                '{{properties,status}}', '"CANCELED"')
+            {by_worker} AND x.json_addl->'properties'->>'status' = 'STARTED'
+            """,
+            {"rel": "execution_worker_record"},
+        )
+    return released

@@ -11,13 +11,36 @@ from __future__ import annotations
 ENV = "(s.json_addl->'properties'->'execution')"
 QP = "(q.json_addl->'properties')"
 
-# coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable.
-READY_TS = (
-    f"coalesce({ENV}->>'retry_at', {ENV}->>'ready_at', "
-    "to_char(s.created_dt AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
-)
 
-HAS_ENVELOPE = "NOT s.is_deleted AND s.json_addl->'properties' ? 'execution'"
+
+def utc_text(column: str) -> str:
+    """A timestamptz column as fixed-width UTC text (the format of ``envelope.ts``), written
+    with immutable functions only (to_char is not), so that an index can hold it."""
+    t = f"({column} AT TIME ZONE 'UTC')"
+
+    def part(field: str, width: int) -> str:
+        return f"lpad(extract({field} FROM {t})::int::text, {width}, '0')"
+
+    us = f"lpad(extract(microseconds FROM {t})::bigint::text, 8, '0')"
+    return (f"({part('year', 4)} || '-' || {part('month', 2)} || '-' || {part('day', 2)}"
+            f" || 'T' || {part('hour', 2)} || ':' || {part('minute', 2)} || ':'"
+            f" || substr({us}, 1, 2) || '.' || substr({us}, 3, 6) || 'Z')")
+
+
+def ready_ts(alias: str = "s") -> str:
+    """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable."""
+    env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
+        "(json_addl->'properties'->'execution')")
+    created = f"{alias}.created_dt" if alias else "created_dt"
+    return f"coalesce({env}->>'retry_at', {env}->>'ready_at', {utc_text(created)})"
+
+
+READY_TS = ready_ts()
+
+# A live subject routed to a queue. Every queue read also compares next_queue_key, so this
+# only restates what that implies; it is also the predicate of the partial index
+# bloomops_subject_queue_order, and unlike "? 'execution'" the planner can estimate it.
+HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
 LEASE_ACTIVE = (
     "x.json_addl->'properties'->>'status' = 'ACTIVE'"
@@ -64,10 +87,24 @@ ENVELOPE_ELIGIBLE = f"""
     AND {READY_TS} <= %(now)s"""
 
 # The whole of 3.1 for subject s in queue q, where t is s's template.
+#
+# Planner note: the JSON tests against the queue's lists (? on eligible_states, template
+# codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
+# and expects one visible row where there are thousands, then sorts instead of walking
+# bloomops_subject_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# inside one CASE they count as a single 50 % guess. The conditions are the same; only the
+# estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
+# lineage exclusions stay NOT EXISTS (anti-joins).
 VISIBLE = f"""(
-    {ENVELOPE_ELIGIBLE}
-    AND {QP}->'subject_template_codes' ? {TEMPLATE_CODE}
-    AND {SCOPE_MATCH}
+    {ENV}->>'next_queue_key' = {QP}->>'queue_key'
+    AND CASE WHEN {QP}->'eligible_states' ? ({ENV}->>'state')
+              AND coalesce(({ENV}->>'terminal')::boolean, false) = false
+              AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
+              AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
+              AND {READY_TS} <= %(now)s
+              AND {QP}->'subject_template_codes' ? {TEMPLATE_CODE}
+              AND {SCOPE_MATCH}
+             THEN true ELSE false END
     AND NOT {ACTIVE_LEASE_EXISTS}
     AND NOT {ACTIVE_HOLD_EXISTS})"""
 

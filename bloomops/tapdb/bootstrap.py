@@ -15,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, transaction
 
+from bloomops.execution.sql import ready_ts
 from bloomops.tapdb import templates as template_cache
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
 
@@ -34,10 +35,30 @@ _PROPS = "(json_addl->'properties')"
 READ_INDEXES: dict[str, str] = {
     # 3.1/3.6 visible items, depth and age: subjects by tenant + next_queue_key + state, only
     # rows that carry an execution envelope. Serves every queue read and summary.
-    "bloomops_subject_queue_state": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_subject_queue_state ON generic_instance
-        (tenant_id, ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'))
-        WHERE NOT is_deleted AND json_addl->'properties' ? 'execution'""",
+    # Its key order is the whole 3.4 ordering (sql.ORDER_BY), so "first page" and "next
+    # claim" walk the index in queue order and stop after the first visible rows, with no
+    # sort. Only subjects routed to a queue are in it (completed subjects drop out).
+    "bloomops_subject_queue_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_subject_queue_order ON generic_instance
+        (tenant_id, ({_EXEC}->>'next_queue_key'),
+         (coalesce(({_EXEC}->>'priority')::numeric, 0)) DESC,
+         ({_EXEC}->>'due_at') ASC NULLS LAST, ({ready_ts("")}) ASC, created_dt ASC, euid ASC)
+        WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
+    # Planner statistics (not an index) on the envelope expressions of the 3.1 predicate.
+    # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
+    # boolean, expects one row where there are thousands, and picks nested loops.
+    "bloomops_envelope_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_stats ON
+        ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'),
+        (coalesce(({_EXEC}->>'terminal')::boolean, false)),
+        (coalesce(({_EXEC}->>'cancel_requested')::boolean, false)),
+        (coalesce({_EXEC}->>'hold_state', 'NONE'))
+        FROM generic_instance""",
+    # The same for the lease/hold fields every NOT EXISTS of 3.1 reads (status ACTIVE,
+    # expires_at > now): without them an anti-join expects a few dozen active leases.
+    "bloomops_object_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
+        ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
     # 2.1 tenant + template + queue_key; 2.3 tenant + template + worker_key. Both are the
     # lookup key of their object; unique so a queue or worker key maps to one object.
     "bloomops_queue_key": f"""
@@ -244,12 +265,21 @@ def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
             report.templates_updated.append(code)
 
 
+# Read indexes an earlier version created and a later one replaced.
+RETIRED_INDEXES = ("bloomops_subject_queue_state",)
+
+
 def ensure_indexes(report: BootstrapReport) -> None:
     have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
+    have |= {r["stxname"] for r in fetch_all("SELECT stxname FROM pg_statistic_ext")}
     for name, ddl in READ_INDEXES.items():
         if name not in have:
             execute(ddl)
             report.indexes_created.append(name)
+    for name in RETIRED_INDEXES:
+        if name in have:
+            execute(f"DROP INDEX IF EXISTS {name}")
+            report.indexes_created.append(f"-{name}")
 
 
 def bootstrap() -> BootstrapReport:
@@ -265,4 +295,6 @@ def bootstrap() -> BootstrapReport:
     template_cache.clear_cache()
     if report.changed:
         execute("ANALYZE generic_template")
+        if report.indexes_created:
+            execute("ANALYZE generic_instance")
     return report

@@ -143,42 +143,9 @@ class Command(BaseCommand):
         return result["worker_euid"]
 
     def _reset_claims(self) -> int:
-        """Release the leases earlier bench runs made, so a reused data set keeps its shape.
-        Benchmark housekeeping on the bench database only, as bulk SQL."""
-        from django.db import transaction
+        from bloomops.execution.benchdata import release_bench_claims
 
-        from bloomops.tapdb.db import execute
-
-        with transaction.atomic():
-            execute("SELECT set_config('session.current_username', 'bench-reset', true)")
-            n = execute(
-                """
-                UPDATE generic_instance x SET json_addl = jsonb_set(jsonb_set(x.json_addl,
-                    '{properties,status}', '"RELEASED"'),
-                    '{properties,release_reason}', '"BENCH_RESET"')
-                FROM generic_instance_lineage l JOIN generic_instance w
-                  ON w.uid = l.parent_instance_uid
-                WHERE l.child_instance_uid = x.uid
-                  AND l.relationship_type = 'execution_worker_lease' AND NOT l.is_deleted
-                  AND w.type = 'system' AND w.subtype = 'worker'
-                  AND w.json_addl->'properties'->>'worker_key' LIKE 'bench://claimer/%%'
-                  AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-                """
-            )
-            execute(
-                """
-                UPDATE generic_instance r SET json_addl = jsonb_set(r.json_addl,
-                    '{properties,status}', '"CANCELED"')
-                FROM generic_instance_lineage l JOIN generic_instance w
-                  ON w.uid = l.parent_instance_uid
-                WHERE l.child_instance_uid = r.uid
-                  AND l.relationship_type = 'execution_worker_record' AND NOT l.is_deleted
-                  AND w.type = 'system' AND w.subtype = 'worker'
-                  AND w.json_addl->'properties'->>'worker_key' LIKE 'bench://claimer/%%'
-                  AND r.json_addl->'properties'->>'status' = 'STARTED'
-                """
-            )
-        return n
+        return release_bench_claims(CLAIMER_KEY.format(i=""))
 
     def _measure(self, opts) -> dict[str, Any]:
         from bloomops.execution import selectors
