@@ -204,7 +204,10 @@ def _end_active_leases(ctx: Context, lease_status: str, record_status: str, reas
 
 
 def _new_record(ctx: Context, *, queue: dict | None, status: str, attempt: int,
-                lease: Obj | None, extra: dict[str, Any] | None = None) -> Obj:
+                lease: Obj | None, extra: dict[str, Any] | None = None,
+                edges_before: list[tuple[Obj, Obj, str]] | None = None) -> Obj:
+    """A new execution record with its lineage (2.4); ``edges_before`` are written in the
+    same INSERT, ahead of the record's own edges (the claim's lease edges)."""
     assert ctx.subject is not None and ctx.env is not None
     req = ctx.request
     props = {
@@ -239,7 +242,8 @@ def _new_record(ctx: Context, *, queue: dict | None, status: str, attempt: int,
         props.update(extra)
     name = f"{req.action_key} {ctx.subject.euid} attempt {attempt}"
     record = ctx.create(RECORD_CODE, name=name, properties=props)
-    edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, record, "subject_record")]
+    edges: list[tuple[Obj, Obj, str]] = list(edges_before or [])
+    edges.append((ctx.subject, record, "subject_record"))
     if queue:
         edges.append((_queue_obj(ctx, queue), record, "queue_record"))
     if ctx.worker:
@@ -251,9 +255,10 @@ def _new_record(ctx: Context, *, queue: dict | None, status: str, attempt: int,
 
 
 def _queue_obj(ctx: Context, queue: dict) -> Obj:
-    obj = load(uid=queue["uid"], tenant=ctx.tenant)
-    assert obj is not None
-    return obj
+    """The queue as a lineage endpoint, from the row ``_queue`` already read."""
+    return Obj(uid=queue["uid"], euid=queue["euid"], name=queue["queue_key"], template_uid=0,
+               type="execution", subtype="queue", json_addl={"properties": queue["config"]},
+               created_dt=None)  # type: ignore[arg-type]
 
 
 def _dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lease: Obj | None,
@@ -675,9 +680,11 @@ class ClaimQueueItem(Handler):
         lease = ctx.create(LEASE_CODE, name=f"Lease {subject.euid} #{attempt}",
                            properties=lease_props)
         queue_obj = _queue_obj(ctx, queue)
-        ctx.link_many([(subject, lease, "subject_lease"), (worker, lease, "worker_lease"),
-                       (queue_obj, lease, "queue_lease")])
-        record = _new_record(ctx, queue=queue, status="STARTED", attempt=attempt, lease=lease)
+        # The seven claim edges (11.4) in one INSERT with the record's.
+        record = _new_record(ctx, queue=queue, status="STARTED", attempt=attempt, lease=lease,
+                             edges_before=[(subject, lease, "subject_lease"),
+                                           (worker, lease, "worker_lease"),
+                                           (queue_obj, lease, "queue_lease")])
         ctx.set_env(last_execution_record_euid=record.euid,
                     queue_cache={"current_queue_key": None, "computed_at": ctx.now_ts})
         ctx.result.update(

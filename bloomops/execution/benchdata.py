@@ -124,7 +124,7 @@ def is_built(tenant: str | None = None) -> bool:
     )
     subjects = fetch_value(
         "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
-        " AND json_addl->'properties' ? 'bench_seq'",
+        " AND json_addl->'properties' ? 'bench_seq' AND json_addl->'properties' ? 'execution'",
         [tenant],
     )
     return queues == len(bench_queues()) and subjects == SUBJECTS

@@ -36,8 +36,8 @@ from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, p
 from bloomops.execution.states import TERMINAL_STATES
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
-from bloomops.tapdb.instances import create_instance, link, link_many
-from bloomops.tapdb.templates import all_templates
+from bloomops.tapdb.instances import Created, create_instance, link, link_many
+from bloomops.tapdb.templates import all_templates, template
 
 log = logging.getLogger("bloomops.execution")
 
@@ -180,15 +180,21 @@ class Context:
 
     def create(self, code: str, *, name: str, properties: dict[str, Any]) -> Obj:
         created = create_instance(code, name=name, properties=properties, tenant_id=self.tenant)
-        obj = load(uid=created.uid, tenant=self.tenant)
-        assert obj is not None
-        return obj
+        return _created_obj(code, created)
 
     def link(self, parent: Obj, child: Obj, rel_name: str) -> None:
         link(parent.uid, child.uid, REL[rel_name], tenant_id=self.tenant)
 
     def link_many(self, edges: list[tuple[Obj, Obj, str]]) -> None:
         link_many([(p.uid, c.uid, REL[r]) for p, c, r in edges], tenant_id=self.tenant)
+
+
+def _created_obj(code: str, created: Created) -> Obj:
+    """The object just inserted, from what the INSERT returned (no second read)."""
+    ref = template(code)
+    return Obj(uid=created.uid, euid=created.euid, name=created.name, template_uid=ref.uid,
+               type=ref.type, subtype=ref.subtype, json_addl=created.json_addl,
+               created_dt=created.created_dt)
 
 
 def _set_username(username: str) -> None:
@@ -329,9 +335,7 @@ def _record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
     )
     if target is not None:
         link(created.uid, target.uid, REL["executed_on"], tenant_id=ctx.tenant)
-    action = load(uid=created.uid, tenant=ctx.tenant)
-    assert action is not None
-    return action
+    return _created_obj(ACTION_CODE.format(key=req.action_key), created)
 
 
 def _emit(ctx: Context, action: Obj) -> None:
@@ -399,14 +403,14 @@ def execute(req: ActionRequest) -> ActionResult:
     scope = _idempotency_scope(req)
     try:
         with transaction.atomic():
-            _set_username(req.actor.username)
-            # A row locked elsewhere for longer than this is reported as CONCURRENT_UPDATE
-            # instead of hanging the request.
-            sql_execute("SELECT set_config('lock_timeout', %s, true)",
-                        [f"{settings.BLOOMOPS_LOCK_TIMEOUT_MS}ms"])
+            # One round trip: the acting user for TapDB's audit trigger; a lock timeout (a row
+            # locked elsewhere for longer is reported as CONCURRENT_UPDATE instead of hanging
+            # the request); then serialise on the idempotency key.
             sql_execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))",
-                [f"{tenant}|{req.action_key}|{scope}|{req.idempotency_key}"],
+                "SELECT set_config('session.current_username', %s, true),"
+                " set_config('lock_timeout', %s, true), pg_advisory_xact_lock(hashtext(%s))",
+                [req.actor.username, f"{settings.BLOOMOPS_LOCK_TIMEOUT_MS}ms",
+                 f"{tenant}|{req.action_key}|{scope}|{req.idempotency_key}"],
             )
             stored = _find_replay(req, tenant, scope)
             if stored is not None:

@@ -22,6 +22,10 @@ from bloomops.tapdb.templates import template
 class Created:
     uid: int
     euid: str
+    # For an instance (not an edge): what was written, so callers need not read it back.
+    name: str = ""
+    json_addl: dict[str, Any] | None = None
+    created_dt: datetime | None = None
 
 
 def _tenant(tenant_id: str | None) -> str:
@@ -50,7 +54,7 @@ def create_instance(
         VALUES ('', '', 0, %(name)s, %(tenant)s, %(ident)s, %(category)s, %(type)s,
                 %(subtype)s, %(version)s, %(template_uid)s, %(json)s::jsonb, 'active',
                 coalesce(%(created)s, CURRENT_TIMESTAMP))
-        RETURNING uid, euid
+        RETURNING uid, euid, created_dt
         """,
         {
             "name": name,
@@ -66,7 +70,8 @@ def create_instance(
         },
     )
     assert row is not None
-    return Created(uid=row["uid"], euid=row["euid"])
+    return Created(uid=row["uid"], euid=row["euid"], name=name, json_addl=json_addl,
+                   created_dt=row["created_dt"])
 
 
 def link(
