@@ -35,7 +35,16 @@ from bloomops.execution.policy import (
     retry_at,
     worker_status_problem,
 )
-from bloomops.execution.sql import ENV, HAS_ENVELOPE, ORDER_BY, QP, QUEUES, VISIBLE
+from bloomops.execution.sql import (
+    ENV,
+    HAS_ENVELOPE,
+    LINEAGE_BLOCKED,
+    ORDER_BY,
+    QP,
+    QUEUES,
+    TEMPLATES,
+    VISIBLE,
+)
 from bloomops.execution.states import (
     TERMINAL_STATES,
     RetryClass,
@@ -540,9 +549,9 @@ def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | 
     row = fetch_one(
         f"""
         SELECT s.uid FROM ({QUEUES}) q
-        JOIN generic_instance s ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+        JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
          AND {ENV}->>'next_queue_key' = %(queue_key)s
-        JOIN generic_template t ON t.uid = s.template_uid
+        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
           AND NOT (s.uid = ANY(%(exclude)s))
         ORDER BY {ORDER_BY}
@@ -634,10 +643,12 @@ class ClaimQueueItem(Handler):
                 uid = _claim_candidate(ctx, queue["queue_key"], tried)
                 if uid is None:
                     break
-                # The candidate query's NOT EXISTS ran on the statement's snapshot; only the
-                # locked row was re-read. Re-check the whole predicate in a new statement
-                # now that we hold the lock (DESIGN.md "the claim trap").
-                if selectors.is_visible(uid, queue["queue_key"], now=ctx.now, tenant=ctx.tenant):
+                # FOR UPDATE re-evaluated the candidate's own columns on its newest version,
+                # but the lineage NOT EXISTS ran on the statement's older snapshot. Re-read
+                # the lineage in a new statement now that we hold the lock (DESIGN.md "the
+                # claim trap"; spec 6.2 "re-check lineage-linked leases under lock").
+                blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts})
+                if blocked and not (blocked["leased"] or blocked["held"]):
                     chosen = (queue, uid)
                     break
                 tried.append(uid)

@@ -14,15 +14,20 @@ from django.conf import settings
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.sql import (
+    BLOCKED_SUBJECTS,
     ENV,
     HAS_ENVELOPE,
     ORDER_BY,
+    ORDER_BY_COLUMNS,
+    ORDER_COLUMNS,
     QP,
     QUEUES,
     READY_TS,
     SCOPE_MATCH,
     TEMPLATE_CODE,
+    TEMPLATES,
     VISIBLE,
+    VISIBLE_BY_SETS,
 )
 from bloomops.execution.states import priority_class
 from bloomops.tapdb.db import fetch_all, fetch_one
@@ -130,12 +135,14 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
     """queue_key -> count of visible subjects, for every queue. One query."""
     rows = fetch_all(
         f"""
-        SELECT {QP}->>'queue_key' AS queue_key, count(s.uid) FILTER (WHERE {VISIBLE}) AS depth
+        WITH {BLOCKED_SUBJECTS}
+        SELECT {QP}->>'queue_key' AS queue_key,
+               count(s.uid) FILTER (WHERE {VISIBLE_BY_SETS}) AS depth
         FROM ({QUEUES}) q
         LEFT JOIN generic_instance s
-          ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+          ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
          AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-        LEFT JOIN generic_template t ON t.uid = s.template_uid
+        LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         GROUP BY 1
         """,
         _params(now, tenant),
@@ -152,30 +159,40 @@ def queue_summaries(
     params = _params(moment, tenant, window_start=ts(_minus_minutes(moment)))
     subject_rows = fetch_all(
         f"""
-        SELECT q.euid, {QP}->>'queue_key' AS queue_key, {QP} AS config,
-               count(s.uid) FILTER (WHERE vis) AS depth,
-               min(ready_ts) FILTER (WHERE vis) AS oldest,
-               max(ready_ts) FILTER (WHERE vis) AS newest,
-               count(s.uid) FILTER (WHERE vis AND prio >= 300) AS stat_count,
-               count(s.uid) FILTER (WHERE vis AND prio >= 200 AND prio < 300) AS urgent_count,
-               count(s.uid) FILTER (WHERE held) AS held_count,
-               count(s.uid) FILTER (WHERE retry_pending) AS retry_pending_count
-        FROM ({QUEUES}) q
-        LEFT JOIN LATERAL (
-            SELECT s.uid, {READY_TS} AS ready_ts,
+        WITH {BLOCKED_SUBJECTS},
+        routed AS MATERIALIZED (
+            SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts,
                    coalesce(({ENV}->>'priority')::numeric, 0) AS prio,
-                   {VISIBLE} AS vis,
+                   {VISIBLE_BY_SETS} AS vis,
                    (coalesce(({ENV}->>'terminal')::boolean, false) = false AND (
                         {ENV}->>'state' = 'HELD' OR {ENV}->>'hold_state' = 'ACTIVE')) AS held,
                    ({ENV}->>'state' = 'FAILED_RETRYABLE'
                         AND coalesce(({ENV}->>'terminal')::boolean, false) = false
                         AND {ENV}->>'retry_at' > %(now)s) AS retry_pending
-            FROM generic_instance s
-            JOIN generic_template t ON t.uid = s.template_uid
-            WHERE s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
-              AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-        ) s ON true
-        GROUP BY q.euid, q.json_addl
+            FROM ({QUEUES}) q
+            JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+             AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
+            JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+        ),
+        per_queue AS (
+            SELECT queue_uid,
+                   count(*) FILTER (WHERE vis) AS depth,
+                   min(ready_ts) FILTER (WHERE vis) AS oldest,
+                   max(ready_ts) FILTER (WHERE vis) AS newest,
+                   count(*) FILTER (WHERE vis AND prio >= 300) AS stat_count,
+                   count(*) FILTER (WHERE vis AND prio >= 200 AND prio < 300) AS urgent_count,
+                   count(*) FILTER (WHERE held) AS held_count,
+                   count(*) FILTER (WHERE retry_pending) AS retry_pending_count
+            FROM routed GROUP BY queue_uid
+        )
+        SELECT q.euid, q.queue_key, q.config,
+               coalesce(a.depth, 0) AS depth, a.oldest, a.newest,
+               coalesce(a.stat_count, 0) AS stat_count,
+               coalesce(a.urgent_count, 0) AS urgent_count,
+               coalesce(a.held_count, 0) AS held_count,
+               coalesce(a.retry_pending_count, 0) AS retry_pending_count
+        FROM ({QUEUES}) q
+        LEFT JOIN per_queue a ON a.queue_uid = q.uid
         ORDER BY coalesce(({QP}->>'dispatch_priority')::int, 0) DESC, {QP}->>'queue_key'
         """,
         params,
@@ -348,27 +365,33 @@ def queue_items(
     filters: dict[str, str] | None = None,
 ) -> tuple[list[QueueItem], int]:
     """Visible items of a queue in execution order (3.1, 3.4), one page, with the total
-    count of visible items matching the filters. One query."""
+    count of visible items matching the filters. One query: the page walks the ordered
+    index and stops; the total counts with the set form of the predicate."""
     params = _params(now, tenant, queue_key=queue_key, limit=limit, offset=offset)
     extra = _filters_sql(filters, params)
-    rows = fetch_all(
-        f"""
-        SELECT {ITEM_COLUMNS}, count(*) OVER () AS total
+    routed = f"""
         FROM ({QUEUES}) q
         JOIN generic_instance s
-          ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+          ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
          AND {ENV}->>'next_queue_key' = %(queue_key)s
-        JOIN generic_template t ON t.uid = s.template_uid
-        WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}{extra}
-        ORDER BY {ORDER_BY}
-        LIMIT %(limit)s OFFSET %(offset)s
+        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+        WHERE {QP}->>'queue_key' = %(queue_key)s"""
+    rows = fetch_all(
+        f"""
+        WITH {BLOCKED_SUBJECTS},
+        total AS (SELECT count(*) AS n {routed} AND {VISIBLE_BY_SETS}{extra}),
+        page AS (
+            SELECT {ITEM_COLUMNS}, {ORDER_COLUMNS} {routed} AND {VISIBLE}{extra}
+            ORDER BY {ORDER_BY}
+            LIMIT %(limit)s OFFSET %(offset)s)
+        SELECT total.n AS total, page.* FROM total LEFT JOIN page ON true
+        ORDER BY {ORDER_BY_COLUMNS}
         """,
         params,
     )
     total = int(rows[0]["total"]) if rows else 0
-    if not rows and offset:
-        total = queue_items(queue_key, now=now, tenant=tenant, limit=1, filters=filters)[1]
-    return [_item(r, offset + i + 1) for i, r in enumerate(rows)], total
+    page = [r for r in rows if r["uid"] is not None]
+    return [_item(r, offset + i + 1) for i, r in enumerate(page)], total
 
 
 def queue_head(
@@ -399,8 +422,8 @@ def is_visible(
         f"""
         SELECT {VISIBLE} AS visible
         FROM ({QUEUES}) q
-        JOIN generic_instance s ON s.uid = %(uid)s AND s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
-        JOIN generic_template t ON t.uid = s.template_uid
+        JOIN generic_instance s ON s.uid = %(uid)s AND s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         WHERE {QP}->>'queue_key' = %(queue_key)s
         """,
         _params(now, tenant, uid=subject_uid, queue_key=queue_key),
@@ -454,7 +477,7 @@ DIAG_SQL = f"""
            {TEMPLATE_CODE} AS template_code, {ENV} AS execution, {READY_TS} AS ready_ts,
            q.euid AS queue_euid, {QP} AS queue,
            (q.uid IS NOT NULL AND {VISIBLE}) AS visible,
-           (q.uid IS NULL OR {QP}->'subject_template_codes' ? {TEMPLATE_CODE}) AS template_ok,
+           (q.uid IS NULL OR q.template_codes ? {TEMPLATE_CODE}) AS template_ok,
            (q.uid IS NULL OR ({SCOPE_MATCH})) AS scope_ok,
            (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties')
               FROM generic_instance_lineage l
@@ -476,7 +499,7 @@ DIAG_SQL = f"""
              WHERE w.euid = %(worker_euid)s AND w.tenant_id = s.tenant_id
                AND w.type = 'system' AND w.subtype = 'worker') AS worker
     FROM generic_instance s
-    JOIN generic_template t ON t.uid = s.template_uid
+    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
     LEFT JOIN ({QUEUES}) q ON {QP}->>'queue_key' = {ENV}->>'next_queue_key'
     WHERE s.euid = %(euid)s AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
 """
@@ -874,16 +897,16 @@ def queue_hidden_items(
                coalesce({ENV}->>'retry_at' > %(now)s, false) AS retry_wait,
                ({READY_TS} > %(now)s AND coalesce({ENV}->>'retry_at' > %(now)s, false) = false)
                    AS not_ready,
-               NOT coalesce({QP}->'eligible_states' ? ({ENV}->>'state'), false) AS state_bad,
-               NOT coalesce({QP}->'subject_template_codes' ? {TEMPLATE_CODE}, false)
+               NOT coalesce(q.eligible_states ? ({ENV}->>'state'), false) AS state_bad,
+               NOT coalesce(q.template_codes ? {TEMPLATE_CODE}, false)
                    AS template_bad,
                NOT ({SCOPE_MATCH}) AS scope_bad,
                NOT coalesce(({QP}->>'enabled')::boolean, true) AS queue_disabled
         FROM ({QUEUES}) q
         JOIN generic_instance s
-          ON s.tenant_id = q.tenant_id AND {HAS_ENVELOPE}
+          ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
          AND {ENV}->>'next_queue_key' = %(queue_key)s
-        JOIN generic_template t ON t.uid = s.template_uid
+        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         WHERE {QP}->>'queue_key' = %(queue_key)s AND NOT {VISIBLE}
           AND (%(state)s::text IS NULL OR {ENV}->>'state' = %(state)s){extra}
         ORDER BY {ORDER_BY}

@@ -9,7 +9,8 @@ queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, 
 from __future__ import annotations
 
 ENV = "(s.json_addl->'properties'->'execution')"
-QP = "(q.json_addl->'properties')"
+# A queue's config, a column of the QUEUES sub-query below (computed once per queue).
+QP = "q.config"
 
 
 
@@ -60,17 +61,20 @@ ACTIVE_HOLD_EXISTS = """EXISTS (
       AND l.relationship_type = 'execution_subject_hold'
       AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
 
+# Templates with their semantic code.
+TEMPLATES = """
+    SELECT t.uid, (coalesce(t.json_addl->>'semantic_category', t.category) || '/' || t.type
+                   || '/' || t.subtype || '/' || t.version) AS code
+    FROM generic_template t"""
+
 # Template membership: the subject's semantic template code is listed by the queue.
-TEMPLATE_CODE = (
-    "(coalesce(t.json_addl->>'semantic_category', t.category) || '/' || t.type || '/' "
-    "|| t.subtype || '/' || t.version)"
-)
+TEMPLATE_CODE = "t.code"
 
 
 def _scope(field: str) -> str:
-    scope = f"{QP}->'{field}_scope'"
+    scope = f"q.{field}_scope"
     return (
-        f"(jsonb_array_length(coalesce({scope}, '[]'::jsonb)) = 0"
+        f"(jsonb_array_length({scope}) = 0"
         f" OR {scope} ? coalesce(s.json_addl->'properties'->>'{field}', ''))"
     )
 
@@ -79,8 +83,8 @@ SCOPE_MATCH = " AND ".join(_scope(f) for f in ("site", "platform", "assay"))
 
 # The envelope half of 3.1 (everything except lineage and the queue's template/scope list).
 ENVELOPE_ELIGIBLE = f"""
-    {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-    AND {QP}->'eligible_states' ? ({ENV}->>'state')
+    {ENV}->>'next_queue_key' = q.queue_key
+    AND q.eligible_states ? ({ENV}->>'state')
     AND coalesce(({ENV}->>'terminal')::boolean, false) = false
     AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
     AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
@@ -95,28 +99,85 @@ ENVELOPE_ELIGIBLE = f"""
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
-VISIBLE = f"""(
-    {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-    AND CASE WHEN {QP}->'eligible_states' ? ({ENV}->>'state')
+def visibility(*, leased: str, held: str) -> str:
+    """The predicate of 3.1, given how to test "has an active lease" and "has an active
+    hold" through lineage (per row, or against sets computed once: see below)."""
+    return f"""(
+    {ENV}->>'next_queue_key' = q.queue_key
+    AND CASE WHEN q.eligible_states ? ({ENV}->>'state')
               AND coalesce(({ENV}->>'terminal')::boolean, false) = false
               AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
               AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
               AND {READY_TS} <= %(now)s
-              AND {QP}->'subject_template_codes' ? {TEMPLATE_CODE}
+              AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
              THEN true ELSE false END
-    AND NOT {ACTIVE_LEASE_EXISTS}
-    AND NOT {ACTIVE_HOLD_EXISTS})"""
+    AND NOT {leased}
+    AND NOT {held})"""
+
+
+# Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
+# claim walking bloomops_subject_queue_order).
+VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
+
+# Set form for reads over whole queues (depth, totals, summaries): the subjects with an
+# active lease or an active hold are found once, from the small partial index of ACTIVE
+# objects, and each subject is probed against them by hash. Same conditions as the
+# EXISTS fragments above (LEASE_ACTIVE is shared).
+BLOCKED_SUBJECTS = f"""
+    leased_subjects AS MATERIALIZED (
+        SELECT l.parent_instance_uid AS uid
+        FROM generic_instance x
+        JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
+         AND l.relationship_type = 'execution_subject_lease'
+        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND {LEASE_ACTIVE}),
+    held_subjects AS MATERIALIZED (
+        SELECT l.parent_instance_uid AS uid
+        FROM generic_instance x
+        JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
+         AND l.relationship_type = 'execution_subject_hold'
+        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
+          AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
+
+VISIBLE_BY_SETS = visibility(
+    leased="(s.uid IN (SELECT uid FROM leased_subjects))",
+    held="(s.uid IN (SELECT uid FROM held_subjects))",
+)
+
+# After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
+# columns on the newest row version, but its lineage sub-queries ran on the statement's
+# older snapshot (DESIGN.md "the claim trap"). This new statement re-reads the lineage.
+LINEAGE_BLOCKED = f"""
+    SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
+    FROM generic_instance s WHERE s.uid = %(uid)s"""
 
 # 3.4: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
-ORDER_BY = f"""
-    coalesce(({ENV}->>'priority')::numeric, 0) DESC,
-    {ENV}->>'due_at' ASC NULLS LAST,
-    {READY_TS} ASC,
-    s.created_dt ASC,
-    s.euid ASC"""
+_ORDER_KEYS = (
+    (f"coalesce(({ENV}->>'priority')::numeric, 0)", "DESC", "o_priority"),
+    (f"{ENV}->>'due_at'", "ASC NULLS LAST", "o_due"),
+    (READY_TS, "ASC", "o_ready"),
+    ("s.created_dt", "ASC", "o_created"),
+    ("s.euid", "ASC", "o_euid"),
+)
+# The same expressions as bloomops_subject_queue_order, so a read can walk that index.
+ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in _ORDER_KEYS)
+# The order keys as output columns of an inner query, and the same order over them outside.
+ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in _ORDER_KEYS)
+ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in _ORDER_KEYS)
 
+# Queue objects with the config fields the predicate reads as columns, computed once per
+# queue: a subject row then compares against small values instead of extracting them from
+# the queue's whole JSON again (OFFSET 0 keeps the sub-query from being folded away).
 QUEUES = """
-    SELECT q.* FROM generic_instance q
+    SELECT q.uid, q.euid, q.tenant_id, q.json_addl, q.json_addl->'properties' AS config,
+           q.json_addl->'properties'->>'queue_key' AS queue_key,
+           coalesce(q.json_addl->'properties'->'eligible_states', '[]') AS eligible_states,
+           coalesce(q.json_addl->'properties'->'subject_template_codes', '[]')
+               AS template_codes,
+           coalesce(q.json_addl->'properties'->'site_scope', '[]') AS site_scope,
+           coalesce(q.json_addl->'properties'->'platform_scope', '[]') AS platform_scope,
+           coalesce(q.json_addl->'properties'->'assay_scope', '[]') AS assay_scope
+    FROM generic_instance q
     WHERE q.tenant_id = %(tenant)s AND NOT q.is_deleted
-      AND q.type = 'execution' AND q.subtype = 'queue'"""
+      AND q.type = 'execution' AND q.subtype = 'queue'
+    OFFSET 0"""

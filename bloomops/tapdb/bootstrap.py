@@ -103,6 +103,12 @@ READ_INDEXES: dict[str, str] = {
     "bloomops_lineage_parent_rel": """
         CREATE INDEX IF NOT EXISTS bloomops_lineage_parent_rel ON generic_instance_lineage
         (parent_instance_uid, relationship_type, child_instance_uid) WHERE NOT is_deleted""",
+    # Every edge of one relationship type (all active-lease or active-hold edges at once,
+    # for the set form of the 3.1 predicate), readable from the index alone.
+    "bloomops_lineage_rel_child": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_rel_child ON generic_instance_lineage
+        (relationship_type, child_instance_uid) INCLUDE (parent_instance_uid)
+        WHERE NOT is_deleted""",
     "bloomops_lineage_child_rel": """
         CREATE INDEX IF NOT EXISTS bloomops_lineage_child_rel ON generic_instance_lineage
         (child_instance_uid, relationship_type, parent_instance_uid) WHERE NOT is_deleted""",
