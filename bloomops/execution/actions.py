@@ -541,6 +541,7 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
           AND x.json_addl->'properties'->>'expires_at' > %(now)s
         """,
         {"w": worker.uid, "now": ctx.now_ts},
+        prepare="worker_active_leases",
     )
     return int(row["n"]) if row else 0
 
@@ -559,6 +560,7 @@ def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | 
         FOR UPDATE OF s SKIP LOCKED
         """,
         {"tenant": ctx.tenant, "now": ctx.now_ts, "queue_key": queue_key, "exclude": exclude},
+        prepare="claim_candidate",
     )
     return row["uid"] if row else None
 
@@ -647,7 +649,8 @@ class ClaimQueueItem(Handler):
                 # but the lineage NOT EXISTS ran on the statement's older snapshot. Re-read
                 # the lineage in a new statement now that we hold the lock (DESIGN.md "the
                 # claim trap"; spec 6.2 "re-check lineage-linked leases under lock").
-                blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts})
+                blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts},
+                                    prepare="lineage_blocked")
                 if blocked and not (blocked["leased"] or blocked["held"]):
                     chosen = (queue, uid)
                     break

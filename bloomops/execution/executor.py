@@ -211,11 +211,14 @@ def _find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
     return fetch_one(
         """
         SELECT euid, json_addl FROM generic_instance
-        WHERE tenant_id = %s AND NOT is_deleted AND type = 'execution_queue' AND subtype = %s
-          AND json_addl->>'idempotency_key' = %s AND json_addl->>'idempotency_scope' = %s
+        WHERE tenant_id = %(tenant)s AND NOT is_deleted AND type = 'execution_queue'
+          AND subtype = %(action)s AND json_addl->>'idempotency_key' = %(key)s
+          AND json_addl->>'idempotency_scope' = %(scope)s
         ORDER BY uid LIMIT 1
         """,
-        [tenant, req.action_key, req.idempotency_key, scope],
+        {"tenant": tenant, "action": req.action_key, "key": req.idempotency_key,
+         "scope": scope},
+        prepare="find_replay",
     )
 
 

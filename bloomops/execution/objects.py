@@ -76,6 +76,7 @@ def load(
             f"SELECT {_COLUMNS} FROM generic_instance WHERE {where}"
             f" AND tenant_id = %(tenant)s AND NOT is_deleted{suffix}",
             {"key": euid if euid is not None else uid, "tenant": tenant},
+            prepare="load",
         )
     )
 

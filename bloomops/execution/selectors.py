@@ -410,6 +410,7 @@ def queue_config(queue_key: str, *, tenant: str | None = None) -> dict[str, Any]
         FROM ({QUEUES}) q WHERE {QP}->>'queue_key' = %(queue_key)s
         """,
         _params(None, tenant, queue_key=queue_key),
+        prepare="queue_config",
     )
 
 

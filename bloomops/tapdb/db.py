@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,9 +13,46 @@ from django.db import connection
 
 # Django turns off psycopg2's JSON decoding (JSONField decodes itself); raw reads decode here.
 _JSON_OIDS = {114, 3802}
+_NAMED = re.compile(r"%\((\w+)\)s")
+# Statements prepared on each database session (keyed by the psycopg2 connection object, so a
+# reconnect starts afresh).
+_prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fetch_all(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = None) -> list[dict]:
+def _prepared_call(name: str, sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """Turn a %(name)s statement into PREPARE once per session and EXECUTE each time.
+
+    The hot statements of the claim path are large; planning them costs more than running
+    them. A prepared statement is planned once per session (PostgreSQL re-plans by itself when
+    the schema or statistics change)."""
+    order: list[str] = []
+
+    def number(match: re.Match) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    body = _NAMED.sub(number, sql)
+    ident = f"bloomops_{name}_{hashlib.sha1(body.encode()).hexdigest()[:10]}"
+    raw = connection.connection
+    known = _prepared.setdefault(raw, set())
+    if ident not in known:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PREPARE {ident} AS {body}")
+        known.add(ident)
+    args = ", ".join(["%s"] * len(order))
+    return f"EXECUTE {ident}({args})" if order else f"EXECUTE {ident}", [params[k] for k in order]
+
+
+def fetch_all(
+    sql: str,
+    params: Mapping[str, Any] | Iterable[Any] | None = None,
+    *,
+    prepare: str | None = None,
+) -> list[dict]:
+    if prepare:
+        connection.ensure_connection()
+        sql, params = _prepared_call(prepare, sql, params)  # type: ignore[arg-type]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if cursor.description is None:
@@ -29,8 +69,13 @@ def fetch_all(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = None)
         return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
-def fetch_one(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = None) -> dict | None:
-    rows = fetch_all(sql, params)
+def fetch_one(
+    sql: str,
+    params: Mapping[str, Any] | Iterable[Any] | None = None,
+    *,
+    prepare: str | None = None,
+) -> dict | None:
+    rows = fetch_all(sql, params, prepare=prepare)
     return rows[0] if rows else None
 
 
