@@ -290,8 +290,38 @@ ITEM_COLUMNS = f"""
     {READY_TS} AS ready_ts, {TEMPLATE_CODE} AS template_code"""
 
 
+class EnvelopeView:
+    """Readable fields of a row's execution envelope (``self.execution``)."""
+
+    execution: dict[str, Any]
+
+    @property
+    def state(self) -> str:
+        return self.execution.get("state", "")
+
+    @property
+    def revision(self) -> int:
+        return int(self.execution.get("revision") or 0)
+
+    @property
+    def priority(self) -> int:
+        return int(self.execution.get("priority") or 0)
+
+    @property
+    def priority_class(self) -> str:
+        return priority_class(self.priority)
+
+    @property
+    def due_at(self) -> datetime | None:
+        return parse_ts(self.execution.get("due_at"))
+
+    @property
+    def attempt_count(self) -> int:
+        return int(self.execution.get("attempt_count") or 0)
+
+
 @dataclass
-class QueueItem:
+class QueueItem(EnvelopeView):
     uid: int
     euid: str
     name: str
@@ -303,30 +333,6 @@ class QueueItem:
     template_code: str
     created_dt: datetime
     position: int = 0
-
-    @property
-    def priority(self) -> int:
-        return int(self.execution.get("priority") or 0)
-
-    @property
-    def priority_class(self) -> str:
-        return priority_class(self.priority)
-
-    @property
-    def state(self) -> str:
-        return self.execution.get("state", "")
-
-    @property
-    def revision(self) -> int:
-        return int(self.execution.get("revision") or 0)
-
-    @property
-    def due_at(self) -> datetime | None:
-        return parse_ts(self.execution.get("due_at"))
-
-    @property
-    def attempt_count(self) -> int:
-        return int(self.execution.get("attempt_count") or 0)
 
 
 def _item(row: dict, position: int = 0) -> QueueItem:
@@ -438,8 +444,28 @@ class Reason:
     message: str
 
 
+# The "why not in queue" vocabulary of spec 9.3, in plain words. subject_diagnostics adds the
+# particulars (which hold, until when); list views show these.
+REASON_TEXT: dict[str, str] = {
+    "TERMINAL_STATE": "Terminal state.",
+    "CANCEL_REQUESTED": "Cancellation was requested.",
+    "ACTIVE_HOLD": "An active hold.",
+    "ACTIVE_LEASE": "Leased by a worker.",
+    "RETRY_WINDOW_NOT_REACHED": "Retry window not reached.",
+    "NOT_READY_YET": "Not ready yet.",
+    "NEXT_QUEUE_KEY_MISSING": "Not routed to any queue.",
+    "QUEUE_NOT_FOUND": "Routed to a queue that does not exist.",
+    "STATE_NOT_ELIGIBLE": "State not eligible in this queue.",
+    "TEMPLATE_NOT_ACCEPTED": "The queue does not take this kind of subject.",
+    "SCOPE_MISMATCH": "Site/platform/assay outside the queue's scope.",
+    "QUEUE_DISABLED": "The queue is disabled.",
+    "WORKER_UNAVAILABLE": "The worker may not take work.",
+    "CAPABILITY_MISMATCH": "The worker's capabilities or scopes do not cover the queue.",
+}
+
+
 @dataclass
-class Diagnostics:
+class Diagnostics(EnvelopeView):
     uid: int
     euid: str
     name: str
@@ -455,18 +481,6 @@ class Diagnostics:
     active_lease: dict[str, Any] | None
     active_holds: list[dict[str, Any]]
     worker: dict[str, Any] | None = None
-
-    @property
-    def state(self) -> str:
-        return self.execution.get("state", "")
-
-    @property
-    def revision(self) -> int:
-        return int(self.execution.get("revision") or 0)
-
-    @property
-    def priority_class(self) -> str:
-        return priority_class(self.execution.get("priority"))
 
     @property
     def reason_codes(self) -> list[str]:
@@ -822,7 +836,7 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
 
 
 @dataclass
-class HiddenItem:
+class HiddenItem(EnvelopeView):
     """A subject routed to a queue but not visible in it, with why (spec 9.3)."""
 
     euid: str
@@ -833,40 +847,21 @@ class HiddenItem:
     assay: str | None
     ready_at: datetime | None
     created_dt: datetime
-    reasons: list[str]
-
-    @property
-    def state(self) -> str:
-        return self.execution.get("state", "")
-
-    @property
-    def revision(self) -> int:
-        return int(self.execution.get("revision") or 0)
-
-    @property
-    def priority_class(self) -> str:
-        return priority_class(self.execution.get("priority"))
-
-    @property
-    def attempt_count(self) -> int:
-        return int(self.execution.get("attempt_count") or 0)
-
-    @property
-    def due_at(self) -> datetime | None:
-        return parse_ts(self.execution.get("due_at"))
+    reasons: list[Reason]
 
 
+# SQL flag column of queue_hidden_items -> reason code (REASON_TEXT says it in words).
 HIDDEN_REASONS = (
-    ("terminal", "Terminal state."),
-    ("cancel_requested", "Cancellation was requested."),
-    ("held", "An active hold."),
-    ("leased", "Leased by a worker."),
-    ("retry_wait", "Retry window not reached."),
-    ("not_ready", "Not ready yet."),
-    ("state_bad", "State not eligible in this queue."),
-    ("template_bad", "The queue does not take this kind of subject."),
-    ("scope_bad", "Site/platform/assay outside the queue's scope."),
-    ("queue_disabled", "The queue is disabled."),
+    ("terminal", "TERMINAL_STATE"),
+    ("cancel_requested", "CANCEL_REQUESTED"),
+    ("held", "ACTIVE_HOLD"),
+    ("leased", "ACTIVE_LEASE"),
+    ("retry_wait", "RETRY_WINDOW_NOT_REACHED"),
+    ("not_ready", "NOT_READY_YET"),
+    ("state_bad", "STATE_NOT_ELIGIBLE"),
+    ("template_bad", "TEMPLATE_NOT_ACCEPTED"),
+    ("scope_bad", "SCOPE_MISMATCH"),
+    ("queue_disabled", "QUEUE_DISABLED"),
 )
 
 
@@ -918,9 +913,7 @@ def queue_hidden_items(
     total = int(rows[0]["total"]) if rows else 0
     items = []
     for row in rows:
-        reasons = [text for flag, text in HIDDEN_REASONS if row[flag]]
-        if not reasons:
-            reasons = ["Not visible."]
+        reasons = [Reason(code, REASON_TEXT[code]) for flag, code in HIDDEN_REASONS if row[flag]]
         items.append(HiddenItem(
             euid=row["euid"], name=row["name"], execution=row["execution"] or {},
             site=row["site"], platform=row["platform"], assay=row["assay"],

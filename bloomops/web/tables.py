@@ -102,7 +102,7 @@ class HiddenItemsTable(tables.Table):
         template_name = "django_tables2/table.html"
 
     def render_reasons(self, value):
-        return " ".join(value)
+        return " ".join(r.message for r in value)
 
     def render_age(self, record):
         return age(record.ready_at)

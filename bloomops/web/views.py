@@ -222,7 +222,7 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
                it.ready_at.isoformat() if it.ready_at else "",
                it.due_at.isoformat() if it.due_at else "", it.attempt_count, it.site,
                it.platform, it.assay]
-        row = [*row, " ".join(it.reasons)] if state else [it.position, *row]
+        row = [*row, " ".join(r.message for r in it.reasons)] if state else [it.position, *row]
         out.writerow([_csv_cell(v) for v in row])
     return response
 
