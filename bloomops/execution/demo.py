@@ -105,6 +105,13 @@ DEMO_QUEUES: list[dict] = [
          retry_policy=_retry(60, 2.0, 3600), default_next_action_key="record_analysis_qc"),
 ]
 
+# Queues whose demo backlog is older than their straggler threshold, so the dashboard has
+# something to flag; the others hold a few hours of work.
+BACKLOGGED = {"extraction_rnd", "ont_start_seq_run"}
+STRAGGLER_SECONDS = 8 * 3600
+for _queue in DEMO_QUEUES:
+    _queue.setdefault("straggler_threshold_seconds", STRAGGLER_SECONDS)
+
 SITES = ["sfo", "rtp"]
 ASSAYS = ["wgs", "rna", "panel"]
 # (queue, template, number of subjects, platform)
@@ -200,7 +207,8 @@ def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
         for queue_key, code, count, platform in DEMO_SUBJECTS:
             for _ in range(count):
                 counter += 1
-                created = now - timedelta(minutes=rng.randint(5, 60 * 20))
+                oldest = 60 * (30 if queue_key in BACKLOGGED else 6)
+                created = now - timedelta(minutes=rng.randint(5, oldest))
                 ready = created + timedelta(minutes=rng.randint(0, 30))
                 if ready > now:
                     ready = now
