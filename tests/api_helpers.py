@@ -6,7 +6,6 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 from django.test import Client
 
 from bloomops.api.tokens import create_token
@@ -48,9 +47,3 @@ def api_for(user) -> Api:
 
 def error_code(response) -> str:
     return response.json()["error"]["code"]
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    """Test users are created by the dozen; PBKDF2 would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

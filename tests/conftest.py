@@ -11,6 +11,9 @@ from django.core.management import call_command
 
 from bloomops.execution import clock
 
+# Fixtures shared by the UI tests (lab: the two-queue flow with a user of each role).
+pytest_plugins = ["tests.web_support"]
+
 TAPDB_TABLES = (
     "outbox_event_attempt, outbox_event, audit_log, generic_instance_lineage, generic_instance"
 )
@@ -20,6 +23,12 @@ TAPDB_TABLES = (
 def django_db_setup(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         call_command("bootstrap_tapdb", verbosity=0)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Tests create users by the dozen; PBKDF2 would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

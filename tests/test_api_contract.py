@@ -9,7 +9,7 @@ from django.test import Client
 from bloomops.api.models import ApiToken
 from bloomops.api.tokens import create_token, digest
 from bloomops.execution import clock
-from tests.api_helpers import Api, api_for, error_code, fast_passwords, ikey  # noqa: F401
+from tests.api_helpers import Api, api_for, error_code, ikey  # noqa: F401
 from tests.engine import counts, make_queue, make_subject
 
 pytestmark = pytest.mark.django_db

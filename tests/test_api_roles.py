@@ -7,7 +7,7 @@ import pytest
 
 from bloomops.api.api import ACTIONS
 from bloomops.execution.executor import action_spec
-from tests.api_helpers import Api, api_for, fast_passwords  # noqa: F401
+from tests.api_helpers import Api, api_for  # noqa: F401
 from tests.conftest import make_user
 from tests.engine import make_queue, make_subject
 

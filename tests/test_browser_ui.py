@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, User
 from bloomops.accounts.roles import ALL_ROLES
 from bloomops.execution import selectors
 from tests.engine import envelope, make_subject
-from tests.web_support import FAST_HASHERS, flow
+from tests.web_support import flow
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
 # test itself (fixtures, assertions) are still synchronous and safe.
@@ -39,7 +39,6 @@ def browser():
 @pytest.fixture
 def site(committed, tenant, settings, live_server):
     """Committed users of each role and the two-queue flow, served by the live server."""
-    settings.PASSWORD_HASHERS = FAST_HASHERS
     settings.BLOOMOPS_DASHBOARD_REFRESH_SECONDS = 1
     for name in ALL_ROLES:  # a flush by an earlier transactional test drops the groups
         Group.objects.get_or_create(name=name)

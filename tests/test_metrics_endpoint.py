@@ -7,7 +7,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from bloomops.execution import clock, selectors
-from tests.api_helpers import api_for, fast_passwords  # noqa: F401
+from tests.api_helpers import api_for  # noqa: F401
 from tests.engine import act, actor, claim, make_queue, make_subject, register
 
 pytestmark = pytest.mark.django_db

@@ -9,25 +9,9 @@ from django.contrib.messages import get_messages
 from bloomops.execution import clock, selectors
 from bloomops.web import services
 from tests.engine import act, actor, counts, envelope, make_queue, make_subject
-from tests.web_support import FAST_HASHERS, flow, form_for
+from tests.web_support import form_for, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = FAST_HASHERS
-
-
-@pytest.fixture
-def lab(tenant, users):
-    flow()
-    return users
-
-
-def as_user(client, user):
-    client.force_login(user)
-    return client
 
 
 def said(response) -> list[str]:
@@ -52,7 +36,7 @@ def action_count(action_key: str) -> int:
 def test_claim_next_registers_the_human_worker_and_claims_the_head(client, lab):
     head = make_subject("q1", name="first", ready_at="2020-01-01T00:00:00.000000Z")
     make_subject("q1", name="second")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     page = client.get("/queues/q1/")
     response = client.post("/queues/q1/claim-next/", form_for(page, "/queues/q1/claim-next/"))
     assert response.status_code == 302 and response["Location"] == "/queues/q1/"
@@ -70,7 +54,7 @@ def test_claim_next_registers_the_human_worker_and_claims_the_head(client, lab):
 def test_double_submit_replays_instead_of_claiming_twice(client, lab):
     make_subject("q1")
     make_subject("q1")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/queues/q1/"), "/queues/q1/claim-next/")
     client.post("/queues/q1/claim-next/", data)
     again = client.post("/queues/q1/claim-next/", data)
@@ -80,7 +64,7 @@ def test_double_submit_replays_instead_of_claiming_twice(client, lab):
 
 
 def test_claim_next_on_an_empty_queue_says_so(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/queues/q1/"), "/queues/q1/claim-next/")
     response = client.post("/queues/q1/claim-next/", data)
     assert "There is no claimable work in the queue right now." in said(response)
@@ -88,7 +72,7 @@ def test_claim_next_on_an_empty_queue_says_so(client, lab):
 
 def test_claim_a_row_with_a_stale_page_is_refused(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/queues/q1/"), f"/subjects/{euid}/claim/")
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "x"})
@@ -102,7 +86,7 @@ def test_claim_a_row_with_a_stale_page_is_refused(client, lab):
 def test_claim_a_row_from_the_queue_page(client, lab):
     make_subject("q1", name="first", ready_at="2020-01-01T00:00:00.000000Z")
     chosen = make_subject("q1", name="chosen")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/queues/q1/"), f"/subjects/{chosen}/claim/")
     response = client.post(f"/subjects/{chosen}/claim/", data)
     assert f"Claimed {chosen} (q1)." in said(response)
@@ -112,7 +96,7 @@ def test_claim_a_row_from_the_queue_page(client, lab):
 def test_max_leases_is_explained(client, lab):
     for _ in range(6):
         make_subject("q1")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     for _ in range(5):
         client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
                                                          "/queues/q1/claim-next/"))
@@ -126,7 +110,7 @@ def test_max_leases_is_explained(client, lab):
 
 def test_scan_claims_the_subject(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/scan/"), "/scan/", euid=f"  {euid.lower()} ")
     response = client.post("/scan/", data)
     assert response.status_code == 302 and response["Location"] == "/my-work/"
@@ -139,7 +123,7 @@ def test_scan_of_a_held_subject_shows_why_and_writes_nothing(client, lab):
     euid = make_subject("q1")
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "QA hold"})
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     services.ensure_my_worker(lab["worker_human"])
     data = form_for(client.get("/scan/"), "/scan/", euid=euid)
     before = counts()
@@ -152,7 +136,7 @@ def test_scan_of_a_held_subject_shows_why_and_writes_nothing(client, lab):
 
 
 def test_scan_of_an_unknown_euid(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     response = client.post("/scan/", form_for(client.get("/scan/"), "/scan/",
                                               euid="Z-MX-404404"))
     assert response.status_code == 404 and "No such subject." in response.content.decode()
@@ -163,7 +147,7 @@ def test_scan_of_an_unknown_euid(client, lab):
 def test_scan_of_a_subject_the_worker_may_not_serve(client, lab):
     make_queue("exotic", required_worker_capabilities=["nobody.has.this"])
     euid = make_subject("exotic")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     response = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=euid))
     html = response.content.decode()
     assert response.status_code == 409
@@ -181,7 +165,7 @@ def claimed(client, user, euid=None) -> dict:
 
 
 def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     page = client.get("/my-work/")
     html = page.content.decode()
@@ -195,7 +179,7 @@ def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
 
 
 def test_complete_without_next_queue_finishes_the_flow(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/",
                     next_queue_key="")
@@ -205,7 +189,7 @@ def test_complete_without_next_queue_finishes_the_flow(client, lab):
 
 
 def test_fail_with_a_retry_class(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
                     error_class="TRANSIENT_DEPENDENCY", error_message="centrifuge busy")
@@ -216,7 +200,7 @@ def test_fail_with_a_retry_class(client, lab):
 
 
 def test_fail_permanently_dead_letters(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
                     error_class="PERMANENT_INPUT", error_message="sample hemolysed")
@@ -226,7 +210,7 @@ def test_fail_permanently_dead_letters(client, lab):
 
 
 def test_fail_with_an_unknown_class_is_refused(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
                     error_class="BOGUS", error_message="x")
@@ -237,7 +221,7 @@ def test_fail_with_an_unknown_class_is_refused(client, lab):
 
 
 def test_renew_extends_the_lease(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     clock.advance(600)
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/renew/")
@@ -248,7 +232,7 @@ def test_renew_extends_the_lease(client, lab):
 
 
 def test_release_puts_the_item_back_in_its_queue(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/release/")
     response = client.post(f"/leases/{lease['euid']}/release/", data)
@@ -258,7 +242,7 @@ def test_release_puts_the_item_back_in_its_queue(client, lab):
 
 
 def test_an_expired_lease_cannot_be_completed(client, lab):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/")
     clock.advance(3600)
@@ -269,14 +253,14 @@ def test_an_expired_lease_cannot_be_completed(client, lab):
 
 
 def test_another_users_lease_is_not_mine(client, lab, django_user_model):
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     lease = claimed(client, lab["worker_human"])
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/complete/")
     from django.contrib.auth.models import Group
 
     other = django_user_model.objects.create_user("sci2", password="x")
     other.groups.add(Group.objects.get(name="worker_human"))
-    response = as_user(client, other).post(f"/leases/{lease['euid']}/complete/", data)
+    response = signed_in(client, other).post(f"/leases/{lease['euid']}/complete/", data)
     assert response.status_code == 302
     assert any("another" in m.lower() for m in said(response))
     assert envelope(lease["subject_euid"])["next_queue_key"] == "q1"
@@ -287,7 +271,7 @@ def test_another_users_lease_is_not_mine(client, lab, django_user_model):
 
 def test_hold_then_release_through_the_inspector(client, lab):
     euid = make_subject("q1", name="holdme")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     page = client.get(f"/subjects/{euid}/")
     response = client.post(f"/subjects/{euid}/hold/",
                            form_for(page, f"/subjects/{euid}/hold/", reason="QA review"))
@@ -306,7 +290,7 @@ def test_hold_then_release_through_the_inspector(client, lab):
 
 def test_hold_needs_a_reason(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     before = counts()
     response = client.post(f"/subjects/{euid}/hold/",
                            form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/",
@@ -317,7 +301,7 @@ def test_hold_needs_a_reason(client, lab):
 
 def test_a_stale_page_says_the_subject_changed_and_writes_nothing(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     stale = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/cancel/",
                      reason="duplicate")
     act("place_execution_hold", actor("operator", username="qa2"), subject_euid=euid,
@@ -331,7 +315,7 @@ def test_a_stale_page_says_the_subject_changed_and_writes_nothing(client, lab):
 
 def test_a_stale_revision_is_refused_too(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     stale = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x")
     # a claim and a release leave the state READY but move the revision on
     worker = services.ensure_my_worker(lab["worker_human"])
@@ -347,7 +331,7 @@ def test_a_stale_revision_is_refused_too(client, lab):
 
 def test_double_submitted_hold_replays(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     data = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x")
     client.post(f"/subjects/{euid}/hold/", data)
     before = counts()
@@ -359,7 +343,7 @@ def test_double_submitted_hold_replays(client, lab):
 
 def test_requeue_and_cancel(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     response = client.post(f"/subjects/{euid}/requeue/", form_for(
         client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/requeue/", reason="re-run"))
     assert f"{euid} requeued to q1." in said(response)
@@ -376,7 +360,7 @@ def test_requeue_of_a_held_subject_is_refused_in_plain_words(client, lab):
     euid = make_subject("q1")
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "x"})
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     response = client.post(f"/subjects/{euid}/requeue/", {
         "idempotency_key": "k1", "expected_state": "HELD", "reason": "try"})
     assert "The subject is on hold; only release of the hold or cancel is allowed." in said(
@@ -398,7 +382,7 @@ def test_workbench_bulk_requeue_and_release(client, lab):
     for euid in held:
         act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
             payload={"reason": "batch QA"})
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     page = client.get("/workbench/")
     html = page.content.decode()
     picks = [f"{e}|FAILED_TERMINAL|{envelope(e)['revision']}" for e in dead]
@@ -420,7 +404,7 @@ def test_workbench_bulk_requeue_and_release(client, lab):
 
 def test_workbench_bulk_reports_each_refusal(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     response = client.post("/workbench/bulk/", {
         "action": "release", "idempotency_key": "b1", "pick": [f"{euid}|HELD|1"]})
     assert any(m.startswith(f"{euid}: This subject changed") for m in said(response))
@@ -435,7 +419,7 @@ def test_workbench_bulk_reports_each_refusal(client, lab):
 
 def test_admin_drains_disables_and_enables_a_worker(client, lab):
     worker = services.ensure_my_worker(lab["worker_human"])
-    client = as_user(client, lab["admin"])
+    client = signed_in(client, lab["admin"])
     for op, status in (("drain", "DRAINING"), ("disable", "DISABLED"), ("enable", "ONLINE")):
         page = client.get("/workers/")
         data = next(f["fields"] for f in __import__("tests.web_support", fromlist=["forms"])
@@ -452,7 +436,7 @@ def test_a_disabled_human_worker_cannot_claim(client, lab):
     act("set_worker_status", actor("admin", username="adm"), worker_euid=worker,
         payload={"operation": "disable"})
     make_subject("q1")
-    client = as_user(client, lab["worker_human"])
+    client = signed_in(client, lab["worker_human"])
     response = client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
                                                                 "/queues/q1/claim-next/"))
     assert "The worker is disabled." in said(response)
@@ -460,9 +444,9 @@ def test_a_disabled_human_worker_cannot_claim(client, lab):
 
 def test_admin_force_expires_a_lease_and_the_item_reappears(client, lab):
     euid = make_subject("q1", name="leased one")
-    sci = as_user(client, lab["worker_human"])
+    sci = signed_in(client, lab["worker_human"])
     claimed(sci, lab["worker_human"], euid)
-    client = as_user(client, lab["admin"])
+    client = signed_in(client, lab["admin"])
     assert "leased one" not in client.get("/queues/q1/").content.decode()
     lease = selectors.leases(status="ACTIVE")[0]
     page = client.get("/admin/")
@@ -475,9 +459,9 @@ def test_admin_force_expires_a_lease_and_the_item_reappears(client, lab):
 
 
 def test_admin_runs_the_sweeper(client, lab):
-    sci = as_user(client, lab["worker_human"])
+    sci = signed_in(client, lab["worker_human"])
     claimed(sci, lab["worker_human"])
-    client = as_user(client, lab["admin"])
+    client = signed_in(client, lab["admin"])
     response = client.post("/admin/sweep/", form_for(client.get("/admin/"), "/admin/sweep/"))
     assert "Nothing to sweep: no expired leases." in said(response)
     clock.advance(3600)
@@ -490,7 +474,7 @@ def test_admin_runs_the_sweeper(client, lab):
 
 def test_unsafe_next_targets_are_ignored(client, lab):
     euid = make_subject("q1")
-    client = as_user(client, lab["operator"])
+    client = signed_in(client, lab["operator"])
     data = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x",
                     next="https://evil.example/")
     response = client.post(f"/subjects/{euid}/hold/", data)

@@ -9,7 +9,7 @@ import pytest
 
 from bloomops.web import services
 from tests.engine import act, actor, counts, make_subject
-from tests.web_support import FAST_HASHERS, flow
+from tests.web_support import flow
 
 pytestmark = pytest.mark.django_db
 
@@ -17,11 +17,6 @@ HUMAN = {"worker_human", "admin"}
 OPERATOR = {"operator", "admin"}
 ADMIN = {"admin"}
 ROLES = ("worker_service", "worker_human", "operator", "admin")
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = FAST_HASHERS
 
 
 @pytest.fixture

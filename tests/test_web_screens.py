@@ -12,25 +12,9 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import services
 from tests.engine import act, actor, envelope, make_queue, make_subject
-from tests.web_support import FAST_HASHERS, flow, has_form
+from tests.web_support import has_form, signed_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = FAST_HASHERS
-
-
-@pytest.fixture
-def lab(tenant, users):
-    flow()
-    return users
-
-
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):

@@ -9,7 +9,7 @@ from bloomops.execution import clock, selectors
 from bloomops.worker.handlers import compute, wetlab
 from bloomops.worker.runtime import WorkerRuntime
 from bloomops.worker.transport import DirectTransport
-from tests.api_helpers import api_for, fast_passwords  # noqa: F401
+from tests.api_helpers import api_for  # noqa: F401
 from tests.engine import act, actor, envelope, make_subject
 from tests.worker_support import client_transport, demo_queues, history, produced_by_record
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+import pytest
+
 from tests.engine import make_queue
 
 EXTRACTION = ["wetlab.extraction"]
@@ -18,6 +20,18 @@ def flow() -> None:
                straggler_threshold_seconds=3600)
     make_queue("q2", display_name="Queue two", required_worker_capabilities=QC,
                dispatch_priority=50)
+
+
+@pytest.fixture
+def lab(tenant, users):
+    """The two-queue flow in a tenant of the test's own, and a user of each role."""
+    flow()
+    return users
+
+
+def signed_in(client, user):
+    client.force_login(user)
+    return client
 
 
 class _Forms(HTMLParser):
@@ -73,4 +87,3 @@ def has_form(response, action: str) -> bool:
     return any(f["action"] == action for f in forms(response.content.decode()))
 
 
-FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
