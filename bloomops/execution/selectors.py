@@ -335,8 +335,9 @@ class QueueItem(EnvelopeView):
     position: int = 0
 
 
-def _item(row: dict, position: int = 0) -> QueueItem:
-    return QueueItem(
+def _item(row: dict, position: int = 0, cls: type[QueueItem] | None = None,
+          **extra: Any) -> QueueItem:
+    return (cls or QueueItem)(
         uid=row["uid"],
         euid=row["euid"],
         name=row["name"],
@@ -348,6 +349,7 @@ def _item(row: dict, position: int = 0) -> QueueItem:
         template_code=row["template_code"],
         created_dt=row["created_dt"],
         position=position,
+        **extra,
     )
 
 
@@ -836,18 +838,10 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
 
 
 @dataclass
-class HiddenItem(EnvelopeView):
+class HiddenItem(QueueItem):
     """A subject routed to a queue but not visible in it, with why (spec 9.3)."""
 
-    euid: str
-    name: str
-    execution: dict[str, Any]
-    site: str | None
-    platform: str | None
-    assay: str | None
-    ready_at: datetime | None
-    created_dt: datetime
-    reasons: list[Reason]
+    reasons: list[Reason] = field(default_factory=list)
 
 
 # SQL flag column of queue_hidden_items -> reason code (REASON_TEXT says it in words).
@@ -914,11 +908,7 @@ def queue_hidden_items(
     items = []
     for row in rows:
         reasons = [Reason(code, REASON_TEXT[code]) for flag, code in HIDDEN_REASONS if row[flag]]
-        items.append(HiddenItem(
-            euid=row["euid"], name=row["name"], execution=row["execution"] or {},
-            site=row["site"], platform=row["platform"], assay=row["assay"],
-            ready_at=parse_ts(row["ready_ts"]), created_dt=row["created_dt"], reasons=reasons,
-        ))
+        items.append(_item(row, offset + len(items) + 1, HiddenItem, reasons=reasons))
     return items, total
 
 
