@@ -15,13 +15,29 @@ def _flag(name: str, default: str = "0") -> bool:
 
 
 DEBUG = _flag("BLOOMOPS_DEBUG")
-SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or (
-    "bloomops-insecure-dev-key" if DEBUG else os.environ.get("BLOOMOPS_SECRET_KEY", "")
-)
-if not SECRET_KEY:
-    # A production process must be given a key; tests and the demo run with DEBUG on or
-    # set one explicitly.
-    SECRET_KEY = "bloomops-insecure-dev-key-" + str(BASE_DIR)
+
+
+def _secret_key() -> str:
+    """BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key),
+    so no two installations share a key and none is written in the code."""
+    if os.environ.get("BLOOMOPS_SECRET_KEY"):
+        return os.environ["BLOOMOPS_SECRET_KEY"]
+    import secrets
+
+    path = BASE_DIR / "var" / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
 _hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
 if DEBUG:
