@@ -317,12 +317,11 @@ def test_a_stale_revision_is_refused_too(client, lab):
     euid = make_subject("q1")
     client = signed_in(client, lab["operator"])
     stale = form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/", reason="x")
-    # a claim and a release leave the state READY but move the revision on
-    worker = services.ensure_my_worker(lab["worker_human"])
-    sci = actor("worker_human", username="sci")
-    lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=euid)
-    act("release_queue_lease", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
-        expected_state="READY")
+    # another operator's hold and release leave the state READY but move the revision on
+    other = actor("operator", username="other-op")
+    act("place_execution_hold", other, subject_euid=euid, expected_state="READY",
+        payload={"reason": "quick look"})
+    act("release_execution_hold", other, subject_euid=euid, expected_state="HELD")
     before = counts()
     response = client.post(f"/subjects/{euid}/hold/", stale)
     assert any("changed since you loaded the page (revision" in m for m in said(response))

@@ -195,6 +195,8 @@ def _finish_record(ctx: Context, record: Obj | None, status: str, **fields: Any)
     props.update(status=status, finished_at=ctx.now_ts, duration_ms=duration,
                  end_state=ctx.env["state"] if ctx.env else None, **fields)
     save_props(record, props)
+    if ctx.env is not None:  # non-authoritative cache, saved with the envelope if it changes
+        ctx.env["last_execution_record_euid"] = record.euid
 
 
 def _active_leases_of_subject(ctx: Context) -> list[Obj]:
@@ -699,8 +701,9 @@ class ClaimQueueItem(Handler):
                              edges_before=[(subject, lease, "subject_lease"),
                                            (worker, lease, "worker_lease"),
                                            (queue_obj, lease, "queue_lease")])
-        ctx.set_env(last_execution_record_euid=record.euid,
-                    queue_cache={"current_queue_key": None, "computed_at": ctx.now_ts})
+        # The subject row itself is not written: a claim changes no authoritative field (the
+        # subject stays READY; the lease is the claim), its revision stays, and the claim
+        # does not add a row version to every index of generic_instance.
         ctx.result.update(
             lease_euid=lease.euid, execution_record_euid=record.euid, worker_euid=worker.euid,
             queue_key=queue["queue_key"], attempt_number=attempt,
@@ -757,7 +760,6 @@ class ReleaseQueueLease(LeaseAction):
         reason = _text(ctx.payload, "reason", max_len=1000) or "RELEASED_BY_WORKER"
         _close_lease(ctx, ctx.lease, "RELEASED", reason)
         _finish_record(ctx, _record_of_lease(ctx.lease), "CANCELED", error_message=reason)
-        ctx.set_env(queue_cache={"current_queue_key": None, "computed_at": ctx.now_ts})
         ctx.result.update(lease_euid=ctx.lease.euid, worker_euid=ctx.worker.euid if ctx.worker
                           else None, queue_key=ctx.lease.props.get("queue_lookup_key"))
 
