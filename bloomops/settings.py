@@ -103,6 +103,9 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+# Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
+# transaction-pooling proxy that does not keep session state.
+BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")
 # How long an action waits for a row another action holds before giving up.
 BLOOMOPS_LOCK_TIMEOUT_MS = int(os.environ.get("BLOOMOPS_LOCK_TIMEOUT_MS", "5000"))
 # Destination recorded on every outbox_event row the executor writes.

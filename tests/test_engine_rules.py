@@ -260,3 +260,21 @@ def test_expected_revision_detects_a_stale_page(tenant):
             expected_revision=seen, payload={"reason": "stale"})
     assert err.value.code == "REVISION_CONFLICT"
     assert "changed since you loaded the page" in err.value.message
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_claim_path_with_and_without_prepared_statements(tenant, settings, prepared):
+    settings.BLOOMOPS_PREPARED_STATEMENTS = prepared
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    subject = make_subject("q1")
+    worker = register(svc)
+    from bloomops.tapdb.db import execute as sql_execute
+
+    sql_execute("DEALLOCATE ALL")
+    from bloomops.tapdb import db
+
+    db._prepared.clear()
+    assert claim(svc, worker)["subject_euid"] == subject
+    names = {r["name"] for r in fetch_all("SELECT name FROM pg_prepared_statements")}
+    assert any(n.startswith("bloomops_claim_candidate_") for n in names) is prepared

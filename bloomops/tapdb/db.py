@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 # Django turns off psycopg2's JSON decoding (JSONField decodes itself); raw reads decode here.
@@ -50,7 +51,7 @@ def fetch_all(
     *,
     prepare: str | None = None,
 ) -> list[dict]:
-    if prepare:
+    if prepare and settings.BLOOMOPS_PREPARED_STATEMENTS:
         connection.ensure_connection()
         sql, params = _prepared_call(prepare, sql, params)  # type: ignore[arg-type]
     with connection.cursor() as cursor:
