@@ -132,8 +132,7 @@ def action_spec(action_key: str) -> ActionSpec:
     if ref is None:
         raise ActionError("VALIDATION_ERROR", f"Unknown action {action_key!r}.",
                           field="action_key")
-    row = fetch_one("SELECT json_addl FROM generic_template WHERE uid = %s", [ref.uid])
-    definition = (row or {}).get("json_addl", {}).get("action_definition", {})
+    definition = ref.action_definition
     states = definition.get("allowed_from_states")
     return ActionSpec(
         key=action_key,

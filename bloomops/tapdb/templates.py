@@ -24,6 +24,8 @@ class TemplateRef:
     version: str
     polymorphic_identity: str
     semantic_category: str
+    # An action template's definition (roles, lease requirement, allowed states), else {}.
+    action_definition: dict
 
 
 _cache: dict[str, dict[str, TemplateRef]] = {}
@@ -44,7 +46,8 @@ def all_templates() -> dict[str, TemplateRef]:
             """
             SELECT uid, category, type, subtype, version,
                    coalesce(instance_polymorphic_identity, 'generic_instance') AS ident,
-                   coalesce(json_addl->>'semantic_category', category) AS semantic
+                   coalesce(json_addl->>'semantic_category', category) AS semantic,
+                   coalesce(json_addl->'action_definition', '{}'::jsonb) AS definition
             FROM generic_template
             WHERE NOT is_deleted
             """
@@ -61,6 +64,7 @@ def all_templates() -> dict[str, TemplateRef]:
                 version=row["version"],
                 polymorphic_identity=row["ident"],
                 semantic_category=row["semantic"],
+                action_definition=row["definition"],
             )
         if not refs:
             return {}
