@@ -340,3 +340,11 @@ def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
                  "/queues/analysis_dispatch/export.csv", "/scan/", "/my-work/",
                  f"/subjects/{euid}/", "/workers/", "/workbench/", "/admin/"):
         assert client.get(path).status_code == 200, path
+
+
+def test_queue_detail_flags_overdue_items(client, lab):
+    make_subject("q1", name="late one", due_at="2020-01-01T00:00:00.000000Z")
+    make_subject("q1", name="on time", due_at="2099-01-01T00:00:00.000000Z")
+    html = signed_in(client, lab["operator"]).get("/queues/q1/").content.decode()
+    rows = {name: html[html.index(name):][:900] for name in ("late one", "on time")}
+    assert "overdue" in rows["late one"] and "overdue" not in rows["on time"]

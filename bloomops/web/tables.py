@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import django_tables2 as tables
+from django.utils.html import format_html
 from django_tables2.data import TableListData
 
+from bloomops.execution import clock
 from bloomops.web.templatetags.bloomops_ui import age, when
 
 PER_PAGE = 25
@@ -76,6 +78,8 @@ class QueueItemsTable(tables.Table):
         return when(value)
 
     def render_due(self, value):
+        if value < clock.now():  # the bench needs to see what is already late
+            return format_html('{} <span class="badge bad">overdue</span>', when(value))
         return when(value)
 
     def render_age(self, record):
