@@ -103,6 +103,10 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+# Capabilities of every human (HUMAN_SESSION) worker, comma-separated; empty: the demo's.
+BLOOMOPS_HUMAN_CAPABILITIES = [
+    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES", "").split(",") if c.strip()
+]
 # Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
 # transaction-pooling proxy that does not keep session state.
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")

@@ -16,7 +16,9 @@ from bloomops.execution.states import WorkerType
 HUMAN_MAX_LEASES = 5
 # A human session "heartbeats" whenever its user acts; an hour of silence shows it offline.
 HUMAN_HEARTBEAT_TTL = 3600
-HUMAN_CAPABILITIES = sorted(
+# What a bench scientist's worker may do: BLOOMOPS_HUMAN_CAPABILITIES, else every capability
+# the demo queues require.
+HUMAN_CAPABILITIES = settings.BLOOMOPS_HUMAN_CAPABILITIES or sorted(
     {cap for q in DEMO_QUEUES for cap in q.get("required_worker_capabilities", [])}
 )
 
