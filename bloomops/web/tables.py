@@ -53,26 +53,38 @@ CLAIM_BUTTON = """{% load bloomops_ui %}
 <button type="submit" aria-label="Claim {{ record.euid }}">Claim</button></form>"""
 
 
-class QueueItemsTable(tables.Table):
-    position = tables.Column(verbose_name="#", attrs={"td": {"class": "num"}})
+class SubjectRowsTable(tables.Table):
+    """Columns every list of queue subjects shows (rows are selectors.QueueItem)."""
+
     euid = tables.TemplateColumn(SUBJECT_LINK, verbose_name="Subject")
     name = tables.Column(verbose_name="Name")
     priority = tables.TemplateColumn(PRIORITY_BADGE, verbose_name="Priority")
-    ready = tables.Column(accessor="ready_at", verbose_name="Ready")
-    due = tables.Column(accessor="due_at", verbose_name="Due", default="–")
     attempts = tables.Column(accessor="attempt_count", verbose_name="Attempts",
                              attrs={"td": {"class": "num"}})
     age = tables.Column(accessor="ready_at", verbose_name="Age", empty_values=())
     site = tables.Column(default="–")
     platform = tables.Column(default="–")
     assay = tables.Column(default="–")
-    claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False)
 
     class Meta:
         orderable = False
         attrs = {"class": "grid", "id": "items"}
         row_attrs = {"data-euid": lambda record: record.euid}
         template_name = "django_tables2/table.html"
+
+    def render_age(self, record):
+        return age(record.ready_at)
+
+
+class QueueItemsTable(SubjectRowsTable):
+    position = tables.Column(verbose_name="#", attrs={"td": {"class": "num"}})
+    ready = tables.Column(accessor="ready_at", verbose_name="Ready")
+    due = tables.Column(accessor="due_at", verbose_name="Due", default="–")
+    claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False)
+
+    class Meta(SubjectRowsTable.Meta):
+        sequence = ("position", "euid", "name", "priority", "ready", "due", "attempts", "age",
+                    "site", "platform", "assay", "claim")
 
     def render_ready(self, value):
         return when(value)
@@ -82,31 +94,14 @@ class QueueItemsTable(tables.Table):
             return format_html('{} <span class="badge bad">overdue</span>', when(value))
         return when(value)
 
-    def render_age(self, record):
-        return age(record.ready_at)
 
-
-class HiddenItemsTable(tables.Table):
-    euid = tables.TemplateColumn(SUBJECT_LINK, verbose_name="Subject")
-    name = tables.Column(verbose_name="Name")
+class HiddenItemsTable(SubjectRowsTable):
     state = tables.Column(verbose_name="State")
-    priority = tables.TemplateColumn(PRIORITY_BADGE, verbose_name="Priority")
     reasons = tables.Column(verbose_name="Why not visible", empty_values=())
-    attempts = tables.Column(accessor="attempt_count", verbose_name="Attempts",
-                             attrs={"td": {"class": "num"}})
-    age = tables.Column(accessor="ready_at", verbose_name="Age", empty_values=())
-    site = tables.Column(default="–")
-    platform = tables.Column(default="–")
-    assay = tables.Column(default="–")
 
-    class Meta:
-        orderable = False
-        attrs = {"class": "grid", "id": "items"}
-        row_attrs = {"data-euid": lambda record: record.euid}
-        template_name = "django_tables2/table.html"
+    class Meta(SubjectRowsTable.Meta):
+        sequence = ("euid", "name", "state", "priority", "reasons", "attempts", "age", "site",
+                    "platform", "assay")
 
     def render_reasons(self, value):
         return " ".join(r.message for r in value)
-
-    def render_age(self, record):
-        return age(record.ready_at)
