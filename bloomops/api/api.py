@@ -17,22 +17,42 @@ from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
 from bloomops.api import schemas as S
+from bloomops.api.guard import RequestRefused, StrictJsonParser
 from bloomops.api.metrics import count_claim_conflict, count_replay
 from bloomops.api.readmodel import overview, summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
-from bloomops.execution.executor import ActionRequest, Actor, execute
+from bloomops.execution.executor import ActionRequest, Actor, action_spec, execute
 
 
 class BearerToken(HttpBearer):
-    """``Authorization: Bearer <token>``; the token's user becomes request.user."""
+    """``Authorization: Bearer <token>``; the token's user becomes request.user.
+
+    The role is checked here too, before the request is parsed: any bloomops role for reads
+    (DESIGN.md, Roles), the action template's allowed_roles for an action (the executor checks
+    them again). So a caller whose role may not act learns FORBIDDEN, not which fields the
+    action needs."""
+
+    def __init__(self, action_key: str | None = None) -> None:
+        self.action_key = action_key
+        super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str):
         user = user_for_token(token.strip())
         if user is None:
             return None
+        roles = roles_of(user)
+        if self.action_key is None:
+            if not roles:
+                raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
+        else:
+            spec = action_spec(self.action_key)
+            if not roles & spec.allowed_roles:
+                raise ActionError("FORBIDDEN", f"Your role may not {spec.name.lower()}.",
+                                  action_key=self.action_key,
+                                  allowed_roles=sorted(spec.allowed_roles))
         request.user = user
         return user
 
@@ -46,11 +66,14 @@ a read model (the same selectors the operator UI uses).
 `python manage.py create_api_token USERNAME`.
 
 **Errors**: `{"error": {"code": "...", "message": "...", "details": {...}}}` with 400
-(VALIDATION_ERROR), 401 (UNAUTHENTICATED), 403 (FORBIDDEN), 404 (NOT_FOUND) and 409 for every
-conflict (STATE_CONFLICT, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT, LEASE_EXPIRED,
-LEASE_NOT_OWNED, LEASE_NOT_ACTIVE, NOT_VISIBLE, NO_WORK, WORKER_UNAVAILABLE,
-WORKER_NOT_ELIGIBLE, MAX_LEASES_REACHED, QUEUE_DISABLED, SUBJECT_HELD, HOLD_NOT_ACTIVE,
-CONCURRENT_UPDATE).
+(VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
+Infinity, NUL characters or lone surrogates in text, malformed JSON), 401 (UNAUTHENTICATED),
+403 (FORBIDDEN), 404 (NOT_FOUND, also for an unknown path under /api/), 405
+(METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over 1 MiB) and 409 for every conflict
+(STATE_CONFLICT, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT, LEASE_EXPIRED, LEASE_NOT_OWNED,
+LEASE_NOT_ACTIVE, NOT_VISIBLE, NO_WORK, WORKER_UNAVAILABLE, WORKER_NOT_ELIGIBLE,
+MAX_LEASES_REACHED, QUEUE_DISABLED, SUBJECT_HELD, HOLD_NOT_ACTIVE, CONCURRENT_UPDATE).
+A refused request writes nothing.
 
 **Idempotency**: every action carries `idempotency_key`. Repeating a request with the same key
 and content returns the first response (`replayed: true`) with the same status; the same key
@@ -67,6 +90,7 @@ api = NinjaAPI(
     auth=BearerToken(),
     docs_url="/docs",
     openapi_url="/openapi.json",
+    parser=StrictJsonParser(),
 )
 
 
@@ -81,14 +105,32 @@ def _action_error(request, exc: ActionError):
     return api.create_response(request, exc.as_dict(), status=exc.http_status)
 
 
+@api.exception_handler(RequestRefused)
+def _refused(request, exc: RequestRefused):
+    return api.create_response(request, exc.as_dict(), status=exc.status)
+
+
+# The parameter names ninja puts in front of a field's location ("body", "filters", ...).
+_LOCATION_PREFIXES = ("body", "query", "path", "filters")
+
+
+def _field(loc: list[str]) -> str:
+    parts = list(loc)
+    while parts and parts[0] in _LOCATION_PREFIXES:
+        parts.pop(0)
+    return ".".join(parts)
+
+
 @api.exception_handler(ValidationError)
 def _validation_error(request, exc: ValidationError):
-    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"),
+    errors = [{"loc": [str(p) for p in e.get("loc", ())],
+               "msg": str(e.get("msg", "")).removeprefix("Value error, "),
                "type": e.get("type")} for e in exc.errors]
     first = errors[0] if errors else {}
-    field = ".".join(p for p in first.get("loc", []) if p not in ("body", "body", "query"))
-    message = f"{field}: {first.get('msg')}" if first else None
-    return _error(request, "VALIDATION_ERROR", message, errors=errors)
+    field = _field(first.get("loc", []))
+    message = (f"{field}: {first['msg']}" if field else first["msg"]) if first else None
+    where = {"field": field} if field else {}
+    return _error(request, "VALIDATION_ERROR", message, **where, errors=errors)
 
 
 @api.exception_handler(AuthenticationError)
@@ -104,19 +146,17 @@ def _forbidden(request, exc):
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
+    # ninja wraps a body parser's refusal in its own "cannot parse" error.
+    if isinstance(exc.__cause__, RequestRefused):
+        return _refused(request, exc.__cause__)
     code = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
             404: "NOT_FOUND"}.get(exc.status_code, "VALIDATION_ERROR")
     return _error(request, code, str(exc) or None, status=exc.status_code)
 
 
-ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut, 404: S.ErrorOut}
-READ_ERRORS = {401: S.ErrorOut, 403: S.ErrorOut}
-
-
-def _reader(request) -> None:
-    """Any user with one of the four roles may read everything (DESIGN.md, Roles)."""
-    if not roles_of(request.auth):
-        raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
+# Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden.
+READ_ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut}
+ERRORS = {**READ_ERRORS, 404: S.ErrorOut, 413: S.ErrorOut}
 
 
 router = Router(tags=["read models"])
@@ -129,7 +169,6 @@ actions = Router(tags=["actions"])
 @router.get("/queues", response={200: list[S.QueueSummaryOut], **READ_ERRORS},
             summary="Queue summaries with the metrics of spec 9.1")
 def list_queues(request):
-    _reader(request)
     ov = overview()
     return [summary_dict(s, ov.lag_by_queue.get(s.queue_key)) for s in ov.summaries]
 
@@ -137,8 +176,7 @@ def list_queues(request):
 @router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
                                               **READ_ERRORS},
             summary="Queue config and summary")
-def get_queue(request, queue_key: str):
-    _reader(request)
+def get_queue(request, queue_key: S.PathId):
     ov = overview()
     for s in ov.summaries:
         if s.queue_key == queue_key:
@@ -146,19 +184,10 @@ def get_queue(request, queue_key: str):
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 
-class ItemFilters(S.Schema):
-    limit: int = S.Field(50, ge=1, le=500)
-    offset: int = S.Field(0, ge=0)
-    site: str | None = None
-    platform: str | None = None
-    assay: str | None = None
-
-
-@router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 400: S.ErrorOut,
-                                                    404: S.ErrorOut, **READ_ERRORS},
+@router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 404: S.ErrorOut,
+                                                    **READ_ERRORS},
             summary="Visible items in execution order (3.4), with the ordering fields")
-def queue_items(request, queue_key: str, filters: Query[ItemFilters]):
-    _reader(request)
+def queue_items(request, queue_key: S.PathId, filters: Query[S.ItemFilters]):
     if selectors.queue_config(queue_key) is None:
         raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
     wanted = {k: v for k, v in (("site", filters.site), ("platform", filters.platform),
@@ -182,8 +211,8 @@ def queue_items(request, queue_key: str, filters: Query[ItemFilters]):
 
 @router.get("/subjects/{euid}", response={200: S.SubjectOut, 404: S.ErrorOut, **READ_ERRORS},
             summary="Subject execution envelope and why-not-in-queue reasons (9.3)")
-def get_subject(request, euid: str, worker_euid: str | None = None):
-    _reader(request)
+def get_subject(request, euid: S.PathId, filters: Query[S.SubjectQuery]):
+    worker_euid = filters.worker_euid
     d = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if d is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
@@ -207,8 +236,7 @@ def _rows(rows: list[dict], key: str) -> list[dict]:
 @router.get("/subjects/{euid}/history", response={200: S.HistoryOut, 404: S.ErrorOut,
                                                   **READ_ERRORS},
             summary="Execution records, leases, holds, dead letters, outputs and actions")
-def subject_history(request, euid: str):
-    _reader(request)
+def subject_history(request, euid: S.PathId):
     d = selectors.subject_diagnostics(euid)
     if d is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
@@ -243,34 +271,23 @@ def _worker(w: selectors.WorkerRow) -> dict:
 @router.get("/workers", response={200: list[S.WorkerOut], **READ_ERRORS},
             summary="Workers with computed status and active lease counts")
 def list_workers(request):
-    _reader(request)
     return [_worker(w) for w in selectors.workers()]
 
 
 @router.get("/workers/{worker_euid}", response={200: S.WorkerOut, 404: S.ErrorOut,
                                                 **READ_ERRORS}, summary="One worker")
-def get_worker(request, worker_euid: str):
-    _reader(request)
+def get_worker(request, worker_euid: S.PathId):
     rows = selectors.workers(euid=worker_euid)
     if not rows:
         raise ActionError("NOT_FOUND", "No such worker.", worker_euid=worker_euid)
     return _worker(rows[0])
 
 
-LEASE_STATUSES = ("ACTIVE", "RELEASED", "COMPLETED", "EXPIRED", "ABANDONED", "CANCELED")
-
-
-@router.get("/leases", response={200: list[S.LeaseOut], 400: S.ErrorOut, **READ_ERRORS},
+@router.get("/leases", response={200: list[S.LeaseOut], **READ_ERRORS},
             summary="Leases by effective status (ACTIVE = active and unexpired)")
-def list_leases(request, status: str | None = None, worker_euid: str | None = None,
-                limit: int = 500):
-    _reader(request)
-    if status is not None and status not in LEASE_STATUSES:
-        raise ActionError("VALIDATION_ERROR", "status must be one of "
-                          + ", ".join(LEASE_STATUSES) + ".", field="status")
-    if not 1 <= limit <= 1000:
-        raise ActionError("VALIDATION_ERROR", "limit must be from 1 to 1000.", field="limit")
-    rows = selectors.leases(status=status, worker_euid=worker_euid, limit=limit)
+def list_leases(request, filters: Query[S.LeaseFilters]):
+    rows = selectors.leases(status=filters.status, worker_euid=filters.worker_euid,
+                            limit=filters.limit)
     return [{
         "lease_euid": r["euid"], "status": r["effective_status"],
         "stored_status": r["props"].get("status"), "subject_euid": r["subject_euid"],
@@ -282,17 +299,12 @@ def list_leases(request, status: str | None = None, worker_euid: str | None = No
     } for r in rows]
 
 
-@router.get("/dead-letter", response={200: list[S.DeadLetterOut], 400: S.ErrorOut,
-                                      **READ_ERRORS},
+@router.get("/dead-letter", response={200: list[S.DeadLetterOut], **READ_ERRORS},
             summary="Dead letters (OPEN by default; resolution=ALL for every one)")
-def list_dead_letters(request, resolution: str = "OPEN", queue_key: str | None = None):
-    _reader(request)
-    allowed = ("OPEN", "REQUEUED", "CANCELED", "IGNORED", "ALL")
-    if resolution not in allowed:
-        raise ActionError("VALIDATION_ERROR", "resolution must be one of "
-                          + ", ".join(allowed) + ".", field="resolution")
+def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
+    resolution = filters.resolution
     rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,
-                                  queue_key=queue_key)
+                                  queue_key=filters.queue_key)
     return [{
         "dead_letter_euid": r["euid"], "subject_euid": r["subject_euid"],
         "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
@@ -306,9 +318,6 @@ def list_dead_letters(request, resolution: str = "OPEN", queue_key: str | None =
 
 
 # ------------------------------------------------------------------------------ actions
-
-ENVELOPE_FIELDS = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                   "queue_key", "expected_state", "expected_revision", "payload")
 
 # path -> (action key, request schema, summary, roles)
 ACTIONS: dict[str, tuple[str, type[S.ActionEnvelope], str]] = {
@@ -345,7 +354,7 @@ def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionReques
     data = body.model_dump(exclude_unset=True, mode="json")
     payload = dict(data.get("payload") or {})
     for name, value in data.items():
-        if name not in ENVELOPE_FIELDS:
+        if name not in S.ENVELOPE_FIELDS:
             payload[name] = value
     return ActionRequest(
         action_key=action_key,
@@ -386,7 +395,7 @@ def _register(path: str, action_key: str, schema: type[S.ActionEnvelope], summar
 
     endpoint.__name__ = action_key
     actions.post(f"/{path}", response=ACTION_RESPONSES, summary=summary,
-                 operation_id=action_key)(endpoint)
+                 operation_id=action_key, auth=BearerToken(action_key))(endpoint)
 
 
 for _path, (_key, _schema, _summary) in ACTIONS.items():
