@@ -9,6 +9,7 @@ from django.test import Client
 from jsonschema import Draft202012Validator
 
 from bloomops.api.api import ACTIONS
+from bloomops.api.schemas import ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
 from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
 from tests.api_helpers import api_for
 from tests.engine import counts, make_queue, make_subject
@@ -167,7 +168,8 @@ def test_payload_documents_the_actions_own_fields(doc):
         own = set(schema["properties"]) - {
             "idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
             "queue_key", "expected_state", "expected_revision", "payload"}
-        assert set(payload["properties"]) == own and payload["additionalProperties"] is False
+        assert set(payload["properties"]) == own
+        assert payload["additionalProperties"] is not ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
 
 
 def test_every_operation_documents_its_refusals(doc):
@@ -189,6 +191,9 @@ EDGES = [
     ("hold", {"reason": "ok", "expected_state": "SLEEPING"}),
     ("hold", {"reason": "ok", "hold_code": "x" * 101}),
     ("hold", {"reason": "ok", "surprise": 1}),
+    ("hold", {"reason": "ok", "payload": {"reason": "again"}}),
+    ("hold", {"reason": "ok", "payload": {"reason": 5}}),
+    ("hold", {"reason": "ok", "payload": {"hold_code": "x" * 101}}),
     ("fail", {"retryable": True, "error_class": "PERMANENT_INPUT"}),
     ("fail", {"retryable": False, "error_class": "TRANSIENT_SYSTEM"}),
     ("fail", {"retryable": True, "error_class": "TRANSIENT_SYSTEM"}),
@@ -226,17 +231,22 @@ def test_fields_nested_in_payload_are_validated_like_top_level_ones(tenant, user
     api = api_for(users["worker_service"])
     r = api.act("register-worker", payload={"worker_key": "nested", "capabilities": ["c"]})
     assert r.status_code == 200 and r.json()["worker_key"] == "nested"
+    subject = make_subject("q1")
+    before = counts()
     r = api.act("register-worker", payload={"worker_key": "nested",
                                             "max_concurrent_leases": "2"})
     assert r.status_code == 400
     assert r.json()["error"]["details"]["field"] == "max_concurrent_leases"
-    # The top level wins over payload.
-    subject = make_subject("q1")
-    r = api_for(users["operator"]).act("hold", subject_euid=subject, expected_state="READY",
-                                       reason="top", payload={"reason": "nested"})
+    # Given at both places, the top level counts, and the nested copy must be valid too.
+    op = api_for(users["operator"])
+    r = op.act("hold", subject_euid=subject, expected_state="READY", reason="top",
+               payload={"reason": 5})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "payload.reason"
+    assert counts() == before
+    r = op.act("hold", subject_euid=subject, expected_state="READY", reason="top",
+               payload={"reason": "nested"})
     assert r.status_code == 200
-    history = api.get(f"/subjects/{subject}/history").json()
-    assert history["holds"][0]["reason"] == "top"
+    assert api.get(f"/subjects/{subject}/history").json()["holds"][0]["reason"] == "top"
 
 
 def test_no_bound_is_lost_in_the_document(doc):

@@ -127,7 +127,9 @@ def _validation_error(request, exc: ValidationError):
                "msg": str(e.get("msg", "")).removeprefix("Value error, "),
                "type": e.get("type")} for e in exc.errors]
     first = errors[0] if errors else {}
-    field = _field(first.get("loc", []))
+    # A rule between fields names its field in the error's context (schemas.refusal).
+    ctx = (exc.errors[0].get("ctx") or {}) if exc.errors else {}
+    field = _field(first.get("loc", [])) or str(ctx.get("field") or "")
     message = (f"{field}: {first['msg']}" if field else first["msg"]) if first else None
     where = {"field": field} if field else {}
     return _error(request, "VALIDATION_ERROR", message, **where, errors=errors)

@@ -6,12 +6,22 @@ bounds, and the few rules between fields as JSON Schema (if/then, anyOf, not).
 """
 
 from copy import deepcopy
+from functools import cache
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from ninja import Path, Schema
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from bloomops.execution.actions import RecordExternalResult, SetWorkerStatus
+from bloomops.execution.actions import Handler, RecordExternalResult, SetWorkerStatus
 from bloomops.execution.policy import classify_failure
 from bloomops.execution.states import (
     ALL_STATES,
@@ -54,6 +64,11 @@ NON_BLANK = r"\S"
 ENVELOPE_FIELDS = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
                    "queue_key", "expected_state", "expected_revision", "payload")
 
+def refusal(field: str, message: str) -> PydanticCustomError:
+    """A refusal of a rule between fields, naming the field it is reported on."""
+    return PydanticCustomError("value_error", "{message}", {"field": field, "message": message})
+
+
 def _integral(value: Any) -> Any:
     """JSON Schema counts 3.0 as an integer and JSON parsers hand it over as a float; take it
     as 3. Fractions, text and booleans stay refused (strict)."""
@@ -68,6 +83,9 @@ def integer(minimum: int, maximum: int) -> Any:
     return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_integral)]
 
 
+# Other payload keys are the engine's to refuse (a handler that declares its ``fields``
+# refuses the rest); the document says what the engine in this build does.
+ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS = hasattr(Handler, "fields")
 Id = Annotated[str, Field(max_length=ID_MAX)]
 RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
 NonEmptyText = Annotated[str, Field(min_length=1)]
@@ -121,10 +139,11 @@ class ActionEnvelope(StrictSchema):
         body = handler.resolve_ref_schema(schema)
         props = body.get("properties", {})
         own = {k: v for k, v in props.items() if k not in ENVELOPE_FIELDS}
+        rules = deepcopy(cls.json_rules)
         if "payload" in props:
             props["payload"] = {**props["payload"], "properties": own,
-                                "additionalProperties": False}
-        body.update(deepcopy(cls.json_rules))
+                                "additionalProperties": not ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS}
+        body.update(rules)
         return schema
 
     @model_validator(mode="before")
@@ -136,8 +155,23 @@ class ActionEnvelope(StrictSchema):
             return data
         own = set(cls.model_fields) - set(ENVELOPE_FIELDS)
         payload = dict(data["payload"])
-        lifted = {k: payload.pop(k) for k in list(payload) if k in own and k not in data}
-        return {**data, **lifted, "payload": payload} if lifted else data
+        nested = {k: payload.pop(k) for k in list(payload) if k in own}
+        # Given at both places, the top level counts; the nested copy must still be valid,
+        # as the document says of every property of payload.
+        for name in sorted(set(nested) & set(data)):
+            try:
+                _field_adapter(cls, name).validate_python(nested.pop(name))
+            except ValidationError as exc:
+                raise refusal(f"payload.{name}", exc.errors()[0]["msg"]) from None
+        return {**data, **nested, "payload": payload}
+
+
+@cache
+def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter:
+    """Validates one field of a request schema on its own, as strictly as the model does."""
+    info = model.model_fields[name]
+    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    return TypeAdapter(kind, config=StrictSchema.model_config)
 
 
 class LeaseEnvelope(ActionEnvelope):
@@ -226,8 +260,8 @@ class CompleteIn(LeaseEnvelope):
     @model_validator(mode="after")
     def _external_or_next_queue(self) -> Self:
         if self.external is not None and self.next_queue_key:
-            raise ValueError("A completion either waits for an external result or routes to a"
-                             " next queue, not both.")
+            raise refusal("external", "A completion either waits for an external result or"
+                          " routes to a next queue, not both.")
         return self
 
 
@@ -262,8 +296,11 @@ class FailIn(LeaseEnvelope):
     @model_validator(mode="after")
     def _retry_class(self) -> Self:
         if self.retryable is None and self.error_class is None:
-            raise ValueError("Give retryable or error_class.")
-        classify_failure(self.retryable, self.error_class)  # raises ValueError on a mismatch
+            raise refusal("error_class", "Give retryable or error_class.")
+        try:
+            classify_failure(self.retryable, self.error_class)
+        except ValueError as exc:
+            raise refusal("error_class", str(exc)) from None
         return self
 
 
@@ -309,7 +346,7 @@ class ExternalResultIn(SubjectEnvelope):
     @model_validator(mode="after")
     def _ready_needs_next_queue(self) -> Self:
         if self.outcome == "READY" and not self.next_queue_key:
-            raise ValueError("next_queue_key is required for READY.")
+            raise refusal("next_queue_key", "next_queue_key is required for READY.")
         return self
 
 
