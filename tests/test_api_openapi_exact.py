@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
+from bloomops.api.action_schemas import ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
 from bloomops.api.api import ACTIONS
-from bloomops.api.schemas import ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
 from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
 from tests.api_helpers import api_for
 from tests.engine import counts, make_queue, make_subject

@@ -8,16 +8,16 @@ a request without a valid bearer token is 401 whatever cookies it carries.
 """
 
 # No "from __future__ import annotations": django-ninja reads the endpoint annotations.
-from typing import Any
 
 from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router
-from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
+from bloomops.api import action_schemas as A
+from bloomops.api import errors
 from bloomops.api import schemas as S
-from bloomops.api.guard import RequestRefused, StrictJsonParser
+from bloomops.api.guard import StrictJsonParser
 from bloomops.api.metrics import count_claim_conflict, count_replay
 from bloomops.api.readmodel import overview, summary_dict
 from bloomops.api.tokens import user_for_token
@@ -31,7 +31,7 @@ class BearerToken(HttpBearer):
     """``Authorization: Bearer <token>``; the token's user becomes request.user.
 
     The role is checked here too, before the request is parsed: any bloomops role for reads
-    (DESIGN.md, Roles), the action template's allowed_roles for an action (the executor checks
+    (docs/ARCHITECTURE.md), the action template's allowed_roles for an action (the executor checks
     them again). So a caller whose role may not act learns FORBIDDEN, not which fields the
     action needs."""
 
@@ -94,66 +94,7 @@ api = NinjaAPI(
 )
 
 
-def _error(request, code: str, message: str | None = None, status: int | None = None,
-           **details: Any):
-    err = ActionError(code, message, **details)
-    return api.create_response(request, err.as_dict(), status=status or err.http_status)
-
-
-@api.exception_handler(ActionError)
-def _action_error(request, exc: ActionError):
-    return api.create_response(request, exc.as_dict(), status=exc.http_status)
-
-
-@api.exception_handler(RequestRefused)
-def _refused(request, exc: RequestRefused):
-    return api.create_response(request, exc.as_dict(), status=exc.status)
-
-
-# The parameter names ninja puts in front of a field's location ("body", "filters", ...).
-_LOCATION_PREFIXES = ("body", "query", "path", "filters")
-
-
-def _field(loc: list[str]) -> str:
-    parts = list(loc)
-    while parts and parts[0] in _LOCATION_PREFIXES:
-        parts.pop(0)
-    return ".".join(parts)
-
-
-@api.exception_handler(ValidationError)
-def _validation_error(request, exc: ValidationError):
-    errors = [{"loc": [str(p) for p in e.get("loc", ())],
-               "msg": str(e.get("msg", "")).removeprefix("Value error, "),
-               "type": e.get("type")} for e in exc.errors]
-    first = errors[0] if errors else {}
-    # A rule between fields names its field in the error's context (schemas.refusal).
-    ctx = (exc.errors[0].get("ctx") or {}) if exc.errors else {}
-    field = _field(first.get("loc", [])) or str(ctx.get("field") or "")
-    message = (f"{field}: {first['msg']}" if field else first["msg"]) if first else None
-    where = {"field": field} if field else {}
-    return _error(request, "VALIDATION_ERROR", message, **where, errors=errors)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return _error(request, "UNAUTHENTICATED",
-                  "Send a valid API token: Authorization: Bearer <token>.")
-
-
-@api.exception_handler(AuthorizationError)
-def _forbidden(request, exc):
-    return _error(request, "FORBIDDEN")
-
-
-@api.exception_handler(HttpError)
-def _http_error(request, exc: HttpError):
-    # ninja wraps a body parser's refusal in its own "cannot parse" error.
-    if isinstance(exc.__cause__, RequestRefused):
-        return _refused(request, exc.__cause__)
-    code = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
-            404: "NOT_FOUND"}.get(exc.status_code, "VALIDATION_ERROR")
-    return _error(request, code, str(exc) or None, status=exc.status_code)
+errors.install(api)
 
 
 # Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden.
@@ -322,41 +263,41 @@ def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
 # ------------------------------------------------------------------------------ actions
 
 # path -> (action key, request schema, summary, roles)
-ACTIONS: dict[str, tuple[str, type[S.ActionEnvelope], str]] = {
-    "register-worker": ("register_worker", S.RegisterWorkerIn,
+ACTIONS: dict[str, tuple[str, type[A.ActionEnvelope], str]] = {
+    "register-worker": ("register_worker", A.RegisterWorkerIn,
                         "Register (upsert by worker_key) a worker (5.2)"),
-    "heartbeat-worker": ("heartbeat_worker", S.HeartbeatWorkerIn, "Heartbeat a worker (5.3)"),
-    "claim": ("claim_queue_item", S.ClaimIn,
+    "heartbeat-worker": ("heartbeat_worker", A.HeartbeatWorkerIn, "Heartbeat a worker (5.3)"),
+    "claim": ("claim_queue_item", A.ClaimIn,
               "Claim the next visible item: of queue_key, or of the first serviceable queue in"
               " 5.4 order; human workers may name a subject_euid"),
-    "renew-lease": ("renew_queue_lease", S.RenewLeaseIn, "Renew an own active lease (6.3)"),
-    "release-lease": ("release_queue_lease", S.ReleaseLeaseIn,
+    "renew-lease": ("renew_queue_lease", A.RenewLeaseIn, "Renew an own active lease (6.3)"),
+    "release-lease": ("release_queue_lease", A.ReleaseLeaseIn,
                       "Release an own active lease without a result"),
-    "complete": ("complete_queue_execution", S.CompleteIn,
+    "complete": ("complete_queue_execution", A.CompleteIn,
                  "Complete the leased attempt: route to next_queue_key, finish, or wait for an"
                  " external result (external)"),
-    "fail": ("fail_queue_execution", S.FailIn,
+    "fail": ("fail_queue_execution", A.FailIn,
              "Fail the leased attempt with a retry class of 8.4"),
-    "hold": ("place_execution_hold", S.HoldIn, "Place a hold (stop-the-line)"),
-    "release-hold": ("release_execution_hold", S.ReleaseHoldIn, "Release a hold"),
-    "requeue": ("requeue_subject", S.RequeueIn, "Requeue a subject (operator)"),
-    "cancel": ("cancel_subject_execution", S.CancelIn, "Cancel a subject (operator)"),
-    "expire-lease": ("expire_queue_lease", S.ExpireLeaseIn,
+    "hold": ("place_execution_hold", A.HoldIn, "Place a hold (stop-the-line)"),
+    "release-hold": ("release_execution_hold", A.ReleaseHoldIn, "Release a hold"),
+    "requeue": ("requeue_subject", A.RequeueIn, "Requeue a subject (operator)"),
+    "cancel": ("cancel_subject_execution", A.CancelIn, "Cancel a subject (operator)"),
+    "expire-lease": ("expire_queue_lease", A.ExpireLeaseIn,
                      "Force-expire a lease, or sweep every expired lease without lease_euid"
                      " (admin)"),
     # Extensions beyond the paths of 10.3: the callback step of 7.6 and drain/disable (10.2).
-    "external-result": ("record_external_result", S.ExternalResultIn,
+    "external-result": ("record_external_result", A.ExternalResultIn,
                         "Record the result of external work of a WAITING_EXTERNAL subject (7.6)"),
-    "worker-status": ("set_worker_status", S.WorkerStatusIn,
+    "worker-status": ("set_worker_status", A.WorkerStatusIn,
                       "Drain, disable, enable or retire a worker (admin)"),
 }
 
 
-def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionRequest:
+def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionRequest:
     data = body.model_dump(exclude_unset=True, mode="json")
     payload = dict(data.get("payload") or {})
     for name, value in data.items():
-        if name not in S.ENVELOPE_FIELDS:
+        if name not in A.ENVELOPE_FIELDS:
             payload[name] = value
     return ActionRequest(
         action_key=action_key,
@@ -373,7 +314,7 @@ def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionReques
     )
 
 
-def run_action(action_key: str, body: S.ActionEnvelope, user) -> dict:
+def run_action(action_key: str, body: A.ActionEnvelope, user) -> dict:
     req = build_request(action_key, body, user)
     try:
         result = execute(req)
@@ -389,7 +330,7 @@ def run_action(action_key: str, body: S.ActionEnvelope, user) -> dict:
 ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}
 
 
-def _register(path: str, action_key: str, schema: type[S.ActionEnvelope], summary: str):
+def _register(path: str, action_key: str, schema: type[A.ActionEnvelope], summary: str):
     def endpoint(request, body: schema):  # type: ignore[valid-type]
         # Returned as-is: the result carries action-specific fields beyond ActionOut's.
         return api.create_response(request, run_action(action_key, body, request.auth),

@@ -10,8 +10,8 @@ writes nothing. Three parts:
 - ``StrictJsonParser``: the JSON body parser of the API. Python's ``json`` accepts NaN,
   Infinity and numbers that overflow to infinity, and lone UTF-16 surrogates; none of them
   can be stored faithfully, so they are refused, as is NUL in any string or key.
-- ``error_response``: the error body for the codes that exist only at the HTTP layer
-  (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED); the engine's codes come from ``ActionError``.
+- ``RequestRefused``: a refusal with the API's error body, for the engine's codes and the
+  two that exist only at the HTTP layer (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED).
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class RequestRefused(Exception):
     """A malformed request; ``as_response`` is its JSON answer."""
 
-    def __init__(self, code: str, message: str, **details: Any) -> None:
-        super().__init__(message)
+    def __init__(self, code: str, message: str | None = None, **details: Any) -> None:
+        default = HTTP_ONLY_CODES[code][1] if code in HTTP_ONLY_CODES else PLAIN[code]
         self.code = code
-        self.message = message
+        self.message = message or default
         self.details = details
+        super().__init__(self.message)
 
     @property
     def status(self) -> int:
@@ -61,8 +62,7 @@ class RequestRefused(Exception):
 
 
 def error_response(code: str, message: str | None = None, **details: Any) -> JsonResponse:
-    default = HTTP_ONLY_CODES[code][1] if code in HTTP_ONLY_CODES else PLAIN[code]
-    refused = RequestRefused(code, message or default, **details)
+    refused = RequestRefused(code, message, **details)
     return JsonResponse(refused.as_dict(), status=refused.status)
 
 
@@ -147,13 +147,13 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
         return RequestRefused("VALIDATION_ERROR", "Content-Length is not a length.",
                               field="Content-Length")
     if length > MAX_BODY_BYTES:
-        return RequestRefused("PAYLOAD_TOO_LARGE", HTTP_ONLY_CODES["PAYLOAD_TOO_LARGE"][1],
-                              limit_bytes=MAX_BODY_BYTES, content_length=length)
+        return RequestRefused("PAYLOAD_TOO_LARGE", limit_bytes=MAX_BODY_BYTES,
+                              content_length=length)
     return None
 
 
 # Error statuses Django or ninja may answer without the API's body, and their codes.
-_CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
+CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
                    404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
 
 
@@ -163,7 +163,7 @@ def _as_json(response: HttpResponse) -> HttpResponse:
     status = response.status_code
     if not 400 <= status < 500 or "json" in response.get("Content-Type", ""):
         return response
-    code = _CODE_OF_STATUS.get(status, "VALIDATION_ERROR")
+    code = CODE_OF_STATUS.get(status, "VALIDATION_ERROR")
     details: dict[str, Any] = {}
     message = None
     if status == 404:
