@@ -209,6 +209,8 @@ EDGES = [
     ("requeue", {"priority": "stat"}),
     ("requeue", {"priority": 2**63}),
     ("requeue", {"priority": -5}),
+    ("register-worker", {"worker_type": None}),         # absent is SERVICE; null is not
+    ("register-worker", {"display_name": None}),
     ("register-worker", {"capabilities": [""]}),
     ("register-worker", {"capabilities": ["cap.a"], "max_concurrent_leases": 0}),
 ]
@@ -262,3 +264,15 @@ def test_no_bound_is_lost_in_the_document(doc):
                 walk(value, f"{where}/{i}")
 
     walk(doc)
+
+
+def test_every_error_code_is_listed_in_the_description_and_docs(doc):
+    from pathlib import Path
+
+    from bloomops.api.guard import HTTP_ONLY_CODES
+    from bloomops.execution.errors import HTTP_STATUS
+
+    api_md = (Path(__file__).resolve().parent.parent / "docs" / "API.md").read_text()
+    for code in [*HTTP_STATUS, *HTTP_ONLY_CODES]:
+        assert code in doc["info"]["description"], code
+        assert code in api_md, code

@@ -183,7 +183,9 @@ WORKER_TEXT_MAX = 300
 class RegisterWorkerIn(ActionEnvelope):
     worker_key: str = required_text(WORKER_TEXT_MAX, "The worker's stable key.")
     display_name: str | None = text(WORKER_TEXT_MAX)
-    worker_type: WorkerTypeName | None = None
+    # Not nullable: the engine takes an absent worker_type as SERVICE but refuses null.
+    worker_type: WorkerTypeName = Field(None, description="SERVICE when omitted.",
+                                        json_schema_extra=lambda s: s.pop("default", None))
     capabilities: list[NonEmptyText] | None = None
     site_scope: list[NonEmptyText] | None = None
     platform_scope: list[NonEmptyText] | None = None

@@ -17,13 +17,13 @@ from bloomops.accounts.roles import roles_of
 from bloomops.api import action_schemas as A
 from bloomops.api import errors
 from bloomops.api import schemas as S
-from bloomops.api.guard import StrictJsonParser
+from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
 from bloomops.api.metrics import count_claim_conflict, count_replay
 from bloomops.api.readmodel import overview, summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import ActionRequest, Actor, action_spec, execute
 
 
@@ -57,7 +57,11 @@ class BearerToken(HttpBearer):
         return user
 
 
-API_DESCRIPTION = """
+def _codes(status: int) -> str:
+    return ", ".join(code for code, st in HTTP_STATUS.items() if st == status)
+
+
+API_DESCRIPTION = f"""
 The execution-queue API of bloomops. Every write goes through the TapDB action executor
 (role check, idempotency, state/revision guards, lease guards, one transaction); every read is
 a read model (the same selectors the operator UI uses).
@@ -65,15 +69,15 @@ a read model (the same selectors the operator UI uses).
 **Authentication**: `Authorization: Bearer <token>`; create a token with
 `python manage.py create_api_token USERNAME`.
 
-**Errors**: `{"error": {"code": "...", "message": "...", "details": {...}}}` with 400
-(VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
+**Errors**: `{{"error": {{"code": "...", "message": "...", "details": {{...}}}}}}` with 400
+({_codes(400)}: missing or unknown fields, wrong types, out-of-range numbers, NaN or
 Infinity, NUL characters or lone surrogates in text, malformed JSON), 401 (UNAUTHENTICATED),
 403 (FORBIDDEN), 404 (NOT_FOUND, also for an unknown path under /api/), 405
-(METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over 1 MiB) and 409 for every conflict
-(STATE_CONFLICT, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT, LEASE_EXPIRED, LEASE_NOT_OWNED,
-LEASE_NOT_ACTIVE, NOT_VISIBLE, NO_WORK, WORKER_UNAVAILABLE, WORKER_NOT_ELIGIBLE,
-MAX_LEASES_REACHED, QUEUE_DISABLED, SUBJECT_HELD, HOLD_NOT_ACTIVE, CONCURRENT_UPDATE).
-A refused request writes nothing.
+(METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over {MAX_BODY_BYTES // 1024 // 1024}
+MiB) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
+
+**Requests** are validated against this document exactly: required fields, strict types
+(no coercion), enums and bounds as given; see docs/API.md "Requests" and "Limits".
 
 **Idempotency**: every action carries `idempotency_key`. Repeating a request with the same key
 and content returns the first response (`replayed: true`) with the same status; the same key

@@ -31,8 +31,6 @@ API_PREFIX = "/api/"
 # The largest request body the API reads (documented in docs/API.md). An action's payload is
 # kilobytes; this leaves room for a large outputs list and refuses anything else unread.
 MAX_BODY_BYTES = 1024 * 1024
-# PostgreSQL bigint: the largest integer any query parameter can carry into SQL.
-BIGINT_MAX = 2**63 - 1
 
 # Codes the HTTP layer adds to the engine's (bloomops.execution.errors).
 HTTP_ONLY_CODES: dict[str, tuple[int, str]] = {
@@ -43,7 +41,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestRefused(Exception):
-    """A malformed request; ``as_response`` is its JSON answer."""
+    """A refused request: ``as_dict`` is the API's error body, ``status`` its HTTP status."""
 
     def __init__(self, code: str, message: str | None = None, **details: Any) -> None:
         default = HTTP_ONLY_CODES[code][1] if code in HTTP_ONLY_CODES else PLAIN[code]
@@ -132,8 +130,9 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
         for value in [key, *values]:
             problem = text_problem(value)
             if problem:
-                return RequestRefused("VALIDATION_ERROR", f"Query parameter {key[:40]!r}"
-                                      f" {problem}.", field=key[:40])
+                name = key.replace("\x00", "")[:40]
+                return RequestRefused("VALIDATION_ERROR", f"Query parameter {name!r}"
+                                      f" {problem}.", field=name)
     return None
 
 
@@ -154,7 +153,7 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
 
 # Error statuses Django or ninja may answer without the API's body, and their codes.
 CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
-                   404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+                  404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
 
 
 def _as_json(response: HttpResponse) -> HttpResponse:
