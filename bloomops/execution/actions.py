@@ -29,6 +29,12 @@ from bloomops.execution.objects import (
     save_props,
     worker_by_key,
 )
+from bloomops.execution.people import (
+    PROFILE_FIELDS,
+    human_profile,
+    human_worker_key,
+    username_of_human_key,
+)
 from bloomops.execution.policy import (
     classify_failure,
     eligibility_problems,
@@ -54,7 +60,7 @@ from bloomops.execution.states import (
 )
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_all, fetch_one
-from bloomops.tapdb.templates import all_templates
+from bloomops.tapdb.templates import TemplateRef, all_templates, template, template_defaults
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -313,22 +319,147 @@ def _resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     return resolved
 
 
-def _create_outputs(ctx: Context, record: Obj | None, outputs: list[dict]) -> list[str]:
-    """Objects produced by the attempt: created in this transaction, linked from the record
+MAX_OUTPUTS = 50
+OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
+# What a produced object's envelope may say; the engine builds the rest (RULES.md#outputs).
+OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priority", "due_at",
+                           "ready_at")
+
+
+def _is_engine_template(ref: TemplateRef) -> bool:
+    """Queues, leases, records, holds, dead letters, workers, actions and events are the
+    engine's own objects: only its actions make them, never a step's outputs."""
+    return ref.semantic_category in ("actor", "action", "message") or ref.type in (
+        "execution", "execution_queue")
+
+
+def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> ActionError:
+    return ActionError(code, f"outputs[{i}]: {message}", field="outputs", index=i)
+
+
+def _check_output_properties(i: int, ref: TemplateRef, props: Any) -> None:
+    if not isinstance(props, dict):
+        raise _output_error(i, "properties must be an object.")
+    declared = ref.properties
+    for name, value in props.items():
+        if name == "execution" or name not in declared:
+            raise _output_error(i, f"{ref.code} has no property {name!r} (it has: "
+                                + ", ".join(k for k in declared if k != "execution") + ").")
+        default = declared[name]
+        scalar = value is None or isinstance(value, str | int | float | bool)
+        if isinstance(value, list):
+            scalar = all(v is None or isinstance(v, str | int | float | bool) for v in value)
+        if not scalar:
+            raise _output_error(i, f"property {name!r} must be text, a number, true/false or"
+                                " a list of those.")
+        if default is not None and value is not None and (
+            isinstance(default, bool) != isinstance(value, bool)
+            or isinstance(default, str) != isinstance(value, str)
+            or isinstance(default, list) != isinstance(value, list)
+        ):
+            raise _output_error(i, f"property {name!r} must be of the type the template"
+                                f" declares ({type(default).__name__}).")
+
+
+def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
+    """The envelope the engine builds for a produced object from the few fields a step may
+    set; every value checked (types, states, timestamps)."""
+    from bloomops.execution.envelope import new_envelope, normalize_ts
+
+    if ex is None:
+        return None
+    if not isinstance(ex, dict):
+        raise _output_error(i, "execution must be an object.")
+    unknown = sorted(set(ex) - set(OUTPUT_EXECUTION_FIELDS))
+    if unknown:
+        raise _output_error(i, "execution may only set " + ", ".join(OUTPUT_EXECUTION_FIELDS)
+                            + f" (not {', '.join(unknown)}).")
+    fields: dict[str, Any] = {}
+    for name in ("next_queue_key", "next_action_key"):
+        value = ex.get(name)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 200):
+            raise _output_error(i, f"execution.{name} must be text.")
+        fields[name] = value
+    state = ex.get("state") or ("READY" if fields["next_queue_key"] else "PENDING")
+    if state not in ("READY", "PENDING"):
+        raise _output_error(i, "execution.state must be READY or PENDING.")
+    if state == "READY" and not fields["next_queue_key"]:
+        raise _output_error(i, "a READY output needs execution.next_queue_key.")
+    fields["state"] = state
+    try:
+        fields["priority"] = parse_priority(ex.get("priority"))
+    except ValueError as exc:
+        raise _output_error(i, f"execution.{exc}.") from None
+    for name in ("due_at", "ready_at"):
+        value = ex.get(name)
+        try:
+            if value is not None and not isinstance(value, str):
+                raise ValueError
+            fields[name] = normalize_ts(value)
+        except ValueError:
+            raise _output_error(i, f"execution.{name} must be an ISO 8601 timestamp.") from None
+    if fields["ready_at"] is None:
+        fields["ready_at"] = now_ts
+    return new_envelope(**fields)
+
+
+def _validate_outputs(payload: dict) -> None:
+    """Shape and template checks that need no queue; ``_create_outputs`` adds the queue's."""
+    outputs = payload.get("outputs")
+    if outputs is None:
+        return
+    if not isinstance(outputs, list):
+        raise ActionError("VALIDATION_ERROR", "outputs must be a list.", field="outputs")
+    if len(outputs) > MAX_OUTPUTS:
+        raise ActionError("VALIDATION_ERROR", f"At most {MAX_OUTPUTS} outputs per step.",
+                          field="outputs")
+    templates = all_templates()
+    for i, spec in enumerate(outputs):
+        if not isinstance(spec, dict):
+            raise _output_error(i, "must be an object.")
+        unknown = sorted(set(spec) - set(OUTPUT_FIELDS))
+        if unknown:
+            raise _output_error(i, "unknown field(s) " + ", ".join(unknown) + ".")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name.strip() or len(name) > 300:
+            raise _output_error(i, "needs a name (text, 300 characters max).")
+        code = spec.get("template_code")
+        ref = templates.get(code) if isinstance(code, str) else None
+        if ref is None:
+            raise _output_error(i, f"unknown template {str(code)[:100]!r}.")
+        if _is_engine_template(ref):
+            raise _output_error(i, f"{code} objects are made only by the engine's own actions.",
+                                "OUTPUT_NOT_ALLOWED")
+        _check_output_properties(i, ref, spec.get("properties") or {})
+        _output_envelope(i, spec.get("execution"))
+
+
+def _create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
+                    queue: dict | None) -> list[str]:
+    """Objects produced by the attempt: only of the templates the step's queue declares
+    (``output_template_codes``), created in this transaction, linked from the record
     (execution_record_output) and from the subject (execution_subject_output)."""
     assert ctx.subject is not None
+    allowed = (queue or {}).get("config", {}).get("output_template_codes") or []
     created = []
-    for spec in outputs:
-        props = dict(spec.get("properties") or {})
-        if spec.get("execution"):
-            from bloomops.execution.envelope import new_envelope
-
-            ex = dict(spec["execution"])
-            if "priority" in ex:
-                ex["priority"] = parse_priority(ex["priority"])
-            ex.setdefault("ready_at", ctx.now_ts)
-            props["execution"] = new_envelope(**ex)
-        obj = ctx.create(spec["template_code"], name=spec["name"], properties=props)
+    for i, spec in enumerate(outputs):
+        code = spec["template_code"]
+        if code not in allowed:
+            raise _output_error(i, f"queue {(queue or {}).get('queue_key')!r} declares no"
+                                f" {code} outputs (it declares: {', '.join(allowed) or 'none'}).",
+                                "OUTPUT_NOT_ALLOWED")
+        props = dict(template(code).properties)
+        props.pop("execution", None)
+        props.update(spec.get("properties") or {})
+        envelope = _output_envelope(i, spec.get("execution"), ctx.now_ts)
+        if envelope is not None:
+            target = _queue(ctx, envelope["next_queue_key"], required=False)
+            if target is not None and code not in (target["config"].get(
+                    "subject_template_codes") or []):
+                raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
+                                    " subjects.", "OUTPUT_NOT_ALLOWED")
+            props["execution"] = envelope
+        obj = ctx.create(code, name=spec["name"].strip(), properties=props)
         edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, obj, "subject_output")]
         if record is not None:
             edges.append((record, obj, "record_output"))
@@ -337,40 +468,16 @@ def _create_outputs(ctx: Context, record: Obj | None, outputs: list[dict]) -> li
     return created
 
 
-def _validate_outputs(payload: dict) -> None:
-    outputs = payload.get("outputs")
-    if outputs is None:
-        return
-    if not isinstance(outputs, list):
-        raise ActionError("VALIDATION_ERROR", "outputs must be a list.", field="outputs")
-    for i, spec in enumerate(outputs):
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise ActionError("VALIDATION_ERROR", f"outputs[{i}] needs a name.", field="outputs")
-        code = spec.get("template_code")
-        if code not in all_templates():
-            raise ActionError("VALIDATION_ERROR", f"outputs[{i}]: unknown template {code!r}.",
-                              field="outputs")
-        ex = spec.get("execution")
-        if ex is not None:
-            if not isinstance(ex, dict):
-                raise ActionError("VALIDATION_ERROR", f"outputs[{i}].execution must be an"
-                                  " object.", field="outputs")
-            try:
-                from bloomops.execution.envelope import new_envelope
-
-                new_envelope(**{k: v for k, v in ex.items() if k != "priority"})
-                if "priority" in ex:
-                    parse_priority(ex["priority"])
-            except (TypeError, ValueError) as exc:
-                raise ActionError("VALIDATION_ERROR", f"outputs[{i}].execution: {exc}",
-                                  field="outputs") from None
-
-
 # ---------------------------------------------------------------- handlers
 
 
 class Handler:
     guards_subject = True
+    # The payload fields this action takes; any other key is refused (RULES.md#requests).
+    fields: tuple[str, ...] = ()
+    # May run on a subject whose stored envelope is broken, rebuilding it (the operator's
+    # way out); every other action refuses such a subject with INVALID_ENVELOPE.
+    repairs_envelope = False
 
     def validate(self, req: ActionRequest) -> None:
         _common(req)
@@ -386,12 +493,12 @@ WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 
 
 class RegisterWorker(Handler):
+    fields = ("worker_key", "worker_type", *WORKER_FIELDS, *PROFILE_FIELDS)
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
         _common(req)
         p = req.payload
-        _text(p, "worker_key", required=True, max_len=300)
         for name in WORKER_FIELDS:
             _text(p, name, max_len=300)
         wtype = p.get("worker_type", WorkerType.SERVICE)
@@ -399,17 +506,42 @@ class RegisterWorker(Handler):
             raise ActionError("VALIDATION_ERROR", "worker_type must be SERVICE, HUMAN_SESSION"
                               " or INSTRUMENT_ADAPTER.", field="worker_type")
         roles = req.actor.roles
-        if "admin" not in roles:
-            if wtype == WorkerType.HUMAN_SESSION and "worker_human" not in roles:
-                raise ActionError("FORBIDDEN", "Only human workers register HUMAN_SESSION"
-                                  " workers.")
-            if wtype != WorkerType.HUMAN_SESSION and "worker_service" not in roles:
+        if wtype == WorkerType.HUMAN_SESSION:
+            self._validate_human(req)
+        else:
+            key = _text(p, "worker_key", required=True, max_len=300) or ""
+            if username_of_human_key(key) is not None:
+                raise ActionError("VALIDATION_ERROR", "human:// keys belong to people's"
+                                  " HUMAN_SESSION workers.", field="worker_key")
+            if "admin" not in roles and "worker_service" not in roles:
                 raise ActionError("FORBIDDEN", "Only service workers register SERVICE or"
                                   " INSTRUMENT_ADAPTER workers.")
         for name in ("capabilities", "site_scope", "platform_scope", "assay_scope"):
             _str_list(p, name)
         _int(p, "max_concurrent_leases", minimum=1, maximum=1000)
         _int(p, "heartbeat_ttl_seconds", minimum=5, maximum=86400)
+
+    @staticmethod
+    def _validate_human(req: ActionRequest) -> None:
+        """A person's worker is derived from the person; what it may do is configuration."""
+        p = req.payload
+        if "admin" not in req.actor.roles and "worker_human" not in req.actor.roles:
+            raise ActionError("FORBIDDEN", "Only human workers register HUMAN_SESSION workers.")
+        own = human_worker_key(req.actor.username)
+        key = _text(p, "worker_key", max_len=300) or own
+        person = username_of_human_key(key)
+        if person is None:
+            raise ActionError("VALIDATION_ERROR", "A HUMAN_SESSION worker's key is"
+                              f" human://<username> (yours: {own}).", field="worker_key")
+        if key != own and "admin" not in req.actor.roles:
+            raise ActionError("FORBIDDEN", f"You may register only your own human worker ({own}).",
+                              worker_key=key)
+        configured = sorted(n for n in PROFILE_FIELDS if p.get(n) is not None)
+        if configured:
+            raise ActionError("VALIDATION_ERROR", "A human worker's " + ", ".join(configured)
+                              + " come from the lab's configuration, not from the request.",
+                              field=configured[0])
+        p["worker_key"] = key
 
     def prepare(self, ctx: Context) -> None:
         key = ctx.payload["worker_key"].strip()
@@ -423,41 +555,71 @@ class RegisterWorker(Handler):
     def run(self, ctx: Context) -> None:
         p = ctx.payload
         worker = ctx.worker
-        fields: dict[str, Any] = {
-            "worker_type": p.get("worker_type", WorkerType.SERVICE),
-            "heartbeat_at": ctx.now_ts,
-        }
-        for name in WORKER_FIELDS + ("capabilities", "site_scope", "platform_scope",
-                                     "assay_scope", "max_concurrent_leases",
-                                     "heartbeat_ttl_seconds"):
+        wtype = p.get("worker_type", WorkerType.SERVICE)
+        key = p["worker_key"].strip()
+        person = username_of_human_key(key) if wtype == WorkerType.HUMAN_SESSION else None
+        fields: dict[str, Any] = {"worker_type": wtype, "heartbeat_at": ctx.now_ts}
+        for name in WORKER_FIELDS:
             if p.get(name) is not None:
                 fields[name] = p[name]
+        if person is not None:
+            fields.update(human_profile(person, _roles_of(person)))
+            fields.update(owner_username=person, bound_username=person)
+        else:
+            for name in PROFILE_FIELDS:
+                if p.get(name) is not None:
+                    fields[name] = p[name]
         if worker is None:
-            from bloomops.execution.demo import template_defaults
-
             props = template_defaults(WORKER_CODE)
             props.update(fields)
-            props.update(worker_key=p["worker_key"].strip(), status=WorkerStatus.ONLINE,
-                         owner_username=ctx.actor.username, registered_at=ctx.now_ts)
-            props.setdefault("display_name", p["worker_key"])
+            props.update(worker_key=key, status=WorkerStatus.ONLINE, registered_at=ctx.now_ts)
+            props.setdefault("owner_username", ctx.actor.username)
             if not props.get("display_name"):
-                props["display_name"] = p["worker_key"]
+                props["display_name"] = key
             worker = ctx.create(WORKER_CODE, name=props["display_name"], properties=props)
             ctx.worker = ctx.target = worker
             ctx.result["created"] = True
         else:
+            abandoned = self._recover(ctx, worker, p.get("process_identity"))
             props = dict(worker.props)
             props.update(fields)
             if props.get("status") == WorkerStatus.OFFLINE:
                 props["status"] = WorkerStatus.ONLINE
             props["revision"] = int(props.get("revision") or 0) + 1
             save_props(worker, props)
-            ctx.result["created"] = False
+            ctx.result.update(created=False, abandoned_lease_euids=abandoned)
         ctx.result.update(worker_euid=worker.euid, status=worker.props["status"],
                           worker_key=worker.props["worker_key"])
 
+    @staticmethod
+    def _recover(ctx: Context, worker: Obj, process: str | None) -> list[str]:
+        """A worker process starting again under its key ends the ACTIVE leases its previous
+        process held (ABANDONED, attempt record closed) instead of leaving their subjects
+        invisible until the TTL runs out (RULES.md#leases, crash recovery)."""
+        previous = worker.props.get("process_identity")
+        if not process or not previous or process == previous:
+            return []
+        abandoned = []
+        for lease in children_of(worker.uid, REL["worker_lease"], where_status="ACTIVE",
+                                 lock=True):
+            reason = f"ABANDONED: worker restarted (was {previous})"
+            _close_lease(ctx, lease, "ABANDONED", reason)
+            _finish_record(ctx, _record_of_lease(lease), "CANCELED", error_message=reason)
+            abandoned.append(lease.euid)
+        return abandoned
+
+
+def _roles_of(username: str) -> frozenset[str]:
+    from django.contrib.auth import get_user_model
+
+    from bloomops.accounts.roles import roles_of
+
+    user = get_user_model().objects.filter(username=username).first()
+    return roles_of(user) if user is not None else frozenset()
+
 
 class HeartbeatWorker(Handler):
+    fields = ("status", *WORKER_FIELDS, "last_error_class")
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
@@ -479,6 +641,10 @@ class HeartbeatWorker(Handler):
         assert worker is not None
         props = dict(worker.props)
         props["heartbeat_at"] = ctx.now_ts
+        person = username_of_human_key(worker.props.get("worker_key") or "")
+        if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
+            # Configuration changes reach a person's worker the next time they act.
+            props.update(human_profile(person, _roles_of(person)))
         for name in WORKER_FIELDS:
             if ctx.payload.get(name):
                 props[name] = ctx.payload[name]
@@ -500,6 +666,7 @@ class HeartbeatWorker(Handler):
 
 
 class SetWorkerStatus(Handler):
+    fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}
 
@@ -755,6 +922,7 @@ class LeaseAction(Handler):
 
 
 class ReleaseQueueLease(LeaseAction):
+    fields = ("reason",)
     def run(self, ctx: Context) -> None:
         assert ctx.lease is not None
         reason = _text(ctx.payload, "reason", max_len=1000) or "RELEASED_BY_WORKER"
@@ -765,6 +933,7 @@ class ReleaseQueueLease(LeaseAction):
 
 
 class CompleteQueueExecution(LeaseAction):
+    fields = ("next_queue_key", "next_action_key", "result_snapshot", "outputs", "external")
     def validate(self, req: ActionRequest) -> None:
         super().validate(req)
         p = req.payload
@@ -788,8 +957,10 @@ class CompleteQueueExecution(LeaseAction):
         if external is not None:
             ctx.set_env(state="WAITING_EXTERNAL", retry_at=None)
             props = dict(ctx.subject.props) if ctx.subject else {}
+            # The dispatching queue answers for the callback (its declared outputs).
             props["external_dispatch"] = {**external, "dispatched_at": ctx.now_ts,
-                                          "lease_euid": lease.euid}
+                                          "lease_euid": lease.euid,
+                                          "queue_key": lease.props.get("queue_lookup_key")}
             ctx.subject.props = props  # type: ignore[union-attr]
         elif next_queue is not None:
             ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"],
@@ -806,7 +977,7 @@ class CompleteQueueExecution(LeaseAction):
             snapshot["external_dispatch"] = external
         _finish_record(ctx, record, "SUCCEEDED", result_snapshot=snapshot,
                        end_revision=int(env["revision"]) + 1)
-        outputs = _create_outputs(ctx, record, p.get("outputs") or [])
+        outputs = _create_outputs(ctx, record, p.get("outputs") or [], self.queue_of_lease(ctx))
         ctx.result.update(lease_euid=lease.euid, execution_record_euid=record.euid if record
                           else None, worker_euid=ctx.worker.euid if ctx.worker else None,
                           queue_key=lease.props.get("queue_lookup_key"),
@@ -814,6 +985,7 @@ class CompleteQueueExecution(LeaseAction):
 
 
 class FailQueueExecution(LeaseAction):
+    fields = ("retryable", "error_class", "error_code", "error_message", "next_queue_key")
     def validate(self, req: ActionRequest) -> None:
         super().validate(req)
         p = req.payload
@@ -911,6 +1083,7 @@ def _place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
 
 
 class PlaceExecutionHold(Handler):
+    fields = ("hold_code", "reason")
     def validate(self, req: ActionRequest) -> None:
         _common(req)
         _require(req, "subject_euid", "expected_state")
@@ -933,6 +1106,7 @@ class PlaceExecutionHold(Handler):
 
 
 class ReleaseExecutionHold(Handler):
+    fields = ("reason",)
     def validate(self, req: ActionRequest) -> None:
         _common(req)
         _require(req, "subject_euid", "expected_state")
@@ -970,6 +1144,8 @@ class ReleaseExecutionHold(Handler):
 
 
 class RequeueSubject(Handler):
+    fields = ("reason", "reset_attempts", "priority", "next_action_key")
+    repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:
         _common(req)
         _require(req, "subject_euid", "expected_state")
@@ -1021,19 +1197,35 @@ class RequeueSubject(Handler):
 
 
 class CancelSubjectExecution(Handler):
+    fields = ("reason",)
+    repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:
         _common(req)
         _require(req, "subject_euid", "expected_state")
         _text(req.payload, "reason", required=True, max_len=2000)
 
     def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None
         _end_active_leases(ctx, "CANCELED", "CANCELED", "CANCELED")
-        ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True, retry_at=None)
+        # A canceled subject keeps no active hold: the hold's evidence stays, ended by the
+        # cancel and saying so (RULES.md#holds).
+        ended = []
+        for hold in children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
+                                lock=True):
+            props = dict(hold.props)
+            props.update(status="RELEASED", released_at=ctx.now_ts,
+                         released_by_lookup_euid=ctx.actor.username,
+                         release_reason="Ended by cancel: " + ctx.payload["reason"].strip())
+            save_props(hold, props)
+            ended.append(hold.euid)
+        ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True, retry_at=None,
+                    hold_state="NONE", hold_reason=None)
         resolved = _resolve_dead_letters(ctx, "CANCELED")
-        ctx.result.update(dead_letters_resolved=resolved)
+        ctx.result.update(dead_letters_resolved=resolved, holds_ended=ended)
 
 
 class ExpireQueueLease(Handler):
+    fields = ("reason",)
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
@@ -1072,6 +1264,9 @@ class ExpireQueueLease(Handler):
         for lease in leases:
             _close_lease(ctx, lease, "EXPIRED", reason)
             _finish_record(ctx, _record_of_lease(lease), "EXPIRED", error_message=reason)
+            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+            if subject is not None:
+                ctx.related.append(subject)
         ctx.target = leases[0]
         ctx.lease = leases[0] if len(leases) == 1 else None
         ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],
@@ -1080,6 +1275,7 @@ class ExpireQueueLease(Handler):
 
 
 class RecordExternalResult(Handler):
+    fields = ("outcome", "next_queue_key", "result_snapshot", "outputs", "error_message")
     OUTCOMES = ("READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL")
 
     def validate(self, req: ActionRequest) -> None:
@@ -1134,7 +1330,7 @@ class RecordExternalResult(Handler):
                        end_revision=int(env["revision"]) + 1)
         if status == "FAILED_TERMINAL":
             _dead_letter(ctx, queue, record, None, "PERMANENT_STATE", p.get("error_message"))
-        outputs = _create_outputs(ctx, record, p.get("outputs") or [])
+        outputs = _create_outputs(ctx, record, p.get("outputs") or [], queue)
         ctx.result.update(execution_record_euid=record.euid, output_euids=outputs,
                           queue_key=queue["queue_key"] if queue else None)
 

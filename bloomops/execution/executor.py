@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +31,7 @@ from django.db import DatabaseError, transaction
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock
-from bloomops.execution.envelope import ts
+from bloomops.execution.envelope import envelope_problems, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of, save_props
 from bloomops.execution.states import TERMINAL_STATES
@@ -162,6 +163,9 @@ class Context:
     emit: bool = True
     # Set by a handler that found nothing to do (e.g. a second sweep): nothing is written.
     noop: bool = False
+    # Objects the action also acted on besides its target (the subjects of force-expired
+    # leases): each gets an executed_on edge, so the action is in their history.
+    related: list[Obj] = field(default_factory=list)
     log_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -188,6 +192,87 @@ class Context:
         link_many([(p.uid, c.uid, REL[r]) for p, c, r in edges], tenant_id=self.tenant)
 
 
+# The largest payload an action stores (its canonical JSON), and how deep it may nest: an
+# action record is evidence, not a file store (RULES.md#requests).
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_PAYLOAD_DEPTH = 8
+
+
+def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
+    """Refuse what must never be stored: unknown payload keys, values PostgreSQL or JSON
+    cannot hold faithfully (NUL, lone surrogates, NaN/Infinity), and oversize or deep nests."""
+    if not isinstance(payload, dict):
+        raise ActionError("VALIDATION_ERROR", "payload must be an object.", field="payload")
+    unknown = sorted(str(k)[:60] for k in payload if k not in fields)
+    if unknown:
+        raise ActionError("VALIDATION_ERROR", "Unknown payload field(s): " + ", ".join(unknown)
+                          + (". Allowed: " + ", ".join(fields) if fields else
+                             ". This action takes no payload fields") + ".",
+                          field="payload", unknown_fields=unknown)
+    _check_json(payload, "payload", 0)
+    try:
+        size = len(json.dumps(payload, allow_nan=False, ensure_ascii=False).encode())
+    except (ValueError, UnicodeEncodeError):
+        raise ActionError("VALIDATION_ERROR", "payload holds a value JSON cannot carry.",
+                          field="payload") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise ActionError("VALIDATION_ERROR", f"payload is too large ({size} bytes;"
+                          f" {MAX_PAYLOAD_BYTES} max).", field="payload")
+
+
+REQUEST_TEXT_FIELDS = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
+                       "expected_state")
+
+
+def check_request_fields(req: ActionRequest) -> None:
+    for name in REQUEST_TEXT_FIELDS:
+        value = getattr(req, name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > 200:
+            raise ActionError("VALIDATION_ERROR", f"{name} must be text of at most 200"
+                              " characters.", field=name)
+        _check_text(value, name)
+    _check_text(req.idempotency_key, "idempotency_key")
+    revision = req.expected_revision
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)
+                                 or not 0 <= revision <= 2**31):
+        raise ActionError("VALIDATION_ERROR", "expected_revision must be a whole number"
+                          f" from 0 to {2**31}.", field="expected_revision")
+
+
+def _check_text(value: str, where: str) -> None:
+    if "\x00" in value:
+        raise ActionError("VALIDATION_ERROR", f"{where} contains a NUL character.", field=where)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ActionError("VALIDATION_ERROR", f"{where} is not valid Unicode text.",
+                          field=where) from None
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise ActionError("VALIDATION_ERROR", f"{where} is nested too deeply"
+                          f" ({MAX_PAYLOAD_DEPTH} levels max).", field=where)
+    if isinstance(value, str):
+        _check_text(value, where)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ActionError("VALIDATION_ERROR", f"{where} must be a finite number.", field=where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ActionError("VALIDATION_ERROR", f"{where} keys must be text.", field=where)
+            _check_text(key, where)
+            _check_json(item, f"{where}.{key[:40]}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]", depth + 1)
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise ActionError("VALIDATION_ERROR", f"{where} holds a value JSON cannot carry.",
+                          field=where)
+
+
 def _created_obj(code: str, created: Created) -> Obj:
     """The object just inserted, from what the INSERT returned (no second read)."""
     ref = template(code)
@@ -201,9 +286,12 @@ def _set_username(username: str) -> None:
 
 
 def _idempotency_scope(req: ActionRequest) -> str:
-    return req.subject_euid or req.worker_euid or req.lease_euid or req.hold_euid or (
+    """Keys are scoped to the caller and the target: the same key sent by another user is
+    another request, never a replay of someone else's result (RULES.md#idempotency)."""
+    target = req.subject_euid or req.worker_euid or req.lease_euid or req.hold_euid or (
         str(req.payload.get("worker_key") or "")
     )
+    return f"{req.actor.username}|{target}"
 
 
 def _find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
@@ -219,6 +307,22 @@ def _find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
          "scope": scope},
         prepare="find_replay",
     )
+
+
+def _guard_envelope(ctx: Context, handler: Any) -> None:
+    """A subject whose stored envelope another writer broke is refused by every action except
+    the operator's way out (requeue, cancel), which rebuilds the bad fields from defaults."""
+    assert ctx.subject is not None
+    raw = ctx.subject.props.get("execution")
+    problems = envelope_problems(raw) if raw is not None else []
+    if not problems:
+        return
+    if not handler.repairs_envelope:
+        raise ActionError("INVALID_ENVELOPE", "The subject's execution envelope cannot be used: "
+                          + "; ".join(p for _, p in problems) + ".",
+                          subject_euid=ctx.subject.euid, fields=[f for f, _ in problems])
+    ctx.env_changed = True
+    ctx.result["repaired_fields"] = [f for f, _ in problems]
 
 
 def _guard_subject(ctx: Context) -> None:
@@ -297,7 +401,13 @@ def ensure_controls_worker(actor: Actor, worker: Obj) -> None:
     """Workers act only through their own worker object (10.4); admins may override."""
     if actor.is_admin:
         return
-    owner = worker.props.get("owner_username")
+    if worker.props.get("worker_type") == "HUMAN_SESSION":
+        # A person's worker is theirs by its key, whoever registered it first.
+        from bloomops.execution.people import username_of_human_key
+
+        owner = username_of_human_key(worker.props.get("worker_key") or "")
+    else:
+        owner = worker.props.get("owner_username")
     if owner != actor.username:
         raise ActionError(
             "LEASE_NOT_OWNED",
@@ -335,8 +445,11 @@ def _record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         tenant_id=ctx.tenant,
         extra=body,
     )
-    if target is not None:
-        link(created.uid, target.uid, REL["executed_on"], tenant_id=ctx.tenant)
+    others = [o for o in ctx.related if target is None or o.uid != target.uid]
+    if target is not None or others:
+        link_many([(created.uid, o.uid, REL["executed_on"])
+                   for o in ([target] if target is not None else []) + others],
+                  tenant_id=ctx.tenant)
     return _created_obj(ACTION_CODE.format(key=req.action_key), created)
 
 
@@ -398,6 +511,8 @@ def execute(req: ActionRequest) -> ActionResult:
     if len(req.idempotency_key) > 200:
         raise ActionError("VALIDATION_ERROR", "The idempotency key is too long (200 max).",
                           field="idempotency_key")
+    check_request_fields(req)
+    check_payload(req.payload, handler.fields)
     handler.validate(req)
     now = req.now or clock.now()
     ctx = Context(request=req, spec=spec, actor=req.actor, now=now, tenant=tenant)
@@ -433,6 +548,7 @@ def execute(req: ActionRequest) -> ActionResult:
                 guard_lease(ctx)
             if ctx.subject is not None:
                 ctx.env = ctx.subject.envelope
+                _guard_envelope(ctx, handler)
                 if handler.guards_subject:
                     _guard_subject(ctx)
             handler.run(ctx)
