@@ -59,6 +59,8 @@ INSTALLED_APPS = [
     "bloomops.web",
     "bloomops.api",
     "bloomops.worker",
+    "bloomops.demo",
+    "bloomops.bench",
     "ninja",
 ]
 
@@ -104,9 +106,13 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
-# Capabilities of every human (HUMAN_SESSION) worker, comma-separated; empty: the demo's.
+# Capabilities of every human (HUMAN_SESSION) worker, comma-separated. Unset: every step of
+# the demo's queues.
+DEMO_HUMAN_CAPABILITIES = ("wetlab.extraction,wetlab.qc,wetlab.libprep,wetlab.pooling,"
+                           "wetlab.sequencing,compute.dispatch,compute.qc")
 BLOOMOPS_HUMAN_CAPABILITIES = [
-    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES", "").split(",") if c.strip()
+    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES",
+                                      DEMO_HUMAN_CAPABILITIES).split(",") if c.strip()
 ]
 # Per-person / per-role overrides of human workers' profiles, JSON: {"*" | "role:<role>" |
 # "user:<username>": {"capabilities": [...], "site_scope": [...], "platform_scope": [...],

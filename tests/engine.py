@@ -7,10 +7,9 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from bloomops.execution.demo import queue_properties
 from bloomops.execution.envelope import new_envelope
 from bloomops.execution.executor import ActionRequest, Actor, execute
-from bloomops.execution.objects import load
+from bloomops.execution.objects import load, queue_properties
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.instances import create_instance
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bloomops.execution import selectors
-from bloomops.execution.demo import (
+from bloomops.demo.data import (
     ANALYSIS_REQUEST,
     ARTIFACT,
     DEMO_QUEUES,
@@ -15,6 +14,7 @@ from bloomops.execution.demo import (
     POOL,
     SPECIMEN,
 )
+from bloomops.execution import selectors
 from bloomops.execution.objects import REL, load
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.instances import children

@@ -321,7 +321,7 @@ def test_every_screen_needs_a_role(client, lab, django_user_model, path):
 
 def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
         client, tenant, users, django_assert_max_num_queries):
-    from bloomops.execution.demo import seed_demo
+    from bloomops.demo.data import seed_demo
 
     seed_demo()
     worker = services.ensure_my_worker(users["worker_human"])

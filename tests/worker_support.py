@@ -8,8 +8,8 @@ from urllib.parse import quote
 from django.db import connection
 from django.test import Client
 
-from bloomops.execution.demo import DEMO_QUEUES, queue_properties
-from bloomops.execution.objects import load
+from bloomops.demo.data import DEMO_QUEUES
+from bloomops.execution.objects import load, queue_properties
 from bloomops.execution.selectors import lineage_of, subject_history
 from bloomops.tapdb.instances import create_instance
 from bloomops.worker.transport import HttpTransport

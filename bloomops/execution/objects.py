@@ -149,3 +149,15 @@ LEASE = "execution/queue_lease"
 RECORD = "execution/execution_record"
 HOLD = "execution/hold"
 DEAD_LETTER = "execution/dead_letter"
+
+
+QUEUE_CODE = "data/execution/queue/1.0"
+
+
+def queue_properties(**overrides: Any) -> dict[str, Any]:
+    """A full queue config: the queue template's defaults with the given fields set."""
+    from bloomops.tapdb.templates import template_defaults
+
+    props = template_defaults(QUEUE_CODE)
+    props.update(overrides)
+    return props

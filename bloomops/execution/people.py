@@ -43,7 +43,7 @@ def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset())
     "*", each of the person's roles ("role:<name>") and the person ("user:<name>"), later
     entries overriding earlier ones field by field."""
     profile = {k: (list(v) if isinstance(v, list) else v) for k, v in HUMAN_DEFAULTS.items()}
-    profile["capabilities"] = list(settings.BLOOMOPS_HUMAN_CAPABILITIES or _demo_capabilities())
+    profile["capabilities"] = list(settings.BLOOMOPS_HUMAN_CAPABILITIES)
     configured = settings.BLOOMOPS_HUMAN_PROFILES
     keys = ["*", *(f"role:{r}" for r in sorted(roles)), f"user:{username}"]
     for key in keys:
@@ -51,9 +51,3 @@ def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset())
         profile.update({k: v for k, v in entry.items() if k in PROFILE_FIELDS})
     return profile
 
-
-def _demo_capabilities() -> list[str]:
-    """Unconfigured, a scientist may do every step of the demo's queues (README)."""
-    from bloomops.execution.demo import DEMO_QUEUES
-
-    return sorted({c for q in DEMO_QUEUES for c in q.get("required_worker_capabilities", [])})

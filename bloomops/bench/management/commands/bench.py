@@ -84,7 +84,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ handle
 
     def handle(self, *args, **opts):
-        from bloomops.execution import benchdata
+        from bloomops.bench import data as benchdata
         from bloomops.tapdb.bootstrap import bootstrap
         from bloomops.tapdb.templates import clear_cache
 
@@ -130,7 +130,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ measuring
 
     def _claimer(self, i: int, actor) -> str:
-        from bloomops.execution.benchdata import BENCH_CAPABILITY
+        from bloomops.bench.data import BENCH_CAPABILITY
         from bloomops.execution.executor import ActionRequest, execute
 
         result = execute(ActionRequest(
@@ -143,13 +143,13 @@ class Command(BaseCommand):
         return result["worker_euid"]
 
     def _reset_claims(self) -> int:
-        from bloomops.execution.benchdata import release_bench_claims
+        from bloomops.bench.data import release_bench_claims
 
         return release_bench_claims(CLAIMER_KEY.format(i=""))
 
     def _measure(self, opts) -> dict[str, Any]:
+        from bloomops.bench.data import largest_queue_key
         from bloomops.execution import selectors
-        from bloomops.execution.benchdata import largest_queue_key
         from bloomops.execution.errors import ActionError
         from bloomops.execution.executor import ActionRequest, Actor, execute
 

@@ -13,11 +13,11 @@ from django.db import transaction
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import new_envelope, ts
+from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.execution.selectors import queues
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.instances import create_instance
-from bloomops.tapdb.templates import template_defaults
 
 SPECIMEN = "content/material/specimen/1.0"
 EXTRACTED = "content/material/extracted_sample/1.0"
@@ -26,7 +26,6 @@ POOL = "content/material/pool/1.0"
 ANALYSIS_REQUEST = "data/analysis/analysis_request/1.0"
 ARTIFACT = "data/analysis/artifact/1.0"
 SEQUENCING_RUN = "content/material/sequencing_run/1.0"
-QUEUE = "data/execution/queue/1.0"
 
 DEMO_USERS = {
     "scientist": "worker_human",
@@ -146,13 +145,6 @@ NAME_STEM = {
 }
 
 
-def queue_properties(**overrides) -> dict:
-    """A full queue config: the template's defaults with the given fields set."""
-    props = template_defaults(QUEUE)
-    props.update(overrides)
-    return props
-
-
 @dataclass
 class DemoReport:
     queues_created: list[str] = field(default_factory=list)
@@ -188,7 +180,8 @@ def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
         for spec in DEMO_QUEUES:
             if spec["queue_key"] in existing:
                 continue
-            create_instance(QUEUE, name=spec["display_name"], properties=queue_properties(**spec))
+            create_instance(QUEUE_CODE, name=spec["display_name"],
+                            properties=queue_properties(**spec))
             report.queues_created.append(spec["queue_key"])
         already = fetch_value(
             "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"

@@ -30,16 +30,15 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import connection, transaction
 
-from bloomops.execution.demo import (
+from bloomops.demo.data import (
     ANALYSIS_REQUEST,
     EXTRACTED,
     LIBRARY,
     POOL,
-    QUEUE,
     SPECIMEN,
-    queue_properties,
 )
 from bloomops.execution.envelope import new_envelope
+from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
 from bloomops.tapdb.templates import TemplateRef, template
 
@@ -174,7 +173,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     for kind, share in KINDS:
         upper += share
         kind_case.append(f"WHEN h.k < {upper} THEN '{kind}'")
-    refs = {code: template(code) for code in SUBJECT_CODES + [QUEUE, LEASE_CODE, RECORD_CODE,
+    refs = {code: template(code) for code in SUBJECT_CODES + [QUEUE_CODE, LEASE_CODE, RECORD_CODE,
                                                               HOLD_CODE, DEAD_LETTER_CODE,
                                                               WORKER_CODE]}
     params = {"now": now, "tenant": tenant, "qmap": qmap,
@@ -218,11 +217,11 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
                     RETURNING uid, euid
                     """,
                     {"name": props["display_name"], "tenant": tenant,
-                     "ident": refs[QUEUE].polymorphic_identity,
-                     "category": refs[QUEUE].category, "type": refs[QUEUE].type,
-                     "subtype": refs[QUEUE].subtype, "version": refs[QUEUE].version,
-                     "template_uid": refs[QUEUE].uid,
-                     "json": json.dumps({"semantic_category": refs[QUEUE].semantic_category,
+                     "ident": refs[QUEUE_CODE].polymorphic_identity,
+                     "category": refs[QUEUE_CODE].category, "type": refs[QUEUE_CODE].type,
+                     "subtype": refs[QUEUE_CODE].subtype, "version": refs[QUEUE_CODE].version,
+                     "template_uid": refs[QUEUE_CODE].uid,
+                     "json": json.dumps({"semantic_category": refs[QUEUE_CODE].semantic_category,
                                          "properties": props})},
                 )[0]
                 execute(
@@ -451,7 +450,7 @@ def _insert_lineage(tenant: str, refs: dict[str, TemplateRef]) -> int:
     # Leases, records, holds and dead letters share one polymorphic identity (data objects).
     lease_t = refs[LEASE_CODE].polymorphic_identity
     worker_t = refs[WORKER_CODE].polymorphic_identity
-    queue_t = refs[QUEUE].polymorphic_identity
+    queue_t = refs[QUEUE_CODE].polymorphic_identity
     edges = f"""
         SELECT b.uid AS p, b.lease_uid AS c, 'execution_subject_lease' AS rel, q.ident AS pt,
                '{lease_t}' AS ct, b.seq FROM b WHERE b.lease_uid IS NOT NULL
