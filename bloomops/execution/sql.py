@@ -199,18 +199,21 @@ LINEAGE_BLOCKED = f"""
     FROM generic_instance s WHERE s.uid = %(uid)s"""
 
 # 3.4: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
-_ORDER_KEYS = (
-    (f"coalesce(({ENV}->>'priority')::numeric, 0)", "DESC", "o_priority"),
+# Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is
+# not a number cannot be stored at all, because this expression is a key of the order index.
+PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"
+ORDER_KEYS = (
+    (PRIORITY, "DESC", "o_priority"),
     (f"{ENV}->>'due_at'", "ASC NULLS LAST", "o_due"),
     (READY_TS, "ASC", "o_ready"),
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
 # The same expressions as bloomops_subject_queue_order, so a read can walk that index.
-ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in _ORDER_KEYS)
+ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
-ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in _ORDER_KEYS)
-ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in _ORDER_KEYS)
+ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
+ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in ORDER_KEYS)
 
 # Queue objects with the config fields the predicate reads as columns, computed once per
 # queue: a subject row then compares against small values instead of extracting them from

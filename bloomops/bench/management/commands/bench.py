@@ -85,6 +85,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         from bloomops.bench import data as benchdata
+        from bloomops.execution.indexes import READ_INDEXES, RETIRED
         from bloomops.tapdb.bootstrap import bootstrap
         from bloomops.tapdb.templates import clear_cache
 
@@ -93,7 +94,7 @@ class Command(BaseCommand):
         name = self._switch_database(opts["database_name"], opts["rebuild"])
         self.stdout.write(f"Benchmark database: {name} (host {connection.settings_dict['HOST']})")
         clear_cache()
-        for line in bootstrap().lines():
+        for line in bootstrap(read_indexes=READ_INDEXES, retired=RETIRED).lines():
             self.stdout.write("  " + line)
         if benchdata.is_built():
             self.stdout.write("Synthetic data set found: reusing it (--rebuild to rebuild).")
