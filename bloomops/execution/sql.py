@@ -9,7 +9,7 @@ queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, 
 from __future__ import annotations
 
 from bloomops.execution.envelope import HOLD_STATES
-from bloomops.execution.states import ALL_STATES
+from bloomops.execution.states import ALL_STATES, PRIORITY_CLASSES, TERMINAL_STATES
 
 ENV = "(s.json_addl->'properties'->'execution')"
 # A queue's config, a column of the QUEUES sub-query below (computed once per queue).
@@ -46,10 +46,41 @@ READY_TS = ready_ts()
 # bloomops_subject_queue_order, and unlike "? 'execution'" the planner can estimate it.
 HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
-LEASE_ACTIVE = (
-    "x.json_addl->'properties'->>'status' = 'ACTIVE'"
-    " AND x.json_addl->'properties'->>'expires_at' > %(now)s"
-)
+def _status(alias: str) -> str:
+    return f"{alias}.json_addl->'properties'->>'status'"
+
+
+def lease_active(alias: str = "x") -> str:
+    """RULES.md#leases 5.1: a lease is active when ACTIVE and unexpired at %(now)s."""
+    return (f"{_status(alias)} = 'ACTIVE'"
+            f" AND {alias}.json_addl->'properties'->>'expires_at' > %(now)s")
+
+
+def lease_expired(alias: str = "x") -> str:
+    """Marked EXPIRED by the sweeper, or ACTIVE past its expiry and not swept yet."""
+    return (f"({_status(alias)} = 'EXPIRED' OR ({_status(alias)} = 'ACTIVE'"
+            f" AND {alias}.json_addl->'properties'->>'expires_at' <= %(now)s))")
+
+
+def lease_effective_status(alias: str = "x") -> str:
+    """The status every read reports: EXPIRED for an ACTIVE lease past its expiry."""
+    return (f"CASE WHEN {lease_expired(alias)} THEN 'EXPIRED' ELSE {_status(alias)} END")
+
+
+def hold_active(alias: str = "x") -> str:
+    return f"{_status(alias)} = 'ACTIVE'"
+
+
+LEASE_ACTIVE = lease_active()
+
+
+def worker_active_leases(worker_uid: str) -> str:
+    """How many active leases a worker holds (its lease limit counts these), as a scalar
+    sub-query on the worker's uid expression."""
+    return f"""(SELECT count(*) FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+        WHERE l.parent_instance_uid = {worker_uid} AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_worker_lease' AND {lease_active()})"""
 
 ACTIVE_LEASE_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
@@ -57,12 +88,11 @@ ACTIVE_LEASE_EXISTS = f"""EXISTS (
     WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
       AND l.relationship_type = 'execution_subject_lease' AND {LEASE_ACTIVE})"""
 
-ACTIVE_HOLD_EXISTS = """EXISTS (
+ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
     WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
-      AND l.relationship_type = 'execution_subject_hold'
-      AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
+      AND l.relationship_type = 'execution_subject_hold' AND {hold_active()})"""
 
 # Templates with their semantic code.
 TEMPLATES = """
@@ -92,7 +122,15 @@ def env_flag(name: str) -> str:
     return f"coalesce({ENV}->'{name}' = 'true'::jsonb, false)"
 
 
-TERMINAL = env_flag("terminal")
+HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
+TERMINAL_FLAG = env_flag("terminal")
+# RULES.md#envelope: terminal by its flag or by its state, whichever a writer set.
+TERMINAL = "({flag} OR ({ENV}->>'state') IN ({states}))".format(
+    flag=TERMINAL_FLAG, ENV=ENV, states=", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES)))
+# RULES.md#retries: waiting for its retry window, and the metric "retry pending".
+RETRY_WAITING = f"coalesce({ENV}->>'retry_at' > %(now)s, false)"
+RETRY_PENDING = (f"({ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}"
+                 f" AND {RETRY_WAITING})")
 # The subject's revision, or NULL when a writer stored something else (never a failed cast).
 SUBJECT_REVISION = (f"CASE WHEN ({ENV}->>'revision') ~ '^[0-9]{{1,18}}$'"
                     f" THEN ({ENV}->>'revision')::bigint END")
@@ -153,14 +191,25 @@ def visibility(*, leased: str, held: str) -> str:
     AND CASE WHEN q.eligible_states ? ({ENV}->>'state')
               AND NOT {TERMINAL}
               AND NOT {CANCEL_REQUESTED}
-              AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
+              AND NOT {HELD_BY_ENVELOPE}
               AND {READY_TS} <= %(now)s
-              AND {ENVELOPE_VALID}
               AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
+              AND {ENVELOPE_VALID}
              THEN true ELSE false END
     AND NOT {leased}
     AND NOT {held})"""
+
+
+def held(by_lineage: str) -> str:
+    """RULES.md#holds: held by the envelope's hold_state or by an ACTIVE hold in lineage
+    (the two agree when only the engine writes; either one keeps the subject out)."""
+    return f"({HELD_BY_ENVELOPE} OR {by_lineage})"
+
+
+HELD = held(ACTIVE_HOLD_EXISTS)
+HELD_BY_SETS = held("(s.uid IN (SELECT uid FROM held_subjects))")
+LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
@@ -183,12 +232,10 @@ BLOCKED_SUBJECTS = f"""
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_hold'
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
-          AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
+        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND {hold_active()})"""
 
 VISIBLE_BY_SETS = visibility(
-    leased="(s.uid IN (SELECT uid FROM leased_subjects))",
-    held="(s.uid IN (SELECT uid FROM held_subjects))",
+    leased=LEASED_BY_SETS, held="(s.uid IN (SELECT uid FROM held_subjects))",
 )
 
 # After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
@@ -202,6 +249,15 @@ LINEAGE_BLOCKED = f"""
 # Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is
 # not a number cannot be stored at all, because this expression is a key of the order index.
 PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"
+
+
+def priority_band(cls: str, expr: str = PRIORITY) -> str:
+    """RULES.md#order: the named class a numeric priority falls in, as a condition."""
+    floor = PRIORITY_CLASSES[cls]
+    above = sorted(v for v in PRIORITY_CLASSES.values() if v > floor)
+    return f"({expr} >= {floor}" + (f" AND {expr} < {above[0]})" if above else ")")
+
+
 ORDER_KEYS = (
     (PRIORITY, "DESC", "o_priority"),
     (f"{ENV}->>'due_at'", "ASC NULLS LAST", "o_due"),

@@ -38,6 +38,7 @@ from bloomops.execution.sql import (
     QUEUES,
     TEMPLATES,
     VISIBLE,
+    worker_active_leases,
 )
 from bloomops.execution.states import (
     WorkerType,
@@ -46,17 +47,8 @@ from bloomops.tapdb.db import fetch_one
 
 
 def _count_active_leases(ctx: Context, worker: Obj) -> int:
-    row = fetch_one(
-        """
-        SELECT count(*) AS n FROM generic_instance_lineage l
-        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-        WHERE l.parent_instance_uid = %(w)s AND l.relationship_type = 'execution_worker_lease'
-          AND NOT l.is_deleted AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-          AND x.json_addl->'properties'->>'expires_at' > %(now)s
-        """,
-        {"w": worker.uid, "now": ctx.now_ts},
-        prepare="worker_active_leases",
-    )
+    row = fetch_one(f"SELECT {worker_active_leases('%(w)s')} AS n",
+                    {"w": worker.uid, "now": ctx.now_ts}, prepare="worker_active_leases")
     return int(row["n"]) if row else 0
 
 

@@ -20,12 +20,18 @@ from bloomops.execution.sql import (
     DISPATCH_PRIORITY,
     ENV,
     HAS_ENVELOPE,
+    HELD_BY_SETS,
+    PRIORITY,
     QP,
     QUEUES,
     READY_TS,
+    RETRY_PENDING,
     TEMPLATES,
     TERMINAL,
     VISIBLE_BY_SETS,
+    lease_active,
+    lease_expired,
+    priority_band,
 )
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -149,13 +155,10 @@ def queue_summaries(
         WITH {BLOCKED_SUBJECTS},
         routed AS MATERIALIZED (
             SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts,
-                   coalesce(({ENV}->>'priority')::numeric, 0) AS prio,
+                   {PRIORITY} AS prio,
                    {VISIBLE_BY_SETS} AS vis,
-                   (NOT {TERMINAL} AND (
-                        {ENV}->>'state' = 'HELD' OR {ENV}->>'hold_state' = 'ACTIVE')) AS held,
-                   ({ENV}->>'state' = 'FAILED_RETRYABLE'
-                        AND NOT {TERMINAL}
-                        AND {ENV}->>'retry_at' > %(now)s) AS retry_pending
+                   (NOT {TERMINAL} AND {HELD_BY_SETS}) AS held,
+                   {RETRY_PENDING} AS retry_pending
             FROM ({QUEUES}) q
             JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
              AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
@@ -166,8 +169,10 @@ def queue_summaries(
                    count(*) FILTER (WHERE vis) AS depth,
                    min(ready_ts) FILTER (WHERE vis) AS oldest,
                    max(ready_ts) FILTER (WHERE vis) AS newest,
-                   count(*) FILTER (WHERE vis AND prio >= 300) AS stat_count,
-                   count(*) FILTER (WHERE vis AND prio >= 200 AND prio < 300) AS urgent_count,
+                   count(*) FILTER (WHERE vis AND {priority_band("STAT", "prio")})
+                       AS stat_count,
+                   count(*) FILTER (WHERE vis AND {priority_band("URGENT", "prio")})
+                       AS urgent_count,
                    count(*) FILTER (WHERE held) AS held_count,
                    count(*) FILTER (WHERE retry_pending) AS retry_pending_count
             FROM routed GROUP BY queue_uid
@@ -201,15 +206,10 @@ def queue_summaries(
         return []
 
     for row in fetch_all(
-        """
+        f"""
         SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-               count(*) FILTER (WHERE x.json_addl->'properties'->>'status' = 'ACTIVE'
-                                  AND x.json_addl->'properties'->>'expires_at' > %(now)s)
-                   AS active,
-               count(*) FILTER (WHERE x.json_addl->'properties'->>'status' = 'EXPIRED'
-                                   OR (x.json_addl->'properties'->>'status' = 'ACTIVE'
-                                       AND x.json_addl->'properties'->>'expires_at' <= %(now)s))
-                   AS expired
+               count(*) FILTER (WHERE {lease_active()}) AS active,
+               count(*) FILTER (WHERE {lease_expired()}) AS expired
         FROM generic_instance x
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
           AND x.type = 'execution' AND x.subtype = 'queue_lease'

@@ -15,6 +15,8 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.sql import (
     SUBJECT_REVISION,
+    lease_effective_status,
+    worker_active_leases,
 )
 from bloomops.tapdb.db import fetch_all
 
@@ -44,14 +46,9 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
     moment = now or clock.now()
     params = read_params(moment, tenant, euid=euid)
     rows = fetch_all(
-        """
+        f"""
         SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
-               (SELECT count(*) FROM generic_instance_lineage l
-                  JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-                 WHERE l.parent_instance_uid = w.uid AND NOT l.is_deleted
-                   AND l.relationship_type = 'execution_worker_lease'
-                   AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-                   AND x.json_addl->'properties'->>'expires_at' > %(now)s) AS active_leases
+               {worker_active_leases("w.uid")} AS active_leases
         FROM generic_instance w
         WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
           AND w.type = 'system' AND w.subtype = 'worker'
@@ -85,10 +82,7 @@ def leases(*, status: str | None = None, now: datetime | None = None,
     return fetch_all(
         f"""
         SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
-               CASE WHEN x.json_addl->'properties'->>'status' = 'ACTIVE'
-                         AND x.json_addl->'properties'->>'expires_at' <= %(now)s
-                    THEN 'EXPIRED' ELSE x.json_addl->'properties'->>'status'
-               END AS effective_status,
+               {lease_effective_status()} AS effective_status,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
@@ -103,14 +97,7 @@ def leases(*, status: str | None = None, now: datetime | None = None,
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
           AND x.type = 'execution' AND x.subtype = 'queue_lease'
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
-          AND (%(status)s::text IS NULL
-               OR (%(status)s = 'ACTIVE' AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-                   AND x.json_addl->'properties'->>'expires_at' > %(now)s)
-               OR (%(status)s = 'EXPIRED' AND (x.json_addl->'properties'->>'status' = 'EXPIRED'
-                   OR (x.json_addl->'properties'->>'status' = 'ACTIVE'
-                       AND x.json_addl->'properties'->>'expires_at' <= %(now)s)))
-               OR (%(status)s NOT IN ('ACTIVE', 'EXPIRED')
-                   AND x.json_addl->'properties'->>'status' = %(status)s))
+          AND (%(status)s::text IS NULL OR {lease_effective_status()} = %(status)s)
         ORDER BY x.uid DESC
         LIMIT %(limit)s
         """,
