@@ -1,0 +1,128 @@
+"""The worker runtime outlives faults (issue 8, point 6), in-process: a handler's unexpected
+exception fails that item and the worker goes on; an API that times out, answers 5xx or
+answers HTML is waited out, and a request whose answer was lost is replayed, never repeated.
+Real processes and a real database restart: tests/test_worker_recovery.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.execution import selectors
+from bloomops.execution.errors import ActionError
+from bloomops.worker.handling import HandlerSet, Job, Outcome
+from bloomops.worker.runtime import WorkerRuntime
+from bloomops.worker.transport import DirectTransport, HttpTransport, TransportError
+from tests.api_helpers import api_for
+from tests.engine import envelope, make_queue, make_subject
+from tests.worker_support import client_transport, history
+
+pytestmark = pytest.mark.django_db
+ACTION = "create_extraction"
+
+
+class Bench(HandlerSet):
+    """A handler that trips over one sample the way real code does (a missing value)."""
+
+    CAPABILITIES = ["wetlab.extraction"]
+    HANDLERS = {ACTION: "extract"}
+
+    def extract(self, job: Job) -> Outcome:
+        if job.subject["name"] == "no-lot":
+            raise ValueError("reagent lot missing")
+        return Outcome(result_snapshot={"domain_state": "extracted"})
+
+
+@pytest.fixture
+def bench_queue(tenant, users):
+    make_queue("fq", required_worker_capabilities=["wetlab.extraction"],
+               default_next_action_key=ACTION)
+    return users
+
+
+def run(transport, key: str = "fault-w") -> WorkerRuntime:
+    runtime = WorkerRuntime(transport, Bench(), worker_key=key, exit_when_idle=True,
+                            poll_min=0.0, fault_min=0.0)
+    runtime.run()
+    return runtime
+
+
+def test_handler_exception_fails_the_item_and_the_worker_completes_the_next(bench_queue):
+    bad = make_subject("fq", name="no-lot", priority=300, next_action_key=ACTION)
+    good = make_subject("fq", name="fine", next_action_key=ACTION)
+    runtime = run(DirectTransport("svc"))
+
+    assert (runtime.stats.claimed, runtime.stats.failed, runtime.stats.completed) == (2, 1, 1)
+    env = envelope(bad)
+    assert env["state"] == "FAILED_RETRYABLE" and env["attempt_count"] == 1
+    (record,) = history(bad)["records"]
+    assert record["props"]["status"] == "FAILED_RETRYABLE"
+    assert record["props"]["error_class"] == "TRANSIENT_SYSTEM"
+    assert record["props"]["error_message"] == "ValueError: reagent lot missing"
+    assert envelope(good)["state"] == "COMPLETED"
+    (worker,) = selectors.workers()  # the same worker did both, and signed off
+    assert worker.props["status"] == "OFFLINE"
+
+
+class LossyNetwork:
+    """Between the worker and the real API (Django's test client): the first request to
+    each listed path fails in the given way. "lost" delivers the request, then loses the
+    answer (a timeout), so a retry must not do the work twice."""
+
+    def __init__(self, send, faults: dict[str, str]) -> None:
+        self.send, self.faults = send, dict(faults)
+        self.injected: list[str] = []
+
+    def __call__(self, method, url, body, headers):
+        path = next((p for p in self.faults if url.endswith(p)), None)
+        kind = self.faults.pop(path, None) if path else None
+        if kind is None:
+            return self.send(method, url, body, headers)
+        self.injected.append(f"{kind} {path}")
+        if kind == "refused":
+            raise TransportError(f"{url}: connection refused")
+        status, raw = self.send(method, url, body, headers)
+        if kind == "lost":
+            raise TimeoutError("timed out")
+        if kind == "bad-gateway":
+            return 502, b"<html><body>502 Bad Gateway</body></html>"
+        if kind == "html":
+            return 200, b"<html>maintenance</html>"
+        raise AssertionError(kind)
+
+
+def test_api_faults_are_waited_out_and_lost_answers_replayed(bench_queue):
+    subject = make_subject("fq", name="fine", next_action_key=ACTION)
+    transport = client_transport(api_for(bench_queue["worker_service"]).token)
+    network = LossyNetwork(transport.send, {
+        "/register-worker": "refused", "/claim": "lost", f"/subjects/{subject}": "html",
+        "/queues/fq": "bad-gateway", "/complete": "lost"})
+    transport.send = network
+    runtime = run(transport)
+
+    assert len(network.injected) == 5 and runtime.stats.faults == 5
+    assert runtime.stats.completed == 1 and runtime.stats.lost == 0
+    assert envelope(subject)["state"] == "COMPLETED"
+    # the lost claim and the lost completion were replayed: one lease, one record
+    (lease,) = selectors.leases()
+    assert lease["subject_euid"] == subject and lease["effective_status"] == "COMPLETED"
+    (record,) = history(subject)["records"]
+    assert record["props"]["status"] == "SUCCEEDED"
+    assert len(selectors.workers()) == 1
+
+
+def test_api_refusal_is_not_a_fault(bench_queue):
+    """A 4xx with the API's error body is an answer: raised as ActionError, never retried."""
+    transport = client_transport("not-a-token")
+    with pytest.raises(ActionError) as refused:
+        run(transport)
+    assert refused.value.code == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize("status,body", [(500, b'{"error": {"code": "VALIDATION_ERROR"}}'),
+                                         (503, b""), (429, b"{}"), (404, b"<html>404</html>"),
+                                         (200, b"[1, 2]")])
+def test_http_answers_that_are_not_the_apis_are_transport_errors(status, body):
+    transport = HttpTransport("http://bloomops.invalid", "t",
+                              send=lambda *_: (status, body))
+    with pytest.raises(TransportError):
+        transport.queue("fq")
