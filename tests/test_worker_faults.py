@@ -6,6 +6,7 @@ Real processes and a real database restart: tests/test_worker_recovery.py."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from bloomops.execution import selectors
 from bloomops.execution.errors import ActionError
@@ -26,10 +27,22 @@ class Bench(HandlerSet):
     CAPABILITIES = ["wetlab.extraction"]
     HANDLERS = {ACTION: "extract"}
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.turns_after_work: int | None = None  # set: stop after that many more turns
+
     def extract(self, job: Job) -> Outcome:
         if job.subject["name"] == "no-lot":
             raise ValueError("reagent lot missing")
+        if job.subject["name"] == "misrouted":
+            return Outcome(next_queue_key="no-such-queue")
         return Outcome(result_snapshot={"domain_state": "extracted"})
+
+    def poll(self, runtime: WorkerRuntime) -> None:
+        if self.turns_after_work is not None and runtime.stats.completed:
+            self.turns_after_work -= 1
+            if self.turns_after_work < 0:
+                runtime.request_stop()
 
 
 @pytest.fixture
@@ -39,9 +52,9 @@ def bench_queue(tenant, users):
     return users
 
 
-def run(transport, key: str = "fault-w") -> WorkerRuntime:
-    runtime = WorkerRuntime(transport, Bench(), worker_key=key, exit_when_idle=True,
-                            poll_min=0.0, fault_min=0.0)
+def run(transport, key: str = "fault-w", handlers: Bench | None = None) -> WorkerRuntime:
+    runtime = WorkerRuntime(transport, handlers or Bench(), worker_key=key,
+                            exit_when_idle=True, poll_min=0.0, fault_min=0.0)
     runtime.run()
     return runtime
 
@@ -60,6 +73,49 @@ def test_handler_exception_fails_the_item_and_the_worker_completes_the_next(benc
     assert record["props"]["error_message"] == "ValueError: reagent lot missing"
     assert envelope(good)["state"] == "COMPLETED"
     (worker,) = selectors.workers()  # the same worker did both, and signed off
+    assert worker.props["status"] == "OFFLINE"
+
+
+def test_refused_result_fails_the_item_and_frees_the_lease(bench_queue):
+    """A completion the engine refuses (here: a next queue that does not exist) must not
+    leave the lease held until its TTL: the attempt ends as a failure operators can see,
+    and the worker (one lease at a time) goes on to the next item."""
+    misrouted = make_subject("fq", name="misrouted", priority=300, next_action_key=ACTION)
+    good = make_subject("fq", name="fine", next_action_key=ACTION)
+    runtime = run(DirectTransport("svc"))
+
+    assert (runtime.stats.failed, runtime.stats.completed, runtime.stats.lost) == (1, 1, 0)
+    assert envelope(misrouted)["state"] == "FAILED_TERMINAL"
+    (record,) = history(misrouted)["records"]
+    assert record["props"]["error_class"] == "PERMANENT_INPUT"
+    assert record["props"]["error_code"] == "RESULT_REFUSED"
+    assert record["props"]["error_message"].startswith("Result refused: ")
+    assert "no-such-queue" in record["props"]["error_message"]
+    assert envelope(good)["state"] == "COMPLETED"
+    assert selectors.leases(status="ACTIVE") == []
+
+
+def test_malformed_envelope_does_not_stop_the_worker(bench_queue):
+    """A subject whose envelope another writer broke (raw SQL) never completes, and the
+    worker neither crashes nor stops working: it completes the good item, keeps turning,
+    and signs off when asked."""
+    good = make_subject("fq", name="fine", priority=300, next_action_key=ACTION)
+    poisoned = make_subject("fq", name="fine", next_action_key=ACTION)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,execution,attempt_count}', '\"x\"') WHERE euid = %s", [poisoned])
+    handlers = Bench()
+    handlers.turns_after_work = 10
+    runtime = WorkerRuntime(DirectTransport("svc"), handlers, worker_key="poisoned-w",
+                            poll_min=0.0, fault_min=0.0)
+    runtime.run()  # returns: the handler's poll asked it to stop after ten more turns
+
+    assert handlers.turns_after_work < 0
+    assert runtime.stats.completed == 1 and envelope(good)["state"] == "COMPLETED"
+    assert envelope(poisoned)["attempt_count"] == "x"
+    assert selectors.leases(status="ACTIVE") == []
+    (worker,) = selectors.workers()
     assert worker.props["status"] == "OFFLINE"
 
 

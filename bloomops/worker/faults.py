@@ -9,12 +9,19 @@ Fault so that one bad item cannot stall a worker forever.
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from bloomops.execution.errors import ActionError
 from bloomops.worker.transport import TransportError
 
+log = logging.getLogger("bloomops.worker")
+T = TypeVar("T")
 FAULT_MIN_SECONDS = 0.1
 FAULT_MAX_SECONDS = 8.0
 UNEXPECTED_TRIES = 3
@@ -79,3 +86,29 @@ def describe(exc: BaseException) -> str:
     """One log line: exception class and the first line of its text."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def retrying(what: str, fn: Callable[[], T], *, stop: threading.Event, backoff: Backoff,
+             persist: bool = True, on_fault: Callable[[], None] | None = None) -> T:
+    """fn() until it answers or refuses (ActionError, re-raised). Each fault is logged (one
+    line), the broken database connection dropped, and fn retried after the backoff:
+    transient faults for as long as it takes, others UNEXPECTED_TRIES times. Raises Fault
+    when giving up: at once if `stop` is set or persist is off."""
+    unexpected = 0
+    while True:
+        try:
+            return fn()
+        except ActionError:
+            raise
+        except Exception as exc:
+            transient = is_transient(exc)
+            drop_broken_connection(exc)
+            if on_fault:
+                on_fault()
+            unexpected += 0 if transient else 1
+            if not persist or stop.is_set() or unexpected >= UNEXPECTED_TRIES:
+                log.warning("%s failed (%s); giving up", what, describe(exc))
+                raise Fault(what, exc) from exc
+            delay = backoff.next()
+            log.warning("%s failed (%s); retry in %.1f s", what, describe(exc), delay)
+            stop.wait(delay)

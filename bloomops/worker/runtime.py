@@ -47,6 +47,9 @@ T = TypeVar("T")
 
 log = logging.getLogger("bloomops.worker")
 
+# Refusals of an attempt's end meaning the lease is no longer this worker's to end.
+LEASE_GONE = frozenset({"LEASE_EXPIRED", "LEASE_NOT_OWNED", "LEASE_NOT_ACTIVE", "STATE_CONFLICT",
+                        "REVISION_CONFLICT", "SUBJECT_HELD", "NOT_VISIBLE"})
 POLL_MIN_SECONDS = 0.1
 POLL_MAX_SECONDS = 5.0
 HEARTBEAT_CAP_SECONDS = 30.0
@@ -118,31 +121,13 @@ class WorkerRuntime:
         self.stop_event.set()
 
     def call(self, what: str, fn: Callable[[], T], *, persist: bool = True) -> T:
-        """fn() until it answers or refuses (ActionError, re-raised). Faults are logged (one
-        line each), the broken database connection dropped, and fn retried after a backoff:
-        transient ones for as long as it takes, others UNEXPECTED_TRIES times. Raises Fault
-        when giving up: at once if the worker is stopping or persist is off."""
-        backoff = Backoff(self.fault_min, self.fault_max)
-        unexpected = 0
-        while True:
-            try:
-                return fn()
-            except ActionError:
-                raise
-            except Exception as exc:
-                transient = faults.is_transient(exc)
-                faults.drop_broken_connection(exc)
-                self.stats.faults += 1
-                unexpected += 0 if transient else 1
-                if (not persist or self.stop_event.is_set()
-                        or unexpected >= faults.UNEXPECTED_TRIES):
-                    log.warning("worker %s: %s failed (%s); giving up", self.worker_key, what,
-                                faults.describe(exc))
-                    raise Fault(what, exc) from exc
-                delay = backoff.next()
-                log.warning("worker %s: %s failed (%s); retry in %.1f s", self.worker_key,
-                            what, faults.describe(exc), delay)
-                self.stop_event.wait(delay)
+        """fn() with faults retried (faults.retrying); refusals (ActionError) are raised."""
+        def counted() -> None:
+            self.stats.faults += 1
+
+        return faults.retrying(f"worker {self.worker_key}: {what}", fn, stop=self.stop_event,
+                               backoff=Backoff(self.fault_min, self.fault_max),
+                               persist=persist, on_fault=counted)
 
     def heartbeat(self, transport: Transport | None = None, *, status: str | None = None,
                   force: bool = False) -> None:
@@ -298,21 +283,31 @@ class WorkerRuntime:
         else:
             outcome, failure, interrupted = self._run_handler(job)
         if interrupted:
-            self._report("release_queue_lease", common, {"reason": "WORKER_STOPPING"})
+            self._report_or_drop("release_queue_lease", common, {"reason": "WORKER_STOPPING"})
             self.stats.released += 1
-        elif failure is not None:
-            if self._report("fail_queue_execution", common, {
-                    "error_class": failure.error_class.value, "error_code": failure.error_code,
-                    "error_message": failure.message}) is not None:
-                self.stats.failed += 1
-        else:
+            return
+        if failure is None:
             assert outcome is not None
-            result = self._report("complete_queue_execution", common, outcome.payload())
-            if result is not None:
-                self.stats.completed += 1
-                after = getattr(self.handlers, "after_complete", None)
-                if after:
-                    after(self, job, outcome, result)
+            try:
+                result = self._report("complete_queue_execution", common, outcome.payload())
+            except ActionError as exc:
+                # The result itself was refused (an output or next queue the engine does
+                # not accept): the lease is still ours, so end the attempt as a failure that
+                # operators see, instead of holding the lease until its TTL.
+                failure = HandlerError(f"Result refused: {exc}"[:4000],
+                                       error_class=RetryClass.PERMANENT_INPUT,
+                                       error_code="RESULT_REFUSED")
+            else:
+                if result is not None:
+                    self.stats.completed += 1
+                    after = getattr(self.handlers, "after_complete", None)
+                    if after:
+                        after(self, job, outcome, result)
+                return
+        if self._report_or_drop("fail_queue_execution", common, {
+                "error_class": failure.error_class.value, "error_code": failure.error_code,
+                "error_message": failure.message}) is not None:
+            self.stats.failed += 1
 
     def _run_handler(self, job: Job) -> tuple[Outcome | None, HandlerError | None, bool]:
         """Runs the handler while the lease is renewed: (outcome, failure, interrupted)."""
@@ -342,16 +337,36 @@ class WorkerRuntime:
             renewer.join()
 
     def _report(self, action_key: str, common: dict, payload: dict) -> dict | None:
-        """Deliver an attempt's end, retrying faults with one idempotency key. None when it
-        was not accepted: the lease then ends by TTL, or when this worker starts again."""
+        """Deliver an attempt's end with one idempotency key, retrying faults and
+        CONCURRENT_UPDATE. None when not delivered: the lease is gone (someone else owns the
+        item now) or the worker gave up; the lease then ends by TTL or when this worker
+        starts again. Other refusals are raised: the lease is still this worker's."""
         key = self.key(action_key)
-        try:
-            return self.call(action_key, lambda: self.transport.act(
-                action_key, idempotency_key=key, payload=payload, **common))
-        except (ActionError, Fault) as exc:
-            # LEASE_EXPIRED and friends: someone else owns the item now; drop it.
+        conflicts = Backoff(self.fault_min, self.fault_max)
+        while True:
+            try:
+                return self.call(action_key, lambda: self.transport.act(
+                    action_key, idempotency_key=key, payload=payload, **common))
+            except ActionError as exc:
+                if exc.code == "CONCURRENT_UPDATE" and not self.stop_event.is_set():
+                    self.stop_event.wait(conflicts.next())
+                    continue
+                if exc.code not in LEASE_GONE | {"CONCURRENT_UPDATE"}:
+                    raise
+                reason: Exception = exc
+            except Fault as exc:
+                reason = exc
             self.stats.lost += 1
-            log.warning("worker %s: %s for %s not accepted: %s", self.worker_key, action_key,
+            log.warning("worker %s: %s for %s not delivered: %s", self.worker_key, action_key,
+                        common["subject_euid"], reason)
+            return None
+
+    def _report_or_drop(self, action_key: str, common: dict, payload: dict) -> dict | None:
+        try:
+            return self._report(action_key, common, payload)
+        except ActionError as exc:
+            self.stats.lost += 1
+            log.warning("worker %s: %s for %s refused: %s", self.worker_key, action_key,
                         common["subject_euid"], exc)
             return None
 
