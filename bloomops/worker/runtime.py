@@ -324,7 +324,10 @@ class WorkerRuntime:
             if handler is None:
                 return None, TerminalError(f"No handler for action {job.action_key!r}.",
                                            error_class=RetryClass.PERMANENT_STATE), False
-            return handler(job), None, False
+            outcome = handler(job)
+            if not isinstance(outcome, Outcome):
+                raise TypeError(f"the handler returned {type(outcome).__name__}, not an Outcome")
+            return outcome, None, False
         except Interrupted:
             return None, None, True
         except HandlerError as exc:
