@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -107,6 +108,10 @@ TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-
 BLOOMOPS_HUMAN_CAPABILITIES = [
     c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES", "").split(",") if c.strip()
 ]
+# Per-person / per-role overrides of human workers' profiles, JSON: {"*" | "role:<role>" |
+# "user:<username>": {"capabilities": [...], "site_scope": [...], "platform_scope": [...],
+# "assay_scope": [...], "max_concurrent_leases": n, "heartbeat_ttl_seconds": n}}.
+BLOOMOPS_HUMAN_PROFILES = json.loads(os.environ.get("BLOOMOPS_HUMAN_PROFILES") or "{}")
 # Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
 # transaction-pooling proxy that does not keep session state.
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")

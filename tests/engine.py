@@ -59,10 +59,13 @@ def act(action_key: str, who: Actor, **fields: Any):
 
 
 def register(who: Actor, worker_key: str | None = None, **payload: Any) -> str:
+    """A worker of ``who``. A HUMAN_SESSION worker's key and profile are the person's own
+    (derived and configured), so none is sent for one."""
     payload.setdefault("worker_type", "SERVICE")
-    payload.setdefault("capabilities", [])
-    result = act("register_worker", who, payload={"worker_key": worker_key or key("w"),
-                                                  **payload})
+    if payload["worker_type"] != "HUMAN_SESSION":
+        payload.setdefault("capabilities", [])
+        payload["worker_key"] = worker_key or key("w")
+    result = act("register_worker", who, payload=payload)
     return result["worker_euid"]
 
 

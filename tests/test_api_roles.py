@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bloomops.api.api import ACTIONS
-from bloomops.execution.executor import action_spec
+from bloomops.execution.context import action_spec
 from tests.api_helpers import Api, api_for  # noqa: F401
 from tests.conftest import make_user
 from tests.engine import make_queue, make_subject

@@ -290,12 +290,12 @@ def test_claim_that_fails_midway_leaves_no_partial_lineage(tenant, svc, monkeypa
     subject = make_subject("q1")
     worker = register(svc)
     before = counts()
-    from bloomops.execution import actions
+    from bloomops.execution.actions import claim as claim_action
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(actions, "_new_record", boom)
+    monkeypatch.setattr(claim_action, "new_record", boom)
     with pytest.raises(RuntimeError):
         claim(svc, worker)
     assert counts() == before

@@ -113,8 +113,10 @@ def test_scan_claims_the_subject(client, lab):
     client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/scan/"), "/scan/", euid=f"  {euid.lower()} ")
     response = client.post("/scan/", data)
-    assert response.status_code == 302 and response["Location"] == "/my-work/"
-    assert f"Claimed {euid} (q1)." in said(response)
+    assert response.status_code == 302 and response["Location"] == "/scan/"
+    banner = client.get("/scan/").content.decode()
+    assert f"({euid})" in banner and "Queue one" in banner
+    assert 'value=""' in banner  # the field is empty for the next scan
     html = client.get("/my-work/").content.decode()
     assert euid in html and "Complete" in html
 

@@ -29,7 +29,8 @@ def proc_env(committed, settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     user = make_user("svc-proc", "worker_service")
     make_queue("pq", required_worker_capabilities=["wetlab.extraction"], lease_ttl_seconds=TTL,
-               default_next_action_key="create_extraction")
+               default_next_action_key="create_extraction",
+               output_template_codes=["content/material/extracted_sample/1.0"])
     subject = make_subject("pq", next_action_key="create_extraction")
     return {"subject": subject, "user": user}
 

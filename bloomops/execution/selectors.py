@@ -12,10 +12,19 @@ from typing import Any
 from django.conf import settings
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import parse_ts, ts
+from bloomops.execution.envelope import (
+    clean_envelope,
+    envelope_problems,
+    parse_ts,
+    parse_ts_or_none,
+    ts,
+)
 from bloomops.execution.sql import (
     BLOCKED_SUBJECTS,
+    CANCEL_REQUESTED,
+    DISPATCH_PRIORITY,
     ENV,
+    ENVELOPE_VALID,
     HAS_ENVELOPE,
     ORDER_BY,
     ORDER_BY_COLUMNS,
@@ -24,8 +33,10 @@ from bloomops.execution.sql import (
     QUEUES,
     READY_TS,
     SCOPE_MATCH,
+    SUBJECT_REVISION,
     TEMPLATE_CODE,
     TEMPLATES,
+    TERMINAL,
     VISIBLE,
     VISIBLE_BY_SETS,
 )
@@ -125,7 +136,7 @@ def queues(*, tenant: str | None = None) -> list[dict[str, Any]]:
         f"""
         SELECT q.uid, q.euid, {QP}->>'queue_key' AS queue_key, {QP} AS config
         FROM ({QUEUES}) q
-        ORDER BY coalesce(({QP}->>'dispatch_priority')::int, 0) DESC, {QP}->>'queue_key'
+        ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'
         """,
         _params(None, tenant),
     )
@@ -164,10 +175,10 @@ def queue_summaries(
             SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts,
                    coalesce(({ENV}->>'priority')::numeric, 0) AS prio,
                    {VISIBLE_BY_SETS} AS vis,
-                   (coalesce(({ENV}->>'terminal')::boolean, false) = false AND (
+                   (NOT {TERMINAL} AND (
                         {ENV}->>'state' = 'HELD' OR {ENV}->>'hold_state' = 'ACTIVE')) AS held,
                    ({ENV}->>'state' = 'FAILED_RETRYABLE'
-                        AND coalesce(({ENV}->>'terminal')::boolean, false) = false
+                        AND NOT {TERMINAL}
                         AND {ENV}->>'retry_at' > %(now)s) AS retry_pending
             FROM ({QUEUES}) q
             JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
@@ -193,7 +204,7 @@ def queue_summaries(
                coalesce(a.retry_pending_count, 0) AS retry_pending_count
         FROM ({QUEUES}) q
         LEFT JOIN per_queue a ON a.queue_uid = q.uid
-        ORDER BY coalesce(({QP}->>'dispatch_priority')::int, 0) DESC, {QP}->>'queue_key'
+        ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'
         """,
         params,
     )
@@ -341,11 +352,11 @@ def _item(row: dict, position: int = 0, cls: type[QueueItem] | None = None,
         uid=row["uid"],
         euid=row["euid"],
         name=row["name"],
-        execution=row["execution"] or {},
+        execution=clean_envelope(row["execution"]),
         site=row["site"],
         platform=row["platform"],
         assay=row["assay"],
-        ready_at=parse_ts(row["ready_ts"]),
+        ready_at=parse_ts_or_none(row["ready_ts"]),
         template_code=row["template_code"],
         created_dt=row["created_dt"],
         position=position,
@@ -463,6 +474,7 @@ REASON_TEXT: dict[str, str] = {
     "QUEUE_DISABLED": "The queue is disabled.",
     "WORKER_UNAVAILABLE": "The worker may not take work.",
     "CAPABILITY_MISMATCH": "The worker's capabilities or scopes do not cover the queue.",
+    "INVALID_ENVELOPE": "Its execution envelope has a field the engine cannot read.",
 }
 
 
@@ -541,7 +553,11 @@ def subject_diagnostics(
     env = read_envelope({"properties": {"execution": row["execution"] or {}}})
     now_ts = ts(moment)
     queue = row["queue"]
-    reasons: list[Reason] = []
+    reasons: list[Reason] = [
+        Reason("INVALID_ENVELOPE", f"The execution envelope cannot be used: {problem}.")
+        for _, problem in (envelope_problems(row["execution"])
+                           if row["execution"] is not None else [])
+    ]
     lease = row["active_lease"]
     holds = row["active_holds"] or []
     state = env["state"]
@@ -750,7 +766,7 @@ def leases(*, status: str | None = None, now: datetime | None = None,
     One query."""
     params = _params(now, tenant, status=status, worker_euid=worker_euid, limit=limit)
     return fetch_all(
-        """
+        f"""
         SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
                CASE WHEN x.json_addl->'properties'->>'status' = 'ACTIVE'
                          AND x.json_addl->'properties'->>'expires_at' <= %(now)s
@@ -759,7 +775,7 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance x
         LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
              AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
@@ -789,11 +805,11 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                  queue_key: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
     """Dead letters with their subject (through lineage). One query."""
     return fetch_all(
-        """
+        f"""
         SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance d
         LEFT JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
              AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
@@ -814,11 +830,11 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
                  limit: int = 500) -> list[dict[str, Any]]:
     """Active holds with their subject (through lineage). One query."""
     return fetch_all(
-        """
+        f"""
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               (s.json_addl->'properties'->'execution'->>'revision')::int AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance h
         JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
              AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted
@@ -856,6 +872,7 @@ HIDDEN_REASONS = (
     ("template_bad", "TEMPLATE_NOT_ACCEPTED"),
     ("scope_bad", "SCOPE_MISMATCH"),
     ("queue_disabled", "QUEUE_DISABLED"),
+    ("envelope_bad", "INVALID_ENVELOPE"),
 )
 
 
@@ -879,8 +896,8 @@ def queue_hidden_items(
     rows = fetch_all(
         f"""
         SELECT {ITEM_COLUMNS}, count(*) OVER () AS total,
-               coalesce(({ENV}->>'terminal')::boolean, false) AS terminal,
-               coalesce(({ENV}->>'cancel_requested')::boolean, false) AS cancel_requested,
+               {TERMINAL} AS terminal,
+               {CANCEL_REQUESTED} AS cancel_requested,
                (coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE' OR {ACTIVE_HOLD_EXISTS})
                    AS held,
                {ACTIVE_LEASE_EXISTS} AS leased,
@@ -891,7 +908,8 @@ def queue_hidden_items(
                NOT coalesce(q.template_codes ? {TEMPLATE_CODE}, false)
                    AS template_bad,
                NOT ({SCOPE_MATCH}) AS scope_bad,
-               NOT coalesce(({QP}->>'enabled')::boolean, true) AS queue_disabled
+               coalesce({QP}->'enabled' = 'false'::jsonb, false) AS queue_disabled,
+               NOT ({ENVELOPE_VALID}) AS envelope_bad
         FROM ({QUEUES}) q
         JOIN generic_instance s
           ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}

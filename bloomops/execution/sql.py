@@ -8,6 +8,9 @@ queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, 
 
 from __future__ import annotations
 
+from bloomops.execution.envelope import HOLD_STATES
+from bloomops.execution.states import ALL_STATES
+
 ENV = "(s.json_addl->'properties'->'execution')"
 # A queue's config, a column of the QUEUES sub-query below (computed once per queue).
 QP = "q.config"
@@ -81,14 +84,57 @@ def _scope(field: str) -> str:
 
 SCOPE_MATCH = " AND ".join(_scope(f) for f in ("site", "platform", "assay"))
 
-# The envelope half of 3.1 (everything except lineage and the queue's template/scope list).
-ENVELOPE_ELIGIBLE = f"""
-    {ENV}->>'next_queue_key' = q.queue_key
-    AND q.eligible_states ? ({ENV}->>'state')
-    AND coalesce(({ENV}->>'terminal')::boolean, false) = false
-    AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
-    AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
-    AND {READY_TS} <= %(now)s"""
+
+
+def env_flag(name: str) -> str:
+    """An envelope flag, true only for JSON true: a cast (``::boolean``) would make one bad
+    row written by anyone fail the whole statement."""
+    return f"coalesce({ENV}->'{name}' = 'true'::jsonb, false)"
+
+
+TERMINAL = env_flag("terminal")
+# The subject's revision, or NULL when a writer stored something else (never a failed cast).
+SUBJECT_REVISION = (f"CASE WHEN ({ENV}->>'revision') ~ '^[0-9]{{1,18}}$'"
+                    f" THEN ({ENV}->>'revision')::bigint END")
+# A queue's dispatch priority (5.4 order), 0 when it is not a number.
+DISPATCH_PRIORITY = ("CASE WHEN jsonb_typeof(q.config->'dispatch_priority') = 'number'"
+                     " THEN (q.config->>'dispatch_priority')::numeric ELSE 0 END")
+CANCEL_REQUESTED = env_flag("cancel_requested")
+
+
+def _json_type(name: str, *types: str) -> str:
+    allowed = ", ".join(f"'{t}'" for t in (*types, "null"))
+    return f"coalesce(jsonb_typeof({ENV}->'{name}'), 'null') IN ({allowed})"
+
+
+def _timestamp_or_null(name: str) -> str:
+    return (f"({_json_type(name)} OR ({ENV}->>'{name}')"
+            " ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}')")
+
+
+# The types the engine needs of a stored envelope, in SQL: a subject whose envelope fails
+# them is never visible and never claimable (RULES.md#envelope). envelope.envelope_problems
+# is the same rule for Python readers, which also name the bad field.
+def _whole_or_null(name: str, pattern: str = "^[0-9]+$") -> str:
+    return (f"({_json_type(name)} OR (jsonb_typeof({ENV}->'{name}') = 'number'"
+            f" AND ({ENV}->>'{name}') ~ '{pattern}'))")
+
+
+ENVELOPE_VALID = " AND ".join([
+    f"jsonb_typeof({ENV}) = 'object'",
+    "({ENV}->>'state') IN ({states})".format(
+        ENV=ENV, states=", ".join(f"'{s}'" for s in ALL_STATES)),
+    _whole_or_null("revision"), _whole_or_null("attempt_count"),
+    _whole_or_null("max_attempts_override", "^[1-9][0-9]*$"),
+    _json_type("priority", "number"),
+    *(_json_type(n, "string") for n in ("next_queue_key", "next_action_key", "hold_reason",
+                                         "last_execution_record_euid")),
+    _json_type("terminal", "boolean"), _json_type("cancel_requested", "boolean"),
+    "coalesce({ENV}->>'hold_state', 'NONE') IN ({hs})".format(
+        ENV=ENV, hs=", ".join(f"'{h}'" for h in HOLD_STATES)),
+    _json_type("queue_cache", "object"),
+    *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
+])
 
 # The whole of 3.1 for subject s in queue q, where t is s's template.
 #
@@ -105,10 +151,11 @@ def visibility(*, leased: str, held: str) -> str:
     return f"""(
     {ENV}->>'next_queue_key' = q.queue_key
     AND CASE WHEN q.eligible_states ? ({ENV}->>'state')
-              AND coalesce(({ENV}->>'terminal')::boolean, false) = false
-              AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
+              AND NOT {TERMINAL}
+              AND NOT {CANCEL_REQUESTED}
               AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
               AND {READY_TS} <= %(now)s
+              AND {ENVELOPE_VALID}
               AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
              THEN true ELSE false END

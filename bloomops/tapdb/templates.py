@@ -26,6 +26,8 @@ class TemplateRef:
     semantic_category: str
     # An action template's definition (roles, lease requirement, allowed states), else {}.
     action_definition: dict
+    # The properties (with defaults) the template declares for its instances.
+    properties: dict
 
 
 _cache: dict[str, dict[str, TemplateRef]] = {}
@@ -47,7 +49,8 @@ def all_templates() -> dict[str, TemplateRef]:
             SELECT uid, category, type, subtype, version,
                    coalesce(instance_polymorphic_identity, 'generic_instance') AS ident,
                    coalesce(json_addl->>'semantic_category', category) AS semantic,
-                   coalesce(json_addl->'action_definition', '{}'::jsonb) AS definition
+                   coalesce(json_addl->'action_definition', '{}'::jsonb) AS definition,
+                   coalesce(json_addl->'properties', '{}'::jsonb) AS properties
             FROM generic_template
             WHERE NOT is_deleted
             """
@@ -65,6 +68,7 @@ def all_templates() -> dict[str, TemplateRef]:
                 polymorphic_identity=row["ident"],
                 semantic_category=row["semantic"],
                 action_definition=row["definition"],
+                properties=row["properties"] if isinstance(row["properties"], dict) else {},
             )
         if not refs:
             return {}
@@ -88,3 +92,10 @@ def template_by_uid(uid: int) -> TemplateRef | None:
         if ref.uid == uid:
             return ref
     return None
+
+
+def template_defaults(code: str) -> dict:
+    """The default properties a template declares for its instances (a fresh copy)."""
+    from copy import deepcopy
+
+    return deepcopy(template(code).properties)

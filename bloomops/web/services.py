@@ -8,23 +8,14 @@ from typing import Any
 
 from django.conf import settings
 
-from bloomops.execution.demo import DEMO_QUEUES
+from bloomops.execution import people
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import WorkerType
 
-HUMAN_MAX_LEASES = 5
-# A human session "heartbeats" whenever its user acts; an hour of silence shows it offline.
-HUMAN_HEARTBEAT_TTL = 3600
-# What a bench scientist's worker may do: BLOOMOPS_HUMAN_CAPABILITIES, else every capability
-# the demo queues require.
-HUMAN_CAPABILITIES = settings.BLOOMOPS_HUMAN_CAPABILITIES or sorted(
-    {cap for q in DEMO_QUEUES for cap in q.get("required_worker_capabilities", [])}
-)
-
 
 def human_worker_key(user) -> str:
-    return f"human://{user.get_username()}"
+    return people.human_worker_key(user.get_username())
 
 
 def my_worker_euid(user) -> str | None:
@@ -47,9 +38,6 @@ def ensure_my_worker(user) -> str:
             "worker_key": human_worker_key(user),
             "worker_type": WorkerType.HUMAN_SESSION.value,
             "display_name": user.get_full_name() or user.get_username(),
-            "capabilities": HUMAN_CAPABILITIES,
-            "max_concurrent_leases": HUMAN_MAX_LEASES,
-            "heartbeat_ttl_seconds": HUMAN_HEARTBEAT_TTL,
         },
     ))
     return result["worker_euid"]

@@ -240,32 +240,71 @@ def claim_next(request: HttpRequest, queue_key: str) -> HttpResponse:
 
 # ---------------------------------------------------------------- 3. scan to claim
 
+SCAN_CLAIMED = "bloomops_scan_claimed"  # session key: the last claim, shown once after PRG
+EUID_MAX_LENGTH = 64
+
+
+def _scan_claimed(result: ActionResult) -> dict:
+    """What a success banner needs from a claim (or its replay), JSON-serialisable for the
+    session of the no-JavaScript redirect."""
+    return {"subject_euid": result["subject_euid"], "queue_key": result["queue_key"],
+            "lease_euid": result["lease_euid"], "expires_at": result["expires_at"],
+            "replayed": result.replayed}
+
+
+def _scan_banner(claimed: dict) -> dict:
+    """The claimed subject's name and the queue's display name, read now: the result stores
+    EUIDs and keys only."""
+    diag = selectors.subject_diagnostics(claimed["subject_euid"])
+    queue = selectors.queue_config(claimed["queue_key"])
+    return {**claimed, "subject_name": diag.name if diag else "",
+            "queue_name": (queue["config"].get("display_name") if queue else None)
+            or claimed["queue_key"]}
+
+
+def _scan_page(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
+    """The whole page, or (htmx) only the outcome plus a fresh form guard: the field itself
+    is never swapped, so keystrokes of the next scan typed meanwhile are kept."""
+    template = "web/_scan_outcome.html" if request.htmx else "web/scan.html"
+    return render(request, template, context, status=status)
+
+
+def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
+                  diagnose: bool = False) -> HttpResponse:
+    context = {"euid": euid, "error": err.message}
+    if diagnose:
+        context["diagnostics"] = selectors.subject_diagnostics(
+            euid, worker_euid=services.my_worker_euid(request.user))
+    return _scan_page(request, context, status=err.http_status)
+
 
 @reader
 def scan(request: HttpRequest) -> HttpResponse:
-    context: dict = {"euid": ""}
-    if request.method == "POST":
-        euid = request.POST.get("euid", "").strip().upper()
-        context["euid"] = euid
-        if not euid:
-            context["error"] = "Scan or type an EUID."
-            return render(request, "web/scan.html", context, status=400)
-        try:
-            result = _as_human(request, "claim_queue_item", subject_euid=euid,
-                               idempotency_key=_guards(request)["idempotency_key"])
-        except ActionError as err:
-            if err.code == "FORBIDDEN":
-                return forbidden(request, err.message)
-            context["error"] = err.message
-            context["diagnostics"] = selectors.subject_diagnostics(
-                euid, worker_euid=services.my_worker_euid(request.user))
-            return render(request, "web/scan.html", context, status=err.http_status)
-        if result.replayed:
-            messages.info(request, "Already done: this scan was submitted before.")
-        else:
-            messages.success(request, f"Claimed {euid} ({result['queue_key']}).")
-        return redirect("my_work")
-    return render(request, "web/scan.html", context)
+    """Scan to claim, a loop: every outcome comes back on /scan/ with an empty, focused field
+    and a fresh idempotency key. Without JavaScript a success redirects back here (so a reload
+    never re-posts); with htmx only the outcome is swapped in."""
+    if request.method != "POST":
+        claimed = request.session.pop(SCAN_CLAIMED, None)
+        return _scan_page(request, {"claimed": _scan_banner(claimed) if claimed else None})
+    euid = request.POST.get("euid", "").strip().upper()
+    if not euid:
+        return _scan_refusal(request, euid, ActionError("VALIDATION_ERROR",
+                                                        "Scan or type an EUID."))
+    if len(euid) > EUID_MAX_LENGTH or not euid.isprintable():
+        shown = "".join(c for c in euid if c.isprintable())[:EUID_MAX_LENGTH]
+        return _scan_refusal(request, shown, ActionError(
+            "VALIDATION_ERROR", "That is not an EUID; scan the label again."))
+    try:
+        result = _as_human(request, "claim_queue_item", subject_euid=euid,
+                           idempotency_key=_guards(request)["idempotency_key"])
+    except ActionError as err:
+        if err.code == "FORBIDDEN" and not request.htmx:
+            return forbidden(request, err.message)
+        return _scan_refusal(request, euid, err, diagnose=err.code != "FORBIDDEN")
+    if request.htmx:
+        return _scan_page(request, {"claimed": _scan_banner(_scan_claimed(result))})
+    request.session[SCAN_CLAIMED] = _scan_claimed(result)
+    return redirect("scan")
 
 
 # ---------------------------------------------------------------- 4. my work
