@@ -18,7 +18,8 @@ import uuid
 from dataclasses import dataclass
 
 from bloomops.execution.errors import ActionError
-from bloomops.worker.runtime import HandlerSet, Job, Outcome, TerminalError, WorkerRuntime
+from bloomops.worker.handling import HandlerSet, Job, Outcome, TerminalError
+from bloomops.worker.runtime import WorkerRuntime
 
 ARTIFACT = "data/analysis/artifact/1.0"
 
@@ -89,6 +90,11 @@ class Handlers(HandlerSet):
             except ActionError as exc:
                 if exc.code in ("CONCURRENT_UPDATE",):
                     self.pending.append(run)
+            except Exception:
+                # Not delivered (database or API away): keep it; the runtime backs off and
+                # polls again, and the fixed idempotency key makes a repeat a replay.
+                self.pending.append(run)
+                raise
 
     def record_analysis_qc(self, job: Job) -> Outcome:
         self.maybe_fail(job, "analysis QC")

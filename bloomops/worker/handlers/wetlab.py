@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloomops.worker.runtime import HandlerSet, HoldError, Job, Outcome
+from bloomops.worker.handling import HandlerSet, HoldError, Job, Outcome
 
 EXTRACTED = "content/material/extracted_sample/1.0"
 LIBRARY = "content/material/library/1.0"
