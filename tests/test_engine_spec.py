@@ -441,7 +441,7 @@ WHY_NOT_CASES = {
     "NEXT_QUEUE_KEY_MISSING": "unrouted",
     "STATE_NOT_ELIGIBLE": "pending",
     "QUEUE_DISABLED": "disabled",
-    "CAPABILITY_MISMATCH": "capability",
+    "WORKER_NOT_ELIGIBLE": "capability",
     "CANCEL_REQUESTED": "cancel_requested",
     "TERMINAL_STATE": "terminal",
 }

@@ -154,7 +154,7 @@ def test_scan_of_a_subject_the_worker_may_not_serve(client, lab):
     html = response.content.decode()
     assert response.status_code == 409
     assert "Missing capabilities: nobody.has.this." in html
-    assert "CAPABILITY_MISMATCH" in html
+    assert "WORKER_NOT_ELIGIBLE" in html
 
 
 # ---------------------------------------------------------------- my work

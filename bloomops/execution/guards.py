@@ -14,6 +14,7 @@ from bloomops.execution.context import ActionRequest, Actor, Context
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of
+from bloomops.execution.policy import lease_effective_status
 
 # The largest payload an action stores (its canonical JSON), and how deep it may nest: an
 # action record is evidence, not a file store (RULES.md#requests).
@@ -169,9 +170,8 @@ def guard_lease(ctx: Context) -> None:
         raise ActionError("LEASE_NOT_OWNED", "The lease has no worker.", lease_euid=lease.euid)
     ctx.worker = worker
     ensure_controls_worker(ctx.actor, worker)
-    status = lease.props.get("status")
-    past_expiry = lease.props.get("expires_at", "") <= ctx.now_ts
-    if status == "EXPIRED" or (status == "ACTIVE" and past_expiry):
+    status = lease_effective_status(lease.props, ctx.now_ts)
+    if status == "EXPIRED":
         raise ActionError("LEASE_EXPIRED", lease_euid=lease.euid,
                           expires_at=lease.props.get("expires_at"))
     if status != "ACTIVE":

@@ -6,7 +6,13 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from bloomops.execution.states import TRANSIENT_CLASSES, RetryClass, WorkerStatus, WorkerType
+from bloomops.execution.states import (
+    TERMINAL_STATES,
+    TRANSIENT_CLASSES,
+    RetryClass,
+    WorkerStatus,
+    WorkerType,
+)
 
 
 def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> bool:
@@ -14,6 +20,26 @@ def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> 
     if not worker_scope or not queue_scope:
         return True
     return bool(set(worker_scope) & set(queue_scope))
+
+
+def lease_is_active(props: dict[str, Any], now_ts: str) -> bool:
+    """RULES.md#leases 5.1 (the SQL twin is sql.lease_active): ACTIVE and unexpired."""
+    expires = props.get("expires_at")
+    return props.get("status") == "ACTIVE" and isinstance(expires, str) and expires > now_ts
+
+
+def lease_effective_status(props: dict[str, Any], now_ts: str) -> str | None:
+    """The status every read reports (sql.lease_effective_status): an ACTIVE lease past its
+    expiry is EXPIRED whether or not the sweeper has marked it."""
+    status = props.get("status")
+    if status == "ACTIVE" and not lease_is_active(props, now_ts):
+        return "EXPIRED"
+    return status
+
+
+def is_terminal(env: dict[str, Any]) -> bool:
+    """RULES.md#envelope (the SQL twin is sql.TERMINAL): by its flag or by its state."""
+    return env.get("terminal") is True or env.get("state") in TERMINAL_STATES
 
 
 def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[tuple[str, str]]:

@@ -29,8 +29,8 @@ from bloomops.execution.objects import (
     load,
     save_props,
 )
+from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import (
-    TERMINAL_STATES,
     parse_priority,
 )
 
@@ -122,7 +122,7 @@ class RequeueSubject(Handler):
                 key = dl.props.get("queue_lookup_key") or key
         queue = queue_or_refuse(ctx, key)
         assert queue is not None
-        was_terminal = state in TERMINAL_STATES or bool(env.get("terminal"))
+        was_terminal = is_terminal(env)
         if state in ("RUNNING", "WAITING_EXTERNAL"):
             # Reconciliation of uncertain external work produces its own record (8.3).
             previous = env.get("last_execution_record_euid")

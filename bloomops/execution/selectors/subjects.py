@@ -12,6 +12,7 @@ from bloomops.execution.envelope import (
     envelope_problems,
     ts,
 )
+from bloomops.execution.errors import PLAIN
 from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
@@ -49,10 +50,9 @@ REASON_TEXT: dict[str, str] = {
     "STATE_NOT_ELIGIBLE": "State not eligible in this queue.",
     "TEMPLATE_NOT_ACCEPTED": "The queue does not take this kind of subject.",
     "SCOPE_MISMATCH": "Site/platform/assay outside the queue's scope.",
-    "QUEUE_DISABLED": "The queue is disabled.",
-    "WORKER_UNAVAILABLE": "The worker may not take work.",
-    "CAPABILITY_MISMATCH": "The worker's capabilities or scopes do not cover the queue.",
-    "INVALID_ENVELOPE": "Its execution envelope has a field the engine cannot read.",
+    # Reasons that are also refusal codes read the same in both places.
+    **{code: PLAIN[code] for code in ("QUEUE_DISABLED", "WORKER_UNAVAILABLE",
+                                      "WORKER_NOT_ELIGIBLE", "INVALID_ENVELOPE")},
 }
 
 
@@ -122,7 +122,12 @@ def subject_diagnostics(
     """Envelope, derived visibility and every "why not in queue" reason of 9.3 (for a given
     worker too, when worker_euid is passed). One query."""
     from bloomops.execution.envelope import read_envelope
-    from bloomops.execution.policy import eligibility_problems, worker_status_problem
+    from bloomops.execution.policy import (
+        eligibility_problems,
+        is_terminal,
+        lease_is_active,
+        worker_status_problem,
+    )
 
     moment = now or clock.now()
     row = fetch_one(DIAG_SQL, read_params(moment, tenant, euid=euid, worker_euid=worker_euid))
@@ -139,7 +144,7 @@ def subject_diagnostics(
     lease = row["active_lease"]
     holds = row["active_holds"] or []
     state = env["state"]
-    if env.get("terminal") or state in ("COMPLETED", "CANCELED", "FAILED_TERMINAL"):
+    if is_terminal(env):
         reasons.append(Reason("TERMINAL_STATE", f"The subject is in terminal state {state}."))
     if env.get("cancel_requested"):
         reasons.append(Reason("CANCEL_REQUESTED", "Cancellation was requested."))
@@ -148,13 +153,15 @@ def subject_diagnostics(
         reasons.append(Reason("ACTIVE_HOLD", f"An active hold: {why}."))
     derived = None
     if lease:
-        if (lease["props"].get("expires_at") or "") > now_ts:
+        if lease_is_active(lease["props"], now_ts):
             derived = "LEASED"
             reasons.append(Reason("ACTIVE_LEASE", "Leased by worker "
                                   f"{lease['props'].get('worker_lookup_euid')} until "
                                   f"{lease['props'].get('expires_at')}."))
         else:
+            # Stored ACTIVE but past expiry: inactive for every read (RULES.md#leases).
             derived = "LEASE_EXPIRED"
+            lease = None
     if not env.get("next_queue_key"):
         reasons.append(Reason("NEXT_QUEUE_KEY_MISSING", "The subject is not routed to a queue."))
     elif queue is None:
@@ -187,7 +194,7 @@ def subject_diagnostics(
         for code, message in eligibility_problems(worker["props"], queue):
             if code == "QUEUE_DISABLED":
                 continue
-            reasons.append(Reason("CAPABILITY_MISMATCH", message))
+            reasons.append(Reason("WORKER_NOT_ELIGIBLE", message))
     visible = bool(row["visible"])
     if visible:
         derived = "VISIBLE_IN_QUEUE"
