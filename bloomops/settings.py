@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bloomops.pgserver import database_url, django_database
+from bloomops.pgserver import (
+    database_url,
+    db_role,
+    django_database,
+    runtime_database_url,
+    var_secret,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -17,27 +23,12 @@ def _flag(name: str, default: str = "0") -> bool:
 DEBUG = _flag("BLOOMOPS_DEBUG")
 
 
-def _secret_key() -> str:
-    """BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key),
-    so no two installations share a key and none is written in the code."""
-    if os.environ.get("BLOOMOPS_SECRET_KEY"):
-        return os.environ["BLOOMOPS_SECRET_KEY"]
-    import secrets
-
-    path = BASE_DIR / "var" / "secret_key"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first
-            pass
-        else:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+def _int(name: str, default: int) -> int:
+    return int(os.environ.get(name, str(default)))
 
 
-SECRET_KEY = _secret_key()
+# BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
+SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
 _hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
 if DEBUG:
@@ -93,7 +84,15 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": django_database(database_url())}
+# Two PostgreSQL roles (docs/DEPLOY.md): the owner runs bootstrap and migrations, the runtime
+# role (data privileges only, audit_log append-only) everything else; pgserver.db_role decides.
+_OWNER_URL = database_url()
+DATABASE_ROLES = {
+    "owner": django_database(_OWNER_URL),
+    "runtime": django_database(runtime_database_url(_OWNER_URL)),
+}
+BLOOMOPS_DB_ROLE = db_role()
+DATABASES = {"default": dict(DATABASE_ROLES[BLOOMOPS_DB_ROLE])}
 DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("BLOOMOPS_CONN_MAX_AGE", "60"))
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("BLOOMOPS_TEST_DB", "test_bloomops")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from bloomops.execution.sql import ready_ts
 from bloomops.tapdb import templates as template_cache
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
+from bloomops.tapdb.roles import ensure_runtime_role
 
 PACK_DIR = Path(__file__).resolve().parent / "packs"
 
@@ -123,6 +124,7 @@ class BootstrapReport:
     templates_inserted: list[str] = field(default_factory=list)
     templates_updated: list[str] = field(default_factory=list)
     indexes_created: list[str] = field(default_factory=list)
+    runtime_role_changes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -134,6 +136,7 @@ class BootstrapReport:
                 self.templates_inserted,
                 self.templates_updated,
                 self.indexes_created,
+                self.runtime_role_changes,
             ]
         )
 
@@ -149,6 +152,7 @@ class BootstrapReport:
             f" updated: {len(self.templates_updated)}"
         )
         out.append(f"  indexes created: {len(self.indexes_created)}")
+        out.append(f"  runtime role grants changed: {len(self.runtime_role_changes)}")
         return out
 
 
@@ -298,6 +302,8 @@ def bootstrap() -> BootstrapReport:
         ensure_identity(report, packs)
         seed_templates(report, packs)
         ensure_indexes(report)
+        # Last: the role's grants cover the tables and sequences made above.
+        report.runtime_role_changes = ensure_runtime_role()
     template_cache.clear_cache()
     if report.changed:
         execute("ANALYZE generic_template")
