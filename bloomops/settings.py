@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from bloomops.pgserver import (
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
     "django_htmx",
     "django_tables2",
     "bloomops.tapdb",
@@ -63,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "bloomops.urls"
@@ -118,14 +122,39 @@ BLOOMOPS_OUTBOX_SINK = os.environ.get("BLOOMOPS_OUTBOX_SINK", "log")
 # When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
 BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 
+# API tokens expire this many days after creation unless created with --days.
+BLOOMOPS_API_TOKEN_DAYS = _int("BLOOMOPS_API_TOKEN_DAYS", 90)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
-# The well-known demo password; any account still using it is refused when DEBUG is off.
+# The well-known demo password; any account still using it is refused when DEBUG is off, at
+# sign-in and on the API (bloomops.accounts.passwords).
 DEMO_PASSWORD = "bloomops"
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a locked-out username + address before any password check.
+    "axes.backends.AxesStandaloneBackend",
+    "bloomops.accounts.backends.SignInBackend",
+]
+# Sign-in throttling (django-axes): after this many failures for one username from one address,
+# that pair is locked out for the cool-off time. `manage.py axes_reset` lifts every lockout.
+AXES_FAILURE_LIMIT = _int("BLOOMOPS_SIGNIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_int("BLOOMOPS_SIGNIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_ENABLE_ADMIN = False
+AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "bloomops.accounts.backends.client_address"
+# Behind a TLS-terminating proxy (docs/DEPLOY.md): it tells us the scheme in X-Forwarded-Proto
+# and the client's address as the last X-Forwarded-For entry.
+BEHIND_TLS_PROXY = _flag("BLOOMOPS_BEHIND_TLS_PROXY")
+if BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
