@@ -6,6 +6,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF
+
 from bloomops.pgserver import (
     database_url,
     db_role,
@@ -43,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "axes",
+    "csp",
     "django_htmx",
     "django_tables2",
     "bloomops.tapdb",
@@ -56,6 +59,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -63,6 +67,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "bloomops.accounts.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
@@ -155,6 +160,38 @@ BEHIND_TLS_PROXY = _flag("BLOOMOPS_BEHIND_TLS_PROXY")
 if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# A session ends after this long without activity (shared bench terminals); the dashboard's
+# auto-refresh is not activity (bloomops.accounts.sessions).
+SESSION_IDLE_SECONDS = 60 * _int("BLOOMOPS_SESSION_IDLE_MINUTES", 30)
+SESSION_COOKIE_AGE = SESSION_IDLE_SECONDS
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+
+# Production is DEBUG off: HTTPS only, cookies never sent in clear, HSTS (docs/DEPLOY.md).
+SECURE_SSL_REDIRECT = not DEBUG and _flag("BLOOMOPS_SSL_REDIRECT", "1")
+if BEHIND_TLS_PROXY and not SECURE_SSL_REDIRECT:
+    SILENCED_SYSTEM_CHECKS = ["security.W008"]  # the proxy redirects plain HTTP itself
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = 0 if DEBUG else _int("BLOOMOPS_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("BLOOMOPS_HSTS_INCLUDE_SUBDOMAINS", "1")
+SECURE_HSTS_PRELOAD = _flag("BLOOMOPS_HSTS_PRELOAD", "1")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+# One policy in every mode, so the browser tests meet the production policy: scripts and styles
+# only from our own static files (no inline code, no eval; htmx is configured for that in
+# base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
