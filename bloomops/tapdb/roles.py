@@ -67,7 +67,7 @@ def check_separate_runtime_role(app_configs=None, **kwargs) -> list[CheckWarning
 def wanted_grants() -> dict[str, frozenset[str]]:
     """Table privileges of the runtime role, for the tables that exist now."""
     django_tables = set(connection.introspection.django_table_names(only_existing=True))
-    wanted = {t: p for t, p in TAPDB_GRANTS.items()}
+    wanted = dict(TAPDB_GRANTS)
     for table in django_tables - set(TAPDB_GRANTS):
         wanted[table] = DML
     for table in READ_ONLY_DJANGO:
