@@ -163,7 +163,7 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
     sci.wait_for_url(f"{site}/queues/q1/")
     # no reload: htmx swaps the panel in place
     board.wait_for_function(
-        "document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
+        "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
         ".textContent.trim() === '1'", timeout=10000)
     assert board.evaluate("window.__sameDocument") is True
     assert board.locator('#queue-table tr[data-queue="q1"] td.leased').inner_text() == "1"
@@ -178,7 +178,7 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
     assert depth.inner_text() == "1"
     board.get_by_role("button", name="Resume auto-refresh").click()
     board.wait_for_function(
-        "document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
+        "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
         ".textContent.trim() === '0'", timeout=10000)
     sci.context.close()
     board.context.close()

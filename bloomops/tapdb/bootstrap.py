@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from bloomops.tapdb import templates as template_cache
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
+from bloomops.tapdb.roles import ensure_runtime_role
 
 PACK_DIR = Path(__file__).resolve().parent / "packs"
 
@@ -37,6 +38,7 @@ class BootstrapReport:
     templates_inserted: list[str] = field(default_factory=list)
     templates_updated: list[str] = field(default_factory=list)
     indexes_created: list[str] = field(default_factory=list)
+    runtime_role_changes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -48,6 +50,7 @@ class BootstrapReport:
                 self.templates_inserted,
                 self.templates_updated,
                 self.indexes_created,
+                self.runtime_role_changes,
             ]
         )
 
@@ -63,6 +66,7 @@ class BootstrapReport:
             f" updated: {len(self.templates_updated)}"
         )
         out.append(f"  indexes created: {len(self.indexes_created)}")
+        out.append(f"  runtime role grants changed: {len(self.runtime_role_changes)}")
         return out
 
 
@@ -214,6 +218,8 @@ def bootstrap(*, read_indexes: Mapping[str, str] | None = None,
         ensure_identity(report, packs)
         seed_templates(report, packs)
         ensure_indexes(report, read_indexes or {}, retired)
+        # Last: the role's grants cover the tables and sequences made above.
+        report.runtime_role_changes = ensure_runtime_role()
     template_cache.clear_cache()
     if report.changed:
         execute("ANALYZE generic_template")
