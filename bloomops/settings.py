@@ -231,5 +231,7 @@ LOGGING = {
             "handlers": ["console"],
             "level": os.environ.get("BLOOMOPS_LOG_LEVEL", "INFO"),
         },
+        # A server error's traceback goes to the server's log in every mode, not to e-mail.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

@@ -75,15 +75,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def production_server(committed, settings):
+def production_server(committed, settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]  # the server's
     User.objects.create_user("bench-op", password="a-long-bench-password")
     port = _free_port()
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "bloomops.wsgi:application", "--bind",
          f"127.0.0.1:{port}", "--workers", "1"], cwd=BASE,
-        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO"),
+        stdout=(tmp_path / "gunicorn.log").open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -108,13 +108,21 @@ def request(port: int, method: str, path: str, *, https: bool = True, body: str 
     return response
 
 
+def _server_log() -> str:
+    """What the production server said, for a failure message."""
+    import glob
+
+    logs = sorted(glob.glob("/tmp/pytest-of-*/pytest-*/test_production_server*/gunicorn.log"))
+    return Path(logs[-1]).read_text()[-4000:] if logs else "(no server log)"
+
+
 def test_production_server_headers_and_cookies(production_server):
     port = production_server
     plain = request(port, "GET", "/accounts/login/", https=False)
     assert plain.status == 301 and plain.getheader("Location") == f"https://{HOST}/accounts/login/"
 
     page = request(port, "GET", "/accounts/login/")
-    assert page.status == 200
+    assert page.status == 200, _server_log()
     assert page.getheader("Strict-Transport-Security") == (
         "max-age=31536000; includeSubDomains; preload")
     assert page.getheader("X-Content-Type-Options") == "nosniff"

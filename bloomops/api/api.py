@@ -17,8 +17,7 @@ from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
 from bloomops.api import schemas as S
-from bloomops.api.metrics import count_claim_conflict, count_replay
-from bloomops.api.readmodel import overview, summary_dict
+from bloomops.api.readmodel import summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
@@ -130,8 +129,8 @@ actions = Router(tags=["actions"])
             summary="Queue summaries with the metrics of spec 9.1")
 def list_queues(request):
     _reader(request)
-    ov = overview()
-    return [summary_dict(s, ov.lag_by_queue.get(s.queue_key)) for s in ov.summaries]
+    ov = selectors.overview()
+    return [summary_dict(s, ov.lag(s.queue_key)) for s in ov.summaries]
 
 
 @router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
@@ -139,10 +138,10 @@ def list_queues(request):
             summary="Queue config and summary")
 def get_queue(request, queue_key: str):
     _reader(request)
-    ov = overview()
+    ov = selectors.overview()
     for s in ov.summaries:
         if s.queue_key == queue_key:
-            return {**summary_dict(s, ov.lag_by_queue.get(queue_key)), "config": s.config}
+            return {**summary_dict(s, ov.lag(queue_key)), "config": s.config}
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 
@@ -363,16 +362,7 @@ def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionReques
 
 
 def run_action(action_key: str, body: S.ActionEnvelope, user) -> dict:
-    req = build_request(action_key, body, user)
-    try:
-        result = execute(req)
-    except ActionError as exc:
-        if action_key == "claim_queue_item":
-            count_claim_conflict(exc.code, req.queue_key)
-        raise
-    if result.replayed:
-        count_replay(action_key)
-    return result.as_dict()
+    return execute(build_request(action_key, body, user)).as_dict()
 
 
 ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}

@@ -37,6 +37,12 @@ class Actor:
         return "admin" in self.roles
 
 
+# The request envelope (RULES.md#requests): what every action request may name besides its
+# idempotency key and payload. The API schema, the guards and the hash all read this list.
+ENVELOPE_FIELDS = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
+                   "expected_state", "expected_revision")
+
+
 @dataclass
 class ActionRequest:
     action_key: str
@@ -54,17 +60,9 @@ class ActionRequest:
     now: datetime | None = None
 
     def hash_material(self) -> dict[str, Any]:
-        return {
-            "action_key": self.action_key,
-            "subject_euid": self.subject_euid,
-            "worker_euid": self.worker_euid,
-            "lease_euid": self.lease_euid,
-            "hold_euid": self.hold_euid,
-            "queue_key": self.queue_key,
-            "expected_state": self.expected_state,
-            "expected_revision": self.expected_revision,
-            "payload": self.payload,
-        }
+        return {"action_key": self.action_key,
+                **{name: getattr(self, name) for name in ENVELOPE_FIELDS},
+                "payload": self.payload}
 
     def payload_hash(self) -> str:
         material = json.dumps(self.hash_material(), sort_keys=True, separators=(",", ":"),
@@ -141,7 +139,6 @@ class Context:
     # Objects the action also acted on besides its target (the subjects of force-expired
     # leases): each gets an executed_on edge, so the action is in their history.
     related: list[Obj] = field(default_factory=list)
-    log_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -13,24 +13,6 @@ from typing import Any
 
 from bloomops.execution.states import ALL_STATES
 
-AUTHORITATIVE_FIELDS = (
-    "state",
-    "revision",
-    "next_queue_key",
-    "next_action_key",
-    "priority",
-    "ready_at",
-    "due_at",
-    "attempt_count",
-    "max_attempts_override",
-    "retry_at",
-    "hold_state",
-    "hold_reason",
-    "cancel_requested",
-    "terminal",
-)
-CACHE_FIELDS = ("last_execution_record_euid", "queue_cache")
-
 DEFAULT_ENVELOPE: dict[str, Any] = {
     "state": "PENDING",
     "revision": 1,

@@ -34,6 +34,7 @@ from bloomops.execution.context import (
     Context,
     action_spec,
 )
+from bloomops.execution.counters import count_refusal, count_replay
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_payload,
@@ -53,6 +54,18 @@ __all__ = ["ActionRequest", "ActionResult", "Actor", "execute"]
 
 
 def execute(req: ActionRequest) -> ActionResult:
+    """Run one action (module docstring); every refusal and replay is counted here."""
+    try:
+        result = _execute(req)
+    except ActionError as exc:
+        count_refusal(req.action_key, exc.code, req.queue_key)
+        raise
+    if result.replayed:
+        count_replay(req.action_key)
+    return result
+
+
+def _execute(req: ActionRequest) -> ActionResult:
     started = time.monotonic()
     tenant = str(req.tenant or settings.TAPDB_TENANT_ID)
     spec = action_spec(req.action_key)

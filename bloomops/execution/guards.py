@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from bloomops.execution.context import ActionRequest, Actor, Context
+from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Actor, Context
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of
@@ -44,8 +44,7 @@ def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
                           f" {MAX_PAYLOAD_BYTES} max).", field="payload")
 
 
-REQUEST_TEXT_FIELDS = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
-                       "expected_state")
+REQUEST_TEXT_FIELDS = tuple(f for f in ENVELOPE_FIELDS if f != "expected_revision")
 
 
 def check_request_fields(req: ActionRequest) -> None:

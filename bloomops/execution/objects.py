@@ -144,11 +144,8 @@ def is_kind(obj: Obj | None, kind: str) -> bool:
 
 
 WORKER = "system/worker"
-QUEUE = "execution/queue"
 LEASE = "execution/queue_lease"
-RECORD = "execution/execution_record"
 HOLD = "execution/hold"
-DEAD_LETTER = "execution/dead_letter"
 
 
 QUEUE_CODE = "data/execution/queue/1.0"

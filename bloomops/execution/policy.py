@@ -65,6 +65,14 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
     return problems
 
 
+def can_serve(worker: dict[str, Any], computed_status: str, queue: dict[str, Any]) -> bool:
+    """Worker coverage (RULES.md#metrics): online now, taking work, and eligible for the
+    queue. A disabled queue keeps its coverage (who could serve it once enabled)."""
+    if computed_status != WorkerStatus.ONLINE or worker_status_problem(worker):
+        return False
+    return all(code == "QUEUE_DISABLED" for code, _ in eligibility_problems(worker, queue))
+
+
 def worker_status_problem(worker: dict[str, Any]) -> str | None:
     status = worker.get("status")
     if status in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):

@@ -19,7 +19,6 @@ class State(StrEnum):
 
 ALL_STATES = tuple(s.value for s in State)
 TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
-NONTERMINAL_STATES = tuple(s.value for s in State if s not in TERMINAL_STATES)
 
 
 class LeaseStatus(StrEnum):
@@ -29,15 +28,6 @@ class LeaseStatus(StrEnum):
     EXPIRED = "EXPIRED"
     ABANDONED = "ABANDONED"
     CANCELED = "CANCELED"
-
-
-class RecordStatus(StrEnum):
-    STARTED = "STARTED"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED_RETRYABLE = "FAILED_RETRYABLE"
-    FAILED_TERMINAL = "FAILED_TERMINAL"
-    CANCELED = "CANCELED"
-    EXPIRED = "EXPIRED"
 
 
 class WorkerStatus(StrEnum):

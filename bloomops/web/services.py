@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from bloomops.execution import people
+from bloomops.execution import people, selectors
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import WorkerType
@@ -58,26 +58,13 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 # ---------------------------------------------------------------- dashboard presentation
 
 
-def coverage(workers: list, queue_config: dict) -> list[str]:
-    """Online workers able to serve a queue (eligibility of spec 3.5), by display name."""
-    from bloomops.execution.policy import eligibility_problems, worker_status_problem
-
-    able = []
-    for w in workers:
-        if w.computed_status != "ONLINE" or worker_status_problem(w.props):
-            continue
-        problems = [c for c, _ in eligibility_problems(w.props, queue_config)
-                    if c != "QUEUE_DISABLED"]
-        if not problems:
-            able.append(w.props.get("display_name") or w.worker_key)
-    return able
-
-
-def dashboard_rows(summaries: list, workers: list, trends: dict[str, list[int]]) -> list[dict]:
-    """One row per queue: its summary, who can serve it, and its trend. No queries."""
+def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list[dict]:
+    """One row per queue: its summary, who can serve it (by name), its trend. No queries."""
     return [
-        {"q": s, "coverage": coverage(workers, s.config), "trend": trends.get(s.queue_key, [])}
-        for s in summaries
+        {"q": s, "coverage": [w.props.get("display_name") or w.worker_key
+                              for w in ov.serving.get(s.queue_key, [])],
+         "trend": trends.get(s.queue_key, [])}
+        for s in ov.summaries
     ]
 
 

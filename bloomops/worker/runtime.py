@@ -226,9 +226,6 @@ class WorkerRuntime:
             claim = self.call("claim", lambda: self.transport.act(
                 "claim_queue_item", worker_euid=self.worker_euid, idempotency_key=key))
         except ActionError as exc:
-            from bloomops.api.metrics import count_claim_conflict
-
-            count_claim_conflict(exc.code, None)
             if exc.code in ("WORKER_UNAVAILABLE",):
                 self.call("heartbeat", lambda: self.heartbeat(force=True))
             elif exc.code not in ("NO_WORK", "CONCURRENT_UPDATE", "MAX_LEASES_REACHED"):

@@ -12,20 +12,12 @@ import urllib.error
 import urllib.request
 from typing import Any, Protocol
 
+from bloomops.execution.actions import ACTIONS
+from bloomops.execution.context import ENVELOPE_FIELDS
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 
-ENVELOPE = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-            "queue_key", "expected_state", "expected_revision")
-# action key -> API path (spec 10.3 plus the two documented extensions)
-PATHS = {
-    "register_worker": "register-worker", "heartbeat_worker": "heartbeat-worker",
-    "claim_queue_item": "claim", "renew_queue_lease": "renew-lease",
-    "release_queue_lease": "release-lease", "complete_queue_execution": "complete",
-    "fail_queue_execution": "fail", "place_execution_hold": "hold",
-    "release_execution_hold": "release-hold", "requeue_subject": "requeue",
-    "cancel_subject_execution": "cancel", "expire_queue_lease": "expire-lease",
-    "record_external_result": "external-result", "set_worker_status": "worker-status",
-}
+# What goes at the top level of an action's JSON body; the rest is its payload.
+ENVELOPE = ("idempotency_key", *ENVELOPE_FIELDS)
 
 
 class TransportError(Exception):
@@ -73,10 +65,6 @@ class DirectTransport:
 
         result = execute(ActionRequest(action_key=action_key, actor=self.actor,
                                        payload=payload or {}, **fields))
-        if result.replayed:
-            from bloomops.api.metrics import count_replay
-
-            count_replay(action_key)
         return result.as_dict()
 
     def subject(self, euid: str) -> dict:
@@ -164,7 +152,7 @@ class HttpTransport:
     def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict:
         body = {k: v for k, v in fields.items() if k in ENVELOPE and v is not None}
         body["payload"] = payload or {}
-        return self._call("POST", f"/actions/{PATHS[action_key]}", body)
+        return self._call("POST", f"/actions/{ACTIONS[action_key].path}", body)
 
     def subject(self, euid: str) -> dict:
         return self._call("GET", f"/subjects/{euid}")

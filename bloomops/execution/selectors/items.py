@@ -23,12 +23,14 @@ from bloomops.execution.sql import (
     ENV,
     ENVELOPE_VALID,
     HAS_ENVELOPE,
+    HELD,
     ORDER_BY,
     ORDER_BY_COLUMNS,
     ORDER_COLUMNS,
     QP,
     QUEUES,
     READY_TS,
+    RETRY_WAITING,
     SCOPE_MATCH,
     TEMPLATE_CODE,
     TEMPLATES,
@@ -183,7 +185,7 @@ def queue_hidden_items(
     """Subjects routed to a queue (next_queue_key) that are NOT visible in it, optionally in
     one state, each with the reasons why not, in execution order; plus the total. One query;
     the reasons are columns built from the same fragments as VISIBLE."""
-    from bloomops.execution.sql import ACTIVE_HOLD_EXISTS, ACTIVE_LEASE_EXISTS
+    from bloomops.execution.sql import ACTIVE_LEASE_EXISTS
 
     params = read_params(now, tenant, queue_key=queue_key, limit=limit, offset=offset, state=state)
     extra = filters_sql(filters, params)
@@ -192,12 +194,10 @@ def queue_hidden_items(
         SELECT {ITEM_COLUMNS}, count(*) OVER () AS total,
                {TERMINAL} AS terminal,
                {CANCEL_REQUESTED} AS cancel_requested,
-               (coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE' OR {ACTIVE_HOLD_EXISTS})
-                   AS held,
+               {HELD} AS held,
                {ACTIVE_LEASE_EXISTS} AS leased,
-               coalesce({ENV}->>'retry_at' > %(now)s, false) AS retry_wait,
-               ({READY_TS} > %(now)s AND coalesce({ENV}->>'retry_at' > %(now)s, false) = false)
-                   AS not_ready,
+               {RETRY_WAITING} AS retry_wait,
+               ({READY_TS} > %(now)s AND NOT {RETRY_WAITING}) AS not_ready,
                NOT coalesce(q.eligible_states ? ({ENV}->>'state'), false) AS state_bad,
                NOT coalesce(q.template_codes ? {TEMPLATE_CODE}, false)
                    AS template_bad,

@@ -18,6 +18,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from bloomops.tapdb.db import fetch_value
+
 TARGETS = {
     "summaries": ("<", 250.0, "ms"),
     "first_page": ("<", 50.0, "ms"),
@@ -99,7 +101,7 @@ class Command(BaseCommand):
         if benchdata.is_built():
             self.stdout.write("Synthetic data set found: reusing it (--rebuild to rebuild).")
         else:
-            if benchdata.fetch_value(
+            if fetch_value(
                 "SELECT count(*) FROM generic_instance WHERE json_addl->'properties'"
                 " ? 'bench_seq'"
             ):
@@ -144,7 +146,7 @@ class Command(BaseCommand):
         return result["worker_euid"]
 
     def _reset_claims(self) -> int:
-        from bloomops.bench.data import release_bench_claims
+        from bloomops.bench.inserts import release_bench_claims
 
         return release_bench_claims(CLAIMER_KEY.format(i=""))
 
