@@ -9,6 +9,7 @@ from django.conf import settings
 
 from bloomops.execution.context import ACTION_CODE, EVENT_CODE, ActionRequest, Context, created_obj
 from bloomops.execution.objects import REL, Obj
+from bloomops.execution.statements import FIND_REPLAY, OUTBOX_INSERT
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import create_instance, link_many
@@ -25,13 +26,7 @@ def idempotency_scope(req: ActionRequest) -> str:
 
 def find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
     return fetch_one(
-        """
-        SELECT euid, json_addl FROM generic_instance
-        WHERE tenant_id = %(tenant)s AND NOT is_deleted AND type = 'execution_queue'
-          AND subtype = %(action)s AND json_addl->>'idempotency_key' = %(key)s
-          AND json_addl->>'idempotency_scope' = %(scope)s
-        ORDER BY uid LIMIT 1
-        """,
+        FIND_REPLAY,
         {"tenant": tenant, "action": req.action_key, "key": req.idempotency_key,
          "scope": scope},
         prepare="find_replay",
@@ -97,15 +92,8 @@ def emit_event(ctx: Context, action: Obj) -> None:
         "revision": ctx.result.get("revision"),
     }
     created = create_instance(EVENT_CODE, name=event_type, properties=props, tenant_id=ctx.tenant)
-    sql_execute(
-        """
-        INSERT INTO outbox_event (message_uid, tenant_id, destination, dedupe_key)
-        VALUES (%s, %s, %s, %s)
-        """,
-        [
-            created.uid,
-            ctx.tenant,
-            settings.BLOOMOPS_OUTBOX_DESTINATION,
-            f"{event_type}:{aggregate.euid if aggregate else '-'}:{action.euid}",
-        ],
-    )
+    sql_execute(OUTBOX_INSERT, {
+        "message_uid": created.uid, "tenant": ctx.tenant,
+        "destination": settings.BLOOMOPS_OUTBOX_DESTINATION,
+        "dedupe_key": f"{event_type}:{aggregate.euid if aggregate else '-'}:{action.euid}",
+    })

@@ -56,10 +56,15 @@ def lease_active(alias: str = "x") -> str:
             f" AND {alias}.json_addl->'properties'->>'expires_at' > %(now)s")
 
 
+def lease_past_expiry(alias: str = "x") -> str:
+    """Stored ACTIVE but past its expiry: what the sweeper marks EXPIRED."""
+    return (f"{_status(alias)} = 'ACTIVE'"
+            f" AND {alias}.json_addl->'properties'->>'expires_at' <= %(now)s")
+
+
 def lease_expired(alias: str = "x") -> str:
     """Marked EXPIRED by the sweeper, or ACTIVE past its expiry and not swept yet."""
-    return (f"({_status(alias)} = 'EXPIRED' OR ({_status(alias)} = 'ACTIVE'"
-            f" AND {alias}.json_addl->'properties'->>'expires_at' <= %(now)s))")
+    return f"({_status(alias)} = 'EXPIRED' OR ({lease_past_expiry(alias)}))"
 
 
 def lease_effective_status(alias: str = "x") -> str:
@@ -238,12 +243,7 @@ VISIBLE_BY_SETS = visibility(
     leased=LEASED_BY_SETS, held="(s.uid IN (SELECT uid FROM held_subjects))",
 )
 
-# After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
-# columns on the newest row version, but its lineage sub-queries ran on the statement's
-# older snapshot (DESIGN.md "the claim trap"). This new statement re-reads the lineage.
-LINEAGE_BLOCKED = f"""
-    SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
-    FROM generic_instance s WHERE s.uid = %(uid)s"""
+
 
 # 3.4: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
 # Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is

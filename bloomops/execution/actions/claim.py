@@ -29,16 +29,10 @@ from bloomops.execution.policy import (
     eligibility_problems,
     worker_status_problem,
 )
-from bloomops.execution.sql import (
-    ENV,
-    HAS_ENVELOPE,
+from bloomops.execution.statements import (
+    CLAIM_CANDIDATE,
     LINEAGE_BLOCKED,
-    ORDER_BY,
-    QP,
-    QUEUES,
-    TEMPLATES,
-    VISIBLE,
-    worker_active_leases,
+    WORKER_ACTIVE_LEASE_COUNT,
 )
 from bloomops.execution.states import (
     WorkerType,
@@ -47,27 +41,15 @@ from bloomops.tapdb.db import fetch_one
 
 
 def _count_active_leases(ctx: Context, worker: Obj) -> int:
-    row = fetch_one(f"SELECT {worker_active_leases('%(w)s')} AS n",
-                    {"w": worker.uid, "now": ctx.now_ts}, prepare="worker_active_leases")
+    row = fetch_one(WORKER_ACTIVE_LEASE_COUNT, {"worker_uid": worker.uid, "now": ctx.now_ts},
+                    prepare="worker_active_leases")
     return int(row["n"]) if row else 0
 
 
 def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | None:
-    row = fetch_one(
-        f"""
-        SELECT s.uid FROM ({QUEUES}) q
-        JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-         AND {ENV}->>'next_queue_key' = %(queue_key)s
-        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
-          AND NOT (s.uid = ANY(%(exclude)s))
-        ORDER BY {ORDER_BY}
-        LIMIT 1
-        FOR UPDATE OF s SKIP LOCKED
-        """,
-        {"tenant": ctx.tenant, "now": ctx.now_ts, "queue_key": queue_key, "exclude": exclude},
-        prepare="claim_candidate",
-    )
+    row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
+                                      "queue_key": queue_key, "exclude": exclude},
+                    prepare="claim_candidate")
     return row["uid"] if row else None
 
 

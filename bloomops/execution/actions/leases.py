@@ -21,6 +21,7 @@ from bloomops.execution.objects import (
     load,
     parent_of,
 )
+from bloomops.execution.statements import LEASES_PAST_EXPIRY
 from bloomops.tapdb.db import fetch_all
 
 
@@ -45,16 +46,7 @@ class ExpireQueueLease(Handler):
             leases = [lease] if lease.props.get("status") == "ACTIVE" else []
             reason = ctx.payload.get("reason") or "FORCED_EXPIRY"
         else:
-            rows = fetch_all(
-                """
-                SELECT uid FROM generic_instance
-                WHERE tenant_id = %s AND NOT is_deleted AND type = 'execution'
-                  AND subtype = 'queue_lease' AND json_addl->'properties'->>'status' = 'ACTIVE'
-                  AND json_addl->'properties'->>'expires_at' <= %s
-                ORDER BY uid FOR UPDATE SKIP LOCKED
-                """,
-                [ctx.tenant, ctx.now_ts],
-            )
+            rows = fetch_all(LEASES_PAST_EXPIRY, {"tenant": ctx.tenant, "now": ctx.now_ts})
             leases = [o for o in (load(uid=r["uid"], tenant=ctx.tenant) for r in rows) if o]
             reason = "HEARTBEAT_TIMEOUT"
         if not leases:
