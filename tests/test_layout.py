@@ -22,7 +22,7 @@ LAYERS = {
     "execution": {"tapdb", "accounts"},
     "web": {"execution", "tapdb", "accounts"},
     "api": {"execution", "tapdb", "accounts"},
-    "worker": {"execution", "tapdb", "accounts", "api"},
+    "worker": {"execution", "tapdb", "accounts"},
     "demo": {"execution", "tapdb", "accounts"},
     "bench": {"execution", "tapdb", "accounts", "demo"},
 }
