@@ -18,6 +18,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from bloomops.execution.counters import ALL, EVENTS
 from bloomops.execution.selectors import overview
+from bloomops.tapdb.tenancy import tenant_of
 
 GAUGES = {
     "queue_depth": ("Visible subjects (spec 3.1).", lambda s: s.depth),
@@ -54,7 +55,7 @@ class QueueCollector:
         return []
 
     def collect(self):
-        tenant = str(settings.TAPDB_TENANT_ID)
+        tenant = tenant_of() or ""
         ov = overview()
         sums = ov.summaries
         labels = ["tenant", "queue"]

@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.db import transaction
 
 from bloomops.bench.inserts import analyze, insert_lineage, insert_objects, insert_subjects
@@ -49,6 +48,7 @@ from bloomops.execution.envelope import new_envelope
 from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
 from bloomops.tapdb.templates import template
+from bloomops.tapdb.tenancy import tenant_of
 
 SUBJECTS = 100_000
 SEED_WORKERS = 40
@@ -117,24 +117,24 @@ def largest_queue_key() -> str:
 
 def is_built(tenant: str | None = None) -> bool:
     """The data set is there when all 20 queues and all subjects are."""
-    tenant = str(tenant or settings.TAPDB_TENANT_ID)
+    tenant = tenant_of(tenant)
     queues = fetch_value(
-        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
         " AND type = 'execution' AND subtype = 'queue'"
         " AND json_addl->'properties'->>'queue_key' LIKE 'bench\\_%%'",
-        [tenant],
+        {"tenant": tenant},
     )
     subjects = fetch_value(
-        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
         " AND json_addl->'properties' ? 'bench_seq' AND json_addl->'properties' ? 'execution'",
-        [tenant],
+        {"tenant": tenant},
     )
     return queues == len(bench_queues()) and subjects == SUBJECTS
 
 
 def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     """Generate the whole data set in one transaction; returns seconds per phase."""
-    tenant = str(tenant or settings.TAPDB_TENANT_ID)
+    tenant = tenant_of(tenant)
     now = datetime.now(UTC)
     timings: dict[str, float] = {}
     queues = bench_queues()

@@ -18,6 +18,7 @@ from bloomops.execution.selectors import queues
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.instances import create_instance
+from bloomops.tapdb.tenancy import tenant_of
 
 SPECIMEN = "content/material/specimen/1.0"
 EXTRACTED = "content/material/extracted_sample/1.0"
@@ -184,9 +185,9 @@ def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
                             properties=queue_properties(**spec))
             report.queues_created.append(spec["queue_key"])
         already = fetch_value(
-            "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
-            " AND json_addl->'properties'->>'demo_seed' = 'true'",
-            [settings.TAPDB_TENANT_ID],
+            "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s"
+            " AND NOT is_deleted AND json_addl->'properties'->>'demo_seed' = 'true'",
+            {"tenant": tenant_of()},
         )
         if already:
             return report

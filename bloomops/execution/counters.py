@@ -5,8 +5,9 @@ process-local Prometheus counters; /metrics exposes them."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter
+
+from bloomops.tapdb.tenancy import tenant_of
 
 ALL = "__all__"
 # Refusals of a claim that mean "someone else got there first / nothing for you".
@@ -22,8 +23,8 @@ REPLAYS = Counter("idempotent_replay", "Requests answered from a stored result (
 
 def count_refusal(action_key: str, code: str, queue_key: str | None) -> None:
     if action_key == "claim_queue_item" and code in CLAIM_CONFLICT_CODES:
-        CLAIM_CONFLICTS.labels(settings.TAPDB_TENANT_ID, queue_key or ALL).inc()
+        CLAIM_CONFLICTS.labels(tenant_of() or "", queue_key or ALL).inc()
 
 
 def count_replay(action_key: str) -> None:
-    REPLAYS.labels(settings.TAPDB_TENANT_ID, action_key).inc()
+    REPLAYS.labels(tenant_of() or "", action_key).inc()

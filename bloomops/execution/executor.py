@@ -47,6 +47,7 @@ from bloomops.execution.journal import emit_event, find_replay, idempotency_scop
 from bloomops.execution.objects import save_props
 from bloomops.execution.states import TERMINAL_STATES
 from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.tenancy import tenant_of
 
 log = logging.getLogger("bloomops.execution")
 
@@ -67,7 +68,7 @@ def execute(req: ActionRequest) -> ActionResult:
 
 def _execute(req: ActionRequest) -> ActionResult:
     started = time.monotonic()
-    tenant = str(req.tenant or settings.TAPDB_TENANT_ID)
+    tenant = tenant_of(req.tenant)
     spec = action_spec(req.action_key)
     handler = HANDLERS.get(req.action_key)
     if handler is None:

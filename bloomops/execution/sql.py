@@ -224,20 +224,21 @@ VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
 # active lease or an active hold are found once, from the small partial index of ACTIVE
 # objects, and each subject is probed against them by hash. Same conditions as the
-# EXISTS fragments above (LEASE_ACTIVE is shared).
+# EXISTS fragments above (LEASE_ACTIVE is shared), and like them whatever tenant the lease
+# or hold carries: lineage decides, so another writer's lease blocks a claim here too.
 BLOCKED_SUBJECTS = f"""
     leased_subjects AS MATERIALIZED (
         SELECT l.parent_instance_uid AS uid
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_lease'
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND {LEASE_ACTIVE}),
+        WHERE NOT x.is_deleted AND {LEASE_ACTIVE}),
     held_subjects AS MATERIALIZED (
         SELECT l.parent_instance_uid AS uid
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_hold'
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND {hold_active()})"""
+        WHERE NOT x.is_deleted AND {hold_active()})"""
 
 VISIBLE_BY_SETS = visibility(
     leased=LEASED_BY_SETS, held="(s.uid IN (SELECT uid FROM held_subjects))",

@@ -6,12 +6,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.conf import settings
-
 from bloomops.execution import people, selectors
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import WorkerType
+from bloomops.tapdb.tenancy import tenant_of
 
 
 def human_worker_key(user) -> str:
@@ -20,7 +19,7 @@ def human_worker_key(user) -> str:
 
 def my_worker_euid(user) -> str | None:
     """The euid of the user's human worker, if it was registered (a read, no write)."""
-    worker = worker_by_key(human_worker_key(user), tenant=str(settings.TAPDB_TENANT_ID))
+    worker = worker_by_key(human_worker_key(user), tenant=tenant_of())
     return worker.euid if worker else None
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
 from bloomops.execution import clock
 from bloomops.execution.envelope import (
     parse_ts,
@@ -19,6 +17,7 @@ from bloomops.execution.sql import (
     TEMPLATE_CODE,
 )
 from bloomops.execution.states import priority_class
+from bloomops.tapdb.tenancy import tenant_of
 
 THROUGHPUT_WINDOW_MINUTES = 60
 
@@ -26,7 +25,7 @@ THROUGHPUT_WINDOW_MINUTES = 60
 def read_params(now: datetime | None, tenant: str | None, **extra: Any) -> dict[str, Any]:
     return {
         "now": ts(now or clock.now()),
-        "tenant": str(tenant or settings.TAPDB_TENANT_ID),
+        "tenant": tenant_of(tenant),
         **extra,
     }
 

@@ -103,7 +103,7 @@ DIAG_SQL = f"""
                AND x.json_addl->'properties'->>'status' = 'ACTIVE') AS active_holds,
            (SELECT jsonb_build_object('euid', w.euid, 'props', w.json_addl->'properties')
               FROM generic_instance w
-             WHERE w.euid = %(worker_euid)s AND w.tenant_id = s.tenant_id
+             WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s
                AND w.type = 'system' AND w.subtype = 'worker') AS worker
     FROM generic_instance s
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
