@@ -201,7 +201,7 @@ def test_worker_lifecycle_claim_renew_complete(q1, apis):
     r = svc.act("heartbeat-worker", worker_euid=worker, host="h2")
     assert r.status_code == 200 and r.json()["status"] == "ONLINE"
 
-    r = svc.act("claim", worker_euid=worker)  # no queue_key: the engine picks (5.4)
+    r = svc.act("claim", worker_euid=worker)  # no queue_key: the engine picks (RULES.md#order)
     assert r.status_code == 200
     claim = r.json()
     assert claim["subject_euid"] == subject and claim["queue_key"] == "q1"

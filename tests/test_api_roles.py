@@ -1,5 +1,5 @@
 """The role matrix of every endpoint: reads for any of the four roles, actions exactly as the
-action templates allow (DESIGN.md Roles, spec 10.4); no token is 401, no role is 403."""
+action templates allow (RULES.md#roles); no token is 401, no role is 403."""
 
 from __future__ import annotations
 

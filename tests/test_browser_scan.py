@@ -1,4 +1,4 @@
-"""Issue 8 (bench bug): the scan-to-claim loop in a real browser, driven by the keyboard only,
+"""The scan-to-claim loop (RULES.md#claims) in a real browser, driven by the keyboard only,
 as a barcode scanner drives it (it types the EUID and presses Enter). After every outcome the
 field is empty and focused, the page is still /scan/, and each claim is written once."""
 

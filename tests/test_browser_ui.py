@@ -1,4 +1,4 @@
-"""Issue 4: the operator UI in a real browser (Playwright driving Debian's Chromium,
+"""The operator UI in a real browser (Playwright driving Debian's Chromium,
 headless) against pytest-django's live server on committed data."""
 
 from __future__ import annotations

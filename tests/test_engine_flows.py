@@ -1,4 +1,4 @@
-"""Spec 000 11.5 at the engine level: the wet-lab chain, the compute flow through
+"""The demo flows at the engine level: the wet-lab chain, the compute flow through
 WAITING_EXTERNAL, and reprocessing against existing artifacts."""
 
 from __future__ import annotations

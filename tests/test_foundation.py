@@ -1,4 +1,4 @@
-"""Issue 2: the stack stands on real PostgreSQL, TapDB's schema and Django."""
+"""The stack stands on real PostgreSQL, TapDB's schema and Django."""
 
 from __future__ import annotations
 

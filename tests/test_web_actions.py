@@ -1,4 +1,4 @@
-"""Issue 4: every operator-UI action posts through the executor — success, replay of a double
+"""Every operator-UI action posts through the executor — success, replay of a double
 submit, stale pages, and each refusal in plain words with nothing written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 8 (bench bug): the answers of /scan/ behind the browser loop of test_browser_scan.py.
+"""The answers of /scan/ behind the browser loop of test_browser_scan.py.
 With htmx only the outcome and a fresh form guard come back; without JavaScript a claim
 redirects back to /scan/; a resent scan replays; a malformed scan is a 400; refusals write
 nothing."""

@@ -1,4 +1,4 @@
-"""Issue 4: the operator UI screens (reads) — what each role sees on each page."""
+"""The operator UI screens (reads) — what each role sees on each page."""
 
 from __future__ import annotations
 

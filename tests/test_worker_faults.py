@@ -1,4 +1,4 @@
-"""The worker runtime outlives faults (issue 8, point 6), in-process: a handler's unexpected
+"""The worker runtime outlives faults, in-process: a handler's unexpected
 exception fails that item and the worker goes on; an API that times out, answers 5xx or
 answers HTML is waited out, and a request whose answer was lost is replayed, never repeated.
 Real processes and a real database restart: tests/test_worker_recovery.py."""

@@ -1,4 +1,4 @@
-"""Service workers survive faults, as real processes on the real database (issue 8, point 6):
+"""Service workers survive faults, as real processes on the real database:
 PostgreSQL stopped and started under running workers, a worker killed and started again with
 its key, and run_demo_workers' supervisor restarting a killed child."""
 

@@ -1,5 +1,5 @@
-"""/metrics in the Prometheus text format: every metric of spec 9.1 under its own name,
-per queue (labels tenant, queue) and per tenant (queue="__all__").
+"""/metrics in the Prometheus text format: every queue metric of RULES.md#metrics under its
+own name, per queue (labels tenant, queue) and per tenant (queue="__all__").
 
 Queue and worker metrics are computed at scrape time from ``selectors.overview`` (the same
 selectors as the dashboard). claim_conflict_total and idempotent_replay_total are the
@@ -21,7 +21,7 @@ from bloomops.execution.selectors import overview
 from bloomops.tapdb.tenancy import tenant_of
 
 GAUGES = {
-    "queue_depth": ("Visible subjects (spec 3.1).", lambda s: s.depth),
+    "queue_depth": ("Visible subjects (RULES.md#visibility).", lambda s: s.depth),
     "oldest_job_age_seconds": ("now - min(ready timestamp) of visible subjects.",
                                lambda s: s.oldest_job_age_seconds),
     "newest_job_age_seconds": ("now - max(ready timestamp) of visible subjects.",
@@ -49,7 +49,7 @@ COUNTERS = {
 
 
 class QueueCollector:
-    """Computes the 9.1 metrics at scrape time from the selectors."""
+    """Computes the queue metrics (RULES.md#metrics) at scrape time from the selectors."""
 
     def describe(self):
         return []

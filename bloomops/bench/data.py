@@ -9,7 +9,7 @@ what the engine itself would have produced:
 kind                    share   objects and lineage
 ======================  ======  =====================================================
 visible                 60 %    READY (a tenth FAILED_RETRYABLE with a past retry_at)
-leased                  8 %     ACTIVE lease + STARTED record + the 7 claim edges (11.4)
+leased                  8 %     ACTIVE lease + STARTED record + the 7 claim edges
 held                    8 %     HELD / hold_state ACTIVE + ACTIVE hold + subject/queue edges
 retry-pending           8 %     FAILED_RETRYABLE, future retry_at + FAILED_RETRYABLE record
 dead-lettered           6 %     FAILED_TERMINAL, terminal + record + OPEN dead letter (3 edges)

@@ -70,7 +70,7 @@ def insert_subjects(env: str, tenant: str, params: dict) -> int:
 
 
 def insert_lineage(tenant: str, refs: dict[str, TemplateRef]) -> int:
-    """Every edge in one statement: the seven claim edges of each lease (11.4), the three
+    """Every edge in one statement: the seven claim edges of each lease (RULES.md#claims), the three
     edges of each other record, two of each hold and three of each dead letter."""
     # Leases, records, holds and dead letters share one polymorphic identity (data objects).
     lease_t = refs[LEASE_CODE].polymorphic_identity

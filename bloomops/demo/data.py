@@ -1,4 +1,4 @@
-"""Demo data: the wet-lab queues of spec 4.4, the compute queues of 4.5, ~300 READY subjects
+"""Demo data: the wet-lab queues, the compute queues, ~300 READY subjects
 and the demo sign-ins. Seeded once; a second run finds everything and creates nothing."""
 
 from __future__ import annotations

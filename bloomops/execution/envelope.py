@@ -1,4 +1,4 @@
-"""The execution envelope at ``subject.json_addl.properties.execution`` (spec 1.3).
+"""The execution envelope at ``subject.json_addl.properties.execution`` (RULES.md#envelope).
 
 Timestamps inside TapDB JSON are stored as fixed-width UTC text (``...T..:..:..ffffffZ``) so
 that text order equals time order and the queue SQL can compare them without casts.

@@ -118,7 +118,7 @@ def _execute(req: ActionRequest) -> ActionResult:
                 return result
             handler.prepare(ctx)
             # The lease is the worker's credential: a late call on an expired lease is told
-            # LEASE_EXPIRED (8.1) even though the subject has moved on since.
+            # LEASE_EXPIRED (RULES.md#leases) even though the subject has moved on since.
             if spec.requires_lease:
                 guard_lease(ctx)
             if ctx.subject is not None:
@@ -157,7 +157,7 @@ def _execute(req: ActionRequest) -> ActionResult:
 
 def _log(req: ActionRequest, ctx: Context, result: ActionResult, started: float,
          *, replayed: bool) -> None:
-    """Spec 9.5: one structured line per action."""
+    """One structured log line per action, to trace what happened."""
     fields = {
         "event": "execution_action",
         "tenant": ctx.tenant,

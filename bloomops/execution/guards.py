@@ -151,7 +151,7 @@ def details_state(expected: str, current: str) -> str:
 
 
 def guard_lease(ctx: Context) -> None:
-    """Spec 4.6/7.5: the lease is lineage-linked to subject and worker, active, unexpired,
+    """RULES.md#leases: the lease is lineage-linked to subject and worker, active, unexpired,
     and the caller controls the worker."""
     req = ctx.request
     lease = load(euid=req.lease_euid, tenant=ctx.tenant, lock=True) if req.lease_euid else None
@@ -184,7 +184,8 @@ def _linked(parent: Obj, child: Obj, rel: str) -> bool:
 
 
 def ensure_controls_worker(actor: Actor, worker: Obj) -> None:
-    """Workers act only through their own worker object (10.4); admins may override."""
+    """Workers act only through their own worker object (RULES.md#leases,
+    RULES.md#human-workers); admins may override."""
     if actor.is_admin:
         return
     if worker.props.get("worker_type") == "HUMAN_SESSION":

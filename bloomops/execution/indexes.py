@@ -22,21 +22,22 @@ def _index_key(expr: str, direction: str) -> str:
 
 _ORDER_INDEX_KEYS = ", ".join(_index_key(expr, direction) for expr, direction, _ in ORDER_KEYS)
 
-# Indexes the queue reads need, each named after the logical index of spec 000 section 2 it
-# serves. JSON paths are the ones the selectors use verbatim so the planner can match them.
+# Indexes the queue reads need, each commented with the read it serves. JSON paths are the
+# ones the selectors use verbatim so the planner can match them.
 _EXEC = "(json_addl->'properties'->'execution')"
 _PROPS = "(json_addl->'properties')"
 READ_INDEXES: dict[str, str] = {
-    # 3.1/3.6 visible items, depth and age: subjects by tenant + next_queue_key + state, only
-    # rows that carry an execution envelope. Serves every queue read and summary.
-    # Its key order is the whole 3.4 ordering (sql.ORDER_BY), so "first page" and "next
-    # claim" walk the index in queue order and stop after the first visible rows, with no
-    # sort. Only subjects routed to a queue are in it (completed subjects drop out).
+    # Visible items, depth and age (RULES.md#visibility): subjects by tenant + next_queue_key
+    # + state, only rows that carry an execution envelope. Serves every queue read and summary.
+    # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
+    # and "next claim" walk the index in queue order and stop after the first visible rows,
+    # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
     "bloomops_subject_queue_order": f"""
         CREATE INDEX IF NOT EXISTS bloomops_subject_queue_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
         WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
-    # Planner statistics (not an index) on the envelope expressions of the 3.1 predicate.
+    # Planner statistics (not an index) on the envelope expressions of the visibility
+    # predicate.
     # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
     # boolean, expects one row where there are thousands, and picks nested loops.
     "bloomops_envelope_flags_stats": f"""
@@ -45,12 +46,12 @@ READ_INDEXES: dict[str, str] = {
         ({_unaliased(TERMINAL)}), ({_unaliased(CANCEL_REQUESTED)}),
         (coalesce({_EXEC}->>'hold_state', 'NONE'))
         FROM generic_instance""",
-    # The same for the lease/hold fields every NOT EXISTS of 3.1 reads (status ACTIVE,
+    # The same for the lease/hold fields every visibility NOT EXISTS reads (status ACTIVE,
     # expires_at > now): without them an anti-join expects a few dozen active leases.
     "bloomops_object_stats": f"""
         CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
         ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
-    # 2.1 tenant + template + queue_key; 2.3 tenant + template + worker_key. Both are the
+    # Queues by tenant + template + queue_key; workers by tenant + template + worker_key: the
     # lookup key of their object; unique so a queue or worker key maps to one object.
     "bloomops_queue_key": f"""
         CREATE UNIQUE INDEX IF NOT EXISTS bloomops_queue_key ON generic_instance
@@ -60,42 +61,42 @@ READ_INDEXES: dict[str, str] = {
         CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'worker_key'))
         WHERE NOT is_deleted AND type = 'system' AND subtype = 'worker'""",
-    # 2.2 tenant + template + queue_lookup_key + status + expires_at, and 2.5 active holds:
+    # Leases by tenant + template + queue_lookup_key + status + expires_at, and active holds:
     # a small partial index over only ACTIVE leases/holds, the rows every visibility
     # exclusion and active-lease count reads.
     "bloomops_active_objects": f"""
         CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
         WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
-    # 2.2 tenant + template + subject/worker lookup + status (leases of a worker).
+    # Leases by tenant + template + subject/worker lookup + status (leases of a worker).
     "bloomops_lease_worker": f"""
         CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'worker_lookup_euid'), ({_PROPS}->>'status'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'""",
-    # 2.4 tenant + template + queue_lookup_key + status + finished_at: throughput and failure
-    # rate windows and the dashboard trend read finished records per queue.
+    # Records by tenant + template + queue_lookup_key + status + finished_at: throughput and
+    # failure rate windows and the dashboard trend read finished records per queue.
     "bloomops_record_queue_finished": f"""
         CREATE INDEX IF NOT EXISTS bloomops_record_queue_finished ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
          ({_PROPS}->>'status'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
-    # 2.5 dead letters by queue and resolution state.
+    # Dead letters by queue and resolution state.
     "bloomops_dead_letter_open": f"""
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
-    # 7.3 idempotency: action records by action key + idempotency key.
+    # Idempotency (RULES.md#idempotency): action records by action key + idempotency key.
     "bloomops_action_idempotency": """
         CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
         (tenant_id, subtype, (json_addl->>'idempotency_key'))
         WHERE NOT is_deleted AND type = 'execution_queue'""",
-    # Lineage traversal by endpoint and relationship type (every NOT EXISTS of 3.1, every
+    # Lineage traversal by endpoint and relationship type (every visibility NOT EXISTS, every
     # "relationships are lineage only" read).
     "bloomops_lineage_parent_rel": """
         CREATE INDEX IF NOT EXISTS bloomops_lineage_parent_rel ON generic_instance_lineage
         (parent_instance_uid, relationship_type, child_instance_uid) WHERE NOT is_deleted""",
     # Every edge of one relationship type (all active-lease or active-hold edges at once,
-    # for the set form of the 3.1 predicate), readable from the index alone.
+    # for the set form of the visibility predicate), readable from the index alone.
     "bloomops_lineage_rel_child": """
         CREATE INDEX IF NOT EXISTS bloomops_lineage_rel_child ON generic_instance_lineage
         (relationship_type, child_instance_uid) INCLUDE (parent_instance_uid)

@@ -71,7 +71,8 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
 
 
 def emit_event(ctx: Context, action: Obj) -> None:
-    """Transactional outbox (spec 7.7, seed 003): correlation ids only, never names (PHI)."""
+    """Transactional outbox: an event written with the action, carrying correlation ids only,
+    never names (PHI)."""
     req = ctx.request
     aggregate = ctx.subject or ctx.worker or ctx.lease
     correlation = {

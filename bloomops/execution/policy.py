@@ -1,4 +1,5 @@
-"""Pure policy: worker eligibility (3.5), retry classification (8.4) and backoff (8.5)."""
+"""Pure policy: worker eligibility (RULES.md#claims), retry classification and backoff
+(RULES.md#retries)."""
 
 from __future__ import annotations
 

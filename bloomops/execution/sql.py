@@ -1,4 +1,5 @@
-"""SQL fragments of the queue visibility predicate (spec 000 3.1) and ordering (3.4).
+"""SQL fragments of the queue visibility predicate (RULES.md#visibility) and order
+(RULES.md#order).
 
 Every selector that decides "is this subject in that queue" composes these fragments, so the
 predicate has exactly one definition. ``s`` is the subject row (generic_instance), ``q`` a
@@ -139,7 +140,7 @@ RETRY_PENDING = (f"({ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}"
 # The subject's revision, or NULL when a writer stored something else (never a failed cast).
 SUBJECT_REVISION = (f"CASE WHEN ({ENV}->>'revision') ~ '^[0-9]{{1,18}}$'"
                     f" THEN ({ENV}->>'revision')::bigint END")
-# A queue's dispatch priority (5.4 order), 0 when it is not a number.
+# A queue's dispatch priority (order across queues, RULES.md#order), 0 when it is not a number.
 DISPATCH_PRIORITY = ("CASE WHEN jsonb_typeof(q.config->'dispatch_priority') = 'number'"
                      " THEN (q.config->>'dispatch_priority')::numeric ELSE 0 END")
 CANCEL_REQUESTED = env_flag("cancel_requested")
@@ -179,7 +180,7 @@ ENVELOPE_VALID = " AND ".join([
     *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
 ])
 
-# The whole of 3.1 for subject s in queue q, where t is s's template.
+# The whole visibility rule (RULES.md#visibility) for subject s in queue q, where t is s's template.
 #
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
@@ -189,7 +190,7 @@ ENVELOPE_VALID = " AND ".join([
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
 def visibility(*, leased: str, held: str) -> str:
-    """The predicate of 3.1, given how to test "has an active lease" and "has an active
+    """The visibility predicate, given how to test "has an active lease" and "has an active
     hold" through lineage (per row, or against sets computed once: see below)."""
     return f"""(
     {ENV}->>'next_queue_key' = q.queue_key
@@ -245,8 +246,7 @@ VISIBLE_BY_SETS = visibility(
 )
 
 
-
-# 3.4: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
+# Queue order: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
 # Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is
 # not a number cannot be stored at all, because this expression is a key of the order index.
 PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"

@@ -33,7 +33,7 @@ CLAIM_CANDIDATE = f"""
 
 # After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
 # columns on the newest row version, but its lineage sub-queries ran on the statement's
-# older snapshot (DESIGN.md "the claim trap"). This new statement re-reads the lineage.
+# older snapshot (RULES.md#claims). This new statement re-reads the lineage.
 LINEAGE_BLOCKED = f"""
     SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
     FROM generic_instance s WHERE s.uid = %(uid)s"""

@@ -80,7 +80,7 @@ def link(
     *,
     tenant_id: str | None = None,
 ) -> Created:
-    """Create one lineage edge. Relationships in TapDB are lineage edges only (spec 1.1)."""
+    """Create one lineage edge. Relationships in TapDB are lineage edges only (RULES.md#objects)."""
     return link_many([(parent_uid, child_uid, relationship_type)], tenant_id=tenant_id)[0]
 
 

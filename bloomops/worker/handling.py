@@ -1,6 +1,6 @@
 """The contract between the worker runtime and domain handlers: a HandlerSet maps action
 keys to methods that take a Job and return an Outcome, or raise one of the errors below
-(each names its retry class of spec 8.4)."""
+(each names its retry class, RULES.md#retries)."""
 
 from __future__ import annotations
 

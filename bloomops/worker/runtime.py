@@ -1,12 +1,12 @@
-"""The service-worker loop of spec 5.5.
+"""The service-worker loop.
 
 register -> loop { heartbeat (at most every min(ttl/3, 30 s)); stop if DISABLED/RETIRED; no
 claims while DRAINING; claim (no queue_key: the engine picks the first serviceable queue in
-5.4 order); run the handler while a background thread renews the lease every ttl/3 (and keeps
-heartbeating); complete, or fail with the retry class of 8.4 }. Idle polls back off from
-0.1 s, doubling, to a 5 s cap (with jitter). request_stop() (SIGTERM) drains: no new claims,
-the current item finishes (or, if its handler gives up, its lease is released), and the
-worker reports OFFLINE before it exits.
+dispatch order, RULES.md#order); run the handler while a background thread renews the lease
+every ttl/3 (and keeps heartbeating); complete, or fail with its retry class
+(RULES.md#retries) }. Idle polls back off from 0.1 s, doubling, to a 5 s cap (with jitter).
+request_stop() (SIGTERM) drains: no new claims, the current item finishes (or, if its handler
+gives up, its lease is released), and the worker reports OFFLINE before it exits.
 
 Faults (bloomops/worker/faults.py) never end the loop: a lost database or API is waited out
 with backoff, each call retried with the idempotency key it was first sent with (so a

@@ -135,8 +135,8 @@ class ClaimQueueItem(Handler):
                     break
                 # FOR UPDATE re-evaluated the candidate's own columns on its newest version,
                 # but the lineage NOT EXISTS ran on the statement's older snapshot. Re-read
-                # the lineage in a new statement now that we hold the lock (DESIGN.md "the
-                # claim trap"; spec 6.2 "re-check lineage-linked leases under lock").
+                # the lineage in a new statement now that we hold the lock, or two claimers can
+                # lease one subject (RULES.md#claims).
                 blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts},
                                     prepare="lineage_blocked")
                 if blocked and not (blocked["leased"] or blocked["held"]):
@@ -182,7 +182,7 @@ class ClaimQueueItem(Handler):
         lease = ctx.create(LEASE_CODE, name=f"Lease {subject.euid} #{attempt}",
                            properties=lease_props)
         queue_node = queue_obj(ctx, queue)
-        # The seven claim edges (11.4) in one INSERT with the record's.
+        # The seven claim edges (RULES.md#claims) in one INSERT with the record's.
         record = new_record(ctx, queue=queue, status="STARTED", attempt=attempt, lease=lease,
                              edges_before=[(subject, lease, "subject_lease"),
                                            (worker, lease, "worker_lease"),

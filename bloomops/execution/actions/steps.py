@@ -76,7 +76,8 @@ def close_lease(ctx: Context, lease: Obj, status: str, reason: str) -> None:
 
 
 def finish_record(ctx: Context, record: Obj | None, status: str, **fields: Any) -> None:
-    """An execution record moves from STARTED to a terminal status exactly once (2.4)."""
+    """An execution record moves from STARTED to a terminal status exactly once: it is
+    the attempt's proof (RULES.md#objects)."""
     if record is None or record.props.get("status") != "STARTED":
         return
     props = dict(record.props)
@@ -111,7 +112,7 @@ def end_active_leases(ctx: Context, lease_status: str, record_status: str, reaso
 def new_record(ctx: Context, *, queue: dict | None, status: str, attempt: int,
                 lease: Obj | None, extra: dict[str, Any] | None = None,
                 edges_before: list[tuple[Obj, Obj, str]] | None = None) -> Obj:
-    """A new execution record with its lineage (2.4); ``edges_before`` are written in the
+    """A new execution record (one attempt) with its lineage; ``edges_before`` are written in the
     same INSERT, ahead of the record's own edges (the claim's lease edges)."""
     assert ctx.subject is not None and ctx.env is not None
     req = ctx.request

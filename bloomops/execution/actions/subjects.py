@@ -124,7 +124,7 @@ class RequeueSubject(Handler):
         assert queue is not None
         was_terminal = is_terminal(env)
         if state in ("RUNNING", "WAITING_EXTERNAL"):
-            # Reconciliation of uncertain external work produces its own record (8.3).
+            # Reconciling uncertain external work produces its own record: no silent rollback.
             previous = env.get("last_execution_record_euid")
             record = new_record(ctx, queue=queue, status="STARTED", attempt=int(
                 env.get("attempt_count") or 0) + 1, lease=None)

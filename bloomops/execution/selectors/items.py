@@ -93,9 +93,10 @@ def queue_items(
     offset: int = 0,
     filters: dict[str, str] | None = None,
 ) -> tuple[list[QueueItem], int]:
-    """Visible items of a queue in execution order (3.1, 3.4), one page, with the total
-    count of visible items matching the filters. One query: the page walks the ordered
-    index and stops; the total counts with the set form of the predicate."""
+    """Visible items of a queue in execution order (RULES.md#visibility, RULES.md#order),
+    one page, with the total count of visible items matching the filters. One query: the
+    page walks the ordered index and stops; the total counts with the set form of the
+    predicate."""
     params = read_params(now, tenant, queue_key=queue_key, limit=limit, offset=offset)
     extra = filters_sql(filters, params)
     routed = f"""
@@ -126,14 +127,14 @@ def queue_items(
 def queue_head(
     queue_key: str, *, now: datetime | None = None, tenant: str | None = None
 ) -> QueueItem | None:
-    """The item a claim on this queue would take next (seed 001 section 5), or None."""
+    """The item a claim on this queue would take next, or None."""
     items, _ = queue_items(queue_key, now=now, tenant=tenant, limit=1)
     return items[0] if items else None
 
 def is_visible(
     subject_uid: int, queue_key: str, *, now: datetime | None = None, tenant: str | None = None
 ) -> bool:
-    """The full predicate of 3.1 for one subject and one queue. One query. The claim calls it
+    """The full visibility predicate for one subject and one queue. One query. The claim calls it
     in a new statement after locking the subject, so it sees leases committed meanwhile."""
     row = fetch_one(
         f"""
@@ -151,7 +152,7 @@ def is_visible(
 
 @dataclass
 class HiddenItem(QueueItem):
-    """A subject routed to a queue but not visible in it, with why (spec 9.3)."""
+    """A subject routed to a queue but not visible in it, with why (RULES.md#visibility)."""
 
     reasons: list[Reason] = field(default_factory=list)
 

@@ -146,7 +146,7 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
 def queue_summaries(
     *, now: datetime | None = None, tenant: str | None = None
 ) -> list[QueueSummary]:
-    """Every queue with the metrics of spec 9.1, in dispatch order. Four queries in all,
+    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Four queries in all,
     whatever the number of queues or subjects: subjects, leases, records, dead letters."""
     moment = now or clock.now()
     params = read_params(moment, tenant, window_start=ts(minus_minutes(moment)))

@@ -36,7 +36,7 @@ class Reason:
     message: str
 
 
-# The "why not in queue" vocabulary of spec 9.3, in plain words. subject_diagnostics adds the
+# The "why not in queue" reasons (RULES.md#visibility), in plain words. subject_diagnostics adds the
 # particulars (which hold, until when); list views show these.
 REASON_TEXT: dict[str, str] = {
     "TERMINAL_STATE": "Terminal state.",
@@ -119,7 +119,7 @@ def subject_diagnostics(
     tenant: str | None = None,
     worker_euid: str | None = None,
 ) -> Diagnostics | None:
-    """Envelope, derived visibility and every "why not in queue" reason of 9.3 (for a given
+    """Envelope, derived visibility and every "why not in queue" reason (for a given
     worker too, when worker_euid is passed). One query."""
     from bloomops.execution.envelope import read_envelope
     from bloomops.execution.policy import (
@@ -209,7 +209,7 @@ def subject_diagnostics(
 
 def subject_history(subject_uid: int) -> dict[str, list[dict[str, Any]]]:
     """Leases, execution records, holds, dead letters and outputs of a subject, found through
-    lineage only (1.1). One query."""
+    lineage only (RULES.md#objects). One query."""
     rows = fetch_all(
         """
         SELECT l.relationship_type AS rel, x.euid, x.name, x.created_dt,

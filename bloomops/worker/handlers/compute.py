@@ -1,4 +1,4 @@
-"""Demo domain handlers of the compute flow (spec 000 4.5, 7.6):
+"""Demo domain handlers of the compute flow, an external two-step (dispatch, then callback):
 
     analysis_request  analysis_dispatch  start_analysis_run  -> WAITING_EXTERNAL (dispatched)
     (the pipeline calls back: record_external_result, outcome READY, artifacts registered)
@@ -7,8 +7,9 @@
 The "external pipeline" is simulated inside the worker process: after pipeline_seconds it
 posts the result callback through the worker's transport (over the API with HttpTransport).
 If the worker dies meanwhile the subject honestly stays WAITING_EXTERNAL until an operator
-reconciles it (8.3). A reprocessing run (the subject requeued to analysis_dispatch) records
-the artifacts it reprocesses in its dispatch metadata; earlier artifacts stay linked.
+reconciles it (requeue, hold or cancel; never a silent rollback). A reprocessing run (the
+subject requeued to analysis_dispatch) records the artifacts it reprocesses in its dispatch
+metadata; earlier artifacts stay linked.
 """
 
 from __future__ import annotations

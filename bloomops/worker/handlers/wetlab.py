@@ -1,4 +1,4 @@
-"""Demo domain handlers of the wet-lab chain (spec 000 4.4):
+"""Demo domain handlers of the wet-lab chain:
 
     specimen      extraction_prod/_rnd   create_extraction       -> extracted sample
     extracted     post_extract_qc        record_post_extract_qc  -> qc_passed (or HELD)

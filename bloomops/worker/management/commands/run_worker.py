@@ -1,4 +1,5 @@
-"""python manage.py run_worker: one service worker running the loop of spec 5.5."""
+"""python manage.py run_worker: one service worker running the loop of
+bloomops/worker/runtime.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _list(value: str | None) -> list[str] | None:
 
 
 class Command(BaseCommand):
-    help = ("Run a service worker: register, heartbeat, claim in the queue order of 5.4, run a"
+    help = ("Run a service worker: register, heartbeat, claim in dispatch and queue order, run a"
             " handler module, complete or fail; database and API faults are waited out;"
             " SIGTERM drains and signs off OFFLINE.")
 
