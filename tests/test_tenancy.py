@@ -93,3 +93,27 @@ def test_an_expired_lease_is_not_the_subjects_active_lease(tenant, users):
     clock.advance(120)  # stored ACTIVE, but past its expiry; no sweeper ran
     body = api.get(f"/subjects/{subject}").json()
     assert body["active_lease"] is None and body["derived_state"] == "VISIBLE_IN_QUEUE"
+
+
+def test_a_worker_another_system_registered_is_shown_and_only_admins_act_through_it(
+        tenant, users, client):
+    from bloomops.execution.errors import ActionError
+    from bloomops.tapdb.instances import create_instance
+    from bloomops.tapdb.templates import template_defaults
+
+    make_queue("q1")
+    make_subject("q1")
+    props = template_defaults("actor/system/worker/1.0")
+    props.update(worker_key="bloom-worker-1", display_name="Bloom's worker",
+                 status="ONLINE", heartbeat_at="2026-11-22T00:00:00.000000Z")
+    props.pop("owner_username", None)
+    worker = create_instance("actor/system/worker/1.0", name="Bloom's worker",
+                             properties=props).euid
+    svc = actor(*SERVICE)
+    with pytest.raises(ActionError) as err:
+        claim(svc, worker)
+    assert err.value.code == "LEASE_NOT_OWNED" and "another system" in err.value.message
+    assert claim(actor("admin"), worker)["worker_euid"] == worker
+    client.force_login(users["operator"])
+    html = client.get("/workers/").content.decode()
+    assert "Bloom&#x27;s worker" in html and "no owner · admin only" in html

@@ -16,7 +16,7 @@ from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
 from bloomops.tapdb.instances import Created, create_instance, link, link_many
-from bloomops.tapdb.templates import all_templates, template
+from bloomops.tapdb.templates import all_templates, pack_action_definitions, template
 
 ACTION_CODE = "action/execution_queue/{key}/1.0"
 EVENT_CODE = "message/execution/event/1.0"
@@ -102,11 +102,13 @@ class ActionSpec:
 
 
 def action_spec(action_key: str) -> ActionSpec:
+    """What bloomops allows of an action (its own pack's policy), provided a template for its
+    action records exists in the database (ours, or another writer's with the same code)."""
     ref = all_templates().get(ACTION_CODE.format(key=action_key))
-    if ref is None:
+    definition = pack_action_definitions().get(action_key)
+    if ref is None or definition is None:
         raise ActionError("VALIDATION_ERROR", f"Unknown action {action_key!r}.",
                           field="action_key")
-    definition = ref.action_definition
     states = definition.get("allowed_from_states")
     return ActionSpec(
         key=action_key,

@@ -14,6 +14,7 @@ from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Actor, Co
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of
+from bloomops.execution.people import username_of_human_key
 from bloomops.execution.policy import lease_effective_status
 
 # The largest payload an action stores (its canonical JSON), and how deep it may nest: an
@@ -190,17 +191,16 @@ def ensure_controls_worker(actor: Actor, worker: Obj) -> None:
         return
     if worker.props.get("worker_type") == "HUMAN_SESSION":
         # A person's worker is theirs by its key, whoever registered it first.
-        from bloomops.execution.people import username_of_human_key
-
         owner = username_of_human_key(worker.props.get("worker_key") or "")
     else:
         owner = worker.props.get("owner_username")
+    if not owner:
+        raise ActionError("LEASE_NOT_OWNED", "This worker was registered by another system and"
+                          " has no owner here; only an admin may act through it.",
+                          worker_euid=worker.euid)
     if owner != actor.username:
-        raise ActionError(
-            "LEASE_NOT_OWNED",
-            "This worker belongs to another user.",
-            worker_euid=worker.euid,
-        )
+        raise ActionError("LEASE_NOT_OWNED", "This worker belongs to another user.",
+                          worker_euid=worker.euid)
 
 
 def lock_subject(ctx: Context, euid: str | None) -> None:

@@ -33,10 +33,13 @@ IDENTITY_PREFIXES = {
 @dataclass
 class BootstrapReport:
     schema_applied: bool = False
+    schema_foreign: bool = False
     prefixes_added: list[str] = field(default_factory=list)
     sequences_created: list[str] = field(default_factory=list)
     templates_inserted: list[str] = field(default_factory=list)
     templates_updated: list[str] = field(default_factory=list)
+    # Codes another writer seeded first: used as they are, not seeded again.
+    templates_foreign: list[str] = field(default_factory=list)
     indexes_created: list[str] = field(default_factory=list)
     runtime_role_changes: list[str] = field(default_factory=list)
 
@@ -58,12 +61,16 @@ class BootstrapReport:
         if not self.changed:
             return ["TapDB bootstrap: everything already in place; nothing changed."]
         out = ["TapDB bootstrap:"]
-        out.append(f"  schema: {'applied' if self.schema_applied else 'already current'}")
+        out.append("  schema: " + ("applied" if self.schema_applied else
+                                   "another writer's, used as it is" if self.schema_foreign
+                                   else "already current"))
         out.append(f"  identity prefixes added: {len(self.prefixes_added)}")
         out.append(f"  sequences created: {len(self.sequences_created)}")
         out.append(
             f"  templates inserted: {len(self.templates_inserted)},"
             f" updated: {len(self.templates_updated)}"
+            + (f", another writer's kept: {len(self.templates_foreign)}"
+               if self.templates_foreign else "")
         )
         out.append(f"  indexes created: {len(self.indexes_created)}")
         out.append(f"  runtime role grants changed: {len(self.runtime_role_changes)}")
@@ -90,6 +97,11 @@ def apply_schema(report: BootstrapReport) -> None:
     if present and fetch_value(
         "SELECT count(*) FROM _tapdb_migrations WHERE filename = %s", [marker]
     ):
+        return
+    if fetch_value("SELECT to_regclass('generic_instance') IS NOT NULL"):
+        # Another writer (Bloom, TapDB's own CLI) made this database: its schema is used as
+        # it is, never re-applied over it.
+        report.schema_foreign = True
         return
     with connection.cursor() as cursor:
         cursor.execute(path.read_text())
@@ -144,19 +156,24 @@ def ensure_identity(report: BootstrapReport, packs: list[dict]) -> None:
 
 
 def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
-    existing = {
-        (r["category"], r["type"], r["subtype"], r["version"]): r
-        for r in fetch_all(
-            "SELECT uid, category, type, subtype, version, json_addl, name FROM generic_template"
-            " WHERE domain_code = %s",
-            [settings.TAPDB_DOMAIN_CODE],
-        )
-    }
+    """Seed each template of our packs whose semantic code no template has yet. A code that
+    another writer (Bloom) seeded is used as it is and never rewritten; our own rows (same
+    category) follow the pack."""
+    rows = fetch_all(
+        "SELECT uid, category, type, subtype, version, json_addl, name FROM generic_template"
+        " WHERE NOT is_deleted ORDER BY uid"
+    )
+    by_code: dict[str, dict] = {}
+    for r in rows:
+        semantic = (r["json_addl"] or {}).get("semantic_category") or r["category"]
+        by_code.setdefault(f"{semantic}/{r['type']}/{r['subtype']}/{r['version']}", r)
     for tpl in packs:
-        key = (tpl["category"], tpl["type"], tpl["subtype"], tpl["version"])
         semantic = tpl["json_addl"]["semantic_category"]
         code = f"{semantic}/{tpl['type']}/{tpl['subtype']}/{tpl['version']}"
-        row = existing.get(key)
+        row = by_code.get(code)
+        if row is not None and row["category"] != tpl["category"]:
+            report.templates_foreign.append(code)
+            continue
         if row is None:
             execute(
                 """

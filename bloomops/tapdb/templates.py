@@ -53,11 +53,16 @@ def all_templates() -> dict[str, TemplateRef]:
                    coalesce(json_addl->'properties', '{}'::jsonb) AS properties
             FROM generic_template
             WHERE NOT is_deleted
+            ORDER BY uid
             """
         )
-        refs = {}
+        refs: dict[str, TemplateRef] = {}
         for row in rows:
             code = f"{row['semantic']}/{row['type']}/{row['subtype']}/{row['version']}"
+            if code in refs:
+                # Two writers seeded the same semantic code (say Bloom and bloomops): the
+                # first row seeded is the one in use, on every process, every time.
+                continue
             refs[code] = TemplateRef(
                 uid=row["uid"],
                 code=code,
@@ -99,3 +104,22 @@ def template_defaults(code: str) -> dict:
     from copy import deepcopy
 
     return deepcopy(template(code).properties)
+
+
+def pack_action_definitions() -> dict[str, dict]:
+    """bloomops' action policy (roles, lease requirement, allowed states) per action key,
+    from its own template pack: it applies whichever writer seeded the action template in
+    use (Bloom's carry no roles)."""
+    if "__actions__" not in _pack_cache:
+        import json
+        from pathlib import Path
+
+        pack = json.loads((Path(__file__).parent / "packs" / "actions.json").read_text())
+        _pack_cache["__actions__"] = {
+            t["subtype"]: t["json_addl"].get("action_definition") or {}
+            for t in pack["templates"]
+        }
+    return _pack_cache["__actions__"]
+
+
+_pack_cache: dict[str, dict] = {}
