@@ -17,6 +17,13 @@ from tests.engine import SERVICE, actor, claim, make_queue, make_subject, regist
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _fresh_template_cache():
+    """The rows these tests add roll back with the test; the process cache must follow."""
+    yield
+    templates.clear_cache()
+
+
 def _foreign_template(category: str, type_: str, subtype: str, semantic: str,
                       json_addl: dict | None = None) -> int:
     """A template as another writer seeds it: its own category (instance prefix)."""

@@ -26,14 +26,44 @@ _ORDER_INDEX_KEYS = ", ".join(_index_key(expr, direction) for expr, direction, _
 # ones the selectors use verbatim so the planner can match them.
 _EXEC = "(json_addl->'properties'->'execution')"
 _PROPS = "(json_addl->'properties')"
+# Functions the reads and indexes use, created before the indexes. bloomops_utc turns any
+# ISO 8601 timestamp text into our fixed-width UTC text (sql.utc): our own form returns as
+# it is without parsing (the common case, and what keeps queue reads fast); another form is
+# parsed by bloomops_utc_parse, which answers NULL for text it cannot read instead of failing
+# the statement. Both are IMMUTABLE by construction: a value without an offset is read as
+# UTC, never in the session's time zone. The inner call names its schema: PostgreSQL builds
+# and maintains index expressions with a search_path of pg_catalog only.
+FUNCTIONS: dict[str, str] = {
+    "bloomops_utc_parse": r"""
+        CREATE OR REPLACE FUNCTION bloomops_utc_parse(t text) RETURNS text
+        LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+        BEGIN
+          IF t !~ '^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|z|[+-]\d\d(:?\d\d)?)?$' THEN
+            RETURN NULL;
+          END IF;
+          IF t !~ '(Z|z|[+-]\d\d(:?\d\d)?)$' THEN
+            t := t || '+00:00';
+          END IF;
+          RETURN to_char((t::timestamptz) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+        EXCEPTION WHEN others THEN
+          RETURN NULL;
+        END $$""",
+    "bloomops_utc": """
+        CREATE OR REPLACE FUNCTION bloomops_utc(t text) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+          SELECT CASE WHEN length(t) = 27 AND substr(t, 27) = 'Z' AND substr(t, 20, 1) = '.'
+                      THEN t ELSE public.bloomops_utc_parse(t) END $$""",
+}
+
 READ_INDEXES: dict[str, str] = {
+    **FUNCTIONS,
     # Visible items, depth and age (RULES.md#visibility): subjects by tenant + next_queue_key
     # + state, only rows that carry an execution envelope. Serves every queue read and summary.
     # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
     # and "next claim" walk the index in queue order and stop after the first visible rows,
     # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
-    "bloomops_subject_queue_order": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_subject_queue_order ON generic_instance
+    "bloomops_queue_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
         WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
     # Planner statistics (not an index) on the envelope expressions of the visibility
@@ -109,6 +139,8 @@ READ_INDEXES: dict[str, str] = {
 # Indexes and statistics an earlier version created and a later one replaced.
 RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
+    # Ordered by timestamps as stored; the order now reads them through bloomops_utc.
+    ("INDEX", "bloomops_subject_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
 )

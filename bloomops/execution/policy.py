@@ -7,6 +7,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.states import (
     TERMINAL_STATES,
     TRANSIENT_CLASSES,
@@ -25,8 +26,8 @@ def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> 
 
 def lease_is_active(props: dict[str, Any], now_ts: str) -> bool:
     """RULES.md#leases 5.1 (the SQL twin is sql.lease_active): ACTIVE and unexpired."""
-    expires = props.get("expires_at")
-    return props.get("status") == "ACTIVE" and isinstance(expires, str) and expires > now_ts
+    expires = ts(parse_ts_or_none(props.get("expires_at")))
+    return props.get("status") == "ACTIVE" and expires is not None and expires > now_ts
 
 
 def lease_effective_status(props: dict[str, Any], now_ts: str) -> str | None:

@@ -32,35 +32,49 @@ def utc_text(column: str) -> str:
             f" || substr({us}, 1, 2) || '.' || substr({us}, 3, 6) || 'Z')")
 
 
+def utc(text_expr: str) -> str:
+    """A timestamp another writer may have stored in any ISO 8601 form (``Z``, ``+00:00``,
+    another offset, with or without a fraction) as our fixed-width UTC text, so comparing
+    and ordering as text is right (RULES.md#envelope). Our own form passes through without
+    parsing; an unreadable value is NULL. The function is made by bootstrap
+    (``indexes.FUNCTIONS``); PostgreSQL inlines it, so indexes can hold it."""
+    return f"bloomops_utc({text_expr})"
+
+
 def ready_ts(alias: str = "s") -> str:
     """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable."""
     env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
         "(json_addl->'properties'->'execution')")
     created = f"{alias}.created_dt" if alias else "created_dt"
-    return f"coalesce({env}->>'retry_at', {env}->>'ready_at', {utc_text(created)})"
+    retry, ready = utc(f"{env}->>'retry_at'"), utc(f"{env}->>'ready_at'")
+    return f"coalesce({retry}, {ready}, {utc_text(created)})"
 
 
 READY_TS = ready_ts()
 
 # A live subject routed to a queue. Every queue read also compares next_queue_key, so this
 # only restates what that implies; it is also the predicate of the partial index
-# bloomops_subject_queue_order, and unlike "? 'execution'" the planner can estimate it.
+# bloomops_queue_order, and unlike "? 'execution'" the planner can estimate it.
 HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
 def _status(alias: str) -> str:
     return f"{alias}.json_addl->'properties'->>'status'"
 
 
+def _expires(alias: str) -> str:
+    return utc(f"{alias}.json_addl->'properties'->>'expires_at'")
+
+
 def lease_active(alias: str = "x") -> str:
     """RULES.md#leases 5.1: a lease is active when ACTIVE and unexpired at %(now)s."""
     return (f"{_status(alias)} = 'ACTIVE'"
-            f" AND {alias}.json_addl->'properties'->>'expires_at' > %(now)s")
+            f" AND {_expires(alias)} > %(now)s")
 
 
 def lease_past_expiry(alias: str = "x") -> str:
     """Stored ACTIVE but past its expiry: what the sweeper marks EXPIRED."""
     return (f"{_status(alias)} = 'ACTIVE'"
-            f" AND {alias}.json_addl->'properties'->>'expires_at' <= %(now)s")
+            f" AND {_expires(alias)} <= %(now)s")
 
 
 def lease_expired(alias: str = "x") -> str:
@@ -134,7 +148,7 @@ TERMINAL_FLAG = env_flag("terminal")
 TERMINAL = "({flag} OR ({ENV}->>'state') IN ({states}))".format(
     flag=TERMINAL_FLAG, ENV=ENV, states=", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES)))
 # RULES.md#retries: waiting for its retry window, and the metric "retry pending".
-RETRY_WAITING = f"coalesce({ENV}->>'retry_at' > %(now)s, false)"
+RETRY_WAITING = "coalesce(" + utc(f"{ENV}->>'retry_at'") + " > %(now)s, false)"
 RETRY_PENDING = (f"({ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}"
                  f" AND {RETRY_WAITING})")
 # The subject's revision, or NULL when a writer stored something else (never a failed cast).
@@ -185,7 +199,7 @@ ENVELOPE_VALID = " AND ".join([
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
 # and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_subject_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
@@ -219,7 +233,7 @@ LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_subject_queue_order).
+# claim walking bloomops_queue_order).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
@@ -261,12 +275,12 @@ def priority_band(cls: str, expr: str = PRIORITY) -> str:
 
 ORDER_KEYS = (
     (PRIORITY, "DESC", "o_priority"),
-    (f"{ENV}->>'due_at'", "ASC NULLS LAST", "o_due"),
+    (utc(f"{ENV}->>'due_at'"), "ASC NULLS LAST", "o_due"),
     (READY_TS, "ASC", "o_ready"),
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
-# The same expressions as bloomops_subject_queue_order, so a read can walk that index.
+# The same expressions as bloomops_queue_order, so a read can walk that index.
 ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
 ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)

@@ -212,6 +212,8 @@ def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
     the ones it retired ((INDEX or STATISTICS, name))."""
     have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
     have |= {r["stxname"] for r in fetch_all("SELECT stxname FROM pg_statistic_ext")}
+    have |= {r["proname"] for r in fetch_all(
+        "SELECT proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
     for name, ddl in read_indexes.items():
         if name not in have:
             execute(ddl)

@@ -8,10 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import (
-    envelope_problems,
-    ts,
-)
+from bloomops.execution.envelope import envelope_problems, parse_ts_or_none, ts
 from bloomops.execution.errors import PLAIN
 from bloomops.execution.selectors.base import (
     EnvelopeView,
@@ -173,7 +170,8 @@ def subject_diagnostics(
             eligible = ", ".join(queue.get("eligible_states") or [])
             reasons.append(Reason("STATE_NOT_ELIGIBLE", f"State {state} is not eligible in"
                                   f" {queue['queue_key']} ({eligible})."))
-        if env.get("retry_at") and env["retry_at"] > now_ts:
+        retry = ts(parse_ts_or_none(env.get("retry_at")))
+        if retry and retry > now_ts:
             reasons.append(Reason("RETRY_WINDOW_NOT_REACHED",
                                   f"Retry is not due until {env['retry_at']}."))
         elif row["ready_ts"] > now_ts:
