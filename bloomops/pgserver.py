@@ -28,7 +28,7 @@ EMBEDDED_DB_NAME = "bloomops"
 RUNTIME_ROLE = "bloomops_app"
 # Commands that create or change schema (or drop and create databases) connect as the owner;
 # every other process, the web server and the workers above all, as the runtime role.
-OWNER_COMMANDS = frozenset({"bootstrap_tapdb", "migrate", "flush", "bench", "test"})
+OWNER_COMMANDS = frozenset({"bootstrap_tapdb", "attach", "migrate", "flush", "bench", "test"})
 
 
 def var_secret(name: str, *, nbytes: int = 50) -> str:
