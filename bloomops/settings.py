@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
-from bloomops.pgserver import database_url, django_database
+from csp.constants import NONE, SELF
+
+from bloomops.pgserver import (
+    database_url,
+    db_role,
+    django_database,
+    runtime_database_url,
+    var_secret,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -17,27 +27,12 @@ def _flag(name: str, default: str = "0") -> bool:
 DEBUG = _flag("BLOOMOPS_DEBUG")
 
 
-def _secret_key() -> str:
-    """BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key),
-    so no two installations share a key and none is written in the code."""
-    if os.environ.get("BLOOMOPS_SECRET_KEY"):
-        return os.environ["BLOOMOPS_SECRET_KEY"]
-    import secrets
-
-    path = BASE_DIR / "var" / "secret_key"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first
-            pass
-        else:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+def _int(name: str, default: int) -> int:
+    return int(os.environ.get(name, str(default)))
 
 
-SECRET_KEY = _secret_key()
+# BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
+SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
 _hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
 if DEBUG:
@@ -50,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
+    "csp",
     "django_htmx",
     "django_tables2",
     "bloomops.tapdb",
@@ -58,11 +55,14 @@ INSTALLED_APPS = [
     "bloomops.web",
     "bloomops.api",
     "bloomops.worker",
+    "bloomops.demo",
+    "bloomops.bench",
     "ninja",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # /api/ only: refuses oversize bodies and NUL in path/query; errors as JSON (docs/API.md)
     "bloomops.api.guard.ApiGuardMiddleware",
@@ -72,8 +72,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "bloomops.accounts.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "bloomops.urls"
@@ -95,7 +98,15 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": django_database(database_url())}
+# Two PostgreSQL roles (docs/DEPLOY.md): the owner runs bootstrap and migrations, the runtime
+# role (data privileges only, audit_log append-only) everything else; pgserver.db_role decides.
+_OWNER_URL = database_url()
+DATABASE_ROLES = {
+    "owner": django_database(_OWNER_URL),
+    "runtime": django_database(runtime_database_url(_OWNER_URL)),
+}
+BLOOMOPS_DB_ROLE = db_role()
+DATABASES = {"default": dict(DATABASE_ROLES[BLOOMOPS_DB_ROLE])}
 DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("BLOOMOPS_CONN_MAX_AGE", "60"))
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("BLOOMOPS_TEST_DB", "test_bloomops")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -105,10 +116,18 @@ TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
 TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
-# Capabilities of every human (HUMAN_SESSION) worker, comma-separated; empty: the demo's.
+# Capabilities of every human (HUMAN_SESSION) worker, comma-separated. Unset: every step of
+# the demo's queues.
+DEMO_HUMAN_CAPABILITIES = ("wetlab.extraction,wetlab.qc,wetlab.libprep,wetlab.pooling,"
+                           "wetlab.sequencing,compute.dispatch,compute.qc")
 BLOOMOPS_HUMAN_CAPABILITIES = [
-    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES", "").split(",") if c.strip()
+    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES",
+                                      DEMO_HUMAN_CAPABILITIES).split(",") if c.strip()
 ]
+# Per-person / per-role overrides of human workers' profiles, JSON: {"*" | "role:<role>" |
+# "user:<username>": {"capabilities": [...], "site_scope": [...], "platform_scope": [...],
+# "assay_scope": [...], "max_concurrent_leases": n, "heartbeat_ttl_seconds": n}}.
+BLOOMOPS_HUMAN_PROFILES = json.loads(os.environ.get("BLOOMOPS_HUMAN_PROFILES") or "{}")
 # Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
 # transaction-pooling proxy that does not keep session state.
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")
@@ -121,14 +140,71 @@ BLOOMOPS_OUTBOX_SINK = os.environ.get("BLOOMOPS_OUTBOX_SINK", "log")
 # When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
 BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 
+# API tokens expire this many days after creation unless created with --days.
+BLOOMOPS_API_TOKEN_DAYS = _int("BLOOMOPS_API_TOKEN_DAYS", 90)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
-# The well-known demo password; any account still using it is refused when DEBUG is off.
+# The well-known demo password; any account still using it is refused when DEBUG is off, at
+# sign-in and on the API (bloomops.accounts.passwords).
 DEMO_PASSWORD = "bloomops"
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a locked-out username + address before any password check.
+    "axes.backends.AxesStandaloneBackend",
+    "bloomops.accounts.backends.SignInBackend",
+]
+# Sign-in throttling (django-axes): after this many failures for one username from one address,
+# that pair is locked out for the cool-off time. `manage.py axes_reset` lifts every lockout.
+AXES_FAILURE_LIMIT = _int("BLOOMOPS_SIGNIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_int("BLOOMOPS_SIGNIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_ENABLE_ADMIN = False
+AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "bloomops.accounts.backends.client_address"
+# Behind a TLS-terminating proxy (docs/DEPLOY.md): it tells us the scheme in X-Forwarded-Proto
+# and the client's address as the last X-Forwarded-For entry.
+BEHIND_TLS_PROXY = _flag("BLOOMOPS_BEHIND_TLS_PROXY")
+if BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# A session ends after this long without activity (shared bench terminals); the dashboard's
+# auto-refresh is not activity (bloomops.accounts.sessions).
+SESSION_IDLE_SECONDS = 60 * _int("BLOOMOPS_SESSION_IDLE_MINUTES", 30)
+SESSION_COOKIE_AGE = SESSION_IDLE_SECONDS
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+
+# Production is DEBUG off: HTTPS only, cookies never sent in clear, HSTS (docs/DEPLOY.md).
+SECURE_SSL_REDIRECT = not DEBUG and _flag("BLOOMOPS_SSL_REDIRECT", "1")
+if BEHIND_TLS_PROXY and not SECURE_SSL_REDIRECT:
+    SILENCED_SYSTEM_CHECKS = ["security.W008"]  # the proxy redirects plain HTTP itself
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not DEBUG
+SECURE_HSTS_SECONDS = 0 if DEBUG else _int("BLOOMOPS_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("BLOOMOPS_HSTS_INCLUDE_SUBDOMAINS", "1")
+SECURE_HSTS_PRELOAD = _flag("BLOOMOPS_HSTS_PRELOAD", "1")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+# One policy in every mode, so the browser tests meet the production policy: scripts and styles
+# only from our own static files (no inline code, no eval; htmx is configured for that in
+# base.html).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -157,5 +233,7 @@ LOGGING = {
             "handlers": ["console"],
             "level": os.environ.get("BLOOMOPS_LOG_LEVEL", "INFO"),
         },
+        # A server error's traceback goes to the server's log in every mode, not to e-mail.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
     },
 }

@@ -7,10 +7,9 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from bloomops.execution.demo import queue_properties
 from bloomops.execution.envelope import new_envelope
 from bloomops.execution.executor import ActionRequest, Actor, execute
-from bloomops.execution.objects import load
+from bloomops.execution.objects import load, queue_properties
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.instances import create_instance
 
@@ -59,10 +58,13 @@ def act(action_key: str, who: Actor, **fields: Any):
 
 
 def register(who: Actor, worker_key: str | None = None, **payload: Any) -> str:
+    """A worker of ``who``. A HUMAN_SESSION worker's key and profile are the person's own
+    (derived and configured), so none is sent for one."""
     payload.setdefault("worker_type", "SERVICE")
-    payload.setdefault("capabilities", [])
-    result = act("register_worker", who, payload={"worker_key": worker_key or key("w"),
-                                                  **payload})
+    if payload["worker_type"] != "HUMAN_SESSION":
+        payload.setdefault("capabilities", [])
+        payload["worker_key"] = worker_key or key("w")
+    result = act("register_worker", who, payload=payload)
     return result["worker_euid"]
 
 

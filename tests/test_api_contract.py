@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def q1(tenant):
     make_queue("q1", required_worker_capabilities=["cap.a"], lease_ttl_seconds=60,
-               max_attempts_default=2)
+               max_attempts_default=2,
+               output_template_codes=["content/material/extracted_sample/1.0",
+                                      "data/analysis/artifact/1.0"])
     make_queue("q2", required_worker_capabilities=["cap.a"], dispatch_priority=10)
 
 
@@ -28,6 +30,10 @@ def apis(users):
 
 
 def register(api: Api, key: str = "w", **extra) -> str:
+    if extra.get("worker_type") == "HUMAN_SESSION":  # key and profile are the person's
+        r = api.act("register-worker", **extra)
+        assert r.status_code == 200, r.content
+        return r.json()["worker_euid"]
     extra.setdefault("capabilities", ["cap.a"])
     r = api.act("register-worker", worker_key=key, **extra)
     assert r.status_code == 200, r.content
@@ -195,7 +201,7 @@ def test_worker_lifecycle_claim_renew_complete(q1, apis):
     r = svc.act("heartbeat-worker", worker_euid=worker, host="h2")
     assert r.status_code == 200 and r.json()["status"] == "ONLINE"
 
-    r = svc.act("claim", worker_euid=worker)  # no queue_key: the engine picks (5.4)
+    r = svc.act("claim", worker_euid=worker)  # no queue_key: the engine picks (RULES.md#order)
     assert r.status_code == 200
     claim = r.json()
     assert claim["subject_euid"] == subject and claim["queue_key"] == "q1"
@@ -347,7 +353,8 @@ def test_not_found_is_404(q1, apis):
         assert r.status_code == 404 and error_code(r) == "NOT_FOUND", r.content
 
 
-def test_conflicts_are_409(q1, apis):
+def test_conflicts_are_409(q1, apis, settings):
+    settings.BLOOMOPS_HUMAN_CAPABILITIES = ["cap.a"]  # the lab's configuration for people
     svc, op, sci = apis["worker_service"], apis["operator"], apis["worker_human"]
     seen = {}
 

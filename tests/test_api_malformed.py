@@ -1,5 +1,5 @@
 """Malformed requests under /api/: each is a 4xx with the API's JSON error body and writes
-nothing (issue 8: these were 500s, HTML or plain text before)."""
+nothing (they were 500s, HTML or plain text before)."""
 
 from __future__ import annotations
 

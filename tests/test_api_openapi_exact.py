@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from bloomops.api.action_schemas import ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
+from bloomops.api.action_schemas import REQUEST_FIELDS, REQUEST_SCHEMAS
 from bloomops.api.api import ACTIONS
+from bloomops.execution.actions import ACTIONS as REGISTRY
 from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
 from tests.api_helpers import api_for
 from tests.engine import counts, make_queue, make_subject
@@ -17,9 +18,9 @@ from tests.engine import counts, make_queue, make_subject
 pytestmark = pytest.mark.django_db
 BASE = "/api/v1/execution"
 
-# What each action's handler refuses without (bloomops/execution/actions.py, validate).
+# What each action's handler refuses without (bloomops/execution/actions/, validate).
 REQUIRED = {
-    "register-worker": {"worker_key"},
+    "register-worker": set(),
     "heartbeat-worker": {"worker_euid"},
     "claim": {"worker_euid"},
     "renew-lease": {"lease_euid", "worker_euid"},
@@ -34,8 +35,11 @@ REQUIRED = {
     "external-result": {"subject_euid", "expected_state", "outcome"},
     "worker-status": {"worker_euid", "operation"},
 }
+# Required only in some cases, by a rule between fields: a worker other than a person's
+# names its key.
+REQUIRED_IF = {"register-worker": {"worker_key"}}
 # The smallest body each action accepts as well formed: its required fields, plus what a
-# rule between fields asks for (fail: retryable or error_class).
+# rule between fields asks for (fail: retryable or error_class; a service worker's key).
 MINIMAL = {
     "register-worker": {"worker_key": "exact-w"},
     "heartbeat-worker": {"worker_euid": "Z-AX-0"},
@@ -89,6 +93,15 @@ def enum_of(schema: dict) -> list:
 
 def test_every_action_is_described():
     assert set(REQUIRED) == set(ACTIONS) == set(MINIMAL)
+    assert set(REQUEST_SCHEMAS) == set(REGISTRY)
+    assert {d.path for d in REGISTRY.values()} == set(ACTIONS)
+
+
+def test_an_actions_own_fields_are_its_handlers_payload_fields():
+    # The document's payload properties and the engine's refusal of other keys agree.
+    for key, action in REGISTRY.items():
+        own = set(REQUEST_SCHEMAS[key].model_fields) - set(REQUEST_FIELDS)
+        assert own == set(action.handler.fields), key
 
 
 @pytest.mark.parametrize("path", list(REQUIRED))
@@ -106,7 +119,7 @@ def test_the_server_refuses_a_body_without_any_required_field(tenant, users, doc
     # Well formed: answered on the data (an unknown EUID is 404), never refused for shape.
     assert r.status_code != 400, r.content
     before = counts()
-    for name in sorted({"idempotency_key"} | REQUIRED[path]):
+    for name in sorted({"idempotency_key"} | REQUIRED[path] | REQUIRED_IF.get(path, set())):
         body = {k: v for k, v in minimal.items() if k != name}
         assert not check.is_valid(body), name
         r = api.post(f"/actions/{path}", body)
@@ -149,7 +162,7 @@ def test_bounds_are_the_engines(doc):
     assert bounds(hold["subject_euid"]) == (1, 200)
     assert bounds(hold["expected_revision"]) == (0, 2**31)
     worker = body_schema(doc, "register-worker")["properties"]
-    assert bounds(worker["worker_key"]) == (1, 300)
+    assert bounds(worker["worker_key"]) == (None, 300)
     assert bounds(worker["max_concurrent_leases"]) == (1, 1000)
     assert bounds(worker["heartbeat_ttl_seconds"]) == (5, 86400)
     fail = body_schema(doc, "fail")["properties"]
@@ -165,11 +178,8 @@ def test_payload_documents_the_actions_own_fields(doc):
     for path in ACTIONS:
         schema = body_schema(doc, path)
         payload = schema["properties"]["payload"]
-        own = set(schema["properties"]) - {
-            "idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-            "queue_key", "expected_state", "expected_revision", "payload"}
-        assert set(payload["properties"]) == own
-        assert payload["additionalProperties"] is not ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS
+        own = set(schema["properties"]) - set(REQUEST_FIELDS)
+        assert set(payload["properties"]) == own and payload["additionalProperties"] is False
 
 
 def test_every_operation_documents_its_refusals(doc):
@@ -182,6 +192,7 @@ def test_every_operation_documents_its_refusals(doc):
 
 
 # Bodies on the edge of each rule: the document and the server must give the same answer.
+DROP = object()  # a field of the minimal body left out
 EDGES = [
     ("hold", {"reason": "   "}),
     ("hold", {"reason": "\x1c"}),                      # str.strip() and \S agree: blank
@@ -210,6 +221,17 @@ EDGES = [
     ("requeue", {"priority": 2**63}),
     ("requeue", {"priority": -5}),
     ("register-worker", {"worker_type": None}),         # absent is SERVICE; null is not
+    ("register-worker", {"worker_key": "human://someone"}),
+    ("register-worker", {"worker_key": "human://"}),
+    ("register-worker", {"worker_key": "   "}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION"}),  # exact-w is no person's key
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "human://adm"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "  "}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP,
+                         "capabilities": ["x"]}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP,
+                         "max_concurrent_leases": None}),
     ("register-worker", {"display_name": None}),
     ("register-worker", {"capabilities": [""]}),
     ("register-worker", {"capabilities": ["cap.a"], "max_concurrent_leases": 0}),
@@ -219,7 +241,8 @@ EDGES = [
 @pytest.mark.parametrize("path,extra", EDGES)
 def test_document_and_server_agree_on_edge_cases(tenant, users, doc, path, extra):
     base = {k: v for k, v in MINIMAL[path].items() if k not in ("error_class", "retryable")}
-    body = {"idempotency_key": "edge", **base, **extra}
+    body = {k: v for k, v in {"idempotency_key": "edge", **base, **extra}.items()
+            if v is not DROP}
     documented_valid = validator(doc, path).is_valid(body)
     before = counts()
     r = api_for(users["admin"]).post(f"/actions/{path}", body)

@@ -1,12 +1,12 @@
 """The role matrix of every endpoint: reads for any of the four roles, actions exactly as the
-action templates allow (DESIGN.md Roles, spec 10.4); no token is 401, no role is 403."""
+action templates allow (RULES.md#roles); no token is 401, no role is 403."""
 
 from __future__ import annotations
 
 import pytest
 
 from bloomops.api.api import ACTIONS
-from bloomops.execution.executor import action_spec
+from bloomops.execution.context import action_spec
 from tests.api_helpers import Api, api_for  # noqa: F401
 from tests.conftest import make_user
 from tests.engine import make_queue, make_subject

@@ -1,4 +1,4 @@
-"""Spec 000 11.1: concurrency on committed data, each worker on its own connection."""
+"""Concurrency (RULES.md#claims) on committed data, each worker on its own connection."""
 
 from __future__ import annotations
 

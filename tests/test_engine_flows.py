@@ -1,12 +1,11 @@
-"""Spec 000 11.5 at the engine level: the wet-lab chain, the compute flow through
+"""The demo flows at the engine level: the wet-lab chain, the compute flow through
 WAITING_EXTERNAL, and reprocessing against existing artifacts."""
 
 from __future__ import annotations
 
 import pytest
 
-from bloomops.execution import selectors
-from bloomops.execution.demo import (
+from bloomops.demo.data import (
     ANALYSIS_REQUEST,
     ARTIFACT,
     DEMO_QUEUES,
@@ -15,6 +14,7 @@ from bloomops.execution.demo import (
     POOL,
     SPECIMEN,
 )
+from bloomops.execution import selectors
 from bloomops.execution.objects import REL, load
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.instances import children

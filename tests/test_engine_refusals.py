@@ -215,11 +215,43 @@ def s_hold_not_active(svc, op):
                        expected_state="HELD", hold_euid=hold)
 
 
+def s_invalid_envelope(svc, op):
+    subject = make_subject("q1")
+    with connection.cursor() as cur:  # another TapDB writer's broken row
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                    " '{properties,execution,attempt_count}', '\"x\"') WHERE euid = %s",
+                    [subject])
+    return lambda: act("place_execution_hold", op, subject_euid=subject,
+                       expected_state="READY", payload={"reason": "x"})
+
+
+def s_output_not_allowed(svc, op):
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"outputs": [{"template_code": "data/execution/queue/1.0",
+                                             "name": "forged"}]})
+
+
+def s_forbidden_human_key_of_another(svc, op):
+    mallory = actor("worker_human", username="mallory")
+    return lambda: act("register_worker", mallory, payload={
+        "worker_key": "human://alice", "worker_type": "HUMAN_SESSION"})
+
+
+def s_validation_unknown_payload_field(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("cancel_subject_execution", op, subject_euid=subject,
+                       expected_state="READY", payload={"reason": "x", "extra": 1})
+
+
 SCENARIOS = {
     "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
-                         s_validation_idempotency_key, s_validation_unknown_action],
+                         s_validation_idempotency_key, s_validation_unknown_action,
+                         s_validation_unknown_payload_field],
     "FORBIDDEN": [s_forbidden_human_holds, s_forbidden_operator_expires,
-                  s_forbidden_service_requeues, s_forbidden_no_role],
+                  s_forbidden_service_requeues, s_forbidden_no_role,
+                  s_forbidden_human_key_of_another],
     "NOT_FOUND": [s_not_found_subject, s_not_found_queue],
     "STATE_CONFLICT": [s_state_conflict],
     "REVISION_CONFLICT": [s_revision_conflict],
@@ -235,6 +267,8 @@ SCENARIOS = {
     "QUEUE_DISABLED": [s_queue_disabled],
     "SUBJECT_HELD": [s_subject_held],
     "HOLD_NOT_ACTIVE": [s_hold_not_active],
+    "INVALID_ENVELOPE": [s_invalid_envelope],
+    "OUTPUT_NOT_ALLOWED": [s_output_not_allowed],
 }
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 

@@ -1,4 +1,4 @@
-"""Engine rules beyond section 11: priority classes and ordering, worker lifecycle, retry
+"""Engine rules beyond test_engine_spec.py: priority classes and ordering, worker lifecycle, retry
 classes and backoff, holds, the outbox and the audit trail."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_drain_disable_enable_and_offline(tenant):
     with pytest.raises(ActionError) as err:
         claim(svc, worker)
     assert err.value.code == "WORKER_UNAVAILABLE"
-    # Draining workers still heartbeat and renew (2.3)
+    # Draining workers still heartbeat and renew: draining stops only new claims
     assert act("heartbeat_worker", svc, worker_euid=worker)["status"] == "DRAINING"
     act("renew_queue_lease", svc, lease_euid=lease["lease_euid"], worker_euid=worker)
     act("set_worker_status", admin, worker_euid=worker, payload={"operation": "disable",

@@ -1,5 +1,6 @@
-"""Spec 000 section 11: the required tests, each under its own name (11.2-11.7; the
-concurrency tests of 11.1 are in test_engine_concurrency.py)."""
+"""The engine's core promises, one test each under its own name: idempotency, queue and state
+consistency, lineage-only relationships, failures, and observability (docs/RULES.md). The
+concurrency tests are in test_engine_concurrency.py."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _outbox_rows() -> int:
     return fetch_value("SELECT count(*) FROM outbox_event")
 
 
-# ----------------------------------------------------------------------------- 11.2
+# Idempotency (RULES.md#idempotency) -----------------------------------------------
 
 
 def test_retry_idempotency(tenant, svc):
@@ -122,7 +123,7 @@ def test_completion_replay(tenant, svc):
     assert len(records) == 1
 
 
-# ----------------------------------------------------------------------------- 11.3
+# Queue and state consistency (RULES.md#visibility, #holds, #retries) --------------
 
 
 def test_queue_state_consistency(tenant, svc):
@@ -217,7 +218,7 @@ def test_max_attempt_dead_letter(tenant, svc):
     assert err.value.code == "NO_WORK"
 
 
-# ----------------------------------------------------------------------------- 11.4
+# Relationships are lineage only (RULES.md#objects, RULES.md#claims) ---------------
 
 
 def test_relationships_are_lineage_only(tenant, svc):
@@ -290,19 +291,19 @@ def test_claim_that_fails_midway_leaves_no_partial_lineage(tenant, svc, monkeypa
     subject = make_subject("q1")
     worker = register(svc)
     before = counts()
-    from bloomops.execution import actions
+    from bloomops.execution.actions import claim as claim_action
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(actions, "_new_record", boom)
+    monkeypatch.setattr(claim_action, "new_record", boom)
     with pytest.raises(RuntimeError):
         claim(svc, worker)
     assert counts() == before
     assert envelope(subject)["revision"] == 1
 
 
-# ----------------------------------------------------------------------------- 11.6
+# Failures and guards (RULES.md#leases, RULES.md#requests) -------------------------
 
 
 def test_invalid_transition_blocked(tenant, svc, op):
@@ -390,12 +391,12 @@ def test_no_hidden_direct_writes(tenant, svc, op):
     writers_found = sorted(
         str(p.relative_to(root)) for p in root.rglob("*.py") if pattern.search(p.read_text())
     )
-    allowed = {"tapdb/instances.py", "execution/objects.py", "execution/benchdata.py",
+    allowed = {"tapdb/instances.py", "execution/objects.py", "bench/data.py", "bench/inserts.py",
                "tapdb/bootstrap.py"}
     assert set(writers_found) <= allowed, writers_found
 
 
-# ----------------------------------------------------------------------------- 11.7
+# Observability (RULES.md#metrics, RULES.md#visibility) ----------------------------
 
 
 def test_queue_metrics_correctness(tenant, svc, op):
@@ -441,7 +442,7 @@ WHY_NOT_CASES = {
     "NEXT_QUEUE_KEY_MISSING": "unrouted",
     "STATE_NOT_ELIGIBLE": "pending",
     "QUEUE_DISABLED": "disabled",
-    "CAPABILITY_MISMATCH": "capability",
+    "WORKER_NOT_ELIGIBLE": "capability",
     "CANCEL_REQUESTED": "cancel_requested",
     "TERMINAL_STATE": "terminal",
 }

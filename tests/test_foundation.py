@@ -1,4 +1,4 @@
-"""Issue 2: the stack stands on real PostgreSQL, TapDB's schema and Django."""
+"""The stack stands on real PostgreSQL, TapDB's schema and Django."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils.html import escape
 
+from bloomops.demo.data import DEMO_QUEUES, seed_demo
 from bloomops.execution import selectors
-from bloomops.execution.demo import DEMO_QUEUES, seed_demo
 from bloomops.tapdb import instances
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.models import AuditLog, GenericInstance, GenericInstanceLineage
@@ -157,9 +157,12 @@ def _rows(sql, params):
 @override_settings(DEBUG=False)
 def test_demo_password_is_refused_when_debug_is_off(client):
     user = User.objects.create_user("demo-like", password="bloomops")
+    wrong = client.post("/accounts/login/", {"username": user.username, "password": "not-it"})
     response = client.post("/accounts/login/", {"username": user.username, "password": "bloomops"})
     assert response.status_code == 200
-    assert "public demo password" in response.content.decode()
+    # refused exactly as a wrong password: the answer does not confirm the password was right
+    assert response.context["form"].errors == wrong.context["form"].errors
+    assert "demo password" not in response.content.decode()
     assert "_auth_user_id" not in client.session
 
 
@@ -168,3 +171,12 @@ def test_demo_password_works_when_debug_is_on(client):
     User.objects.create_user("demo-like", password="bloomops")
     response = client.post("/accounts/login/", {"username": "demo-like", "password": "bloomops"})
     assert response.status_code == 302
+
+
+def test_unconfigured_scientists_can_do_every_step_of_the_demo():
+    """The default human capabilities (settings) are exactly what the demo's queues need, so
+    a fresh `make run` lets the demo scientist claim from every queue and nothing more."""
+    from django.conf import settings as django_settings
+
+    needed = {c for q in DEMO_QUEUES for c in q.get("required_worker_capabilities", [])}
+    assert set(django_settings.DEMO_HUMAN_CAPABILITIES.split(",")) == needed

@@ -96,3 +96,15 @@ def test_metrics_token_protection(tenant, users, settings):
     settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
     assert Client().get("/metrics").status_code == 401
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+
+
+def test_claims_from_the_operator_ui_are_counted_too(tenant, users, client):
+    """Counted where every action passes (the executor), not at API call sites."""
+    make_queue("q1", required_worker_capabilities=[])
+    client.force_login(users["worker_human"])
+    before = scrape()
+    r = client.post("/queues/q1/claim-next/", {"idempotency_key": "ui-claim-1"})
+    assert r.status_code in (200, 302, 409)
+    after = scrape()
+    assert after[("claim_conflict_total", "q1")] - before.get(("claim_conflict_total", "q1"),
+                                                              0) == 1

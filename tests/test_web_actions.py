@@ -1,4 +1,4 @@
-"""Issue 4: every operator-UI action posts through the executor — success, replay of a double
+"""Every operator-UI action posts through the executor — success, replay of a double
 submit, stale pages, and each refusal in plain words with nothing written."""
 
 from __future__ import annotations
@@ -113,8 +113,10 @@ def test_scan_claims_the_subject(client, lab):
     client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/scan/"), "/scan/", euid=f"  {euid.lower()} ")
     response = client.post("/scan/", data)
-    assert response.status_code == 302 and response["Location"] == "/my-work/"
-    assert f"Claimed {euid} (q1)." in said(response)
+    assert response.status_code == 302 and response["Location"] == "/scan/"
+    banner = client.get("/scan/").content.decode()
+    assert f"({euid})" in banner and "Queue one" in banner
+    assert 'value=""' in banner  # the field is empty for the next scan
     html = client.get("/my-work/").content.decode()
     assert euid in html and "Complete" in html
 
@@ -152,7 +154,7 @@ def test_scan_of_a_subject_the_worker_may_not_serve(client, lab):
     html = response.content.decode()
     assert response.status_code == 409
     assert "Missing capabilities: nobody.has.this." in html
-    assert "CAPABILITY_MISMATCH" in html
+    assert "WORKER_NOT_ELIGIBLE" in html
 
 
 # ---------------------------------------------------------------- my work

@@ -1,5 +1,5 @@
-"""Issue 4: the role matrix — every POST endpoint of the UI times each of the four roles.
-A role outside the action's template gets 403 and nothing is written, whatever it forged."""
+"""The role matrix (RULES.md#roles) — every POST endpoint of the UI times each of the four
+roles. A role outside the action's template gets 403 and nothing is written, whatever it forged."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The worker runtime drives subjects through the wet-lab chain (4.4) and the compute flow
-(4.5), in-process (the executor directly, and over the API through the test client)."""
+"""The worker runtime drives subjects through the demo wet-lab chain and the compute flow,
+in-process (the executor directly, and over the API through the test client)."""
 
 from __future__ import annotations
 

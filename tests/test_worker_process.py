@@ -6,13 +6,7 @@ clock moved past the lease TTL, so nothing here waits for a TTL to pass."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -24,9 +18,8 @@ from bloomops.worker.runtime import WorkerRuntime
 from bloomops.worker.transport import DirectTransport
 from tests.conftest import make_user
 from tests.engine import make_queue, make_subject
-from tests.worker_support import database_url
+from tests.worker_support import start_worker, stop_worker, wait_until
 
-BASE = Path(__file__).resolve().parent.parent
 TTL = 3
 
 
@@ -36,40 +29,33 @@ def proc_env(committed, settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     user = make_user("svc-proc", "worker_service")
     make_queue("pq", required_worker_capabilities=["wetlab.extraction"], lease_ttl_seconds=TTL,
-               default_next_action_key="create_extraction")
+               default_next_action_key="create_extraction",
+               output_template_codes=["content/material/extracted_sample/1.0"])
     subject = make_subject("pq", next_action_key="create_extraction")
-    env = {**os.environ, "DATABASE_URL": database_url(),
-           "BLOOMOPS_TENANT_ID": settings.TAPDB_TENANT_ID}
-    return {"env": env, "subject": subject, "user": user}
+    return {"subject": subject, "user": user}
 
 
-def start_worker(env: dict, key: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "run_worker", "--worker-key", key,
-         "--handlers", "bloomops.worker.handlers.wetlab", "--capabilities",
-         "wetlab.extraction", "--user", "svc-proc", "--delay", "600", "--poll-max", "0.2",
-         "--heartbeat-ttl", "30"],
-        cwd=BASE, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def start(key: str):
+    return start_worker(key, "--handlers", "bloomops.worker.handlers.wetlab",
+                        "--capabilities", "wetlab.extraction", "--delay", "600",
+                        "--poll-max", "0.2", "--heartbeat-ttl", "30", user="svc-proc")
 
 
-def wait_for_active_lease(proc: subprocess.Popen) -> dict:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        rows = selectors.leases(status="ACTIVE")
-        if rows:
-            return rows[0]
-        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-        time.sleep(0.1)
-    raise AssertionError("the worker process never claimed")
+def wait_for_active_lease(proc) -> dict:
+    def claimed():
+        assert proc.poll() is None, stop_worker(proc)[1]
+        return selectors.leases(status="ACTIVE")
+
+    return wait_until(claimed, "the worker process to claim", seconds=90)[0]
 
 
 def test_sigkill_mid_lease_is_recovered_after_ttl(proc_env):
-    proc = start_worker(proc_env["env"], "proc-killed")
+    proc = start("proc-killed")
     try:
         lease = wait_for_active_lease(proc)
     finally:
         proc.kill()
-        proc.wait(timeout=30)
+        stop_worker(proc)
     assert lease["subject_euid"] == proc_env["subject"]
     dead_worker = lease["worker_euid"]
 
@@ -95,16 +81,12 @@ def test_sigkill_mid_lease_is_recovered_after_ttl(proc_env):
 
 
 def test_sigterm_drains_releases_and_signs_off(proc_env):
-    proc = start_worker(proc_env["env"], "proc-drained")
+    proc = start("proc-drained")
     try:
         lease = wait_for_active_lease(proc)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0
+        code, out = stop_worker(proc)  # SIGTERM
+    assert code == 0, out
     (row,) = selectors.leases()
     assert row["euid"] == lease["euid"] and row["effective_status"] == "RELEASED"
     assert row["props"]["release_reason"] == "WORKER_STOPPING"

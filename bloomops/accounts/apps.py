@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core import checks
 from django.db.models.signals import post_migrate
 
 
@@ -13,11 +14,25 @@ def ensure_role_groups(sender, using="default", **kwargs) -> None:
         Group.objects.using(using).get_or_create(name=name)
 
 
+def grant_runtime_role(sender, using="default", **kwargs) -> None:
+    """Tables a migration adds are granted to the runtime role at once (docs/DEPLOY.md)."""
+    if using != "default":
+        return
+    from bloomops.tapdb.roles import ensure_runtime_role
+
+    ensure_runtime_role()
+
+
 class AccountsConfig(AppConfig):
     name = "bloomops.accounts"
     label = "accounts"
 
     def ready(self) -> None:
+        from bloomops.tapdb.roles import check_separate_runtime_role
+
         # Sent for apps with models only; auth always has them.
         post_migrate.connect(ensure_role_groups, sender=self.apps.get_app_config("auth"),
                              dispatch_uid="bloomops-roles")
+        post_migrate.connect(grant_runtime_role, sender=self.apps.get_app_config("auth"),
+                             dispatch_uid="bloomops-runtime-role")
+        checks.register(check_separate_runtime_role, checks.Tags.security, deploy=True)

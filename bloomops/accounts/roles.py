@@ -1,4 +1,4 @@
-"""The four roles of spec 000 section 10.4, as Django groups."""
+"""The four roles (RULES.md#roles), as Django groups."""
 
 from __future__ import annotations
 

@@ -2,16 +2,10 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 
-from bloomops.accounts.forms import SignInForm
-
 urlpatterns = [
     path(
         "login/",
-        login_not_required(
-            auth_views.LoginView.as_view(
-                authentication_form=SignInForm, redirect_authenticated_user=True
-            )
-        ),
+        login_not_required(auth_views.LoginView.as_view(redirect_authenticated_user=True)),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -8,7 +8,7 @@ responses are in ``schemas``.
 
 from copy import deepcopy
 from functools import cache
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,8 +21,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from bloomops.execution.actions import Handler, RecordExternalResult, SetWorkerStatus
-from bloomops.execution.policy import classify_failure
+from bloomops.execution.actions import RecordExternalResult, SetWorkerStatus
+from bloomops.execution.context import ENVELOPE_FIELDS
+from bloomops.execution.people import HUMAN_KEY_PREFIX, PROFILE_FIELDS
 from bloomops.execution.states import (
     ALL_STATES,
     PRIORITY_CLASSES,
@@ -47,11 +48,8 @@ BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 # "Has a character that is not white space": the engine strips text and treats blank as
 # missing. Python's regex engine, so the schema, pydantic and str.strip() agree on "space".
 NON_BLANK = r"\S"
-ENVELOPE_FIELDS = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                   "queue_key", "expected_state", "expected_revision", "payload")
-# Other payload keys are the engine's to refuse (a handler that declares its ``fields``
-# refuses the rest); the document says what the engine in this build does.
-ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS = hasattr(Handler, "fields")
+# Every field of a request that is not the action's own.
+REQUEST_FIELDS = ("idempotency_key", *ENVELOPE_FIELDS, "payload")
 
 
 def refusal(field: str, message: str) -> PydanticCustomError:
@@ -98,7 +96,7 @@ class StrictSchema(BaseModel):
 
 
 class ActionEnvelope(StrictSchema):
-    """The request envelope of spec 7.2. Fields an action does not use may be omitted.
+    """The request envelope (RULES.md#requests). Fields an action does not use may be omitted.
     Action-specific fields go at the top level; a field the action declares may instead be
     sent inside ``payload`` and is validated the same way (given at both places, the top
     level counts and both must be valid)."""
@@ -118,8 +116,8 @@ class ActionEnvelope(StrictSchema):
         " only here is accepted too; given at both places, the top level counts and both"
         " must be valid."))
 
-    # Rules between fields, as JSON Schema keywords of the request body (the model
-    # validators of a subclass enforce the same).
+    # Rules between fields that the engine enforces (its handlers' validate), stated as
+    # JSON Schema keywords of the request body so that the document says them too.
     json_rules: ClassVar[dict[str, Any]] = {}
 
     @classmethod
@@ -127,10 +125,11 @@ class ActionEnvelope(StrictSchema):
         schema = handler(core_schema)
         body = handler.resolve_ref_schema(schema)
         props = body.get("properties", {})
-        own = {k: v for k, v in props.items() if k not in ENVELOPE_FIELDS}
+        own = {k: v for k, v in props.items() if k not in REQUEST_FIELDS}
         if "payload" in props:
+            # The engine refuses payload keys the action does not declare.
             props["payload"] = {**props["payload"], "properties": own,
-                                "additionalProperties": not ENGINE_REFUSES_UNKNOWN_PAYLOAD_KEYS}
+                                "additionalProperties": False}
         body.update(deepcopy(cls.json_rules))
         return schema
 
@@ -141,7 +140,7 @@ class ActionEnvelope(StrictSchema):
         # fields in payload; lifting them validates them exactly like top-level ones.
         if not isinstance(data, dict) or not isinstance(data.get("payload"), dict):
             return data
-        own = set(cls.model_fields) - set(ENVELOPE_FIELDS)
+        own = set(cls.model_fields) - set(REQUEST_FIELDS)
         payload = dict(data["payload"])
         nested = {k: payload.pop(k) for k in list(payload) if k in own}
         # Given at both places, the top level counts; the nested copy must still be valid,
@@ -180,8 +179,28 @@ class SubjectEnvelope(ActionEnvelope):
 WORKER_TEXT_MAX = 300
 
 
+# A key the engine reads as a person's (human://<username>, after stripping).
+HUMAN_KEY = "^\\s*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
+
+
 class RegisterWorkerIn(ActionEnvelope):
-    worker_key: str = required_text(WORKER_TEXT_MAX, "The worker's stable key.")
+    # A person's HUMAN_SESSION worker has its key and profile from the person and the lab's
+    # configuration; every other worker names its key and may not take a person's.
+    json_rules = {
+        "if": {"required": ["worker_type"],
+               "properties": {"worker_type": {"const": "HUMAN_SESSION"}}},
+        "then": {"properties": {
+            "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^\\s*$"},
+                                     {"pattern": HUMAN_KEY}]},
+            **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
+        "else": {"required": ["worker_key"],
+                 "properties": {"worker_key": {"type": "string", "pattern": NON_BLANK,
+                                               "not": {"pattern": HUMAN_KEY}}}},
+    }
+
+    worker_key: str | None = text(WORKER_TEXT_MAX, (
+        "The worker's stable key; required except for HUMAN_SESSION, whose key is the"
+        " person's (human://<username>)."))
     display_name: str | None = text(WORKER_TEXT_MAX)
     # Not nullable: the engine takes an absent worker_type as SERVICE but refuses null.
     worker_type: WorkerTypeName = Field(None, description="SERVICE when omitted.",
@@ -247,16 +266,11 @@ class CompleteIn(LeaseEnvelope):
         "External dispatch metadata: the subject waits in WAITING_EXTERNAL for"
         " /actions/external-result. Not together with next_queue_key."))
 
-    @model_validator(mode="after")
-    def _external_or_next_queue(self) -> Self:
-        if self.external is not None and self.next_queue_key:
-            raise refusal("external", "A completion either waits for an external result or"
-                          " routes to a next queue, not both.")
-        return self
 
 
 def _retry_class_rules() -> dict[str, Any]:
-    """retryable and error_class as JSON Schema: one of them, and they must agree (8.4)."""
+    """retryable and error_class as JSON Schema: one of them, and they must agree
+    (RULES.md#retries)."""
     transient = sorted(c.value for c in TRANSIENT_CLASSES)
     permanent = sorted(c.value for c in RetryClass if c not in TRANSIENT_CLASSES)
 
@@ -282,16 +296,6 @@ class FailIn(LeaseEnvelope):
     error_code: str | None = text(200)
     error_message: str | None = text(4000)
     next_queue_key: str | None = text(200)
-
-    @model_validator(mode="after")
-    def _retry_class(self) -> Self:
-        if self.retryable is None and self.error_class is None:
-            raise refusal("error_class", "Give retryable or error_class.")
-        try:
-            classify_failure(self.retryable, self.error_class)
-        except ValueError as exc:
-            raise refusal("error_class", str(exc)) from None
-        return self
 
 
 class HoldIn(SubjectEnvelope):
@@ -333,14 +337,20 @@ class ExternalResultIn(SubjectEnvelope):
     outputs: list[OutputSpec] | None = None
     error_message: str | None = text(4000)
 
-    @model_validator(mode="after")
-    def _ready_needs_next_queue(self) -> Self:
-        if self.outcome == "READY" and not self.next_queue_key:
-            raise refusal("next_queue_key", "next_queue_key is required for READY.")
-        return self
-
 
 class WorkerStatusIn(ActionEnvelope):
     worker_euid: RequiredId
     operation: Literal[tuple(sorted(SetWorkerStatus.OPERATIONS))]  # type: ignore[valid-type]
     reason: str | None = text(1000)
+
+
+# The request schema of each action, by the key of the engine's action registry.
+REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
+    "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
+    "claim_queue_item": ClaimIn, "renew_queue_lease": RenewLeaseIn,
+    "release_queue_lease": ReleaseLeaseIn, "complete_queue_execution": CompleteIn,
+    "fail_queue_execution": FailIn, "place_execution_hold": HoldIn,
+    "release_execution_hold": ReleaseHoldIn, "requeue_subject": RequeueIn,
+    "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
+    "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
+}

@@ -1,4 +1,4 @@
-"""JSON API v1 under /api/v1/execution/ (spec 000 sections 9.2 and 10.3).
+"""JSON API v1 under /api/v1/execution/: the read models and the actions.
 
 Views only parse and validate input, then call the executor (writes) or a selector (reads).
 Authentication is a bearer token (``python manage.py create_api_token USERNAME``); the
@@ -18,13 +18,14 @@ from bloomops.api import action_schemas as A
 from bloomops.api import errors
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
-from bloomops.api.metrics import count_claim_conflict, count_replay
-from bloomops.api.readmodel import overview, summary_dict
+from bloomops.api.readmodel import summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
+from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
+from bloomops.execution.context import ActionRequest, Actor, action_spec
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import HTTP_STATUS, ActionError
-from bloomops.execution.executor import ActionRequest, Actor, action_spec, execute
+from bloomops.execution.executor import execute
 
 
 class BearerToken(HttpBearer):
@@ -114,26 +115,26 @@ actions = Router(tags=["actions"])
 
 
 @router.get("/queues", response={200: list[S.QueueSummaryOut], **READ_ERRORS},
-            summary="Queue summaries with the metrics of spec 9.1")
+            summary="Queue summaries with every queue metric")
 def list_queues(request):
-    ov = overview()
-    return [summary_dict(s, ov.lag_by_queue.get(s.queue_key)) for s in ov.summaries]
+    ov = selectors.overview()
+    return [summary_dict(s, ov.lag(s.queue_key)) for s in ov.summaries]
 
 
 @router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
                                               **READ_ERRORS},
             summary="Queue config and summary")
 def get_queue(request, queue_key: S.PathId):
-    ov = overview()
+    ov = selectors.overview()
     for s in ov.summaries:
         if s.queue_key == queue_key:
-            return {**summary_dict(s, ov.lag_by_queue.get(queue_key)), "config": s.config}
+            return {**summary_dict(s, ov.lag(queue_key)), "config": s.config}
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 
 @router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 404: S.ErrorOut,
                                                     **READ_ERRORS},
-            summary="Visible items in execution order (3.4), with the ordering fields")
+            summary="Visible items in execution order, with the ordering fields")
 def queue_items(request, queue_key: S.PathId, filters: Query[S.ItemFilters]):
     if selectors.queue_config(queue_key) is None:
         raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
@@ -157,7 +158,7 @@ def queue_items(request, queue_key: S.PathId, filters: Query[S.ItemFilters]):
 
 
 @router.get("/subjects/{euid}", response={200: S.SubjectOut, 404: S.ErrorOut, **READ_ERRORS},
-            summary="Subject execution envelope and why-not-in-queue reasons (9.3)")
+            summary="Subject execution envelope and why-not-in-queue reasons")
 def get_subject(request, euid: S.PathId, filters: Query[S.SubjectQuery]):
     worker_euid = filters.worker_euid
     d = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
@@ -266,35 +267,9 @@ def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
 
 # ------------------------------------------------------------------------------ actions
 
-# path -> (action key, request schema, summary, roles)
+# path -> (action key, request schema, summary), from the engine's action registry.
 ACTIONS: dict[str, tuple[str, type[A.ActionEnvelope], str]] = {
-    "register-worker": ("register_worker", A.RegisterWorkerIn,
-                        "Register (upsert by worker_key) a worker (5.2)"),
-    "heartbeat-worker": ("heartbeat_worker", A.HeartbeatWorkerIn, "Heartbeat a worker (5.3)"),
-    "claim": ("claim_queue_item", A.ClaimIn,
-              "Claim the next visible item: of queue_key, or of the first serviceable queue in"
-              " 5.4 order; human workers may name a subject_euid"),
-    "renew-lease": ("renew_queue_lease", A.RenewLeaseIn, "Renew an own active lease (6.3)"),
-    "release-lease": ("release_queue_lease", A.ReleaseLeaseIn,
-                      "Release an own active lease without a result"),
-    "complete": ("complete_queue_execution", A.CompleteIn,
-                 "Complete the leased attempt: route to next_queue_key, finish, or wait for an"
-                 " external result (external)"),
-    "fail": ("fail_queue_execution", A.FailIn,
-             "Fail the leased attempt with a retry class of 8.4"),
-    "hold": ("place_execution_hold", A.HoldIn, "Place a hold (stop-the-line)"),
-    "release-hold": ("release_execution_hold", A.ReleaseHoldIn, "Release a hold"),
-    "requeue": ("requeue_subject", A.RequeueIn, "Requeue a subject (operator)"),
-    "cancel": ("cancel_subject_execution", A.CancelIn, "Cancel a subject (operator)"),
-    "expire-lease": ("expire_queue_lease", A.ExpireLeaseIn,
-                     "Force-expire a lease, or sweep every expired lease without lease_euid"
-                     " (admin)"),
-    # Extensions beyond the paths of 10.3: the callback step of 7.6 and drain/disable (10.2).
-    "external-result": ("record_external_result", A.ExternalResultIn,
-                        "Record the result of external work of a WAITING_EXTERNAL subject (7.6)"),
-    "worker-status": ("set_worker_status", A.WorkerStatusIn,
-                      "Drain, disable, enable or retire a worker (admin)"),
-}
+    d.path: (key, A.REQUEST_SCHEMAS[key], d.summary) for key, d in ACTION_REGISTRY.items()}
 
 
 def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionRequest:
@@ -319,16 +294,7 @@ def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionReques
 
 
 def run_action(action_key: str, body: A.ActionEnvelope, user) -> dict:
-    req = build_request(action_key, body, user)
-    try:
-        result = execute(req)
-    except ActionError as exc:
-        if action_key == "claim_queue_item":
-            count_claim_conflict(exc.code, req.queue_key)
-        raise
-    if result.replayed:
-        count_replay(action_key)
-    return result.as_dict()
+    return execute(build_request(action_key, body, user)).as_dict()
 
 
 ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}

@@ -1,10 +1,9 @@
-"""/metrics in the Prometheus text format: every metric of spec 9.1 under its own name,
-per queue (labels tenant, queue) and per tenant (queue="__all__").
+"""/metrics in the Prometheus text format: every queue metric of RULES.md#metrics under its
+own name, per queue (labels tenant, queue) and per tenant (queue="__all__").
 
-Queue and worker metrics are computed at scrape time from ``readmodel.overview`` (the same
-selectors as the dashboard). claim_conflict_total and idempotent_replay_total count events
-that write nothing to the database (a refused claim, a replayed request), so they are
-process-local prometheus counters, incremented by the API and the worker runtime.
+Queue and worker metrics are computed at scrape time from ``selectors.overview`` (the same
+selectors as the dashboard). claim_conflict_total and idempotent_replay_total are the
+executor's process-local event counters (bloomops.execution.counters).
 """
 
 from __future__ import annotations
@@ -13,35 +12,16 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from bloomops.api.readmodel import overview
-
-ALL = "__all__"
-# Refusals of a claim that mean "someone else got there first / nothing for you".
-CLAIM_CONFLICT_CODES = frozenset({"NO_WORK", "NOT_VISIBLE", "CONCURRENT_UPDATE",
-                                  "STATE_CONFLICT", "REVISION_CONFLICT"})
-
-EVENTS = CollectorRegistry(auto_describe=True)
-CLAIM_CONFLICTS = Counter("claim_conflict", "Claims refused with NO_WORK or a conflict"
-                          " (process-local).", ["tenant", "queue"], registry=EVENTS)
-REPLAYS = Counter("idempotent_replay", "Requests answered from a stored result (replays,"
-                  " process-local).", ["tenant", "action_key"], registry=EVENTS)
-
-
-def count_claim_conflict(code: str, queue_key: str | None) -> None:
-    if code in CLAIM_CONFLICT_CODES:
-        CLAIM_CONFLICTS.labels(settings.TAPDB_TENANT_ID, queue_key or ALL).inc()
-
-
-def count_replay(action_key: str) -> None:
-    REPLAYS.labels(settings.TAPDB_TENANT_ID, action_key).inc()
-
+from bloomops.execution.counters import ALL, EVENTS
+from bloomops.execution.selectors import overview
+from bloomops.tapdb.tenancy import tenant_of
 
 GAUGES = {
-    "queue_depth": ("Visible subjects (spec 3.1).", lambda s: s.depth),
+    "queue_depth": ("Visible subjects (RULES.md#visibility).", lambda s: s.depth),
     "oldest_job_age_seconds": ("now - min(ready timestamp) of visible subjects.",
                                lambda s: s.oldest_job_age_seconds),
     "newest_job_age_seconds": ("now - max(ready timestamp) of visible subjects.",
@@ -69,13 +49,13 @@ COUNTERS = {
 
 
 class QueueCollector:
-    """Computes the 9.1 metrics at scrape time from the selectors."""
+    """Computes the queue metrics (RULES.md#metrics) at scrape time from the selectors."""
 
     def describe(self):
         return []
 
     def collect(self):
-        tenant = str(settings.TAPDB_TENANT_ID)
+        tenant = tenant_of() or ""
         ov = overview()
         sums = ov.summaries
         labels = ["tenant", "queue"]
@@ -95,7 +75,7 @@ class QueueCollector:
                                 " heartbeat: per queue the worst ONLINE worker serving it, per"
                                 " tenant the worst ONLINE worker.", labels=labels)
         for s in sums:
-            value = ov.lag_by_queue.get(s.queue_key)
+            value = ov.lag(s.queue_key)
             if value is not None:
                 lag.add_metric([tenant, s.queue_key], float(value))
         online = [w.heartbeat_lag_seconds for w in ov.workers

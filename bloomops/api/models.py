@@ -2,9 +2,12 @@
 
 Only a SHA-256 digest of the token is stored; the token itself is shown once, at creation.
 The token's user (and that user's groups) decides the role, exactly as a browser sign-in.
+Every token expires (settings.BLOOMOPS_API_TOKEN_DAYS after creation unless chosen otherwise).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -18,6 +21,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=16, db_index=True)
     token_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -27,6 +31,7 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+    def status(self, now: datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at <= now else "active"

@@ -1,40 +1,12 @@
-"""What the API and /metrics read: the engine's selectors, composed. No second definition of
-any metric: queue metrics come from ``selectors.queue_summaries`` (what the dashboard shows),
-worker coverage from ``selectors.workers`` plus the engine's own eligibility policy."""
+"""How the API words a queue summary. The numbers are the engine's (``selectors.overview``,
+which the dashboard and /metrics read too); this module only names them for JSON."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from bloomops.execution import clock, selectors
+from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
-from bloomops.execution.policy import eligibility_problems
-
-
-@dataclass
-class Overview:
-    now: datetime
-    summaries: list[selectors.QueueSummary]
-    workers: list[selectors.WorkerRow]
-    # queue_key -> max heartbeat lag of the ONLINE workers that may serve the queue
-    lag_by_queue: dict[str, float | None]
-
-
-def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overview:
-    """Queue summaries (4 queries) and workers (1 query); fills worker_online_count."""
-    moment = now or clock.now()
-    summaries = selectors.queue_summaries(now=moment, tenant=tenant)
-    workers = selectors.workers(now=moment, tenant=tenant)
-    lag: dict[str, float | None] = {}
-    for summary in summaries:
-        serving = [w for w in workers if w.computed_status == "ONLINE"
-                   and not eligibility_problems(w.props, summary.config)]
-        summary.worker_online_count = len(serving)
-        lags = [w.heartbeat_lag_seconds for w in serving if w.heartbeat_lag_seconds is not None]
-        lag[summary.queue_key] = max(lags) if lags else None
-    return Overview(now=moment, summaries=summaries, workers=workers, lag_by_queue=lag)
 
 
 def summary_dict(s: selectors.QueueSummary, lag: float | None) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Create, verify, list and revoke API tokens. Tokens look like ``bo_<prefix>_<secret>``."""
+"""Create, verify, list and revoke API tokens. Tokens look like ``bo_<prefix>_<secret>``.
+
+A token authenticates while it is neither revoked nor expired and its user is active; with
+DEBUG off, not for an account that still uses the public demo password either (its sign-in is
+refused too, bloomops.accounts.passwords)."""
 
 from __future__ import annotations
 
@@ -6,38 +10,50 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from bloomops.accounts.passwords import demo_password_refused, uses_demo_password
 from bloomops.api.models import ApiToken
 
 TOKEN_PREFIX = "bo_"
 # last_used_at is bookkeeping; writing it on every request would serialise hot tokens.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+MAX_DAYS = 3650
 
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(username: str, *, name: str = "") -> tuple[ApiToken, str]:
-    """A new token for the user; returns the row and the plain token (shown once)."""
+def create_token(username: str, *, name: str = "", days: int | None = None
+                 ) -> tuple[ApiToken, str]:
+    """A new token for the user, valid for ``days`` (default settings.BLOOMOPS_API_TOKEN_DAYS);
+    returns the row and the plain token (shown once)."""
+    days = settings.BLOOMOPS_API_TOKEN_DAYS if days is None else days
+    if not 1 <= days <= MAX_DAYS:
+        raise ValueError(f"a token lives 1 to {MAX_DAYS} days, not {days}")
     user = get_user_model().objects.get(username=username)
     prefix = secrets.token_hex(4)
     token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
-    row = ApiToken.objects.create(user=user, name=name, prefix=prefix, token_hash=digest(token))
+    row = ApiToken.objects.create(user=user, name=name, prefix=prefix, token_hash=digest(token),
+                                  expires_at=timezone.now() + timedelta(days=days))
     return row, token
 
 
 def user_for_token(token: str):
-    """The active user behind a token, or None."""
+    """The active user behind a valid token, or None."""
     if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
+    now = timezone.now()
     row = (ApiToken.objects.select_related("user")
-           .filter(token_hash=digest(token), revoked_at__isnull=True).first())
+           .filter(token_hash=digest(token), revoked_at__isnull=True, expires_at__gt=now)
+           .first())
     if row is None or not row.user.is_active:
         return None
-    now = timezone.now()
+    if demo_password_refused() and uses_demo_password(row.user):
+        return None
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
     return row.user

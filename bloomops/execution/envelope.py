@@ -1,4 +1,4 @@
-"""The execution envelope at ``subject.json_addl.properties.execution`` (spec 1.3).
+"""The execution envelope at ``subject.json_addl.properties.execution`` (RULES.md#envelope).
 
 Timestamps inside TapDB JSON are stored as fixed-width UTC text (``...T..:..:..ffffffZ``) so
 that text order equals time order and the queue SQL can compare them without casts.
@@ -6,27 +6,12 @@ that text order equals time order and the queue SQL can compare them without cas
 
 from __future__ import annotations
 
+import re
 from copy import deepcopy
 from datetime import UTC, datetime
 from typing import Any
 
-AUTHORITATIVE_FIELDS = (
-    "state",
-    "revision",
-    "next_queue_key",
-    "next_action_key",
-    "priority",
-    "ready_at",
-    "due_at",
-    "attempt_count",
-    "max_attempts_override",
-    "retry_at",
-    "hold_state",
-    "hold_reason",
-    "cancel_requested",
-    "terminal",
-)
-CACHE_FIELDS = ("last_execution_record_euid", "queue_cache")
+from bloomops.execution.states import ALL_STATES
 
 DEFAULT_ENVELOPE: dict[str, Any] = {
     "state": "PENDING",
@@ -48,6 +33,8 @@ DEFAULT_ENVELOPE: dict[str, Any] = {
 }
 
 TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# What the SQL side also checks of a timestamp (sql.ENVELOPE_VALID): a date and a time.
+_ISO_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 
 def ts(value: datetime | None) -> str | None:
@@ -71,8 +58,79 @@ def parse_ts(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def parse_ts_or_none(value: Any) -> datetime | None:
+    """For display of values any writer may have stored: unreadable is shown as unknown."""
+    try:
+        return parse_ts(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def normalize_ts(value: Any) -> str | None:
     return ts(parse_ts(value))
+
+
+HOLD_STATES = ("NONE", "ACTIVE", "TERMINAL")
+# The SQL twin of these checks is sql.ENVELOPE_VALID; tests hold the two to the same rows.
+_TEXT_FIELDS = ("next_queue_key", "next_action_key", "hold_reason", "last_execution_record_euid")
+_TS_FIELDS = ("ready_at", "due_at", "retry_at")
+_FLAG_FIELDS = ("cancel_requested", "terminal")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))
+
+
+def envelope_problems(raw: Any) -> list[tuple[str, str]]:
+    """Every field of a stored envelope whose type or value the engine cannot work with, as
+    (field, plain problem). Any TapDB writer (another system, an old row, raw SQL) may have
+    written it, so nothing here assumes the envelope was built by ``new_envelope``.
+    See docs/RULES.md#envelope."""
+    if not isinstance(raw, dict):
+        return [("execution", "the envelope is not an object")]
+    problems: list[tuple[str, str]] = []
+
+    def bad(name: str, what: str) -> None:
+        problems.append((name, f"{name} must be {what} (found {raw.get(name)!r:.60})"))
+
+    if raw.get("state") not in ALL_STATES:
+        bad("state", "one of " + ", ".join(ALL_STATES))
+    for name in ("revision", "attempt_count"):
+        if name in raw and raw[name] is not None and not (_is_int(raw[name]) and raw[name] >= 0):
+            bad(name, "a whole number >= 0")
+    if raw.get("max_attempts_override") is not None and not (
+        _is_int(raw["max_attempts_override"]) and raw["max_attempts_override"] >= 1
+    ):
+        bad("max_attempts_override", "a whole number >= 1 or null")
+    if raw.get("priority") is not None and not _is_number(raw["priority"]):
+        bad("priority", "a number")
+    for name in _TEXT_FIELDS:
+        if raw.get(name) is not None and not isinstance(raw[name], str):
+            bad(name, "text or null")
+    for name in _TS_FIELDS:
+        value = raw.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _ISO_PREFIX.match(value):
+            bad(name, "an ISO 8601 timestamp or null")
+            continue
+        try:
+            parse_ts(value)
+        except ValueError:
+            bad(name, "an ISO 8601 timestamp or null")
+    for name in _FLAG_FIELDS:
+        if raw.get(name) is not None and not isinstance(raw[name], bool):
+            bad(name, "true or false")
+    if raw.get("hold_state") is not None and raw["hold_state"] not in HOLD_STATES:
+        bad("hold_state", "one of " + ", ".join(HOLD_STATES))
+    if raw.get("queue_cache") is not None and not isinstance(raw["queue_cache"], dict):
+        bad("queue_cache", "an object or null")
+    return problems
 
 
 def new_envelope(**fields: Any) -> dict[str, Any]:
@@ -87,10 +145,20 @@ def new_envelope(**fields: Any) -> dict[str, Any]:
 
 
 def read_envelope(json_addl: dict | None) -> dict[str, Any]:
-    """The envelope of a subject, with defaults for any field a writer left out."""
+    """The envelope of a subject, with defaults for any field a writer left out or wrote
+    with a wrong type (see ``envelope_problems``), so no reader ever trips over a value."""
     props = (json_addl or {}).get("properties") or {}
-    current = props.get("execution") or {}
+    return clean_envelope(props.get("execution"))
+
+
+def clean_envelope(raw: Any) -> dict[str, Any]:
+    current = raw if isinstance(raw, dict) else {}
+    broken = {name for name, _ in envelope_problems(current)} if current else set()
     env = deepcopy(DEFAULT_ENVELOPE)
-    env.update({k: v for k, v in current.items() if k != "queue_cache"})
-    env["queue_cache"] = {**DEFAULT_ENVELOPE["queue_cache"], **(current.get("queue_cache") or {})}
+    env.update({k: v for k, v in current.items() if k != "queue_cache" and k not in broken})
+    cache = current.get("queue_cache") if "queue_cache" not in broken else None
+    env["queue_cache"] = {**DEFAULT_ENVELOPE["queue_cache"], **(cache or {})}
+    if "state" in broken:
+        # An unknown state must never read as claimable: PENDING is in no queue's states.
+        env["state"] = "PENDING"
     return env

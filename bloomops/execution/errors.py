@@ -25,6 +25,8 @@ HTTP_STATUS: dict[str, int] = {
     "SUBJECT_HELD": 409,
     "HOLD_NOT_ACTIVE": 409,
     "CONCURRENT_UPDATE": 409,
+    "INVALID_ENVELOPE": 409,
+    "OUTPUT_NOT_ALLOWED": 400,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -49,6 +51,9 @@ PLAIN: dict[str, str] = {
     "SUBJECT_HELD": "The subject is on hold; only release of the hold or cancel is allowed.",
     "HOLD_NOT_ACTIVE": "The hold is not active.",
     "CONCURRENT_UPDATE": "Another change to the same objects happened at the same time; retry.",
+    "INVALID_ENVELOPE": "The subject's execution envelope has a field the engine cannot read;"
+                        " an operator can requeue or cancel it.",
+    "OUTPUT_NOT_ALLOWED": "This step may not produce objects of that kind.",
 }
 
 

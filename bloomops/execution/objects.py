@@ -64,7 +64,7 @@ def _obj(row: dict | None) -> Obj | None:
 
 
 def load(
-    *, euid: str | None = None, uid: int | None = None, tenant: str, lock: bool = False,
+    *, euid: str | None = None, uid: int | None = None, tenant: str | None, lock: bool = False,
     nowait: bool = False,
 ) -> Obj | None:
     if euid is None and uid is None:
@@ -127,14 +127,14 @@ def children_of(
     return [Obj(**r) for r in rows]
 
 
-def worker_by_key(worker_key: str, *, tenant: str, lock: bool = False) -> Obj | None:
+def worker_by_key(worker_key: str, *, tenant: str | None, lock: bool = False) -> Obj | None:
     return _obj(
         fetch_one(
-            f"SELECT {_COLUMNS} FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
-            " AND type = 'system' AND subtype = 'worker'"
-            " AND json_addl->'properties'->>'worker_key' = %s"
+            f"SELECT {_COLUMNS} FROM generic_instance WHERE tenant_id = %(tenant)s"
+            " AND NOT is_deleted AND type = 'system' AND subtype = 'worker'"
+            " AND json_addl->'properties'->>'worker_key' = %(key)s"
             f"{' FOR UPDATE' if lock else ''}",
-            [tenant, worker_key],
+            {"tenant": tenant, "key": worker_key},
         )
     )
 
@@ -144,8 +144,17 @@ def is_kind(obj: Obj | None, kind: str) -> bool:
 
 
 WORKER = "system/worker"
-QUEUE = "execution/queue"
 LEASE = "execution/queue_lease"
-RECORD = "execution/execution_record"
 HOLD = "execution/hold"
-DEAD_LETTER = "execution/dead_letter"
+
+
+QUEUE_CODE = "data/execution/queue/1.0"
+
+
+def queue_properties(**overrides: Any) -> dict[str, Any]:
+    """A full queue config: the queue template's defaults with the given fields set."""
+    from bloomops.tapdb.templates import template_defaults
+
+    props = template_defaults(QUEUE_CODE)
+    props.update(overrides)
+    return props

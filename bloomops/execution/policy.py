@@ -1,4 +1,5 @@
-"""Pure policy: worker eligibility (3.5), retry classification (8.4) and backoff (8.5)."""
+"""Pure policy: worker eligibility (RULES.md#claims), retry classification and backoff
+(RULES.md#retries)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from bloomops.execution.states import TRANSIENT_CLASSES, RetryClass, WorkerStatus, WorkerType
+from bloomops.execution.envelope import parse_ts_or_none, ts
+from bloomops.execution.states import (
+    TERMINAL_STATES,
+    TRANSIENT_CLASSES,
+    RetryClass,
+    WorkerStatus,
+    WorkerType,
+)
 
 
 def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> bool:
@@ -14,6 +22,26 @@ def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> 
     if not worker_scope or not queue_scope:
         return True
     return bool(set(worker_scope) & set(queue_scope))
+
+
+def lease_is_active(props: dict[str, Any], now_ts: str) -> bool:
+    """RULES.md#leases 5.1 (the SQL twin is sql.lease_active): ACTIVE and unexpired."""
+    expires = ts(parse_ts_or_none(props.get("expires_at")))
+    return props.get("status") == "ACTIVE" and expires is not None and expires > now_ts
+
+
+def lease_effective_status(props: dict[str, Any], now_ts: str) -> str | None:
+    """The status every read reports (sql.lease_effective_status): an ACTIVE lease past its
+    expiry is EXPIRED whether or not the sweeper has marked it."""
+    status = props.get("status")
+    if status == "ACTIVE" and not lease_is_active(props, now_ts):
+        return "EXPIRED"
+    return status
+
+
+def is_terminal(env: dict[str, Any]) -> bool:
+    """RULES.md#envelope (the SQL twin is sql.TERMINAL): by its flag or by its state."""
+    return env.get("terminal") is True or env.get("state") in TERMINAL_STATES
 
 
 def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[tuple[str, str]]:
@@ -37,6 +65,14 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
             problems.append(("WORKER_NOT_ELIGIBLE", f"The worker's {scope} scope does not"
                              f" overlap the queue's ({', '.join(queue.get(f'{scope}_scope'))})."))
     return problems
+
+
+def can_serve(worker: dict[str, Any], computed_status: str, queue: dict[str, Any]) -> bool:
+    """Worker coverage (RULES.md#metrics): online now, taking work, and eligible for the
+    queue. A disabled queue keeps its coverage (who could serve it once enabled)."""
+    if computed_status != WorkerStatus.ONLINE or worker_status_problem(worker):
+        return False
+    return all(code == "QUEUE_DISABLED" for code, _ in eligibility_problems(worker, queue))
 
 
 def worker_status_problem(worker: dict[str, Any]) -> str | None:

@@ -1,4 +1,5 @@
-"""SQL fragments of the queue visibility predicate (spec 000 3.1) and ordering (3.4).
+"""SQL fragments of the queue visibility predicate (RULES.md#visibility) and order
+(RULES.md#order).
 
 Every selector that decides "is this subject in that queue" composes these fragments, so the
 predicate has exactly one definition. ``s`` is the subject row (generic_instance), ``q`` a
@@ -7,6 +8,9 @@ queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, 
 """
 
 from __future__ import annotations
+
+from bloomops.execution.envelope import HOLD_STATES
+from bloomops.execution.states import ALL_STATES, PRIORITY_CLASSES, TERMINAL_STATES
 
 ENV = "(s.json_addl->'properties'->'execution')"
 # A queue's config, a column of the QUEUES sub-query below (computed once per queue).
@@ -28,25 +32,75 @@ def utc_text(column: str) -> str:
             f" || substr({us}, 1, 2) || '.' || substr({us}, 3, 6) || 'Z')")
 
 
+def utc(text_expr: str) -> str:
+    """A timestamp another writer may have stored in any ISO 8601 form (``Z``, ``+00:00``,
+    another offset, with or without a fraction) as our fixed-width UTC text, so comparing
+    and ordering as text is right (RULES.md#envelope). Our own form passes through without
+    parsing; an unreadable value is NULL. The function is made by bootstrap
+    (``indexes.FUNCTIONS``); PostgreSQL inlines it, so indexes can hold it."""
+    return f"bloomops_utc({text_expr})"
+
+
 def ready_ts(alias: str = "s") -> str:
     """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable."""
     env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
         "(json_addl->'properties'->'execution')")
     created = f"{alias}.created_dt" if alias else "created_dt"
-    return f"coalesce({env}->>'retry_at', {env}->>'ready_at', {utc_text(created)})"
+    retry, ready = utc(f"{env}->>'retry_at'"), utc(f"{env}->>'ready_at'")
+    return f"coalesce({retry}, {ready}, {utc_text(created)})"
 
 
 READY_TS = ready_ts()
 
 # A live subject routed to a queue. Every queue read also compares next_queue_key, so this
 # only restates what that implies; it is also the predicate of the partial index
-# bloomops_subject_queue_order, and unlike "? 'execution'" the planner can estimate it.
+# bloomops_queue_order, and unlike "? 'execution'" the planner can estimate it.
 HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
-LEASE_ACTIVE = (
-    "x.json_addl->'properties'->>'status' = 'ACTIVE'"
-    " AND x.json_addl->'properties'->>'expires_at' > %(now)s"
-)
+def _status(alias: str) -> str:
+    return f"{alias}.json_addl->'properties'->>'status'"
+
+
+def _expires(alias: str) -> str:
+    return utc(f"{alias}.json_addl->'properties'->>'expires_at'")
+
+
+def lease_active(alias: str = "x") -> str:
+    """RULES.md#leases 5.1: a lease is active when ACTIVE and unexpired at %(now)s."""
+    return (f"{_status(alias)} = 'ACTIVE'"
+            f" AND {_expires(alias)} > %(now)s")
+
+
+def lease_past_expiry(alias: str = "x") -> str:
+    """Stored ACTIVE but past its expiry: what the sweeper marks EXPIRED."""
+    return (f"{_status(alias)} = 'ACTIVE'"
+            f" AND {_expires(alias)} <= %(now)s")
+
+
+def lease_expired(alias: str = "x") -> str:
+    """Marked EXPIRED by the sweeper, or ACTIVE past its expiry and not swept yet."""
+    return f"({_status(alias)} = 'EXPIRED' OR ({lease_past_expiry(alias)}))"
+
+
+def lease_effective_status(alias: str = "x") -> str:
+    """The status every read reports: EXPIRED for an ACTIVE lease past its expiry."""
+    return (f"CASE WHEN {lease_expired(alias)} THEN 'EXPIRED' ELSE {_status(alias)} END")
+
+
+def hold_active(alias: str = "x") -> str:
+    return f"{_status(alias)} = 'ACTIVE'"
+
+
+LEASE_ACTIVE = lease_active()
+
+
+def worker_active_leases(worker_uid: str) -> str:
+    """How many active leases a worker holds (its lease limit counts these), as a scalar
+    sub-query on the worker's uid expression."""
+    return f"""(SELECT count(*) FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+        WHERE l.parent_instance_uid = {worker_uid} AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_worker_lease' AND {lease_active()})"""
 
 ACTIVE_LEASE_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
@@ -54,12 +108,11 @@ ACTIVE_LEASE_EXISTS = f"""EXISTS (
     WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
       AND l.relationship_type = 'execution_subject_lease' AND {LEASE_ACTIVE})"""
 
-ACTIVE_HOLD_EXISTS = """EXISTS (
+ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
     WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
-      AND l.relationship_type = 'execution_subject_hold'
-      AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
+      AND l.relationship_type = 'execution_subject_hold' AND {hold_active()})"""
 
 # Templates with their semantic code.
 TEMPLATES = """
@@ -81,89 +134,157 @@ def _scope(field: str) -> str:
 
 SCOPE_MATCH = " AND ".join(_scope(f) for f in ("site", "platform", "assay"))
 
-# The envelope half of 3.1 (everything except lineage and the queue's template/scope list).
-ENVELOPE_ELIGIBLE = f"""
-    {ENV}->>'next_queue_key' = q.queue_key
-    AND q.eligible_states ? ({ENV}->>'state')
-    AND coalesce(({ENV}->>'terminal')::boolean, false) = false
-    AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
-    AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
-    AND {READY_TS} <= %(now)s"""
 
-# The whole of 3.1 for subject s in queue q, where t is s's template.
+
+def env_flag(name: str) -> str:
+    """An envelope flag, true only for JSON true: a cast (``::boolean``) would make one bad
+    row written by anyone fail the whole statement."""
+    return f"coalesce({ENV}->'{name}' = 'true'::jsonb, false)"
+
+
+HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
+TERMINAL_FLAG = env_flag("terminal")
+# RULES.md#envelope: terminal by its flag or by its state, whichever a writer set.
+TERMINAL = "({flag} OR ({ENV}->>'state') IN ({states}))".format(
+    flag=TERMINAL_FLAG, ENV=ENV, states=", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES)))
+# RULES.md#retries: waiting for its retry window, and the metric "retry pending".
+RETRY_WAITING = "coalesce(" + utc(f"{ENV}->>'retry_at'") + " > %(now)s, false)"
+RETRY_PENDING = (f"({ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}"
+                 f" AND {RETRY_WAITING})")
+# The subject's revision, or NULL when a writer stored something else (never a failed cast).
+SUBJECT_REVISION = (f"CASE WHEN ({ENV}->>'revision') ~ '^[0-9]{{1,18}}$'"
+                    f" THEN ({ENV}->>'revision')::bigint END")
+# A queue's dispatch priority (order across queues, RULES.md#order), 0 when it is not a number.
+DISPATCH_PRIORITY = ("CASE WHEN jsonb_typeof(q.config->'dispatch_priority') = 'number'"
+                     " THEN (q.config->>'dispatch_priority')::numeric ELSE 0 END")
+CANCEL_REQUESTED = env_flag("cancel_requested")
+
+
+def _json_type(name: str, *types: str) -> str:
+    allowed = ", ".join(f"'{t}'" for t in (*types, "null"))
+    return f"coalesce(jsonb_typeof({ENV}->'{name}'), 'null') IN ({allowed})"
+
+
+def _timestamp_or_null(name: str) -> str:
+    return (f"({_json_type(name)} OR ({ENV}->>'{name}')"
+            " ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}')")
+
+
+# The types the engine needs of a stored envelope, in SQL: a subject whose envelope fails
+# them is never visible and never claimable (RULES.md#envelope). envelope.envelope_problems
+# is the same rule for Python readers, which also name the bad field.
+def _whole_or_null(name: str, pattern: str = "^[0-9]+$") -> str:
+    return (f"({_json_type(name)} OR (jsonb_typeof({ENV}->'{name}') = 'number'"
+            f" AND ({ENV}->>'{name}') ~ '{pattern}'))")
+
+
+ENVELOPE_VALID = " AND ".join([
+    f"jsonb_typeof({ENV}) = 'object'",
+    "({ENV}->>'state') IN ({states})".format(
+        ENV=ENV, states=", ".join(f"'{s}'" for s in ALL_STATES)),
+    _whole_or_null("revision"), _whole_or_null("attempt_count"),
+    _whole_or_null("max_attempts_override", "^[1-9][0-9]*$"),
+    _json_type("priority", "number"),
+    *(_json_type(n, "string") for n in ("next_queue_key", "next_action_key", "hold_reason",
+                                         "last_execution_record_euid")),
+    _json_type("terminal", "boolean"), _json_type("cancel_requested", "boolean"),
+    "coalesce({ENV}->>'hold_state', 'NONE') IN ({hs})".format(
+        ENV=ENV, hs=", ".join(f"'{h}'" for h in HOLD_STATES)),
+    _json_type("queue_cache", "object"),
+    *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
+])
+
+# The whole visibility rule (RULES.md#visibility) for subject s in queue q, where t is s's template.
 #
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
 # and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_subject_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
 def visibility(*, leased: str, held: str) -> str:
-    """The predicate of 3.1, given how to test "has an active lease" and "has an active
+    """The visibility predicate, given how to test "has an active lease" and "has an active
     hold" through lineage (per row, or against sets computed once: see below)."""
     return f"""(
     {ENV}->>'next_queue_key' = q.queue_key
     AND CASE WHEN q.eligible_states ? ({ENV}->>'state')
-              AND coalesce(({ENV}->>'terminal')::boolean, false) = false
-              AND coalesce(({ENV}->>'cancel_requested')::boolean, false) = false
-              AND coalesce({ENV}->>'hold_state', 'NONE') <> 'ACTIVE'
+              AND NOT {TERMINAL}
+              AND NOT {CANCEL_REQUESTED}
+              AND NOT {HELD_BY_ENVELOPE}
               AND {READY_TS} <= %(now)s
               AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
+              AND {ENVELOPE_VALID}
              THEN true ELSE false END
     AND NOT {leased}
     AND NOT {held})"""
 
 
+def held(by_lineage: str) -> str:
+    """RULES.md#holds: held by the envelope's hold_state or by an ACTIVE hold in lineage
+    (the two agree when only the engine writes; either one keeps the subject out)."""
+    return f"({HELD_BY_ENVELOPE} OR {by_lineage})"
+
+
+HELD = held(ACTIVE_HOLD_EXISTS)
+HELD_BY_SETS = held("(s.uid IN (SELECT uid FROM held_subjects))")
+LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
+
+
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_subject_queue_order).
+# claim walking bloomops_queue_order).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
 # active lease or an active hold are found once, from the small partial index of ACTIVE
 # objects, and each subject is probed against them by hash. Same conditions as the
-# EXISTS fragments above (LEASE_ACTIVE is shared).
+# EXISTS fragments above (LEASE_ACTIVE is shared), and like them whatever tenant the lease
+# or hold carries: lineage decides, so another writer's lease blocks a claim here too.
 BLOCKED_SUBJECTS = f"""
     leased_subjects AS MATERIALIZED (
         SELECT l.parent_instance_uid AS uid
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_lease'
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND {LEASE_ACTIVE}),
+        WHERE NOT x.is_deleted AND {LEASE_ACTIVE}),
     held_subjects AS MATERIALIZED (
         SELECT l.parent_instance_uid AS uid
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_hold'
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
-          AND x.json_addl->'properties'->>'status' = 'ACTIVE')"""
+        WHERE NOT x.is_deleted AND {hold_active()})"""
 
 VISIBLE_BY_SETS = visibility(
-    leased="(s.uid IN (SELECT uid FROM leased_subjects))",
-    held="(s.uid IN (SELECT uid FROM held_subjects))",
+    leased=LEASED_BY_SETS, held="(s.uid IN (SELECT uid FROM held_subjects))",
 )
 
-# After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
-# columns on the newest row version, but its lineage sub-queries ran on the statement's
-# older snapshot (DESIGN.md "the claim trap"). This new statement re-reads the lineage.
-LINEAGE_BLOCKED = f"""
-    SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
-    FROM generic_instance s WHERE s.uid = %(uid)s"""
 
-# 3.4: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
-_ORDER_KEYS = (
-    (f"coalesce(({ENV}->>'priority')::numeric, 0)", "DESC", "o_priority"),
-    (f"{ENV}->>'due_at'", "ASC NULLS LAST", "o_due"),
+# Queue order: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
+# Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is
+# not a number cannot be stored at all, because this expression is a key of the order index.
+PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"
+
+
+def priority_band(cls: str, expr: str = PRIORITY) -> str:
+    """RULES.md#order: the named class a numeric priority falls in, as a condition."""
+    floor = PRIORITY_CLASSES[cls]
+    above = sorted(v for v in PRIORITY_CLASSES.values() if v > floor)
+    return f"({expr} >= {floor}" + (f" AND {expr} < {above[0]})" if above else ")")
+
+
+ORDER_KEYS = (
+    (PRIORITY, "DESC", "o_priority"),
+    (utc(f"{ENV}->>'due_at'"), "ASC NULLS LAST", "o_due"),
     (READY_TS, "ASC", "o_ready"),
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
-# The same expressions as bloomops_subject_queue_order, so a read can walk that index.
-ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in _ORDER_KEYS)
+# The same expressions as bloomops_queue_order, so a read can walk that index.
+ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
-ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in _ORDER_KEYS)
-ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in _ORDER_KEYS)
+ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
+ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in ORDER_KEYS)
 
 # Queue objects with the config fields the predicate reads as columns, computed once per
 # queue: a subject row then compares against small values instead of extracting them from

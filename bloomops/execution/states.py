@@ -1,4 +1,5 @@
-"""Vocabulary of the execution engine (spec 000 sections 4, 8 and 001 section 2)."""
+"""Vocabulary of the execution engine: states, statuses, retry and priority classes
+(docs/RULES.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ class State(StrEnum):
 
 ALL_STATES = tuple(s.value for s in State)
 TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
-NONTERMINAL_STATES = tuple(s.value for s in State if s not in TERMINAL_STATES)
 
 
 class LeaseStatus(StrEnum):
@@ -29,15 +29,6 @@ class LeaseStatus(StrEnum):
     EXPIRED = "EXPIRED"
     ABANDONED = "ABANDONED"
     CANCELED = "CANCELED"
-
-
-class RecordStatus(StrEnum):
-    STARTED = "STARTED"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED_RETRYABLE = "FAILED_RETRYABLE"
-    FAILED_TERMINAL = "FAILED_TERMINAL"
-    CANCELED = "CANCELED"
-    EXPIRED = "EXPIRED"
 
 
 class WorkerStatus(StrEnum):
@@ -55,7 +46,7 @@ class WorkerType(StrEnum):
 
 
 class RetryClass(StrEnum):
-    """Spec 8.4: every failure is classified into exactly one of these."""
+    """Every failure is classified into exactly one of these (RULES.md#retries)."""
 
     TRANSIENT_SYSTEM = "TRANSIENT_SYSTEM"
     TRANSIENT_DEPENDENCY = "TRANSIENT_DEPENDENCY"
@@ -71,7 +62,7 @@ TRANSIENT_CLASSES = frozenset(
 )
 
 
-# Named priority classes (seed 001) on top of the numeric priority of spec 3.4. Priority sorts
+# Named priority classes on top of the numeric priority (RULES.md#order). Priority sorts
 # descending; the bands are far apart so a class always dominates any in-band adjustment a
 # caller makes with a plain number (STAT 300 > any URGENT 200 + n < 300 ...).
 PRIORITY_CLASSES: dict[str, int] = {"STAT": 300, "URGENT": 200, "ROUTINE": 0}

@@ -1,4 +1,5 @@
-"""Idempotent TapDB bootstrap: schema, identity prefixes, template packs, read indexes.
+"""Idempotent TapDB bootstrap: schema, identity prefixes, template packs, and the read
+indexes the domain hands over.
 
 Each step first looks at what is there and only writes what is missing, so a second
 run reports "nothing changed" and writes nothing.
@@ -9,15 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import sysconfig
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
 
-from bloomops.execution.sql import ready_ts
 from bloomops.tapdb import templates as template_cache
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
+from bloomops.tapdb.roles import ensure_runtime_role
 
 PACK_DIR = Path(__file__).resolve().parent / "packs"
 
@@ -28,101 +30,18 @@ IDENTITY_PREFIXES = {
     "audit_log": "ADT",
 }
 
-# Indexes the queue reads need, each named after the logical index of spec 000 section 2 it
-# serves. JSON paths are the ones the selectors use verbatim so the planner can match them.
-_EXEC = "(json_addl->'properties'->'execution')"
-_PROPS = "(json_addl->'properties')"
-READ_INDEXES: dict[str, str] = {
-    # 3.1/3.6 visible items, depth and age: subjects by tenant + next_queue_key + state, only
-    # rows that carry an execution envelope. Serves every queue read and summary.
-    # Its key order is the whole 3.4 ordering (sql.ORDER_BY), so "first page" and "next
-    # claim" walk the index in queue order and stop after the first visible rows, with no
-    # sort. Only subjects routed to a queue are in it (completed subjects drop out).
-    "bloomops_subject_queue_order": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_subject_queue_order ON generic_instance
-        (tenant_id, ({_EXEC}->>'next_queue_key'),
-         (coalesce(({_EXEC}->>'priority')::numeric, 0)) DESC,
-         ({_EXEC}->>'due_at') ASC NULLS LAST, ({ready_ts("")}) ASC, created_dt ASC, euid ASC)
-        WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
-    # Planner statistics (not an index) on the envelope expressions of the 3.1 predicate.
-    # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
-    # boolean, expects one row where there are thousands, and picks nested loops.
-    "bloomops_envelope_stats": f"""
-        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_stats ON
-        ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'),
-        (coalesce(({_EXEC}->>'terminal')::boolean, false)),
-        (coalesce(({_EXEC}->>'cancel_requested')::boolean, false)),
-        (coalesce({_EXEC}->>'hold_state', 'NONE'))
-        FROM generic_instance""",
-    # The same for the lease/hold fields every NOT EXISTS of 3.1 reads (status ACTIVE,
-    # expires_at > now): without them an anti-join expects a few dozen active leases.
-    "bloomops_object_stats": f"""
-        CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
-        ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
-    # 2.1 tenant + template + queue_key; 2.3 tenant + template + worker_key. Both are the
-    # lookup key of their object; unique so a queue or worker key maps to one object.
-    "bloomops_queue_key": f"""
-        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_queue_key ON generic_instance
-        (tenant_id, template_uid, ({_PROPS}->>'queue_key'))
-        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue'""",
-    "bloomops_worker_key": f"""
-        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key ON generic_instance
-        (tenant_id, template_uid, ({_PROPS}->>'worker_key'))
-        WHERE NOT is_deleted AND type = 'system' AND subtype = 'worker'""",
-    # 2.2 tenant + template + queue_lookup_key + status + expires_at, and 2.5 active holds:
-    # a small partial index over only ACTIVE leases/holds, the rows every visibility
-    # exclusion and active-lease count reads.
-    "bloomops_active_objects": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
-        (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
-        WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
-    # 2.2 tenant + template + subject/worker lookup + status (leases of a worker).
-    "bloomops_lease_worker": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
-        (tenant_id, template_uid, ({_PROPS}->>'worker_lookup_euid'), ({_PROPS}->>'status'))
-        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'""",
-    # 2.4 tenant + template + queue_lookup_key + status + finished_at: throughput and failure
-    # rate windows and the dashboard trend read finished records per queue.
-    "bloomops_record_queue_finished": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_record_queue_finished ON generic_instance
-        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
-         ({_PROPS}->>'status'))
-        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
-    # 2.5 dead letters by queue and resolution state.
-    "bloomops_dead_letter_open": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
-        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
-        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
-    # 7.3 idempotency: action records by action key + idempotency key.
-    "bloomops_action_idempotency": """
-        CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
-        (tenant_id, subtype, (json_addl->>'idempotency_key'))
-        WHERE NOT is_deleted AND type = 'execution_queue'""",
-    # Lineage traversal by endpoint and relationship type (every NOT EXISTS of 3.1, every
-    # "relationships are lineage only" read).
-    "bloomops_lineage_parent_rel": """
-        CREATE INDEX IF NOT EXISTS bloomops_lineage_parent_rel ON generic_instance_lineage
-        (parent_instance_uid, relationship_type, child_instance_uid) WHERE NOT is_deleted""",
-    # Every edge of one relationship type (all active-lease or active-hold edges at once,
-    # for the set form of the 3.1 predicate), readable from the index alone.
-    "bloomops_lineage_rel_child": """
-        CREATE INDEX IF NOT EXISTS bloomops_lineage_rel_child ON generic_instance_lineage
-        (relationship_type, child_instance_uid) INCLUDE (parent_instance_uid)
-        WHERE NOT is_deleted""",
-    "bloomops_lineage_child_rel": """
-        CREATE INDEX IF NOT EXISTS bloomops_lineage_child_rel ON generic_instance_lineage
-        (child_instance_uid, relationship_type, parent_instance_uid) WHERE NOT is_deleted""",
-}
-
-
 @dataclass
 class BootstrapReport:
     schema_applied: bool = False
+    schema_foreign: bool = False
     prefixes_added: list[str] = field(default_factory=list)
     sequences_created: list[str] = field(default_factory=list)
     templates_inserted: list[str] = field(default_factory=list)
     templates_updated: list[str] = field(default_factory=list)
+    # Codes another writer seeded first: used as they are, not seeded again.
+    templates_foreign: list[str] = field(default_factory=list)
     indexes_created: list[str] = field(default_factory=list)
+    runtime_role_changes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -134,6 +53,7 @@ class BootstrapReport:
                 self.templates_inserted,
                 self.templates_updated,
                 self.indexes_created,
+                self.runtime_role_changes,
             ]
         )
 
@@ -141,14 +61,19 @@ class BootstrapReport:
         if not self.changed:
             return ["TapDB bootstrap: everything already in place; nothing changed."]
         out = ["TapDB bootstrap:"]
-        out.append(f"  schema: {'applied' if self.schema_applied else 'already current'}")
+        out.append("  schema: " + ("applied" if self.schema_applied else
+                                   "another writer's, used as it is" if self.schema_foreign
+                                   else "already current"))
         out.append(f"  identity prefixes added: {len(self.prefixes_added)}")
         out.append(f"  sequences created: {len(self.sequences_created)}")
         out.append(
             f"  templates inserted: {len(self.templates_inserted)},"
             f" updated: {len(self.templates_updated)}"
+            + (f", another writer's kept: {len(self.templates_foreign)}"
+               if self.templates_foreign else "")
         )
         out.append(f"  indexes created: {len(self.indexes_created)}")
+        out.append(f"  runtime role grants changed: {len(self.runtime_role_changes)}")
         return out
 
 
@@ -172,6 +97,11 @@ def apply_schema(report: BootstrapReport) -> None:
     if present and fetch_value(
         "SELECT count(*) FROM _tapdb_migrations WHERE filename = %s", [marker]
     ):
+        return
+    if fetch_value("SELECT to_regclass('generic_instance') IS NOT NULL"):
+        # Another writer (Bloom, TapDB's own CLI) made this database: its schema is used as
+        # it is, never re-applied over it.
+        report.schema_foreign = True
         return
     with connection.cursor() as cursor:
         cursor.execute(path.read_text())
@@ -226,19 +156,24 @@ def ensure_identity(report: BootstrapReport, packs: list[dict]) -> None:
 
 
 def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
-    existing = {
-        (r["category"], r["type"], r["subtype"], r["version"]): r
-        for r in fetch_all(
-            "SELECT uid, category, type, subtype, version, json_addl, name FROM generic_template"
-            " WHERE domain_code = %s",
-            [settings.TAPDB_DOMAIN_CODE],
-        )
-    }
+    """Seed each template of our packs whose semantic code no template has yet. A code that
+    another writer (Bloom) seeded is used as it is and never rewritten; our own rows (same
+    category) follow the pack."""
+    rows = fetch_all(
+        "SELECT uid, category, type, subtype, version, json_addl, name FROM generic_template"
+        " WHERE NOT is_deleted ORDER BY uid"
+    )
+    by_code: dict[str, dict] = {}
+    for r in rows:
+        semantic = (r["json_addl"] or {}).get("semantic_category") or r["category"]
+        by_code.setdefault(f"{semantic}/{r['type']}/{r['subtype']}/{r['version']}", r)
     for tpl in packs:
-        key = (tpl["category"], tpl["type"], tpl["subtype"], tpl["version"])
         semantic = tpl["json_addl"]["semantic_category"]
         code = f"{semantic}/{tpl['type']}/{tpl['subtype']}/{tpl['version']}"
-        row = existing.get(key)
+        row = by_code.get(code)
+        if row is not None and row["category"] != tpl["category"]:
+            report.templates_foreign.append(code)
+            continue
         if row is None:
             execute(
                 """
@@ -271,24 +206,28 @@ def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
             report.templates_updated.append(code)
 
 
-# Read indexes an earlier version created and a later one replaced.
-RETIRED_INDEXES = ("bloomops_subject_queue_state",)
-
-
-def ensure_indexes(report: BootstrapReport) -> None:
+def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
+                   retired: Sequence[tuple[str, str]]) -> None:
+    """Create the read indexes the domain hands over (name -> DDL) that are missing, and drop
+    the ones it retired ((INDEX or STATISTICS, name))."""
     have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
     have |= {r["stxname"] for r in fetch_all("SELECT stxname FROM pg_statistic_ext")}
-    for name, ddl in READ_INDEXES.items():
+    have |= {r["proname"] for r in fetch_all(
+        "SELECT proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
+    for name, ddl in read_indexes.items():
         if name not in have:
             execute(ddl)
             report.indexes_created.append(name)
-    for name in RETIRED_INDEXES:
+    for kind, name in retired:
         if name in have:
-            execute(f"DROP INDEX IF EXISTS {name}")
+            execute(f"DROP {kind} IF EXISTS {name}")
             report.indexes_created.append(f"-{name}")
 
 
-def bootstrap() -> BootstrapReport:
+def bootstrap(*, read_indexes: Mapping[str, str] | None = None,
+              retired: Sequence[tuple[str, str]] = ()) -> BootstrapReport:
+    """TapDB's schema, prefixes and template packs; and the read indexes a higher layer
+    hands over (the domain defines them: see bloomops.execution.indexes)."""
     report = BootstrapReport()
     packs = load_packs()
     with transaction.atomic():
@@ -297,7 +236,9 @@ def bootstrap() -> BootstrapReport:
         apply_schema(report)
         ensure_identity(report, packs)
         seed_templates(report, packs)
-        ensure_indexes(report)
+        ensure_indexes(report, read_indexes or {}, retired)
+        # Last: the role's grants cover the tables and sequences made above.
+        report.runtime_role_changes = ensure_runtime_role()
     template_cache.clear_cache()
     if report.changed:
         execute("ANALYZE generic_template")

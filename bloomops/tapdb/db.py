@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from bloomops.tapdb.tenancy import for_tenant
+
 # Django turns off psycopg2's JSON decoding (JSONField decodes itself); raw reads decode here.
 _JSON_OIDS = {114, 3802}
 _NAMED = re.compile(r"%\((\w+)\)s")
@@ -51,6 +53,7 @@ def fetch_all(
     *,
     prepare: str | None = None,
 ) -> list[dict]:
+    sql = for_tenant(sql, params)
     if prepare and settings.BLOOMOPS_PREPARED_STATEMENTS:
         connection.ensure_connection()
         sql, params = _prepared_call(prepare, sql, params)  # type: ignore[arg-type]
@@ -81,6 +84,7 @@ def fetch_one(
 
 
 def fetch_value(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = None) -> Any:
+    sql = for_tenant(sql, params)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -88,6 +92,7 @@ def fetch_value(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = Non
 
 
 def execute(sql: str, params: Mapping[str, Any] | Iterable[Any] | None = None) -> int:
+    sql = for_tenant(sql, params)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-
 from bloomops.tapdb.db import fetch_all, fetch_one
 from bloomops.tapdb.models import GenericInstance
 from bloomops.tapdb.templates import template
+from bloomops.tapdb.tenancy import tenant_of
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,8 @@ class Created:
     created_dt: datetime | None = None
 
 
-def _tenant(tenant_id: str | None) -> str:
-    return str(tenant_id or settings.TAPDB_TENANT_ID)
+def _tenant(tenant_id: str | None) -> str | None:
+    return tenant_of(tenant_id)
 
 
 def create_instance(
@@ -81,7 +80,7 @@ def link(
     *,
     tenant_id: str | None = None,
 ) -> Created:
-    """Create one lineage edge. Relationships in TapDB are lineage edges only (spec 1.1)."""
+    """Create one lineage edge. Relationships in TapDB are lineage edges only (RULES.md#objects)."""
     return link_many([(parent_uid, child_uid, relationship_type)], tenant_id=tenant_id)[0]
 
 

@@ -26,6 +26,8 @@ class TemplateRef:
     semantic_category: str
     # An action template's definition (roles, lease requirement, allowed states), else {}.
     action_definition: dict
+    # The properties (with defaults) the template declares for its instances.
+    properties: dict
 
 
 _cache: dict[str, dict[str, TemplateRef]] = {}
@@ -47,14 +49,20 @@ def all_templates() -> dict[str, TemplateRef]:
             SELECT uid, category, type, subtype, version,
                    coalesce(instance_polymorphic_identity, 'generic_instance') AS ident,
                    coalesce(json_addl->>'semantic_category', category) AS semantic,
-                   coalesce(json_addl->'action_definition', '{}'::jsonb) AS definition
+                   coalesce(json_addl->'action_definition', '{}'::jsonb) AS definition,
+                   coalesce(json_addl->'properties', '{}'::jsonb) AS properties
             FROM generic_template
             WHERE NOT is_deleted
+            ORDER BY uid
             """
         )
-        refs = {}
+        refs: dict[str, TemplateRef] = {}
         for row in rows:
             code = f"{row['semantic']}/{row['type']}/{row['subtype']}/{row['version']}"
+            if code in refs:
+                # Two writers seeded the same semantic code (say Bloom and bloomops): the
+                # first row seeded is the one in use, on every process, every time.
+                continue
             refs[code] = TemplateRef(
                 uid=row["uid"],
                 code=code,
@@ -65,6 +73,7 @@ def all_templates() -> dict[str, TemplateRef]:
                 polymorphic_identity=row["ident"],
                 semantic_category=row["semantic"],
                 action_definition=row["definition"],
+                properties=row["properties"] if isinstance(row["properties"], dict) else {},
             )
         if not refs:
             return {}
@@ -88,3 +97,29 @@ def template_by_uid(uid: int) -> TemplateRef | None:
         if ref.uid == uid:
             return ref
     return None
+
+
+def template_defaults(code: str) -> dict:
+    """The default properties a template declares for its instances (a fresh copy)."""
+    from copy import deepcopy
+
+    return deepcopy(template(code).properties)
+
+
+def pack_action_definitions() -> dict[str, dict]:
+    """bloomops' action policy (roles, lease requirement, allowed states) per action key,
+    from its own template pack: it applies whichever writer seeded the action template in
+    use (Bloom's carry no roles)."""
+    if "__actions__" not in _pack_cache:
+        import json
+        from pathlib import Path
+
+        pack = json.loads((Path(__file__).parent / "packs" / "actions.json").read_text())
+        _pack_cache["__actions__"] = {
+            t["subtype"]: t["json_addl"].get("action_definition") or {}
+            for t in pack["templates"]
+        }
+    return _pack_cache["__actions__"]
+
+
+_pack_cache: dict[str, dict] = {}

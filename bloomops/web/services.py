@@ -6,30 +6,20 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.conf import settings
-
-from bloomops.execution.demo import DEMO_QUEUES
+from bloomops.execution import people, selectors
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import WorkerType
-
-HUMAN_MAX_LEASES = 5
-# A human session "heartbeats" whenever its user acts; an hour of silence shows it offline.
-HUMAN_HEARTBEAT_TTL = 3600
-# What a bench scientist's worker may do: BLOOMOPS_HUMAN_CAPABILITIES, else every capability
-# the demo queues require.
-HUMAN_CAPABILITIES = settings.BLOOMOPS_HUMAN_CAPABILITIES or sorted(
-    {cap for q in DEMO_QUEUES for cap in q.get("required_worker_capabilities", [])}
-)
+from bloomops.tapdb.tenancy import tenant_of
 
 
 def human_worker_key(user) -> str:
-    return f"human://{user.get_username()}"
+    return people.human_worker_key(user.get_username())
 
 
 def my_worker_euid(user) -> str | None:
     """The euid of the user's human worker, if it was registered (a read, no write)."""
-    worker = worker_by_key(human_worker_key(user), tenant=str(settings.TAPDB_TENANT_ID))
+    worker = worker_by_key(human_worker_key(user), tenant=tenant_of())
     return worker.euid if worker else None
 
 
@@ -47,9 +37,6 @@ def ensure_my_worker(user) -> str:
             "worker_key": human_worker_key(user),
             "worker_type": WorkerType.HUMAN_SESSION.value,
             "display_name": user.get_full_name() or user.get_username(),
-            "capabilities": HUMAN_CAPABILITIES,
-            "max_concurrent_leases": HUMAN_MAX_LEASES,
-            "heartbeat_ttl_seconds": HUMAN_HEARTBEAT_TTL,
         },
     ))
     return result["worker_euid"]
@@ -70,26 +57,13 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 # ---------------------------------------------------------------- dashboard presentation
 
 
-def coverage(workers: list, queue_config: dict) -> list[str]:
-    """Online workers able to serve a queue (eligibility of spec 3.5), by display name."""
-    from bloomops.execution.policy import eligibility_problems, worker_status_problem
-
-    able = []
-    for w in workers:
-        if w.computed_status != "ONLINE" or worker_status_problem(w.props):
-            continue
-        problems = [c for c, _ in eligibility_problems(w.props, queue_config)
-                    if c != "QUEUE_DISABLED"]
-        if not problems:
-            able.append(w.props.get("display_name") or w.worker_key)
-    return able
-
-
-def dashboard_rows(summaries: list, workers: list, trends: dict[str, list[int]]) -> list[dict]:
-    """One row per queue: its summary, who can serve it, and its trend. No queries."""
+def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list[dict]:
+    """One row per queue: its summary, who can serve it (by name), its trend. No queries."""
     return [
-        {"q": s, "coverage": coverage(workers, s.config), "trend": trends.get(s.queue_key, [])}
-        for s in summaries
+        {"q": s, "coverage": [w.props.get("display_name") or w.worker_key
+                              for w in ov.serving.get(s.queue_key, [])],
+         "trend": trends.get(s.queue_key, [])}
+        for s in ov.summaries
     ]
 
 

@@ -1,4 +1,4 @@
-"""The outbox dispatcher (seed 003, spec 7.7), on daylily-tapdb's own dispatcher.
+"""The outbox dispatcher, on daylily-tapdb's own dispatcher.
 
 The executor writes, in the action's transaction, an event message (generic_instance,
 template message/execution/event/1.0) and an outbox_event row with a deterministic dedupe key

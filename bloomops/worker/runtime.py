@@ -1,12 +1,19 @@
-"""The service-worker loop of spec 5.5.
+"""The service-worker loop.
 
 register -> loop { heartbeat (at most every min(ttl/3, 30 s)); stop if DISABLED/RETIRED; no
 claims while DRAINING; claim (no queue_key: the engine picks the first serviceable queue in
-5.4 order); run the handler while a background thread renews the lease every ttl/3 (and keeps
-heartbeating); complete, or fail with the retry class of 8.4 }. Idle polls back off from
-0.1 s, doubling, to a 5 s cap. request_stop() (SIGTERM) drains: no new claims, the current
-item finishes (or, if its handler gives up, its lease is released), and the worker reports
-OFFLINE before it exits.
+dispatch order, RULES.md#order); run the handler while a background thread renews the lease
+every ttl/3 (and keeps heartbeating); complete, or fail with its retry class
+(RULES.md#retries) }. Idle polls back off from 0.1 s, doubling, to a 5 s cap (with jitter).
+request_stop() (SIGTERM) drains: no new claims, the current item finishes (or, if its handler
+gives up, its lease is released), and the worker reports OFFLINE before it exits.
+
+Faults (bloomops/worker/faults.py) never end the loop: a lost database or API is waited out
+with backoff, each call retried with the idempotency key it was first sent with (so a
+request that took effect before its answer was lost is replayed, not repeated); a handler's
+unexpected exception fails that item. Each process start registers with a new
+process_identity, and the engine then abandons the leases the worker's previous process left
+behind (crash recovery).
 """
 
 from __future__ import annotations
@@ -18,134 +25,34 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from bloomops.execution.errors import ActionError
 from bloomops.execution.states import RetryClass
+from bloomops.worker import faults
+from bloomops.worker.faults import Backoff, Fault
+from bloomops.worker.handling import (
+    HandlerError,
+    HandlerSet,
+    Interrupted,
+    Job,
+    Outcome,
+    TerminalError,
+    unexpected_failure,
+)
 from bloomops.worker.transport import Transport
+
+T = TypeVar("T")
 
 log = logging.getLogger("bloomops.worker")
 
+# Refusals of an attempt's end meaning the lease is no longer this worker's to end.
+LEASE_GONE = frozenset({"LEASE_EXPIRED", "LEASE_NOT_OWNED", "LEASE_NOT_ACTIVE", "STATE_CONFLICT",
+                        "REVISION_CONFLICT", "SUBJECT_HELD", "NOT_VISIBLE"})
 POLL_MIN_SECONDS = 0.1
 POLL_MAX_SECONDS = 5.0
 HEARTBEAT_CAP_SECONDS = 30.0
-
-
-class HandlerError(Exception):
-    error_class = RetryClass.TRANSIENT_SYSTEM
-
-    def __init__(self, message: str, *, error_class: str | None = None,
-                 error_code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if error_class:
-            self.error_class = RetryClass(error_class)
-        self.error_code = error_code
-
-
-class RetryableError(HandlerError):
-    """Transient: the subject becomes FAILED_RETRYABLE (or dead-lettered at max attempts)."""
-
-    error_class = RetryClass.TRANSIENT_DEPENDENCY
-
-
-class TerminalError(HandlerError):
-    """Permanent: FAILED_TERMINAL and a dead letter."""
-
-    error_class = RetryClass.PERMANENT_INPUT
-
-
-class HoldError(HandlerError):
-    """A business rule stops the line: the engine places a hold (HELD)."""
-
-    error_class = RetryClass.BUSINESS_RULE_HOLD
-
-
-class Interrupted(Exception):
-    """The handler gave up because the worker is stopping: the lease is released."""
-
-
-@dataclass
-class Outcome:
-    """What a handler returns: route (next_queue_key), finish (nothing), or dispatch external
-    work (external); outputs are objects produced by the attempt."""
-
-    next_queue_key: str | None = None
-    next_action_key: str | None = None
-    outputs: list[dict[str, Any]] = field(default_factory=list)
-    result_snapshot: dict[str, Any] = field(default_factory=dict)
-    external: dict[str, Any] | None = None
-
-    def payload(self) -> dict[str, Any]:
-        p: dict[str, Any] = {"result_snapshot": self.result_snapshot, "outputs": self.outputs}
-        if self.next_queue_key:
-            p["next_queue_key"] = self.next_queue_key
-        if self.next_action_key:
-            p["next_action_key"] = self.next_action_key
-        if self.external is not None:
-            p["external"] = self.external
-        return p
-
-
-@dataclass
-class Job:
-    subject_euid: str
-    lease_euid: str
-    worker_euid: str
-    queue_key: str
-    action_key: str | None
-    attempt_number: int
-    state: str
-    revision: int
-    subject: dict[str, Any]
-    queue_config: dict[str, Any]
-    stop: threading.Event
-
-    @property
-    def properties(self) -> dict[str, Any]:
-        return self.subject.get("properties") or {}
-
-    def sleep(self, seconds: float) -> None:
-        """Simulated work that a stop request interrupts (the lease is then released)."""
-        if self.stop.wait(max(0.0, seconds)):
-            raise Interrupted()
-
-
-class HandlerSet:
-    """Domain handlers of one kind of worker. Subclasses fill HANDLERS (action key -> method
-    name) and CAPABILITIES, and may use poll() for work outside a lease (external callbacks).
-    """
-
-    CAPABILITIES: list[str] = []
-    HANDLERS: dict[str, str] = {}
-
-    def __init__(self, *, delay: float = 0.0, failure_rate: float = 0.0, seed: int | None = None,
-                 **options: Any) -> None:
-        import random
-
-        self.delay = delay
-        self.failure_rate = failure_rate
-        self.rng = random.Random(seed)
-        self.options = options
-        self.transport: Transport | None = None  # set by the runtime
-
-    def handler_for(self, action_key: str | None) -> Callable[[Job], Outcome] | None:
-        name = self.HANDLERS.get(action_key or "")
-        return getattr(self, name) if name else None
-
-    def maybe_fail(self, job: Job, what: str) -> None:
-        job.sleep(self.delay * (0.5 + self.rng.random()))
-        if self.failure_rate and self.rng.random() < self.failure_rate:
-            raise RetryableError(f"{what}: instrument did not respond (simulated)",
-                                 error_code="SIMULATED_TRANSIENT")
-
-    def poll(self, runtime: WorkerRuntime) -> None:
-        """Called once per loop turn; default: nothing."""
-
-    def busy(self) -> bool:
-        """True while work outside leases is pending (keeps exit_when_idle from exiting)."""
-        return False
 
 
 @dataclass
@@ -156,6 +63,14 @@ class Stats:
     released: int = 0
     lost: int = 0
     idle_polls: int = 0
+    faults: int = 0
+    recovered_leases: int = 0
+
+
+def process_identity() -> str:
+    """Unique to this start of this process: a restart with the same worker_key differs, so
+    the engine can tell the previous process's leases are orphans."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 class WorkerRuntime:
@@ -166,6 +81,8 @@ class WorkerRuntime:
                  heartbeat_ttl_seconds: int = 60, build_version: str = "bloomops-worker",
                  max_items: int | None = None, exit_when_idle: bool = False,
                  poll_min: float = POLL_MIN_SECONDS, poll_max: float = POLL_MAX_SECONDS,
+                 fault_min: float = faults.FAULT_MIN_SECONDS,
+                 fault_max: float = faults.FAULT_MAX_SECONDS,
                  transport_factory: Callable[[], Transport] | None = None) -> None:
         self.transport = transport
         self.transport_factory = transport_factory
@@ -180,12 +97,13 @@ class WorkerRuntime:
             "site_scope": site_scope or [], "platform_scope": platform_scope or [],
             "assay_scope": assay_scope or [], "max_concurrent_leases": 1,
             "heartbeat_ttl_seconds": heartbeat_ttl_seconds, "build_version": build_version,
-            "host": socket.gethostname(), "process_identity": f"pid-{os.getpid()}",
+            "host": socket.gethostname(), "process_identity": process_identity(),
         }
         self.heartbeat_interval = min(heartbeat_ttl_seconds / 3, HEARTBEAT_CAP_SECONDS)
         self.max_items = max_items
         self.exit_when_idle = exit_when_idle
         self.poll_min, self.poll_max = poll_min, poll_max
+        self.fault_min, self.fault_max = fault_min, fault_max
         self.stop_event = threading.Event()
         self.stats = Stats()
         self.worker_euid: str | None = None
@@ -202,131 +120,255 @@ class WorkerRuntime:
         log.info("worker %s: stop requested, draining", self.worker_key)
         self.stop_event.set()
 
+    def call(self, what: str, fn: Callable[[], T], *, persist: bool = True) -> T:
+        """fn() with faults retried (faults.retrying); refusals (ActionError) are raised."""
+        def counted() -> None:
+            self.stats.faults += 1
+
+        return faults.retrying(f"worker {self.worker_key}: {what}", fn, stop=self.stop_event,
+                               backoff=Backoff(self.fault_min, self.fault_max),
+                               persist=persist, on_fault=counted)
+
     def heartbeat(self, transport: Transport | None = None, *, status: str | None = None,
                   force: bool = False) -> None:
         with self._hb_lock:
-            if not force and time.monotonic() - self._last_heartbeat < self.heartbeat_interval:
+            previous = self._last_heartbeat
+            if not force and time.monotonic() - previous < self.heartbeat_interval:
                 return
             self._last_heartbeat = time.monotonic()
-        result = (transport or self.transport).act(
-            "heartbeat_worker", worker_euid=self.worker_euid, idempotency_key=self.key("hb"),
-            payload={"status": status} if status else {})
+        try:
+            result = (transport or self.transport).act(
+                "heartbeat_worker", worker_euid=self.worker_euid,
+                idempotency_key=self.key("hb"), payload={"status": status} if status else {})
+        except Exception:
+            with self._hb_lock:  # not sent: the next turn must try again
+                self._last_heartbeat = previous
+            raise
         self.status = result.get("status")
 
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> Stats:
-        reg = self.transport.act("register_worker", idempotency_key=self.key("register"),
-                                 payload=self.registration)
-        self.worker_euid, self.status = reg["worker_euid"], reg.get("status")
-        self._last_heartbeat = time.monotonic()
-        log.info("worker %s registered as %s", self.worker_key, self.worker_euid)
-        backoff = self.poll_min
+        if not self._register():
+            return self.stats
+        idle = Backoff(self.poll_min, self.poll_max)
+        faulted = Backoff(self.fault_min, self.fault_max)
         try:
             while not self.stop_event.is_set():
-                self.heartbeat()
-                if self.status in ("DISABLED", "RETIRED"):
-                    break
-                self.handlers.poll(self)
-                if self.status == "DRAINING":
-                    self.stop_event.wait(backoff)
-                    backoff = min(backoff * 2, self.poll_max)
+                try:
+                    outcome = self._turn()
+                except Exception as exc:
+                    # Calls back off by themselves; this keeps a refusal that repeats every
+                    # turn (a revoked token, a deleted worker) or a bug from spinning, and
+                    # nothing ends the loop but a stop.
+                    if isinstance(exc, ActionError):
+                        log.warning("worker %s: %s", self.worker_key, exc)
+                    elif not isinstance(exc, Fault):
+                        faults.drop_broken_connection(exc)
+                        self.stats.faults += 1
+                        log.exception("worker %s: loop turn failed", self.worker_key)
+                    self.stop_event.wait(faulted.next())
                     continue
-                claim = self._claim()
-                if claim is None:
+                faulted.reset()
+                if outcome == "stop":
+                    break
+                if outcome == "draining":
+                    self.stop_event.wait(idle.next())
+                    continue
+                if outcome == "idle":
                     self.stats.idle_polls += 1
                     if self.exit_when_idle and not self.handlers.busy():
                         break
-                    self.stop_event.wait(backoff)
-                    backoff = min(backoff * 2, self.poll_max)
+                    self.stop_event.wait(idle.next())
                     continue
-                backoff = self.poll_min
-                self._process(claim)
+                idle.reset()
                 if self.max_items is not None and self.stats.claimed >= self.max_items:
                     break
         finally:
             self._sign_off()
         return self.stats
 
-    def _claim(self) -> dict | None:
+    def _register(self) -> bool:
+        key = self.key("register")
         try:
-            claim = self.transport.act("claim_queue_item", worker_euid=self.worker_euid,
-                                       idempotency_key=self.key("claim"))
-        except ActionError as exc:
-            from bloomops.api.metrics import count_claim_conflict
+            reg = self.call("register", lambda: self.transport.act(
+                "register_worker", idempotency_key=key, payload=self.registration))
+        except Fault:
+            if self.stop_event.is_set():
+                return False
+            raise
+        self.worker_euid, self.status = reg["worker_euid"], reg.get("status")
+        recovered = reg.get("abandoned_lease_euids") or []
+        self.stats.recovered_leases = len(recovered)
+        self._last_heartbeat = time.monotonic()
+        log.info("worker %s registered as %s (process %s); recovered %d lease(s) of its"
+                 " previous process", self.worker_key, self.worker_euid,
+                 self.registration["process_identity"], len(recovered))
+        return True
 
-            count_claim_conflict(exc.code, None)
+    def _turn(self) -> str:
+        """One turn of the loop: "stop", "draining", "idle" (nothing claimed) or "worked"."""
+        self.call("heartbeat", self.heartbeat)
+        if self.status in ("DISABLED", "RETIRED"):
+            return "stop"
+        self.call("poll", lambda: self.handlers.poll(self))
+        if self.status == "DRAINING":
+            return "draining"
+        claim = self._claim()
+        if claim is None:
+            return "idle"
+        self._process(claim)
+        return "worked"
+
+    def _claim(self) -> dict | None:
+        key = self.key("claim")  # one key across retries: a lost answer replays the claim
+        try:
+            claim = self.call("claim", lambda: self.transport.act(
+                "claim_queue_item", worker_euid=self.worker_euid, idempotency_key=key))
+        except ActionError as exc:
             if exc.code in ("WORKER_UNAVAILABLE",):
-                self.heartbeat(force=True)
+                self.call("heartbeat", lambda: self.heartbeat(force=True))
             elif exc.code not in ("NO_WORK", "CONCURRENT_UPDATE", "MAX_LEASES_REACHED"):
                 log.warning("worker %s: claim refused: %s", self.worker_key, exc)
             return None
         self.stats.claimed += 1
         return claim
 
+    def _job(self, claim: dict) -> Job:
+        """The claimed item as a handler sees it. Raises if the claim, subject or queue are
+        not what a handler can work with (the caller fails the item)."""
+        subject = self.call("read subject", lambda: self.transport.subject(
+            claim["subject_euid"]))
+        queue = self.call("read queue", lambda: self.transport.queue(claim["queue_key"]))
+        config = queue["config"]
+        execution = subject.get("execution")
+        if not isinstance(config, dict) or not isinstance(execution, dict):
+            raise TypeError("queue config and subject execution envelope must be objects")
+        return Job(subject_euid=claim["subject_euid"], lease_euid=claim["lease_euid"],
+                   worker_euid=self.worker_euid or "", queue_key=claim["queue_key"],
+                   action_key=claim.get("next_action_key"),
+                   attempt_number=int(claim.get("attempt_number") or 1),
+                   state=claim["state"], revision=int(claim["revision"]), subject=subject,
+                   queue_config=config, stop=self.stop_event)
+
     def _process(self, claim: dict) -> None:
-        subject = self.transport.subject(claim["subject_euid"])
-        queue = self.transport.queue(claim["queue_key"])
-        job = Job(subject_euid=claim["subject_euid"], lease_euid=claim["lease_euid"],
-                  worker_euid=self.worker_euid or "", queue_key=claim["queue_key"],
-                  action_key=claim.get("next_action_key"),
-                  attempt_number=int(claim.get("attempt_number") or 1),
-                  state=claim["state"], revision=int(claim["revision"]), subject=subject,
-                  queue_config=queue["config"], stop=self.stop_event)
-        ttl = float(queue["config"].get("lease_ttl_seconds") or 900)
-        done = threading.Event()
-        renewer = threading.Thread(target=self._keep_alive, args=(job, ttl, done),
-                                   name=f"renew-{job.lease_euid}", daemon=True)
-        renewer.start()
+        try:
+            common = {"subject_euid": claim["subject_euid"], "worker_euid": self.worker_euid,
+                      "lease_euid": claim["lease_euid"]}
+        except (KeyError, TypeError):
+            self.stats.lost += 1
+            log.error("worker %s: claim answer without subject or lease (%r); its lease ends"
+                      " by TTL", self.worker_key, claim)
+            return
+        # Guards only when they are what the engine expects; a malformed one is left out.
+        if isinstance(claim.get("state"), str):
+            common["expected_state"] = claim["state"]
+        if type(claim.get("revision")) is int:
+            common["expected_revision"] = claim["revision"]
         outcome: Outcome | None = None
         failure: HandlerError | None = None
         interrupted = False
         try:
+            job = self._job(claim)
+        except Exception as exc:
+            if self.stop_event.is_set():
+                interrupted = True
+            else:
+                log.warning("worker %s: cannot work on %s (%s)", self.worker_key,
+                            claim["subject_euid"], faults.describe(exc))
+                failure = unexpected_failure(exc.cause if isinstance(exc, Fault) else exc)
+        else:
+            outcome, failure, interrupted = self._run_handler(job)
+        if interrupted:
+            self._report_or_drop("release_queue_lease", common, {"reason": "WORKER_STOPPING"})
+            self.stats.released += 1
+            return
+        if failure is None:
+            assert outcome is not None
+            try:
+                result = self._report("complete_queue_execution", common, outcome.payload())
+            except ActionError as exc:
+                # The result itself was refused (an output or next queue the engine does
+                # not accept): the lease is still ours, so end the attempt as a failure that
+                # operators see, instead of holding the lease until its TTL.
+                failure = HandlerError(f"Result refused: {exc}"[:4000],
+                                       error_class=RetryClass.PERMANENT_INPUT,
+                                       error_code="RESULT_REFUSED")
+            else:
+                if result is not None:
+                    self.stats.completed += 1
+                    after = getattr(self.handlers, "after_complete", None)
+                    if after:
+                        after(self, job, outcome, result)
+                return
+        if self._report_or_drop("fail_queue_execution", common, {
+                "error_class": failure.error_class.value, "error_code": failure.error_code,
+                "error_message": failure.message}) is not None:
+            self.stats.failed += 1
+
+    def _run_handler(self, job: Job) -> tuple[Outcome | None, HandlerError | None, bool]:
+        """Runs the handler while the lease is renewed: (outcome, failure, interrupted)."""
+        try:
+            ttl = float(job.queue_config.get("lease_ttl_seconds") or 900)
+        except (TypeError, ValueError):
+            ttl = 900.0
+        done = threading.Event()
+        renewer = threading.Thread(target=self._keep_alive, args=(job, ttl, done),
+                                   name=f"renew-{job.lease_euid}", daemon=True)
+        renewer.start()
+        try:
             handler = self.handlers.handler_for(job.action_key)
             if handler is None:
-                failure = TerminalError(f"No handler for action {job.action_key!r}.",
-                                        error_class=RetryClass.PERMANENT_STATE)
-            else:
-                outcome = handler(job)
+                return None, TerminalError(f"No handler for action {job.action_key!r}.",
+                                           error_class=RetryClass.PERMANENT_STATE), False
+            outcome = handler(job)
+            if not isinstance(outcome, Outcome):
+                raise TypeError(f"the handler returned {type(outcome).__name__}, not an Outcome")
+            return outcome, None, False
         except Interrupted:
-            interrupted = True
+            return None, None, True
         except HandlerError as exc:
-            failure = exc
-        except Exception as exc:  # a bug in a handler is a transient system failure
-            log.exception("worker %s: handler crashed", self.worker_key)
-            failure = RetryableError(f"{type(exc).__name__}: {exc}"[:2000],
-                                     error_class=RetryClass.TRANSIENT_SYSTEM)
+            return None, exc, False
+        except Exception as exc:  # a bug in a handler fails this item, not the worker
+            log.exception("worker %s: handler crashed on %s", self.worker_key, job.subject_euid)
+            return None, unexpected_failure(exc), False
         finally:
             done.set()
             renewer.join()
-        common = dict(subject_euid=job.subject_euid, worker_euid=job.worker_euid,
-                      lease_euid=job.lease_euid, expected_state=job.state,
-                      expected_revision=job.revision)
-        try:
-            if interrupted:
-                self.transport.act("release_queue_lease", idempotency_key=self.key("release"),
-                                   payload={"reason": "WORKER_STOPPING"}, **common)
-                self.stats.released += 1
-            elif failure is not None:
-                self.transport.act("fail_queue_execution", idempotency_key=self.key("fail"),
-                                   payload={"error_class": failure.error_class.value,
-                                            "error_code": failure.error_code,
-                                            "error_message": failure.message}, **common)
-                self.stats.failed += 1
-            else:
-                assert outcome is not None
-                result = self.transport.act("complete_queue_execution",
-                                            idempotency_key=self.key("complete"),
-                                            payload=outcome.payload(), **common)
-                self.stats.completed += 1
-                after = getattr(self.handlers, "after_complete", None)
-                if after:
-                    after(self, job, outcome, result)
-        except ActionError as exc:
-            # LEASE_EXPIRED and friends: someone else owns the item now; drop it.
+
+    def _report(self, action_key: str, common: dict, payload: dict) -> dict | None:
+        """Deliver an attempt's end with one idempotency key, retrying faults and
+        CONCURRENT_UPDATE. None when not delivered: the lease is gone (someone else owns the
+        item now) or the worker gave up; the lease then ends by TTL or when this worker
+        starts again. Other refusals are raised: the lease is still this worker's."""
+        key = self.key(action_key)
+        conflicts = Backoff(self.fault_min, self.fault_max)
+        while True:
+            try:
+                return self.call(action_key, lambda: self.transport.act(
+                    action_key, idempotency_key=key, payload=payload, **common))
+            except ActionError as exc:
+                if exc.code == "CONCURRENT_UPDATE" and not self.stop_event.is_set():
+                    self.stop_event.wait(conflicts.next())
+                    continue
+                if exc.code not in LEASE_GONE | {"CONCURRENT_UPDATE"}:
+                    raise
+                reason: Exception = exc
+            except Fault as exc:
+                reason = exc
             self.stats.lost += 1
-            log.warning("worker %s: result for %s not accepted: %s", self.worker_key,
-                        job.subject_euid, exc)
+            log.warning("worker %s: %s for %s not delivered: %s", self.worker_key, action_key,
+                        common["subject_euid"], reason)
+            return None
+
+    def _report_or_drop(self, action_key: str, common: dict, payload: dict) -> dict | None:
+        try:
+            return self._report(action_key, common, payload)
+        except ActionError as exc:
+            self.stats.lost += 1
+            log.warning("worker %s: %s for %s refused: %s", self.worker_key, action_key,
+                        common["subject_euid"], exc)
+            return None
 
     def _keep_alive(self, job: Job, ttl: float, done: threading.Event) -> None:
         transport = self.transport_factory() if self.transport_factory else self.transport
@@ -340,6 +382,12 @@ class WorkerRuntime:
                 except ActionError as exc:
                     log.warning("worker %s: renew refused: %s", self.worker_key, exc)
                     return
+                except Exception as exc:
+                    # Try again next interval; the lease outlives a short outage.
+                    faults.drop_broken_connection(exc)
+                    self.stats.faults += 1
+                    log.warning("worker %s: renew failed (%s)", self.worker_key,
+                                faults.describe(exc))
         finally:
             # This thread's own database connection (DirectTransport) must not leak.
             from django.db import connection
@@ -349,8 +397,9 @@ class WorkerRuntime:
     def _sign_off(self) -> None:
         if self.worker_euid is None or self.status in ("DISABLED", "RETIRED"):
             return
-        try:
-            self.heartbeat(status="OFFLINE", force=True)
+        try:  # one try: a worker that is leaving does not wait out an outage
+            self.call("sign-off", lambda: self.heartbeat(status="OFFLINE", force=True),
+                      persist=False)
             log.info("worker %s: signed off OFFLINE", self.worker_key)
-        except ActionError as exc:
-            log.warning("worker %s: sign-off refused: %s", self.worker_key, exc)
+        except (ActionError, Fault) as exc:
+            log.warning("worker %s: sign-off not delivered: %s", self.worker_key, exc)

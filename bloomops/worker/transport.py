@@ -1,29 +1,29 @@
 """How a worker talks to bloomops: directly to the executor (same process and database, the
 default for workers deployed beside the server) or over the JSON API (remote workers and
 instrument adapters). Both raise ActionError with the API's error codes, so the runtime is
-the same either way."""
+the same either way; a transport that cannot get an answer at all raises TransportError (a
+fault the runtime backs off from, bloomops/worker/faults.py)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
 from typing import Any, Protocol
 
+from bloomops.execution.actions import ACTIONS
+from bloomops.execution.context import ENVELOPE_FIELDS
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 
-ENVELOPE = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-            "queue_key", "expected_state", "expected_revision")
-# action key -> API path (spec 10.3 plus the two documented extensions)
-PATHS = {
-    "register_worker": "register-worker", "heartbeat_worker": "heartbeat-worker",
-    "claim_queue_item": "claim", "renew_queue_lease": "renew-lease",
-    "release_queue_lease": "release-lease", "complete_queue_execution": "complete",
-    "fail_queue_execution": "fail", "place_execution_hold": "hold",
-    "release_execution_hold": "release-hold", "requeue_subject": "requeue",
-    "cancel_subject_execution": "cancel", "expire_queue_lease": "expire-lease",
-    "record_external_result": "external-result", "set_worker_status": "worker-status",
-}
+# What goes at the top level of an action's JSON body; the rest is its payload.
+ENVELOPE = ("idempotency_key", *ENVELOPE_FIELDS)
+
+
+class TransportError(Exception):
+    """No usable answer: unreachable, timed out, a 5xx, or a body that is not the API's JSON.
+    Whether the request took effect is unknown, so it is retried with the same idempotency
+    key."""
 
 
 class Transport(Protocol):
@@ -42,21 +42,29 @@ class DirectTransport:
     """Calls the executor and the selectors in this process, as a given Django user."""
 
     def __init__(self, username: str) -> None:
-        from django.contrib.auth import get_user_model
+        self.username = username
+        self._actor = None
 
-        from bloomops.execution.executor import Actor
+    @property
+    def actor(self):
+        """Looked up on first use, so a worker started while the database is down waits for
+        it (the runtime retries register) instead of failing in its constructor."""
+        if self._actor is None:
+            from django.contrib.auth import get_user_model
 
-        self.actor = Actor.of(get_user_model().objects.get(username=username))
+            from bloomops.execution.executor import Actor
+
+            user = get_user_model().objects.filter(username=self.username).first()
+            if user is None:
+                raise ActionError("UNAUTHENTICATED", f"No user {self.username!r}.")
+            self._actor = Actor.of(user)
+        return self._actor
 
     def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict:
         from bloomops.execution.executor import ActionRequest, execute
 
         result = execute(ActionRequest(action_key=action_key, actor=self.actor,
                                        payload=payload or {}, **fields))
-        if result.replayed:
-            from bloomops.api.metrics import count_replay
-
-            count_replay(action_key)
         return result.as_dict()
 
     def subject(self, euid: str) -> dict:
@@ -111,6 +119,9 @@ class HttpTransport:
                 return resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            # URLError (refused, DNS), timeouts and dropped connections (OSError)
+            raise TransportError(f"{method} {url}: {exc}") from exc
 
     def _call(self, method: str, path: str, body: dict | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
@@ -119,17 +130,29 @@ class HttpTransport:
             headers["Content-Type"] = "application/json"
             data = json.dumps(body).encode()
         status, raw = self.send(method, self.base + path, data, headers)
-        parsed = json.loads(raw or b"{}")
+        if status >= 500 or status in (408, 429):
+            raise TransportError(f"{method} {path}: HTTP {status}")
+        try:
+            parsed = json.loads(raw or b"{}")
+        except ValueError:
+            raise TransportError(f"{method} {path}: HTTP {status}, body is not JSON") from None
+        if not isinstance(parsed, dict):
+            raise TransportError(f"{method} {path}: HTTP {status}, body is not a JSON object")
         if status >= 400:
-            err = parsed.get("error") or {}
+            err = parsed.get("error")
+            err = err if isinstance(err, dict) else {}
             code = err.get("code") if err.get("code") in HTTP_STATUS else "VALIDATION_ERROR"
-            raise ActionError(code, err.get("message"), **(err.get("details") or {}))
+            message = err.get("message")
+            refusal = ActionError(code, message if isinstance(message, str) else None)
+            details = err.get("details")
+            refusal.details = details if isinstance(details, dict) else {}
+            raise refusal
         return parsed
 
     def act(self, action_key: str, *, payload: dict | None = None, **fields: Any) -> dict:
         body = {k: v for k, v in fields.items() if k in ENVELOPE and v is not None}
         body["payload"] = payload or {}
-        return self._call("POST", f"/actions/{PATHS[action_key]}", body)
+        return self._call("POST", f"/actions/{ACTIONS[action_key].path}", body)
 
     def subject(self, euid: str) -> dict:
         return self._call("GET", f"/subjects/{euid}")

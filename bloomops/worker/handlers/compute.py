@@ -1,4 +1,4 @@
-"""Demo domain handlers of the compute flow (spec 000 4.5, 7.6):
+"""Demo domain handlers of the compute flow, an external two-step (dispatch, then callback):
 
     analysis_request  analysis_dispatch  start_analysis_run  -> WAITING_EXTERNAL (dispatched)
     (the pipeline calls back: record_external_result, outcome READY, artifacts registered)
@@ -7,8 +7,9 @@
 The "external pipeline" is simulated inside the worker process: after pipeline_seconds it
 posts the result callback through the worker's transport (over the API with HttpTransport).
 If the worker dies meanwhile the subject honestly stays WAITING_EXTERNAL until an operator
-reconciles it (8.3). A reprocessing run (the subject requeued to analysis_dispatch) records
-the artifacts it reprocesses in its dispatch metadata; earlier artifacts stay linked.
+reconciles it (requeue, hold or cancel; never a silent rollback). A reprocessing run (the
+subject requeued to analysis_dispatch) records the artifacts it reprocesses in its dispatch
+metadata; earlier artifacts stay linked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import uuid
 from dataclasses import dataclass
 
 from bloomops.execution.errors import ActionError
-from bloomops.worker.runtime import HandlerSet, Job, Outcome, TerminalError, WorkerRuntime
+from bloomops.worker.handling import HandlerSet, Job, Outcome, TerminalError
+from bloomops.worker.runtime import WorkerRuntime
 
 ARTIFACT = "data/analysis/artifact/1.0"
 
@@ -89,6 +91,11 @@ class Handlers(HandlerSet):
             except ActionError as exc:
                 if exc.code in ("CONCURRENT_UPDATE",):
                     self.pending.append(run)
+            except Exception:
+                # Not delivered (database or API away): keep it; the runtime backs off and
+                # polls again, and the fixed idempotency key makes a repeat a replay.
+                self.pending.append(run)
+                raise
 
     def record_analysis_qc(self, job: Job) -> Outcome:
         self.maybe_fail(job, "analysis QC")

@@ -1,4 +1,4 @@
-"""Demo domain handlers of the wet-lab chain (spec 000 4.4):
+"""Demo domain handlers of the wet-lab chain:
 
     specimen      extraction_prod/_rnd   create_extraction       -> extracted sample
     extracted     post_extract_qc        record_post_extract_qc  -> qc_passed (or HELD)
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloomops.worker.runtime import HandlerSet, HoldError, Job, Outcome
+from bloomops.worker.handling import HandlerSet, HoldError, Job, Outcome
 
 EXTRACTED = "content/material/extracted_sample/1.0"
 LIBRARY = "content/material/library/1.0"

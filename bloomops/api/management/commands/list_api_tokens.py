@@ -1,25 +1,32 @@
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from bloomops.api.models import ApiToken
 
 
+def _when(value) -> str:
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
 class Command(BaseCommand):
-    help = "List API tokens (id, prefix, user, name, created, last used, revoked)."
+    help = ("List API tokens (id, prefix, user, name, status, created, expires, last used,"
+            " revoked). Without --all, only tokens that still authenticate.")
 
     def add_arguments(self, parser):
         parser.add_argument("--user", default=None)
-        parser.add_argument("--all", action="store_true", help="include revoked tokens")
+        parser.add_argument("--all", action="store_true",
+                            help="include revoked and expired tokens")
 
     def handle(self, *args, **options) -> None:
+        now = timezone.now()
         rows = ApiToken.objects.select_related("user")
         if options["user"]:
             rows = rows.filter(user__username=options["user"])
         if not options["all"]:
-            rows = rows.filter(revoked_at__isnull=True)
-        self.stdout.write("id\tprefix\tuser\tname\tcreated\tlast_used\trevoked")
+            rows = rows.filter(revoked_at__isnull=True, expires_at__gt=now)
+        self.stdout.write("id\tprefix\tuser\tname\tstatus\tcreated\texpires\tlast_used\trevoked")
         for row in rows:
             self.stdout.write("\t".join(str(v) for v in (
-                row.id, row.prefix, row.user.username, row.name or "-",
-                row.created_at.isoformat(timespec="seconds"),
-                row.last_used_at.isoformat(timespec="seconds") if row.last_used_at else "-",
-                row.revoked_at.isoformat(timespec="seconds") if row.revoked_at else "-")))
+                row.id, row.prefix, row.user.username, row.name or "-", row.status(now),
+                _when(row.created_at), _when(row.expires_at), _when(row.last_used_at),
+                _when(row.revoked_at))))

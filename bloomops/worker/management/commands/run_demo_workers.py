@@ -4,19 +4,25 @@ Starts a few slow demo service workers (separate run_worker processes, as svc-ex
 work some queues: extraction, post-extraction QC (occasionally holding a sample), analysis
 dispatch with a simulated pipeline callback, and analysis QC, each with occasional retryable
 failures. Library prep, pooling and run start are left to the humans, and the workers are
-slow, so the human queues stay stocked. SIGTERM/SIGINT stop every worker (they drain and sign
-off OFFLINE). BLOOMOPS_DEMO_WORKERS=0 makes `make run` skip this.
+slow, so the human queues stay stocked. A worker that exits (crash, kill, lost database) is
+started again after a backoff; SIGTERM/SIGINT stop every worker (they drain and sign off
+OFFLINE). BLOOMOPS_DEMO_WORKERS=0 makes `make run` skip this.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
 import threading
+import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+log = logging.getLogger("bloomops.worker")
 
 DEMO_WORKERS = [
     ("demo://wetlab/extractor-1", "Demo extractor 1", "bloomops.worker.handlers.wetlab",
@@ -30,6 +36,87 @@ DEMO_WORKERS = [
      ["--delay", "20", "--failure-rate", "0.1", "--pipeline-seconds", "45"]),
 ]
 
+RESTART_MIN_SECONDS = 1.0
+RESTART_MAX_SECONDS = 30.0
+# A child that ran this long before exiting was healthy: its next restart starts the
+# backoff afresh instead of waiting as long as after a crash loop.
+HEALTHY_AFTER_SECONDS = 60.0
+
+
+@dataclass
+class Child:
+    name: str
+    command: list[str]
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    restart_at: float = 0.0
+    delay: float = 0.0
+    restarts: int = 0
+
+
+class Supervisor:
+    """Keeps one process per command running until stopped. An exited child is restarted
+    after RESTART_MIN doubling to RESTART_MAX seconds (reset once it has run
+    HEALTHY_AFTER seconds), so a child that cannot start does not spin."""
+
+    def __init__(self, commands: dict[str, list[str]], *,
+                 restart_min: float = RESTART_MIN_SECONDS,
+                 restart_max: float = RESTART_MAX_SECONDS,
+                 healthy_after: float = HEALTHY_AFTER_SECONDS, stop_timeout: float = 30.0,
+                 **popen_options) -> None:
+        self.children = [Child(name, cmd) for name, cmd in commands.items()]
+        self.restart_min, self.restart_max = restart_min, restart_max
+        self.healthy_after = healthy_after
+        self.stop_timeout = stop_timeout
+        self.popen_options = popen_options
+        self.stop = threading.Event()
+
+    def _start(self, child: Child) -> None:
+        child.process = subprocess.Popen(child.command, **self.popen_options)
+        child.started = time.monotonic()
+        log.info("supervisor: %s started (pid %d)", child.name, child.process.pid)
+
+    def check(self) -> None:
+        """Start children that are due: new ones, and exited ones whose backoff is over."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.process is None:
+                self._start(child)
+            elif child.process.poll() is not None and not child.restart_at:
+                ran = now - child.started
+                child.delay = (self.restart_min if ran >= self.healthy_after or not child.delay
+                               else min(child.delay * 2, self.restart_max))
+                child.restart_at = now + child.delay
+                log.warning("supervisor: %s (pid %d) exited with %s after %.0f s; restart in"
+                            " %.0f s", child.name, child.process.pid, child.process.returncode,
+                            ran, child.delay)
+            elif child.restart_at and now >= child.restart_at:
+                child.restart_at = 0.0
+                child.restarts += 1
+                self._start(child)
+
+    def run(self, poll: float = 0.5) -> None:
+        try:
+            while not self.stop.is_set():
+                self.check()
+                self.stop.wait(poll)
+        finally:
+            self.terminate()
+
+    def terminate(self) -> None:
+        """SIGTERM every running child (they drain), then SIGKILL what is left."""
+        running = [c.process for c in self.children
+                   if c.process is not None and c.process.poll() is None]
+        for process in running:
+            process.terminate()
+        deadline = time.monotonic() + self.stop_timeout
+        for process in running:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
 
 class Command(BaseCommand):
     help = "Run the demo service workers of the living demo until stopped."
@@ -40,32 +127,23 @@ class Command(BaseCommand):
                             help="divide every simulated delay by this")
 
     def handle(self, *args, **o) -> None:
-        children: list[subprocess.Popen] = []
-        stop = threading.Event()
+        logging.getLogger("bloomops").setLevel(logging.INFO)
+        commands: dict[str, list[str]] = {}
         for i, (key, name, module, caps, extra) in enumerate(DEMO_WORKERS):
             if "--delay" in extra:
                 j = extra.index("--delay") + 1
                 extra = [*extra[:j], str(float(extra[j]) / o["speed"]), *extra[j + 1:]]
-            cmd = [sys.executable, str(settings.BASE_DIR / "manage.py"), "run_worker",
-                   "--worker-key", key, "--display-name", name, "--handlers", module,
-                   "--capabilities", caps, "--user", o["user"], "--seed", str(100 + i), *extra]
-            children.append(subprocess.Popen(cmd))
-        self.stdout.write(f"{len(children)} demo workers started"
-                          " (BLOOMOPS_DEMO_WORKERS=0 turns them off)")
+            commands[key] = [
+                sys.executable, str(settings.BASE_DIR / "manage.py"), "run_worker",
+                "--worker-key", key, "--display-name", name, "--handlers", module,
+                "--capabilities", caps, "--user", o["user"], "--seed", str(100 + i), *extra]
+        supervisor = Supervisor(commands)
 
         def _stop(*_):
-            stop.set()
+            supervisor.stop.set()
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
-        while not stop.wait(1.0):
-            if all(c.poll() is not None for c in children):
-                break
-        for c in children:
-            if c.poll() is None:
-                c.terminate()
-        for c in children:
-            try:
-                c.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                c.kill()
+        self.stdout.write(f"{len(commands)} demo workers starting"
+                          " (BLOOMOPS_DEMO_WORKERS=0 turns them off)")
+        supervisor.run()

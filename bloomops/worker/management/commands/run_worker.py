@@ -1,4 +1,5 @@
-"""python manage.py run_worker: one service worker running the loop of spec 5.5."""
+"""python manage.py run_worker: one service worker running the loop of
+bloomops/worker/runtime.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
+from bloomops.execution.errors import ActionError
+from bloomops.worker.faults import Fault
 from bloomops.worker.runtime import WorkerRuntime
 from bloomops.worker.transport import DirectTransport, HttpTransport
 
@@ -20,8 +23,9 @@ def _list(value: str | None) -> list[str] | None:
 
 
 class Command(BaseCommand):
-    help = ("Run a service worker: register, heartbeat, claim in the queue order of 5.4, run a"
-            " handler module, complete or fail; SIGTERM drains and signs off OFFLINE.")
+    help = ("Run a service worker: register, heartbeat, claim in dispatch and queue order, run a"
+            " handler module, complete or fail; database and API faults are waited out;"
+            " SIGTERM drains and signs off OFFLINE.")
 
     def add_arguments(self, parser):
         parser.add_argument("--worker-key", required=True)
@@ -77,5 +81,10 @@ class Command(BaseCommand):
             poll_max=o["poll_max"])
         signal.signal(signal.SIGTERM, runtime.request_stop)
         signal.signal(signal.SIGINT, runtime.request_stop)
-        stats = runtime.run()
+        try:
+            stats = runtime.run()
+        except (ActionError, Fault) as exc:
+            # Only registration ends the process this way (a refused token or user, a bug
+            # that repeats): nothing waiting would cure. A supervisor may start it again.
+            raise CommandError(f"worker {o['worker_key']} could not register: {exc}") from None
         self.stdout.write(f"worker {o['worker_key']} stopped: {stats}")

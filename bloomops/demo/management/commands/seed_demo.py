@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from bloomops.execution.demo import seed_demo
+from bloomops.demo.data import seed_demo
 
 
 class Command(BaseCommand):

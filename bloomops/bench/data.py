@@ -9,7 +9,7 @@ what the engine itself would have produced:
 kind                    share   objects and lineage
 ======================  ======  =====================================================
 visible                 60 %    READY (a tenth FAILED_RETRYABLE with a past retry_at)
-leased                  8 %     ACTIVE lease + STARTED record + the 7 claim edges (11.4)
+leased                  8 %     ACTIVE lease + STARTED record + the 7 claim edges
 held                    8 %     HELD / hold_state ACTIVE + ACTIVE hold + subject/queue edges
 retry-pending           8 %     FAILED_RETRYABLE, future retry_at + FAILED_RETRYABLE record
 dead-lettered           6 %     FAILED_TERMINAL, terminal + record + OPEN dead letter (3 edges)
@@ -27,30 +27,32 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
-from bloomops.execution.demo import (
+from bloomops.bench.inserts import analyze, insert_lineage, insert_objects, insert_subjects
+from bloomops.demo.data import (
     ANALYSIS_REQUEST,
     EXTRACTED,
     LIBRARY,
     POOL,
-    QUEUE,
     SPECIMEN,
-    queue_properties,
+)
+from bloomops.execution.actions.steps import (
+    DEAD_LETTER_CODE,
+    HOLD_CODE,
+    LEASE_CODE,
+    RECORD_CODE,
+    WORKER_CODE,
 )
 from bloomops.execution.envelope import new_envelope
+from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
-from bloomops.tapdb.templates import TemplateRef, template
+from bloomops.tapdb.templates import template
+from bloomops.tapdb.tenancy import tenant_of
 
 SUBJECTS = 100_000
 SEED_WORKERS = 40
 BENCH_CAPABILITY = "bench.work"
-LEASE_CODE = "data/execution/queue_lease/1.0"
-RECORD_CODE = "data/execution/execution_record/1.0"
-HOLD_CODE = "data/execution/hold/1.0"
-DEAD_LETTER_CODE = "data/execution/dead_letter/1.0"
-WORKER_CODE = "actor/system/worker/1.0"
 
 # Shares of the subjects, in percent buckets of a hash of the subject's sequence number.
 KINDS = [("visible", 60), ("leased", 8), ("held", 8), ("retry", 8), ("dead", 6),
@@ -115,54 +117,24 @@ def largest_queue_key() -> str:
 
 def is_built(tenant: str | None = None) -> bool:
     """The data set is there when all 20 queues and all subjects are."""
-    tenant = str(tenant or settings.TAPDB_TENANT_ID)
+    tenant = tenant_of(tenant)
     queues = fetch_value(
-        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
         " AND type = 'execution' AND subtype = 'queue'"
         " AND json_addl->'properties'->>'queue_key' LIKE 'bench\\_%%'",
-        [tenant],
+        {"tenant": tenant},
     )
     subjects = fetch_value(
-        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
         " AND json_addl->'properties' ? 'bench_seq' AND json_addl->'properties' ? 'execution'",
-        [tenant],
+        {"tenant": tenant},
     )
     return queues == len(bench_queues()) and subjects == SUBJECTS
 
 
-def _insert_objects(ref: TemplateRef, *, source: str, name: str, props: str,
-                    back: str | None, tenant: str, params: dict) -> int:
-    """INSERT ... SELECT one object per row of ``source`` (a FROM clause over bench_subject
-    ``b``); with ``back``, write the new uid/euid into bench_subject.<back>_uid/_euid."""
-    insert = f"""
-        INSERT INTO generic_instance
-            (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
-             category, type, subtype, version, template_uid, json_addl, bstatus, created_dt)
-        SELECT '', '', 0, {name}, %(tenant)s, %(ident)s, %(category)s, %(type)s, %(subtype)s,
-               %(version)s, %(template_uid)s,
-               jsonb_build_object('semantic_category', %(semantic)s, 'properties', {props}),
-               'active', b.created
-        FROM {source}
-        ORDER BY b.seq"""
-    p = dict(params, tenant=tenant, ident=ref.polymorphic_identity, category=ref.category,
-             type=ref.type, subtype=ref.subtype, version=ref.version, template_uid=ref.uid,
-             semantic=ref.semantic_category)
-    if back is None:
-        return execute(insert, p)
-    return execute(
-        f"""
-        WITH ins AS ({insert}
-            RETURNING uid, euid, (json_addl->'properties'->>'bench_seq')::int AS seq)
-        UPDATE bench_subject b SET {back}_uid = ins.uid, {back}_euid = ins.euid
-        FROM ins WHERE b.seq = ins.seq
-        """,
-        p,
-    )
-
-
 def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     """Generate the whole data set in one transaction; returns seconds per phase."""
-    tenant = str(tenant or settings.TAPDB_TENANT_ID)
+    tenant = tenant_of(tenant)
     now = datetime.now(UTC)
     timings: dict[str, float] = {}
     queues = bench_queues()
@@ -174,7 +146,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     for kind, share in KINDS:
         upper += share
         kind_case.append(f"WHEN h.k < {upper} THEN '{kind}'")
-    refs = {code: template(code) for code in SUBJECT_CODES + [QUEUE, LEASE_CODE, RECORD_CODE,
+    refs = {code: template(code) for code in SUBJECT_CODES + [QUEUE_CODE, LEASE_CODE, RECORD_CODE,
                                                               HOLD_CODE, DEAD_LETTER_CODE,
                                                               WORKER_CODE]}
     params = {"now": now, "tenant": tenant, "qmap": qmap,
@@ -218,11 +190,11 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
                     RETURNING uid, euid
                     """,
                     {"name": props["display_name"], "tenant": tenant,
-                     "ident": refs[QUEUE].polymorphic_identity,
-                     "category": refs[QUEUE].category, "type": refs[QUEUE].type,
-                     "subtype": refs[QUEUE].subtype, "version": refs[QUEUE].version,
-                     "template_uid": refs[QUEUE].uid,
-                     "json": json.dumps({"semantic_category": refs[QUEUE].semantic_category,
+                     "ident": refs[QUEUE_CODE].polymorphic_identity,
+                     "category": refs[QUEUE_CODE].category, "type": refs[QUEUE_CODE].type,
+                     "subtype": refs[QUEUE_CODE].subtype, "version": refs[QUEUE_CODE].version,
+                     "template_uid": refs[QUEUE_CODE].uid,
+                     "json": json.dumps({"semantic_category": refs[QUEUE_CODE].semantic_category,
                                          "properties": props})},
                 )[0]
                 execute(
@@ -328,7 +300,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             "'terminal', b.kind IN ('dead', 'completed')",
         ]) + "))"
 
-        phase("subjects", lambda: _insert_subjects(env, tenant, params))
+        phase("subjects", lambda: insert_subjects(env, tenant, params))
 
         lease_props = f"""jsonb_build_object(
             'lease_token', md5('bench-lease-' || b.seq),
@@ -346,7 +318,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             JOIN generic_instance w ON w.tenant_id = %(tenant)s AND NOT w.is_deleted
              AND w.type = 'system' AND w.subtype = 'worker'
              AND w.json_addl->'properties'->>'worker_key' = 'bench://seed/' || b.worker_i"""
-        phase("leases", lambda: _insert_objects(
+        phase("leases", lambda: insert_objects(
             refs[LEASE_CODE], source=f"bench_subject b {workers} WHERE b.kind = 'leased'",
             name="'Lease ' || b.euid || ' #1'", props=lease_props, back="lease",
             tenant=tenant, params=params))
@@ -380,7 +352,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             'correlation', jsonb_build_object('action_key', 'claim_queue_item'),
             'input_snapshot', '{{}}'::jsonb, 'result_snapshot', '{{}}'::jsonb,
             'policy_refs', jsonb_build_array('queue:' || q.queue_key), 'bench_seq', b.seq)"""
-        phase("execution records", lambda: _insert_objects(
+        phase("execution records", lambda: insert_objects(
             refs[RECORD_CODE],
             source=f"bench_subject b {workers} WHERE b.kind <> 'visible' AND b.kind <> 'held'",
             name="'claim_queue_item ' || b.euid || ' attempt 1'", props=record_props,
@@ -393,7 +365,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             'placed_at', {_ts("%(now)s::timestamptz - (b.seq %% 90) * interval '1 minute'")},
             'released_at', NULL, 'released_by_lookup_euid', NULL,
             'state_before_hold', 'READY', 'bench_seq', b.seq)"""
-        phase("holds", lambda: _insert_objects(
+        phase("holds", lambda: insert_objects(
             refs[HOLD_CODE],
             source="bench_subject b JOIN bench_queue q USING (qi) WHERE b.kind = 'held'",
             name="'Hold ' || b.euid || ' OPERATOR_HOLD'", props=hold_props, back="hold",
@@ -408,133 +380,12 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             'failure_count', 5, 'error_class', 'PERMANENT_STATE',
             'error_message', 'bench failure', 'resolution_state', 'OPEN',
             'resolved_by_lookup_euid', NULL, 'resolved_at', NULL, 'bench_seq', b.seq)"""
-        phase("dead letters", lambda: _insert_objects(
+        phase("dead letters", lambda: insert_objects(
             refs[DEAD_LETTER_CODE],
             source="bench_subject b JOIN bench_queue q USING (qi) WHERE b.kind = 'dead'",
             name="'Dead letter ' || b.euid", props=dl_props, back="dl",
             tenant=tenant, params=params))
 
-        phase("lineage edges", lambda: _insert_lineage(tenant, refs))
-        phase("ANALYZE", lambda: _analyze())
+        phase("lineage edges", lambda: insert_lineage(tenant, refs))
+        phase("ANALYZE", lambda: analyze())
     return timings
-
-
-def _insert_subjects(env: str, tenant: str, params: dict) -> int:
-    """Subjects of five templates: the template columns come from bench_queue."""
-    return execute(
-        f"""
-        WITH ins AS (
-            INSERT INTO generic_instance
-                (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
-                 category, type, subtype, version, template_uid, json_addl, bstatus,
-                 created_dt)
-            SELECT '', '', 0, q.stem || ' ' || lpad(b.seq::text, 6, '0'), %(tenant)s,
-                   q.ident, q.category, q.type, q.subtype, q.version, q.template_uid,
-                   jsonb_build_object('semantic_category', q.semantic, 'properties',
-                       jsonb_build_object('site', b.site, 'platform', b.platform,
-                                          'assay', b.assay, 'bench_seq', b.seq,
-                                          'execution', {env})),
-                   'active', b.created
-            FROM bench_subject b JOIN bench_queue q USING (qi)
-            ORDER BY b.seq
-            RETURNING uid, euid, (json_addl->'properties'->>'bench_seq')::int AS seq)
-        UPDATE bench_subject b SET uid = ins.uid, euid = ins.euid
-        FROM ins WHERE b.seq = ins.seq
-        """,
-        dict(params, tenant=tenant),
-    )
-
-
-def _insert_lineage(tenant: str, refs: dict[str, TemplateRef]) -> int:
-    """Every edge in one statement: the seven claim edges of each lease (11.4), the three
-    edges of each other record, two of each hold and three of each dead letter."""
-    # Leases, records, holds and dead letters share one polymorphic identity (data objects).
-    lease_t = refs[LEASE_CODE].polymorphic_identity
-    worker_t = refs[WORKER_CODE].polymorphic_identity
-    queue_t = refs[QUEUE].polymorphic_identity
-    edges = f"""
-        SELECT b.uid AS p, b.lease_uid AS c, 'execution_subject_lease' AS rel, q.ident AS pt,
-               '{lease_t}' AS ct, b.seq FROM b WHERE b.lease_uid IS NOT NULL
-        UNION ALL SELECT b.w_uid, b.lease_uid, 'execution_worker_lease', '{worker_t}',
-               '{lease_t}', b.seq FROM b WHERE b.lease_uid IS NOT NULL
-        UNION ALL SELECT b.q_uid, b.lease_uid, 'execution_queue_lease', '{queue_t}',
-               '{lease_t}', b.seq FROM b WHERE b.lease_uid IS NOT NULL
-        UNION ALL SELECT b.lease_uid, b.record_uid, 'execution_lease_record', '{lease_t}',
-               '{lease_t}', b.seq FROM b WHERE b.lease_uid IS NOT NULL
-        UNION ALL SELECT b.uid, b.record_uid, 'execution_subject_record', q.ident,
-               '{lease_t}', b.seq FROM b WHERE b.record_uid IS NOT NULL
-        UNION ALL SELECT b.w_uid, b.record_uid, 'execution_worker_record', '{worker_t}',
-               '{lease_t}', b.seq FROM b WHERE b.record_uid IS NOT NULL
-        UNION ALL SELECT b.q_uid, b.record_uid, 'execution_queue_record', '{queue_t}',
-               '{lease_t}', b.seq FROM b WHERE b.record_uid IS NOT NULL
-        UNION ALL SELECT b.uid, b.hold_uid, 'execution_subject_hold', q.ident, '{lease_t}',
-               b.seq FROM b WHERE b.hold_uid IS NOT NULL
-        UNION ALL SELECT b.q_uid, b.hold_uid, 'execution_queue_hold', '{queue_t}',
-               '{lease_t}', b.seq FROM b WHERE b.hold_uid IS NOT NULL
-        UNION ALL SELECT b.uid, b.dl_uid, 'execution_subject_dead_letter', q.ident,
-               '{lease_t}', b.seq FROM b WHERE b.dl_uid IS NOT NULL
-        UNION ALL SELECT b.q_uid, b.dl_uid, 'execution_queue_dead_letter', '{queue_t}',
-               '{lease_t}', b.seq FROM b WHERE b.dl_uid IS NOT NULL
-        UNION ALL SELECT b.record_uid, b.dl_uid, 'execution_record_dead_letter', '{lease_t}',
-               '{lease_t}', b.seq FROM b WHERE b.dl_uid IS NOT NULL"""
-    # q.ident inside the UNION refers to the subject's template identity, carried on b.
-    edges = edges.replace("q.ident", "b.ident")
-    return execute(
-        f"""
-        WITH b AS MATERIALIZED (
-            SELECT b.*, q.uid AS q_uid, q.ident, w.uid AS w_uid
-            FROM bench_subject b JOIN bench_queue q USING (qi)
-            JOIN generic_instance w ON w.tenant_id = %(tenant)s AND NOT w.is_deleted
-             AND w.type = 'system' AND w.subtype = 'worker'
-             AND w.json_addl->'properties'->>'worker_key' = 'bench://seed/' || b.worker_i
-            WHERE b.kind <> 'visible')
-        INSERT INTO generic_instance_lineage
-            (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
-             parent_instance_uid, child_instance_uid, parent_type, child_type,
-             relationship_type)
-        SELECT '', '', 0, e.rel, %(tenant)s::uuid, 'generic_instance_lineage',
-               e.p, e.c, e.pt, e.ct, e.rel
-        FROM ({edges}) e
-        ORDER BY e.seq, e.rel
-        """,
-        {"tenant": tenant},
-    )
-
-
-def _analyze() -> int:
-    with connection.cursor() as cursor:
-        for table in ("generic_instance", "generic_instance_lineage", "generic_template"):
-            cursor.execute(f"ANALYZE {table}")
-    return 3
-
-
-def release_bench_claims(worker_key_prefix: str) -> int:
-    """Release the leases (and cancel the STARTED records) that earlier bench runs made
-    through the executor, so a reused data set keeps its shape. Housekeeping of the bench
-    database only, as bulk SQL; returns the number of leases released."""
-    like = worker_key_prefix.replace("_", "\\_") + "%%"
-    by_worker = f"""
-        FROM generic_instance_lineage l JOIN generic_instance w ON w.uid = l.parent_instance_uid
-        WHERE l.child_instance_uid = x.uid AND l.relationship_type = %(rel)s
-          AND NOT l.is_deleted AND w.type = 'system' AND w.subtype = 'worker'
-          AND w.json_addl->'properties'->>'worker_key' LIKE '{like}'"""
-    with transaction.atomic():
-        execute("SELECT set_config('session.current_username', 'bench-reset', true)")
-        released = execute(
-            f"""
-            UPDATE generic_instance x SET json_addl = jsonb_set(jsonb_set(x.json_addl,
-                '{{properties,status}}', '"RELEASED"'),
-                '{{properties,release_reason}}', '"BENCH_RESET"')
-            {by_worker} AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-            """,
-            {"rel": "execution_worker_lease"},
-        )
-        execute(
-            f"""
-            UPDATE generic_instance x SET json_addl = jsonb_set(x.json_addl,
-                '{{properties,status}}', '"CANCELED"')
-            {by_worker} AND x.json_addl->'properties'->>'status' = 'STARTED'
-            """,
-            {"rel": "execution_worker_record"},
-        )
-    return released

@@ -18,6 +18,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from bloomops.tapdb.db import fetch_value
+
 TARGETS = {
     "summaries": ("<", 250.0, "ms"),
     "first_page": ("<", 50.0, "ms"),
@@ -84,7 +86,8 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ handle
 
     def handle(self, *args, **opts):
-        from bloomops.execution import benchdata
+        from bloomops.bench import data as benchdata
+        from bloomops.execution.indexes import READ_INDEXES, RETIRED
         from bloomops.tapdb.bootstrap import bootstrap
         from bloomops.tapdb.templates import clear_cache
 
@@ -93,12 +96,12 @@ class Command(BaseCommand):
         name = self._switch_database(opts["database_name"], opts["rebuild"])
         self.stdout.write(f"Benchmark database: {name} (host {connection.settings_dict['HOST']})")
         clear_cache()
-        for line in bootstrap().lines():
+        for line in bootstrap(read_indexes=READ_INDEXES, retired=RETIRED).lines():
             self.stdout.write("  " + line)
         if benchdata.is_built():
             self.stdout.write("Synthetic data set found: reusing it (--rebuild to rebuild).")
         else:
-            if benchdata.fetch_value(
+            if fetch_value(
                 "SELECT count(*) FROM generic_instance WHERE json_addl->'properties'"
                 " ? 'bench_seq'"
             ):
@@ -130,7 +133,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ measuring
 
     def _claimer(self, i: int, actor) -> str:
-        from bloomops.execution.benchdata import BENCH_CAPABILITY
+        from bloomops.bench.data import BENCH_CAPABILITY
         from bloomops.execution.executor import ActionRequest, execute
 
         result = execute(ActionRequest(
@@ -143,13 +146,13 @@ class Command(BaseCommand):
         return result["worker_euid"]
 
     def _reset_claims(self) -> int:
-        from bloomops.execution.benchdata import release_bench_claims
+        from bloomops.bench.inserts import release_bench_claims
 
         return release_bench_claims(CLAIMER_KEY.format(i=""))
 
     def _measure(self, opts) -> dict[str, Any]:
+        from bloomops.bench.data import largest_queue_key
         from bloomops.execution import selectors
-        from bloomops.execution.benchdata import largest_queue_key
         from bloomops.execution.errors import ActionError
         from bloomops.execution.executor import ActionRequest, Actor, execute
 

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from bloomops.execution.indexes import READ_INDEXES, RETIRED
 from bloomops.tapdb.bootstrap import bootstrap
 
 
@@ -11,6 +12,6 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options) -> None:
-        report = bootstrap()
+        report = bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)
         for line in report.lines():
             self.stdout.write(line)

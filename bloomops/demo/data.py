@@ -1,4 +1,4 @@
-"""Demo data: the wet-lab queues of spec 4.4, the compute queues of 4.5, ~300 READY subjects
+"""Demo data: the wet-lab queues, the compute queues, ~300 READY subjects
 and the demo sign-ins. Seeded once; a second run finds everything and creates nothing."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from django.db import transaction
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import new_envelope, ts
+from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.execution.selectors import queues
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.instances import create_instance
+from bloomops.tapdb.tenancy import tenant_of
 
 SPECIMEN = "content/material/specimen/1.0"
 EXTRACTED = "content/material/extracted_sample/1.0"
@@ -24,7 +26,7 @@ LIBRARY = "content/material/library/1.0"
 POOL = "content/material/pool/1.0"
 ANALYSIS_REQUEST = "data/analysis/analysis_request/1.0"
 ARTIFACT = "data/analysis/artifact/1.0"
-QUEUE = "data/execution/queue/1.0"
+SEQUENCING_RUN = "content/material/sequencing_run/1.0"
 
 DEMO_USERS = {
     "scientist": "worker_human",
@@ -52,12 +54,14 @@ DEMO_QUEUES: list[dict] = [
          subject_template_codes=[SPECIMEN], required_worker_capabilities=["wetlab.extraction"],
          dispatch_priority=100, lease_ttl_seconds=900, max_attempts_default=5,
          retry_policy=_retry(60, 2.0, 3600, 0.1), default_next_queue_key="post_extract_qc",
-         default_next_action_key="create_extraction", site_scope=["sfo", "rtp"]),
+         default_next_action_key="create_extraction", site_scope=["sfo", "rtp"],
+         output_template_codes=[EXTRACTED]),
     dict(queue_key="extraction_rnd", display_name="Extraction / R&D",
          subject_template_codes=[SPECIMEN], required_worker_capabilities=["wetlab.extraction"],
          dispatch_priority=60, lease_ttl_seconds=1800, max_attempts_default=3,
          retry_policy=_retry(120, 2.0, 7200), manual_only=True,
-         default_next_queue_key="post_extract_qc", default_next_action_key="create_extraction"),
+         default_next_queue_key="post_extract_qc", default_next_action_key="create_extraction",
+         output_template_codes=[EXTRACTED]),
     dict(queue_key="post_extract_qc", display_name="Post-extraction QC",
          subject_template_codes=[EXTRACTED], required_worker_capabilities=["wetlab.qc"],
          dispatch_priority=90, lease_ttl_seconds=600, max_attempts_default=3,
@@ -67,42 +71,47 @@ DEMO_QUEUES: list[dict] = [
          subject_template_codes=[EXTRACTED], required_worker_capabilities=["wetlab.libprep"],
          platform_scope=["illumina"], dispatch_priority=80, lease_ttl_seconds=1800,
          max_attempts_default=4, retry_policy=_retry(300, 2.0, 7200),
-         default_next_queue_key="ilmn_seq_pool", default_next_action_key="create_library_prep"),
+         default_next_queue_key="ilmn_seq_pool", default_next_action_key="create_library_prep",
+         output_template_codes=[LIBRARY]),
     dict(queue_key="ont_lib_prep", display_name="ONT library prep",
          subject_template_codes=[EXTRACTED], required_worker_capabilities=["wetlab.libprep"],
          platform_scope=["ont"], dispatch_priority=80, lease_ttl_seconds=1800,
          max_attempts_default=4, retry_policy=_retry(300, 2.0, 7200),
-         default_next_queue_key="ont_seq_pool", default_next_action_key="create_library_prep"),
+         default_next_queue_key="ont_seq_pool", default_next_action_key="create_library_prep",
+         output_template_codes=[LIBRARY]),
     dict(queue_key="ilmn_seq_pool", display_name="Illumina pooling",
          subject_template_codes=[LIBRARY], required_worker_capabilities=["wetlab.pooling"],
          platform_scope=["illumina"], dispatch_priority=70, lease_ttl_seconds=1200,
          max_attempts_default=3, retry_policy=_retry(120, 2.0, 3600),
-         default_next_queue_key="ilmn_start_seq_run", default_next_action_key="create_pool"),
+         default_next_queue_key="ilmn_start_seq_run", default_next_action_key="create_pool",
+         output_template_codes=[POOL]),
     dict(queue_key="ont_seq_pool", display_name="ONT pooling",
          subject_template_codes=[LIBRARY], required_worker_capabilities=["wetlab.pooling"],
          platform_scope=["ont"], dispatch_priority=70, lease_ttl_seconds=1200,
          max_attempts_default=3, retry_policy=_retry(120, 2.0, 3600),
-         default_next_queue_key="ont_start_seq_run", default_next_action_key="create_pool"),
+         default_next_queue_key="ont_start_seq_run", default_next_action_key="create_pool",
+         output_template_codes=[POOL]),
     dict(queue_key="ilmn_start_seq_run", display_name="Illumina run start",
          subject_template_codes=[POOL], required_worker_capabilities=["wetlab.sequencing"],
          platform_scope=["illumina"], dispatch_priority=50, lease_ttl_seconds=3600,
          max_attempts_default=2, retry_policy=_retry(600, 2.0, 7200),
-         default_next_action_key="create_run"),
+         default_next_action_key="create_run", output_template_codes=[SEQUENCING_RUN]),
     dict(queue_key="ont_start_seq_run", display_name="ONT run start",
          subject_template_codes=[POOL], required_worker_capabilities=["wetlab.sequencing"],
          platform_scope=["ont"], dispatch_priority=50, lease_ttl_seconds=3600,
          max_attempts_default=2, retry_policy=_retry(600, 2.0, 7200),
-         default_next_action_key="create_run"),
+         default_next_action_key="create_run", output_template_codes=[SEQUENCING_RUN]),
     dict(queue_key="analysis_dispatch", display_name="Analysis dispatch",
          subject_template_codes=[ANALYSIS_REQUEST],
          required_worker_capabilities=["compute.dispatch"],
          dispatch_priority=40, lease_ttl_seconds=300, max_attempts_default=6,
          retry_policy=_retry(15, 2.0, 1800, 0.2), default_next_queue_key="analysis_qc",
-         default_next_action_key="start_analysis_run"),
+         default_next_action_key="start_analysis_run", output_template_codes=[ARTIFACT]),
     dict(queue_key="analysis_qc", display_name="Analysis QC",
          subject_template_codes=[ANALYSIS_REQUEST], required_worker_capabilities=["compute.qc"],
          dispatch_priority=30, lease_ttl_seconds=900, max_attempts_default=3,
-         retry_policy=_retry(60, 2.0, 3600), default_next_action_key="record_analysis_qc"),
+         retry_policy=_retry(60, 2.0, 3600), default_next_action_key="record_analysis_qc",
+         output_template_codes=[ARTIFACT]),
 ]
 
 # Queues whose demo backlog is older than their straggler threshold, so the dashboard has
@@ -135,25 +144,6 @@ NAME_STEM = {
     POOL: "Pool",
     ANALYSIS_REQUEST: "Analysis",
 }
-
-
-def template_defaults(code: str) -> dict:
-    """The default properties a template declares for its instances."""
-    from bloomops.tapdb.db import fetch_one
-    from bloomops.tapdb.templates import template
-
-    row = fetch_one(
-        "SELECT json_addl->'properties' AS p FROM generic_template WHERE uid = %s",
-        [template(code).uid],
-    )
-    return dict(row["p"]) if row and row["p"] else {}
-
-
-def queue_properties(**overrides) -> dict:
-    """A full queue config: the template's defaults with the given fields set."""
-    props = template_defaults(QUEUE)
-    props.update(overrides)
-    return props
 
 
 @dataclass
@@ -191,12 +181,13 @@ def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
         for spec in DEMO_QUEUES:
             if spec["queue_key"] in existing:
                 continue
-            create_instance(QUEUE, name=spec["display_name"], properties=queue_properties(**spec))
+            create_instance(QUEUE_CODE, name=spec["display_name"],
+                            properties=queue_properties(**spec))
             report.queues_created.append(spec["queue_key"])
         already = fetch_value(
-            "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
-            " AND json_addl->'properties'->>'demo_seed' = 'true'",
-            [settings.TAPDB_TENANT_ID],
+            "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s"
+            " AND NOT is_deleted AND json_addl->'properties'->>'demo_seed' = 'true'",
+            {"tenant": tenant_of()},
         )
         if already:
             return report

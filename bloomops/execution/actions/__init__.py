@@ -1,0 +1,72 @@
+"""The action handlers, one module per topic, and the registry the executor runs.
+Only the executor calls them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bloomops.execution.actions.attempts import (
+    CompleteQueueExecution,
+    FailQueueExecution,
+    RecordExternalResult,
+    ReleaseQueueLease,
+    RenewQueueLease,
+)
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.claim import ClaimQueueItem
+from bloomops.execution.actions.leases import ExpireQueueLease
+from bloomops.execution.actions.subjects import (
+    CancelSubjectExecution,
+    PlaceExecutionHold,
+    ReleaseExecutionHold,
+    RequeueSubject,
+)
+from bloomops.execution.actions.workers import HeartbeatWorker, RegisterWorker, SetWorkerStatus
+
+
+@dataclass(frozen=True)
+class ActionDef:
+    """One action: its key (the action template's subtype), the path it has under
+    /api/v1/execution/actions/, its handler and the one-line summary the API shows."""
+
+    key: str
+    path: str
+    handler: Handler
+    summary: str
+
+
+# The action registry: the executor runs its handlers, the API routes its paths (with a
+# request schema per key), the worker's HTTP transport posts to them.
+ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
+    ActionDef("register_worker", "register-worker", RegisterWorker(),
+              "Register (upsert by worker_key) a worker"),
+    ActionDef("heartbeat_worker", "heartbeat-worker", HeartbeatWorker(), "Heartbeat a worker"),
+    ActionDef("claim_queue_item", "claim", ClaimQueueItem(),
+              "Claim the next visible item: of queue_key, or of the first serviceable queue in"
+              " dispatch order; human workers may name a subject_euid"),
+    ActionDef("renew_queue_lease", "renew-lease", RenewQueueLease(),
+              "Renew an own active lease"),
+    ActionDef("release_queue_lease", "release-lease", ReleaseQueueLease(),
+              "Release an own active lease without a result"),
+    ActionDef("complete_queue_execution", "complete", CompleteQueueExecution(),
+              "Complete the leased attempt: route to next_queue_key, finish, or wait for an"
+              " external result (external)"),
+    ActionDef("fail_queue_execution", "fail", FailQueueExecution(),
+              "Fail the leased attempt with a retry class"),
+    ActionDef("place_execution_hold", "hold", PlaceExecutionHold(),
+              "Place a hold (stop-the-line)"),
+    ActionDef("release_execution_hold", "release-hold", ReleaseExecutionHold(),
+              "Release a hold"),
+    ActionDef("requeue_subject", "requeue", RequeueSubject(), "Requeue a subject (operator)"),
+    ActionDef("cancel_subject_execution", "cancel", CancelSubjectExecution(),
+              "Cancel a subject (operator)"),
+    ActionDef("expire_queue_lease", "expire-lease", ExpireQueueLease(),
+              "Force-expire a lease, or sweep every expired lease without lease_euid (admin)"),
+    ActionDef("record_external_result", "external-result", RecordExternalResult(),
+              "Record the result of external work of a WAITING_EXTERNAL subject"),
+    ActionDef("set_worker_status", "worker-status", SetWorkerStatus(),
+              "Drain, disable, enable or retire a worker (admin)"),
+)}
+HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
+
+__all__ = ["ACTIONS", "HANDLERS", "ActionDef", "Handler"]

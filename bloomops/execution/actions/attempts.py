@@ -1,0 +1,283 @@
+"""Actions on a leased attempt: renew, release, complete, fail; and the result of external
+work (RULES.md#leases, RULES.md#retries)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bloomops.execution import selectors
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import (
+    common_checks,
+    obj_field,
+    require,
+    text_field,
+)
+from bloomops.execution.actions.outputs import create_outputs, validate_outputs
+from bloomops.execution.actions.steps import (
+    close_lease,
+    create_dead_letter,
+    finish_record,
+    lock_subject_of_request,
+    lock_worker,
+    new_record,
+    place_hold,
+    queue_or_refuse,
+    record_of_lease,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.envelope import ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import lock_subject
+from bloomops.execution.objects import (
+    save_props,
+)
+from bloomops.execution.policy import (
+    classify_failure,
+    retry_at,
+)
+from bloomops.execution.states import (
+    RetryClass,
+    WorkerStatus,
+)
+
+
+class RenewQueueLease(Handler):
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "lease_euid", "worker_euid")
+
+    def prepare(self, ctx: Context) -> None:
+        pass
+
+    def run(self, ctx: Context) -> None:
+        lease, worker = ctx.lease, ctx.worker
+        assert lease is not None and worker is not None
+        if worker.props.get("status") in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+            raise ActionError("WORKER_UNAVAILABLE", "A disabled worker may not renew leases.",
+                              worker_euid=worker.euid)
+        props = dict(lease.props)
+        ttl = int(props.get("ttl_seconds") or 900)
+        props.update(heartbeat_at=ctx.now_ts, expires_at=ts(ctx.now + timedelta(seconds=ttl)))
+        save_props(lease, props)
+        ctx.target = lease
+        ctx.result.update(lease_euid=lease.euid, worker_euid=worker.euid,
+                          expires_at=props["expires_at"],
+                          subject_euid=props.get("subject_lookup_euid"))
+
+
+class LeaseAction(Handler):
+    """Actions that end the attempt of a leased subject."""
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "lease_euid", "worker_euid", "expected_state")
+
+    def prepare(self, ctx: Context) -> None:
+        lock_subject_of_request(ctx)
+
+    def queue_of_lease(self, ctx: Context) -> dict | None:
+        assert ctx.lease is not None
+        return selectors.queue_config(ctx.lease.props.get("queue_lookup_key") or "",
+                                      tenant=ctx.tenant)
+
+
+class ReleaseQueueLease(LeaseAction):
+    fields = ("reason",)
+    def run(self, ctx: Context) -> None:
+        assert ctx.lease is not None
+        reason = text_field(ctx.payload, "reason", max_len=1000) or "RELEASED_BY_WORKER"
+        close_lease(ctx, ctx.lease, "RELEASED", reason)
+        finish_record(ctx, record_of_lease(ctx.lease), "CANCELED", error_message=reason)
+        ctx.result.update(lease_euid=ctx.lease.euid, worker_euid=ctx.worker.euid if ctx.worker
+                          else None, queue_key=ctx.lease.props.get("queue_lookup_key"))
+
+
+class CompleteQueueExecution(LeaseAction):
+    fields = ("next_queue_key", "next_action_key", "result_snapshot", "outputs", "external")
+    def validate(self, req: ActionRequest) -> None:
+        super().validate(req)
+        p = req.payload
+        text_field(p, "next_queue_key", max_len=200)
+        text_field(p, "next_action_key", max_len=200)
+        obj_field(p, "result_snapshot")
+        obj_field(p, "external")
+        if p.get("external") is not None and p.get("next_queue_key"):
+            raise ActionError("VALIDATION_ERROR", "A completion either waits for an external"
+                              " result or routes to a next queue, not both.", field="external")
+        validate_outputs(p)
+
+    def run(self, ctx: Context) -> None:
+        lease, env = ctx.lease, ctx.env
+        assert lease is not None and env is not None
+        p = ctx.payload
+        next_queue = queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
+        record = record_of_lease(lease)
+        close_lease(ctx, lease, "COMPLETED", "COMPLETED")
+        external = p.get("external")
+        if external is not None:
+            ctx.set_env(state="WAITING_EXTERNAL", retry_at=None)
+            props = dict(ctx.subject.props) if ctx.subject else {}
+            # The dispatching queue answers for the callback (its declared outputs).
+            props["external_dispatch"] = {**external, "dispatched_at": ctx.now_ts,
+                                          "lease_euid": lease.euid,
+                                          "queue_key": lease.props.get("queue_lookup_key")}
+            ctx.subject.props = props  # type: ignore[union-attr]
+        elif next_queue is not None:
+            ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"],
+                        next_action_key=p.get("next_action_key")
+                        or next_queue["config"].get("default_next_action_key"),
+                        ready_at=ctx.now_ts, retry_at=None, attempt_count=0, terminal=False)
+        else:
+            ctx.set_env(state="COMPLETED", terminal=True, next_queue_key=None,
+                        next_action_key=None, retry_at=None)
+        ctx.set_env(queue_cache={"current_queue_key": env.get("next_queue_key"),
+                                 "computed_at": ctx.now_ts})
+        snapshot = dict(p.get("result_snapshot") or {})
+        if external is not None:
+            snapshot["external_dispatch"] = external
+        finish_record(ctx, record, "SUCCEEDED", result_snapshot=snapshot,
+                       end_revision=int(env["revision"]) + 1)
+        outputs = create_outputs(ctx, record, p.get("outputs") or [], self.queue_of_lease(ctx))
+        ctx.result.update(lease_euid=lease.euid, execution_record_euid=record.euid if record
+                          else None, worker_euid=ctx.worker.euid if ctx.worker else None,
+                          queue_key=lease.props.get("queue_lookup_key"),
+                          next_queue_key=env.get("next_queue_key"), output_euids=outputs)
+
+
+class FailQueueExecution(LeaseAction):
+    fields = ("retryable", "error_class", "error_code", "error_message", "next_queue_key")
+    def validate(self, req: ActionRequest) -> None:
+        super().validate(req)
+        p = req.payload
+        retryable = p.get("retryable")
+        if retryable is not None and not isinstance(retryable, bool):
+            raise ActionError("VALIDATION_ERROR", "retryable must be true or false.",
+                              field="retryable")
+        error_class = p.get("error_class")
+        if error_class is not None and error_class not in {c.value for c in RetryClass}:
+            raise ActionError("VALIDATION_ERROR", "error_class must be one of "
+                              + ", ".join(c.value for c in RetryClass) + ".", field="error_class")
+        if retryable is None and error_class is None:
+            raise ActionError("VALIDATION_ERROR", "Give retryable or error_class.",
+                              field="error_class")
+        try:
+            classify_failure(retryable, error_class)
+        except ValueError as exc:
+            raise ActionError("VALIDATION_ERROR", str(exc), field="error_class") from None
+        text_field(p, "error_code", max_len=200)
+        text_field(p, "error_message", max_len=4000)
+        text_field(p, "next_queue_key", max_len=200)
+
+    def run(self, ctx: Context) -> None:
+        lease, env = ctx.lease, ctx.env
+        assert lease is not None and env is not None and ctx.subject is not None
+        p = ctx.payload
+        cls = classify_failure(p.get("retryable"), p.get("error_class"))
+        queue = self.queue_of_lease(ctx)
+        cfg = queue["config"] if queue else {}
+        record = record_of_lease(lease)
+        message = p.get("error_message")
+        attempts = int(env.get("attempt_count") or 0) + 1
+        max_attempts = int(env.get("max_attempts_override") or cfg.get("max_attempts_default")
+                           or 5)
+        close_lease(ctx, lease, "RELEASED", cls.value)
+        fields = {"retryable": cls in {RetryClass.TRANSIENT_SYSTEM,
+                                       RetryClass.TRANSIENT_DEPENDENCY,
+                                       RetryClass.TRANSIENT_CAPACITY},
+                  "error_class": cls.value, "error_code": p.get("error_code"),
+                  "error_message": message}
+        if cls == RetryClass.OPERATOR_CANCELED:
+            ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True,
+                        attempt_count=attempts)
+            finish_record(ctx, record, "CANCELED", **fields)
+        elif cls == RetryClass.BUSINESS_RULE_HOLD:
+            ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=message or cls.value,
+                        attempt_count=attempts)
+            finish_record(ctx, record, "FAILED_RETRYABLE", **fields)
+            hold = place_hold(ctx, queue, "BUSINESS_RULE_HOLD", message or "Business rule hold",
+                               state_before="READY")
+            ctx.result["hold_euid"] = hold.euid
+        elif fields["retryable"] and attempts < max_attempts:
+            next_key = p.get("next_queue_key") or (queue["queue_key"] if queue else None)
+            if p.get("next_queue_key"):
+                queue_or_refuse(ctx, next_key)
+            when = retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)
+            ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(when),
+                        next_queue_key=next_key)
+            finish_record(ctx, record, "FAILED_RETRYABLE", **fields)
+            ctx.result["retry_at"] = ts(when)
+        else:
+            ctx.set_env(state="FAILED_TERMINAL", terminal=True, attempt_count=attempts,
+                        retry_at=None)
+            finish_record(ctx, record, "FAILED_TERMINAL", **fields)
+            create_dead_letter(ctx, queue, record, lease, cls.value, message)
+        ctx.result.update(lease_euid=lease.euid, execution_record_euid=record.euid if record
+                          else None, worker_euid=ctx.worker.euid if ctx.worker else None,
+                          queue_key=lease.props.get("queue_lookup_key"), attempt_count=attempts,
+                          max_attempts=max_attempts, error_class=cls.value)
+
+
+
+class RecordExternalResult(Handler):
+    fields = ("outcome", "next_queue_key", "result_snapshot", "outputs", "error_message")
+    OUTCOMES = ("READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL")
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "expected_state")
+        outcome = req.payload.get("outcome")
+        if outcome not in self.OUTCOMES:
+            raise ActionError("VALIDATION_ERROR", "outcome must be one of "
+                              + ", ".join(self.OUTCOMES) + ".", field="outcome")
+        if outcome == "READY" and not req.payload.get("next_queue_key"):
+            raise ActionError("VALIDATION_ERROR", "next_queue_key is required for READY.",
+                              field="next_queue_key")
+        obj_field(req.payload, "result_snapshot")
+        text_field(req.payload, "error_message", max_len=4000)
+        validate_outputs(req.payload)
+
+    def prepare(self, ctx: Context) -> None:
+        lock_subject(ctx, ctx.request.subject_euid)
+        if ctx.request.worker_euid:
+            lock_worker(ctx, ctx.request.worker_euid)
+
+    def run(self, ctx: Context) -> None:
+        env = ctx.env
+        assert env is not None and ctx.subject is not None
+        p = ctx.payload
+        outcome = p["outcome"]
+        dispatch = ctx.subject.props.get("external_dispatch") or {}
+        queue = queue_or_refuse(ctx, dispatch.get("queue_key") or ctx.request.queue_key,
+                                required=False)
+        record = new_record(ctx, queue=queue, status="STARTED",
+                             attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
+        if outcome == "READY":
+            next_queue = queue_or_refuse(ctx, p["next_queue_key"])
+            assert next_queue is not None
+            ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"], ready_at=ctx.now_ts,
+                        next_action_key=next_queue["config"].get("default_next_action_key"),
+                        retry_at=None, attempt_count=0)
+            status = "SUCCEEDED"
+        elif outcome == "COMPLETED":
+            ctx.set_env(state="COMPLETED", terminal=True, next_queue_key=None)
+            status = "SUCCEEDED"
+        elif outcome == "FAILED_RETRYABLE":
+            attempts = int(env.get("attempt_count") or 0) + 1
+            cfg = queue["config"] if queue else {}
+            ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts,
+                        retry_at=ts(retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)))
+            status = "FAILED_RETRYABLE"
+        else:
+            ctx.set_env(state="FAILED_TERMINAL", terminal=True)
+            status = "FAILED_TERMINAL"
+        finish_record(ctx, record, status, result_snapshot=p.get("result_snapshot") or {},
+                       error_message=p.get("error_message"),
+                       end_revision=int(env["revision"]) + 1)
+        if status == "FAILED_TERMINAL":
+            create_dead_letter(ctx, queue, record, None, "PERMANENT_STATE", p.get("error_message"))
+        outputs = create_outputs(ctx, record, p.get("outputs") or [], queue)
+        ctx.result.update(execution_record_euid=record.euid, output_euids=outputs,
+                          queue_key=queue["queue_key"] if queue else None)

@@ -1,0 +1,29 @@
+"""The handler protocol: validate (request shape, no database), prepare (load and lock, in
+the order subject -> worker -> lease), run (envelope change, new objects, lineage, result).
+Guards common to all actions live in the executor."""
+
+from __future__ import annotations
+
+from bloomops.execution.actions.fields import (
+    common_checks,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.guards import lock_subject
+
+
+class Handler:
+    guards_subject = True
+    # The payload fields this action takes; any other key is refused (RULES.md#requests).
+    fields: tuple[str, ...] = ()
+    # May run on a subject whose stored envelope is broken, rebuilding it (the operator's
+    # way out); every other action refuses such a subject with INVALID_ENVELOPE.
+    repairs_envelope = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+
+    def prepare(self, ctx: Context) -> None:
+        lock_subject(ctx, ctx.request.subject_euid)
+
+    def run(self, ctx: Context) -> None:  # pragma: no cover - every handler overrides
+        raise NotImplementedError

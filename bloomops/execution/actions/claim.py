@@ -1,0 +1,198 @@
+"""Claiming the next visible item, or a chosen one (RULES.md#claims)."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from bloomops.execution import selectors
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import (
+    common_checks,
+    require,
+)
+from bloomops.execution.actions.steps import (
+    LEASE_CODE,
+    lock_worker,
+    new_record,
+    queue_obj,
+    queue_or_refuse,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.envelope import ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import (
+    Obj,
+    load,
+)
+from bloomops.execution.policy import (
+    eligibility_problems,
+    worker_status_problem,
+)
+from bloomops.execution.statements import (
+    CLAIM_CANDIDATE,
+    LINEAGE_BLOCKED,
+    WORKER_ACTIVE_LEASE_COUNT,
+)
+from bloomops.execution.states import (
+    WorkerType,
+)
+from bloomops.tapdb.db import fetch_one
+
+
+def _count_active_leases(ctx: Context, worker: Obj) -> int:
+    row = fetch_one(WORKER_ACTIVE_LEASE_COUNT, {"worker_uid": worker.uid, "now": ctx.now_ts},
+                    prepare="worker_active_leases")
+    return int(row["n"]) if row else 0
+
+
+def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | None:
+    row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
+                                      "queue_key": queue_key, "exclude": exclude},
+                    prepare="claim_candidate")
+    return row["uid"] if row else None
+
+
+class ClaimQueueItem(Handler):
+    guards_subject = False
+    MAX_CANDIDATES = 20
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "worker_euid")
+
+    def prepare(self, ctx: Context) -> None:
+        worker = lock_worker(ctx, ctx.request.worker_euid)
+        problem = worker_status_problem(worker.props)
+        if problem:
+            raise ActionError("WORKER_UNAVAILABLE", problem, worker_euid=worker.euid)
+        if ctx.request.subject_euid and worker.props.get("worker_type") not in (
+            WorkerType.HUMAN_SESSION,
+        ) and not ctx.actor.is_admin:
+            raise ActionError("FORBIDDEN", "Only human workers claim a chosen subject.")
+        limit = int(worker.props.get("max_concurrent_leases") or 1)
+        held = _count_active_leases(ctx, worker)
+        if held >= limit:
+            raise ActionError("MAX_LEASES_REACHED", f"The worker already holds {held} of"
+                              f" {limit} allowed leases.", worker_euid=worker.euid)
+
+    def _queues(self, ctx: Context) -> list[dict]:
+        req = ctx.request
+        if req.queue_key:
+            queue = queue_or_refuse(ctx, req.queue_key)
+            assert queue is not None
+            return [queue]
+        if req.subject_euid:
+            subject = load(euid=req.subject_euid, tenant=ctx.tenant)
+            if subject is None:
+                raise ActionError("NOT_FOUND", "No such subject.", subject_euid=req.subject_euid)
+            key = subject.envelope.get("next_queue_key")
+            if not key:
+                raise ActionError("NOT_VISIBLE", "The subject is not routed to any queue.",
+                                  subject_euid=subject.euid,
+                                  reasons=[{"code": "NEXT_QUEUE_KEY_MISSING"}])
+            queue = queue_or_refuse(ctx, key)
+            assert queue is not None
+            return [queue]
+        return selectors.queues(tenant=ctx.tenant)
+
+    def run(self, ctx: Context) -> None:
+        req = ctx.request
+        worker = ctx.worker
+        assert worker is not None
+        explicit_queue = bool(req.queue_key or req.subject_euid)
+        chosen: tuple[dict, int] | None = None
+        for queue in self._queues(ctx):
+            cfg = queue["config"]
+            problems = eligibility_problems(worker.props, cfg)
+            if problems:
+                if explicit_queue:
+                    code, message = problems[0]
+                    raise ActionError(code, message, queue_key=queue["queue_key"],
+                                      problems=[m for _, m in problems])
+                continue
+            if req.subject_euid:
+                subject = load(euid=req.subject_euid, tenant=ctx.tenant, lock=True)
+                assert subject is not None
+                if not selectors.is_visible(subject.uid, queue["queue_key"], now=ctx.now,
+                                            tenant=ctx.tenant):
+                    diag = selectors.subject_diagnostics(subject.euid, now=ctx.now,
+                                                         tenant=ctx.tenant)
+                    reasons = diag.reasons if diag else []
+                    raise ActionError(
+                        "NOT_VISIBLE",
+                        "Not claimable: " + "; ".join(r.message for r in reasons)
+                        if reasons else None,
+                        subject_euid=subject.euid,
+                        reasons=[{"code": r.code, "message": r.message} for r in reasons],
+                    )
+                chosen = (queue, subject.uid)
+                break
+            tried: list[int] = []
+            for _ in range(self.MAX_CANDIDATES):
+                uid = _claim_candidate(ctx, queue["queue_key"], tried)
+                if uid is None:
+                    break
+                # FOR UPDATE re-evaluated the candidate's own columns on its newest version,
+                # but the lineage NOT EXISTS ran on the statement's older snapshot. Re-read
+                # the lineage in a new statement now that we hold the lock, or two claimers can
+                # lease one subject (RULES.md#claims).
+                blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts},
+                                    prepare="lineage_blocked")
+                if blocked and not (blocked["leased"] or blocked["held"]):
+                    chosen = (queue, uid)
+                    break
+                tried.append(uid)
+            if chosen:
+                break
+        if chosen is None:
+            raise ActionError("NO_WORK", queue_key=req.queue_key)
+        queue, uid = chosen
+        subject = load(uid=uid, tenant=ctx.tenant)
+        assert subject is not None
+        ctx.subject = ctx.target = subject
+        ctx.env = subject.envelope
+        if req.expected_state and req.expected_state != ctx.env["state"]:
+            raise ActionError("STATE_CONFLICT", current_state=ctx.env["state"],
+                              expected_state=req.expected_state)
+        if req.expected_revision is not None and req.expected_revision != ctx.env["revision"]:
+            raise ActionError("REVISION_CONFLICT", current_revision=ctx.env["revision"],
+                              expected_revision=req.expected_revision)
+        cfg = queue["config"]
+        ttl = int(cfg.get("lease_ttl_seconds") or 900)
+        attempt = int(ctx.env.get("attempt_count") or 0) + 1
+        lease_props = {
+            "lease_token": secrets.token_urlsafe(24),
+            "queue_lookup_key": queue["queue_key"],
+            "subject_lookup_euid": subject.euid,
+            "worker_lookup_euid": worker.euid,
+            "status": "ACTIVE",
+            "claimed_at": ctx.now_ts,
+            "heartbeat_at": ctx.now_ts,
+            "expires_at": ts(ctx.now + timedelta(seconds=ttl)),
+            "released_at": None,
+            "release_reason": None,
+            "attempt_number": attempt,
+            "ttl_seconds": ttl,
+            "next_action_key": ctx.env.get("next_action_key"),
+            "idempotency_key": req.idempotency_key,
+            "subject_revision_at_claim": ctx.env["revision"],
+            "payload_hash": req.payload_hash(),
+        }
+        lease = ctx.create(LEASE_CODE, name=f"Lease {subject.euid} #{attempt}",
+                           properties=lease_props)
+        queue_node = queue_obj(ctx, queue)
+        # The seven claim edges (RULES.md#claims) in one INSERT with the record's.
+        record = new_record(ctx, queue=queue, status="STARTED", attempt=attempt, lease=lease,
+                             edges_before=[(subject, lease, "subject_lease"),
+                                           (worker, lease, "worker_lease"),
+                                           (queue_node, lease, "queue_lease")])
+        # The subject row itself is not written: a claim changes no authoritative field (the
+        # subject stays READY; the lease is the claim), its revision stays, and the claim
+        # does not add a row version to every index of generic_instance.
+        ctx.result.update(
+            lease_euid=lease.euid, execution_record_euid=record.euid, worker_euid=worker.euid,
+            queue_key=queue["queue_key"], attempt_number=attempt,
+            expires_at=lease_props["expires_at"], next_action_key=ctx.env.get("next_action_key"),
+            lease_token=lease_props["lease_token"],
+        )

@@ -1,0 +1,74 @@
+"""Checks of an action request's payload fields (no database): every handler's
+``validate`` builds on these (RULES.md#requests)."""
+
+from __future__ import annotations
+
+from bloomops.execution.context import ActionRequest
+from bloomops.execution.errors import ActionError
+
+
+def text_field(payload: dict, name: str, *, required: bool = False,
+               max_len: int = 2000) -> str | None:
+    value = payload.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
+        return None
+    if not isinstance(value, str):
+        raise ActionError("VALIDATION_ERROR", f"{name} must be text.", field=name)
+    if len(value) > max_len:
+        raise ActionError("VALIDATION_ERROR", f"{name} is too long ({max_len} max).", field=name)
+    return value.strip()
+
+
+def str_list_field(payload: dict, name: str) -> list[str] | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ActionError("VALIDATION_ERROR", f"{name} must be a list of text.", field=name)
+    return list(value)
+
+
+def int_field(payload: dict, name: str, *, minimum: int, maximum: int) -> int | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ActionError("VALIDATION_ERROR", f"{name} must be an integer from {minimum} to"
+                          f" {maximum}.", field=name)
+    return value
+
+
+def obj_field(payload: dict, name: str) -> dict | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ActionError("VALIDATION_ERROR", f"{name} must be an object.", field=name)
+    return value
+
+
+def require(req: ActionRequest, *names: str) -> None:
+    for name in names:
+        if not getattr(req, name):
+            raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
+
+
+def state_field(value: str | None, name: str = "expected_state") -> None:
+    from bloomops.execution.states import ALL_STATES
+
+    if value is not None and value not in ALL_STATES:
+        raise ActionError("VALIDATION_ERROR", f"{name} must be one of {', '.join(ALL_STATES)}.",
+                          field=name)
+
+
+def common_checks(req: ActionRequest) -> None:
+    state_field(req.expected_state)
+    if req.expected_revision is not None and (
+        isinstance(req.expected_revision, bool) or not isinstance(req.expected_revision, int)
+    ):
+        raise ActionError("VALIDATION_ERROR", "expected_revision must be an integer.",
+                          field="expected_revision")
+    if not isinstance(req.payload, dict):
+        raise ActionError("VALIDATION_ERROR", "payload must be an object.", field="payload")

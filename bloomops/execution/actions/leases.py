@@ -1,0 +1,66 @@
+"""Force-expiry of one lease and the sweep of every expired one (RULES.md#leases)."""
+
+from __future__ import annotations
+
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import (
+    common_checks,
+    text_field,
+)
+from bloomops.execution.actions.steps import (
+    close_lease,
+    finish_record,
+    record_of_lease,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import (
+    LEASE,
+    REL,
+    is_kind,
+    load,
+    parent_of,
+)
+from bloomops.execution.statements import LEASES_PAST_EXPIRY
+from bloomops.tapdb.db import fetch_all
+
+
+class ExpireQueueLease(Handler):
+    fields = ("reason",)
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        text_field(req.payload, "reason", max_len=1000)
+
+    def prepare(self, ctx: Context) -> None:
+        pass
+
+    def run(self, ctx: Context) -> None:
+        req = ctx.request
+        if req.lease_euid:
+            lease = load(euid=req.lease_euid, tenant=ctx.tenant, lock=True)
+            if not is_kind(lease, LEASE):
+                raise ActionError("NOT_FOUND", "No such lease.", lease_euid=req.lease_euid)
+            assert lease is not None
+            leases = [lease] if lease.props.get("status") == "ACTIVE" else []
+            reason = ctx.payload.get("reason") or "FORCED_EXPIRY"
+        else:
+            rows = fetch_all(LEASES_PAST_EXPIRY, {"tenant": ctx.tenant, "now": ctx.now_ts})
+            leases = [o for o in (load(uid=r["uid"], tenant=ctx.tenant) for r in rows) if o]
+            reason = "HEARTBEAT_TIMEOUT"
+        if not leases:
+            ctx.noop = True
+            ctx.result.update(expired_lease_euids=[], expired_count=0)
+            return
+        for lease in leases:
+            close_lease(ctx, lease, "EXPIRED", reason)
+            finish_record(ctx, record_of_lease(lease), "EXPIRED", error_message=reason)
+            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+            if subject is not None:
+                ctx.related.append(subject)
+        ctx.target = leases[0]
+        ctx.lease = leases[0] if len(leases) == 1 else None
+        ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],
+                          expired_count=len(leases),
+                          lease_euid=leases[0].euid if len(leases) == 1 else None)

@@ -1,0 +1,167 @@
+"""What a step may produce (RULES.md#outputs): only objects of the templates its queue
+declares, with properties the template declares and an envelope the engine builds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.actions.steps import (
+    queue_or_refuse,
+)
+from bloomops.execution.context import Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import (
+    Obj,
+)
+from bloomops.execution.states import (
+    parse_priority,
+)
+from bloomops.tapdb.templates import TemplateRef, all_templates, template
+
+MAX_OUTPUTS = 50
+OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
+# What a produced object's envelope may say; the engine builds the rest (RULES.md#outputs).
+OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priority", "due_at",
+                           "ready_at")
+
+
+def _is_engine_template(ref: TemplateRef) -> bool:
+    """Queues, leases, records, holds, dead letters, workers, actions and events are the
+    engine's own objects: only its actions make them, never a step's outputs."""
+    return ref.semantic_category in ("actor", "action", "message") or ref.type in (
+        "execution", "execution_queue")
+
+
+def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> ActionError:
+    return ActionError(code, f"outputs[{i}]: {message}", field="outputs", index=i)
+
+
+def _check_output_properties(i: int, ref: TemplateRef, props: Any) -> None:
+    if not isinstance(props, dict):
+        raise _output_error(i, "properties must be an object.")
+    declared = ref.properties
+    for name, value in props.items():
+        if name == "execution" or name not in declared:
+            raise _output_error(i, f"{ref.code} has no property {name!r} (it has: "
+                                + ", ".join(k for k in declared if k != "execution") + ").")
+        default = declared[name]
+        scalar = value is None or isinstance(value, str | int | float | bool)
+        if isinstance(value, list):
+            scalar = all(v is None or isinstance(v, str | int | float | bool) for v in value)
+        if not scalar:
+            raise _output_error(i, f"property {name!r} must be text, a number, true/false or"
+                                " a list of those.")
+        if default is not None and value is not None and (
+            isinstance(default, bool) != isinstance(value, bool)
+            or isinstance(default, str) != isinstance(value, str)
+            or isinstance(default, list) != isinstance(value, list)
+        ):
+            raise _output_error(i, f"property {name!r} must be of the type the template"
+                                f" declares ({type(default).__name__}).")
+
+
+def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
+    """The envelope the engine builds for a produced object from the few fields a step may
+    set; every value checked (types, states, timestamps)."""
+    from bloomops.execution.envelope import new_envelope, normalize_ts
+
+    if ex is None:
+        return None
+    if not isinstance(ex, dict):
+        raise _output_error(i, "execution must be an object.")
+    unknown = sorted(set(ex) - set(OUTPUT_EXECUTION_FIELDS))
+    if unknown:
+        raise _output_error(i, "execution may only set " + ", ".join(OUTPUT_EXECUTION_FIELDS)
+                            + f" (not {', '.join(unknown)}).")
+    fields: dict[str, Any] = {}
+    for name in ("next_queue_key", "next_action_key"):
+        value = ex.get(name)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 200):
+            raise _output_error(i, f"execution.{name} must be text.")
+        fields[name] = value
+    state = ex.get("state") or ("READY" if fields["next_queue_key"] else "PENDING")
+    if state not in ("READY", "PENDING"):
+        raise _output_error(i, "execution.state must be READY or PENDING.")
+    if state == "READY" and not fields["next_queue_key"]:
+        raise _output_error(i, "a READY output needs execution.next_queue_key.")
+    fields["state"] = state
+    try:
+        fields["priority"] = parse_priority(ex.get("priority"))
+    except ValueError as exc:
+        raise _output_error(i, f"execution.{exc}.") from None
+    for name in ("due_at", "ready_at"):
+        value = ex.get(name)
+        try:
+            if value is not None and not isinstance(value, str):
+                raise ValueError
+            fields[name] = normalize_ts(value)
+        except ValueError:
+            raise _output_error(i, f"execution.{name} must be an ISO 8601 timestamp.") from None
+    if fields["ready_at"] is None:
+        fields["ready_at"] = now_ts
+    return new_envelope(**fields)
+
+
+def validate_outputs(payload: dict) -> None:
+    """Shape and template checks that need no queue; ``create_outputs`` adds the queue's."""
+    outputs = payload.get("outputs")
+    if outputs is None:
+        return
+    if not isinstance(outputs, list):
+        raise ActionError("VALIDATION_ERROR", "outputs must be a list.", field="outputs")
+    if len(outputs) > MAX_OUTPUTS:
+        raise ActionError("VALIDATION_ERROR", f"At most {MAX_OUTPUTS} outputs per step.",
+                          field="outputs")
+    templates = all_templates()
+    for i, spec in enumerate(outputs):
+        if not isinstance(spec, dict):
+            raise _output_error(i, "must be an object.")
+        unknown = sorted(set(spec) - set(OUTPUT_FIELDS))
+        if unknown:
+            raise _output_error(i, "unknown field(s) " + ", ".join(unknown) + ".")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name.strip() or len(name) > 300:
+            raise _output_error(i, "needs a name (text, 300 characters max).")
+        code = spec.get("template_code")
+        ref = templates.get(code) if isinstance(code, str) else None
+        if ref is None:
+            raise _output_error(i, f"unknown template {str(code)[:100]!r}.")
+        if _is_engine_template(ref):
+            raise _output_error(i, f"{code} objects are made only by the engine's own actions.",
+                                "OUTPUT_NOT_ALLOWED")
+        _check_output_properties(i, ref, spec.get("properties") or {})
+        _output_envelope(i, spec.get("execution"))
+
+
+def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
+                    queue: dict | None) -> list[str]:
+    """Objects produced by the attempt: only of the templates the step's queue declares
+    (``output_template_codes``), created in this transaction, linked from the record
+    (execution_record_output) and from the subject (execution_subject_output)."""
+    assert ctx.subject is not None
+    allowed = (queue or {}).get("config", {}).get("output_template_codes") or []
+    created = []
+    for i, spec in enumerate(outputs):
+        code = spec["template_code"]
+        if code not in allowed:
+            raise _output_error(i, f"queue {(queue or {}).get('queue_key')!r} declares no"
+                                f" {code} outputs (it declares: {', '.join(allowed) or 'none'}).",
+                                "OUTPUT_NOT_ALLOWED")
+        props = dict(template(code).properties)
+        props.pop("execution", None)
+        props.update(spec.get("properties") or {})
+        envelope = _output_envelope(i, spec.get("execution"), ctx.now_ts)
+        if envelope is not None:
+            target = queue_or_refuse(ctx, envelope["next_queue_key"], required=False)
+            if target is not None and code not in (target["config"].get(
+                    "subject_template_codes") or []):
+                raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
+                                    " subjects.", "OUTPUT_NOT_ALLOWED")
+            props["execution"] = envelope
+        obj = ctx.create(code, name=spec["name"].strip(), properties=props)
+        edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, obj, "subject_output")]
+        if record is not None:
+            edges.append((record, obj, "record_output"))
+        ctx.link_many(edges)
+        created.append(obj.euid)
+    return created

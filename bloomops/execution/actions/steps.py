@@ -1,0 +1,233 @@
+"""Steps several actions share: loading queues and workers, closing leases and attempt
+records, new records, dead letters and holds, with their lineage (RULES.md#objects)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution import selectors
+from bloomops.execution.context import Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import ensure_controls_worker, lock_subject
+from bloomops.execution.objects import (
+    LEASE,
+    REL,
+    WORKER,
+    Obj,
+    children_of,
+    is_kind,
+    load,
+    parent_of,
+    save_props,
+)
+
+LEASE_CODE = "data/execution/queue_lease/1.0"
+RECORD_CODE = "data/execution/execution_record/1.0"
+HOLD_CODE = "data/execution/hold/1.0"
+DEAD_LETTER_CODE = "data/execution/dead_letter/1.0"
+WORKER_CODE = "actor/system/worker/1.0"
+
+
+
+def queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = True) -> dict | None:
+    if not queue_key:
+        if required:
+            raise ActionError("VALIDATION_ERROR", "queue_key is required.", field="queue_key")
+        return None
+    row = selectors.queue_config(queue_key, tenant=ctx.tenant)
+    if row is None:
+        raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+    return row
+
+
+def lock_worker(ctx: Context, euid: str | None) -> Obj:
+    if not euid:
+        raise ActionError("VALIDATION_ERROR", "worker_euid is required.", field="worker_euid")
+    worker = load(euid=euid, tenant=ctx.tenant, lock=True)
+    if not is_kind(worker, WORKER):
+        raise ActionError("NOT_FOUND", "No such worker.", worker_euid=euid)
+    assert worker is not None
+    ensure_controls_worker(ctx.actor, worker)
+    ctx.worker = worker
+    return worker
+
+
+def lock_subject_of_request(ctx: Context) -> None:
+    euid = ctx.request.subject_euid
+    if not euid and ctx.request.lease_euid:
+        lease = load(euid=ctx.request.lease_euid, tenant=ctx.tenant)
+        if not is_kind(lease, LEASE):
+            raise ActionError("NOT_FOUND", "No such lease.", lease_euid=ctx.request.lease_euid)
+        assert lease is not None
+        subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+        euid = subject.euid if subject else None
+    lock_subject(ctx, euid)
+
+
+def record_of_lease(lease: Obj) -> Obj | None:
+    records = children_of(lease.uid, REL["lease_record"], lock=True)
+    return records[-1] if records else None
+
+
+def close_lease(ctx: Context, lease: Obj, status: str, reason: str) -> None:
+    props = dict(lease.props)
+    props.update(status=status, released_at=ctx.now_ts, release_reason=reason)
+    save_props(lease, props)
+
+
+def finish_record(ctx: Context, record: Obj | None, status: str, **fields: Any) -> None:
+    """An execution record moves from STARTED to a terminal status exactly once: it is
+    the attempt's proof (RULES.md#objects)."""
+    if record is None or record.props.get("status") != "STARTED":
+        return
+    props = dict(record.props)
+    started = record.props.get("started_at")
+    duration = None
+    if started:
+        from bloomops.execution.envelope import parse_ts
+
+        duration = int((ctx.now - parse_ts(started)).total_seconds() * 1000)  # type: ignore[operator]
+    props.update(status=status, finished_at=ctx.now_ts, duration_ms=duration,
+                 end_state=ctx.env["state"] if ctx.env else None, **fields)
+    save_props(record, props)
+    if ctx.env is not None:  # non-authoritative cache, saved with the envelope if it changes
+        ctx.env["last_execution_record_euid"] = record.euid
+
+
+def active_leases_of_subject(ctx: Context) -> list[Obj]:
+    assert ctx.subject is not None
+    return [
+        lease for lease in children_of(ctx.subject.uid, REL["subject_lease"],
+                                       where_status="ACTIVE", lock=True)
+    ]
+
+
+def end_active_leases(ctx: Context, lease_status: str, record_status: str, reason: str) -> None:
+    """Close every ACTIVE lease of the subject (expired or not) and its open record."""
+    for lease in active_leases_of_subject(ctx):
+        close_lease(ctx, lease, lease_status, reason)
+        finish_record(ctx, record_of_lease(lease), record_status, error_message=reason)
+
+
+def new_record(ctx: Context, *, queue: dict | None, status: str, attempt: int,
+                lease: Obj | None, extra: dict[str, Any] | None = None,
+                edges_before: list[tuple[Obj, Obj, str]] | None = None) -> Obj:
+    """A new execution record (one attempt) with its lineage; ``edges_before`` are written in the
+    same INSERT, ahead of the record's own edges (the claim's lease edges)."""
+    assert ctx.subject is not None and ctx.env is not None
+    req = ctx.request
+    props = {
+        "subject_lookup_euid": ctx.subject.euid,
+        "queue_lookup_key": queue["queue_key"] if queue else None,
+        "worker_lookup_euid": ctx.worker.euid if ctx.worker else None,
+        "lease_lookup_euid": lease.euid if lease else None,
+        "attempt_number": attempt,
+        "status": status,
+        "action_key": ctx.env.get("next_action_key") or req.action_key,
+        "idempotency_key": req.idempotency_key,
+        "payload_hash": req.payload_hash(),
+        "expected_state": req.expected_state,
+        "start_state": ctx.env["state"],
+        "end_state": None,
+        "start_revision": ctx.env["revision"],
+        "end_revision": None,
+        "started_at": ctx.now_ts,
+        "finished_at": None,
+        "duration_ms": None,
+        "retryable": False,
+        "error_class": None,
+        "error_code": None,
+        "error_message": None,
+        "correlation": {"action_key": req.action_key},
+        "input_snapshot": {"envelope": {k: ctx.env[k] for k in ("state", "revision",
+                                                               "next_queue_key", "priority")}},
+        "result_snapshot": {},
+        "policy_refs": [f"queue:{queue['queue_key']}"] if queue else [],
+    }
+    if extra:
+        props.update(extra)
+    name = f"{req.action_key} {ctx.subject.euid} attempt {attempt}"
+    record = ctx.create(RECORD_CODE, name=name, properties=props)
+    edges: list[tuple[Obj, Obj, str]] = list(edges_before or [])
+    edges.append((ctx.subject, record, "subject_record"))
+    if queue:
+        edges.append((queue_obj(ctx, queue), record, "queue_record"))
+    if ctx.worker:
+        edges.append((ctx.worker, record, "worker_record"))
+    if lease:
+        edges.append((lease, record, "lease_record"))
+    ctx.link_many(edges)
+    return record
+
+
+def queue_obj(ctx: Context, queue: dict) -> Obj:
+    """The queue as a lineage endpoint, from the row ``queue_or_refuse`` already read."""
+    return Obj(uid=queue["uid"], euid=queue["euid"], name=queue["queue_key"], template_uid=0,
+               type="execution", subtype="queue", json_addl={"properties": queue["config"]},
+               created_dt=None)  # type: ignore[arg-type]
+
+
+def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lease: Obj | None,
+                 error_class: str, message: str | None) -> Obj:
+    assert ctx.subject is not None and ctx.env is not None
+    props = {
+        "subject_lookup_euid": ctx.subject.euid,
+        "queue_lookup_key": queue["queue_key"] if queue else ctx.env.get("next_queue_key"),
+        "last_execution_record_lookup_euid": record.euid if record else None,
+        "last_lease_lookup_euid": lease.euid if lease else None,
+        "dead_lettered_at": ctx.now_ts,
+        "failure_count": ctx.env.get("attempt_count", 0),
+        "error_class": error_class,
+        "error_message": message,
+        "resolution_state": "OPEN",
+        "resolved_by_lookup_euid": None,
+        "resolved_at": None,
+    }
+    dl = ctx.create(DEAD_LETTER_CODE, name=f"Dead letter {ctx.subject.euid}", properties=props)
+    edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, dl, "subject_dead_letter")]
+    if queue:
+        edges.append((queue_obj(ctx, queue), dl, "queue_dead_letter"))
+    if record:
+        edges.append((record, dl, "record_dead_letter"))
+    ctx.link_many(edges)
+    ctx.result["dead_letter_euid"] = dl.euid
+    return dl
+
+
+def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
+    assert ctx.subject is not None
+    resolved = []
+    for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"], lock=True):
+        if dl.props.get("resolution_state") != "OPEN":
+            continue
+        props = dict(dl.props)
+        props.update(resolution_state=resolution, resolved_by_lookup_euid=ctx.actor.username,
+                     resolved_at=ctx.now_ts)
+        save_props(dl, props)
+        resolved.append(dl.euid)
+    return resolved
+
+
+def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
+                state_before: str) -> Obj:
+    assert ctx.subject is not None
+    props = {
+        "subject_lookup_euid": ctx.subject.euid,
+        "queue_lookup_key": queue["queue_key"] if queue else None,
+        "placed_by_lookup_euid": ctx.actor.username,
+        "status": "ACTIVE",
+        "hold_code": code,
+        "reason": reason,
+        "placed_at": ctx.now_ts,
+        "released_at": None,
+        "released_by_lookup_euid": None,
+        "state_before_hold": state_before,
+    }
+    hold = ctx.create(HOLD_CODE, name=f"Hold {ctx.subject.euid} {code}", properties=props)
+    edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, hold, "subject_hold")]
+    if queue:
+        edges.append((queue_obj(ctx, queue), hold, "queue_hold"))
+    if ctx.worker:
+        edges.append((ctx.worker, hold, "actor_hold"))
+    ctx.link_many(edges)
+    return hold

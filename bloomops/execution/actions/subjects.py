@@ -1,0 +1,177 @@
+"""Operator actions on a subject: hold, release hold, requeue, cancel (RULES.md#holds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution import selectors
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import (
+    common_checks,
+    require,
+    text_field,
+)
+from bloomops.execution.actions.steps import (
+    end_active_leases,
+    finish_record,
+    new_record,
+    place_hold,
+    queue_or_refuse,
+    resolve_dead_letters,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import (
+    HOLD,
+    REL,
+    children_of,
+    is_kind,
+    load,
+    save_props,
+)
+from bloomops.execution.policy import is_terminal
+from bloomops.execution.states import (
+    parse_priority,
+)
+
+
+class PlaceExecutionHold(Handler):
+    fields = ("hold_code", "reason")
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "expected_state")
+        text_field(req.payload, "hold_code", max_len=100)
+        text_field(req.payload, "reason", required=True, max_len=2000)
+
+    def run(self, ctx: Context) -> None:
+        env = ctx.env
+        assert env is not None
+        # A hold must be placeable whatever the routing; only an explicit queue must exist.
+        queue = queue_or_refuse(ctx, ctx.request.queue_key, required=False) or (
+            selectors.queue_config(env.get("next_queue_key") or "", tenant=ctx.tenant))
+        before = "FAILED_RETRYABLE" if env["state"] == "FAILED_RETRYABLE" else "READY"
+        end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
+        reason = ctx.payload["reason"].strip()
+        code = (ctx.payload.get("hold_code") or "OPERATOR_HOLD").strip()
+        hold = place_hold(ctx, queue, code, reason, state_before=before)
+        ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=reason)
+        ctx.result.update(hold_euid=hold.euid, queue_key=queue["queue_key"] if queue else None)
+
+
+class ReleaseExecutionHold(Handler):
+    fields = ("reason",)
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "expected_state")
+        text_field(req.payload, "reason", max_len=2000)
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None and ctx.env is not None
+        active = children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
+                             lock=True)
+        if ctx.request.hold_euid:
+            chosen = [h for h in active if h.euid == ctx.request.hold_euid]
+            if not chosen:
+                hold = load(euid=ctx.request.hold_euid, tenant=ctx.tenant)
+                if not is_kind(hold, HOLD):
+                    raise ActionError("NOT_FOUND", "No such hold.",
+                                      hold_euid=ctx.request.hold_euid)
+                raise ActionError("HOLD_NOT_ACTIVE", hold_euid=ctx.request.hold_euid)
+        else:
+            chosen = active
+        before = "READY"
+        for hold in chosen:
+            props = dict(hold.props)
+            before = props.get("state_before_hold") or before
+            props.update(status="RELEASED", released_at=ctx.now_ts,
+                         released_by_lookup_euid=ctx.actor.username,
+                         release_reason=ctx.payload.get("reason"))
+            save_props(hold, props)
+        remaining = [h for h in active if h not in chosen]
+        if not remaining:
+            ctx.set_env(state="FAILED_RETRYABLE" if before == "FAILED_RETRYABLE" else "READY",
+                        hold_state="NONE", hold_reason=None)
+        ctx.result.update(hold_euids=[h.euid for h in chosen],
+                          hold_euid=chosen[0].euid if chosen else None,
+                          active_holds_remaining=len(remaining))
+
+
+class RequeueSubject(Handler):
+    fields = ("reason", "reset_attempts", "priority", "next_action_key")
+    repairs_envelope = True
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "expected_state")
+        text_field(req.payload, "reason", required=True, max_len=2000)
+        if req.payload.get("reset_attempts") not in (None, True, False):
+            raise ActionError("VALIDATION_ERROR", "reset_attempts must be true or false.",
+                              field="reset_attempts")
+        if "priority" in req.payload:
+            try:
+                parse_priority(req.payload["priority"])
+            except ValueError as exc:
+                raise ActionError("VALIDATION_ERROR", str(exc), field="priority") from None
+
+    def run(self, ctx: Context) -> None:
+        env = ctx.env
+        assert env is not None and ctx.subject is not None
+        state = env["state"]
+        key = ctx.request.queue_key or env.get("next_queue_key")
+        if not key:
+            for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"]):
+                key = dl.props.get("queue_lookup_key") or key
+        queue = queue_or_refuse(ctx, key)
+        assert queue is not None
+        was_terminal = is_terminal(env)
+        if state in ("RUNNING", "WAITING_EXTERNAL"):
+            # Reconciling uncertain external work produces its own record: no silent rollback.
+            previous = env.get("last_execution_record_euid")
+            record = new_record(ctx, queue=queue, status="STARTED", attempt=int(
+                env.get("attempt_count") or 0) + 1, lease=None)
+            finish_record(ctx, record, "CANCELED", error_message="requeued by operator: "
+                           + ctx.payload["reason"])
+            prev = load(euid=previous, tenant=ctx.tenant) if previous else None
+            if prev is not None:
+                ctx.link(record, prev, "record_supersedes")
+        end_active_leases(ctx, "ABANDONED", "CANCELED", "REQUEUED")
+        changes: dict[str, Any] = dict(
+            state="READY", next_queue_key=queue["queue_key"], terminal=False,
+            cancel_requested=False, retry_at=None, ready_at=ctx.now_ts, hold_state="NONE",
+            hold_reason=None,
+            next_action_key=ctx.payload.get("next_action_key")
+            or queue["config"].get("default_next_action_key") or env.get("next_action_key"))
+        if ctx.payload.get("reset_attempts", was_terminal):
+            changes["attempt_count"] = 0
+        if "priority" in ctx.payload:
+            changes["priority"] = parse_priority(ctx.payload["priority"])
+        ctx.set_env(**changes)
+        resolved = resolve_dead_letters(ctx, "REQUEUED")
+        ctx.result.update(queue_key=queue["queue_key"], dead_letters_resolved=resolved)
+
+
+class CancelSubjectExecution(Handler):
+    fields = ("reason",)
+    repairs_envelope = True
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "expected_state")
+        text_field(req.payload, "reason", required=True, max_len=2000)
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None
+        end_active_leases(ctx, "CANCELED", "CANCELED", "CANCELED")
+        # A canceled subject keeps no active hold: the hold's evidence stays, ended by the
+        # cancel and saying so (RULES.md#holds).
+        ended = []
+        for hold in children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
+                                lock=True):
+            props = dict(hold.props)
+            props.update(status="RELEASED", released_at=ctx.now_ts,
+                         released_by_lookup_euid=ctx.actor.username,
+                         release_reason="Ended by cancel: " + ctx.payload["reason"].strip())
+            save_props(hold, props)
+            ended.append(hold.euid)
+        ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True, retry_at=None,
+                    hold_state="NONE", hold_reason=None)
+        resolved = resolve_dead_letters(ctx, "CANCELED")
+        ctx.result.update(dead_letters_resolved=resolved, holds_ended=ended)

@@ -1,0 +1,254 @@
+"""Worker actions: register (with crash recovery), heartbeat, drain/disable/enable/retire
+(RULES.md#human-workers, RULES.md#leases)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import (
+    common_checks,
+    int_field,
+    require,
+    str_list_field,
+    text_field,
+)
+from bloomops.execution.actions.steps import (
+    WORKER_CODE,
+    close_lease,
+    finish_record,
+    lock_worker,
+    record_of_lease,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import ensure_controls_worker
+from bloomops.execution.objects import (
+    REL,
+    Obj,
+    children_of,
+    save_props,
+    worker_by_key,
+)
+from bloomops.execution.people import (
+    PROFILE_FIELDS,
+    human_profile,
+    human_worker_key,
+    username_of_human_key,
+)
+from bloomops.execution.states import (
+    WorkerStatus,
+    WorkerType,
+)
+from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.templates import template_defaults
+
+WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
+
+
+class RegisterWorker(Handler):
+    fields = ("worker_key", "worker_type", *WORKER_FIELDS, *PROFILE_FIELDS)
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        p = req.payload
+        for name in WORKER_FIELDS:
+            text_field(p, name, max_len=300)
+        wtype = p.get("worker_type", WorkerType.SERVICE)
+        if wtype not in {t.value for t in WorkerType}:
+            raise ActionError("VALIDATION_ERROR", "worker_type must be SERVICE, HUMAN_SESSION"
+                              " or INSTRUMENT_ADAPTER.", field="worker_type")
+        roles = req.actor.roles
+        if wtype == WorkerType.HUMAN_SESSION:
+            self._validate_human(req)
+        else:
+            key = text_field(p, "worker_key", required=True, max_len=300) or ""
+            if username_of_human_key(key) is not None:
+                raise ActionError("VALIDATION_ERROR", "human:// keys belong to people's"
+                                  " HUMAN_SESSION workers.", field="worker_key")
+            if "admin" not in roles and "worker_service" not in roles:
+                raise ActionError("FORBIDDEN", "Only service workers register SERVICE or"
+                                  " INSTRUMENT_ADAPTER workers.")
+        for name in ("capabilities", "site_scope", "platform_scope", "assay_scope"):
+            str_list_field(p, name)
+        int_field(p, "max_concurrent_leases", minimum=1, maximum=1000)
+        int_field(p, "heartbeat_ttl_seconds", minimum=5, maximum=86400)
+
+    @staticmethod
+    def _validate_human(req: ActionRequest) -> None:
+        """A person's worker is derived from the person; what it may do is configuration."""
+        p = req.payload
+        if "admin" not in req.actor.roles and "worker_human" not in req.actor.roles:
+            raise ActionError("FORBIDDEN", "Only human workers register HUMAN_SESSION workers.")
+        own = human_worker_key(req.actor.username)
+        key = text_field(p, "worker_key", max_len=300) or own
+        person = username_of_human_key(key)
+        if person is None:
+            raise ActionError("VALIDATION_ERROR", "A HUMAN_SESSION worker's key is"
+                              f" human://<username> (yours: {own}).", field="worker_key")
+        if key != own and "admin" not in req.actor.roles:
+            raise ActionError("FORBIDDEN", f"You may register only your own human worker ({own}).",
+                              worker_key=key)
+        configured = sorted(n for n in PROFILE_FIELDS if p.get(n) is not None)
+        if configured:
+            raise ActionError("VALIDATION_ERROR", "A human worker's " + ", ".join(configured)
+                              + " come from the lab's configuration, not from the request.",
+                              field=configured[0])
+        p["worker_key"] = key
+
+    def prepare(self, ctx: Context) -> None:
+        key = ctx.payload["worker_key"].strip()
+        sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{ctx.tenant}|worker|{key}"])
+        worker = worker_by_key(key, tenant=ctx.tenant, lock=True)
+        if worker is not None:
+            ensure_controls_worker(ctx.actor, worker)
+        ctx.worker = worker
+        ctx.target = worker
+
+    def run(self, ctx: Context) -> None:
+        p = ctx.payload
+        worker = ctx.worker
+        wtype = p.get("worker_type", WorkerType.SERVICE)
+        key = p["worker_key"].strip()
+        person = username_of_human_key(key) if wtype == WorkerType.HUMAN_SESSION else None
+        fields: dict[str, Any] = {"worker_type": wtype, "heartbeat_at": ctx.now_ts}
+        for name in WORKER_FIELDS:
+            if p.get(name) is not None:
+                fields[name] = p[name]
+        if person is not None:
+            fields.update(human_profile(person, _roles_of(person)))
+            fields.update(owner_username=person, bound_username=person)
+        else:
+            for name in PROFILE_FIELDS:
+                if p.get(name) is not None:
+                    fields[name] = p[name]
+        if worker is None:
+            props = template_defaults(WORKER_CODE)
+            props.update(fields)
+            props.update(worker_key=key, status=WorkerStatus.ONLINE, registered_at=ctx.now_ts)
+            props.setdefault("owner_username", ctx.actor.username)
+            if not props.get("display_name"):
+                props["display_name"] = key
+            worker = ctx.create(WORKER_CODE, name=props["display_name"], properties=props)
+            ctx.worker = ctx.target = worker
+            ctx.result["created"] = True
+        else:
+            abandoned = self._recover(ctx, worker, p.get("process_identity"))
+            props = dict(worker.props)
+            props.update(fields)
+            if props.get("status") == WorkerStatus.OFFLINE:
+                props["status"] = WorkerStatus.ONLINE
+            props["revision"] = int(props.get("revision") or 0) + 1
+            save_props(worker, props)
+            ctx.result.update(created=False, abandoned_lease_euids=abandoned)
+        ctx.result.update(worker_euid=worker.euid, status=worker.props["status"],
+                          worker_key=worker.props["worker_key"])
+
+    @staticmethod
+    def _recover(ctx: Context, worker: Obj, process: str | None) -> list[str]:
+        """A worker process starting again under its key ends the ACTIVE leases its previous
+        process held (ABANDONED, attempt record closed) instead of leaving their subjects
+        invisible until the TTL runs out (RULES.md#leases, crash recovery)."""
+        previous = worker.props.get("process_identity")
+        if not process or not previous or process == previous:
+            return []
+        abandoned = []
+        for lease in children_of(worker.uid, REL["worker_lease"], where_status="ACTIVE",
+                                 lock=True):
+            reason = f"ABANDONED: worker restarted (was {previous})"
+            close_lease(ctx, lease, "ABANDONED", reason)
+            finish_record(ctx, record_of_lease(lease), "CANCELED", error_message=reason)
+            abandoned.append(lease.euid)
+        return abandoned
+
+
+def _roles_of(username: str) -> frozenset[str]:
+    from django.contrib.auth import get_user_model
+
+    from bloomops.accounts.roles import roles_of
+
+    user = get_user_model().objects.filter(username=username).first()
+    return roles_of(user) if user is not None else frozenset()
+
+
+class HeartbeatWorker(Handler):
+    fields = ("status", *WORKER_FIELDS, "last_error_class")
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "worker_euid")
+        for name in WORKER_FIELDS + ("last_error_class",):
+            text_field(req.payload, name, max_len=300)
+        status = req.payload.get("status")
+        if status is not None and status not in (WorkerStatus.ONLINE, WorkerStatus.OFFLINE,
+                                                 WorkerStatus.DRAINING):
+            raise ActionError("VALIDATION_ERROR", "A worker may report ONLINE, OFFLINE or"
+                              " DRAINING.", field="status")
+
+    def prepare(self, ctx: Context) -> None:
+        ctx.target = lock_worker(ctx, ctx.request.worker_euid)
+
+    def run(self, ctx: Context) -> None:
+        worker = ctx.worker
+        assert worker is not None
+        props = dict(worker.props)
+        props["heartbeat_at"] = ctx.now_ts
+        person = username_of_human_key(worker.props.get("worker_key") or "")
+        if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
+            # Configuration changes reach a person's worker the next time they act.
+            props.update(human_profile(person, _roles_of(person)))
+        for name in WORKER_FIELDS:
+            if ctx.payload.get(name):
+                props[name] = ctx.payload[name]
+        if ctx.payload.get("last_error_class"):
+            props.update(last_error_class=ctx.payload["last_error_class"],
+                         last_error_at=ctx.now_ts)
+        reported = ctx.payload.get("status")
+        current = props.get("status")
+        if current not in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+            if reported:
+                props["status"] = reported
+            elif current == WorkerStatus.OFFLINE:
+                props["status"] = WorkerStatus.ONLINE
+            if props.get("drain_requested") and props["status"] == WorkerStatus.ONLINE:
+                props["status"] = WorkerStatus.DRAINING
+        save_props(worker, props)
+        ctx.result.update(worker_euid=worker.euid, status=props["status"],
+                          heartbeat_at=props["heartbeat_at"])
+
+
+class SetWorkerStatus(Handler):
+    fields = ("operation", "reason")
+    guards_subject = False
+    OPERATIONS = {"drain", "disable", "enable", "retire"}
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "worker_euid")
+        if req.payload.get("operation") not in self.OPERATIONS:
+            raise ActionError("VALIDATION_ERROR", "operation must be drain, disable, enable or"
+                              " retire.", field="operation")
+        text_field(req.payload, "reason", max_len=1000)
+
+    def prepare(self, ctx: Context) -> None:
+        ctx.target = lock_worker(ctx, ctx.request.worker_euid)
+
+    def run(self, ctx: Context) -> None:
+        worker = ctx.worker
+        assert worker is not None
+        props = dict(worker.props)
+        op = ctx.payload["operation"]
+        reason = ctx.payload.get("reason")
+        if op == "drain":
+            props.update(drain_requested=True, status=WorkerStatus.DRAINING)
+        elif op == "disable":
+            props.update(status=WorkerStatus.DISABLED, disabled_reason=reason or "disabled")
+        elif op == "retire":
+            props.update(status=WorkerStatus.RETIRED, disabled_reason=reason or "retired")
+        else:
+            props.update(status=WorkerStatus.ONLINE, drain_requested=False, disabled_reason=None)
+        props["revision"] = int(props.get("revision") or 0) + 1
+        save_props(worker, props)
+        ctx.result.update(worker_euid=worker.euid, status=props["status"])

@@ -1,0 +1,174 @@
+"""What every action shares: who acts (Actor), what is asked (ActionRequest), what it
+answered (ActionResult), what the action template allows (ActionSpec) and what a handler
+sees and fills in (Context)."""
+
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution.envelope import ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import REL, Obj
+from bloomops.tapdb.instances import Created, create_instance, link, link_many
+from bloomops.tapdb.templates import all_templates, pack_action_definitions, template
+
+ACTION_CODE = "action/execution_queue/{key}/1.0"
+EVENT_CODE = "message/execution/event/1.0"
+# Heartbeats are liveness, not domain events: recorded as actions, not emitted.
+NOT_EMITTED = frozenset({"heartbeat_worker"})
+
+@dataclass
+class Actor:
+    username: str
+    roles: frozenset[str]
+
+    @classmethod
+    def of(cls, user) -> Actor:
+        return cls(username=user.get_username(), roles=roles_of(user))
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+# The request envelope (RULES.md#requests): what every action request may name besides its
+# idempotency key and payload. The API schema, the guards and the hash all read this list.
+ENVELOPE_FIELDS = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
+                   "expected_state", "expected_revision")
+
+
+@dataclass
+class ActionRequest:
+    action_key: str
+    actor: Actor
+    idempotency_key: str
+    subject_euid: str | None = None
+    worker_euid: str | None = None
+    lease_euid: str | None = None
+    hold_euid: str | None = None
+    queue_key: str | None = None
+    expected_state: str | None = None
+    expected_revision: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    tenant: str | None = None
+    now: datetime | None = None
+
+    def hash_material(self) -> dict[str, Any]:
+        return {"action_key": self.action_key,
+                **{name: getattr(self, name) for name in ENVELOPE_FIELDS},
+                "payload": self.payload}
+
+    def payload_hash(self) -> str:
+        material = json.dumps(self.hash_material(), sort_keys=True, separators=(",", ":"),
+                              default=str)
+        return hashlib.sha256(material.encode()).hexdigest()
+
+
+@dataclass
+class ActionResult:
+    action_key: str
+    action_euid: str | None
+    replayed: bool
+    result: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.result[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.result.get(key, default)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action_key": self.action_key,
+            "action_euid": self.action_euid,
+            "replayed": self.replayed,
+            **self.result,
+        }
+
+
+@dataclass
+class ActionSpec:
+    key: str
+    name: str
+    allowed_roles: frozenset[str]
+    requires_lease: bool
+    allowed_from_states: tuple[str, ...] | None
+
+
+def action_spec(action_key: str) -> ActionSpec:
+    """What bloomops allows of an action (its own pack's policy), provided a template for its
+    action records exists in the database (ours, or another writer's with the same code)."""
+    ref = all_templates().get(ACTION_CODE.format(key=action_key))
+    definition = pack_action_definitions().get(action_key)
+    if ref is None or definition is None:
+        raise ActionError("VALIDATION_ERROR", f"Unknown action {action_key!r}.",
+                          field="action_key")
+    states = definition.get("allowed_from_states")
+    return ActionSpec(
+        key=action_key,
+        name=definition.get("action_name", action_key),
+        allowed_roles=frozenset(definition.get("allowed_roles") or ()),
+        requires_lease=bool(definition.get("requires_lease")),
+        allowed_from_states=tuple(states) if states is not None else None,
+    )
+
+
+@dataclass
+class Context:
+    """What a handler sees and fills in."""
+
+    request: ActionRequest
+    spec: ActionSpec
+    actor: Actor
+    now: datetime
+    tenant: str
+    subject: Obj | None = None
+    env: dict[str, Any] | None = None
+    worker: Obj | None = None
+    lease: Obj | None = None
+    env_changed: bool = False
+    target: Obj | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+    emit: bool = True
+    # Set by a handler that found nothing to do (e.g. a second sweep): nothing is written.
+    noop: bool = False
+    # Objects the action also acted on besides its target (the subjects of force-expired
+    # leases): each gets an executed_on edge, so the action is in their history.
+    related: list[Obj] = field(default_factory=list)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return self.request.payload
+
+    @property
+    def now_ts(self) -> str:
+        return ts(self.now)  # type: ignore[return-value]
+
+    def set_env(self, **changes: Any) -> None:
+        assert self.env is not None
+        self.env.update(changes)
+        self.env_changed = True
+
+    def create(self, code: str, *, name: str, properties: dict[str, Any]) -> Obj:
+        created = create_instance(code, name=name, properties=properties, tenant_id=self.tenant)
+        return created_obj(code, created)
+
+    def link(self, parent: Obj, child: Obj, rel_name: str) -> None:
+        link(parent.uid, child.uid, REL[rel_name], tenant_id=self.tenant)
+
+    def link_many(self, edges: list[tuple[Obj, Obj, str]]) -> None:
+        link_many([(p.uid, c.uid, REL[r]) for p, c, r in edges], tenant_id=self.tenant)
+
+
+def created_obj(code: str, created: Created) -> Obj:
+    """The object just inserted, from what the INSERT returned (no second read)."""
+    ref = template(code)
+    return Obj(uid=created.uid, euid=created.euid, name=created.name, template_uid=ref.uid,
+               type=ref.type, subtype=ref.subtype, json_addl=created.json_addl,
+               created_dt=created.created_dt)

@@ -1,0 +1,216 @@
+"""Guards every action passes before and around its handler: request fields and payload
+(RULES.md#requests), the envelope's validity (RULES.md#envelope), expected state and
+revision, the lease as credential (RULES.md#leases) and who controls a worker
+(RULES.md#human-workers). Each raises ActionError; nothing is written."""
+
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Actor, Context
+from bloomops.execution.envelope import envelope_problems
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of
+from bloomops.execution.people import username_of_human_key
+from bloomops.execution.policy import lease_effective_status
+
+# The largest payload an action stores (its canonical JSON), and how deep it may nest: an
+# action record is evidence, not a file store (RULES.md#requests).
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_PAYLOAD_DEPTH = 8
+
+
+def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
+    """Refuse what must never be stored: unknown payload keys, values PostgreSQL or JSON
+    cannot hold faithfully (NUL, lone surrogates, NaN/Infinity), and oversize or deep nests."""
+    if not isinstance(payload, dict):
+        raise ActionError("VALIDATION_ERROR", "payload must be an object.", field="payload")
+    unknown = sorted(str(k)[:60] for k in payload if k not in fields)
+    if unknown:
+        raise ActionError("VALIDATION_ERROR", "Unknown payload field(s): " + ", ".join(unknown)
+                          + (". Allowed: " + ", ".join(fields) if fields else
+                             ". This action takes no payload fields") + ".",
+                          field="payload", unknown_fields=unknown)
+    _check_json(payload, "payload", 0)
+    try:
+        size = len(json.dumps(payload, allow_nan=False, ensure_ascii=False).encode())
+    except (ValueError, UnicodeEncodeError):
+        raise ActionError("VALIDATION_ERROR", "payload holds a value JSON cannot carry.",
+                          field="payload") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise ActionError("VALIDATION_ERROR", f"payload is too large ({size} bytes;"
+                          f" {MAX_PAYLOAD_BYTES} max).", field="payload")
+
+
+REQUEST_TEXT_FIELDS = tuple(f for f in ENVELOPE_FIELDS if f != "expected_revision")
+
+
+def check_request_fields(req: ActionRequest) -> None:
+    for name in REQUEST_TEXT_FIELDS:
+        value = getattr(req, name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > 200:
+            raise ActionError("VALIDATION_ERROR", f"{name} must be text of at most 200"
+                              " characters.", field=name)
+        _check_text(value, name)
+    _check_text(req.idempotency_key, "idempotency_key")
+    revision = req.expected_revision
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)
+                                 or not 0 <= revision <= 2**31):
+        raise ActionError("VALIDATION_ERROR", "expected_revision must be a whole number"
+                          f" from 0 to {2**31}.", field="expected_revision")
+
+
+def _check_text(value: str, where: str) -> None:
+    if "\x00" in value:
+        raise ActionError("VALIDATION_ERROR", f"{where} contains a NUL character.", field=where)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ActionError("VALIDATION_ERROR", f"{where} is not valid Unicode text.",
+                          field=where) from None
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise ActionError("VALIDATION_ERROR", f"{where} is nested too deeply"
+                          f" ({MAX_PAYLOAD_DEPTH} levels max).", field=where)
+    if isinstance(value, str):
+        _check_text(value, where)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ActionError("VALIDATION_ERROR", f"{where} must be a finite number.", field=where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ActionError("VALIDATION_ERROR", f"{where} keys must be text.", field=where)
+            _check_text(key, where)
+            _check_json(item, f"{where}.{key[:40]}", depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]", depth + 1)
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise ActionError("VALIDATION_ERROR", f"{where} holds a value JSON cannot carry.",
+                          field=where)
+
+
+def guard_envelope(ctx: Context, handler: Any) -> None:
+    """A subject whose stored envelope another writer broke is refused by every action except
+    the operator's way out (requeue, cancel), which rebuilds the bad fields from defaults."""
+    assert ctx.subject is not None
+    raw = ctx.subject.props.get("execution")
+    problems = envelope_problems(raw) if raw is not None else []
+    if not problems:
+        return
+    if not handler.repairs_envelope:
+        raise ActionError("INVALID_ENVELOPE", "The subject's execution envelope cannot be used: "
+                          + "; ".join(p for _, p in problems) + ".",
+                          subject_euid=ctx.subject.euid, fields=[f for f, _ in problems])
+    ctx.env_changed = True
+    ctx.result["repaired_fields"] = [f for f, _ in problems]
+
+
+def guard_subject(ctx: Context) -> None:
+    req, subject = ctx.request, ctx.subject
+    assert subject is not None and ctx.env is not None
+    state = ctx.env["state"]
+    if req.expected_state is not None and req.expected_state != state:
+        raise ActionError(
+            "STATE_CONFLICT",
+            details_state(req.expected_state, state),
+            expected_state=req.expected_state,
+            current_state=state,
+        )
+    revision = int(ctx.env.get("revision") or 0)
+    if req.expected_revision is not None and int(req.expected_revision) != revision:
+        raise ActionError(
+            "REVISION_CONFLICT",
+            f"This subject changed since you loaded the page (revision {req.expected_revision}"
+            f" expected, now {revision}).",
+            expected_revision=req.expected_revision,
+            current_revision=revision,
+        )
+    allowed = ctx.spec.allowed_from_states
+    if state == "HELD" and (allowed is None or "HELD" not in allowed):
+        raise ActionError("SUBJECT_HELD", current_state=state)
+    if allowed is not None and state not in allowed:
+        raise ActionError(
+            "STATE_CONFLICT",
+            f"{ctx.spec.name} is not allowed from state {state}.",
+            current_state=state,
+            allowed_states=list(allowed),
+        )
+
+
+def details_state(expected: str, current: str) -> str:
+    return (
+        f"This subject changed since you loaded the page: it is {current}, not {expected}."
+    )
+
+
+def guard_lease(ctx: Context) -> None:
+    """RULES.md#leases: the lease is lineage-linked to subject and worker, active, unexpired,
+    and the caller controls the worker."""
+    req = ctx.request
+    lease = load(euid=req.lease_euid, tenant=ctx.tenant, lock=True) if req.lease_euid else None
+    if not is_kind(lease, LEASE):
+        raise ActionError("NOT_FOUND", "No such lease.", lease_euid=req.lease_euid)
+    assert lease is not None
+    ctx.lease = lease
+    if ctx.subject is not None and not _linked(ctx.subject, lease, "subject_lease"):
+        raise ActionError("LEASE_NOT_OWNED", "This lease is not a lease of that subject.",
+                          lease_euid=lease.euid)
+    worker = parent_of(lease.uid, REL["worker_lease"], tenant=ctx.tenant)
+    if req.worker_euid and (worker is None or worker.euid != req.worker_euid):
+        raise ActionError("LEASE_NOT_OWNED", lease_euid=lease.euid, worker_euid=req.worker_euid)
+    if worker is None:
+        raise ActionError("LEASE_NOT_OWNED", "The lease has no worker.", lease_euid=lease.euid)
+    ctx.worker = worker
+    ensure_controls_worker(ctx.actor, worker)
+    status = lease_effective_status(lease.props, ctx.now_ts)
+    if status == "EXPIRED":
+        raise ActionError("LEASE_EXPIRED", lease_euid=lease.euid,
+                          expires_at=lease.props.get("expires_at"))
+    if status != "ACTIVE":
+        raise ActionError("LEASE_NOT_ACTIVE", lease_euid=lease.euid, lease_status=status)
+
+
+def _linked(parent: Obj, child: Obj, rel: str) -> bool:
+    from bloomops.execution.objects import linked
+
+    return linked(parent.uid, child.uid, REL[rel])
+
+
+def ensure_controls_worker(actor: Actor, worker: Obj) -> None:
+    """Workers act only through their own worker object (RULES.md#leases,
+    RULES.md#human-workers); admins may override."""
+    if actor.is_admin:
+        return
+    if worker.props.get("worker_type") == "HUMAN_SESSION":
+        # A person's worker is theirs by its key, whoever registered it first.
+        owner = username_of_human_key(worker.props.get("worker_key") or "")
+    else:
+        owner = worker.props.get("owner_username")
+    if not owner:
+        raise ActionError("LEASE_NOT_OWNED", "This worker was registered by another system and"
+                          " has no owner here; only an admin may act through it.",
+                          worker_euid=worker.euid)
+    if owner != actor.username:
+        raise ActionError("LEASE_NOT_OWNED", "This worker belongs to another user.",
+                          worker_euid=worker.euid)
+
+
+def lock_subject(ctx: Context, euid: str | None) -> None:
+    if not euid:
+        raise ActionError("VALIDATION_ERROR", "subject_euid is required.", field="subject_euid")
+    subject = load(euid=euid, tenant=ctx.tenant, lock=True)
+    if subject is None:
+        raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
+    if subject.kind() in {WORKER} or subject.type in {"execution", "execution_queue"}:
+        raise ActionError("VALIDATION_ERROR", "That object is not a work-bearing subject.",
+                          subject_euid=euid)
+    ctx.subject = subject
+    ctx.target = subject

@@ -1,0 +1,146 @@
+"""The read indexes the domain's reads need, handed to the TapDB bootstrap
+(``bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)``). The queue-order index is
+generated from the one definition of the order (``sql.ORDER_KEYS``), so the index and the
+reads that walk it cannot drift apart."""
+
+from __future__ import annotations
+
+import re
+
+from bloomops.execution.sql import CANCEL_REQUESTED, ORDER_KEYS, TERMINAL
+
+
+def _unaliased(expr: str) -> str:
+    """A read's expression over subject row ``s`` as an index expression over the table."""
+    return re.sub(r"\bs\.", "", expr)
+
+
+def _index_key(expr: str, direction: str) -> str:
+    plain = _unaliased(expr)
+    return f"{plain if plain.isidentifier() else f'({plain})'} {direction}"
+
+
+_ORDER_INDEX_KEYS = ", ".join(_index_key(expr, direction) for expr, direction, _ in ORDER_KEYS)
+
+# Indexes the queue reads need, each commented with the read it serves. JSON paths are the
+# ones the selectors use verbatim so the planner can match them.
+_EXEC = "(json_addl->'properties'->'execution')"
+_PROPS = "(json_addl->'properties')"
+# Functions the reads and indexes use, created before the indexes. bloomops_utc turns any
+# ISO 8601 timestamp text into our fixed-width UTC text (sql.utc): our own form returns as
+# it is without parsing (the common case, and what keeps queue reads fast); another form is
+# parsed by bloomops_utc_parse, which answers NULL for text it cannot read instead of failing
+# the statement. Both are IMMUTABLE by construction: a value without an offset is read as
+# UTC, never in the session's time zone. The inner call names its schema: PostgreSQL builds
+# and maintains index expressions with a search_path of pg_catalog only.
+FUNCTIONS: dict[str, str] = {
+    "bloomops_utc_parse": r"""
+        CREATE OR REPLACE FUNCTION bloomops_utc_parse(t text) RETURNS text
+        LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+        BEGIN
+          IF t !~ '^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|z|[+-]\d\d(:?\d\d)?)?$' THEN
+            RETURN NULL;
+          END IF;
+          IF t !~ '(Z|z|[+-]\d\d(:?\d\d)?)$' THEN
+            t := t || '+00:00';
+          END IF;
+          RETURN to_char((t::timestamptz) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"');
+        EXCEPTION WHEN others THEN
+          RETURN NULL;
+        END $$""",
+    "bloomops_utc": """
+        CREATE OR REPLACE FUNCTION bloomops_utc(t text) RETURNS text
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+          SELECT CASE WHEN length(t) = 27 AND substr(t, 27) = 'Z' AND substr(t, 20, 1) = '.'
+                      THEN t ELSE public.bloomops_utc_parse(t) END $$""",
+}
+
+READ_INDEXES: dict[str, str] = {
+    **FUNCTIONS,
+    # Visible items, depth and age (RULES.md#visibility): subjects by tenant + next_queue_key
+    # + state, only rows that carry an execution envelope. Serves every queue read and summary.
+    # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
+    # and "next claim" walk the index in queue order and stop after the first visible rows,
+    # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
+    "bloomops_queue_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
+        (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
+        WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
+    # Planner statistics (not an index) on the envelope expressions of the visibility
+    # predicate.
+    # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
+    # boolean, expects one row where there are thousands, and picks nested loops.
+    "bloomops_envelope_flags_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_flags_stats ON
+        ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'),
+        ({_unaliased(TERMINAL)}), ({_unaliased(CANCEL_REQUESTED)}),
+        (coalesce({_EXEC}->>'hold_state', 'NONE'))
+        FROM generic_instance""",
+    # The same for the lease/hold fields every visibility NOT EXISTS reads (status ACTIVE,
+    # expires_at > now): without them an anti-join expects a few dozen active leases.
+    "bloomops_object_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
+        ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
+    # Queues by tenant + template + queue_key; workers by tenant + template + worker_key: the
+    # lookup key of their object; unique so a queue or worker key maps to one object.
+    "bloomops_queue_key": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_queue_key ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'queue_key'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue'""",
+    "bloomops_worker_key": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'worker_key'))
+        WHERE NOT is_deleted AND type = 'system' AND subtype = 'worker'""",
+    # Leases by tenant + template + queue_lookup_key + status + expires_at, and active holds:
+    # a small partial index over only ACTIVE leases/holds, the rows every visibility
+    # exclusion and active-lease count reads.
+    "bloomops_active_objects": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
+        WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # Leases by tenant + template + subject/worker lookup + status (leases of a worker).
+    "bloomops_lease_worker": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
+        (tenant_id, template_uid, ({_PROPS}->>'worker_lookup_euid'), ({_PROPS}->>'status'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'""",
+    # Records by tenant + template + queue_lookup_key + status + finished_at: throughput and
+    # failure rate windows and the dashboard trend read finished records per queue.
+    "bloomops_record_queue_finished": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_record_queue_finished ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
+         ({_PROPS}->>'status'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
+    # Dead letters by queue and resolution state.
+    "bloomops_dead_letter_open": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
+    # Idempotency (RULES.md#idempotency): action records by action key + idempotency key.
+    "bloomops_action_idempotency": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
+        (tenant_id, subtype, (json_addl->>'idempotency_key'))
+        WHERE NOT is_deleted AND type = 'execution_queue'""",
+    # Lineage traversal by endpoint and relationship type (every visibility NOT EXISTS, every
+    # "relationships are lineage only" read).
+    "bloomops_lineage_parent_rel": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_parent_rel ON generic_instance_lineage
+        (parent_instance_uid, relationship_type, child_instance_uid) WHERE NOT is_deleted""",
+    # Every edge of one relationship type (all active-lease or active-hold edges at once,
+    # for the set form of the visibility predicate), readable from the index alone.
+    "bloomops_lineage_rel_child": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_rel_child ON generic_instance_lineage
+        (relationship_type, child_instance_uid) INCLUDE (parent_instance_uid)
+        WHERE NOT is_deleted""",
+    "bloomops_lineage_child_rel": """
+        CREATE INDEX IF NOT EXISTS bloomops_lineage_child_rel ON generic_instance_lineage
+        (child_instance_uid, relationship_type, parent_instance_uid) WHERE NOT is_deleted""",
+}
+
+# Indexes and statistics an earlier version created and a later one replaced.
+RETIRED: tuple[tuple[str, str], ...] = (
+    ("INDEX", "bloomops_subject_queue_state"),
+    # Ordered by timestamps as stored; the order now reads them through bloomops_utc.
+    ("INDEX", "bloomops_subject_queue_order"),
+    # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
+    ("STATISTICS", "bloomops_envelope_stats"),
+)

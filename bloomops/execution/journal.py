@@ -1,0 +1,100 @@
+"""What an action leaves behind besides its own changes: the action record with its
+executed_on edges (who, when, what, why; the idempotency key and payload hash) and the outbox
+event; and finding an earlier record of the same request (RULES.md#idempotency)."""
+
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from bloomops.execution.context import ACTION_CODE, EVENT_CODE, ActionRequest, Context, created_obj
+from bloomops.execution.objects import REL, Obj
+from bloomops.execution.statements import FIND_REPLAY, OUTBOX_INSERT
+from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.db import fetch_one
+from bloomops.tapdb.instances import create_instance, link_many
+
+
+def idempotency_scope(req: ActionRequest) -> str:
+    """Keys are scoped to the caller and the target: the same key sent by another user is
+    another request, never a replay of someone else's result (RULES.md#idempotency)."""
+    target = req.subject_euid or req.worker_euid or req.lease_euid or req.hold_euid or (
+        str(req.payload.get("worker_key") or "")
+    )
+    return f"{req.actor.username}|{target}"
+
+
+def find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
+    return fetch_one(
+        FIND_REPLAY,
+        {"tenant": tenant, "action": req.action_key, "key": req.idempotency_key,
+         "scope": scope},
+        prepare="find_replay",
+    )
+
+
+def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
+    req = ctx.request
+    target = ctx.target or ctx.subject or ctx.lease or ctx.worker
+    body = {
+        "action_group": "execution_queue",
+        "action_key": req.action_key,
+        "captured_data": req.payload,
+        "result": ctx.result,
+        "executed_by": ctx.actor.username,
+        "executed_at": ctx.now_ts,
+        "subject_lookup_euid": ctx.subject.euid if ctx.subject else (req.subject_euid or ""),
+        "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),
+        "lease_lookup_euid": ctx.result.get("lease_euid") or req.lease_euid or "",
+        "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or "",
+        "idempotency_key": req.idempotency_key,
+        "idempotency_scope": scope,
+        "payload_hash": payload_hash,
+        "expected_state": req.expected_state,
+        "expected_revision": req.expected_revision,
+        "target_euid": target.euid if target else "",
+        "reason": req.payload.get("reason"),
+    }
+    created = create_instance(
+        ACTION_CODE.format(key=req.action_key),
+        name=f"{req.action_key}@{target.euid if target else '-'}",
+        properties={},
+        tenant_id=ctx.tenant,
+        extra=body,
+    )
+    others = [o for o in ctx.related if target is None or o.uid != target.uid]
+    if target is not None or others:
+        link_many([(created.uid, o.uid, REL["executed_on"])
+                   for o in ([target] if target is not None else []) + others],
+                  tenant_id=ctx.tenant)
+    return created_obj(ACTION_CODE.format(key=req.action_key), created)
+
+
+def emit_event(ctx: Context, action: Obj) -> None:
+    """Transactional outbox: an event written with the action, carrying correlation ids only,
+    never names (PHI)."""
+    req = ctx.request
+    aggregate = ctx.subject or ctx.worker or ctx.lease
+    correlation = {
+        "action_euid": action.euid,
+        "subject_euid": ctx.subject.euid if ctx.subject else None,
+        "worker_euid": ctx.worker.euid if ctx.worker else None,
+        "lease_euid": ctx.result.get("lease_euid") or req.lease_euid,
+        "execution_record_euid": ctx.result.get("execution_record_euid"),
+        "queue_key": ctx.result.get("queue_key") or req.queue_key,
+    }
+    event_type = f"execution.{req.action_key}"
+    props = {
+        "event_type": event_type,
+        "aggregate_euid": aggregate.euid if aggregate else None,
+        "correlation": correlation,
+        "occurred_at": ctx.now_ts,
+        "state": ctx.result.get("state"),
+        "revision": ctx.result.get("revision"),
+    }
+    created = create_instance(EVENT_CODE, name=event_type, properties=props, tenant_id=ctx.tenant)
+    sql_execute(OUTBOX_INSERT, {
+        "message_uid": created.uid, "tenant": ctx.tenant,
+        "destination": settings.BLOOMOPS_OUTBOX_DESTINATION,
+        "dedupe_key": f"{event_type}:{aggregate.euid if aggregate else '-'}:{action.euid}",
+    })

@@ -1,0 +1,66 @@
+"""Reads of the execution engine (selectors), one module per read area; this package is
+their one import point: ``from bloomops.execution import selectors``. Each public function
+issues one SQL query (or a constant number, stated in its docstring), never a query per row
+and never a Python loop over subjects. "now" is always a parameter, defaulting to the engine
+clock."""
+
+from __future__ import annotations
+
+from bloomops.execution.selectors.base import (
+    ITEM_COLUMNS,
+    THROUGHPUT_WINDOW_MINUTES,
+    EnvelopeView,
+    read_params,
+)
+from bloomops.execution.selectors.items import (
+    HIDDEN_REASONS,
+    HiddenItem,
+    QueueItem,
+    filters_sql,
+    is_visible,
+    item_from_row,
+    queue_filter_values,
+    queue_head,
+    queue_hidden_items,
+    queue_items,
+)
+from bloomops.execution.selectors.overview import Overview, overview
+from bloomops.execution.selectors.queues import (
+    QueueSummary,
+    minus_minutes,
+    queue_config,
+    queue_depths,
+    queue_summaries,
+    queues,
+    throughput_trend,
+)
+from bloomops.execution.selectors.subjects import (
+    REASON_TEXT,
+    Diagnostics,
+    Reason,
+    action_history,
+    audit_trail,
+    lineage_of,
+    subject_diagnostics,
+    subject_history,
+)
+from bloomops.execution.selectors.workbench import (
+    active_holds,
+    dead_letters,
+)
+from bloomops.execution.selectors.workers import (
+    WorkerRow,
+    leases,
+    workers,
+)
+
+__all__ = [
+    "Overview", "overview",
+    "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
+    "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
+    "action_history", "active_holds", "audit_trail", "dead_letters", "filters_sql",
+    "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
+    "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
+    "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
+    "throughput_trend", "workers",
+]

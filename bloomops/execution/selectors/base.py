@@ -1,0 +1,67 @@
+"""What every read shares: its parameters (now, tenant), the envelope fields of a row and
+the columns of a queue item."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bloomops.execution import clock
+from bloomops.execution.envelope import (
+    parse_ts,
+    ts,
+)
+from bloomops.execution.sql import (
+    ENV,
+    READY_TS,
+    TEMPLATE_CODE,
+)
+from bloomops.execution.states import priority_class
+from bloomops.tapdb.tenancy import tenant_of
+
+THROUGHPUT_WINDOW_MINUTES = 60
+
+
+def read_params(now: datetime | None, tenant: str | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "now": ts(now or clock.now()),
+        "tenant": tenant_of(tenant),
+        **extra,
+    }
+
+ITEM_COLUMNS = f"""
+    s.uid, s.euid, s.name, s.created_dt, {ENV} AS execution,
+    s.json_addl->'properties'->>'site' AS site,
+    s.json_addl->'properties'->>'platform' AS platform,
+    s.json_addl->'properties'->>'assay' AS assay,
+    {READY_TS} AS ready_ts, {TEMPLATE_CODE} AS template_code"""
+
+
+class EnvelopeView:
+    """Readable fields of a row's execution envelope (``self.execution``)."""
+
+    execution: dict[str, Any]
+
+    @property
+    def state(self) -> str:
+        return self.execution.get("state", "")
+
+    @property
+    def revision(self) -> int:
+        return int(self.execution.get("revision") or 0)
+
+    @property
+    def priority(self) -> int:
+        return int(self.execution.get("priority") or 0)
+
+    @property
+    def priority_class(self) -> str:
+        return priority_class(self.priority)
+
+    @property
+    def due_at(self) -> datetime | None:
+        return parse_ts(self.execution.get("due_at"))
+
+    @property
+    def attempt_count(self) -> int:
+        return int(self.execution.get("attempt_count") or 0)

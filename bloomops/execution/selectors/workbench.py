@@ -1,0 +1,62 @@
+"""The QA workbench: dead letters and active holds with their subjects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.selectors.base import (
+    read_params,
+)
+from bloomops.execution.sql import (
+    SUBJECT_REVISION,
+)
+from bloomops.tapdb.db import fetch_all
+
+
+def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
+                 queue_key: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Dead letters with their subject (through lineage). One query."""
+    return fetch_all(
+        f"""
+        SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
+               s.name AS subject_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               {SUBJECT_REVISION} AS subject_revision
+        FROM generic_instance d
+        LEFT JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
+             AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
+        LEFT JOIN generic_instance s ON s.uid = l.parent_instance_uid
+        WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
+          AND d.type = 'execution' AND d.subtype = 'dead_letter'
+          AND (%(resolution)s::text IS NULL
+               OR d.json_addl->'properties'->>'resolution_state' = %(resolution)s)
+          AND (%(queue_key)s::text IS NULL
+               OR d.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+        ORDER BY d.uid DESC LIMIT %(limit)s
+        """,
+        read_params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit),
+    )
+
+
+def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
+                 limit: int = 500) -> list[dict[str, Any]]:
+    """Active holds with their subject (through lineage). One query."""
+    return fetch_all(
+        f"""
+        SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
+               s.name AS subject_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               {SUBJECT_REVISION} AS subject_revision
+        FROM generic_instance h
+        JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
+             AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted
+        JOIN generic_instance s ON s.uid = l.parent_instance_uid
+        WHERE h.tenant_id = %(tenant)s AND NOT h.is_deleted
+          AND h.type = 'execution' AND h.subtype = 'hold'
+          AND h.json_addl->'properties'->>'status' = 'ACTIVE'
+          AND (%(queue_key)s::text IS NULL
+               OR h.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+        ORDER BY h.uid DESC LIMIT %(limit)s
+        """,
+        read_params(None, tenant, queue_key=queue_key, limit=limit),
+    )

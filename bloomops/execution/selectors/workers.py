@@ -1,0 +1,105 @@
+"""Workers with computed status and lease counts; leases by effective status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bloomops.execution import clock
+from bloomops.execution.envelope import (
+    parse_ts,
+)
+from bloomops.execution.selectors.base import (
+    read_params,
+)
+from bloomops.execution.sql import (
+    SUBJECT_REVISION,
+    lease_effective_status,
+    worker_active_leases,
+)
+from bloomops.tapdb.db import fetch_all
+
+
+@dataclass
+class WorkerRow:
+    uid: int
+    euid: str
+    props: dict[str, Any]
+    active_leases: int
+    heartbeat_lag_seconds: float | None
+    computed_status: str
+
+    @property
+    def worker_key(self) -> str:
+        return self.props.get("worker_key", "")
+
+    @property
+    def max_concurrent_leases(self) -> int:
+        return int(self.props.get("max_concurrent_leases") or 1)
+
+
+def workers(*, now: datetime | None = None, tenant: str | None = None,
+            euid: str | None = None) -> list[WorkerRow]:
+    """Workers with computed status (OFFLINE when the heartbeat is older than its TTL) and
+    active nonexpired lease counts. One query."""
+    moment = now or clock.now()
+    params = read_params(moment, tenant, euid=euid)
+    rows = fetch_all(
+        f"""
+        SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
+               {worker_active_leases("w.uid")} AS active_leases
+        FROM generic_instance w
+        WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
+          AND w.type = 'system' AND w.subtype = 'worker'
+          AND (%(euid)s::text IS NULL OR w.euid = %(euid)s)
+        ORDER BY w.json_addl->'properties'->>'worker_key'
+        """,
+        params,
+    )
+    out = []
+    for row in rows:
+        props = row["props"] or {}
+        hb = parse_ts(props.get("heartbeat_at"))
+        lag = (moment - hb).total_seconds() if hb else None
+        status = props.get("status") or "OFFLINE"
+        ttl = float(props.get("heartbeat_ttl_seconds") or 60)
+        if status in ("ONLINE", "DRAINING") and (lag is None or lag > ttl):
+            status = "OFFLINE"
+        out.append(WorkerRow(uid=row["uid"], euid=row["euid"], props=props,
+                             active_leases=int(row["active_leases"]),
+                             heartbeat_lag_seconds=lag, computed_status=status))
+    return out
+
+
+def leases(*, status: str | None = None, now: datetime | None = None,
+           tenant: str | None = None, worker_euid: str | None = None,
+           limit: int = 500) -> list[dict[str, Any]]:
+    """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
+    past expiry that no sweeper has marked yet. Subject and worker come from lineage.
+    One query."""
+    params = read_params(now, tenant, status=status, worker_euid=worker_euid, limit=limit)
+    return fetch_all(
+        f"""
+        SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
+               {lease_effective_status()} AS effective_status,
+               s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
+               w.json_addl->'properties'->>'display_name' AS worker_name,
+               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               {SUBJECT_REVISION} AS subject_revision
+        FROM generic_instance x
+        LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
+             AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
+        LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+        LEFT JOIN generic_instance_lineage lw ON lw.child_instance_uid = x.uid
+             AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
+        LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid
+        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
+          AND x.type = 'execution' AND x.subtype = 'queue_lease'
+          AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
+          AND (%(status)s::text IS NULL OR {lease_effective_status()} = %(status)s)
+        ORDER BY x.uid DESC
+        LIMIT %(limit)s
+        """,
+        params,
+    )

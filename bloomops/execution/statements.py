@@ -1,0 +1,61 @@
+"""The full SQL statements of the write path, named, composed from the fragments of
+``sql.py`` (reads keep their one statement beside their selector). Parameters are named;
+``%(now)s`` is fixed-width UTC text (``envelope.ts``)."""
+
+from __future__ import annotations
+
+from bloomops.execution.sql import (
+    ACTIVE_HOLD_EXISTS,
+    ACTIVE_LEASE_EXISTS,
+    ENV,
+    HAS_ENVELOPE,
+    ORDER_BY,
+    QP,
+    QUEUES,
+    TEMPLATES,
+    VISIBLE,
+    lease_past_expiry,
+    worker_active_leases,
+)
+
+# The first visible subject of a queue in order, locked, skipping rows other claimers hold
+# (RULES.md#claims); ``exclude`` are candidates this claim already found blocked.
+CLAIM_CANDIDATE = f"""
+    SELECT s.uid FROM ({QUEUES}) q
+    JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+     AND {ENV}->>'next_queue_key' = %(queue_key)s
+    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+    WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
+      AND NOT (s.uid = ANY(%(exclude)s))
+    ORDER BY {ORDER_BY}
+    LIMIT 1
+    FOR UPDATE OF s SKIP LOCKED"""
+
+# After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
+# columns on the newest row version, but its lineage sub-queries ran on the statement's
+# older snapshot (RULES.md#claims). This new statement re-reads the lineage.
+LINEAGE_BLOCKED = f"""
+    SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
+    FROM generic_instance s WHERE s.uid = %(uid)s"""
+
+WORKER_ACTIVE_LEASE_COUNT = f"SELECT {worker_active_leases('%(worker_uid)s')} AS n"
+
+# Leases the sweeper marks EXPIRED (RULES.md#leases), locked, skipping any in use.
+LEASES_PAST_EXPIRY = f"""
+    SELECT x.uid FROM generic_instance x
+    WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND x.type = 'execution'
+      AND x.subtype = 'queue_lease' AND {lease_past_expiry()}
+    ORDER BY x.uid FOR UPDATE OF x SKIP LOCKED"""
+
+# An earlier action record of the same request (RULES.md#idempotency).
+FIND_REPLAY = """
+    SELECT euid, json_addl FROM generic_instance
+    WHERE tenant_id = %(tenant)s AND NOT is_deleted AND type = 'execution_queue'
+      AND subtype = %(action)s AND json_addl->>'idempotency_key' = %(key)s
+      AND json_addl->>'idempotency_scope' = %(scope)s
+    ORDER BY uid LIMIT 1"""
+
+# The delivery row of an event message (TapDB's outbox), in the action's transaction.
+OUTBOX_INSERT = """
+    INSERT INTO outbox_event (message_uid, tenant_id, destination, dedupe_key)
+    VALUES (%(message_uid)s, %(tenant)s, %(destination)s, %(dedupe_key)s)"""

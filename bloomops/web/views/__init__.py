@@ -1,0 +1,48 @@
+"""Operator UI views, one module per screen area; the URL map reads them from here.
+
+Every POST goes through ``executor.execute`` (via ``services``). A refusal writes nothing and
+comes back in plain words; FORBIDDEN comes back as a 403 page, whatever the page showed.
+"""
+
+from __future__ import annotations
+
+from bloomops.web.views.admin import (
+    admin_tools,
+    expire_lease,
+    sweep,
+    workbench,
+    workbench_bulk,
+    worker_dashboard,
+    worker_status,
+)
+from bloomops.web.views.bench import (
+    complete_lease,
+    fail_lease,
+    my_work,
+    release_lease,
+    renew_lease,
+    scan,
+)
+from bloomops.web.views.queues import (
+    claim_next,
+    dashboard,
+    queue_detail,
+    queue_export,
+)
+from bloomops.web.views.subjects import (
+    cancel_subject,
+    claim_subject,
+    hold_subject,
+    release_hold,
+    requeue_subject,
+    subject,
+    subject_lookup,
+)
+
+__all__ = [
+    "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
+    "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "queue_detail",
+    "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
+    "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
+    "worker_status",
+]

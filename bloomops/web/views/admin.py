@@ -1,0 +1,148 @@
+"""Workers, the QA workbench (dead letters and holds, bulk actions) and admin tools."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from bloomops.execution import selectors
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import ActionResult
+from bloomops.web import services
+from bloomops.web.views.common import (
+    answer,
+    back_url,
+    forbidden,
+    guards,
+    reader,
+    reason_of,
+)
+
+
+@require_GET
+@reader
+def worker_dashboard(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/workers.html", {"workers": selectors.workers()})
+
+
+@require_POST
+def worker_status(request: HttpRequest, worker_euid: str) -> HttpResponse:
+    operation = request.POST.get("operation", "")
+
+    def run() -> ActionResult:
+        payload = {"operation": operation}
+        if reason_of(request):
+            payload["reason"] = reason_of(request)
+        return services.perform(request.user, "set_worker_status", worker_euid=worker_euid,
+                                payload=payload,
+                                idempotency_key=guards(request)["idempotency_key"])
+
+    return answer(request, run, lambda r: f"Worker {worker_euid} is now {r['status']}.",
+                   reverse("workers"))
+
+
+
+
+@require_GET
+@reader
+def workbench(request: HttpRequest) -> HttpResponse:
+    queue_key = request.GET.get("queue", "").strip() or None
+    text = request.GET.get("q", "").strip().lower()
+    dead = selectors.dead_letters(queue_key=queue_key)
+    holds = selectors.active_holds(queue_key=queue_key)
+    if text:
+        dead = [d for d in dead if services.matches(d, text)]
+        holds = [h for h in holds if services.matches(h, text)]
+    return render(request, "web/workbench.html", {
+        "dead_letters": dead,
+        "holds": holds,
+        "queues": selectors.queues(),
+        "queue_key": queue_key or "",
+        "q": request.GET.get("q", ""),
+    })
+
+
+@require_POST
+def workbench_bulk(request: HttpRequest) -> HttpResponse:
+    action = request.POST.get("action", "")
+    action_key = {"requeue": "requeue_subject", "release": "release_execution_hold"}.get(action)
+    default = reverse("workbench")
+    if action_key is None:
+        messages.error(request, "Choose requeue or release.")
+        return redirect(back_url(request, default))
+    picks = request.POST.getlist("pick")
+    if not picks:
+        messages.error(request, "Select at least one item.")
+        return redirect(back_url(request, default))
+    key = request.POST.get("idempotency_key", "").strip()
+    reason = reason_of(request)
+    done, replayed = [], 0
+    for pick in picks:
+        euid, _, rest = pick.partition("|")
+        state, _, revision = rest.partition("|")
+        try:
+            result = services.perform(
+                request.user, action_key, subject_euid=euid,
+                idempotency_key=f"{key}:{euid}" if key else "",
+                expected_state=state or None,
+                expected_revision=int(revision) if revision.isdigit() else None,
+                payload={"reason": reason} if reason or action == "requeue" else {})
+        except ActionError as err:
+            if err.code == "FORBIDDEN":
+                return forbidden(request, err.message)
+            messages.error(request, f"{euid}: {err.message}")
+            continue
+        if result.replayed:
+            replayed += 1
+        else:
+            done.append(euid)
+    verb = "Requeued" if action == "requeue" else "Released the holds of"
+    if done:
+        messages.success(request, f"{verb} {len(done)}: {', '.join(done)}.")
+    if replayed:
+        messages.info(request, f"{replayed} already done before; nothing was repeated.")
+    return redirect(back_url(request, default))
+
+
+
+
+@require_GET
+@reader
+def admin_tools(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/admin_tools.html", {
+        "active": selectors.leases(status="ACTIVE"),
+        "expired": [x for x in selectors.leases(status="EXPIRED")
+                    if x["props"].get("status") == "ACTIVE"],
+    })
+
+
+@require_POST
+def expire_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
+    def run() -> ActionResult:
+        payload = {"reason": reason_of(request)} if reason_of(request) else {}
+        return services.perform(request.user, "expire_queue_lease", lease_euid=lease_euid,
+                                payload=payload,
+                                idempotency_key=guards(request)["idempotency_key"])
+
+    def text(r: ActionResult) -> str:
+        if r.get("noop"):
+            return f"Lease {lease_euid} was no longer active; nothing to expire."
+        return f"Lease {lease_euid} expired; its subject is back in its queue."
+
+    return answer(request, run, text, reverse("admin_tools"))
+
+
+@require_POST
+def sweep(request: HttpRequest) -> HttpResponse:
+    def run() -> ActionResult:
+        return services.perform(request.user, "expire_queue_lease",
+                                idempotency_key=guards(request)["idempotency_key"])
+
+    def text(r: ActionResult) -> str:
+        n = r.get("expired_count") or 0
+        return f"Sweeper expired {n} lease(s)." if n else "Nothing to sweep: no expired leases."
+
+    return answer(request, run, text, reverse("admin_tools"))

@@ -1,0 +1,105 @@
+"""What every operator-UI view shares: reading guards and reasons from a form, answering an
+action in plain words (a refusal writes nothing; FORBIDDEN is a 403 page), acting as the
+signed-in person's human worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import ActionResult
+from bloomops.web import services
+
+FILTERS = ("site", "platform", "assay")
+EXPORT_LIMIT = 10000
+
+
+
+
+def reader(view: Callable) -> Callable:
+    """Any signed-in user with one of the four roles reads every screen; others get 403."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not roles_of(request.user):
+            return forbidden(request, "Your account has no bloomops role.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "web/forbidden.html", {"message": message}, status=403)
+
+
+def back_url(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return default
+
+
+def guards(request: HttpRequest) -> dict:
+    """The fields every action form carries: its idempotency key (minted when the page was
+    rendered) and the state and revision the page showed."""
+    raw = (request.POST.get("expected_revision") or "").strip()
+    try:
+        revision = int(raw) if raw else None
+    except ValueError:
+        raise ActionError("VALIDATION_ERROR", "The page sent an invalid revision.") from None
+    return {
+        "idempotency_key": request.POST.get("idempotency_key", "").strip(),
+        "expected_state": request.POST.get("expected_state") or None,
+        "expected_revision": revision,
+    }
+
+
+def reason_of(request: HttpRequest) -> str:
+    return request.POST.get("reason", "").strip()
+
+
+def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Callable[
+        [ActionResult], str], default: str) -> HttpResponse:
+    """Run one action; redirect back with its outcome (or 403 when the role may not)."""
+    try:
+        result = run()
+    except ActionError as err:
+        if err.code == "FORBIDDEN":
+            return forbidden(request, err.message)
+        messages.error(request, err.message)
+        return redirect(back_url(request, default))
+    if result.replayed:
+        messages.info(request, "Already done: this form was submitted before, so nothing"
+                               " was repeated.")
+    else:
+        messages.success(request, success(result))
+    return redirect(back_url(request, default))
+
+
+def as_human(request: HttpRequest, action_key: str, **fields) -> ActionResult:
+    """An action of the signed-in user's human worker (registered on first use); the worker
+    heartbeats whenever its user acts."""
+    worker = services.ensure_my_worker(request.user)
+    result = services.perform(request.user, action_key, worker_euid=worker, **fields)
+    if not result.replayed:
+        services.heartbeat(request.user, worker)
+    return result
+
+
+def is_human(request: HttpRequest) -> bool:
+    return bool(roles_of(request.user) & {"worker_human", "admin"})
+
+
+def page_number(request: HttpRequest) -> int:
+    try:
+        return max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        return 1

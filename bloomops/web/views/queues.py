@@ -1,0 +1,147 @@
+"""The queue dashboard and a queue's page: items in order, hidden items with reasons, CSV
+export, claim next."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution import clock, selectors
+from bloomops.execution.executor import ActionResult
+from bloomops.execution.states import ALL_STATES
+from bloomops.web import services
+from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
+from bloomops.web.views.common import (
+    EXPORT_LIMIT,
+    FILTERS,
+    answer,
+    as_human,
+    guards,
+    is_human,
+    page_number,
+    reader,
+)
+
+
+@require_GET
+@reader
+def dashboard(request: HttpRequest) -> HttpResponse:
+    ov = selectors.overview()
+    roles = roles_of(request.user)
+    trends = selectors.throughput_trend() if roles & {"operator", "admin"} else {}
+    rows = services.dashboard_rows(ov, trends)
+    context = {
+        "summaries": ov.summaries,
+        "rows": rows,
+        "show_trend": bool(roles & {"operator", "admin"}),
+        "refresh_seconds": getattr(settings, "BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5),
+        "now": clock.now(),
+    }
+    if request.htmx:
+        return render(request, "web/_dashboard_panel.html", context)
+    return render(request, "web/dashboard.html", context)
+
+
+
+
+def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:
+    filters = {f: request.GET.get(f, "").strip() for f in FILTERS}
+    filters = {k: v for k, v in filters.items() if v}
+    state = request.GET.get("state", "").strip() or None
+    if state and state not in ALL_STATES:
+        state = None
+    return filters, state
+
+
+@require_GET
+@reader
+def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
+    queue = selectors.queue_config(queue_key)
+    if queue is None:
+        raise Http404("No such queue.")
+    filters, state = _queue_filters(request)
+    page = page_number(request)
+    fetch = (
+        (lambda offset: selectors.queue_hidden_items(
+            queue_key, state=state, filters=filters, limit=PER_PAGE, offset=offset))
+        if state else
+        (lambda offset: selectors.queue_items(
+            queue_key, filters=filters, limit=PER_PAGE, offset=offset))
+    )
+    rows, total = fetch((page - 1) * PER_PAGE)
+    last = max(1, math.ceil(total / PER_PAGE))
+    if page > last:
+        page = last
+        rows, total = fetch((page - 1) * PER_PAGE)
+    data = sql_page_data(rows, total, (page - 1) * PER_PAGE)
+    if state:
+        table = HiddenItemsTable(data)
+    else:
+        exclude = () if is_human(request) else ("claim",)
+        table = QueueItemsTable(data, exclude=exclude)
+    table.paginate(page=page, per_page=PER_PAGE)
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "web/queue_detail.html", {
+        "queue": queue,
+        "config": queue["config"],
+        "table": table,
+        "total": total,
+        "filters": filters,
+        "state": state or "",
+        "states": ALL_STATES,
+        "choices": selectors.queue_filter_values(queue_key),
+        "export_query": query.urlencode(),
+    })
+
+
+def _csv_cell(value) -> str:
+    text = "" if value is None else str(value)
+    # Spreadsheet formula injection: a cell never starts with a formula character.
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+@require_GET
+@reader
+def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
+    if selectors.queue_config(queue_key) is None:
+        raise Http404("No such queue.")
+    filters, state = _queue_filters(request)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{queue_key}.csv"'
+    out = csv.writer(response)
+    head = ["euid", "name", "state", "priority_class", "priority", "ready_at", "due_at",
+            "attempts", "site", "platform", "assay"]
+    if state:
+        items, _ = selectors.queue_hidden_items(queue_key, state=state, filters=filters,
+                                                limit=EXPORT_LIMIT)
+        out.writerow(head + ["not_visible_because"])
+    else:
+        items, _ = selectors.queue_items(queue_key, filters=filters, limit=EXPORT_LIMIT)
+        out.writerow(["position"] + head)
+    for it in items:
+        row = [it.euid, it.name, it.state, it.priority_class, it.execution.get("priority"),
+               it.ready_at.isoformat() if it.ready_at else "",
+               it.due_at.isoformat() if it.due_at else "", it.attempt_count, it.site,
+               it.platform, it.assay]
+        row = [*row, " ".join(r.message for r in it.reasons)] if state else [it.position, *row]
+        out.writerow([_csv_cell(v) for v in row])
+    return response
+
+
+@require_POST
+def claim_next(request: HttpRequest, queue_key: str) -> HttpResponse:
+    def run() -> ActionResult:
+        g = guards(request)
+        return as_human(request, "claim_queue_item", queue_key=queue_key,
+                         idempotency_key=g["idempotency_key"])
+
+    return answer(request, run, lambda r: f"Claimed {r['subject_euid']} from {queue_key}.",
+                   reverse("my_work"))

@@ -1,0 +1,190 @@
+"""The scan-to-claim loop (RULES.md#claims) in a real browser, driven by the keyboard only,
+as a barcode scanner drives it (it types the EUID and presses Enter). After every outcome the
+field is empty and focused, the page is still /scan/, and each claim is written once."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from bloomops.execution import selectors
+from tests import test_browser_ui as ui
+from tests.engine import fetch_value, make_subject
+
+pytestmark = [pytest.mark.browser]
+
+# The Playwright set-up and the served lab are those of the UI tests (one home).
+browser = ui.browser
+site = ui.site
+
+UNKNOWN = "Z-MX-NOPE"
+
+
+def leases_of(euid: str) -> int:
+    """Leases of a subject in any status: a claim writes exactly one."""
+    return sum(1 for x in selectors.leases() if x["subject_euid"] == euid)
+
+
+def claim_records() -> int:
+    """Claim action records of this test's tenant."""
+    return fetch_value("SELECT count(*) FROM generic_instance WHERE type = 'execution_queue'"
+                       " AND subtype = 'claim_queue_item' AND tenant_id = %s",
+                       [str(settings.TAPDB_TENANT_ID)])
+
+
+def scan(page, euid: str) -> None:
+    page.keyboard.type(euid)
+    page.keyboard.press("Enter")
+
+
+def outcome(page, css: str, text: str):
+    """Wait for the outcome the scan brought back (refusal or claim) and return it."""
+    result = page.locator(f"#scan-result{css}")
+    result.filter(has_text=text).wait_for()
+    return result
+
+
+def ready_for_the_next_scan(page, site: str) -> None:
+    assert page.url == f"{site}/scan/"
+    assert page.locator("#scan-euid").input_value() == ""
+    assert page.evaluate("document.activeElement.id") == "scan-euid"
+
+
+def key(page) -> str:
+    return page.locator('form[action="/scan/"] input[name=idempotency_key]').input_value()
+
+
+def scan_page(browser, site: str, javascript: bool):
+    """/scan/ of the signed-in scientist, in a browser with or without JavaScript."""
+    page = ui.signed_in(browser, site, "scientist")
+    if not javascript:
+        context = browser.new_context(java_script_enabled=False)
+        context.add_cookies(page.context.cookies())
+        page.context.close()
+        page = context.new_page()
+        page.set_default_timeout(10000)
+    page.goto(f"{site}/scan/")
+    return page
+
+
+WITH_AND_WITHOUT_JS = pytest.mark.parametrize("javascript", [True, False],
+                                              ids=["htmx", "no-javascript"])
+
+
+@WITH_AND_WITHOUT_JS
+def test_the_scan_loop_by_keyboard_refused_then_two_claims(browser, site, javascript):
+    first = make_subject("q1", name="Specimen first")
+    second = make_subject("q1", name="Specimen second")
+    page = scan_page(browser, site, javascript)
+    page.evaluate("window.__sameDocument = true") if javascript else None
+    ready_for_the_next_scan(page, site)
+    keys = [key(page)]
+
+    scan(page, UNKNOWN)
+    refusal = outcome(page, ".refusal", UNKNOWN)
+    assert "Not claimed" in refusal.inner_text() and "No such subject." in refusal.inner_text()
+    ready_for_the_next_scan(page, site)
+    keys.append(key(page))
+
+    for euid, name in ((first, "Specimen first"), (second, "Specimen second")):
+        scan(page, euid)  # was read as "Z-MX-NOPE" + euid before the fix
+        banner = outcome(page, ".claimed", euid)
+        text = banner.inner_text()
+        assert f"Claimed {name} ({euid})" in text
+        assert "Queue one" in text  # the queue's display name
+        assert "complete it" in text  # what to do next
+        assert banner.get_by_role("link", name="Act on it in My work").get_attribute(
+            "href") == "/my-work/"
+        assert page.locator(".refusal").count() == 0
+        ready_for_the_next_scan(page, site)
+        keys.append(key(page))
+
+    assert len(set(keys)) == len(keys)  # a fresh idempotency key for every scan
+    if javascript:  # htmx swapped the outcomes in; the page never reloaded
+        assert page.evaluate("window.__sameDocument") is True
+    assert leases_of(first) == 1 and leases_of(second) == 1 and leases_of(UNKNOWN) == 0
+    assert claim_records() == 2
+    page.get_by_role("link", name="Act on it in My work").click()
+    page.wait_for_url(f"{site}/my-work/")
+    for euid in (first, second):
+        assert page.locator(f'#my-leases tr[data-euid="{euid}"]').count() == 1
+    page.context.close()
+
+
+@WITH_AND_WITHOUT_JS
+def test_a_double_enter_claims_once_and_shows_the_claim(browser, site, javascript):
+    euid = make_subject("q1", name="Specimen twice")
+    page = scan_page(browser, site, javascript)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.keyboard.type(euid)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")  # the scanner's (or the scientist's) second Enter
+    outcome(page, ".claimed", euid)
+    assert page.locator(".refusal").count() == 0
+    assert page.locator("#scan-outcome").inner_text().count("Claimed") == 1
+    ready_for_the_next_scan(page, site)
+    assert leases_of(euid) == 1 and claim_records() == 1
+    assert errors == []
+    page.context.close()
+
+
+def test_what_is_typed_while_a_claim_runs_is_the_next_scan(browser, site):
+    first = make_subject("q1", name="Specimen held back")
+    second = make_subject("q1", name="Specimen typed meanwhile")
+    page = ui.signed_in(browser, site, "scientist")
+    page.goto(f"{site}/scan/")
+    held = []
+    page.route(f"{site}/scan/", lambda route: held.append(route)
+               if route.request.method == "POST" and not held else route.continue_())
+    with page.expect_request(lambda r: r.method == "POST"):
+        scan(page, first)
+    page.keyboard.type(second)  # the claim of the first has not answered yet
+    assert held, "the first claim should be held back by the route"
+    held[0].continue_()
+    outcome(page, ".claimed", first)
+    # the answer did not wipe the next scan, and the field kept the focus
+    assert page.locator("#scan-euid").input_value() == second
+    assert page.evaluate("document.activeElement.id") == "scan-euid"
+    page.keyboard.press("Enter")
+    outcome(page, ".claimed", second)
+    ready_for_the_next_scan(page, site)
+    assert leases_of(first) == 1 and leases_of(second) == 1
+    page.context.close()
+
+
+def test_a_scan_without_an_answer_says_so_and_the_next_scan_gets_a_new_key(browser, site):
+    euid = make_subject("q1", name="Specimen after the outage")
+    page = scan_page(browser, site, javascript=True)
+    failures = ["abort", "500"]
+
+    def flaky(route):
+        if route.request.method == "POST" and failures:
+            failure = failures.pop(0)
+            return route.abort() if failure == "abort" else route.fulfill(status=500, body="x")
+        return route.continue_()
+
+    page.route(f"{site}/scan/", flaky)
+    for said in ("did not answer", "failed to answer"):
+        before = key(page)
+        scan(page, euid)
+        outcome(page, ".refusal", said)
+        assert f"Not confirmed: {euid}" in page.locator("#scan-result").inner_text()
+        ready_for_the_next_scan(page, site)
+        assert key(page) != before
+    assert leases_of(euid) == 0
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    ready_for_the_next_scan(page, site)
+    assert leases_of(euid) == 1
+    page.context.close()
+
+
+def test_a_scan_after_the_session_ended_goes_to_sign_in_and_claims_nothing(browser, site):
+    euid = make_subject("q1", name="Specimen after sign-out")
+    page = scan_page(browser, site, javascript=True)
+    page.context.clear_cookies(name="sessionid")
+    scan(page, euid)
+    page.wait_for_url(f"{site}/accounts/login/?next=/scan/")
+    assert leases_of(euid) == 0
+    page.context.close()

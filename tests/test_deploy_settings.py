@@ -1,0 +1,149 @@
+"""Production mode (DEBUG off), run as a deployment would: `check --deploy` is clean, and a
+real gunicorn serves HTTPS-only pages with HSTS, a strict Content-Security-Policy, secure
+cookies and a session cookie that dies with the browser."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
+from django.db import connection
+
+BASE = Path(__file__).resolve().parent.parent
+HOST = "lims.lab.example"
+
+
+def _url(role: dict) -> str:
+    d = connection.settings_dict  # the test database
+    query = f"host={quote(d['HOST'])}" + (f"&port={d['PORT']}" if d["PORT"] else "")
+    return (f"postgresql://{quote(role['USER'])}:{quote(role['PASSWORD'] or '')}"
+            f"@/{d['NAME']}?{query}")
+
+
+def production_env(**extra: str) -> dict[str, str]:
+    """What a deployment sets: DEBUG off (unset), its own key and host name, both roles."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("BLOOMOPS_", "DJANGO_")) and k != "DATABASE_URL"}
+    env.update(DJANGO_SETTINGS_MODULE="bloomops.settings",
+               BLOOMOPS_SECRET_KEY=secrets.token_urlsafe(50), BLOOMOPS_ALLOWED_HOSTS=HOST,
+               DATABASE_URL=_url(django_settings.DATABASE_ROLES["owner"]),
+               BLOOMOPS_RUNTIME_DATABASE_URL=_url(django_settings.DATABASE_ROLES["runtime"]),
+               **extra)
+    return env
+
+
+def check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
+                           "WARNING"], cwd=BASE, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("extra", [
+    {},  # bloomops terminates TLS itself (or its proxy forwards plain HTTP as such)
+    {"BLOOMOPS_BEHIND_TLS_PROXY": "1", "BLOOMOPS_SSL_REDIRECT": "0"},  # the proxy redirects
+], ids=["direct", "behind-proxy"])
+def test_check_deploy_is_clean_in_production(extra):
+    result = check_deploy(production_env(**extra))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+@pytest.mark.django_db
+def test_check_deploy_reports_a_server_connecting_as_the_owner():
+    env = production_env()
+    del env["BLOOMOPS_RUNTIME_DATABASE_URL"]
+    result = check_deploy(env)
+    assert result.returncode != 0 and "bloomops.W001" in result.stderr + result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def production_server(committed, settings, tmp_path):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]  # the server's
+    User.objects.create_user("bench-op", password="a-long-bench-password")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "bloomops.wsgi:application", "--bind",
+         f"127.0.0.1:{port}", "--workers", "1"], cwd=BASE,
+        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO"),
+        stdout=(tmp_path / "gunicorn.log").open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None, "gunicorn exited"
+            time.sleep(0.2)
+    yield port
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def request(port: int, method: str, path: str, *, https: bool = True, body: str = "",
+            headers: dict | None = None) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    all_headers = {"Host": HOST, **({"X-Forwarded-Proto": "https"} if https else {}),
+                   **(headers or {})}
+    conn.request(method, path, body=body or None, headers=all_headers)
+    response = conn.getresponse()
+    response.read()
+    return response
+
+
+def _server_log() -> str:
+    """What the production server said, for a failure message."""
+    import glob
+
+    logs = sorted(glob.glob("/tmp/pytest-of-*/pytest-*/test_production_server*/gunicorn.log"))
+    return Path(logs[-1]).read_text()[-4000:] if logs else "(no server log)"
+
+
+def test_production_server_headers_and_cookies(production_server):
+    port = production_server
+    plain = request(port, "GET", "/accounts/login/", https=False)
+    assert plain.status == 301 and plain.getheader("Location") == f"https://{HOST}/accounts/login/"
+
+    page = request(port, "GET", "/accounts/login/")
+    assert page.status == 200, _server_log()
+    assert page.getheader("Strict-Transport-Security") == (
+        "max-age=31536000; includeSubDomains; preload")
+    assert page.getheader("X-Content-Type-Options") == "nosniff"
+    assert page.getheader("X-Frame-Options") == "DENY"
+    csp = page.getheader("Content-Security-Policy")
+    assert "script-src 'self'" in csp and "style-src 'self'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    csrf_cookie = page.getheader("Set-Cookie")
+    assert csrf_cookie.startswith("csrftoken=") and "Secure" in csrf_cookie
+
+    csrf = re.search(r"csrftoken=([^;]+)", csrf_cookie).group(1)
+    signed_in = request(
+        port, "POST", "/accounts/login/",
+        body=f"csrfmiddlewaretoken={csrf}&username=bench-op&password=a-long-bench-password",
+        headers={"Content-Type": "application/x-www-form-urlencoded",
+                 "Cookie": f"csrftoken={csrf}", "Origin": f"https://{HOST}",
+                 "Referer": f"https://{HOST}/accounts/login/"})
+    assert signed_in.status == 302, signed_in.status
+    session = next(c for c in signed_in.headers.get_all("Set-Cookie")
+                   if c.startswith("sessionid="))
+    assert "Secure" in session and "HttpOnly" in session
+    # no lifetime of its own: the cookie goes when the browser closes; the server ends the
+    # session after the idle time
+    assert "Max-Age" not in session and "expires" not in session.lower()

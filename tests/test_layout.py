@@ -1,0 +1,177 @@
+"""The shape of the code, held by tests: layers import downwards only, no import circle
+inside the engine, modules stay small, the queue-order index is the order the reads use,
+and nothing in the project points outside it (docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.engine import make_subject
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "bloomops"
+# Who may import whom: a package imports only the packages to its right.
+LAYERS = {
+    "tapdb": set(),
+    "accounts": {"tapdb"},
+    "execution": {"tapdb", "accounts"},
+    "web": {"execution", "tapdb", "accounts"},
+    "api": {"execution", "tapdb", "accounts"},
+    "worker": {"execution", "tapdb", "accounts"},
+    "demo": {"execution", "tapdb", "accounts"},
+    "bench": {"execution", "tapdb", "accounts", "demo"},
+}
+MAX_LINES = 420
+
+
+def _modules() -> list[Path]:
+    return [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m.startswith("bloomops.")}
+
+
+def test_layers_import_downwards_only():
+    wrong = []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).parts
+        if len(rel) < 2 or rel[0] not in LAYERS:
+            continue
+        for module in _imports(path):
+            target = module.split(".")[1]
+            if target != rel[0] and target in LAYERS and target not in LAYERS[rel[0]]:
+                wrong.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert wrong == []
+
+
+def test_the_engine_has_no_import_circle():
+    graph: dict[str, set[str]] = {}
+    for path in (PACKAGE / "execution").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        graph[name] = {m for m in _imports(path) if m.startswith("bloomops.execution")}
+    seen: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        if seen.get(node) == 1:
+            raise AssertionError("import circle: " + " -> ".join([*stack, node]))
+        if seen.get(node) == 2:
+            return
+        seen[node] = 1
+        for nxt in graph.get(node, ()):
+            # A package's __init__ re-exporting its own modules is not a circle.
+            if nxt.startswith(node + "."):
+                continue
+            visit(nxt, [*stack, node])
+        seen[node] = 2
+
+    for node in graph:
+        visit(node, [])
+
+
+def test_modules_stay_small():
+    big = [f"{p.relative_to(ROOT)}: {n}" for p in _modules()
+           if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert big == []
+
+
+# A citation of a document that is not in the repository. The project's own rule book is
+# docs/RULES.md, cited by anchor (RULES.md#visibility); nothing else may be cited by number.
+_N = r"[1-9]\d?\.[1-9]\d?"  # a section number: 3.1, 10.4, 11.7 (never 0.x or x.0)
+OUTSIDE_CITATION = re.compile(
+    "|".join([
+        r"\.\./shared|\bshared/(?:seeds|DESIGN)|\bseeds/\d",  # paths outside the repository
+        r"\bDESIGN\.md\b",
+        r"\b(?:spec|specification|section)s?\s+\d",  # spec 000, spec 3.1, section 11
+        r"\bseeds?\s+0\d\d\b",  # seed 001
+        r"\bissues?\s+#?\d+\b",  # issue 4
+        r"§\s*\d",
+        # A parenthesised section number or list/range of them: (3.1), (3.1, 3.4), (8.4-8.6).
+        # Only after a space or line start, so a call such as sleep(1.5) is not one.
+        rf"(?<![\w.)\]])\(\s*{_N}(?:\s*[,;/-]\s*{_N})*\s*\)",
+        rf"(?<![\w.]){_N}/{_N}(?![\w.])",  # 3.1/3.6
+    ]),
+    re.IGNORECASE,
+)
+
+
+def _project_text_files() -> list[Path]:
+    suffixes = {".py", ".json", ".html", ".txt", ".md", ".js", ".css"}
+    return sorted(
+        [p for top in ("bloomops", "templates", "tests", "static")
+         for p in (ROOT / top).rglob("*") if p.suffix in suffixes and p.is_file()]
+        + [*(ROOT / "docs").glob("*.md"), ROOT / "README.md", ROOT / "Makefile"]
+    )
+
+
+def _outside_citations(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line where a citation starts, each line once."""
+    lines = text.splitlines()
+    starts = sorted({text.count("\n", 0, m.start()) + 1 for m in OUTSIDE_CITATION.finditer(text)})
+    return [(n, lines[n - 1].strip()) for n in starts]
+
+
+@pytest.mark.parametrize("text", [
+    "See ../shared/seeds/000_x.txt", "design notes (DESIGN.md)", "spec 000 section 3.1",
+    "the loop of spec 5.5", "Spec 8.4: every failure", "beyond section 11", "sections 4, 8",
+    "seed 001", "(seed 003, spec 7.7)", "issue 4: the screens", "Issue 8, point 6",
+    "the predicate (3.1).", "(3.1, 3.4)", "(8.4-8.6)", "(4.6/7.5)", "# 3.1/3.6 visible items",
+    "the spec\n000 says", "see § 3",
+])
+def test_the_citation_guard_catches(text):
+    assert _outside_citations(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "RULES.md#visibility", "([rule 2.2](#envelope))", "version 1.0", "Python 3.11", "0.1 s",
+    "time.sleep(0.01)", "sleep(1.5)", "_retry(120, 2.0, 7200)", "| 69 ms | 1.8 ms | 12.5 % |",
+    "(0.3-3 ms)", "8 %", "127.0.0.1/32", "10.0.0.1", "at 04:53:16.726151Z", "no issues",
+    "<section id=\"dashboard-panel\">", "for spec in DEMO_QUEUES", "--seed 101",
+    "data/execution/queue/1.0", "(1.0)", "f(x) (2.0)", "ruff 0.6.9", "round(2.5)", "(1.5 s)",
+    "p50 18.5 ms, p95 21.6 ms", "12.5 %", "1.5-2.5 s",
+])
+def test_the_citation_guard_passes_ordinary_numbers(text):
+    assert _outside_citations(text) == [], text
+
+
+def test_nothing_points_outside_the_repository():
+    """Comments, docstrings, strings shown to people and docs cite only the repository's own
+    documents; this file is skipped because its examples above are citations on purpose."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: {text[:100]}"
+        for path in _project_text_files() if path.name != "test_layout.py"
+        for line, text in _outside_citations(path.read_text())
+    ]
+    assert offenders == [], "\n".join(offenders)
+
+
+@pytest.mark.django_db
+def test_the_queue_order_index_serves_the_order_the_reads_use(tenant):
+    """The index is generated from the order the reads use (sql.ORDER_KEYS): PostgreSQL can
+    read a queue in that order from it with no sort, which it can only do when every key
+    expression of the ORDER BY matches the index."""
+    from bloomops.execution.sql import ENV, HAS_ENVELOPE, ORDER_BY
+
+    for i in range(5):
+        make_subject("q1", name=f"s{i}", priority=i % 3)
+    with connection.cursor() as cur:
+        for knob in ("enable_seqscan", "enable_sort", "enable_bitmapscan"):
+            cur.execute(f"SET LOCAL {knob} = off")
+        cur.execute(f"""EXPLAIN SELECT s.uid FROM generic_instance s
+                        WHERE s.tenant_id = %s AND {HAS_ENVELOPE}
+                          AND {ENV}->>'next_queue_key' = 'q1'
+                        ORDER BY {ORDER_BY} LIMIT 3""", [tenant])
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    assert "bloomops_queue_order" in plan and "Sort" not in plan, plan

@@ -1,0 +1,119 @@
+"""Tenancy as TapDB writers use it: a deployment with no tenant reads and writes rows whose
+tenant_id is NULL (as Bloom writes them), one with a tenant only its own; lineage decides
+what blocks a subject whatever the tenant of the lease; an expired lease is nobody's active
+lease."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+
+from bloomops.execution import clock, selectors
+from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.tenancy import for_tenant, tenant_of
+from tests.api_helpers import api_for
+from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_tenant(settings):
+    settings.TAPDB_TENANT_ID = None
+    return None
+
+
+def test_no_tenant_means_null_and_stays_indexable(settings):
+    settings.TAPDB_TENANT_ID = "none"
+    assert tenant_of() is None
+    sql = "SELECT 1 FROM generic_instance s WHERE s.tenant_id = %(tenant)s AND x = 1"
+    assert for_tenant(sql, {"tenant": None}) == (
+        "SELECT 1 FROM generic_instance s WHERE s.tenant_id IS NULL AND x = 1")
+    assert for_tenant(sql, {"tenant": "t"}) == sql
+
+
+def test_a_deployment_without_tenant_works_on_null_rows(no_tenant):
+    make_queue("q1")
+    subject = make_subject("q1")
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    lease = claim(svc, worker)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY")
+    assert envelope(subject)["state"] == "COMPLETED"
+    # Everything it wrote carries no tenant, as Bloom's rows do.
+    assert fetch_value("SELECT count(*) FROM generic_instance WHERE tenant_id IS NOT NULL"
+                       " AND euid = ANY(%s)", [[subject, worker, lease["lease_euid"]]]) == 0
+    assert fetch_value("SELECT count(*) FROM generic_instance WHERE tenant_id IS NULL"
+                       " AND type = 'execution_queue'") >= 3
+    assert {s.queue_key for s in selectors.queue_summaries()} == {"q1"}
+
+
+def test_tenants_do_not_see_each_other(settings):
+    settings.TAPDB_TENANT_ID = None
+    make_queue("shared")
+    make_subject("shared", name="null-tenant subject")
+    settings.TAPDB_TENANT_ID = str(uuid.uuid4())
+    make_queue("shared")
+    mine = make_subject("shared", name="tenant subject")
+    items, total = selectors.queue_items("shared")
+    assert [i.euid for i in items] == [mine] and total == 1
+    settings.TAPDB_TENANT_ID = None
+    items, total = selectors.queue_items("shared")
+    assert [i.name for i in items] == ["null-tenant subject"] and total == 1
+
+
+def test_depth_and_page_agree_when_another_writer_leases_a_subject(tenant):
+    """A lease linked to a subject blocks it whatever tenant the lease carries: the whole-
+    queue count and the page (per-row form) agree."""
+    make_queue("q1")
+    leased = make_subject("q1", name="leased elsewhere")
+    free = make_subject("q1", name="free")
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    assert claim(svc, worker)["subject_euid"] == leased
+    with connection.cursor() as cur:  # the lease as another system's row (no tenant)
+        cur.execute("UPDATE generic_instance SET tenant_id = NULL WHERE subtype = 'queue_lease'"
+                    " AND json_addl->'properties'->>'subject_lookup_euid' = %s", [leased])
+    items, total = selectors.queue_items("q1")
+    assert [i.euid for i in items] == [free] and total == 1
+    assert selectors.queue_depths()["q1"] == 1
+    assert {s.queue_key: s.depth for s in selectors.queue_summaries()}["q1"] == 1
+
+
+def test_an_expired_lease_is_not_the_subjects_active_lease(tenant, users):
+    make_queue("q1", lease_ttl_seconds=60)
+    subject = make_subject("q1")
+    svc = actor(*SERVICE)
+    claim(svc, register(svc))
+    api = api_for(users["operator"])
+    assert api.get(f"/subjects/{subject}").json()["active_lease"] is not None
+    clock.advance(120)  # stored ACTIVE, but past its expiry; no sweeper ran
+    body = api.get(f"/subjects/{subject}").json()
+    assert body["active_lease"] is None and body["derived_state"] == "VISIBLE_IN_QUEUE"
+
+
+def test_a_worker_another_system_registered_is_shown_and_only_admins_act_through_it(
+        tenant, users, client):
+    from bloomops.execution.errors import ActionError
+    from bloomops.tapdb.instances import create_instance
+    from bloomops.tapdb.templates import template_defaults
+
+    make_queue("q1")
+    make_subject("q1")
+    props = template_defaults("actor/system/worker/1.0")
+    props.update(worker_key="bloom-worker-1", display_name="Bloom's worker",
+                 status="ONLINE", heartbeat_at="2026-11-22T00:00:00.000000Z")
+    props.pop("owner_username", None)
+    worker = create_instance("actor/system/worker/1.0", name="Bloom's worker",
+                             properties=props).euid
+    svc = actor(*SERVICE)
+    with pytest.raises(ActionError) as err:
+        claim(svc, worker)
+    assert err.value.code == "LEASE_NOT_OWNED" and "another system" in err.value.message
+    assert claim(actor("admin"), worker)["worker_euid"] == worker
+    client.force_login(users["operator"])
+    html = client.get("/workers/").content.decode()
+    assert "Bloom&#x27;s worker" in html and "no owner · admin only" in html

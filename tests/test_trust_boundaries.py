@@ -1,0 +1,436 @@
+"""Trust boundaries of the engine: no caller can forge objects through a step's outputs,
+squat someone's human worker, or replay someone else's result; a broken envelope written by
+any other TapDB writer crashes no read, page, claim or worker; a cancel ends holds; a
+force-expiry is in the subject's history; a restarted worker process recovers its leases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import envelope_problems
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import load
+from bloomops.tapdb.db import fetch_value
+from tests.api_helpers import Api
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    envelope,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
+
+pytestmark = pytest.mark.django_db
+
+EXTRACTED = "content/material/extracted_sample/1.0"
+SPECIMEN = "content/material/specimen/1.0"
+
+
+@pytest.fixture
+def flow(tenant):
+    make_queue("q1", output_template_codes=[EXTRACTED], default_next_queue_key="q2")
+    make_queue("q2", subject_template_codes=[EXTRACTED])
+    return actor(*SERVICE)
+
+
+def _claimed(svc, queue_key="q1"):
+    subject = make_subject(queue_key)
+    worker = register(svc)
+    return subject, worker, claim(svc, worker, queue_key)
+
+
+def _complete(svc, worker, lease, **payload):
+    return act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+               worker_euid=worker, expected_state="READY", payload=payload)
+
+
+def _refused(code, fn):
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        fn()
+    assert err.value.code == code, err.value.message
+    assert counts() == before
+    return err.value
+
+
+# ------------------------------------------------------------------ outputs
+
+
+@pytest.mark.parametrize("code", [
+    "data/execution/queue/1.0", "actor/system/worker/1.0", "data/execution/queue_lease/1.0",
+    "data/execution/hold/1.0", "message/execution/event/1.0",
+    "action/execution_queue/claim_queue_item/1.0",
+])
+def test_a_step_cannot_create_engine_objects(flow, code):
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    err = _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
+        svc, worker, lease, outputs=[{"template_code": code, "name": "forged",
+                                      "properties": {}}]))
+    assert code in err.message
+    assert selectors.queues() and {q["queue_key"] for q in selectors.queues()} == {"q1", "q2"}
+
+
+def test_a_step_creates_only_what_its_queue_declares(flow):
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    err = _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
+        svc, worker, lease, outputs=[{"template_code": "data/analysis/artifact/1.0",
+                                      "name": "bam"}]))
+    assert "q1" in err.message and EXTRACTED in err.message
+
+
+@pytest.mark.parametrize(("output", "words"), [
+    ({"properties": {"owner_username": "admin"}}, "no property 'owner_username'"),
+    ({"properties": {"execution": {"state": "READY"}}}, "no property 'execution'"),
+    ({"properties": {"site": {"nested": 1}}}, "must be text"),
+    ({"properties": {"domain_state": 5}}, "type the template declares"),
+    ({"execution": {"state": "READY", "next_queue_key": "q2", "attempt_count": "x"}},
+     "execution may only set"),
+    ({"execution": {"state": "COMPLETED"}}, "READY or PENDING"),
+    ({"execution": {"next_queue_key": "q2", "priority": "SOON"}}, "priority"),
+    ({"execution": {"next_queue_key": "q2", "due_at": "tomorrow"}}, "due_at"),
+    ({"execution": {"next_queue_key": 7}}, "next_queue_key must be text"),
+    ({"unexpected": 1}, "unknown field"),
+])
+def test_output_fields_are_checked_against_the_template(flow, output, words):
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    spec = {"template_code": EXTRACTED, "name": "x", **output}
+    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[spec]))
+    assert words in err.message
+
+
+def test_an_output_routed_to_a_queue_that_does_not_take_it_is_refused(flow):
+    svc = flow
+    make_queue("specimens_only")
+    _, worker, lease = _claimed(svc)
+    _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(svc, worker, lease, outputs=[{
+        "template_code": EXTRACTED, "name": "x",
+        "execution": {"next_queue_key": "specimens_only"}}]))
+
+
+def test_the_engine_builds_a_declared_outputs_envelope(flow):
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    done = _complete(svc, worker, lease, outputs=[{
+        "template_code": EXTRACTED, "name": "Extract", "properties": {"site": "sfo"},
+        "execution": {"next_queue_key": "q2", "priority": "STAT",
+                      "due_at": "2026-12-01T10:00:00+02:00"}}])
+    (out,) = done["output_euids"]
+    env = envelope(out)
+    assert env["state"] == "READY" and env["priority"] == 300 and env["revision"] == 1
+    assert env["due_at"] == "2026-12-01T08:00:00.000000Z" and env["attempt_count"] == 0
+    assert props(out)["site"] == "sfo" and props(out)["domain_state"] == "extracted"
+    assert envelope_problems(props(out)["execution"]) == []
+    assert selectors.queue_head("q2").euid == out
+
+
+# ------------------------------------------------------------------ broken envelopes
+
+
+def _poison(euid: str, **fields) -> None:
+    """What another TapDB writer (or an old row, or a bug) may leave: raw SQL, no checks."""
+    with connection.cursor() as cur:
+        for name, value in fields.items():
+            cur.execute(
+                "UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                " ARRAY['properties', 'execution', %s], %s::jsonb) WHERE euid = %s",
+                [name, json.dumps(value), euid])
+
+
+POISONS = [
+    {"attempt_count": "x"}, {"terminal": "x"}, {"cancel_requested": "maybe"},
+    {"revision": "x"}, {"state": "BOGUS"}, {"ready_at": "yesterday"}, {"retry_at": 12},
+    {"hold_state": "SOMETIMES"}, {"queue_cache": "x"}, {"max_attempts_override": 0},
+]
+
+
+@pytest.mark.parametrize("poison", POISONS, ids=[next(iter(p)) for p in POISONS])
+def test_a_broken_envelope_is_shown_never_claimed_and_crashes_nothing(flow, poison, users,
+                                                                       client):
+    svc = flow
+    good = make_subject("q1", name="good")
+    bad = make_subject("q1", name="bad")
+    _poison(bad, **poison)
+    (field,) = poison
+    # Python and SQL agree that it is broken.
+    assert [f for f, _ in envelope_problems(props(bad)["execution"])] == [field]
+    d = selectors.subject_diagnostics(bad)
+    assert d is not None and not d.visible and "INVALID_ENVELOPE" in d.reason_codes
+    assert any(field in r.message for r in d.reasons if r.code == "INVALID_ENVELOPE")
+    assert selectors.queue_depths()["q1"] == 1
+    items, total = selectors.queue_items("q1")
+    assert [i.euid for i in items] == [good] and total == 1
+    hidden, _ = selectors.queue_hidden_items("q1")
+    if hidden:  # routed elsewhere only when the poison is next_queue_key
+        row = next(h for h in hidden if h.euid == bad)
+        assert "INVALID_ENVELOPE" in [r.code for r in row.reasons]
+    summaries = {s.queue_key: s for s in selectors.queue_summaries()}
+    assert summaries["q1"].depth == 1
+    # Claims never take it; an explicit human claim says why.
+    worker = register(svc, max_concurrent_leases=5)
+    assert claim(svc, worker)["subject_euid"] == good
+    from bloomops.execution.errors import ActionError as Refusal
+
+    with pytest.raises(Refusal) as err:
+        claim(svc, worker)
+    assert err.value.code == "NO_WORK"
+    human = actor("worker_human", username="sci")
+    hw = register(human, worker_type="HUMAN_SESSION")
+    _refused("NOT_VISIBLE", lambda: act("claim_queue_item", human, worker_euid=hw,
+                                        subject_euid=bad))
+    # Every screen and read answers.
+    client.force_login(users["operator"])
+    for url in ("/", "/queues/q1/", f"/subjects/{bad}/", "/workbench/", "/workers/"):
+        assert client.get(url).status_code == 200, url
+    api = Api(_token(users["operator"]))
+    assert api.get(f"/subjects/{bad}").status_code == 200
+    assert api.get(f"/subjects/{bad}/history").status_code == 200
+    assert api.get("/queues/q1/items").status_code == 200
+    assert api.get("/queues").status_code == 200
+    # Only the operator's way out acts on it, and it repairs the envelope.
+    op = actor("operator")
+    _refused("INVALID_ENVELOPE", lambda: act("place_execution_hold", op, subject_euid=bad,
+                                             expected_state=d.state, payload={"reason": "x"}))
+    done = act("cancel_subject_execution", op, subject_euid=bad, expected_state=d.state,
+               payload={"reason": "broken by another system"})
+    assert done["repaired_fields"] == [field] and done["state"] == "CANCELED"
+    assert envelope_problems(props(bad)["execution"]) == []
+
+
+def _token(user) -> str:
+    from bloomops.api.tokens import create_token
+
+    return create_token(user.username)[1]
+
+
+def test_requeue_repairs_a_broken_envelope_and_the_subject_is_claimable_again(flow):
+    svc, op = flow, actor("operator")
+    bad = make_subject("q1")
+    _poison(bad, attempt_count="x")
+    done = act("requeue_subject", op, subject_euid=bad, expected_state="READY",
+               payload={"reason": "fix the row"})
+    assert done["repaired_fields"] == ["attempt_count"]
+    assert envelope(bad)["attempt_count"] == 0
+    worker = register(svc)
+    assert claim(svc, worker)["subject_euid"] == bad
+
+
+def test_a_broken_envelope_does_not_stop_a_service_worker(flow):
+    from bloomops.worker.runtime import HandlerSet, Outcome, WorkerRuntime
+    from bloomops.worker.transport import DirectTransport
+
+    svc = flow
+    bad = make_subject("q1", name="bad", next_action_key="step")
+    _poison(bad, attempt_count="x", terminal="no")
+    good = make_subject("q1", name="good", next_action_key="step")
+
+    class Steps(HandlerSet):
+        HANDLERS = {"step": "step"}
+
+        def step(self, job):
+            return Outcome()
+
+    runtime = WorkerRuntime(DirectTransport(svc.username), Steps(), worker_key="w-broken",
+                            capabilities=[], exit_when_idle=True, poll_min=0.0)
+    runtime.run()
+    assert runtime.stats.completed == 1
+    assert envelope(good)["state"] == "COMPLETED"
+    assert selectors.subject_diagnostics(bad).reason_codes.count("INVALID_ENVELOPE") == 2
+
+
+# ------------------------------------------------------------------ human workers
+
+
+def test_a_person_cannot_register_someone_elses_human_worker(tenant):
+    mallory = actor("worker_human", username="mallory")
+    err = _refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
+        "worker_key": "human://alice", "worker_type": "HUMAN_SESSION"}))
+    assert "human://mallory" in err.message
+    _refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
+        "worker_key": "human://admin", "worker_type": "HUMAN_SESSION"}))
+
+
+def test_human_profiles_come_from_configuration_not_the_request(tenant, settings):
+    make_queue("compute", required_worker_capabilities=["compute.qc"])
+    make_subject("compute")
+    sci = actor("worker_human", username="sci")
+    for field, value in (("capabilities", ["compute.qc"]), ("max_concurrent_leases", 1000),
+                         ("site_scope", ["sfo"])):
+        _refused("VALIDATION_ERROR", lambda f=field, v=value: act(
+            "register_worker", sci, payload={"worker_type": "HUMAN_SESSION", f: v}))
+    settings.BLOOMOPS_HUMAN_CAPABILITIES = ["wetlab.qc"]
+    settings.BLOOMOPS_HUMAN_PROFILES = {"user:sci": {"max_concurrent_leases": 2}}
+    worker = register(sci, worker_type="HUMAN_SESSION")
+    p = load(euid=worker, tenant=tenant).props
+    assert p["worker_key"] == "human://sci" and p["owner_username"] == "sci"
+    assert p["capabilities"] == ["wetlab.qc"] and p["max_concurrent_leases"] == 2
+    _refused("WORKER_NOT_ELIGIBLE", lambda: claim(sci, worker, "compute"))
+    # A change of configuration reaches the worker the next time its person acts.
+    settings.BLOOMOPS_HUMAN_PROFILES = {"role:worker_human": {"capabilities": ["compute.qc"]}}
+    act("heartbeat_worker", sci, worker_euid=worker)
+    assert claim(sci, worker, "compute")["queue_key"] == "compute"
+
+
+def test_an_admin_may_register_a_persons_worker_for_them(tenant):
+    admin = actor("admin", username="boss")
+    alice = actor("worker_human", username="alice")
+    result = act("register_worker", admin, payload={"worker_key": "human://alice",
+                                                    "worker_type": "HUMAN_SESSION"})
+    p = load(euid=result["worker_euid"], tenant=tenant).props
+    assert p["owner_username"] == "alice"
+    # alice acts through it; another person may not.
+    act("heartbeat_worker", alice, worker_euid=result["worker_euid"])
+    mallory = actor("worker_human", username="mallory")
+    _refused("LEASE_NOT_OWNED", lambda: act("heartbeat_worker", mallory,
+                                            worker_euid=result["worker_euid"]))
+
+
+def test_service_workers_cannot_take_human_keys(tenant):
+    svc = actor(*SERVICE)
+    _refused("VALIDATION_ERROR", lambda: act("register_worker", svc, payload={
+        "worker_key": "human://alice", "worker_type": "SERVICE"}))
+
+
+# ------------------------------------------------------------------ idempotency
+
+
+def test_the_same_key_from_another_user_is_not_a_replay(flow):
+    op1, op2 = actor("operator", username="op1"), actor("operator", username="op2")
+    subject = make_subject("q1")
+    first = act("place_execution_hold", op1, subject_euid=subject, expected_state="READY",
+                idempotency_key="shared", payload={"reason": "x"})
+    again = act("place_execution_hold", op1, subject_euid=subject, expected_state="READY",
+                idempotency_key="shared", payload={"reason": "x"})
+    assert again.replayed and again.action_euid == first.action_euid
+    # op2's request is its own: here it meets the subject as it is now (HELD).
+    err = _refused("STATE_CONFLICT", lambda: act(
+        "place_execution_hold", op2, subject_euid=subject, expected_state="READY",
+        idempotency_key="shared", payload={"reason": "x"}))
+    assert err.details.get("current_state") == "HELD"
+
+
+# ------------------------------------------------------------------ payload bounds
+
+
+@pytest.mark.parametrize(("payload", "words"), [
+    ({"reason": "x", "junk": "y" * 10}, "Unknown payload field"),
+    ({"reason": "a\x00b"}, "NUL"),
+    ({"reason": "\ud800"}, "not valid Unicode"),
+    ({"reason": "x", "hold_code": float("nan")}, "finite"),
+    ({"reason": "x" * 3000}, "too long"),
+])
+def test_malformed_payloads_are_refused(flow, payload, words):
+    op = actor("operator")
+    subject = make_subject("q1")
+    err = _refused("VALIDATION_ERROR", lambda: act(
+        "place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload=payload))
+    assert words in err.message
+
+
+def test_oversize_and_deep_payloads_are_refused(flow):
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    big = {"k": "v" * 70_000}
+    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
+                                                          result_snapshot=big))
+    assert "too large" in err.message
+    deep: dict = {}
+    node = deep
+    for _ in range(12):
+        node["n"] = {}
+        node = node["n"]
+    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
+                                                          result_snapshot=deep))
+    assert "nested too deeply" in err.message
+
+
+def test_a_nul_in_a_request_field_is_a_validation_error(flow):
+    op = actor("operator")
+    _refused("VALIDATION_ERROR", lambda: act("place_execution_hold", op,
+                                             subject_euid="Z-MX-1\x00",
+                                             expected_state="READY", payload={"reason": "x"}))
+
+
+# ------------------------------------------------------------------ holds and history
+
+
+def test_cancelling_a_held_subject_ends_its_holds(flow):
+    op = actor("operator")
+    subject = make_subject("q1")
+    hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+               payload={"reason": "contaminated", "hold_code": "CONTAMINATION"})["hold_euid"]
+    assert [h["euid"] for h in selectors.active_holds()] == [hold]
+    done = act("cancel_subject_execution", op, subject_euid=subject, expected_state="HELD",
+               payload={"reason": "sample destroyed"})
+    assert done["holds_ended"] == [hold]
+    assert selectors.active_holds() == []
+    hp = props(hold)
+    assert hp["status"] == "RELEASED" and "cancel" in hp["release_reason"].lower()
+    assert "sample destroyed" in hp["release_reason"]
+    env = envelope(subject)
+    assert env["state"] == "CANCELED" and env["hold_state"] == "NONE"
+    assert {s.queue_key: s.held_count for s in selectors.queue_summaries()}["q1"] == 0
+
+
+def test_a_force_expired_lease_is_in_the_subjects_history(flow):
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    act("expire_queue_lease", actor("admin"), lease_euid=lease["lease_euid"],
+        payload={"reason": "instrument jammed"})
+    uid = load(euid=subject, tenant=selectors_tenant()).uid
+    history = selectors.action_history(uid)
+    expiry = [a for a in history if a["action_key"] == "expire_queue_lease"]
+    assert len(expiry) == 1 and expiry[0]["reason"] == "instrument jammed"
+
+
+def test_a_swept_lease_is_in_the_subjects_history(flow):
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    clock.advance(3600)
+    act("expire_queue_lease", actor("admin"))
+    uid = load(euid=subject, tenant=selectors_tenant()).uid
+    assert "expire_queue_lease" in [a["action_key"] for a in selectors.action_history(uid)]
+
+
+def selectors_tenant() -> str:
+    from django.conf import settings
+
+    return settings.TAPDB_TENANT_ID
+
+
+# ------------------------------------------------------------------ crash recovery
+
+
+def test_a_restarted_worker_process_abandons_its_previous_leases(flow):
+    svc = flow
+    subject = make_subject("q1")
+    worker = register(svc, worker_key="svc-1", process_identity="host:1:aaa")
+    lease = claim(svc, worker)
+    assert selectors.queue_depths()["q1"] == 0
+    # Same process again (a re-registration): nothing is abandoned.
+    again = act("register_worker", svc, payload={"worker_key": "svc-1",
+                                                 "process_identity": "host:1:aaa"})
+    assert again["abandoned_lease_euids"] == []
+    restarted = act("register_worker", svc, payload={"worker_key": "svc-1",
+                                                     "process_identity": "host:2:bbb"})
+    assert restarted["abandoned_lease_euids"] == [lease["lease_euid"]]
+    assert props(lease["lease_euid"])["status"] == "ABANDONED"
+    record = props(lease["execution_record_euid"])
+    assert record["status"] == "CANCELED" and "restarted" in record["error_message"]
+    assert selectors.queue_depths()["q1"] == 1
+    assert claim(svc, worker)["subject_euid"] == subject
+    assert fetch_value("SELECT count(*) FROM generic_instance WHERE subtype = 'queue_lease'"
+                       " AND json_addl->'properties'->>'status' = 'ACTIVE'"
+                       " AND tenant_id = %s", [selectors_tenant()]) == 1

@@ -1,0 +1,117 @@
+"""The answers of /scan/ behind the browser loop of test_browser_scan.py.
+With htmx only the outcome and a fresh form guard come back; without JavaScript a claim
+redirects back to /scan/; a resent scan replays; a malformed scan is a 400; refusals write
+nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bloomops.execution import selectors
+from bloomops.web import services
+from tests.engine import counts, make_subject
+from tests.web_support import form_for, signed_in
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def scan_form(client, euid: str) -> dict:
+    return form_for(client.get("/scan/"), "/scan/", euid=euid)
+
+
+def fresh_key(html: str) -> str:
+    guard = re.search(r'<span id="scan-guard" hx-swap-oob="true">(.*?)</span>', html, re.S)
+    assert guard, "the answer carries the form guard out of band"
+    return re.search(r'name="idempotency_key" value="([0-9a-f]+)"', guard.group(1)).group(1)
+
+
+def leases_of(euid: str) -> int:
+    return sum(1 for x in selectors.leases() if x["subject_euid"] == euid)
+
+
+def test_htmx_claim_answers_the_banner_and_a_fresh_key_without_leaving_scan(client, lab):
+    euid = make_subject("q1", name="Specimen htmx")
+    client = signed_in(client, lab["worker_human"])
+    data = scan_form(client, euid)
+    response = client.post("/scan/", data, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in html and 'id="scan-euid"' not in html  # the field is not swapped
+    assert f"Claimed Specimen htmx ({euid})" in html and "Queue one" in html
+    assert 'href="/my-work/"' in html
+    assert fresh_key(html) != data["idempotency_key"]
+    assert leases_of(euid) == 1
+
+
+def test_htmx_refusal_is_the_outcome_with_its_status_and_writes_nothing(client, lab):
+    held_back = make_subject("q1")
+    client = signed_in(client, lab["worker_human"])
+    services.ensure_my_worker(lab["worker_human"])  # registered on first use, not by a refusal
+    data = scan_form(client, "Z-MX-404404")
+    before = counts()
+    response = client.post("/scan/", data, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "Not claimed: <code>Z-MX-404404</code>" in html and "No such subject." in html
+    assert fresh_key(html) != data["idempotency_key"]
+    assert counts() == before
+    assert leases_of(held_back) == 0
+
+
+def test_without_javascript_a_claim_comes_back_to_scan_once(client, lab):
+    euid = make_subject("q1", name="Specimen plain")
+    client = signed_in(client, lab["worker_human"])
+    response = client.post("/scan/", scan_form(client, euid))
+    assert response.status_code == 302 and response["Location"] == "/scan/"
+    page = client.get("/scan/").content.decode()
+    assert f"Claimed Specimen plain ({euid})" in page
+    assert re.search(r'id="scan-euid" name="euid" value=""\s+autofocus', page)
+    assert "Claimed" not in client.get("/scan/").content.decode()  # shown once, not on reload
+
+
+def test_a_refused_scan_does_not_put_the_euid_back_in_the_field(client, lab):
+    client = signed_in(client, lab["worker_human"])
+    html = client.post("/scan/", scan_form(client, "Z-MX-NOPE")).content.decode()
+    assert "Not claimed: <code>Z-MX-NOPE</code>" in html
+    assert re.search(r'id="scan-euid" name="euid" value=""\s+autofocus', html)
+
+
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["plain", "htmx"])
+def test_a_scan_sent_twice_claims_once_and_shows_the_claim_again(client, lab, headers):
+    euid = make_subject("q1", name="Specimen twice")
+    client = signed_in(client, lab["worker_human"])
+    data = scan_form(client, euid)
+    client.post("/scan/", data, **headers)
+    before = counts()
+    again = client.post("/scan/", data, **headers)
+    html = (again if headers else client.get("/scan/")).content.decode()
+    assert f"Claimed Specimen twice ({euid})" in html
+    assert "sent already" in html and "Not claimed" not in html
+    assert counts() == before and leases_of(euid) == 1
+
+
+@pytest.mark.parametrize("euid", ["Z-MX-\x00", "Z-MX-" + "7" * 200, "Z-MX-\x1b[2J"],
+                         ids=["nul", "oversize", "control"])
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["plain", "htmx"])
+def test_a_malformed_scan_is_refused_plainly(client, lab, euid, headers):
+    client = signed_in(client, lab["worker_human"])
+    data = scan_form(client, euid)
+    before = counts()
+    response = client.post("/scan/", data, **headers)
+    assert response.status_code == 400
+    assert "That is not an EUID; scan the label again." in response.content.decode()
+    assert counts() == before
+
+
+def test_htmx_scan_by_a_role_that_may_not_claim_is_refused_in_place(client, lab):
+    euid = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    data = scan_form(client, euid)
+    before = counts()
+    response = client.post("/scan/", data, **HTMX)
+    assert response.status_code == 403 and "Not claimed" in response.content.decode()
+    assert counts() == before
