@@ -76,8 +76,8 @@ def seed_lab(users) -> dict[str, list[str]]:
     workers = [
         svc.act("register-worker", worker_key="fuzz-svc", max_concurrent_leases=3,
                 capabilities=["wetlab.extraction", "wetlab.qc"]).json()["worker_euid"],
-        sci.act("register-worker", worker_key="fuzz-human", worker_type="HUMAN_SESSION",
-                capabilities=["wetlab.extraction"]).json()["worker_euid"],
+        # A person's worker: key and profile are the person's (configuration).
+        sci.act("register-worker", worker_type="HUMAN_SESSION").json()["worker_euid"],
     ]
     claim = svc.act("claim", worker_euid=workers[0], queue_key="q1").json()
     doomed = svc.act("claim", worker_euid=workers[0], queue_key="q1").json()

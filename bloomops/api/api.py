@@ -58,8 +58,9 @@ class BearerToken(HttpBearer):
         return user
 
 
-def _codes(status: int) -> str:
-    return ", ".join(code for code, st in HTTP_STATUS.items() if st == status)
+def _codes(status: int, *known: str) -> str:
+    return ", ".join(code for code, st in HTTP_STATUS.items() if st == status
+                     and code not in known)
 
 
 API_DESCRIPTION = f"""
@@ -71,8 +72,9 @@ a read model (the same selectors the operator UI uses).
 `python manage.py create_api_token USERNAME`.
 
 **Errors**: `{{"error": {{"code": "...", "message": "...", "details": {{...}}}}}}` with 400
-({_codes(400)}: missing or unknown fields, wrong types, out-of-range numbers, NaN or
-Infinity, NUL characters or lone surrogates in text, malformed JSON), 401 (UNAUTHENTICATED),
+(VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
+Infinity, NUL characters or lone surrogates in text, malformed JSON; and
+{_codes(400, "VALIDATION_ERROR")}), 401 (UNAUTHENTICATED),
 403 (FORBIDDEN), 404 (NOT_FOUND, also for an unknown path under /api/), 405
 (METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over {MAX_BODY_BYTES // 1024 // 1024}
 MiB) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
@@ -276,7 +278,7 @@ def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionReques
     data = body.model_dump(exclude_unset=True, mode="json")
     payload = dict(data.get("payload") or {})
     for name, value in data.items():
-        if name not in A.ENVELOPE_FIELDS:
+        if name not in A.REQUEST_FIELDS:
             payload[name] = value
     return ActionRequest(
         action_key=action_key,
