@@ -1,9 +1,10 @@
 """Request schemas of the API's actions (pydantic, through django-ninja).
 
 They are what the API enforces, so the OpenAPI document says exactly what an action accepts:
-required fields, enums, strict types (no coercion), the engine's length and range bounds, and
-the few rules between fields as JSON Schema (if/then, anyOf, not). Read parameters and
-responses are in ``schemas``.
+required fields, enums, strict types (no coercion) and the engine's length and range bounds.
+The few rules between fields stay the engine's to enforce (its handlers' validate); the
+document states them as JSON Schema (if/then, anyOf, not). Read parameters and responses are
+in ``schemas``.
 """
 
 from copy import deepcopy
@@ -53,7 +54,8 @@ REQUEST_FIELDS = ("idempotency_key", *ENVELOPE_FIELDS, "payload")
 
 
 def refusal(field: str, message: str) -> PydanticCustomError:
-    """A refusal of a rule between fields, naming the field it is reported on."""
+    """A refusal that names the field it concerns when pydantic's location cannot (a model
+    validator's error has none); the API's error handler reads it."""
     return PydanticCustomError("value_error", "{message}", {"field": field, "message": message})
 
 
