@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from bloomops.execution.sql import CANCEL_REQUESTED, ORDER_KEYS, TERMINAL
+from bloomops.execution.sql import CANCEL_REQUESTED, HAS_ENVELOPE, ORDER_KEYS, TERMINAL
 
 
 def _unaliased(expr: str) -> str:
@@ -62,10 +62,10 @@ READ_INDEXES: dict[str, str] = {
     # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
     # and "next claim" walk the index in queue order and stop after the first visible rows,
     # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
-    "bloomops_queue_order": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
+    "bloomops_valid_queue_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_valid_queue_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
-        WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
+        WHERE {_unaliased(HAS_ENVELOPE)}""",
     # Planner statistics (not an index) on the envelope expressions of the visibility
     # predicate.
     # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
@@ -141,6 +141,8 @@ RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
     # Ordered by timestamps as stored; the order now reads them through bloomops_utc.
     ("INDEX", "bloomops_subject_queue_order"),
+    # Its predicate did not hold the envelope's validity, so every read paid for it per row.
+    ("INDEX", "bloomops_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
 )

@@ -52,10 +52,9 @@ def ready_ts(alias: str = "s") -> str:
 
 READY_TS = ready_ts()
 
-# A live subject routed to a queue. Every queue read also compares next_queue_key, so this
-# only restates what that implies; it is also the predicate of the partial index
-# bloomops_queue_order, and unlike "? 'execution'" the planner can estimate it.
-HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
+# A live subject routed to a queue, whatever its envelope holds (the hidden-items list and
+# the filter menus read these). Unlike "? 'execution'" the planner can estimate it.
+ROUTED = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
 def _status(alias: str) -> str:
     return f"{alias}.json_addl->'properties'->>'status'"
@@ -194,17 +193,25 @@ ENVELOPE_VALID = " AND ".join([
     *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
 ])
 
+# A routed subject whose envelope the engine can read: the rows every queue read and claim
+# starts from. It is also the predicate of the partial index bloomops_valid_queue_order, so a
+# read walking that index never evaluates the validity checks per row (PostgreSQL drops a
+# condition the index predicate implies); they are paid once, when a row is written.
+HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
+
 # The whole visibility rule (RULES.md#visibility) for subject s in queue q, where t is s's template.
 #
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
 # and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# bloomops_valid_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
 def visibility(*, leased: str, held: str) -> str:
-    """The visibility predicate, given how to test "has an active lease" and "has an active
+    """Used with HAS_ENVELOPE (or ENVELOPE_VALID where a read starts from ROUTED): the
+    envelope's validity is checked there, once per row written, not here per read.
+The visibility predicate, given how to test "has an active lease" and "has an active
     hold" through lineage (per row, or against sets computed once: see below)."""
     return f"""(
     {ENV}->>'next_queue_key' = q.queue_key
@@ -215,7 +222,6 @@ def visibility(*, leased: str, held: str) -> str:
               AND {READY_TS} <= %(now)s
               AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
-              AND {ENVELOPE_VALID}
              THEN true ELSE false END
     AND NOT {leased}
     AND NOT {held})"""
@@ -233,7 +239,7 @@ LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_queue_order).
+# claim walking bloomops_valid_queue_order).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
@@ -280,7 +286,7 @@ ORDER_KEYS = (
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
-# The same expressions as bloomops_queue_order, so a read can walk that index.
+# The same expressions as bloomops_valid_queue_order, so a read can walk that index.
 ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
 ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
