@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import re
 
-from bloomops.execution.sql import CANCEL_REQUESTED, HAS_ENVELOPE, ORDER_KEYS, TERMINAL
+from bloomops.execution.sql import (
+    CANCEL_REQUESTED,
+    ENVELOPE_VALID,
+    HAS_ENVELOPE,
+    ORDER_KEYS,
+    TERMINAL,
+)
 
 
 def _unaliased(expr: str) -> str:
@@ -62,8 +68,8 @@ READ_INDEXES: dict[str, str] = {
     # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
     # and "next claim" walk the index in queue order and stop after the first visible rows,
     # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
-    "bloomops_valid_queue_order": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_valid_queue_order ON generic_instance
+    "bloomops_queue_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
         WHERE {_unaliased(HAS_ENVELOPE)}""",
     # Planner statistics (not an index) on the envelope expressions of the visibility
@@ -78,6 +84,11 @@ READ_INDEXES: dict[str, str] = {
         FROM generic_instance""",
     # The same for the lease/hold fields every visibility NOT EXISTS reads (status ACTIVE,
     # expires_at > now): without them an anti-join expects a few dozen active leases.
+    # The envelope-validity expression (part of the order index's predicate): every routed
+    # subject is normally valid, and the planner should know it.
+    "bloomops_envelope_valid_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_valid_stats ON
+        ({_unaliased(ENVELOPE_VALID)}), ({_EXEC}->>'next_queue_key') FROM generic_instance""",
     "bloomops_object_stats": f"""
         CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
         ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
@@ -139,10 +150,9 @@ READ_INDEXES: dict[str, str] = {
 # Indexes and statistics an earlier version created and a later one replaced.
 RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
-    # Ordered by timestamps as stored; the order now reads them through bloomops_utc.
+    # Ordered by timestamps as stored, over every routed subject; the order now reads them
+    # through bloomops_utc, over routed subjects with a valid envelope.
     ("INDEX", "bloomops_subject_queue_order"),
-    # Its predicate did not hold the envelope's validity, so every read paid for it per row.
-    ("INDEX", "bloomops_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
 )

@@ -177,7 +177,7 @@ def _whole_or_null(name: str, pattern: str = "^[0-9]+$") -> str:
             f" AND ({ENV}->>'{name}') ~ '{pattern}'))")
 
 
-ENVELOPE_VALID = " AND ".join([
+_ENVELOPE_CHECKS = " AND ".join([
     f"jsonb_typeof({ENV}) = 'object'",
     "({ENV}->>'state') IN ({states})".format(
         ENV=ENV, states=", ".join(f"'{s}'" for s in ALL_STATES)),
@@ -192,9 +192,14 @@ ENVELOPE_VALID = " AND ".join([
     _json_type("queue_cache", "object"),
     *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
 ])
+# One boolean expression, not a list of conditions: as a list PostgreSQL would multiply a
+# guess for each check and expect one routed subject where there are thousands (and sort
+# instead of walking the order index); as one expression it has statistics of its own
+# (indexes.py, bloomops_envelope_valid_stats).
+ENVELOPE_VALID = f"(CASE WHEN {_ENVELOPE_CHECKS} THEN true ELSE false END)"
 
 # A routed subject whose envelope the engine can read: the rows every queue read and claim
-# starts from. It is also the predicate of the partial index bloomops_valid_queue_order, so a
+# starts from. It is also the predicate of the partial index bloomops_queue_order, so a
 # read walking that index never evaluates the validity checks per row (PostgreSQL drops a
 # condition the index predicate implies); they are paid once, when a row is written.
 HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
@@ -204,7 +209,7 @@ HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
 # and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_valid_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
@@ -239,7 +244,7 @@ LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_valid_queue_order).
+# claim walking bloomops_queue_order).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
@@ -286,7 +291,7 @@ ORDER_KEYS = (
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
-# The same expressions as bloomops_valid_queue_order, so a read can walk that index.
+# The same expressions as bloomops_queue_order, so a read can walk that index.
 ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
 ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
