@@ -22,7 +22,7 @@ from bloomops.api.readmodel import summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
-from bloomops.execution.context import ActionRequest, Actor, action_spec
+from bloomops.execution.context import ActionRequest, Actor, action_spec, ensure_role
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import execute
@@ -49,11 +49,7 @@ class BearerToken(HttpBearer):
             if not roles:
                 raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
         else:
-            spec = action_spec(self.action_key)
-            if not roles & spec.allowed_roles:
-                raise ActionError("FORBIDDEN", f"Your role may not {spec.name.lower()}.",
-                                  action_key=self.action_key,
-                                  allowed_roles=sorted(spec.allowed_roles))
+            ensure_role(roles, action_spec(self.action_key))
         request.user = user
         return user
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
@@ -26,6 +25,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
+from bloomops.execution.guards import text_problem
 
 API_PREFIX = "/api/"
 # The largest request body the API reads (documented in docs/API.md). An action's payload is
@@ -37,7 +37,6 @@ HTTP_ONLY_CODES: dict[str, tuple[int, str]] = {
     "METHOD_NOT_ALLOWED": (405, "This path does not accept that HTTP method."),
     "PAYLOAD_TOO_LARGE": (413, f"The request body is larger than {MAX_BODY_BYTES} bytes."),
 }
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestRefused(Exception):
@@ -62,15 +61,6 @@ class RequestRefused(Exception):
 def error_response(code: str, message: str | None = None, **details: Any) -> JsonResponse:
     refused = RequestRefused(code, message, **details)
     return JsonResponse(refused.as_dict(), status=refused.status)
-
-
-def text_problem(value: str) -> str | None:
-    """Why PostgreSQL could not store this text as sent, or None."""
-    if "\x00" in value:
-        return "contains a NUL character"
-    if _SURROGATE.search(value):
-        return "contains a lone UTF-16 surrogate (not valid Unicode text)"
-    return None
 
 
 def _check_text(value: str, where: str) -> None:

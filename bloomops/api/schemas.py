@@ -7,10 +7,10 @@ from ninja import Path, Schema
 from pydantic import ConfigDict, Field
 
 from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX
-from bloomops.execution.states import LeaseStatus
+from bloomops.execution.states import DeadLetterResolution, LeaseStatus
 
 LeaseStatusName = Literal[tuple(s.value for s in LeaseStatus)]  # type: ignore[valid-type]
-DeadLetterResolution = Literal["OPEN", "REQUEUED", "CANCELED", "IGNORED", "ALL"]
+DeadLetterResolutionName = Literal[(*(r.value for r in DeadLetterResolution), "ALL")]  # type: ignore[valid-type]
 
 
 class ErrorBody(Schema):
@@ -51,7 +51,7 @@ class LeaseFilters(Schema):
 
 
 class DeadLetterFilters(Schema):
-    resolution: DeadLetterResolution = "OPEN"
+    resolution: DeadLetterResolutionName = "OPEN"
     queue_key: str | None = Field(None, max_length=ID_MAX)
 
 

@@ -20,6 +20,7 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
+from bloomops.execution.states import DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -179,7 +180,7 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
         "failure_count": ctx.env.get("attempt_count", 0),
         "error_class": error_class,
         "error_message": message,
-        "resolution_state": "OPEN",
+        "resolution_state": DeadLetterResolution.OPEN.value,
         "resolved_by_lookup_euid": None,
         "resolved_at": None,
     }
@@ -198,7 +199,7 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     assert ctx.subject is not None
     resolved = []
     for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"], lock=True):
-        if dl.props.get("resolution_state") != "OPEN":
+        if dl.props.get("resolution_state") != DeadLetterResolution.OPEN:
             continue
         props = dict(dl.props)
         props.update(resolution_state=resolution, resolved_by_lookup_euid=ctx.actor.username,

@@ -31,6 +31,7 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import (
+    DeadLetterResolution,
     parse_priority,
 )
 
@@ -142,10 +143,10 @@ class RequeueSubject(Handler):
             or queue["config"].get("default_next_action_key") or env.get("next_action_key"))
         if ctx.payload.get("reset_attempts", was_terminal):
             changes["attempt_count"] = 0
-        if "priority" in ctx.payload:
+        if ctx.payload.get("priority") is not None:  # null: the priority stays as it is
             changes["priority"] = parse_priority(ctx.payload["priority"])
         ctx.set_env(**changes)
-        resolved = resolve_dead_letters(ctx, "REQUEUED")
+        resolved = resolve_dead_letters(ctx, DeadLetterResolution.REQUEUED)
         ctx.result.update(queue_key=queue["queue_key"], dead_letters_resolved=resolved)
 
 
@@ -173,5 +174,5 @@ class CancelSubjectExecution(Handler):
             ended.append(hold.euid)
         ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True, retry_at=None,
                     hold_state="NONE", hold_reason=None)
-        resolved = resolve_dead_letters(ctx, "CANCELED")
+        resolved = resolve_dead_letters(ctx, DeadLetterResolution.CANCELED)
         ctx.result.update(dead_letters_resolved=resolved, holds_ended=ended)
