@@ -232,3 +232,11 @@ def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
         edges.append((ctx.worker, hold, "actor_hold"))
     ctx.link_many(edges)
     return hold
+
+
+def release_hold(ctx: Context, hold: Obj, reason: str | None) -> None:
+    """A hold ends RELEASED, keeping who ended it, when and why (RULES.md#holds)."""
+    props = dict(hold.props)
+    props.update(status="RELEASED", released_at=ctx.now_ts,
+                 released_by_lookup_euid=ctx.actor.username, release_reason=reason)
+    save_props(hold, props)
