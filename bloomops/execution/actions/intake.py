@@ -6,16 +6,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
+from bloomops.execution import clock
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
 from bloomops.execution.actions.outputs import check_template_properties, is_engine_template
 from bloomops.execution.actions.steps import queue_or_refuse
-from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.context import ActionRequest, Context, action_spec
 from bloomops.execution.envelope import new_envelope, normalize_ts
 from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import (
+    check_payload,
+    check_request_fields,
+    guard_envelope,
+    guard_subject,
+    lock_subject,
+)
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import parse_priority
 from bloomops.tapdb.templates import TemplateRef, all_templates, template_by_uid
+from bloomops.tapdb.tenancy import tenant_of
 
 # What an intake sets of the new envelope; the engine builds the rest.
 ROUTING_FIELDS = ("next_action_key", "priority", "ready_at", "due_at")
@@ -85,6 +96,48 @@ def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
     )
 
 
+def _route_checks(ctx: Context) -> tuple[dict, str]:
+    """Whether the locked subject may enter the request's queue: its queue and template."""
+    subject = ctx.subject
+    assert subject is not None and ctx.env is not None
+    ref = template_by_uid(subject.template_uid)
+    code = ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
+    claimed = (ctx.payload.get("template_code") or "").strip()
+    if claimed and claimed != code:
+        raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
+                          f"{subject.euid} is a {code}, not a {claimed}.",
+                          subject_euid=subject.euid, template_code=code)
+    if subject.props.get("execution") is not None:
+        if is_terminal(ctx.env):
+            raise ActionError("SUBJECT_TERMINAL", subject_euid=subject.euid,
+                              current_state=ctx.env["state"])
+        if ctx.env["state"] != "PENDING":
+            raise ActionError("SUBJECT_ALREADY_ROUTED", subject_euid=subject.euid,
+                              current_state=ctx.env["state"],
+                              queue_key=ctx.env.get("next_queue_key"))
+    queue = _routing_queue(ctx, code)
+    _check_scope(queue, subject.props)
+    return queue, code
+
+
+def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
+    """Whether a new subject of the request's template and properties may enter the queue:
+    its queue, template and full properties (the template's defaults, then the given)."""
+    code = ctx.payload["template_code"].strip()
+    ref: TemplateRef | None = all_templates().get(code)
+    if ref is None or is_engine_template(ref):
+        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
+                          field="template_code", template_code=code[:200])
+    queue = _routing_queue(ctx, code)
+    given = ctx.payload.get("properties") or {}
+    check_template_properties(ref, given, lambda message: ActionError(
+        "VALIDATION_ERROR", f"properties: {message}", field="properties"))
+    props = {k: v for k, v in ref.properties.items() if k != "execution"}
+    props.update(given)
+    _check_scope(queue, props)
+    return queue, code, props
+
+
 class RouteSubject(Handler):
     """An existing object into a queue: only one without an envelope or PENDING; a routed
     subject moves by its steps, a finished one by requeue."""
@@ -98,37 +151,19 @@ class RouteSubject(Handler):
         _check_routing(req.payload)
 
     def run(self, ctx: Context) -> None:
-        subject = ctx.subject
-        assert subject is not None and ctx.env is not None
-        ref = template_by_uid(subject.template_uid)
-        code = ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
-        claimed = (ctx.payload.get("template_code") or "").strip()
-        if claimed and claimed != code:
-            raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
-                              f"{subject.euid} is a {code}, not a {claimed}.",
-                              subject_euid=subject.euid, template_code=code)
-        raw = subject.props.get("execution")
-        if raw is not None:
-            if is_terminal(ctx.env):
-                raise ActionError("SUBJECT_TERMINAL", subject_euid=subject.euid,
-                                  current_state=ctx.env["state"])
-            if ctx.env["state"] != "PENDING":
-                raise ActionError("SUBJECT_ALREADY_ROUTED", subject_euid=subject.euid,
-                                  current_state=ctx.env["state"],
-                                  queue_key=ctx.env.get("next_queue_key"))
-        queue = _routing_queue(ctx, code)
-        _check_scope(queue, subject.props)
+        assert ctx.subject is not None and ctx.env is not None
+        queue, code = _route_checks(ctx)
+        created = ctx.subject.props.get("execution") is None
         # A first envelope starts at revision 1 (the executor adds one to what it finds).
-        revision = int(ctx.env.get("revision") or 0) if raw is not None else 0
-        env = _envelope(ctx, queue, revision)
-        if raw is not None:
+        env = _envelope(ctx, queue, 0 if created else int(ctx.env.get("revision") or 0))
+        if not created:
             # A PENDING subject may have run before: its attempts and overrides stay its own.
             env.update({k: ctx.env.get(k) for k in (
                 "attempt_count", "max_attempts_override", "last_execution_record_euid")})
         ctx.env = env
         ctx.env_changed = True
         ctx.result.update(queue_key=queue["queue_key"], template_code=code,
-                          envelope_created=raw is None)
+                          envelope_created=created)
 
 
 class RegisterSubject(Handler):
@@ -153,21 +188,39 @@ class RegisterSubject(Handler):
         """Nothing to lock: the subject is made by ``run``."""
 
     def run(self, ctx: Context) -> None:
-        code = ctx.payload["template_code"].strip()
-        ref: TemplateRef | None = all_templates().get(code)
-        if ref is None or is_engine_template(ref):
-            raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
-                              field="template_code", template_code=code[:200])
-        queue = _routing_queue(ctx, code)
-        given = ctx.payload.get("properties") or {}
-        check_template_properties(ref, given, lambda message: ActionError(
-            "VALIDATION_ERROR", f"properties: {message}", field="properties"))
-        props = {k: v for k, v in ref.properties.items() if k != "execution"}
-        props.update(given)
-        _check_scope(queue, props)
+        queue, code, props = _register_checks(ctx)
         env = _envelope(ctx, queue, 1)
         props["execution"] = env
         subject = ctx.create(code, name=ctx.payload["name"].strip(), properties=props)
         ctx.subject, ctx.target, ctx.env = subject, subject, env
         ctx.result.update(queue_key=queue["queue_key"], template_code=code,
                           envelope_created=True)
+
+
+def preview(req: ActionRequest) -> dict[str, Any]:
+    """What ``route_subject`` or ``register_subject`` would do with this request, checked as
+    the executor checks it (role, fields, payload, subject guards, the intake rules) without
+    writing anything: a manifest's preview. Raises the ActionError the action would raise;
+    the executor checks everything again when the action runs."""
+    handler = {"route_subject": RouteSubject, "register_subject": RegisterSubject}[
+        req.action_key]()
+    spec = action_spec(req.action_key)
+    if not req.actor.roles & spec.allowed_roles:
+        raise ActionError("FORBIDDEN", f"Your role may not {spec.name.lower()}.")
+    check_request_fields(req)
+    check_payload(req.payload, handler.fields)
+    handler.validate(req)
+    ctx = Context(request=req, spec=spec, actor=req.actor, now=clock.now(),
+                  tenant=tenant_of(req.tenant))
+    if isinstance(handler, RegisterSubject):
+        queue, code, _ = _register_checks(ctx)
+        return {"queue_key": queue["queue_key"], "template_code": code, "subject_euid": None}
+    with transaction.atomic():  # the row lock of lock_subject ends here
+        lock_subject(ctx, req.subject_euid)
+        assert ctx.subject is not None
+        ctx.env = ctx.subject.envelope
+        guard_envelope(ctx, handler)
+        guard_subject(ctx)
+        queue, code = _route_checks(ctx)
+    return {"queue_key": queue["queue_key"], "template_code": code,
+            "subject_euid": ctx.subject.euid, "name": ctx.subject.name}
