@@ -34,6 +34,8 @@ REQUIRED = {
     "expire-lease": set(),
     "external-result": {"subject_euid", "expected_state", "outcome"},
     "worker-status": {"worker_euid", "operation"},
+    "route-subject": {"subject_euid", "queue_key"},
+    "register-subject": {"queue_key", "template_code", "name"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key.
@@ -58,6 +60,9 @@ MINIMAL = {
     "external-result": {"subject_euid": "Z-MX-0", "expected_state": "WAITING_EXTERNAL",
                         "outcome": "COMPLETED"},
     "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain"},
+    "route-subject": {"subject_euid": "Z-MX-0", "queue_key": "q0"},
+    "register-subject": {"queue_key": "q0", "template_code": "content/material/specimen/1.0",
+                         "name": "S-1"},
 }
 
 
@@ -235,6 +240,12 @@ EDGES = [
     ("register-worker", {"display_name": None}),
     ("register-worker", {"capabilities": [""]}),
     ("register-worker", {"capabilities": ["cap.a"], "max_concurrent_leases": 0}),
+    ("route-subject", {"priority": "URGENT"}),
+    ("route-subject", {"priority": 1.5}),
+    ("route-subject", {"template_code": 7}),
+    ("register-subject", {"name": "  "}),
+    ("register-subject", {"properties": []}),
+    ("register-subject", {"properties": None}),
 ]
 
 

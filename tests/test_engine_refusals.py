@@ -245,6 +245,44 @@ def s_validation_unknown_payload_field(svc, op):
                        expected_state="READY", payload={"reason": "x", "extra": 1})
 
 
+def s_template_mismatch(svc, op):
+    make_queue("q_analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    subject = make_subject(None, state="PENDING")
+    return lambda: act("route_subject", op, subject_euid=subject, queue_key="q_analysis")
+
+
+def s_template_mismatch_register(svc, op):
+    return lambda: act("register_subject", svc, queue_key="q1", payload={
+        "template_code": "content/material/library/1.0", "name": "L-1"})
+
+
+def s_already_routed(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("route_subject", op, subject_euid=subject, queue_key="q1")
+
+
+def s_subject_terminal(svc, op):
+    subject = make_subject("q1", state="COMPLETED", terminal=True)
+    return lambda: act("route_subject", svc, subject_euid=subject, queue_key="q1")
+
+
+def s_out_of_scope(svc, op):
+    make_queue("q_rtp", site_scope=["rtp"])
+    return lambda: act("register_subject", op, queue_key="q_rtp", payload={
+        "template_code": "content/material/specimen/1.0", "name": "S-1",
+        "properties": {"site": "sfo"}})
+
+
+def s_forbidden_human_routes(svc, op):
+    subject = make_subject(None, state="PENDING")
+    return lambda: act("route_subject", actor("worker_human"), subject_euid=subject,
+                       queue_key="q1")
+
+
+def s_not_found_route_object(svc, op):
+    return lambda: act("route_subject", op, subject_euid="Z-MX-999999", queue_key="q1")
+
+
 SCENARIOS = {
     "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
                          s_validation_idempotency_key, s_validation_unknown_action,
@@ -269,7 +307,13 @@ SCENARIOS = {
     "HOLD_NOT_ACTIVE": [s_hold_not_active],
     "INVALID_ENVELOPE": [s_invalid_envelope],
     "OUTPUT_NOT_ALLOWED": [s_output_not_allowed],
+    "SUBJECT_TEMPLATE_MISMATCH": [s_template_mismatch, s_template_mismatch_register],
+    "SUBJECT_ALREADY_ROUTED": [s_already_routed],
+    "SUBJECT_TERMINAL": [s_subject_terminal],
+    "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],
 }
+SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
+SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 
 

@@ -346,6 +346,34 @@ class WorkerStatusIn(ActionEnvelope):
     reason: str | None = text(1000)
 
 
+Priority = integer(BIGINT_MIN, BIGINT_MAX) | PriorityClassName
+
+
+class RoutingFields(ActionEnvelope):
+    """Where and how a subject enters its queue (RULES.md#intake)."""
+
+    queue_key: RequiredId
+    next_action_key: str | None = text(200, "The queue's default_next_action_key when omitted.")
+    priority: Priority | None = Field(None, description=(
+        "A priority class or a plain integer (higher first); ROUTINE (0) when omitted."))
+    ready_at: str | None = Field(None, max_length=64, description=(
+        "ISO 8601; now when omitted."))
+    due_at: str | None = Field(None, max_length=64, description="ISO 8601.")
+
+
+class RouteSubjectIn(RoutingFields):
+    subject_euid: RequiredId
+    template_code: str | None = text(200, (
+        "When given, the object's template must be this one (a manifest's check)."))
+
+
+class RegisterSubjectIn(RoutingFields):
+    template_code: str = required_text(200)
+    name: str = required_text(300)
+    properties: dict[str, Any] | None = Field(None, description=(
+        "Properties the template declares, of the declared types."))
+
+
 # The request schema of each action, by the key of the engine's action registry.
 REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
@@ -355,4 +383,5 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "release_execution_hold": ReleaseHoldIn, "requeue_subject": RequeueIn,
     "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
     "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
+    "route_subject": RouteSubjectIn, "register_subject": RegisterSubjectIn,
 }

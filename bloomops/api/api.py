@@ -15,7 +15,7 @@ from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
 from bloomops.api import action_schemas as A
-from bloomops.api import errors
+from bloomops.api import errors, intake
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
 from bloomops.api.readmodel import summary_dict
@@ -311,6 +311,9 @@ def _register(path: str, action_key: str, schema: type[A.ActionEnvelope], summar
 
 for _path, (_key, _schema, _summary) in ACTIONS.items():
     _register(_path, _key, _schema, _summary)
+
+# Both intake actions allow the same roles (tapdb/packs/actions.json); each item is checked.
+intake.add_batch_route(actions, ACTION_RESPONSES, BearerToken("route_subject"), build_request)
 
 router.add_router("/actions", actions)
 api.add_router("/execution", router)

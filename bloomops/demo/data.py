@@ -12,7 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import new_envelope, ts
+from bloomops.execution.envelope import ts
+from bloomops.execution.executor import ActionRequest, Actor, execute
 from bloomops.execution.objects import QUEUE_CODE, queue_properties
 from bloomops.execution.selectors import queues
 from bloomops.execution.states import PRIORITY_CLASSES
@@ -184,54 +185,53 @@ def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
             create_instance(QUEUE_CODE, name=spec["display_name"],
                             properties=queue_properties(**spec))
             report.queues_created.append(spec["queue_key"])
-        already = fetch_value(
-            "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s"
-            " AND NOT is_deleted AND json_addl->'properties'->>'demo_seed' = 'true'",
-            {"tenant": tenant_of()},
-        )
-        if already:
-            return report
-        rng = random.Random(rng_seed)
-        now = clock.now()
-        flows = {q["queue_key"]: q for q in DEMO_QUEUES}
-        counter = 0
-        for queue_key, code, count, platform in DEMO_SUBJECTS:
-            for _ in range(count):
-                counter += 1
-                oldest = 60 * (30 if queue_key in BACKLOGGED else 6)
-                created = now - timedelta(minutes=rng.randint(5, oldest))
-                ready = created + timedelta(minutes=rng.randint(0, 30))
-                if ready > now:
-                    ready = now
-                roll = rng.random()
-                prio = (
-                    PRIORITY_CLASSES["STAT"]
-                    if roll < 0.06
-                    else PRIORITY_CLASSES["URGENT"]
-                    if roll < 0.22
-                    else rng.choice([0, 0, 0, 10, 20])
-                )
-                due = created + timedelta(hours=rng.choice([4, 8, 24, 48, 72]))
-                env = new_envelope(
-                    state="READY",
-                    next_queue_key=queue_key,
-                    next_action_key=flows[queue_key].get("default_next_action_key"),
-                    priority=prio,
-                    ready_at=ready,
-                    due_at=due if rng.random() < 0.8 else None,
-                )
-                site = rng.choice(SITES)
-                props = {
-                    "site": site,
-                    "platform": platform or rng.choice(["illumina", "ont"]),
-                    "assay": rng.choice(ASSAYS),
-                    "demo_seed": True,
-                    "execution": env,
-                }
-                name = f"{NAME_STEM[code]} {counter:04d}"
-                create_instance(code, name=name, properties=props, created_dt=created)
-                report.subjects_created += 1
+        _seed_subjects(report, rng_seed)
     return report
+
+
+def _seed_subjects(report: DemoReport, rng_seed: int) -> None:
+    """The demo's backlog, registered through the intake action as a lab would bring its own
+    work in (docs/RULES.md#intake); ready times in the past give the queues their ages."""
+    already = fetch_value(
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
+        " AND type = 'execution_queue' AND subtype = 'register_subject'"
+        " AND json_addl->>'idempotency_key' LIKE 'demo-subject-%%'",
+        {"tenant": tenant_of()},
+    )
+    if already:
+        return
+    who = Actor.of(User.objects.get(username="admin"))
+    rng = random.Random(rng_seed)
+    now = clock.now()
+    counter = 0
+    for queue_key, code, count, platform in DEMO_SUBJECTS:
+        for _ in range(count):
+            counter += 1
+            oldest = 60 * (30 if queue_key in BACKLOGGED else 6)
+            created = now - timedelta(minutes=rng.randint(5, oldest))
+            ready = min(created + timedelta(minutes=rng.randint(0, 30)), now)
+            roll = rng.random()
+            prio = (
+                PRIORITY_CLASSES["STAT"]
+                if roll < 0.06
+                else PRIORITY_CLASSES["URGENT"]
+                if roll < 0.22
+                else rng.choice([0, 0, 0, 10, 20])
+            )
+            due = created + timedelta(hours=rng.choice([4, 8, 24, 48, 72]))
+            properties = {
+                "site": rng.choice(SITES),
+                "platform": platform or rng.choice(["illumina", "ont"]),
+                "assay": rng.choice(ASSAYS),
+            }
+            payload = {"template_code": code, "name": f"{NAME_STEM[code]} {counter:04d}",
+                       "properties": properties, "priority": prio, "ready_at": ts(ready)}
+            if rng.random() < 0.8:
+                payload["due_at"] = ts(due)
+            execute(ActionRequest(action_key="register_subject", actor=who,
+                                  idempotency_key=f"demo-subject-{counter}",
+                                  queue_key=queue_key, payload=payload))
+            report.subjects_created += 1
 
 
 __all__ = ["seed_demo", "DEMO_QUEUES", "DEMO_USERS", "queue_properties", "ts"]

@@ -27,6 +27,10 @@ HTTP_STATUS: dict[str, int] = {
     "CONCURRENT_UPDATE": 409,
     "INVALID_ENVELOPE": 409,
     "OUTPUT_NOT_ALLOWED": 400,
+    "SUBJECT_TEMPLATE_MISMATCH": 409,
+    "SUBJECT_ALREADY_ROUTED": 409,
+    "SUBJECT_TERMINAL": 409,
+    "SUBJECT_OUT_OF_SCOPE": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -54,6 +58,13 @@ PLAIN: dict[str, str] = {
     "INVALID_ENVELOPE": "The subject's execution envelope has a field the engine cannot read;"
                         " an operator can requeue or cancel it.",
     "OUTPUT_NOT_ALLOWED": "This step may not produce objects of that kind.",
+    "SUBJECT_TEMPLATE_MISMATCH": "The queue does not take objects of this kind (template).",
+    "SUBJECT_ALREADY_ROUTED": "The subject is already in a queue's work; only a PENDING or"
+                              " new subject can be routed.",
+    "SUBJECT_TERMINAL": "The subject's work is finished or canceled; an operator can requeue"
+                        " it instead.",
+    "SUBJECT_OUT_OF_SCOPE": "The subject's site, platform or assay is outside what the queue"
+                            " serves, so it would never be seen there.",
 }
 
 

@@ -27,4 +27,9 @@ urlpatterns = [
     path("workbench/bulk/", views.workbench_bulk, name="workbench_bulk"),
     path("admin/", views.admin_tools, name="admin_tools"),
     path("admin/sweep/", views.sweep, name="sweep"),
+    path("intake/", views.intake, name="intake"),
+    path("intake/preview/", views.intake_preview, name="intake_preview"),
+    path("intake/confirm/", views.intake_confirm, name="intake_confirm"),
+    path("intake/<str:batch_key>/results.csv", views.intake_results_csv,
+         name="intake_results_csv"),
 ]

@@ -14,6 +14,7 @@ from bloomops.execution.actions.attempts import (
 )
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.claim import ClaimQueueItem
+from bloomops.execution.actions.intake import RegisterSubject, RouteSubject
 from bloomops.execution.actions.leases import ExpireQueueLease
 from bloomops.execution.actions.subjects import (
     CancelSubjectExecution,
@@ -66,6 +67,10 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
               "Record the result of external work of a WAITING_EXTERNAL subject"),
     ActionDef("set_worker_status", "worker-status", SetWorkerStatus(),
               "Drain, disable, enable or retire a worker (admin)"),
+    ActionDef("route_subject", "route-subject", RouteSubject(),
+              "Route an existing object (no envelope yet, or PENDING) into a queue"),
+    ActionDef("register_subject", "register-subject", RegisterSubject(),
+              "Create a new subject of a template the queue takes and route it"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 

@@ -3,6 +3,7 @@ declares, with properties the template declares and an envelope the engine build
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bloomops.execution.actions.steps import (
@@ -25,7 +26,7 @@ OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priori
                            "ready_at")
 
 
-def _is_engine_template(ref: TemplateRef) -> bool:
+def is_engine_template(ref: TemplateRef) -> bool:
     """Queues, leases, records, holds, dead letters, workers, actions and events are the
     engine's own objects: only its actions make them, never a step's outputs."""
     return ref.semantic_category in ("actor", "action", "message") or ref.type in (
@@ -37,27 +38,34 @@ def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> Actio
 
 
 def _check_output_properties(i: int, ref: TemplateRef, props: Any) -> None:
+    check_template_properties(ref, props, lambda message: _output_error(i, message))
+
+
+def check_template_properties(ref: TemplateRef, props: Any,
+                              error: Callable[[str], ActionError]) -> None:
+    """Properties of a new object must be ones its template declares, of the declared type
+    (RULES.md#outputs); ``error`` makes the refusal, worded for where the object comes from."""
     if not isinstance(props, dict):
-        raise _output_error(i, "properties must be an object.")
+        raise error("properties must be an object.")
     declared = ref.properties
     for name, value in props.items():
         if name == "execution" or name not in declared:
-            raise _output_error(i, f"{ref.code} has no property {name!r} (it has: "
-                                + ", ".join(k for k in declared if k != "execution") + ").")
+            raise error(f"{ref.code} has no property {name!r} (it has: "
+                        + ", ".join(k for k in declared if k != "execution") + ").")
         default = declared[name]
         scalar = value is None or isinstance(value, str | int | float | bool)
         if isinstance(value, list):
             scalar = all(v is None or isinstance(v, str | int | float | bool) for v in value)
         if not scalar:
-            raise _output_error(i, f"property {name!r} must be text, a number, true/false or"
-                                " a list of those.")
+            raise error(f"property {name!r} must be text, a number, true/false or"
+                        " a list of those.")
         if default is not None and value is not None and (
             isinstance(default, bool) != isinstance(value, bool)
             or isinstance(default, str) != isinstance(value, str)
             or isinstance(default, list) != isinstance(value, list)
         ):
-            raise _output_error(i, f"property {name!r} must be of the type the template"
-                                f" declares ({type(default).__name__}).")
+            raise error(f"property {name!r} must be of the type the template"
+                        f" declares ({type(default).__name__}).")
 
 
 def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
@@ -126,7 +134,7 @@ def validate_outputs(payload: dict) -> None:
         ref = templates.get(code) if isinstance(code, str) else None
         if ref is None:
             raise _output_error(i, f"unknown template {str(code)[:100]!r}.")
-        if _is_engine_template(ref):
+        if is_engine_template(ref):
             raise _output_error(i, f"{code} objects are made only by the engine's own actions.",
                                 "OUTPUT_NOT_ALLOWED")
         _check_output_properties(i, ref, spec.get("properties") or {})

@@ -23,6 +23,12 @@ from bloomops.web.views.bench import (
     renew_lease,
     scan,
 )
+from bloomops.web.views.intake import (
+    intake,
+    intake_confirm,
+    intake_preview,
+    intake_results_csv,
+)
 from bloomops.web.views.queues import (
     claim_next,
     dashboard,
@@ -46,3 +52,4 @@ __all__ = [
     "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
     "worker_status",
 ]
+__all__ += ["intake", "intake_confirm", "intake_preview", "intake_results_csv"]

@@ -1,0 +1,75 @@
+"""The intake batch: up to MAX_INTAKE_ITEMS route-subject and register-subject requests in
+one call, each run as its own action (own transaction, own idempotency key, own result), so
+one refused item leaves the others done and writes nothing of its own (docs/API.md, Intake)."""
+
+# No "from __future__ import annotations": django-ninja reads the endpoint annotations.
+
+from typing import Annotated, Any, Literal
+
+from ninja import Router
+from pydantic import Field
+
+from bloomops.api import action_schemas as A
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import execute
+
+
+class RouteItem(A.StrictSchema):
+    action: Literal["route_subject"]
+    request: A.RouteSubjectIn
+
+
+class RegisterItem(A.StrictSchema):
+    action: Literal["register_subject"]
+    request: A.RegisterSubjectIn
+
+
+BatchItem = Annotated[RouteItem | RegisterItem, Field(discriminator="action")]
+
+
+class IntakeBatchIn(A.StrictSchema):
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_INTAKE_ITEMS, description=(
+        f"1 to {MAX_INTAKE_ITEMS} intake requests, each the body of its action's endpoint."))
+
+
+class ItemResultOut(A.StrictSchema):
+    index: int
+    action: str
+    ok: bool
+    status: int
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class IntakeBatchOut(A.StrictSchema):
+    succeeded: int
+    failed: int
+    items: list[ItemResultOut]
+
+
+def run_batch(body: IntakeBatchIn, user, build_request) -> dict:
+    out = []
+    for i, item in enumerate(body.items):
+        try:
+            result = execute(build_request(item.action, item.request, user))
+        except ActionError as exc:
+            out.append({"index": i, "action": item.action, "ok": False,
+                        "status": exc.http_status, "error": exc.as_dict()["error"]})
+        else:
+            out.append({"index": i, "action": item.action, "ok": True, "status": 200,
+                        "result": result.as_dict()})
+    ok = sum(1 for r in out if r["ok"])
+    return {"succeeded": ok, "failed": len(out) - ok, "items": out}
+
+
+def add_batch_route(actions: Router, responses: dict, auth, build_request) -> None:
+    """Mounts POST /actions/intake-batch on the API's action router. ``auth`` refuses a role
+    that may not take work in before the body is read; the executor checks each item again."""
+
+    @actions.post("/intake-batch", response={**responses, 200: IntakeBatchOut}, auth=auth,
+                  operation_id="intake_batch",
+                  summary=f"Route or register up to {MAX_INTAKE_ITEMS} subjects, one action"
+                          " per item with its own result")
+    def intake_batch(request, body: IntakeBatchIn):
+        return run_batch(body, request.auth, build_request)

@@ -1,0 +1,226 @@
+"""Intake: work enters a queue (RULES.md#intake). ``route_subject`` gives an existing TapDB
+object (made by Bloom, another system or raw SQL) its execution envelope, or routes a PENDING
+one; ``register_subject`` creates a new object of a template the queue takes and routes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from bloomops.execution import clock
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
+from bloomops.execution.actions.outputs import check_template_properties, is_engine_template
+from bloomops.execution.actions.steps import queue_or_refuse
+from bloomops.execution.context import ActionRequest, Context, action_spec
+from bloomops.execution.envelope import new_envelope, normalize_ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import (
+    check_payload,
+    check_request_fields,
+    guard_envelope,
+    guard_subject,
+    lock_subject,
+)
+from bloomops.execution.policy import is_terminal
+from bloomops.execution.states import parse_priority
+from bloomops.tapdb.templates import TemplateRef, all_templates, template_by_uid
+from bloomops.tapdb.tenancy import tenant_of
+
+# What an intake sets of the new envelope; the engine builds the rest.
+ROUTING_FIELDS = ("next_action_key", "priority", "ready_at", "due_at")
+# The scope properties a queue may restrict (RULES.md#visibility), by the queue's field.
+SCOPES = (("site", "site_scope"), ("platform", "platform_scope"), ("assay", "assay_scope"))
+NAME_MAX = 300
+# The most items one intake batch (API or manifest) runs: each is its own action, so a batch
+# is bounded to what one request may reasonably take (docs/API.md, Intake).
+MAX_INTAKE_ITEMS = 200
+
+
+def _check_routing(payload: dict) -> None:
+    text_field(payload, "next_action_key", max_len=200)
+    try:
+        parse_priority(payload.get("priority"))
+    except ValueError as exc:
+        raise ActionError("VALIDATION_ERROR", str(exc), field="priority") from None
+    for name in ("ready_at", "due_at"):
+        value = payload.get(name)
+        try:
+            if value is not None and not isinstance(value, str):
+                raise ValueError
+            normalize_ts(value)
+        except ValueError:
+            raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp.",
+                              field=name) from None
+
+
+def _routing_queue(ctx: Context, template_code: str) -> dict:
+    """The target queue, refused when it does not exist, is disabled or does not take the
+    template: a subject routed there could never be seen."""
+    queue = queue_or_refuse(ctx, ctx.request.queue_key)
+    assert queue is not None
+    config = queue["config"]
+    if config.get("enabled") is False:
+        raise ActionError("QUEUE_DISABLED", queue_key=queue["queue_key"],
+                          disabled_reason=config.get("disabled_reason"))
+    takes = config.get("subject_template_codes") or []
+    if template_code not in takes:
+        raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
+                          f"Queue {queue['queue_key']!r} does not take {template_code} subjects"
+                          f" (it takes: {', '.join(takes) or 'none'}).",
+                          queue_key=queue["queue_key"], template_code=template_code,
+                          queue_template_codes=takes)
+    return queue
+
+
+def _check_scope(queue: dict, props: dict) -> None:
+    for prop, scope_field in SCOPES:
+        scope = queue["config"].get(scope_field) or []
+        if scope and props.get(prop) not in scope:
+            raise ActionError("SUBJECT_OUT_OF_SCOPE",
+                              f"Queue {queue['queue_key']!r} serves {prop} {', '.join(scope)};"
+                              f" this subject's {prop} is {props.get(prop)!r}.",
+                              queue_key=queue["queue_key"], property=prop,
+                              value=props.get(prop), scope=scope)
+
+
+def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
+    p = ctx.payload
+    return new_envelope(
+        state="READY", revision=revision, next_queue_key=queue["queue_key"],
+        next_action_key=(p.get("next_action_key") or "").strip()
+        or queue["config"].get("default_next_action_key"),
+        priority=parse_priority(p.get("priority")),
+        ready_at=p.get("ready_at") or ctx.now_ts, due_at=p.get("due_at"),
+    )
+
+
+def _route_checks(ctx: Context) -> tuple[dict, str]:
+    """Whether the locked subject may enter the request's queue: its queue and template."""
+    subject = ctx.subject
+    assert subject is not None and ctx.env is not None
+    ref = template_by_uid(subject.template_uid)
+    code = ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
+    claimed = (ctx.payload.get("template_code") or "").strip()
+    if claimed and claimed != code:
+        raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
+                          f"{subject.euid} is a {code}, not a {claimed}.",
+                          subject_euid=subject.euid, template_code=code)
+    if subject.props.get("execution") is not None:
+        if is_terminal(ctx.env):
+            raise ActionError("SUBJECT_TERMINAL", subject_euid=subject.euid,
+                              current_state=ctx.env["state"])
+        if ctx.env["state"] != "PENDING":
+            raise ActionError("SUBJECT_ALREADY_ROUTED", subject_euid=subject.euid,
+                              current_state=ctx.env["state"],
+                              queue_key=ctx.env.get("next_queue_key"))
+    queue = _routing_queue(ctx, code)
+    _check_scope(queue, subject.props)
+    return queue, code
+
+
+def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
+    """Whether a new subject of the request's template and properties may enter the queue:
+    its queue, template and full properties (the template's defaults, then the given)."""
+    code = ctx.payload["template_code"].strip()
+    ref: TemplateRef | None = all_templates().get(code)
+    if ref is None or is_engine_template(ref):
+        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
+                          field="template_code", template_code=code[:200])
+    queue = _routing_queue(ctx, code)
+    given = ctx.payload.get("properties") or {}
+    check_template_properties(ref, given, lambda message: ActionError(
+        "VALIDATION_ERROR", f"properties: {message}", field="properties"))
+    props = {k: v for k, v in ref.properties.items() if k != "execution"}
+    props.update(given)
+    _check_scope(queue, props)
+    return queue, code, props
+
+
+class RouteSubject(Handler):
+    """An existing object into a queue: only one without an envelope or PENDING; a routed
+    subject moves by its steps, a finished one by requeue."""
+
+    fields = ("template_code", *ROUTING_FIELDS)
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "subject_euid", "queue_key")
+        text_field(req.payload, "template_code", max_len=200)
+        _check_routing(req.payload)
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None and ctx.env is not None
+        queue, code = _route_checks(ctx)
+        created = ctx.subject.props.get("execution") is None
+        # A first envelope starts at revision 1 (the executor adds one to what it finds).
+        env = _envelope(ctx, queue, 0 if created else int(ctx.env.get("revision") or 0))
+        if not created:
+            # A PENDING subject may have run before: its attempts and overrides stay its own.
+            env.update({k: ctx.env.get(k) for k in (
+                "attempt_count", "max_attempts_override", "last_execution_record_euid")})
+        ctx.env = env
+        ctx.env_changed = True
+        ctx.result.update(queue_key=queue["queue_key"], template_code=code,
+                          envelope_created=created)
+
+
+class RegisterSubject(Handler):
+    """A new object of a template the queue takes, with declared properties, routed at once:
+    for labs whose objects no other system creates."""
+
+    fields = ("template_code", "name", "properties", *ROUTING_FIELDS)
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        require(req, "queue_key")
+        if req.subject_euid:
+            raise ActionError("VALIDATION_ERROR", "A new subject has no EUID yet; use"
+                              " route_subject for an existing object.", field="subject_euid")
+        text_field(req.payload, "template_code", required=True, max_len=200)
+        text_field(req.payload, "name", required=True, max_len=NAME_MAX)
+        obj_field(req.payload, "properties")
+        _check_routing(req.payload)
+
+    def prepare(self, ctx: Context) -> None:
+        """Nothing to lock: the subject is made by ``run``."""
+
+    def run(self, ctx: Context) -> None:
+        queue, code, props = _register_checks(ctx)
+        env = _envelope(ctx, queue, 1)
+        props["execution"] = env
+        subject = ctx.create(code, name=ctx.payload["name"].strip(), properties=props)
+        ctx.subject, ctx.target, ctx.env = subject, subject, env
+        ctx.result.update(queue_key=queue["queue_key"], template_code=code,
+                          envelope_created=True)
+
+
+def preview(req: ActionRequest) -> dict[str, Any]:
+    """What ``route_subject`` or ``register_subject`` would do with this request, checked as
+    the executor checks it (role, fields, payload, subject guards, the intake rules) without
+    writing anything: a manifest's preview. Raises the ActionError the action would raise;
+    the executor checks everything again when the action runs."""
+    handler = {"route_subject": RouteSubject, "register_subject": RegisterSubject}[
+        req.action_key]()
+    spec = action_spec(req.action_key)
+    if not req.actor.roles & spec.allowed_roles:
+        raise ActionError("FORBIDDEN", f"Your role may not {spec.name.lower()}.")
+    check_request_fields(req)
+    check_payload(req.payload, handler.fields)
+    handler.validate(req)
+    ctx = Context(request=req, spec=spec, actor=req.actor, now=clock.now(),
+                  tenant=tenant_of(req.tenant))
+    if isinstance(handler, RegisterSubject):
+        queue, code, _ = _register_checks(ctx)
+        return {"queue_key": queue["queue_key"], "template_code": code, "subject_euid": None}
+    with transaction.atomic():  # the row lock of lock_subject ends here
+        lock_subject(ctx, req.subject_euid)
+        assert ctx.subject is not None
+        ctx.env = ctx.subject.envelope
+        guard_envelope(ctx, handler)
+        guard_subject(ctx)
+        queue, code = _route_checks(ctx)
+    return {"queue_key": queue["queue_key"], "template_code": code,
+            "subject_euid": ctx.subject.euid, "name": ctx.subject.name}

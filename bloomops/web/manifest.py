@@ -1,0 +1,163 @@
+"""A CSV intake manifest (docs/RULES.md#intake): one row per subject, each becoming one
+route_subject (a row with an EUID) or register_subject (a row with a name) request. Read and
+written with Python's csv module."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
+from bloomops.execution.actions.outputs import is_engine_template
+from bloomops.execution.context import ActionRequest, Actor
+from bloomops.execution.selectors import queue_config
+from bloomops.tapdb.templates import all_templates
+
+COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
+           "assay")
+# Other spellings a lab's export may use for a column.
+ALIASES = {"due": "due_date", "due_at": "due_date", "queue_key": "queue",
+           "template_code": "template", "subject_euid": "euid"}
+SCOPE_COLUMNS = ("site", "platform", "assay")
+MAX_MANIFEST_BYTES = 1024 * 1024
+RESULT_COLUMNS = ("line", "euid", "name", "queue", "outcome", "subject_euid", "state",
+                  "error_code", "message")
+
+
+class ManifestError(ValueError):
+    """The manifest as a whole cannot be read (not its rows)."""
+
+
+@dataclass
+class Row:
+    line: int
+    values: dict[str, str]
+    problem: str | None = None
+    request: ActionRequest | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action_key(self) -> str:
+        return "route_subject" if self.values.get("euid") else "register_subject"
+
+
+def decode(data: bytes) -> str:
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"The manifest is larger than {MAX_MANIFEST_BYTES // 1024} KiB.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ManifestError("The manifest is not UTF-8 text (save it as CSV UTF-8).") from None
+
+
+def parse(text: str) -> list[Row]:
+    """The manifest's rows with their values by column; a header row names the columns."""
+    if "\x00" in text:
+        raise ManifestError("The manifest contains a NUL character.")
+    reader = csv.reader(io.StringIO(text.strip("\ufeff")))
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ManifestError("The manifest is empty.") from None
+    except csv.Error as exc:
+        raise ManifestError(f"The manifest is not valid CSV: {exc}.") from None
+    names = [ALIASES.get(h.strip().lower(), h.strip().lower()) for h in header]
+    unknown = [h for h in names if h not in COLUMNS]
+    if unknown:
+        raise ManifestError("Unknown column(s): " + ", ".join(unknown[:10]) + ". Columns: "
+                            + ", ".join(COLUMNS) + ".")
+    if len(set(names)) != len(names):
+        raise ManifestError("A column is named twice.")
+    if "queue" not in names or not {"euid", "name"} & set(names):
+        raise ManifestError("The manifest needs a queue column and an euid or name column.")
+    rows = []
+    try:
+        for record in reader:
+            if not any(cell.strip() for cell in record):
+                continue
+            if len(rows) >= MAX_INTAKE_ITEMS:
+                raise ManifestError(f"At most {MAX_INTAKE_ITEMS} rows per manifest.")
+            values = {n: (record[i].strip() if i < len(record) else "")
+                      for i, n in enumerate(names)}
+            row = Row(line=reader.line_num, values=values)
+            if len(record) > len(names):
+                row.problem = "This row has more cells than the header has columns."
+            rows.append(row)
+    except csv.Error as exc:
+        raise ManifestError(f"The manifest is not valid CSV (line {reader.line_num}):"
+                            f" {exc}.") from None
+    if not rows:
+        raise ManifestError("The manifest has a header but no rows.")
+    return rows
+
+
+def _template_code(value: str, queue_key: str) -> str:
+    """A full template code as given, or a short name (``specimen``) among the queue's."""
+    if not value or "/" in value:
+        return value
+    queue = queue_config(queue_key) if queue_key else None
+    codes = (queue or {}).get("config", {}).get("subject_template_codes") or []
+    templates = all_templates()
+    matches = [c for c in codes if c in templates and templates[c].subtype == value.lower()]
+    if not matches:  # not one the queue takes: named in full, so the refusal says so
+        matches = [c for c, ref in templates.items() if ref.subtype == value.lower()
+                   and not is_engine_template(ref)]
+    return matches[0] if len(matches) == 1 else value
+
+
+def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
+    """Each row's action request; a row that cannot become one gets its problem instead.
+    Every row's idempotency key is the batch's and its line, so confirming twice replays."""
+    for row in rows:
+        if row.problem:
+            continue
+        v = row.values
+        if v.get("euid") and v.get("name"):
+            row.problem = "Give an EUID (an existing object) or a name (a new one), not both."
+            continue
+        if not v.get("euid") and not v.get("name"):
+            row.problem = "Give an EUID (an existing object) or a name (a new one)."
+            continue
+        payload: dict[str, Any] = {}
+        template = _template_code(v.get("template", ""), v.get("queue", ""))
+        if template:
+            payload["template_code"] = template
+        if v.get("priority"):
+            payload["priority"] = v["priority"]
+        if v.get("due_date"):
+            payload["due_at"] = v["due_date"]
+        scopes = {k: v[k] for k in SCOPE_COLUMNS if v.get(k)}
+        if v.get("euid"):
+            if scopes:
+                row.problem = ("Site, platform and assay are an existing object's own; give"
+                               " them only for a new subject (a row with a name).")
+                continue
+        else:
+            payload["name"] = v["name"]
+            if scopes:
+                payload["properties"] = scopes
+        row.request = ActionRequest(
+            action_key=row.action_key, actor=actor,
+            idempotency_key=f"intake:{batch_key}:{row.line}",
+            subject_euid=v.get("euid") or None, queue_key=v.get("queue") or None,
+            payload=payload)
+
+
+def _cell(value: Any) -> str:
+    """Text a spreadsheet will not run as a formula."""
+    text = "" if value is None else str(value)
+    if text[:1] in ("=", "+", "@", "\t", "\r") or (text[:1] == "-" and not
+                                                    text[1:].replace(".", "").isdigit()):
+        return "'" + text
+    return text
+
+
+def results_csv(results: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(RESULT_COLUMNS)
+    for r in results:
+        writer.writerow([_cell(r.get(c)) for c in RESULT_COLUMNS])
+    return out.getvalue()

@@ -1,0 +1,151 @@
+"""The Intake screen: an operator pastes or uploads a CSV manifest, sees every row checked
+(nothing written), confirms, and gets a result per row and a result CSV. Each row is its own
+route_subject or register_subject action (docs/RULES.md#intake)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from functools import wraps
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, preview
+from bloomops.execution.context import Actor, action_spec
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import execute
+from bloomops.web import manifest
+from bloomops.web.views.common import forbidden
+
+SESSION_PREFIX = "intake_results:"
+# How many batches' results a session keeps for download (the newest).
+KEPT_BATCHES = 5
+BATCH_KEY = re.compile(r"^[0-9a-f]{32}$")
+
+
+def intake_role(view: Callable) -> Callable:
+    """The roles the intake actions allow (their action templates) use this screen."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        allowed = action_spec("route_subject").allowed_roles | action_spec(
+            "register_subject").allowed_roles
+        if not roles_of(request.user) & allowed:
+            return forbidden(request, "Your role may not bring work into queues.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _page(request: HttpRequest, **context) -> HttpResponse:
+    context.setdefault("columns", manifest.COLUMNS)
+    context.setdefault("max_rows", MAX_INTAKE_ITEMS)
+    status = context.pop("status", 200)
+    return render(request, "web/intake.html", context, status=status)
+
+
+def _manifest_text(request: HttpRequest) -> str:
+    upload = request.FILES.get("manifest_file")
+    if upload is not None and upload.size:
+        if upload.size > manifest.MAX_MANIFEST_BYTES:
+            raise manifest.ManifestError("The manifest file is too large.")
+        return manifest.decode(upload.read())
+    text = request.POST.get("manifest", "")
+    manifest.decode(text.encode("utf-8", "replace"))  # the same size bound as a file
+    return text
+
+
+def _rows(request: HttpRequest, text: str, batch_key: str) -> list[manifest.Row]:
+    rows = manifest.parse(text)
+    manifest.build_requests(rows, Actor.of(request.user), batch_key)
+    return rows
+
+
+@require_GET
+@intake_role
+def intake(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+@require_POST
+@intake_role
+def intake_preview(request: HttpRequest) -> HttpResponse:
+    """Every row checked as its action would be, nothing written."""
+    try:
+        text = _manifest_text(request)
+        batch_key = uuid.uuid4().hex
+        rows = _rows(request, text, batch_key)
+    except manifest.ManifestError as exc:
+        return _page(request, error=str(exc), manifest=request.POST.get("manifest", ""),
+                     status=400)
+    for row in rows:
+        if row.request is None:
+            continue
+        try:
+            row.outcome = preview(row.request)
+        except ActionError as exc:
+            row.problem = exc.message
+    ok = [r.line for r in rows if not r.problem]
+    return _page(request, rows=rows, manifest=text, batch_key=batch_key,
+                 accepted=",".join(map(str, ok)), ok_count=len(ok),
+                 bad_count=len(rows) - len(ok))
+
+
+@require_POST
+@intake_role
+def intake_confirm(request: HttpRequest) -> HttpResponse:
+    """The rows the preview accepted, each run as its own action; the others are skipped."""
+    batch_key = request.POST.get("batch_key", "")
+    if not BATCH_KEY.match(batch_key):
+        return _page(request, error="The confirmation lost its batch; preview again.",
+                     status=400)
+    try:
+        rows = _rows(request, request.POST.get("manifest", ""), batch_key)
+    except manifest.ManifestError as exc:
+        return _page(request, error=str(exc), status=400)
+    accepted = {p for p in request.POST.get("accepted", "").split(",") if p.isdigit()}
+    results = []
+    for row in rows:
+        v = row.values
+        result = {"line": row.line, "euid": v.get("euid", ""), "name": v.get("name", ""),
+                  "queue": v.get("queue", "")}
+        if str(row.line) not in accepted or row.request is None:
+            result.update(outcome="SKIPPED", message=row.problem or "Not accepted at preview.")
+        else:
+            try:
+                done = execute(row.request)
+            except ActionError as exc:
+                result.update(outcome="REFUSED", error_code=exc.code, message=exc.message)
+            else:
+                verb = "ROUTED" if row.action_key == "route_subject" else "REGISTERED"
+                result.update(outcome=verb, subject_euid=done.get("subject_euid"),
+                              state=done.get("state"), message="Already done before:"
+                              " nothing repeated." if done.replayed else "")
+        results.append(result)
+    _keep(request, batch_key, results)
+    return _page(request, results=results, batch_key=batch_key,
+                 done_count=sum(1 for r in results if r["outcome"] in ("ROUTED", "REGISTERED")))
+
+
+def _keep(request: HttpRequest, batch_key: str, results: list[dict]) -> None:
+    """The results for the download, in the person's own session (only the newest few)."""
+    kept = [k for k in request.session.keys() if k.startswith(SESSION_PREFIX)]
+    for old in kept[:max(0, len(kept) - KEPT_BATCHES + 1)]:
+        del request.session[old]
+    request.session[SESSION_PREFIX + batch_key] = results
+
+
+@require_GET
+@intake_role
+def intake_results_csv(request: HttpRequest, batch_key: str) -> HttpResponse:
+    results = request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.match(
+        batch_key) else None
+    if results is None:
+        raise Http404("No such intake results in this session.")
+    response = HttpResponse(manifest.results_csv(results), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="intake-{batch_key[:8]}.csv"'
+    return response

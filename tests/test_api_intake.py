@@ -1,0 +1,125 @@
+"""Intake over the API: route-subject, register-subject and the batch, with their role
+matrix; a bad item among good ones is reported on its own and writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
+from bloomops.execution.context import action_spec
+from tests.api_helpers import Api, api_for, error_code
+from tests.conftest import make_user
+from tests.engine import SPECIMEN, counts, envelope, make_queue, make_subject, props
+from tests.test_intake import raw_sql_object
+
+pytestmark = pytest.mark.django_db
+INTAKE_ROLES = {"operator", "admin", "worker_service"}
+
+
+@pytest.fixture
+def apis(tenant, users):
+    make_queue("q1")
+    out = {role: api_for(user) for role, user in users.items()}
+    out["none"] = api_for(make_user("nobody"))
+    out["anonymous"] = Api(None)
+    return out
+
+
+def test_intake_roles_are_operator_admin_and_service():
+    for key in ("route_subject", "register_subject"):
+        assert action_spec(key).allowed_roles == INTAKE_ROLES
+
+
+def _register(i: int, **extra) -> dict:
+    return {"action": "register_subject", "request": {
+        "idempotency_key": f"reg-{i}", "queue_key": "q1", "template_code": SPECIMEN,
+        "name": f"Tube {i}", "properties": {"site": "sfo"}, **extra}}
+
+
+@pytest.mark.parametrize("role", ["worker_service", "worker_human", "operator", "admin",
+                                  "none", "anonymous"])
+def test_role_matrix_of_every_intake_endpoint(apis, role):
+    api = apis[role]
+    before = counts()
+    pending = raw_sql_object(SPECIMEN, f"from LIMS {role}", {})
+    r_route = api.act("route-subject", subject_euid=pending, queue_key="q1")
+    r_reg = api.act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                    name=f"new {role}")
+    r_batch = api.post("/actions/intake-batch", {"items": [_register(1)]})
+    if role in INTAKE_ROLES:
+        assert [r.status_code for r in (r_route, r_reg, r_batch)] == [200, 200, 200]
+        assert envelope(pending)["state"] == "READY"
+        assert r_batch.json()["succeeded"] == 1
+    else:
+        expected = 401 if role == "anonymous" else 403
+        assert [r.status_code for r in (r_route, r_reg, r_batch)] == [expected] * 3
+        # Refused before the body is read, writing nothing (the raw object aside).
+        assert counts()["generic_instance"] == before["generic_instance"] + 1
+        assert "execution" not in props(pending)
+
+
+def test_batch_with_a_bad_item_among_good_ones(apis):
+    api = apis["worker_service"]
+    make_queue("analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    routed = make_subject("q1")  # already in a queue's work
+    pending = raw_sql_object(SPECIMEN, "pending", {})
+    items = [
+        _register(1),
+        {"action": "route_subject", "request": {"idempotency_key": "rt-1",
+                                                "subject_euid": routed, "queue_key": "q1"}},
+        _register(2, queue_key="analysis"),  # the analysis queue takes no specimens
+        {"action": "route_subject", "request": {"idempotency_key": "rt-2",
+                                                "subject_euid": pending, "queue_key": "q1",
+                                                "priority": "STAT"}},
+    ]
+    before = counts()
+    r = api.post("/actions/intake-batch", {"items": items})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert (body["succeeded"], body["failed"]) == (2, 2)
+    got = [(i["index"], i["ok"], i["status"], (i.get("error") or {}).get("code"))
+           for i in body["items"]]
+    assert got == [(0, True, 200, None), (1, False, 409, "SUBJECT_ALREADY_ROUTED"),
+                   (2, False, 409, "SUBJECT_TEMPLATE_MISMATCH"), (3, True, 200, None)]
+    assert envelope(pending)["priority"] == 300
+    after = counts()
+    # Two actions' worth of rows: one new subject, two action records, two events.
+    assert after["generic_instance"] == before["generic_instance"] + 5
+    assert after["outbox_event"] == before["outbox_event"] + 2
+    # Resent as is: the done items replay, the refused ones are refused again.
+    again = api.post("/actions/intake-batch", {"items": items}).json()
+    assert [i["ok"] for i in again["items"]] == [True, False, False, True]
+    assert all(i["result"]["replayed"] for i in again["items"] if i["ok"])
+    assert counts() == after
+
+
+@pytest.mark.parametrize("body", [
+    {"items": []},
+    {"items": [{"action": "teleport", "request": {}}]},
+    {"items": [{"action": "register_subject", "request": {"idempotency_key": "x"}}]},
+    {"items": [{"action": "route_subject", "request": {"idempotency_key": "x",
+                                                       "subject_euid": "Z-MX-1",
+                                                       "queue_key": "q1"}}] * 2
+     + [_register(9, priority="SOON")]},
+    {"items": [_register(i) for i in range(MAX_INTAKE_ITEMS + 1)]},
+    {"items": [_register(1)], "extra": True},
+])
+def test_a_malformed_batch_is_refused_whole(apis, body):
+    before = counts()
+    r = apis["operator"].post("/actions/intake-batch", body)
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR"
+    assert counts() == before
+
+
+def test_route_subject_over_the_api_refusals(apis):
+    api = apis["operator"]
+    done = make_subject("q1", state="COMPLETED", terminal=True)
+    before = counts()
+    r = api.act("route-subject", subject_euid=done, queue_key="q1")
+    assert r.status_code == 409 and error_code(r) == "SUBJECT_TERMINAL"
+    r = api.act("route-subject", subject_euid="Z-MX-0", queue_key="q1")
+    assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
+    r = api.act("register-subject", queue_key="q1", template_code=SPECIMEN, name="x",
+                properties={"colour": "red"})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "properties"
+    assert counts() == before

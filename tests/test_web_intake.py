@@ -1,0 +1,134 @@
+"""The Intake screen with Django's test client: the role matrix, a preview that writes
+nothing, a confirm that runs only the accepted rows once, and the result CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from tests.conftest import make_user
+from tests.engine import SPECIMEN, counts, envelope, make_queue, make_subject
+from tests.test_intake import raw_sql_object
+from tests.web_support import form_for, signed_in
+
+pytestmark = pytest.mark.django_db
+HEADER = "euid,name,template,queue,priority,due_date,site,platform,assay\n"
+
+
+@pytest.fixture
+def intake_lab(tenant, users):
+    make_queue("q1", site_scope=["sfo", "rtp"])
+    make_queue("analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    return users
+
+
+@pytest.mark.parametrize("role,status", [("operator", 200), ("admin", 200),
+                                         ("worker_service", 200), ("worker_human", 403),
+                                         ("none", 403)])
+def test_role_matrix_of_the_intake_screens(intake_lab, role, status):
+    user = intake_lab.get(role) or make_user("nobody-intake")
+    client = signed_in(Client(), user)
+    before = counts()
+    assert client.get("/intake/").status_code == status
+    r = client.post("/intake/preview/", {"manifest": HEADER + ",Tube 1,specimen,q1,,,sfo,,\n"})
+    assert r.status_code == status
+    r = client.post("/intake/confirm/", {"manifest": HEADER + ",Tube 1,specimen,q1,,,sfo,,\n",
+                                         "batch_key": "a" * 32, "accepted": "2"})
+    assert r.status_code == status
+    if status == 403:
+        assert counts() == before
+    assert client.get(f"/intake/{'a' * 32}/results.csv").status_code == status
+    nav = 'href="/intake/"' in client.get("/").content.decode()
+    assert nav == (role in ("operator", "admin"))
+
+
+def test_anonymous_is_sent_to_sign_in(intake_lab):
+    r = Client().get("/intake/")
+    assert r.status_code == 302 and "/accounts/login/" in r["Location"]
+
+
+def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_ones(
+        intake_lab):
+    client = signed_in(Client(), intake_lab["operator"])
+    pending = raw_sql_object(SPECIMEN, "From Bloom", {"site": "sfo"})
+    routed = make_subject("q1")
+    manifest = (HEADER
+                + f"{pending},,specimen,q1,STAT,2030-01-02,,,\n"
+                + ",Tube 9,specimen,q1,URGENT,,rtp,ont,wgs\n"
+                + f"{routed},,,q1,,,,,\n"                      # already routed
+                + ",Tube 10,specimen,analysis,,,,,\n"           # template mismatch
+                + ",Tube 11,specimen,q1,SOON,,,,\n"             # bad priority
+                + f"{pending},Tube 12,,q1,,,,,\n")              # both EUID and name
+    before = counts()
+    r = client.post("/intake/preview/", {
+        "manifest_file": SimpleUploadedFile("m.csv", manifest.encode("utf-8-sig"))})
+    assert r.status_code == 200
+    assert counts() == before
+    html = r.content.decode()
+    assert html.count('data-ok="yes"') == 2 and html.count('data-ok="no"') == 4
+    assert "already in a queue&#x27;s work" in html
+    assert "does not take content/material/specimen/1.0" in html
+    confirm = form_for(r, "/intake/confirm/")
+    assert confirm["accepted"] == "2,3"
+    r = client.post("/intake/confirm/", confirm)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert html.count('data-outcome="ROUTED"') == 1
+    assert html.count('data-outcome="REGISTERED"') == 1
+    assert html.count('data-outcome="SKIPPED"') == 4
+    env = envelope(pending)
+    assert env["state"] == "READY" and env["priority"] == 300
+    assert env["due_at"] == "2030-01-02T00:00:00.000000Z"
+    after = counts()
+    # Confirming again (a double submit) replays every row: nothing new.
+    client.post("/intake/confirm/", confirm)
+    assert counts() == after
+    csv_url = next(part.split('"')[1] for part in html.split("href=")[1:]
+                   if "results.csv" in part.split('"')[1])
+    download = client.get(csv_url)
+    assert download["Content-Type"] == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(download.content.decode())))
+    assert [r["outcome"] for r in rows] == ["ROUTED", "REGISTERED", "SKIPPED", "SKIPPED",
+                                            "SKIPPED", "SKIPPED"]
+    assert rows[0]["subject_euid"] == pending and rows[1]["name"] == "Tube 9"
+    assert rows[1]["subject_euid"].startswith("Z-")
+    # Another person's session has no such results.
+    other = signed_in(Client(), intake_lab["admin"])
+    assert other.get(csv_url).status_code == 404
+
+
+@pytest.mark.parametrize("manifest,words", [
+    ("", "empty"),
+    ("euid,colour,queue\n", "Unknown column"),
+    ("name,template\nTube,specimen\n", "needs a queue column"),
+    (HEADER, "no rows"),
+    ("name,queue\n" + "T,q1\n" * 201, "At most 200"),
+])
+def test_a_manifest_that_cannot_be_read_is_refused_whole(intake_lab, manifest, words):
+    client = signed_in(Client(), intake_lab["operator"])
+    before = counts()
+    r = client.post("/intake/preview/", {"manifest": manifest})
+    assert r.status_code == 400 and words in r.content.decode()
+    assert counts() == before
+
+
+def test_confirm_refuses_a_forged_batch_key_and_a_changed_row_is_refused_by_the_engine(
+        intake_lab):
+    client = signed_in(Client(), intake_lab["operator"])
+    r = client.post("/intake/confirm/", {"manifest": HEADER + ",T,specimen,q1,,,,,\n",
+                                         "batch_key": "../x", "accepted": "2"})
+    assert r.status_code == 400
+    r = client.post("/intake/preview/", {"manifest": HEADER + ",T,specimen,q1,,,sfo,,\n"})
+    confirm = form_for(r, "/intake/confirm/")
+    client.post("/intake/confirm/", confirm)
+    before = counts()
+    # The same batch and line with other content: the engine refuses, nothing written.
+    confirm["manifest"] = HEADER + ",Other,specimen,q1,,,sfo,,\n"
+    r = client.post("/intake/confirm/", confirm)
+    assert 'data-outcome="REFUSED"' in r.content.decode()
+    assert "IDEMPOTENCY_CONFLICT" in r.content.decode()
+    assert counts() == before
