@@ -26,5 +26,7 @@ urlpatterns = [
     path("workbench/", views.workbench, name="workbench"),
     path("workbench/bulk/", views.workbench_bulk, name="workbench_bulk"),
     path("admin/", views.admin_tools, name="admin_tools"),
+    path("people/", views.people_list, name="people"),
+    path("people/<str:username>/", views.person, name="person"),
     path("admin/sweep/", views.sweep, name="sweep"),
 ]
