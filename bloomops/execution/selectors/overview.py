@@ -20,6 +20,7 @@ class Coverage:
     """Who can serve one queue, by display name."""
 
     rostered: list[str] = field(default_factory=list)
+    rostered_keys: frozenset[str] = frozenset()
     online: list[str] = field(default_factory=list)
     # lease slots the online workers have left before their limits
     free_slots: int = 0
@@ -75,14 +76,14 @@ def _coverage(queue: dict, rows: list[WorkerRow], people: list[RosteredPerson],
     for worker in serving:
         rostered.setdefault(worker.worker_key, _name(worker))
     return Coverage(
-        rostered=sorted(rostered.values()),
+        rostered=sorted(rostered.values()), rostered_keys=frozenset(rostered),
         online=sorted(_name(w) for w in serving),
         free_slots=sum(free_slots(w.max_concurrent_leases, w.active_leases) for w in serving))
 
 
 def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overview:
-    """Queue summaries (4 queries), workers (1 query) and the rostered people (2 queries);
-    fills worker_online_count."""
+    """Queue summaries (4 queries), workers (1 query) and the rostered people (1 query);
+    fills the summaries' worker_online_count, worker_rostered_count and worker_free_slots."""
     moment = now or clock.now()
     summaries = queue_summaries(now=moment, tenant=tenant)
     rows = workers(now=moment, tenant=tenant)
@@ -92,7 +93,9 @@ def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overv
         serving[summary.queue_key] = [w for w in rows if can_serve(w.props, w.computed_status,
                                                                     summary.config)]
         summary.worker_online_count = len(serving[summary.queue_key])
-        coverage[summary.queue_key] = _coverage(summary.config, rows, people,
-                                                serving[summary.queue_key])
+        cover = _coverage(summary.config, rows, people, serving[summary.queue_key])
+        coverage[summary.queue_key] = cover
+        summary.worker_rostered_count = len(cover.rostered)
+        summary.worker_free_slots = cover.free_slots
     return Overview(now=moment, summaries=summaries, workers=rows, serving=serving,
                     coverage=coverage)

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
 from bloomops.accounts.profiles import (
+    MAX_REASON,
     PersonChange,
     ProfileError,
     change_person,
@@ -57,7 +58,9 @@ class PersonForm(forms.Form):
     max_concurrent_leases = forms.IntegerField(min_value=1, max_value=MAX_LEASES_LIMIT,
                                                required=False, label="Lease limit",
                                                help_text="Items they may hold at once.")
-    reason = forms.CharField(max_length=1000, widget=forms.Textarea(attrs={"rows": 2}),
+    # required by accounts.profiles.validate, the one home of the rule
+    reason = forms.CharField(required=False, max_length=MAX_REASON,
+                             widget=forms.Textarea(attrs={"rows": 2}),
                              help_text="Why: recorded with the change.")
     seen_change = forms.IntegerField(required=False, widget=forms.HiddenInput, min_value=0)
 
