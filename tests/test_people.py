@@ -250,3 +250,57 @@ def test_as_the_runtime_role_admins_change_people_but_nobody_rewrites_the_record
                 cur.execute(statement)
             conn.rollback()
     assert ProfileChange.objects.get(username="bench").reason == "training"
+
+
+# ------------------------------------------------------------------------- new people
+
+
+def test_an_admin_adds_a_person_who_can_then_sign_in(client, users):
+    admin = signed_in(client, users["admin"])
+    response = admin.post("/people/", {"username": "newbie", "first_name": "New",
+                                       "last_name": "Bie", "password": "a-long-password-1",
+                                       "roles": ["worker_human"], "reason": "joined the lab"})
+    assert response.status_code == 302 and response["Location"] == "/people/newbie/"
+    newbie = User.objects.get(username="newbie")
+    assert _roles(newbie) == ["worker_human"] and newbie.is_active
+    change = ProfileChange.objects.get(username="newbie")
+    assert change.before == {} and change.after["roles"] == ["worker_human"]
+    assert change.changed_by == "adm" and change.reason == "joined the lab"
+    from django.test import Client
+
+    signin = Client().post("/accounts/login/", {"username": "newbie",
+                                                "password": "a-long-password-1"})
+    assert signin.status_code == 302 and signin["Location"] == "/"
+
+
+NEW_REFUSED = [
+    ({"username": "sci"}, "already exists"),
+    ({"username": "no spaces!"}, "username"),
+    ({"username": ""}, "username"),
+    ({"password": "short"}, "too short"),
+    ({"reason": ""}, "needs a reason"),
+    ({"roles": ["root"]}, "roles"),
+    ({"username": "nul\x00name"}, "username"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "said"), NEW_REFUSED)
+def test_a_refused_new_person_says_why_and_writes_nothing(client, users, overrides, said):
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    response = admin.post("/people/", {"username": "newbie", "password": "a-long-password-1",
+                                       "roles": ["worker_human"], "reason": "joined",
+                                       **overrides})
+    assert response.status_code == 400
+    assert said in response.content.decode() or said in str(response.context["new"].errors)
+    assert _written() == before
+
+
+def test_only_admins_add_people(client, users):
+    before = _written()
+    for role in ("worker_service", "worker_human", "operator"):
+        response = signed_in(client, users[role]).post(
+            "/people/", {"username": "sneaky", "password": "a-long-password-1",
+                         "roles": ["admin"], "reason": "me"})
+        assert response.status_code == 403
+    assert _written() == before and not User.objects.filter(username="sneaky").exists()

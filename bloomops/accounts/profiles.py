@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from bloomops.accounts.models import (
     LIST_FIELDS,
@@ -138,3 +138,45 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
         return ProfileChange.objects.create(
             username=target.get_username(), changed_by=admin_username,
             reason=change.reason.strip(), before=before, after=after)
+
+
+def add_person(username: str, *, first_name: str, last_name: str, password: str,
+               roles: list[str], reason: str, admin_username: str) -> ProfileChange:
+    """A new account with its roles (no profile of its own: the lab-wide default), recorded
+    like any other change. The password must pass the site's password validators."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    model = get_user_model()
+    probe = model(username=username, first_name=first_name, last_name=last_name)
+    try:
+        probe.full_clean(exclude=["password"])
+    except ValidationError as err:
+        field, messages = next(iter(err.message_dict.items()))
+        raise ProfileError("VALIDATION_ERROR", " ".join(messages),
+                           "username" if field == "username" else None) from None
+    try:
+        validate_password(password, probe)
+    except ValidationError as err:
+        raise ProfileError("VALIDATION_ERROR", " ".join(err.messages), "password") from None
+    change = PersonChange(roles=roles, is_active=True, profile=None, reason=reason,
+                          seen_change=None)
+    validate(change, target=probe, admin_username=admin_username)
+    try:
+        with transaction.atomic():
+            return _create(model, username, first_name, last_name, password, roles, reason,
+                           admin_username)
+    except IntegrityError:  # the same name taken meanwhile
+        raise ProfileError("VALIDATION_ERROR", "A user with that username already exists.",
+                           "username") from None
+
+
+def _create(model, username: str, first_name: str, last_name: str, password: str,
+            roles: list[str], reason: str, admin_username: str) -> ProfileChange:
+    user = model.objects.create_user(username, password=password, first_name=first_name,
+                                     last_name=last_name)
+    user.groups.set(Group.objects.filter(name__in=roles))
+    return ProfileChange.objects.create(
+        username=username, changed_by=admin_username, reason=reason.strip(),
+        before={}, after=snapshot(user))

@@ -13,13 +13,14 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 
 from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
 from bloomops.accounts.profiles import (
     MAX_REASON,
     PersonChange,
     ProfileError,
+    add_person,
     change_person,
     last_change_id,
     parse_tokens,
@@ -65,12 +66,16 @@ class PersonForm(forms.Form):
     seen_change = forms.IntegerField(required=False, widget=forms.HiddenInput, min_value=0)
 
 
+def _group_roles(user) -> set[str]:
+    """The role groups a person is in (prefetched groups are used as they are)."""
+    return {g.name for g in user.groups.all() if g.name in ALL_ROLES}
+
+
 def _initial(user) -> dict:
     stored = PersonProfile.objects.filter(user=user).first()
     profile = people.human_profile(user.get_username(), roles_of(user))
     return {
-        "roles": sorted(roles_of(user) - ({"admin"} if user.is_superuser and not user.groups
-                                         .filter(name="admin").exists() else set())),
+        "roles": sorted(_group_roles(user)),
         "is_active": user.is_active,
         "use_default": stored is None,
         "capabilities": "\n".join(profile["capabilities"]),
@@ -93,16 +98,45 @@ def _change_of(form: PersonForm) -> PersonChange:
                         profile=profile, reason=data["reason"], seen_change=data["seen_change"])
 
 
-@require_GET
+class NewPersonForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    first_name = forms.CharField(max_length=150, required=False)
+    last_name = forms.CharField(max_length=150, required=False)
+    password = forms.CharField(widget=forms.PasswordInput, max_length=128,
+                               help_text="They sign in with it; tell them in person.")
+    roles = forms.MultipleChoiceField(choices=[(r, r) for r in ALL_ROLES], required=False,
+                                      widget=forms.CheckboxSelectMultiple)
+    reason = forms.CharField(required=False, max_length=MAX_REASON)
+
+
+@require_http_methods(["GET", "POST"])
 @admin_only
 def people_list(request: HttpRequest) -> HttpResponse:
+    status = 200
+    form = NewPersonForm(request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                add_person(data["username"], first_name=data["first_name"],
+                           last_name=data["last_name"], password=data["password"],
+                           roles=list(data["roles"]), reason=data["reason"],
+                           admin_username=request.user.get_username())
+            except ProfileError as err:
+                form.add_error(err.field if err.field in form.fields else None, err.message)
+            else:
+                messages.success(request, f"{data['username']} may now sign in.")
+                return redirect(reverse("person", args=[data["username"]]))
+        status = 400
     users = (get_user_model().objects.select_related("worker_profile")
              .prefetch_related("groups").order_by("username"))
-    rows = [{"user": u, "roles": sorted(roles_of(u)),
-             "profile": people.effective_profile(u.get_username(), roles_of(u),
-                                                 getattr(u, "worker_profile", None)),
-             "own": hasattr(u, "worker_profile")} for u in users]
-    return render(request, "web/people.html", {"rows": rows})
+    rows = []
+    for u in users:
+        roles = _group_roles(u) | ({"admin"} if u.is_superuser else set())
+        rows.append({"user": u, "roles": sorted(roles), "own": hasattr(u, "worker_profile"),
+                     "profile": people.effective_profile(u.get_username(), roles,
+                                                         getattr(u, "worker_profile", None))})
+    return render(request, "web/people.html", {"rows": rows, "new": form}, status=status)
 
 
 @require_http_methods(["GET", "POST"])
