@@ -85,15 +85,24 @@ def _initial(user) -> dict:
     }
 
 
-def _change_of(form: PersonForm) -> PersonChange:
+def _change_of(form: PersonForm, target) -> PersonChange:
     data = form.cleaned_data
-    profile = None
-    if not data["use_default"]:
-        if data["max_concurrent_leases"] is None:
-            raise ProfileError("VALIDATION_ERROR", "Give a lease limit.", "max_concurrent_leases")
-        profile = {"capabilities": parse_tokens(data["capabilities"], "capabilities"),
-                   **{name: parse_tokens(data[name], name) for name in SCOPE_FIELDS},
-                   "max_concurrent_leases": data["max_concurrent_leases"]}
+    if data["max_concurrent_leases"] is None:
+        raise ProfileError("VALIDATION_ERROR", "Give a lease limit.", "max_concurrent_leases")
+    profile: dict | None = {
+        "capabilities": parse_tokens(data["capabilities"], "capabilities"),
+        **{name: parse_tokens(data[name], name) for name in SCOPE_FIELDS},
+        "max_concurrent_leases": data["max_concurrent_leases"]}
+    if data["use_default"]:
+        default = people.default_profile(target.get_username(), roles_of(target))
+        stored = PersonProfile.objects.filter(user=target).first()
+        shown = [default, stored.worker_fields() if stored else default]
+        if not any(all(s[name] == value for name, value in profile.items()) for s in shown):
+            # edits an admin would lose without a word
+            raise ProfileError("VALIDATION_ERROR", "These values differ from the lab-wide"
+                               " default: untick \"use the lab-wide default profile\" to give"
+                               " this person a profile of their own.", "use_default")
+        profile = None
     return PersonChange(roles=list(data["roles"]), is_active=data["is_active"],
                         profile=profile, reason=data["reason"], seen_change=data["seen_change"])
 
@@ -148,7 +157,7 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
         form = PersonForm(request.POST)
         if form.is_valid():
             try:
-                done = change_person(target.pk, _change_of(form),
+                done = change_person(target.pk, _change_of(form, target),
                                      admin_username=request.user.get_username())
             except ProfileError as err:
                 form.add_error(err.field if err.field in form.fields else None, err.message)
