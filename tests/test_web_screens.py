@@ -34,8 +34,9 @@ def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):
     # q1's oldest item is older than its one-hour straggler threshold
     assert 'class="straggler uncovered"' in html or 'class="straggler' in html
     assert "straggler</span>" in html
-    # nobody has registered a worker: every queue is flagged
-    assert html.count("nobody can serve") == 3
+    # nobody has registered a worker, but the bench scientist is rostered for every queue:
+    # each is flagged as having nobody online, none as having nobody who can serve it
+    assert html.count("nobody online") == 3 and "nobody can serve" not in html
     # htmx polling, with a pause control
     assert 'hx-trigger="every 5s"' in html and "data-poll" in html  # paused by bloomops.js
     assert 'id="pause-refresh"' in html and 'aria-pressed="false"' in html
@@ -330,8 +331,9 @@ def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
     euid = lease["subject_euid"]
     client = signed_in(client, users["admin"])
     client.get("/")  # warm the session and template caches
-    # session, user, roles + queue summaries (4) + workers + trend: never a query per row
-    with django_assert_max_num_queries(12):
+    # session, user, roles + queue summaries (4) + workers + rostered people + trend: never
+    # a query per row
+    with django_assert_max_num_queries(13):
         response = client.get("/")
     assert response.status_code == 200 and len(response.context["summaries"]) == 11
     with django_assert_max_num_queries(12):

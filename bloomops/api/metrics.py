@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from bloomops.execution.counters import ALL, EVENTS
+from bloomops.execution.policy import free_slots
 from bloomops.execution.selectors import overview
 from bloomops.tapdb.tenancy import tenant_of
 
@@ -37,6 +38,10 @@ GAUGES = {
     "held_count": ("Held subjects routed to the queue.", lambda s: s.held_count),
     "worker_online_count": ("ONLINE workers able to serve the queue.",
                             lambda s: s.worker_online_count),
+    "worker_rostered_count": ("People and workers able to serve the queue, online or not.",
+                              lambda s: s.worker_rostered_count),
+    "worker_free_slots": ("Leases the ONLINE workers able to serve the queue may still take.",
+                          lambda s: s.worker_free_slots),
 }
 COUNTERS = {
     "expired_leases_total": ("Leases expired (marked or past expiry).",
@@ -107,6 +112,12 @@ def _tenant_value(name: str, sums, ov, get) -> float:
         return bad / (ok + bad) if ok + bad else 0.0
     if name == "worker_online_count":
         return float(sum(1 for w in ov.workers if w.computed_status == "ONLINE"))
+    if name == "worker_rostered_count":
+        return float(len(frozenset().union(*(c.rostered_keys for c in ov.coverage.values()))))
+    if name == "worker_free_slots":
+        serving = {w.worker_key: w for ws in ov.serving.values() for w in ws}
+        return float(sum(free_slots(w.max_concurrent_leases, w.active_leases)
+                         for w in serving.values()))
     return float(sum(get(s) for s in sums))
 
 

@@ -33,6 +33,8 @@ def summary_dict(s: selectors.QueueSummary, lag: float | None) -> dict[str, Any]
         "stat_count": s.stat_count,
         "urgent_count": s.urgent_count,
         "worker_online_count": s.worker_online_count,
+        "worker_rostered_count": s.worker_rostered_count,
+        "worker_free_slots": s.worker_free_slots,
         "worker_heartbeat_lag_seconds": lag,
         "oldest_ready_at": ts(s.oldest_ready_at),
         "newest_ready_at": ts(s.newest_ready_at),

@@ -99,6 +99,8 @@ class QueueSummaryOut(Schema):
     stat_count: int
     urgent_count: int
     worker_online_count: int
+    worker_rostered_count: int
+    worker_free_slots: int
     worker_heartbeat_lag_seconds: float | None
     oldest_ready_at: str | None
     newest_ready_at: str | None

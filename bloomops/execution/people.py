@@ -2,15 +2,20 @@
 
 A person's HUMAN_SESSION worker is theirs alone (RULES.md#human-workers): its key is derived
 from the username, only that person (or an admin) acts through it, and its capabilities,
-scopes, lease limit and liveness window come from server-side configuration, never from a
-request.
+scopes and lease limit come from the person's profile an admin keeps (``accounts.models``),
+or, for people without one, from the lab-wide default in settings; never from a request.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from bloomops.accounts.models import LIST_FIELDS, PersonProfile
+from bloomops.accounts.roles import ALL_ROLES, Role
 
 HUMAN_KEY_PREFIX = "human://"
 # Profile fields of a human worker and their defaults when configuration says nothing.
@@ -37,11 +42,11 @@ def username_of_human_key(worker_key: str) -> str | None:
     return None
 
 
-def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
-    """The configured profile of a person's human worker: the defaults, then the global
-    capabilities (BLOOMOPS_HUMAN_CAPABILITIES), then BLOOMOPS_HUMAN_PROFILES entries for
-    "*", each of the person's roles ("role:<name>") and the person ("user:<name>"), later
-    entries overriding earlier ones field by field."""
+def default_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
+    """The lab-wide default of a person without a profile of their own: the defaults, then
+    BLOOMOPS_HUMAN_CAPABILITIES, then BLOOMOPS_HUMAN_PROFILES entries for "*", each of the
+    person's roles ("role:<name>") and the person ("user:<name>"), later entries overriding
+    earlier ones field by field."""
     profile = {k: (list(v) if isinstance(v, list) else v) for k, v in HUMAN_DEFAULTS.items()}
     profile["capabilities"] = list(settings.BLOOMOPS_HUMAN_CAPABILITIES)
     configured = settings.BLOOMOPS_HUMAN_PROFILES
@@ -51,3 +56,61 @@ def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset())
         profile.update({k: v for k, v in entry.items() if k in PROFILE_FIELDS})
     return profile
 
+
+def effective_profile(username: str, roles: frozenset[str] | set[str],
+                      stored: PersonProfile | None) -> dict:
+    """A stored profile replaces the default's capabilities, scopes and lease limit; the
+    liveness window stays lab-wide."""
+    profile = default_profile(username, roles)
+    if stored is not None:
+        profile.update(stored.worker_fields())
+    return profile
+
+
+def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
+    """The profile a person's human worker takes each time they act."""
+    stored = PersonProfile.objects.filter(user__username=username).first()
+    return effective_profile(username, roles, stored)
+
+
+@dataclass(frozen=True)
+class RosteredPerson:
+    username: str
+    display_name: str
+    profile: dict[str, Any]
+
+    @property
+    def worker_key(self) -> str:
+        return human_worker_key(self.username)
+
+
+def rostered_people() -> list[RosteredPerson]:
+    """Active people with the worker_human role and the profile their worker would take:
+    the bench scientists a queue can count on whether or not they are signed in. One query
+    (a row per person and role, their stored profile joined)."""
+    profile_cols = [f"worker_profile__{name}" for name in (*LIST_FIELDS,
+                                                           "max_concurrent_leases")]
+    rows = (get_user_model().objects
+            .filter(is_active=True, pk__in=get_user_model().objects.filter(
+                groups__name=Role.WORKER_HUMAN).values("pk"))
+            .values("username", "first_name", "last_name", "is_superuser", "groups__name",
+                    "worker_profile__id", *profile_cols)
+            .order_by("username"))
+    people: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        person = people.setdefault(row["username"], {**row, "roles": set()})
+        if row["groups__name"] in ALL_ROLES:
+            person["roles"].add(row["groups__name"])
+        if row["is_superuser"]:
+            person["roles"].add(Role.ADMIN.value)
+    out = []
+    for username, row in people.items():
+        stored = None
+        if row["worker_profile__id"] is not None:
+            stored = PersonProfile(**{c.removeprefix("worker_profile__"): row[c]
+                                      for c in profile_cols})
+        name = f"{row['first_name']} {row['last_name']}".strip()
+        out.append(RosteredPerson(
+            username=username, display_name=name or username,
+            profile=effective_profile(username, frozenset(row["roles"]), stored)))
+    return out

@@ -67,12 +67,23 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
     return problems
 
 
-def can_serve(worker: dict[str, Any], computed_status: str, queue: dict[str, Any]) -> bool:
-    """Worker coverage (RULES.md#metrics): online now, taking work, and eligible for the
-    queue. A disabled queue keeps its coverage (who could serve it once enabled)."""
-    if computed_status != WorkerStatus.ONLINE or worker_status_problem(worker):
+def is_able(worker: dict[str, Any], queue: dict[str, Any]) -> bool:
+    """Rostered coverage (RULES.md#metrics): taking work (not draining, disabled or retired)
+    and eligible for the queue, online or not. A disabled queue keeps its coverage (who
+    could serve it once enabled)."""
+    if worker_status_problem(worker):
         return False
     return all(code == "QUEUE_DISABLED" for code, _ in eligibility_problems(worker, queue))
+
+
+def can_serve(worker: dict[str, Any], computed_status: str, queue: dict[str, Any]) -> bool:
+    """Online coverage (RULES.md#metrics): able to serve the queue and online now."""
+    return computed_status == WorkerStatus.ONLINE and is_able(worker, queue)
+
+
+def free_slots(max_concurrent_leases: int, active_leases: int) -> int:
+    """How many more leases a worker may take before its lease limit (RULES.md#claims)."""
+    return max(0, max_concurrent_leases - active_leases)
 
 
 def worker_status_problem(worker: dict[str, Any]) -> str | None:

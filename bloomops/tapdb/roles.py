@@ -35,6 +35,8 @@ TAPDB_GRANTS: dict[str, frozenset[str]] = {
 }
 # Django's migration ledger: read (Django checks it), never written at run time.
 READ_ONLY_DJANGO = frozenset({"django_migrations"})
+# Audit trails of our own: read and appended, never rewritten (docs/ARCHITECTURE.md).
+APPEND_ONLY_DJANGO = frozenset({"accounts_profilechange"})
 _ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -72,6 +74,8 @@ def wanted_grants() -> dict[str, frozenset[str]]:
         wanted[table] = DML
     for table in READ_ONLY_DJANGO:
         wanted[table] = frozenset({"SELECT"})
+    for table in APPEND_ONLY_DJANGO & django_tables:
+        wanted[table] = frozenset({"SELECT", "INSERT"})
     return wanted
 
 

@@ -58,10 +58,10 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 
 
 def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list[dict]:
-    """One row per queue: its summary, who can serve it (by name), its trend. No queries."""
+    """One row per queue: its summary, who can serve it (rostered, online, free slots), its
+    trend. No queries."""
     return [
-        {"q": s, "coverage": [w.props.get("display_name") or w.worker_key
-                              for w in ov.serving.get(s.queue_key, [])],
+        {"q": s, "coverage": ov.coverage.get(s.queue_key) or selectors.Coverage(),
          "trend": trends.get(s.queue_key, [])}
         for s in ov.summaries
     ]

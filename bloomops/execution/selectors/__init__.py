@@ -24,7 +24,7 @@ from bloomops.execution.selectors.items import (
     queue_hidden_items,
     queue_items,
 )
-from bloomops.execution.selectors.overview import Overview, overview
+from bloomops.execution.selectors.overview import Coverage, Overview, overview
 from bloomops.execution.selectors.queues import (
     QueueSummary,
     minus_minutes,
@@ -55,7 +55,7 @@ from bloomops.execution.selectors.workers import (
 )
 
 __all__ = [
-    "Overview", "overview",
+    "Coverage", "Overview", "overview",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
     "action_history", "active_holds", "audit_trail", "dead_letters", "filters_sql",

@@ -1,15 +1,39 @@
 """The queue overview the dashboard, the API's queue list and /metrics all read: queue
-summaries, workers, and which workers can serve each queue (RULES.md#metrics)."""
+summaries, workers, and who can serve each queue (RULES.md#metrics): rostered (configured and
+able, online or not), online now, and the free lease slots of those online."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bloomops.execution import clock
-from bloomops.execution.policy import can_serve
+from bloomops.execution.people import RosteredPerson, rostered_people, username_of_human_key
+from bloomops.execution.policy import can_serve, free_slots, is_able
 from bloomops.execution.selectors.queues import QueueSummary, queue_summaries
 from bloomops.execution.selectors.workers import WorkerRow, workers
+from bloomops.execution.states import WorkerType
+
+
+@dataclass
+class Coverage:
+    """Who can serve one queue, by display name."""
+
+    rostered: list[str] = field(default_factory=list)
+    rostered_keys: frozenset[str] = frozenset()
+    online: list[str] = field(default_factory=list)
+    # lease slots the online workers have left before their limits
+    free_slots: int = 0
+
+    @property
+    def state(self) -> str:
+        """nobody (no one rostered), offline (no one online), busy (everyone online is at
+        their lease limit) or ok."""
+        if not self.rostered:
+            return "nobody"
+        if not self.online:
+            return "offline"
+        return "busy" if self.free_slots == 0 else "ok"
 
 
 @dataclass
@@ -17,8 +41,9 @@ class Overview:
     now: datetime
     summaries: list[QueueSummary]
     workers: list[WorkerRow]
-    # queue_key -> the workers able to serve it now (coverage)
+    # queue_key -> the workers able to serve it now (online coverage)
     serving: dict[str, list[WorkerRow]]
+    coverage: dict[str, Coverage] = field(default_factory=dict)
 
     def lag(self, queue_key: str) -> float | None:
         """The worst heartbeat lag among the workers serving a queue."""
@@ -27,14 +52,50 @@ class Overview:
         return max(lags) if lags else None
 
 
+def _name(worker: WorkerRow) -> str:
+    return worker.props.get("display_name") or worker.worker_key
+
+
+def _coverage(queue: dict, rows: list[WorkerRow], people: list[RosteredPerson],
+              serving: list[WorkerRow]) -> Coverage:
+    """A person counts once: by their profile as it is now (what their worker takes the next
+    time they act) unless an admin disabled or retired their worker; a worker counts by its
+    own properties. Whoever is online and able counts as rostered too."""
+    by_key = {w.worker_key: w for w in rows}
+    rostered: dict[str, str] = {}
+    for person in people:
+        worker = by_key.get(person.worker_key)
+        props = {**(worker.props if worker else {}), **person.profile,
+                 "worker_type": WorkerType.HUMAN_SESSION}
+        if is_able(props, queue):
+            rostered[person.worker_key] = _name(worker) if worker else person.display_name
+    for worker in rows:
+        person = username_of_human_key(worker.worker_key)
+        if person is None and is_able(worker.props, queue):
+            rostered[worker.worker_key] = _name(worker)
+    for worker in serving:
+        rostered.setdefault(worker.worker_key, _name(worker))
+    return Coverage(
+        rostered=sorted(rostered.values()), rostered_keys=frozenset(rostered),
+        online=sorted(_name(w) for w in serving),
+        free_slots=sum(free_slots(w.max_concurrent_leases, w.active_leases) for w in serving))
+
+
 def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overview:
-    """Queue summaries (4 queries) and workers (1 query); fills worker_online_count."""
+    """Queue summaries (4 queries), workers (1 query) and the rostered people (1 query);
+    fills the summaries' worker_online_count, worker_rostered_count and worker_free_slots."""
     moment = now or clock.now()
     summaries = queue_summaries(now=moment, tenant=tenant)
     rows = workers(now=moment, tenant=tenant)
-    serving = {}
+    people = rostered_people()
+    serving, coverage = {}, {}
     for summary in summaries:
         serving[summary.queue_key] = [w for w in rows if can_serve(w.props, w.computed_status,
                                                                     summary.config)]
         summary.worker_online_count = len(serving[summary.queue_key])
-    return Overview(now=moment, summaries=summaries, workers=rows, serving=serving)
+        cover = _coverage(summary.config, rows, people, serving[summary.queue_key])
+        coverage[summary.queue_key] = cover
+        summary.worker_rostered_count = len(cover.rostered)
+        summary.worker_free_slots = cover.free_slots
+    return Overview(now=moment, summaries=summaries, workers=rows, serving=serving,
+                    coverage=coverage)

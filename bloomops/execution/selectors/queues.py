@@ -61,6 +61,9 @@ class QueueSummary:
     terminal_failures_total: int = 0
     now: datetime | None = None
     worker_online_count: int = 0
+    # filled by selectors.overview (coverage, RULES.md#metrics)
+    worker_rostered_count: int = 0
+    worker_free_slots: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

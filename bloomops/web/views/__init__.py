@@ -29,6 +29,7 @@ from bloomops.web.views.intake import (
     intake_preview,
     intake_results_csv,
 )
+from bloomops.web.views.people import people_list, person
 from bloomops.web.views.queues import (
     claim_next,
     dashboard,
@@ -47,7 +48,8 @@ from bloomops.web.views.subjects import (
 
 __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
-    "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "queue_detail",
+    "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "people_list",
+    "person", "queue_detail",
     "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
     "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
     "worker_status",

@@ -1,0 +1,62 @@
+"""A person's worker profile and the record of every change to it (docs/RULES.md#human-workers).
+
+The profile belongs to the sign-in identity (Django's user), so it lives beside it in a Django
+table; the history is append-only (the runtime database role may only read and insert it,
+docs/ARCHITECTURE.md, "Decisions worth knowing").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+# A person's worker fields an admin sets (heartbeat_ttl_seconds stays lab-wide).
+SCOPE_FIELDS = ("site_scope", "platform_scope", "assay_scope")
+LIST_FIELDS = ("capabilities", *SCOPE_FIELDS)
+MAX_LEASES_LIMIT = 1000  # the engine's bound on max_concurrent_leases (register_worker)
+
+
+class PersonProfile(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="worker_profile")
+    capabilities = models.JSONField(default=list)
+    site_scope = models.JSONField(default=list)
+    platform_scope = models.JSONField(default=list)
+    assay_scope = models.JSONField(default=list)
+    max_concurrent_leases = models.PositiveIntegerField(default=5)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"worker profile of {self.user}"
+
+    def worker_fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: list(getattr(self, name) or []) for name in LIST_FIELDS}
+        out["max_concurrent_leases"] = self.max_concurrent_leases
+        return out
+
+
+class ProfileChange(models.Model):
+    """Who changed whose roles or worker profile, when, why, from what to what. Usernames are
+    kept as text so the record outlives the accounts it names."""
+
+    username = models.CharField(max_length=150, db_index=True)
+    changed_by = models.CharField(max_length=150)
+    changed_at = models.DateTimeField(auto_now_add=True)
+    reason = models.TextField()
+    before = models.JSONField()
+    after = models.JSONField()
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.changed_by} changed {self.username} at {self.changed_at}: {self.reason}"
+
+    def changed_fields(self) -> list[str]:
+        return sorted(k for k in set(self.before) | set(self.after)
+                      if self.before.get(k) != self.after.get(k))
+
+    def diff(self) -> list[tuple[str, Any, Any]]:
+        return [(k, self.before.get(k), self.after.get(k)) for k in self.changed_fields()]

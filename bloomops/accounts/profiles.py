@@ -1,0 +1,182 @@
+"""Changing a person: roles, whether they may sign in, and their worker profile. Every change
+is a policy change: it needs a reason, and who/when/why/before/after is appended to
+``ProfileChange`` in the same transaction (docs/RULES.md#human-workers). A refusal writes
+nothing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import Group
+from django.db import IntegrityError, transaction
+
+from bloomops.accounts.models import (
+    LIST_FIELDS,
+    MAX_LEASES_LIMIT,
+    PersonProfile,
+    ProfileChange,
+)
+from bloomops.accounts.roles import ALL_ROLES, Role
+
+# A capability or scope value: a word of letters, digits and . _ : / - (as the demo's
+# "wetlab.extraction"), so a typo'd separator cannot hide in a list.
+TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$")
+MAX_ITEMS = 100
+MAX_REASON = 1000
+
+
+class ProfileError(Exception):
+    """A refused change, with a stable code and the form field it concerns."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.field = code, message, field
+
+
+@dataclass
+class PersonChange:
+    roles: list[str]
+    is_active: bool
+    # None: the person takes the lab-wide default (no profile of their own)
+    profile: dict[str, Any] | None
+    reason: str
+    # the id of the last change the admin's page showed (None: it showed none)
+    seen_change: int | None
+
+
+def parse_tokens(raw: str, field: str) -> list[str]:
+    """Comma- or line-separated values, each a TOKEN, without duplicates, in order."""
+    out: list[str] = []
+    for part in re.split(r"[,\n]", raw or ""):
+        value = part.strip()
+        if not value:
+            continue
+        if not TOKEN.match(value):
+            raise ProfileError("VALIDATION_ERROR", f"{value[:40]!r} is not a valid value: use"
+                               " letters, digits and . _ : / - (up to 100).", field)
+        if value not in out:
+            out.append(value)
+    if len(out) > MAX_ITEMS:
+        raise ProfileError("VALIDATION_ERROR", f"At most {MAX_ITEMS} values.", field)
+    return out
+
+
+def snapshot(user) -> dict[str, Any]:
+    """What a change record compares: roles, sign-in and the worker profile (absent fields:
+    the lab-wide default)."""
+    state: dict[str, Any] = {
+        "roles": sorted(g.name for g in user.groups.all() if g.name in ALL_ROLES),
+        "is_active": user.is_active,
+        "own_profile": False,
+    }
+    stored = PersonProfile.objects.filter(user=user).first()
+    if stored is not None:
+        state.update(own_profile=True, **stored.worker_fields())
+    return state
+
+
+def last_change_id(username: str) -> int | None:
+    return (ProfileChange.objects.filter(username=username)
+            .order_by("-id").values_list("id", flat=True).first())
+
+
+def validate(change: PersonChange, *, target, admin_username: str) -> None:
+    reason = (change.reason or "").strip()
+    if not reason:
+        raise ProfileError("VALIDATION_ERROR", "Say why: a change of who may do what needs a"
+                           " reason.", "reason")
+    if len(reason) > MAX_REASON or "\x00" in reason:
+        raise ProfileError("VALIDATION_ERROR", f"A reason is up to {MAX_REASON} characters"
+                           " of text.", "reason")
+    unknown = sorted(set(change.roles) - set(ALL_ROLES))
+    if unknown:
+        raise ProfileError("VALIDATION_ERROR", "Unknown role: " + ", ".join(unknown) + ".",
+                           "roles")
+    drops_admin = Role.ADMIN not in change.roles and not target.is_superuser
+    if target.get_username() == admin_username and (drops_admin or not change.is_active):
+        raise ProfileError("SELF_LOCKOUT", "You may not take away your own admin role or"
+                           " sign-in; ask another admin.", "roles")
+    if change.profile is not None:
+        for name in LIST_FIELDS:
+            if not isinstance(change.profile.get(name), list):
+                raise ProfileError("VALIDATION_ERROR", f"{name} is a list.", name)
+        limit = change.profile.get("max_concurrent_leases")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not (
+                1 <= limit <= MAX_LEASES_LIMIT):
+            raise ProfileError("VALIDATION_ERROR", "The lease limit is a whole number from 1"
+                               f" to {MAX_LEASES_LIMIT}.", "max_concurrent_leases")
+
+
+def change_person(target_id: int, change: PersonChange, *, admin_username: str
+                  ) -> ProfileChange | None:
+    """Apply a change to a person and record it; None when it changes nothing (nothing is
+    written). The person's human worker takes the new profile the next time they act."""
+    from django.contrib.auth import get_user_model
+
+    with transaction.atomic():
+        # One admin at a time per person: the second sees the first's change as stale.
+        target = get_user_model().objects.select_for_update().get(pk=target_id)
+        validate(change, target=target, admin_username=admin_username)
+        if last_change_id(target.get_username()) != change.seen_change:
+            raise ProfileError("REVISION_CONFLICT", "Someone changed this person since the"
+                               " page was shown; reload it and try again.")
+        before = snapshot(target)
+        target.groups.set(Group.objects.filter(name__in=change.roles))
+        if target.is_active != change.is_active:
+            target.is_active = change.is_active
+            target.save(update_fields=["is_active"])
+        if change.profile is None:
+            PersonProfile.objects.filter(user=target).delete()
+        else:
+            PersonProfile.objects.update_or_create(user=target, defaults=change.profile)
+        after = snapshot(target)
+        if after == before:
+            transaction.set_rollback(True)
+            return None
+        return ProfileChange.objects.create(
+            username=target.get_username(), changed_by=admin_username,
+            reason=change.reason.strip(), before=before, after=after)
+
+
+def add_person(username: str, *, first_name: str, last_name: str, password: str,
+               roles: list[str], reason: str, admin_username: str) -> ProfileChange:
+    """A new account with its roles (no profile of its own: the lab-wide default), recorded
+    like any other change. The password must pass the site's password validators."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    model = get_user_model()
+    probe = model(username=username, first_name=first_name, last_name=last_name)
+    try:
+        probe.full_clean(exclude=["password"])
+    except ValidationError as err:
+        field, messages = next(iter(err.message_dict.items()))
+        raise ProfileError("VALIDATION_ERROR", " ".join(messages),
+                           "username" if field == "username" else None) from None
+    try:
+        validate_password(password, probe)
+    except ValidationError as err:
+        raise ProfileError("VALIDATION_ERROR", " ".join(err.messages), "password") from None
+    change = PersonChange(roles=roles, is_active=True, profile=None, reason=reason,
+                          seen_change=None)
+    validate(change, target=probe, admin_username=admin_username)
+    try:
+        with transaction.atomic():
+            return _create(model, username, first_name, last_name, password, roles, reason,
+                           admin_username)
+    except IntegrityError:  # the same name taken meanwhile
+        raise ProfileError("VALIDATION_ERROR", "A user with that username already exists.",
+                           "username") from None
+
+
+def _create(model, username: str, first_name: str, last_name: str, password: str,
+            roles: list[str], reason: str, admin_username: str) -> ProfileChange:
+    user = model.objects.create_user(username, password=password, first_name=first_name,
+                                     last_name=last_name)
+    user.groups.set(Group.objects.filter(name__in=roles))
+    return ProfileChange.objects.create(
+        username=username, changed_by=admin_username, reason=reason.strip(),
+        before={}, after=snapshot(user))

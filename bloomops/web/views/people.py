@@ -1,0 +1,184 @@
+"""People (admins only): each person's roles, sign-in and worker profile (capabilities,
+site/platform/assay scopes, lease limit), with the history of changes (RULES.md#human-workers).
+A refused change re-renders the form with the reason and writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
+from bloomops.accounts.profiles import (
+    MAX_REASON,
+    PersonChange,
+    ProfileError,
+    add_person,
+    change_person,
+    last_change_id,
+    parse_tokens,
+)
+from bloomops.accounts.roles import ALL_ROLES, roles_of
+from bloomops.execution import people, selectors
+from bloomops.web.views.common import forbidden
+
+HISTORY_LIMIT = 50
+PROFILE_FORM_FIELDS = ("capabilities", *SCOPE_FIELDS, "max_concurrent_leases")
+
+
+def admin_only(view: Callable) -> Callable:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if "admin" not in roles_of(request.user):
+            return forbidden(request, "Only admins manage people.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+class PersonForm(forms.Form):
+    roles = forms.MultipleChoiceField(choices=[(r, r) for r in ALL_ROLES], required=False,
+                                      widget=forms.CheckboxSelectMultiple)
+    is_active = forms.BooleanField(required=False, label="May sign in")
+    use_default = forms.BooleanField(required=False, label="Use the lab-wide default profile")
+    capabilities = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(
+        attrs={"rows": 3}), help_text="Steps this person may do, comma- or line-separated.")
+    site_scope = forms.CharField(required=False, max_length=2000,
+                                 help_text="Sites they work for; empty: any.")
+    platform_scope = forms.CharField(required=False, max_length=2000,
+                                     help_text="Platforms; empty: any.")
+    assay_scope = forms.CharField(required=False, max_length=2000,
+                                  help_text="Assays; empty: any.")
+    max_concurrent_leases = forms.IntegerField(min_value=1, max_value=MAX_LEASES_LIMIT,
+                                               required=False, label="Lease limit",
+                                               help_text="Items they may hold at once.")
+    # required by accounts.profiles.validate, the one home of the rule
+    reason = forms.CharField(required=False, max_length=MAX_REASON,
+                             widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="Why: recorded with the change.")
+    seen_change = forms.IntegerField(required=False, widget=forms.HiddenInput, min_value=0)
+
+
+def _group_roles(user) -> set[str]:
+    """The role groups a person is in (prefetched groups are used as they are)."""
+    return {g.name for g in user.groups.all() if g.name in ALL_ROLES}
+
+
+def _initial(user) -> dict:
+    stored = PersonProfile.objects.filter(user=user).first()
+    profile = people.human_profile(user.get_username(), roles_of(user))
+    return {
+        "roles": sorted(_group_roles(user)),
+        "is_active": user.is_active,
+        "use_default": stored is None,
+        "capabilities": "\n".join(profile["capabilities"]),
+        **{name: ", ".join(profile[name]) for name in SCOPE_FIELDS},
+        "max_concurrent_leases": profile["max_concurrent_leases"],
+        "seen_change": last_change_id(user.get_username()),
+    }
+
+
+def _change_of(form: PersonForm, target) -> PersonChange:
+    data = form.cleaned_data
+    if data["max_concurrent_leases"] is None:
+        raise ProfileError("VALIDATION_ERROR", "Give a lease limit.", "max_concurrent_leases")
+    profile: dict | None = {
+        "capabilities": parse_tokens(data["capabilities"], "capabilities"),
+        **{name: parse_tokens(data[name], name) for name in SCOPE_FIELDS},
+        "max_concurrent_leases": data["max_concurrent_leases"]}
+    if data["use_default"]:
+        default = people.default_profile(target.get_username(), roles_of(target))
+        stored = PersonProfile.objects.filter(user=target).first()
+        shown = [default, stored.worker_fields() if stored else default]
+        if not any(all(s[name] == value for name, value in profile.items()) for s in shown):
+            # edits an admin would lose without a word
+            raise ProfileError("VALIDATION_ERROR", "These values differ from the lab-wide"
+                               " default: untick \"use the lab-wide default profile\" to give"
+                               " this person a profile of their own.", "use_default")
+        profile = None
+    return PersonChange(roles=list(data["roles"]), is_active=data["is_active"],
+                        profile=profile, reason=data["reason"], seen_change=data["seen_change"])
+
+
+class NewPersonForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    first_name = forms.CharField(max_length=150, required=False)
+    last_name = forms.CharField(max_length=150, required=False)
+    password = forms.CharField(widget=forms.PasswordInput, max_length=128,
+                               help_text="They sign in with it; tell them in person.")
+    roles = forms.MultipleChoiceField(choices=[(r, r) for r in ALL_ROLES], required=False,
+                                      widget=forms.CheckboxSelectMultiple)
+    reason = forms.CharField(required=False, max_length=MAX_REASON)
+
+
+@require_http_methods(["GET", "POST"])
+@admin_only
+def people_list(request: HttpRequest) -> HttpResponse:
+    status = 200
+    form = NewPersonForm(request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                add_person(data["username"], first_name=data["first_name"],
+                           last_name=data["last_name"], password=data["password"],
+                           roles=list(data["roles"]), reason=data["reason"],
+                           admin_username=request.user.get_username())
+            except ProfileError as err:
+                form.add_error(err.field if err.field in form.fields else None, err.message)
+            else:
+                messages.success(request, f"{data['username']} may now sign in.")
+                return redirect(reverse("person", args=[data["username"]]))
+        status = 400
+    users = (get_user_model().objects.select_related("worker_profile")
+             .prefetch_related("groups").order_by("username"))
+    rows = []
+    for u in users:
+        roles = _group_roles(u) | ({"admin"} if u.is_superuser else set())
+        rows.append({"user": u, "roles": sorted(roles), "own": hasattr(u, "worker_profile"),
+                     "profile": people.effective_profile(u.get_username(), roles,
+                                                         getattr(u, "worker_profile", None))})
+    return render(request, "web/people.html", {"rows": rows, "new": form}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@admin_only
+def person(request: HttpRequest, username: str) -> HttpResponse:
+    target = get_object_or_404(get_user_model(), username=username)
+    status = 200
+    if request.method == "POST":
+        form = PersonForm(request.POST)
+        if form.is_valid():
+            try:
+                done = change_person(target.pk, _change_of(form, target),
+                                     admin_username=request.user.get_username())
+            except ProfileError as err:
+                form.add_error(err.field if err.field in form.fields else None, err.message)
+                status = 409 if err.code == "REVISION_CONFLICT" else 400
+            else:
+                if done is None:
+                    messages.info(request, "Nothing changed, so nothing was recorded.")
+                else:
+                    messages.success(request, f"{username} changed: "
+                                     + ", ".join(done.changed_fields()) + ". Their worker takes"
+                                     " the new profile the next time they act.")
+                return redirect(reverse("person", args=[username]))
+        else:
+            status = 400
+    else:
+        form = PersonForm(initial=_initial(target))
+    known = sorted({c for q in selectors.queues()
+                    for c in (q["config"].get("required_worker_capabilities") or [])})
+    return render(request, "web/person.html", {
+        "person": target, "form": form, "known_capabilities": known,
+        "profile_fields": [form[name] for name in PROFILE_FORM_FIELDS],
+        "own_profile": PersonProfile.objects.filter(user=target).exists(),
+        "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
+    }, status=status)

@@ -1,0 +1,310 @@
+"""A lab's own people (docs/RULES.md#human-workers): admins keep each person's roles and
+worker profile on /people/, every change is recorded with who, when and why, a refusal writes
+nothing, and a person's human worker takes its profile from there."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from bloomops.accounts.models import PersonProfile, ProfileChange
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import load
+from bloomops.web import services
+from tests.engine import act, actor, make_queue, make_subject
+from tests.test_db_roles import (
+    django_as,
+    raw_runtime_connection,
+    runtime,  # noqa: F401  (a fixture)
+)
+from tests.web_support import form_for, signed_in
+
+
+def _roles(user: User) -> list[str]:
+    return sorted(user.groups.values_list("name", flat=True))
+
+
+def _written() -> tuple:
+    """Everything a change of a person writes."""
+    return (ProfileChange.objects.count(), list(PersonProfile.objects.values_list(
+        "user__username", "capabilities", "max_concurrent_leases").order_by("user__username")),
+            sorted(User.objects.values_list("username", "is_active", "groups__name")))
+
+
+def _page_form(client, username: str, **overrides) -> dict:
+    """The person form as the page rendered it (checkboxes are sent as a browser would)."""
+    page = client.get(f"/people/{username}/")
+    assert page.status_code == 200
+    fields = form_for(page, "", **overrides)
+    if "capabilities" not in overrides:  # a textarea: its text, as the page showed it
+        fields["capabilities"] = page.context["form"].initial["capabilities"]
+    if "roles" not in overrides:
+        fields["roles"] = page.context["form"].initial["roles"]
+    for box in ("is_active", "use_default"):
+        if box not in overrides and page.context["form"].initial[box]:
+            fields[box] = "on"
+    return fields
+
+
+# ------------------------------------------------------------------ the screen and its roles
+
+
+@pytest.mark.parametrize("role", ["worker_service", "worker_human", "operator"])
+def test_only_admins_see_or_change_people(client, users, role):
+    client = signed_in(client, users[role])
+    before = _written()
+    assert client.get("/people/").status_code == 403
+    assert client.get("/people/sci/").status_code == 403
+    response = client.post("/people/sci/", {"roles": ["admin"], "is_active": "on",
+                                            "capabilities": "compute.qc",
+                                            "max_concurrent_leases": "9", "reason": "promote"})
+    assert response.status_code == 403
+    assert _written() == before
+    assert b'href="/people/"' not in client.get("/").content  # no link to a screen they lack
+
+
+def test_signed_out_visitors_are_sent_to_sign_in(client, users):
+    response = client.get("/people/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    before = _written()
+    assert client.post("/people/sci/", {"reason": "x"}).status_code == 302
+    assert _written() == before
+
+
+def test_an_admin_sees_everyone_with_their_roles_and_effective_profile(client, users):
+    PersonProfile.objects.create(user=users["worker_human"], capabilities=["wetlab.qc"],
+                                 site_scope=["sfo"], max_concurrent_leases=2)
+    html = signed_in(client, users["admin"]).get("/people/").content.decode()
+    assert 'href="/people/"' in html  # in the admin's navigation
+    sci = html[html.index('data-person="sci"'):]
+    sci = sci[:sci.index("</tr>")]
+    assert "worker_human" in sci and "wetlab.qc" in sci and "site sfo" in sci and ">own<" in sci
+    op = html[html.index('data-person="op"'):]
+    assert "lab default" in op[:op.index("</tr>")]
+    assert "wetlab.extraction" in op[:op.index("</tr>")]  # the lab-wide default, shown
+
+
+def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, users):
+    make_queue("q1", required_worker_capabilities=["wetlab.qc"])
+    client = signed_in(client, users["admin"])
+    page = client.get("/people/sci/")
+    assert "Steps the queues ask for: wetlab.qc" in page.content.decode()
+    fields = _page_form(client, "sci", capabilities="wetlab.qc\ncompute.qc, wetlab.qc",
+                        site_scope="sfo, bos", max_concurrent_leases="3",
+                        roles=["worker_human", "operator"], reason="now leads QC in SFO")
+    fields.pop("use_default", None)
+    response = client.post("/people/sci/", fields)
+    assert response.status_code == 302
+    stored = PersonProfile.objects.get(user=users["worker_human"])
+    assert stored.capabilities == ["wetlab.qc", "compute.qc"]  # order kept, duplicate dropped
+    assert stored.site_scope == ["sfo", "bos"] and stored.platform_scope == []
+    assert stored.max_concurrent_leases == 3
+    assert _roles(users["worker_human"]) == ["operator", "worker_human"]
+    change = ProfileChange.objects.get()
+    assert (change.username, change.changed_by, change.reason) == ("sci", "adm",
+                                                                  "now leads QC in SFO")
+    assert change.before["own_profile"] is False and change.after["own_profile"] is True
+    assert change.before["roles"] == ["worker_human"]
+    assert change.after["roles"] == ["operator", "worker_human"]
+    assert {"capabilities", "max_concurrent_leases", "roles"} <= set(change.changed_fields())
+    html = client.get("/people/sci/").content.decode()
+    history = html[html.index('id="person-history"'):]
+    assert "adm" in history and "now leads QC in SFO" in history and "compute.qc" in history
+    # back to the lab-wide default: the profile goes, the change is recorded too
+    fields = _page_form(client, "sci", use_default="on", reason="left the QC team")
+    assert client.post("/people/sci/", fields).status_code == 302
+    assert not PersonProfile.objects.filter(user=users["worker_human"]).exists()
+    assert ProfileChange.objects.count() == 2
+
+
+def test_saving_an_unchanged_page_records_nothing(client, users):
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "op", reason="just looking")
+    response = client.post("/people/op/", fields, follow=True)
+    assert "Nothing changed" in response.content.decode()
+    assert ProfileChange.objects.count() == 0 and PersonProfile.objects.count() == 0
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+REFUSED = [
+    ({"reason": ""}, "reason"),
+    ({"reason": "   "}, "needs a reason"),
+    ({"reason": "bad\x00byte"}, "reason"),
+    ({"capabilities": "wetlab.qc; drop table"}, "not a valid value"),
+    ({"capabilities": ",".join(f"c{i}" for i in range(101))}, "At most 100"),
+    ({"site_scope": "s f o"}, "not a valid value"),
+    ({"max_concurrent_leases": "0"}, "max_concurrent_leases"),
+    ({"max_concurrent_leases": "1001"}, "max_concurrent_leases"),
+    ({"max_concurrent_leases": "many"}, "max_concurrent_leases"),
+    ({"max_concurrent_leases": ""}, "Give a lease limit"),
+    ({"roles": ["superhero"]}, "roles"),
+    ({"seen_change": "-1"}, "seen_change"),
+    # edited values while the lab-wide default stays ticked: not silently dropped
+    ({"use_default": "on"}, "differ from the lab-wide default"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "said"), REFUSED)
+def test_a_refused_change_says_why_and_writes_nothing(client, users, overrides, said):
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", capabilities="compute.qc", reason="why not")
+    fields.pop("use_default", None)
+    fields.update(overrides)
+    before = _written()
+    response = client.post("/people/sci/", fields)
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert said in html or said in str(response.context["form"].errors)
+    assert _written() == before
+
+
+def test_an_admin_may_not_lock_themselves_out(client, users):
+    client = signed_in(client, users["admin"])
+    before = _written()
+    for overrides in ({"roles": ["operator"]}, {"is_active": ""}):
+        fields = _page_form(client, "adm", reason="oops", **overrides)
+        if overrides.get("is_active") == "":
+            fields.pop("is_active")
+        response = client.post("/people/adm/", fields)
+        assert response.status_code == 400
+        assert "your own admin role" in response.content.decode()
+    assert _written() == before
+
+
+def test_two_admins_editing_one_person_the_second_is_refused(client, users):
+    other = User.objects.create_user("adm2")
+    other.groups.add(Group.objects.get(name="admin"))
+    first = signed_in(client, users["admin"])
+    mine = _page_form(first, "sci", max_concurrent_leases="2", reason="fewer items")
+    from django.test import Client
+
+    second = signed_in(Client(), other)
+    theirs = _page_form(second, "sci", max_concurrent_leases="8", reason="more items")
+    mine.pop("use_default", None)
+    theirs.pop("use_default", None)
+    assert first.post("/people/sci/", mine).status_code == 302
+    before = _written()
+    response = second.post("/people/sci/", theirs)
+    assert response.status_code == 409 and "reload" in response.content.decode()
+    assert _written() == before
+    assert PersonProfile.objects.get(user=users["worker_human"]).max_concurrent_leases == 2
+
+
+def test_an_unknown_person_is_404_and_nothing_is_written(client, users):
+    client = signed_in(client, users["admin"])
+    before = _written()
+    assert client.get("/people/nobody-here/").status_code == 404
+    assert client.post("/people/nobody-here/", {"reason": "x"}).status_code == 404
+    assert _written() == before
+
+
+# ------------------------------------------------------------ profile -> the person's worker
+
+
+def test_a_persons_worker_takes_their_profile_not_the_lab_default(tenant, users, settings):
+    settings.BLOOMOPS_HUMAN_CAPABILITIES = ["wetlab.extraction"]
+    make_queue("compute", required_worker_capabilities=["compute.qc"])
+    make_subject("compute")
+    sci = actor("worker_human", username="sci")
+    # without a profile: the lab-wide default
+    worker = services.ensure_my_worker(users["worker_human"])
+    props = load(euid=worker, tenant=tenant).props
+    assert props["capabilities"] == ["wetlab.extraction"] and props["max_concurrent_leases"] == 5
+    with pytest.raises(ActionError) as refused:
+        act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
+    assert refused.value.code == "WORKER_NOT_ELIGIBLE"
+    # an admin gives them a profile: the worker takes it the next time they act
+    PersonProfile.objects.create(user=users["worker_human"], capabilities=["compute.qc"],
+                                 assay_scope=["wgs"], max_concurrent_leases=1)
+    services.heartbeat(users["worker_human"], worker)
+    props = load(euid=worker, tenant=tenant).props
+    assert props["capabilities"] == ["compute.qc"] and props["assay_scope"] == ["wgs"]
+    assert props["max_concurrent_leases"] == 1
+    assert props["heartbeat_ttl_seconds"] == 3600  # the liveness window stays lab-wide
+    act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
+    # the lab default no longer reaches a person with a profile of their own
+    settings.BLOOMOPS_HUMAN_PROFILES = {"*": {"capabilities": ["other"]}}
+    services.heartbeat(users["worker_human"], worker)
+    assert load(euid=worker, tenant=tenant).props["capabilities"] == ["compute.qc"]
+
+
+# --------------------------------------------------------- the change record is append-only
+
+
+def test_as_the_runtime_role_admins_change_people_but_nobody_rewrites_the_record(
+        runtime, committed, client):  # noqa: F811  (the fixture imported above)
+    from psycopg2 import errors
+
+    admin = User.objects.create_user("boss")
+    admin.groups.add(Group.objects.get(name="admin"))
+    sci = User.objects.create_user("bench")
+    sci.groups.add(Group.objects.get(name="worker_human"))
+    with django_as(runtime):
+        client = signed_in(client, admin)
+        fields = _page_form(client, "bench", max_concurrent_leases="2", reason="training")
+        fields.pop("use_default", None)
+        assert client.post("/people/bench/", fields).status_code == 302
+    assert ProfileChange.objects.filter(username="bench", changed_by="boss").count() == 1
+    with raw_runtime_connection(runtime) as conn, conn.cursor() as cur:
+        for statement in ("UPDATE accounts_profilechange SET reason = 'forged'",
+                          "DELETE FROM accounts_profilechange"):
+            with pytest.raises(errors.InsufficientPrivilege):
+                cur.execute(statement)
+            conn.rollback()
+    assert ProfileChange.objects.get(username="bench").reason == "training"
+
+
+# ------------------------------------------------------------------------- new people
+
+
+def test_an_admin_adds_a_person_who_can_then_sign_in(client, users):
+    admin = signed_in(client, users["admin"])
+    response = admin.post("/people/", {"username": "newbie", "first_name": "New",
+                                       "last_name": "Bie", "password": "a-long-password-1",
+                                       "roles": ["worker_human"], "reason": "joined the lab"})
+    assert response.status_code == 302 and response["Location"] == "/people/newbie/"
+    newbie = User.objects.get(username="newbie")
+    assert _roles(newbie) == ["worker_human"] and newbie.is_active
+    change = ProfileChange.objects.get(username="newbie")
+    assert change.before == {} and change.after["roles"] == ["worker_human"]
+    assert change.changed_by == "adm" and change.reason == "joined the lab"
+    from django.test import Client
+
+    signin = Client().post("/accounts/login/", {"username": "newbie",
+                                                "password": "a-long-password-1"})
+    assert signin.status_code == 302 and signin["Location"] == "/"
+
+
+NEW_REFUSED = [
+    ({"username": "sci"}, "already exists"),
+    ({"username": "no spaces!"}, "username"),
+    ({"username": ""}, "username"),
+    ({"password": "short"}, "too short"),
+    ({"reason": ""}, "needs a reason"),
+    ({"roles": ["root"]}, "roles"),
+    ({"username": "nul\x00name"}, "username"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "said"), NEW_REFUSED)
+def test_a_refused_new_person_says_why_and_writes_nothing(client, users, overrides, said):
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    response = admin.post("/people/", {"username": "newbie", "password": "a-long-password-1",
+                                       "roles": ["worker_human"], "reason": "joined",
+                                       **overrides})
+    assert response.status_code == 400
+    assert said in response.content.decode() or said in str(response.context["new"].errors)
+    assert _written() == before
+
+
+def test_only_admins_add_people(client, users):
+    before = _written()
+    for role in ("worker_service", "worker_human", "operator"):
+        response = signed_in(client, users[role]).post(
+            "/people/", {"username": "sneaky", "password": "a-long-password-1",
+                         "roles": ["admin"], "reason": "me"})
+        assert response.status_code == 403
+    assert _written() == before and not User.objects.filter(username="sneaky").exists()
