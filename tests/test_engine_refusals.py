@@ -245,6 +245,12 @@ def s_validation_unknown_payload_field(svc, op):
                        expected_state="READY", payload={"reason": "x", "extra": 1})
 
 
+def s_evidence_mismatch(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("record_evidence_bundle", op, subject_euid=subject,
+                       payload={"bundle_sha256": "0" * 64})
+
+
 SCENARIOS = {
     "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
                          s_validation_idempotency_key, s_validation_unknown_action,
@@ -269,6 +275,7 @@ SCENARIOS = {
     "HOLD_NOT_ACTIVE": [s_hold_not_active],
     "INVALID_ENVELOPE": [s_invalid_envelope],
     "OUTPUT_NOT_ALLOWED": [s_output_not_allowed],
+    "EVIDENCE_MISMATCH": [s_evidence_mismatch],
 }
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 

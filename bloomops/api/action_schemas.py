@@ -346,6 +346,12 @@ class WorkerStatusIn(ActionEnvelope):
     reason: str | None = text(1000)
 
 
+class RecordEvidenceIn(ActionEnvelope):
+    subject_euid: RequiredId
+    bundle_sha256: str = Field(pattern="^[0-9a-f]{64}$", min_length=64, max_length=64,
+                               description="sha256 (lowercase hex) of the bundle's bytes.")
+
+
 # The request schema of each action, by the key of the engine's action registry.
 REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
@@ -355,4 +361,5 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "release_execution_hold": ReleaseHoldIn, "requeue_subject": RequeueIn,
     "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
     "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
+    "record_evidence_bundle": RecordEvidenceIn,
 }

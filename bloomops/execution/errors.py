@@ -27,6 +27,7 @@ HTTP_STATUS: dict[str, int] = {
     "CONCURRENT_UPDATE": 409,
     "INVALID_ENVELOPE": 409,
     "OUTPUT_NOT_ALLOWED": 400,
+    "EVIDENCE_MISMATCH": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -54,6 +55,8 @@ PLAIN: dict[str, str] = {
     "INVALID_ENVELOPE": "The subject's execution envelope has a field the engine cannot read;"
                         " an operator can requeue or cancel it.",
     "OUTPUT_NOT_ALLOWED": "This step may not produce objects of that kind.",
+    "EVIDENCE_MISMATCH": "The subject's history is not the one the evidence bundle describes"
+                         " (it changed, or the hash is of another bundle); export again.",
 }
 
 

@@ -14,6 +14,7 @@ from bloomops.execution.actions.attempts import (
 )
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.claim import ClaimQueueItem
+from bloomops.execution.actions.evidence import RecordEvidenceBundle
 from bloomops.execution.actions.leases import ExpireQueueLease
 from bloomops.execution.actions.subjects import (
     CancelSubjectExecution,
@@ -66,6 +67,9 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
               "Record the result of external work of a WAITING_EXTERNAL subject"),
     ActionDef("set_worker_status", "worker-status", SetWorkerStatus(),
               "Drain, disable, enable or retire a worker (admin)"),
+    ActionDef("record_evidence_bundle", "record-evidence-bundle", RecordEvidenceBundle(),
+              "Record the sha256 of a subject's evidence bundle (operator); GET"
+              " /subjects/{euid}/evidence builds, records and returns one"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 
