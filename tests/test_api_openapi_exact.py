@@ -34,6 +34,7 @@ REQUIRED = {
     "expire-lease": set(),
     "external-result": {"subject_euid", "expected_state", "outcome"},
     "worker-status": {"worker_euid", "operation"},
+    "record-evidence-bundle": {"subject_euid", "bundle_sha256"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key.
@@ -58,6 +59,7 @@ MINIMAL = {
     "external-result": {"subject_euid": "Z-MX-0", "expected_state": "WAITING_EXTERNAL",
                         "outcome": "COMPLETED"},
     "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain"},
+    "record-evidence-bundle": {"subject_euid": "Z-MX-0", "bundle_sha256": "0" * 64},
 }
 
 

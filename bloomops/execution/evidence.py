@@ -61,8 +61,12 @@ def build_bundle(euid: str, tenant: str | None) -> Bundle | None:
         return None
     history = subject_history(subject["uid"])
     records = evidence_action_records(subject["uid"])
-    lineage = [e for e in lineage_of(subject["uid"])
-               if e["relationship_type"] != EVIDENCE_REL and e["subtype"] != EVIDENCE_ACTION]
+    # Edges written in one transaction share a timestamp: sorted in full, for a stable order.
+    lineage = sorted((e for e in lineage_of(subject["uid"])
+                      if e["relationship_type"] != EVIDENCE_REL
+                      and e["subtype"] != EVIDENCE_ACTION),
+                     key=lambda e: (e["created_dt"], e["direction"], e["relationship_type"],
+                                    e["euid"]))
     uids = [subject["uid"], *(r["uid"] for rows in history.values() for r in rows)]
     doc = {
         "format": FORMAT,
