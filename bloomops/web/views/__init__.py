@@ -36,6 +36,7 @@ from bloomops.web.views.subjects import (
     release_hold,
     requeue_subject,
     subject,
+    subject_evidence,
     subject_lookup,
 )
 
@@ -43,6 +44,6 @@ __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
     "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "queue_detail",
     "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
-    "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
-    "worker_status",
+    "subject", "subject_evidence", "subject_lookup", "sweep", "workbench", "workbench_bulk",
+    "worker_dashboard", "worker_status",
 ]
