@@ -112,3 +112,20 @@ def test_a_deleted_record_is_named(history):
 def test_intact_chains_pass_the_command(history, capsys):
     call_command("verify_chain")
     assert "intact" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("committed")
+def test_concurrent_actions_on_one_target_keep_one_linear_chain(tenant):
+    """Racing heartbeats of one worker, each on its own connection: its chain stays one line
+    (no two records name the same predecessor)."""
+    from tests.test_engine_concurrency import _run_threads
+
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=[])
+    outcomes = _run_threads(lambda i: act("heartbeat_worker", svc, worker_euid=worker), 5)
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    chain = _chain(worker)
+    assert len(chain) == 6  # registered, five heartbeats
+    named = [r["json_addl"]["chain"]["previous_euid"] for r in chain]
+    assert named == [None, *(r["euid"] for r in chain[:-1])]
+    assert verify_chains(tenant).ok
