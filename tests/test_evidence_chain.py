@@ -101,6 +101,15 @@ def test_a_removed_record_is_named_by_the_next_link(history):
         call_command("verify_chain")
 
 
+def test_a_record_stripped_of_its_seal_is_named(history):
+    victim = _chain(history["subject"])[1]
+    execute("UPDATE generic_instance SET json_addl = json_addl - 'chain' WHERE uid = %s",
+            [victim["uid"]])
+    report = verify_chains(history["tenant"], history["subject"])
+    assert [(b.record_euid, b.problem) for b in report.breaks] == [
+        (victim["euid"], "carries no chain entry (its seal was removed)")]
+
+
 def test_a_deleted_record_is_named(history):
     victim = _chain(history["subject"])[0]
     execute("DELETE FROM generic_instance WHERE uid = %s", [victim["uid"]])

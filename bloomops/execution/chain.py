@@ -100,15 +100,15 @@ class ChainReport:
 
 def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
     prev: dict[str, Any] | None = None
-    started = False
+    # Records without a seal are in no chain: written before it existed, or by another writer
+    # of the shared database. One whose seal was stripped is found by the next link.
+    unsealed: set[str] = set()
     for row in rows:
         body = row["json_addl"] or {}
         entry = body.get(CHAIN)
         if not isinstance(entry, dict):
-            if started:
-                return Break(key, row["euid"], "carries no chain entry (its seal was removed)")
-            continue  # written before the chain existed
-        started = True
+            unsealed.add(row["euid"])
+            continue
         if row["is_deleted"]:
             return Break(key, row["euid"], "is marked deleted")
         computed = content_hash(body)
@@ -118,6 +118,8 @@ def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
         want = (prev["euid"], prev["json_addl"][CHAIN].get("sha256")) if prev else (None, None)
         named = (entry.get("previous_euid"), entry.get("previous_sha256"))
         if named != want:
+            if named[0] in unsealed:
+                return Break(key, named[0], "carries no chain entry (its seal was removed)")
             if prev is None or named[0] != want[0]:
                 return Break(key, row["euid"], f"names previous record {named[0]}, but the"
                              f" chain's previous record is {want[0]} (a record was removed"
@@ -130,7 +132,9 @@ def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
 
 def verify_chains(tenant: str | None, key: str | None = None) -> ChainReport:
     """Walk one chain (target euid) or every chain of the tenant in record order."""
-    where = f"{_RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s" if key is not None \
+    # Unsealed records of the target too: the walk names one whose seal was stripped.
+    where = (f"{_RECORDS} AND (json_addl->'{CHAIN}'->>'key' = %(key)s OR (NOT json_addl ?"
+             f" '{CHAIN}' AND json_addl->>'target_euid' = %(key)s))") if key is not None \
         else _RECORDS
     rows = fetch_all(
         f"""SELECT uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',
