@@ -202,8 +202,10 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
         source = "database"
     changed, added, acted_since = _compare(doc, now.document)
     if acted_since:
-        snapshot_changes = [c for c in changed if c.split("[", 1)[0] in (*SNAPSHOTS, "subject")
-                            or c.startswith("subject")]
+        # A later action explains a changed snapshot, never a vanished object.
+        snapshot_changes = [c for c in changed
+                            if (c.split("[", 1)[0] in SNAPSHOTS or c.startswith("subject"))
+                            and not c.endswith("no longer in the database")]
         changed = [c for c in changed if c not in snapshot_changes]
         verdict.later += [f"{c} (changed by a later action)" for c in snapshot_changes]
     verdict.problems += [f"{source}: {c}" for c in changed]
