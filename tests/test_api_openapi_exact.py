@@ -36,6 +36,7 @@ REQUIRED = {
     "worker-status": {"worker_euid", "operation"},
     "route-subject": {"subject_euid", "queue_key"},
     "register-subject": {"queue_key", "template_code", "name"},
+    "record-evidence-bundle": {"subject_euid", "bundle_sha256"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key.
@@ -63,6 +64,7 @@ MINIMAL = {
     "route-subject": {"subject_euid": "Z-MX-0", "queue_key": "q0"},
     "register-subject": {"queue_key": "q0", "template_code": "content/material/specimen/1.0",
                          "name": "S-1"},
+    "record-evidence-bundle": {"subject_euid": "Z-MX-0", "bundle_sha256": "0" * 64},
 }
 
 

@@ -281,6 +281,10 @@ def s_forbidden_human_routes(svc, op):
 
 def s_not_found_route_object(svc, op):
     return lambda: act("route_subject", op, subject_euid="Z-MX-999999", queue_key="q1")
+def s_evidence_mismatch(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("record_evidence_bundle", op, subject_euid=subject,
+                       payload={"bundle_sha256": "0" * 64})
 
 
 SCENARIOS = {
@@ -311,6 +315,7 @@ SCENARIOS = {
     "SUBJECT_ALREADY_ROUTED": [s_already_routed],
     "SUBJECT_TERMINAL": [s_subject_terminal],
     "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],
+    "EVIDENCE_MISMATCH": [s_evidence_mismatch],
 }
 SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
 SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]

@@ -372,6 +372,10 @@ class RegisterSubjectIn(RoutingFields):
     name: str = required_text(300)
     properties: dict[str, Any] | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
+class RecordEvidenceIn(ActionEnvelope):
+    subject_euid: RequiredId
+    bundle_sha256: str = Field(pattern="^[0-9a-f]{64}$", min_length=64, max_length=64,
+                               description="sha256 (lowercase hex) of the bundle's bytes.")
 
 
 # The request schema of each action, by the key of the engine's action registry.
@@ -384,4 +388,5 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
     "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
     "route_subject": RouteSubjectIn, "register_subject": RegisterSubjectIn,
+    "record_evidence_bundle": RecordEvidenceIn,
 }

@@ -9,7 +9,7 @@ a request without a valid bearer token is 401 whatever cookies it carries.
 
 # No "from __future__ import annotations": django-ninja reads the endpoint annotations.
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Query, Router
 from ninja.security import HttpBearer
 
@@ -25,7 +25,10 @@ from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
 from bloomops.execution.context import ActionRequest, Actor, action_spec, ensure_role
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import HTTP_STATUS, ActionError
+from bloomops.execution.evidence import verify_bundle
 from bloomops.execution.executor import execute
+from bloomops.execution.exports import export_evidence
+from bloomops.tapdb.tenancy import tenant_of
 
 
 class BearerToken(HttpBearer):
@@ -196,6 +199,41 @@ def subject_history(request, euid: S.PathId):
         "outputs": _rows(h["outputs"], "euid"),
         "actions": [{**a, "action_euid": a.pop("euid")} for a in selectors.action_history(d.uid)],
     }
+
+
+EVIDENCE_AUTH = BearerToken("record_evidence_bundle")
+
+
+@router.get("/subjects/{euid}/evidence",
+            response={200: dict, 404: S.ErrorOut, 409: S.ErrorOut, **READ_ERRORS},
+            auth=EVIDENCE_AUTH, summary="The subject's evidence bundle (canonical JSON),"
+            " its sha256 recorded (operator); header X-Evidence-Sha256")
+def subject_evidence(request, euid: S.PathId):
+    export = export_evidence(euid, Actor.of(request.auth))
+    response = HttpResponse(export.data, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    response["X-Evidence-Sha256"] = export.sha256
+    response["X-Evidence-Euid"] = export.result["evidence_euid"]
+    return response
+
+
+@router.post("/subjects/{euid}/evidence/verify",
+             response={200: S.EvidenceVerdictOut, 404: S.ErrorOut, 409: S.ErrorOut,
+                       413: S.ErrorOut, **READ_ERRORS},
+             auth=EVIDENCE_AUTH, summary="Verify an evidence bundle file (the request body,"
+             " as downloaded) against its record and the database (operator)",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": {"type": "object"}}}}})
+def verify_subject_evidence(request, euid: S.PathId):
+    if selectors.subject_diagnostics(euid) is None:
+        raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
+    verdict = verify_bundle(request.body, tenant_of())
+    if verdict.subject_euid is None:
+        raise ActionError("VALIDATION_ERROR", verdict.problems[0], field="body")
+    if verdict.subject_euid != euid:
+        raise ActionError("VALIDATION_ERROR", f"The file is the bundle of"
+                          f" {verdict.subject_euid}, not of {euid}.", field="body")
+    return verdict.as_dict()
 
 
 def _worker(w: selectors.WorkerRow) -> dict:

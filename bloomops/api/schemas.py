@@ -158,6 +158,18 @@ class SubjectOut(Schema):
     active_holds: list[dict[str, Any]]
 
 
+class EvidenceVerdictOut(Schema):
+    """verify_evidence's answer (docs/RULES.md#evidence): ok when the file is a recorded
+    bundle and nothing it describes was changed or removed since."""
+
+    ok: bool
+    subject_euid: str | None
+    bundle_sha256: str
+    recorded: list[dict[str, Any]]
+    problems: list[str]
+    later: list[str]
+
+
 class HistoryOut(Schema):
     subject_euid: str
     records: list[dict[str, Any]]

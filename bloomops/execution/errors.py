@@ -31,6 +31,7 @@ HTTP_STATUS: dict[str, int] = {
     "SUBJECT_ALREADY_ROUTED": 409,
     "SUBJECT_TERMINAL": 409,
     "SUBJECT_OUT_OF_SCOPE": 409,
+    "EVIDENCE_MISMATCH": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -65,6 +66,8 @@ PLAIN: dict[str, str] = {
                         " it instead.",
     "SUBJECT_OUT_OF_SCOPE": "The subject's site, platform or assay is outside what the queue"
                             " serves, so it would never be seen there.",
+    "EVIDENCE_MISMATCH": "The subject's history is not the one the evidence bundle describes"
+                         " (it changed, or the hash is of another bundle); export again.",
 }
 
 

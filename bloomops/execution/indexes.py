@@ -131,6 +131,11 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
         (tenant_id, subtype, (json_addl->>'idempotency_key'))
         WHERE NOT is_deleted AND type = 'execution_queue'""",
+    # The hash chain (RULES.md#evidence): the previous action record on the same target.
+    "bloomops_action_chain": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_chain ON generic_instance
+        (tenant_id, ((json_addl->'chain'->>'key')), uid)
+        WHERE type = 'execution_queue'""",
     # Lineage traversal by endpoint and relationship type (every visibility NOT EXISTS, every
     # "relationships are lineage only" read).
     "bloomops_lineage_parent_rel": """

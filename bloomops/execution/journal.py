@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from bloomops.execution import chain
 from bloomops.execution.context import ACTION_CODE, EVENT_CODE, ActionRequest, Context, created_obj
 from bloomops.execution.objects import REL, Obj
 from bloomops.execution.statements import FIND_REPLAY, OUTBOX_INSERT
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import create_instance, link_many
+from bloomops.tapdb.templates import template
 
 
 def idempotency_scope(req: ActionRequest) -> str:
@@ -55,8 +57,12 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         "target_euid": target.euid if target else "",
         "reason": req.payload.get("reason"),
     }
+    # Sealed over exactly the JSON create_instance stores (RULES.md#evidence).
+    code = ACTION_CODE.format(key=req.action_key)
+    body = {"semantic_category": template(code).semantic_category, "properties": {}, **body}
+    body[chain.CHAIN] = chain.seal(ctx.tenant, body["target_euid"], body)
     created = create_instance(
-        ACTION_CODE.format(key=req.action_key),
+        code,
         name=f"{req.action_key}@{target.euid if target else '-'}",
         properties={},
         tenant_id=ctx.tenant,

@@ -27,6 +27,7 @@ REL = {
     "queue_hold": "execution_queue_hold",
     "actor_hold": "execution_actor_hold",
     "subject_dead_letter": "execution_subject_dead_letter",
+    "subject_evidence": "execution_subject_evidence",
     "queue_dead_letter": "execution_queue_dead_letter",
     "record_dead_letter": "execution_record_dead_letter",
     "executed_on": "executed_on",

@@ -21,6 +21,7 @@ urlpatterns = [
     path("subjects/<str:euid>/release-hold/", views.release_hold, name="release_hold"),
     path("subjects/<str:euid>/requeue/", views.requeue_subject, name="requeue_subject"),
     path("subjects/<str:euid>/cancel/", views.cancel_subject, name="cancel_subject"),
+    path("subjects/<str:euid>/evidence/", views.subject_evidence, name="subject_evidence"),
     path("workers/", views.worker_dashboard, name="workers"),
     path("workers/<str:worker_euid>/status/", views.worker_status, name="worker_status"),
     path("workbench/", views.workbench, name="workbench"),

@@ -14,6 +14,7 @@ from bloomops.execution.actions.attempts import (
 )
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.claim import ClaimQueueItem
+from bloomops.execution.actions.evidence import RecordEvidenceBundle
 from bloomops.execution.actions.intake import RegisterSubject, RouteSubject
 from bloomops.execution.actions.leases import ExpireQueueLease
 from bloomops.execution.actions.subjects import (
@@ -71,6 +72,9 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
               "Route an existing object (no envelope yet, or PENDING) into a queue"),
     ActionDef("register_subject", "register-subject", RegisterSubject(),
               "Create a new subject of a template the queue takes and route it"),
+    ActionDef("record_evidence_bundle", "record-evidence-bundle", RecordEvidenceBundle(),
+              "Record the sha256 of a subject's evidence bundle (operator); GET"
+              " /subjects/{euid}/evidence builds, records and returns one"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 

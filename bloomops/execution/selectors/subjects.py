@@ -211,7 +211,7 @@ def subject_history(subject_uid: int) -> dict[str, list[dict[str, Any]]]:
     lineage only (RULES.md#objects). One query."""
     rows = fetch_all(
         """
-        SELECT l.relationship_type AS rel, x.euid, x.name, x.created_dt,
+        SELECT l.relationship_type AS rel, x.uid, x.euid, x.name, x.created_dt,
                x.json_addl->'properties' AS props
         FROM generic_instance_lineage l
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted

@@ -43,6 +43,7 @@ from bloomops.web.views.subjects import (
     release_hold,
     requeue_subject,
     subject,
+    subject_evidence,
     subject_lookup,
 )
 
@@ -51,7 +52,7 @@ __all__ = [
     "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "people_list",
     "person", "queue_detail",
     "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
-    "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
-    "worker_status",
+    "subject", "subject_evidence", "subject_lookup", "sweep", "workbench", "workbench_bulk",
+    "worker_dashboard", "worker_status",
 ]
 __all__ += ["intake", "intake_confirm", "intake_preview", "intake_results_csv"]

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.context import Actor
+from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.exports import export_evidence
 from bloomops.web import services
 from bloomops.web.views.common import (
     answer,
     as_human,
+    forbidden,
     guards,
     is_human,
     reader,
@@ -91,3 +96,20 @@ def requeue_subject(request: HttpRequest, euid: str) -> HttpResponse:
 def cancel_subject(request: HttpRequest, euid: str) -> HttpResponse:
     return _operator_action(request, euid, "cancel_subject_execution",
                             lambda r: f"{euid} canceled.")
+
+
+@require_POST
+def subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
+    """The evidence bundle as a download, its sha256 recorded (RULES.md#evidence). A POST:
+    exporting writes the record of who generated it."""
+    try:
+        export = export_evidence(euid, Actor.of(request.user))
+    except ActionError as err:
+        if err.code == "FORBIDDEN":
+            return forbidden(request, err.message)
+        messages.error(request, err.message)
+        return redirect("subject", euid=euid)
+    response = HttpResponse(export.data, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+    response["X-Evidence-Sha256"] = export.sha256
+    return response

@@ -1,0 +1,149 @@
+"""The hash chain of action records (RULES.md#evidence): every record is sealed with the
+sha256 of its canonical content, which includes the hash of the previous record on the same
+target, so changing or removing a past record breaks the chain from there on.
+
+The canonical form (also the evidence bundle's) is one of JSON: UTF-8, object keys sorted by
+code point, no insignificant whitespace, no NaN/Infinity; an integral number is written as an
+integer (``2``, never ``2.0`` or ``2e0``) and any other number as the shortest decimal that
+reads back as the same double. PostgreSQL's jsonb keeps numbers by value, not by spelling, so
+this is the form whose hash survives a round trip through the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.db import fetch_all, fetch_one
+
+CHAIN = "chain"
+# Every action record is a TapDB instance of type execution_queue (subtype = action key).
+_RECORDS = "tenant_id = %(tenant)s AND type = 'execution_queue'"
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("NaN and Infinity have no canonical form")
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if isinstance(value, dict):
+        return {str(k): _normal(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normal(v) for v in value]
+    return value
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The canonical JSON of a value (module docstring)."""
+    return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def content_hash(json_addl: dict[str, Any]) -> str:
+    """sha256 of a record's stored JSON without its own seal (the chain's sha256)."""
+    body = dict(json_addl)
+    body[CHAIN] = {k: v for k, v in (body.get(CHAIN) or {}).items() if k != "sha256"}
+    return sha256_hex(canonical_bytes(body))
+
+
+def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, Any]:
+    """The chain entry of a record about to be written on target ``key``.
+
+    Actions on one subject already serialise on its row lock, but a worker's, a lease's or a
+    target-less action's do not always lock a row first; the transaction-scoped advisory lock
+    on the chain key makes "the previous record" one record for every writer. It is taken last
+    (after the handler's row locks), held to commit, and the read after it is a new statement,
+    so it sees the previous holder's committed record."""
+    sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"chain|{tenant}|{key}"])
+    prev = fetch_one(
+        f"""SELECT euid, json_addl->'{CHAIN}'->>'sha256' AS sha256 FROM generic_instance
+        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s
+        ORDER BY uid DESC LIMIT 1""",
+        {"tenant": tenant, "key": key},
+        prepare="chain_previous",
+    )
+    entry = {"key": key, "previous_euid": prev["euid"] if prev else None,
+             "previous_sha256": prev["sha256"] if prev else None}
+    entry["sha256"] = content_hash({**json_addl, CHAIN: entry})
+    return entry
+
+
+@dataclass
+class Break:
+    """The first broken link of one chain: which record and what differs."""
+
+    key: str
+    record_euid: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"chain {self.key or '(no target)'}: record {self.record_euid}: {self.problem}"
+
+
+@dataclass
+class ChainReport:
+    chains: int
+    records: int
+    breaks: list[Break]
+
+    @property
+    def ok(self) -> bool:
+        return not self.breaks
+
+
+def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
+    prev: dict[str, Any] | None = None
+    # Records without a seal are in no chain: written before it existed, or by another writer
+    # of the shared database. One whose seal was stripped is found by the next link.
+    unsealed: set[str] = set()
+    for row in rows:
+        body = row["json_addl"] or {}
+        entry = body.get(CHAIN)
+        if not isinstance(entry, dict):
+            unsealed.add(row["euid"])
+            continue
+        if row["is_deleted"]:
+            return Break(key, row["euid"], "is marked deleted")
+        computed = content_hash(body)
+        if computed != entry.get("sha256"):
+            return Break(key, row["euid"], "content differs from its seal: stored sha256 "
+                         f"{entry.get('sha256')}, content hashes to {computed}")
+        want = (prev["euid"], prev["json_addl"][CHAIN].get("sha256")) if prev else (None, None)
+        named = (entry.get("previous_euid"), entry.get("previous_sha256"))
+        if named != want:
+            if named[0] in unsealed:
+                return Break(key, named[0], "carries no chain entry (its seal was removed)")
+            if prev is None or named[0] != want[0]:
+                return Break(key, row["euid"], f"names previous record {named[0]}, but the"
+                             f" chain's previous record is {want[0]} (a record was removed"
+                             " or moved)")
+            return Break(key, row["euid"], f"names previous sha256 {named[1]}, but"
+                         f" {want[0]} is sealed with {want[1]} (that record was re-sealed)")
+        prev = row
+    return None
+
+
+def verify_chains(tenant: str | None, key: str | None = None) -> ChainReport:
+    """Walk one chain (target euid) or every chain of the tenant in record order."""
+    # Unsealed records of the target too: the walk names one whose seal was stripped.
+    where = (f"{_RECORDS} AND (json_addl->'{CHAIN}'->>'key' = %(key)s OR (NOT json_addl ?"
+             f" '{CHAIN}' AND json_addl->>'target_euid' = %(key)s))") if key is not None \
+        else _RECORDS
+    rows = fetch_all(
+        f"""SELECT uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',
+               json_addl->>'target_euid', '') AS chain_key
+        FROM generic_instance WHERE {where} ORDER BY uid""",
+        {"tenant": tenant, "key": key},
+    )
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_key.setdefault(row["chain_key"], []).append(row)
+    breaks = [b for k, rs in by_key.items() if (b := _first_break(k, rs)) is not None]
+    return ChainReport(chains=len(by_key), records=len(rows), breaks=breaks)

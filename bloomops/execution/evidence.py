@@ -1,0 +1,215 @@
+"""A subject's evidence bundle (RULES.md#evidence): building it from the database in its
+canonical form, and verifying a file against what was recorded and what is stored now."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
+from bloomops.execution.selectors.evidence import (
+    EVIDENCE_ACTION,
+    EVIDENCE_REL,
+    evidence_action_records,
+    evidence_audit_rows,
+    recorded_bundles,
+    subject_row,
+)
+from bloomops.execution.selectors.subjects import lineage_of, subject_history
+
+FORMAT = "bloomops.evidence/1"
+# Sections whose entries are never rewritten by bloomops: a change or a removal is tampering.
+APPEND_ONLY = ("action_records", "lineage", "audit")
+# Snapshots of objects the executor changes: they may differ later only together with new
+# action records (every legitimate change is an action).
+SNAPSHOTS = ("leases", "execution_records", "holds", "dead_letters", "outputs")
+_HISTORY = {"leases": "leases", "execution_records": "records", "holds": "holds",
+            "dead_letters": "dead_letters", "outputs": "outputs"}
+
+
+def bloomops_version() -> str:
+    try:
+        return version("bloomops")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
+        return "unknown"
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+def _obj(row: dict[str, Any]) -> dict[str, Any]:
+    return {"euid": row["euid"], "name": row["name"], "created_dt": _when(row["created_dt"]),
+            "properties": row["props"] or {}}
+
+
+@dataclass
+class Bundle:
+    document: dict[str, Any]
+    data: bytes
+    sha256: str
+    subject_uid: int
+
+
+def build_bundle(euid: str, tenant: str | None) -> Bundle | None:
+    """The bundle of a subject as the database holds it now; None for no such subject."""
+    subject = subject_row(euid, tenant)
+    if subject is None:
+        return None
+    history = subject_history(subject["uid"])
+    records = evidence_action_records(subject["uid"])
+    # Edges written in one transaction share a timestamp: sorted in full, for a stable order.
+    lineage = sorted((e for e in lineage_of(subject["uid"])
+                      if e["relationship_type"] != EVIDENCE_REL
+                      and e["subtype"] != EVIDENCE_ACTION),
+                     key=lambda e: (e["created_dt"], e["direction"], e["relationship_type"],
+                                    e["euid"]))
+    uids = [subject["uid"], *(r["uid"] for rows in history.values() for r in rows)]
+    doc = {
+        "format": FORMAT,
+        "bloomops_version": bloomops_version(),
+        "subject": {**_obj(subject), "template_code": subject["template_code"]},
+        **{section: [_obj(r) for r in history[key]] for section, key in _HISTORY.items()},
+        "action_records": [{"euid": r["euid"], "action_key": r["action_key"],
+                            "created_dt": _when(r["created_dt"]), "record": r["json_addl"]}
+                           for r in records],
+        "lineage": [{"direction": e["direction"], "relationship_type": e["relationship_type"],
+                     "euid": e["euid"], "type": e["type"], "subtype": e["subtype"],
+                     "created_dt": _when(e["created_dt"])} for e in lineage],
+        "audit": [{"euid": a["euid"], "object_euid": a["object_euid"],
+                   "changed_at": _when(a["changed_at"]), "changed_by": a["changed_by"],
+                   "operation_type": a["operation_type"], "column_name": a["column_name"],
+                   "old_value": a["old_value"], "new_value": a["new_value"]}
+                  for a in evidence_audit_rows(uids)],
+    }
+    data = canonical_bytes(doc)
+    return Bundle(document=doc, data=data, sha256=sha256_hex(data), subject_uid=subject["uid"])
+
+
+@dataclass
+class Verdict:
+    """What verify_bundle found. ok: the file is a recorded bundle and nothing it describes
+    was changed or removed since (later history may have been added)."""
+
+    subject_euid: str | None
+    sha256: str
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    later: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.recorded) and not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "subject_euid": self.subject_euid, "bundle_sha256": self.sha256,
+                "recorded": self.recorded, "problems": self.problems, "later": self.later}
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for k in sorted(set(mine) | set(theirs)):
+            found = _first_difference(f"{path}.{k}", mine.get(k), theirs.get(k))
+            if found:
+                return found
+        return None
+    if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            found = _first_difference(f"{path}[{i}]", a, b)
+            if found:
+                return found
+        return None
+    if canonical_bytes(mine) == canonical_bytes(theirs):
+        return None
+    return f"{path}: the file has {_short(mine)}, the database {_short(theirs)}"
+
+
+def _entry_id(section: str, entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return _short(entry)
+    if section == "lineage":
+        return f"{entry.get('direction')}:{entry.get('relationship_type')}:{entry.get('euid')}"
+    return str(entry.get("euid"))
+
+
+def _compare(doc: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str], bool]:
+    """(changed or removed entries, entries added since, whether actions were added since)."""
+    changed: list[str] = []
+    added: list[str] = []
+    for section in (*APPEND_ONLY, *SNAPSHOTS):
+        mine = {_entry_id(section, e): e for e in doc.get(section) or []}
+        theirs = {_entry_id(section, e): e for e in now.get(section) or []}
+        for key, entry in mine.items():
+            where = f"{section}[{key}]"
+            if key not in theirs:
+                changed.append(f"{where}: in the file, no longer in the database")
+            elif (diff := _first_difference(where, entry, theirs[key])) is not None:
+                changed.append(diff)
+        added += [f"{section}[{key}]: added since" for key in theirs if key not in mine]
+    diff = _first_difference("subject", doc.get("subject"), now.get("subject"))
+    if diff:
+        changed.append(diff)
+    acted_since = any(a.startswith("action_records[") for a in added)
+    return changed, added, acted_since
+
+
+def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
+    """Is this file a recorded bundle, and is the history it describes unchanged since?
+    Every problem names the entry and field (RULES.md#evidence)."""
+    verdict = Verdict(subject_euid=None, sha256=sha256_hex(data))
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        verdict.problems.append("file: not UTF-8 JSON")
+        return verdict
+    subject = doc.get("subject") if isinstance(doc, dict) else None
+    if not isinstance(subject, dict) or doc.get("format") != FORMAT \
+            or not isinstance(subject.get("euid"), str):
+        verdict.problems.append(f"file: not a {FORMAT} evidence bundle")
+        return verdict
+    verdict.subject_euid = subject["euid"]
+    if canonical_bytes(doc) != data:
+        verdict.problems.append("file: not in canonical form (it was re-written or edited)")
+    for entry in doc.get("action_records") or []:
+        record = entry.get("record") if isinstance(entry, dict) else None
+        seal = (record or {}).get(CHAIN) if isinstance(record, dict) else None
+        if isinstance(seal, dict) and content_hash(record) != seal.get("sha256"):
+            verdict.problems.append(f"file: action_records[{entry.get('euid')}] differs from"
+                                    " its seal (the record was edited in the file)")
+    now = build_bundle(verdict.subject_euid, tenant)
+    if now is None:
+        verdict.problems.append(f"database: subject {verdict.subject_euid} no longer exists")
+        return verdict
+    verdict.recorded = [{"evidence_euid": r["euid"], **r["props"]}
+                        for r in recorded_bundles(now.subject_uid, verdict.sha256)]
+    if not verdict.recorded:
+        source = "file"
+        if recorded_bundles(now.subject_uid, now.sha256):
+            detail = "; the database still matches a recorded bundle, so the file was edited"
+        else:
+            detail = ""
+        verdict.problems.append(f"file: its sha256 {verdict.sha256} matches no evidence"
+                                f" bundle recorded for {verdict.subject_euid}{detail}")
+    else:
+        source = "database"
+    changed, added, acted_since = _compare(doc, now.document)
+    if acted_since:
+        # A later action explains a changed snapshot, never a vanished object.
+        snapshot_changes = [c for c in changed
+                            if (c.split("[", 1)[0] in SNAPSHOTS or c.startswith("subject"))
+                            and not c.endswith("no longer in the database")]
+        changed = [c for c in changed if c not in snapshot_changes]
+        verdict.later += [f"{c} (changed by a later action)" for c in snapshot_changes]
+    verdict.problems += [f"{source}: {c}" for c in changed]
+    verdict.later += added
+    verdict.problems += [f"database: {b}" for b in
+                         verify_chains(tenant, verdict.subject_euid).breaks]
+    return verdict

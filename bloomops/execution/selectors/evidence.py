@@ -1,0 +1,71 @@
+"""The reads behind a subject's evidence bundle (RULES.md#evidence) that the inspector does
+not need: the subject row as stored, full action records, full TapDB audit rows, and the
+bundles recorded for a subject. The bundle's own bookkeeping (evidence objects and the
+actions that recorded them) is left out, so recording a bundle does not change the next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES
+from bloomops.tapdb.db import fetch_all, fetch_one
+
+EVIDENCE_ACTION = "record_evidence_bundle"
+EVIDENCE_REL = "execution_subject_evidence"
+
+
+def subject_row(euid: str, tenant: str | None) -> dict[str, Any] | None:
+    """A subject as stored (any object but an execution object or action record)."""
+    return fetch_one(
+        f"""SELECT s.uid, s.euid, s.name, s.created_dt, s.json_addl->'properties' AS props,
+               {TEMPLATE_CODE} AS template_code
+        FROM generic_instance s JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+        WHERE s.euid = %(euid)s AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
+          AND s.type NOT IN ('execution', 'execution_queue')""",
+        {"euid": euid, "tenant": tenant},
+    )
+
+
+def evidence_action_records(instance_uid: int) -> list[dict[str, Any]]:
+    """Every live action record executed on an instance, as stored. One query."""
+    return fetch_all(
+        """
+        SELECT DISTINCT a.uid, a.euid, a.subtype AS action_key, a.created_dt, a.json_addl
+        FROM generic_instance_lineage l
+        JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
+        WHERE l.child_instance_uid = %s AND l.relationship_type = 'executed_on'
+          AND NOT l.is_deleted AND a.subtype <> %s
+        ORDER BY a.uid
+        """,
+        [instance_uid, EVIDENCE_ACTION],
+    )
+
+
+def evidence_audit_rows(instance_uids: list[int]) -> list[dict[str, Any]]:
+    """TapDB's audit rows of these instances, values in full. One query."""
+    return fetch_all(
+        """
+        SELECT a.uid, a.euid, a.rel_table_euid_fk AS object_euid, a.changed_at, a.changed_by,
+               a.operation_type, a.column_name, a.old_value, a.new_value
+        FROM audit_log a
+        WHERE a.rel_table_name = 'generic_instance' AND a.rel_table_uid_fk = ANY(%s)
+        ORDER BY a.uid
+        """,
+        [instance_uids],
+    )
+
+
+def recorded_bundles(subject_uid: int, sha256: str | None = None) -> list[dict[str, Any]]:
+    """Evidence bundles recorded for a subject (of one sha256), oldest first. One query."""
+    return fetch_all(
+        """
+        SELECT x.euid, x.json_addl->'properties' AS props
+        FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+        WHERE l.parent_instance_uid = %(uid)s AND l.relationship_type = %(rel)s
+          AND NOT l.is_deleted
+          AND (%(sha)s::text IS NULL OR x.json_addl->'properties'->>'bundle_sha256' = %(sha)s)
+        ORDER BY x.uid
+        """,
+        {"uid": subject_uid, "rel": EVIDENCE_REL, "sha": sha256},
+    )

@@ -1,0 +1,98 @@
+"""The evidence endpoints (docs/API.md): download and verify by operators and admins only;
+every refusal writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from bloomops.execution.chain import canonical_bytes
+from tests.api_helpers import Api, api_for, error_code
+from tests.engine import actor, counts, make_queue, make_subject
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def subject(tenant):
+    make_queue("q1")
+    euid = make_subject("q1")
+    from tests.engine import act
+
+    act("place_execution_hold", actor("operator"), subject_euid=euid, expected_state="READY",
+        payload={"hold_code": "QC_FAIL", "reason": "bad run"})
+    return euid
+
+
+@pytest.mark.parametrize("role", ["operator", "admin"])
+def test_operators_download_a_recorded_bundle_and_verify_it(users, subject, role):
+    api = api_for(users[role])
+    response = api.get(f"/subjects/{subject}/evidence")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+    assert f"evidence-{subject}-" in response["Content-Disposition"]
+    data = response.content
+    assert response["X-Evidence-Sha256"] == hashlib.sha256(data).hexdigest()
+    assert json.loads(data)["subject"]["euid"] == subject
+    again = api.get(f"/subjects/{subject}/evidence")
+    assert again.content == data and again["X-Evidence-Euid"] == response["X-Evidence-Euid"]
+
+    verdict = api.post(f"/subjects/{subject}/evidence/verify", data)
+    assert verdict.status_code == 200
+    body = verdict.json()
+    assert body["ok"] is True and body["problems"] == []
+    assert body["recorded"][0]["generated_by"] == users[role].username
+
+    doc = json.loads(data)
+    doc["holds"][0]["properties"]["reason"] = "routine"
+    tampered = api.post(f"/subjects/{subject}/evidence/verify", canonical_bytes(doc))
+    assert tampered.status_code == 200
+    assert tampered.json()["ok"] is False
+    assert any(".properties.reason" in p and p.startswith("file: holds[")
+               for p in tampered.json()["problems"])
+
+
+@pytest.mark.parametrize("role", ["worker_service", "worker_human"])
+def test_workers_are_refused_and_nothing_is_written(users, subject, role):
+    api = api_for(users[role])
+    before = counts()
+    response = api.get(f"/subjects/{subject}/evidence")
+    assert response.status_code == 403 and error_code(response) == "FORBIDDEN"
+    response = api.post(f"/subjects/{subject}/evidence/verify", b"{}")
+    assert response.status_code == 403 and error_code(response) == "FORBIDDEN"
+    response = api.act("record-evidence-bundle", subject_euid=subject,
+                       bundle_sha256="0" * 64)
+    assert response.status_code == 403
+    assert counts() == before
+
+
+def test_no_token_is_refused(subject):
+    before = counts()
+    assert Api().get(f"/subjects/{subject}/evidence").status_code == 401
+    assert Api().post(f"/subjects/{subject}/evidence/verify", b"{}").status_code == 401
+    assert counts() == before
+
+
+def test_malformed_requests_are_refused_and_write_nothing(users, subject):
+    api = api_for(users["operator"])
+    before = counts()
+    missing = api.get("/subjects/Z-MX-404404/evidence")
+    assert missing.status_code == 404 and error_code(missing) == "NOT_FOUND"
+    for body in (b"not json", b"{}", b"[1]"):
+        response = api.post(f"/subjects/{subject}/evidence/verify", body)
+        assert response.status_code == 400, body
+        assert error_code(response) == "VALIDATION_ERROR"
+    wrong = api.act("record-evidence-bundle", subject_euid=subject, bundle_sha256="0" * 64)
+    assert wrong.status_code == 409 and error_code(wrong) == "EVIDENCE_MISMATCH"
+    bad = api.act("record-evidence-bundle", subject_euid=subject, bundle_sha256="xyz")
+    assert bad.status_code == 400
+    assert counts() == before
+    # Another subject's bundle is not evidence about this one.
+    other = make_subject("q1")
+    data = api.get(f"/subjects/{other}/evidence").content
+    after_export = counts()
+    response = api.post(f"/subjects/{subject}/evidence/verify", data)
+    assert response.status_code == 400 and other in response.json()["error"]["message"]
+    assert counts() == after_export

@@ -1,0 +1,179 @@
+"""Evidence bundles (docs/RULES.md#evidence): deterministic, recorded through the executor,
+and verifiable: an edited file or a database row edited after the export is named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from bloomops.execution.chain import canonical_bytes
+from bloomops.execution.errors import ActionError
+from bloomops.execution.evidence import build_bundle, verify_bundle
+from bloomops.execution.exports import export_evidence
+from bloomops.tapdb.db import execute, fetch_all
+from tests.engine import SERVICE, act, actor, claim, counts, make_queue, make_subject, register
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(tenant):
+    make_queue("q1")
+    make_queue("q2")
+    svc, op = actor(*SERVICE), actor("operator", username="qa-lead")
+    worker = register(svc, capabilities=[])
+    subject = make_subject("q1")
+    lease = claim(svc, worker)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"next_queue_key": "q2"})
+    hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+               payload={"hold_code": "QC_FAIL", "reason": "bad run"})
+    act("release_execution_hold", op, subject_euid=subject, hold_euid=hold["hold_euid"],
+        expected_state="HELD", payload={"reason": "rerun passed"})
+    return {"subject": subject, "tenant": tenant, "op": op, "svc": svc, "worker": worker}
+
+
+def test_bundle_holds_the_whole_history_in_canonical_form(history):
+    bundle = build_bundle(history["subject"], history["tenant"])
+    doc = bundle.document
+    assert bundle.data == canonical_bytes(json.loads(bundle.data))
+    assert doc["subject"]["euid"] == history["subject"]
+    assert doc["subject"]["properties"]["execution"]["state"] == "READY"
+    assert len(doc["leases"]) == 1 and len(doc["execution_records"]) == 1
+    assert [h["properties"]["hold_code"] for h in doc["holds"]] == ["QC_FAIL"]
+    keys = [r["action_key"] for r in doc["action_records"]]
+    assert keys == ["claim_queue_item", "complete_queue_execution", "place_execution_hold",
+                    "release_execution_hold"]
+    released = doc["action_records"][-1]["record"]
+    assert released["executed_by"] == "qa-lead" and released["reason"] == "rerun passed"
+    assert released["payload_hash"] and released["chain"]["sha256"]
+    assert any(e["relationship_type"] == "execution_subject_hold" for e in doc["lineage"])
+    assert any(a["object_euid"] == history["subject"] for a in doc["audit"])
+    assert doc["bloomops_version"]
+
+
+def test_two_exports_of_an_unchanged_history_are_byte_identical(history):
+    first = export_evidence(history["subject"], history["op"])
+    admin = actor("admin")
+    second = export_evidence(history["subject"], admin)
+    assert first.data == second.data and first.sha256 == second.sha256
+    # Each person's export is recorded once: who generated it and when.
+    assert second.result["evidence_euid"] != first.result["evidence_euid"]
+    again = export_evidence(history["subject"], history["op"])
+    assert again.result.replayed and again.data == first.data
+    recorded = fetch_all("SELECT json_addl->'properties' AS p FROM generic_instance"
+                         " WHERE subtype = 'evidence_bundle' ORDER BY uid")
+    assert [r["p"]["generated_by"] for r in recorded] == ["qa-lead", "admin"]
+    assert {r["p"]["bundle_sha256"] for r in recorded} == {first.sha256}
+
+
+def test_an_untouched_export_verifies(history, tmp_path, capsys):
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert verdict.ok, verdict.problems
+    assert verdict.recorded[0]["generated_by"] == "qa-lead"
+    path = tmp_path / export.filename
+    path.write_bytes(export.data)
+    call_command("verify_evidence", str(path))
+    assert "VERIFIED" in capsys.readouterr().out
+
+
+def test_later_actions_are_reported_not_taken_for_tampering(history):
+    export = export_evidence(history["subject"], history["op"])
+    act("cancel_subject_execution", history["op"], subject_euid=history["subject"],
+        expected_state="READY", payload={"reason": "withdrawn"})
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert verdict.ok, verdict.problems
+    assert any(line.startswith("action_records[") for line in verdict.later)
+
+
+def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path):
+    export = export_evidence(history["subject"], history["op"])
+    doc = json.loads(export.data)
+    doc["action_records"][-1]["record"]["reason"] = "nothing to see"
+    edited = canonical_bytes(doc)
+    verdict = verify_bundle(edited, history["tenant"])
+    assert not verdict.ok
+    text = "\n".join(verdict.problems)
+    assert "matches no evidence bundle recorded" in text and "file was edited" in text
+    euid = doc["action_records"][-1]["euid"]
+    assert f"action_records[{euid}].record.reason" in text
+    path = tmp_path / "edited.json"
+    path.write_bytes(edited)
+    with pytest.raises(CommandError, match="NOT VERIFIED"):
+        call_command("verify_evidence", str(path))
+
+
+def test_a_reformatted_file_is_detected(history):
+    export = export_evidence(history["subject"], history["op"])
+    pretty = json.dumps(json.loads(export.data), indent=2).encode()
+    verdict = verify_bundle(pretty, history["tenant"])
+    assert not verdict.ok
+    assert any("canonical form" in p for p in verdict.problems)
+
+
+def test_a_database_row_edited_after_export_is_named(history):
+    export = export_evidence(history["subject"], history["op"])
+    victim = json.loads(export.data)["action_records"][2]
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{reason}',"
+            " '\"routine\"') WHERE euid = %s", [victim["euid"]])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok and verdict.recorded
+    text = "\n".join(verdict.problems)
+    assert f"database: action_records[{victim['euid']}].record.reason" in text
+    assert f"record {victim['euid']}: content differs from its seal" in text
+
+
+def test_an_envelope_edited_outside_the_executor_is_named(history):
+    export = export_evidence(history["subject"], history["op"])
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,execution,priority}', '99') WHERE euid = %s", [history["subject"]])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any(p.startswith("database: subject.properties.execution.priority")
+               for p in verdict.problems), verdict.problems
+
+
+def test_a_removed_record_is_named(history):
+    export = export_evidence(history["subject"], history["op"])
+    victim = json.loads(export.data)["action_records"][1]["euid"]
+    execute("DELETE FROM generic_instance WHERE euid = %s", [victim])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert f"database: action_records[{victim}]: in the file, no longer in the database" \
+        in verdict.problems
+
+
+def test_a_mismatching_hash_is_refused_and_writes_nothing(history):
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        act("record_evidence_bundle", history["op"], subject_euid=history["subject"],
+            payload={"bundle_sha256": "0" * 64})
+    assert err.value.code == "EVIDENCE_MISMATCH"
+    assert counts() == before
+
+
+@pytest.mark.parametrize("roles", [SERVICE, ("worker_human",)])
+def test_workers_may_not_export_and_nothing_is_written(history, roles):
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        export_evidence(history["subject"], actor(*roles))
+    assert err.value.code == "FORBIDDEN"
+    assert counts() == before
+
+
+@pytest.mark.parametrize("sha", ["", "abc", "G" * 64, "A" * 64])
+def test_a_malformed_hash_is_refused_and_writes_nothing(history, sha):
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        act("record_evidence_bundle", history["op"], subject_euid=history["subject"],
+            payload={"bundle_sha256": sha})
+    assert err.value.code == "VALIDATION_ERROR"
+    assert counts() == before
+
+
+def test_not_a_bundle_is_refused_by_name(history):
+    assert verify_bundle(b"\xff", history["tenant"]).problems == ["file: not UTF-8 JSON"]
+    assert "not a bloomops.evidence/1" in verify_bundle(b"{}", history["tenant"]).problems[0]
