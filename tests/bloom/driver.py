@@ -133,6 +133,7 @@ class Driver:
     def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
         self.now = datetime.now(UTC).replace(microsecond=0)
+        self.bdb = None
 
     def clock(self) -> datetime:
         return self.now
@@ -175,21 +176,18 @@ class Driver:
         return {"before": before, "after": after}
 
     def counts(self) -> dict[str, Any]:
-        from bloom_lims.tapdb_adapter import BLOOMdb3
         from sqlalchemy import text
 
-        bdb = BLOOMdb3(app_username="bloomops-interop")
+        svc = self.service()
         try:
-            rows = bdb.session.execute(text(
+            return dict(svc.bdb.session.execute(text(
                 "SELECT (SELECT count(*) FROM generic_template) AS templates,"
                 " (SELECT count(*) FROM generic_instance) AS instances,"
                 " (SELECT json_agg(json_build_array(entity, issuer_app_code, prefix)"
                 "         ORDER BY issuer_app_code, entity)"
-                "    FROM tapdb_identity_prefix_config) AS prefixes")).mappings().one()
-            return dict(rows)
+                "    FROM tapdb_identity_prefix_config) AS prefixes")).mappings().one())
         finally:
-            bdb.session.rollback()
-            bdb.close()
+            self.done(svc)
 
     # -- the clock ------------------------------------------------------------------------
 
@@ -204,9 +202,23 @@ class Driver:
     # -- Bloom's service ------------------------------------------------------------------
 
     def service(self):
+        """Bloom's service on a session of its own, as each of Bloom's API calls makes one
+        (one engine is kept for the driver's life instead of one per call)."""
         from bloom_lims.domain.execution_queue import ExecutionQueueService
+        from bloom_lims.tapdb_adapter import BLOOMdb3
 
-        return ExecutionQueueService(app_username="bloom-interop", clock=self.clock)
+        if self.bdb is None:
+            self.bdb = BLOOMdb3(app_username="bloom-interop")
+        else:
+            self.bdb.session = self.bdb.new_session()
+        return ExecutionQueueService(app_username="bloom-interop", bdb=self.bdb,
+                                     clock=self.clock)
+
+    @staticmethod
+    def done(svc) -> None:
+        """End a call: a read's uncommitted writes are rolled back, as Bloom's API does."""
+        svc.bdb.session.rollback()
+        svc.bdb.session.close()
 
     def op_create_subject(self, template_code: str, name: str | None = None,
                           properties: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -220,7 +232,7 @@ class Driver:
                 svc.bdb.session.commit()
             return {"euid": obj.euid, "name": obj.name, "template_code": template_code}
         finally:
-            svc.close()
+            self.done(svc)
 
     def op_create_routed_subjects(self, template_code: str, queue_key: str, count: int,
                                   priorities: list[int] | None = None) -> dict[str, Any]:
@@ -241,7 +253,27 @@ class Driver:
                     "execution": envelope, "current_queue": queue_key}}})
             return {"created": count}
         finally:
-            svc.close()
+            self.done(svc)
+
+    def op_actions_on(self, euid: str) -> list[dict[str, Any]]:
+        """The action records executed on an object (lineage ``executed_on``), loaded by
+        Bloom's object layer as its history views load them, oldest first."""
+        from bloom_lims.db import get_child_lineages
+
+        svc = self.service()
+        try:
+            out = []
+            for lineage in get_child_lineages(svc._require_instance(euid)):
+                if lineage.is_deleted or lineage.relationship_type != "executed_on":
+                    continue
+                action, body = lineage.parent_instance, lineage.parent_instance.json_addl or {}
+                out.append({"euid": action.euid, "uid": action.uid, "class": type(action).__name__,
+                            "type": action.type, "action_key": action.subtype,
+                            **{k: body.get(k) for k in ("executed_by", "executed_at",
+                                                        "subject_lookup_euid", "result")}})
+            return sorted(out, key=lambda a: a["uid"])
+        finally:
+            self.done(svc)
 
     def op_queue_subject(self, **fields: Any) -> Any:
         fields.setdefault("idempotency_key", uuid.uuid4().hex)
@@ -254,8 +286,7 @@ class Driver:
             args = (request,) if request is not None else ()
             return getattr(svc, method)(*args, **kwargs)
         finally:
-            svc.bdb.session.rollback()
-            svc.close()
+            self.done(svc)
 
 
 def _requests() -> dict[str, str]:

@@ -43,7 +43,10 @@ def bloom_python() -> Path:
     """Bloom's interpreter; installs Bloom's environment first if it is not cached yet
     (`make test` has done it already; this keeps a bare `pytest` working). An install that
     fails fails the test: there is no skipping."""
-    subprocess.run(["bash", str(HERE / "install.sh")], check=True)
+    done = subprocess.run(["bash", str(HERE / "install.sh")], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"Installing Bloom's environment failed:\n{done.stdout}\n{done.stderr}",
+                    pytrace=False)
     return BLOOM_DIR / "venv" / "bin" / "python"
 
 
@@ -54,16 +57,23 @@ def server() -> dict[str, Any]:
             "user": db["USER"], "password": db["PASSWORD"] or ""}
 
 
-def _admin(sql: str) -> None:
+def query(dbname: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """A statement on ``dbname`` on a connection of its own (autocommit), outside both
+    systems: what a database administrator would see."""
     s = server()
     conn = psycopg2.connect(host=s["host"], port=s["port"], user=s["user"],
-                            password=s["password"], dbname="postgres")
+                            password=s["password"], dbname=dbname)
     conn.autocommit = True
     try:
         with conn.cursor() as cur:
-            cur.execute(sql)
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description else []
     finally:
         conn.close()
+
+
+def _admin(sql: str) -> None:
+    query("postgres", sql)
 
 
 def create_database(name: str, template: str | None = None) -> None:
@@ -198,6 +208,9 @@ class Lab:
             self.attached = True
         with bloomops_on(self.name):
             yield
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return query(self.name, sql, params)
 
     def close(self) -> None:
         self.bloom.close()
