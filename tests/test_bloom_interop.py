@@ -294,3 +294,44 @@ def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
     assert b.one("get_subject_detail", subject_euid=s["due-bloom"])["execution"]["state"] == (
         "COMPLETED")
     assert_bloomops_reads_as_bloom(bloom_lab, data, failure_rate=False)
+
+
+def snapshot(lab: Lab) -> dict[str, list[tuple]]:
+    """Every row of TapDB's object tables and its identity-prefix table, by key, as a digest
+    of the whole row."""
+    keys = {"generic_template": "uid::text", "generic_instance": "uid::text",
+            "generic_instance_lineage": "uid::text",
+            "tapdb_identity_prefix_config": "issuer_app_code || '/' || entity"}
+    return {table: lab.query(f"SELECT {key}, md5(t::text) FROM {table} t ORDER BY 1")
+            for table, key in keys.items()}
+
+
+@pytest.mark.parametrize("bloom_lab", ["bloom"], indirect=True)
+def test_attaching_bloomops_to_a_bloom_lab_changes_no_row_of_it(bloom_lab):
+    data = bloom_writes_lab(bloom_lab)
+    before = snapshot(bloom_lab)
+    with bloom_lab.bloomops():  # manage.py attach, the first time bloomops uses the lab
+        pass
+    after = snapshot(bloom_lab)
+    for table, rows in before.items():
+        kept = {uid for uid, _ in rows}
+        assert [r for r in after[table] if r[0] in kept] == rows, table
+    # It added no object, and identity prefixes only for its own owner repo.
+    assert after["generic_instance"] == before["generic_instance"]
+    assert after["generic_instance_lineage"] == before["generic_instance_lineage"]
+    added = {key for key, _ in after["tapdb_identity_prefix_config"]} - {
+        key for key, _ in before["tapdb_identity_prefix_config"]}
+    assert added and {key.split("/")[0] for key in added} == {"bloomops"}
+    # Templates: one row per semantic code (bloomops seeds only the codes Bloom lacks).
+    assert bloom_lab.query(
+        "SELECT coalesce(json_addl->>'semantic_category', category) || '/' || type || '/'"
+        " || subtype || '/' || version AS code FROM generic_template WHERE NOT is_deleted"
+        " GROUP BY 1 HAVING count(*) > 1") == []
+    # Bloom reads its lab as before and works on.
+    b, w1 = bloom_lab.bloom, data.w["extractor-1"]
+    assert names_of(data, [i["subject_euid"] for i in b.one("list_queue_items", queue_key=Q)]
+                    ) == BLOOM_ORDER
+    lease = b.one("claim_queue_item", worker_euid=w1, queue_key=Q)
+    b.one("complete_queue_execution", subject_euid=lease["subject_euid"], worker_euid=w1,
+          lease_euid=lease["lease_euid"], action_key="extract", expected_state="READY")
+    assert names_of(data, [lease["subject_euid"]]) == BLOOM_ORDER[:1]

@@ -163,17 +163,52 @@ class Driver:
         _seed_tapdb_templates(ENV)
         return self.counts()
 
-    def op_attach_database(self) -> dict[str, Any]:
-        """A TapDB that another writer created (bloomops): add only what Bloom cannot work
-        without, as Bloom's own seeding adds it (its identity-prefix rows for owner repo
-        `bloom` and for TapDB's core templates, and its template pack, whose templates
-        Bloom finds by its own categories). Returns what was added."""
-        from bloom_lims.cli.db import _seed_tapdb_templates
+    def op_attach_database(self, full: bool = False) -> dict[str, Any]:
+        """A TapDB another writer created (bloomops): add only what Bloom cannot work
+        without, through Bloom's own seeding: its identity-prefix rows (owner repo `bloom`),
+        the templates of its pack whose semantic code the database lacks, and its action
+        templates, which Bloom finds only under its own category (BAC) whatever else is
+        there. The templates the database has (queue, lease, execution record, hold, dead
+        letter, worker) Bloom uses as they are. ``full``: Bloom's `bloom db seed` as it is,
+        which adds its whole pack whatever the database has. Returns what was there, what
+        was added and which of Bloom's codes were left to the database's own templates."""
+        from bloom_lims.cli import db as bloom_db
+        from bloom_lims.domain.execution_actions import EXECUTION_ACTION_TEMPLATE_PREFIX
 
-        before = self.counts()
-        _seed_tapdb_templates(ENV)
-        after = self.counts()
-        return {"before": before, "after": after}
+        before, have, skipped = self.counts(), self.template_codes(), []
+        validate = bloom_db.validate_template_configs
+
+        def lacking(dirs: list[Path], strict: bool = True):
+            templates, issues = validate(dirs, strict=strict)
+            keep = []
+            for tpl in templates:
+                semantic = (tpl.get("json_addl") or {}).get("semantic_category") or tpl["category"]
+                code = f"{semantic}/{tpl['type']}/{tpl['subtype']}/{tpl['version']}"
+                if code in have and tpl.get("instance_prefix") != EXECUTION_ACTION_TEMPLATE_PREFIX:
+                    skipped.append(code)
+                else:
+                    keep.append(tpl)
+            return keep, issues
+
+        if not full:
+            bloom_db.validate_template_configs = lacking
+        try:
+            bloom_db._seed_tapdb_templates(ENV)
+        finally:
+            bloom_db.validate_template_configs = validate
+        return {"before": before, "after": self.counts(), "left_to_database": sorted(skipped)}
+
+    def template_codes(self) -> set[str]:
+        from sqlalchemy import text
+
+        svc = self.service()
+        try:
+            return {code for (code,) in svc.bdb.session.execute(text(
+                "SELECT coalesce(json_addl->>'semantic_category', category) || '/' || type"
+                " || '/' || subtype || '/' || version FROM generic_template"
+                " WHERE NOT is_deleted"))}
+        finally:
+            self.done(svc)
 
     def counts(self) -> dict[str, Any]:
         from sqlalchemy import text
@@ -236,19 +271,18 @@ class Driver:
 
     def op_create_routed_subjects(self, template_code: str, queue_key: str, count: int,
                                   priorities: list[int] | None = None) -> dict[str, Any]:
-        """Many subjects at once for measurements, through Bloom's object layer, each created
-        with the envelope Bloom's routing writes (READY for ``queue_key``)."""
+        """Many subjects at once, for measurements: each created through Bloom's object layer
+        with the envelope Bloom's intake (``queue_subject``) leaves, READY for ``queue_key``."""
         from bloom_lims.schemas.execution_queue import ExecutionEnvelope
 
+        cycle = priorities or [0]
         svc = self.service()
         try:
             for i in range(count):
-                envelope = ExecutionEnvelope(
-                    state="READY", next_queue_key=queue_key,
-                    priority=(priorities or [0])[i % len(priorities or [0])],
-                    ready_at=svc._timestamp(),
-                ).model_dump(mode="json")
-                envelope["queue_cache"]["current_queue_key"] = queue_key
+                envelope = ExecutionEnvelope(state="READY", next_queue_key=queue_key,
+                                             priority=cycle[i % len(cycle)]).model_dump(mode="json")
+                envelope["queue_cache"] = {"current_queue_key": queue_key,
+                                           "computed_at": svc._timestamp()}
                 svc.bobj.create_instance_by_code(template_code, {"json_addl": {"properties": {
                     "execution": envelope, "current_queue": queue_key}}})
             return {"created": count}
@@ -289,32 +323,6 @@ class Driver:
             self.done(svc)
 
 
-def _requests() -> dict[str, str]:
-    """Service method -> its request model (bloom_lims.schemas.execution_queue)."""
-    return {
-        "register_worker": "RegisterWorkerRequest",
-        "heartbeat_worker": "HeartbeatWorkerRequest",
-        "claim_queue_item": "ClaimQueueItemRequest",
-        "renew_queue_lease": "RenewQueueLeaseRequest",
-        "release_queue_lease": "ReleaseQueueLeaseRequest",
-        "complete_queue_execution": "CompleteQueueExecutionRequest",
-        "fail_queue_execution": "FailQueueExecutionRequest",
-        "place_execution_hold": "PlaceExecutionHoldRequest",
-        "release_execution_hold": "ReleaseExecutionHoldRequest",
-        "requeue_subject": "RequeueSubjectRequest",
-        "cancel_subject_execution": "CancelSubjectExecutionRequest",
-        "expire_queue_lease": "ExpireQueueLeaseRequest",
-    }
-
-
-READS = {
-    "get_queue": ("queue_key",), "list_queues": (), "list_queue_items": ("queue_key",),
-    "get_subject_detail": ("subject_euid",), "get_subject_history": ("subject_euid",),
-    "list_workers": (), "get_worker": ("worker_euid",), "list_leases": (),
-    "list_dead_letters": (),
-}
-
-
 def to_json(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
@@ -324,6 +332,10 @@ def to_json(value: Any) -> Any:
 
 
 def run_op(driver: Driver, op: dict[str, Any]) -> Any:
+    """The driver's own operation ``op_<name>``, else the service method ``<name>``: an
+    action with its request model (``claim_queue_item`` -> ``ClaimQueueItemRequest``), or a
+    read with its keyword arguments."""
+    from bloom_lims.domain.execution_queue import ExecutionQueueService
     from bloom_lims.schemas import execution_queue as schemas
 
     fields = dict(op)
@@ -331,17 +343,15 @@ def run_op(driver: Driver, op: dict[str, Any]) -> Any:
     own = getattr(driver, f"op_{name}", None)
     if own is not None:
         return own(**fields)
-    if name in _requests():
-        model = getattr(schemas, _requests()[name])
-        if "idempotency_key" in model.model_fields:
-            fields.setdefault("idempotency_key", uuid.uuid4().hex)
-        executed_by = fields.pop("executed_by", "bloom-interop")
-        return driver.call(name, model(**fields), executed_by=executed_by)
-    if name in READS:
-        if name == "list_leases":
-            return driver.call(name, None, status=fields.get("status"))
-        return driver.call(name, None, **{k: fields[k] for k in READS[name]})
-    raise ValueError(f"unknown operation {name!r}")
+    if name.startswith("_") or not callable(getattr(ExecutionQueueService, name, None)):
+        raise ValueError(f"unknown operation {name!r}")
+    model = getattr(schemas, "".join(p.title() for p in name.split("_")) + "Request", None)
+    if model is None:
+        return driver.call(name, None, **fields)
+    if "idempotency_key" in model.model_fields:
+        fields.setdefault("idempotency_key", uuid.uuid4().hex)
+    executed_by = fields.pop("executed_by", "bloom-interop")
+    return driver.call(name, model(**fields), executed_by=executed_by)
 
 
 def main() -> None:

@@ -13,8 +13,9 @@ STAMP="$DEST/.installed-$(cat "$HERE/install.sh" "$HERE/constraints.txt" | sha1s
 
 [ -f "$STAMP" ] && exit 0
 
-# Bloom 5.0.1 declares Python >= 3.12: prefer a 3.12 (pyenv's newest, else one on PATH).
-# Without one, Python 3.11 runs Bloom's code too, installed without the version check.
+# Bloom 5.0.1 declares Python >= 3.12: BLOOMOPS_BLOOM_PYTHON if set, else a 3.12 (pyenv's
+# newest, else one on PATH). Without one, Python 3.11 runs Bloom's code too, installed without
+# the version check.
 find_python312() {
   local version
   if command -v pyenv >/dev/null 2>&1; then
@@ -27,10 +28,13 @@ find_python312() {
   return 1
 }
 
-if PYTHON="$(find_python312)"; then
-  RELAXED=()
-else
+if [ -n "${BLOOMOPS_BLOOM_PYTHON:-}" ]; then
+  PYTHON="$BLOOMOPS_BLOOM_PYTHON"
+elif ! PYTHON="$(find_python312)"; then
   PYTHON="$(command -v python3.11 || command -v python3)"
+fi
+RELAXED=()
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
   RELAXED=(--ignore-requires-python)
 fi
 echo "Installing Bloom LIMS $BLOOM_VERSION into $DEST with $("$PYTHON" --version) (once; cached)..."
@@ -64,8 +68,8 @@ tar -xzf "$DEST/dl/bloom_lims-$BLOOM_VERSION.tar.gz" -C "$DEST"
 ln -sfn "bloom_lims-$BLOOM_VERSION" "$DEST/src"
 test -d "$DEST/src/config/tapdb_templates"
 
-# Fail here, not in a test, if Bloom cannot import.
-PYTHONPATH="$DEST/src" "$DEST/venv/bin/python" -c \
-  "import bloom_lims.domain.execution_queue, bloom_lims.cli.db"
+# Fail here, not in a test, if Bloom cannot import (from $DEST: Bloom makes logs/ in the cwd).
+(cd "$DEST" && PYTHONPATH="$DEST/src" "$DEST/venv/bin/python" -c \
+  "import bloom_lims.domain.execution_queue, bloom_lims.cli.db")
 touch "$STAMP"
 echo "Bloom LIMS $BLOOM_VERSION installed in $((SECONDS - started)) s."
