@@ -51,13 +51,12 @@ class BloomLab:
 # time, then creation. Due dates and ready times are written in mixed ISO 8601 forms.
 BLOOM_ORDER = ["stat", "due-z", "due-bloom", "due-plus2", "due-minus5", "ready-past-east",
                "routine", "lease-expired", "released"]
-HIDDEN = ["ready-future-west", "leased", "completed", "retrying", "dead", "held"]
 
 
 def bloom_writes_lab(lab: Lab) -> BloomLab:
     """Bloom's service writes a lab into one of its own queues: varied priorities and due
-    dates, an active and an expired lease, a completion, a retryable and a terminal failure
-    (with its dead letter), a hold, and a released hold."""
+    dates, an expired lease and a renewed active one, a completion, a retryable and a
+    terminal failure (with its dead letter), a hold, a released hold, a cancellation."""
     b = lab.bloom
     t0 = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
     b.one("set_clock", now=t0.isoformat())
@@ -76,7 +75,8 @@ def bloom_writes_lab(lab: Lab) -> BloomLab:
         "ready-past-east": (5, None, at(t0, -1, utc_offset=5)),
         "ready-future-west": (5, None, at(t0, 24, utc_offset=-8)),
         **{name: (0, None, None) for name in ("lease-expired", "leased", "completed",
-                                              "retrying", "dead", "held", "released")},
+                                              "retrying", "dead", "held", "released",
+                                              "canceled")},
     }
     for name, (priority, due, ready) in routing.items():
         out.s[name] = b.one("create_subject", template_code=BLOOD, name=name)["euid"]
@@ -89,9 +89,12 @@ def bloom_writes_lab(lab: Lab) -> BloomLab:
                                  subject_euid=out.s[name])["lease_euid"]
 
     claim_(w2, "lease-expired")
-    out.now = t0 + timedelta(seconds=LEASE_TTL + 100)
+    claim_(w1, "leased")
+    b.one("set_clock", now=(t0 + timedelta(seconds=LEASE_TTL - 100)).isoformat())
+    b.one("renew_queue_lease", lease_euid=out.leases["leased"], worker_euid=w1)
+    out.now = t0 + timedelta(seconds=LEASE_TTL + 100)  # the first lease has expired
     b.one("set_clock", now=out.now.isoformat())
-    for name in ("leased", "completed", "retrying", "dead"):
+    for name in ("completed", "retrying", "dead"):
         claim_(w1, name)
     finish = {"subject_euid": None, "worker_euid": w1, "action_key": "extract",
               "expected_state": "READY"}
@@ -109,6 +112,7 @@ def bloom_writes_lab(lab: Lab) -> BloomLab:
                                 hold_code="QA_REVIEW", reason=f"check {name}")["hold_euid"]
     b.one("release_execution_hold", hold_euid=out.holds["released"],
           released_by_worker_euid=out.w["qa"])
+    b.one("cancel_subject_execution", subject_euid=out.s["canceled"], reason="duplicate tube")
     return out
 
 
@@ -146,7 +150,7 @@ def assert_bloomops_reads_as_bloom(lab: Lab, data: BloomLab, *, failure_rate: bo
         diags = {e: selectors.subject_diagnostics(e, now=now) for e in data.s.values()}
         active = {r["euid"] for r in selectors.leases(status="ACTIVE", now=now)}
         holds = {r["euid"]: r for r in selectors.active_holds()}
-        dead = {r["euid"]: r for r in selectors.dead_letters()}
+        dead = {r["euid"]: r for r in selectors.dead_letters(resolution=None)}
         workers = {w.euid: w for w in selectors.workers(now=now)}
     q = seen["queue"]
     # Depth and order.
@@ -165,7 +169,8 @@ def assert_bloomops_reads_as_bloom(lab: Lab, data: BloomLab, *, failure_rate: bo
             bloom_holds[euid]["hold_code"], bloom_holds[euid]["reason"],
             bloom_holds[euid]["subject_lookup_euid"])
     assert summary.held_count == len(bloom_holds)
-    # Dead letters (none resolved here, so Bloom's count is the open ones).
+    # Dead letters, resolved ones too; Bloom's dead_letter_count counts those as well, so the
+    # open ones of its list are what bloomops counts.
     assert set(dead) == {d["dead_letter_euid"] for d in seen["dead_letters"]}
     for d in seen["dead_letters"]:
         mine = dead[d["dead_letter_euid"]]
@@ -174,7 +179,8 @@ def assert_bloomops_reads_as_bloom(lab: Lab, data: BloomLab, *, failure_rate: bo
                 "error_message", "failure_count", "resolution_state")} == {
             k: d[k] for k in ("queue_lookup_key", "error_class", "error_message",
                               "failure_count", "resolution_state")}
-    assert summary.dead_letter_count == q["dead_letter_count"]
+    assert summary.dead_letter_count == sum(d["queue_lookup_key"] == Q and d["resolution_state"]
+                                            == "OPEN" for d in seen["dead_letters"])
     if failure_rate:
         assert summary.failure_rate == pytest.approx(q["failure_rate"])
     # Workers Bloom registered (they have no owner) are shown, with Bloom's lease counts.
@@ -212,9 +218,10 @@ def queue_rows(lab: Lab) -> list[tuple]:
 
 
 # Bloom's visible order after bloomops' actions below: the three heads claimed and finished,
-# a hold placed, Bloom's hold released, Bloom's active lease force-expired.
-ORDER_AFTER_BLOOMOPS = ["due-minus5", "ready-past-east", "routine", "lease-expired", "leased",
-                        "held", "released"]
+# a hold placed, Bloom's hold released, Bloom's active lease force-expired, Bloom's dead letter
+# requeued (ready now: last), a subject canceled.
+ORDER_AFTER_BLOOMOPS = ["due-minus5", "ready-past-east", "lease-expired", "leased", "held",
+                        "released", "dead"]
 
 
 def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
@@ -241,6 +248,10 @@ def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
             expected_state="HELD", payload={"reason": "label fixed"})
         act("expire_queue_lease", admin, lease_euid=data.leases["leased"],
             payload={"reason": "bench closed"})
+        act("requeue_subject", qa, subject_euid=s["dead"], expected_state="FAILED_TERMINAL",
+            payload={"reason": "new aliquot"})
+        act("cancel_subject_execution", qa, subject_euid=s["routine"], expected_state="READY",
+            payload={"reason": "order withdrawn"})
         bloomops_history = [a["action_key"] for a in selectors.action_history(
             selectors.subject_diagnostics(s["stat"]).uid)]
         # bloomops never rewrites the queue definitions Bloom owns.
@@ -249,7 +260,8 @@ def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
     # Bloom reads every change bloomops made ...
     details = {d["subject_name"]: d for d in b([
         {"op": "get_subject_detail", "subject_euid": s[n]}
-        for n in ("stat", "due-z", "due-bloom", "due-plus2", "held", "leased")])}
+        for n in ("stat", "due-z", "due-bloom", "due-plus2", "held", "leased", "dead",
+                  "routine")])}
     assert details["stat"]["execution"]["state"] == "COMPLETED"
     assert details["due-z"]["execution"]["state"] == "FAILED_TERMINAL"
     assert details["due-z"]["dead_letter"]["error_message"] == "tube cracked"
@@ -259,6 +271,10 @@ def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
         (hold, "recheck volume")]
     assert (details["held"]["execution"]["state"], details["held"]["active_holds"]) == ("READY", [])
     assert details["leased"]["active_lease"] is None
+    assert details["dead"]["execution"]["state"] == "READY"
+    assert details["dead"]["dead_letter"]["resolution_state"] == "REQUEUED"
+    assert details["routine"]["execution"]["state"] == "CANCELED"
+    assert "cancel_requested" in details["routine"]["diagnostics"]["reasons"]
     leases = {x["lease_euid"]: x["status"] for x in b.one("list_leases")}
     assert leases[data.leases["leased"]] == "EXPIRED"
     assert [leases[x["lease_euid"]] for x in (done, dead, retry)] == [
