@@ -434,3 +434,14 @@ def test_a_restarted_worker_process_abandons_its_previous_leases(flow):
     assert fetch_value("SELECT count(*) FROM generic_instance WHERE subtype = 'queue_lease'"
                        " AND json_addl->'properties'->>'status' = 'ACTIVE'"
                        " AND tenant_id = %s", [selectors_tenant()]) == 1
+
+
+def test_requeue_with_a_null_priority_keeps_the_priority(flow):
+    op = actor("operator")
+    subject = make_subject("q1", priority=300)
+    act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "again", "priority": None})
+    assert envelope(subject)["priority"] == 300
+    act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "lower it", "priority": "ROUTINE"})
+    assert envelope(subject)["priority"] == 0

@@ -1,4 +1,4 @@
-"""JSON API v1 under /api/v1/execution/ (spec 000 sections 9.2 and 10.3).
+"""JSON API v1 under /api/v1/execution/: the read models and the actions.
 
 Views only parse and validate input, then call the executor (writes) or a selector (reads).
 Authentication is a bearer token (``python manage.py create_api_token USERNAME``); the
@@ -8,35 +8,58 @@ a request without a valid bearer token is 401 whatever cookies it carries.
 """
 
 # No "from __future__ import annotations": django-ninja reads the endpoint annotations.
-from typing import Any
 
 from django.http import HttpRequest
 from ninja import NinjaAPI, Query, Router
-from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
+from bloomops.api import action_schemas as A
+from bloomops.api import errors
 from bloomops.api import schemas as S
+from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
 from bloomops.api.readmodel import summary_dict
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
+from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
+from bloomops.execution.context import ActionRequest, Actor, action_spec, ensure_role
 from bloomops.execution.envelope import ts
-from bloomops.execution.errors import ActionError
-from bloomops.execution.executor import ActionRequest, Actor, execute
+from bloomops.execution.errors import HTTP_STATUS, ActionError
+from bloomops.execution.executor import execute
 
 
 class BearerToken(HttpBearer):
-    """``Authorization: Bearer <token>``; the token's user becomes request.user."""
+    """``Authorization: Bearer <token>``; the token's user becomes request.user.
+
+    The role is checked here too, before the request is parsed: any bloomops role for reads
+    (docs/ARCHITECTURE.md), the action template's allowed_roles for an action (the executor checks
+    them again). So a caller whose role may not act learns FORBIDDEN, not which fields the
+    action needs."""
+
+    def __init__(self, action_key: str | None = None) -> None:
+        self.action_key = action_key
+        super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str):
         user = user_for_token(token.strip())
         if user is None:
             return None
+        roles = roles_of(user)
+        if self.action_key is None:
+            if not roles:
+                raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
+        else:
+            ensure_role(roles, action_spec(self.action_key))
         request.user = user
         return user
 
 
-API_DESCRIPTION = """
+def _codes(status: int, *known: str) -> str:
+    return ", ".join(code for code, st in HTTP_STATUS.items() if st == status
+                     and code not in known)
+
+
+API_DESCRIPTION = f"""
 The execution-queue API of bloomops. Every write goes through the TapDB action executor
 (role check, idempotency, state/revision guards, lease guards, one transaction); every read is
 a read model (the same selectors the operator UI uses).
@@ -44,12 +67,16 @@ a read model (the same selectors the operator UI uses).
 **Authentication**: `Authorization: Bearer <token>`; create a token with
 `python manage.py create_api_token USERNAME`.
 
-**Errors**: `{"error": {"code": "...", "message": "...", "details": {...}}}` with 400
-(VALIDATION_ERROR), 401 (UNAUTHENTICATED), 403 (FORBIDDEN), 404 (NOT_FOUND) and 409 for every
-conflict (STATE_CONFLICT, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT, LEASE_EXPIRED,
-LEASE_NOT_OWNED, LEASE_NOT_ACTIVE, NOT_VISIBLE, NO_WORK, WORKER_UNAVAILABLE,
-WORKER_NOT_ELIGIBLE, MAX_LEASES_REACHED, QUEUE_DISABLED, SUBJECT_HELD, HOLD_NOT_ACTIVE,
-CONCURRENT_UPDATE).
+**Errors**: `{{"error": {{"code": "...", "message": "...", "details": {{...}}}}}}` with 400
+(VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
+Infinity, NUL characters or lone surrogates in text, malformed JSON; and
+{_codes(400, "VALIDATION_ERROR")}), 401 (UNAUTHENTICATED),
+403 (FORBIDDEN), 404 (NOT_FOUND, also for an unknown path under /api/), 405
+(METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over {MAX_BODY_BYTES // 1024 // 1024}
+MiB) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
+
+**Requests** are validated against this document exactly: required fields, strict types
+(no coercion), enums and bounds as given; see docs/API.md "Requests" and "Limits".
 
 **Idempotency**: every action carries `idempotency_key`. Repeating a request with the same key
 and content returns the first response (`replayed: true`) with the same status; the same key
@@ -66,56 +93,16 @@ api = NinjaAPI(
     auth=BearerToken(),
     docs_url="/docs",
     openapi_url="/openapi.json",
+    parser=StrictJsonParser(),
 )
 
 
-def _error(request, code: str, message: str | None = None, status: int | None = None,
-           **details: Any):
-    err = ActionError(code, message, **details)
-    return api.create_response(request, err.as_dict(), status=status or err.http_status)
+errors.install(api)
 
 
-@api.exception_handler(ActionError)
-def _action_error(request, exc: ActionError):
-    return api.create_response(request, exc.as_dict(), status=exc.http_status)
-
-
-@api.exception_handler(ValidationError)
-def _validation_error(request, exc: ValidationError):
-    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": e.get("msg"),
-               "type": e.get("type")} for e in exc.errors]
-    first = errors[0] if errors else {}
-    field = ".".join(p for p in first.get("loc", []) if p not in ("body", "body", "query"))
-    message = f"{field}: {first.get('msg')}" if first else None
-    return _error(request, "VALIDATION_ERROR", message, errors=errors)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return _error(request, "UNAUTHENTICATED",
-                  "Send a valid API token: Authorization: Bearer <token>.")
-
-
-@api.exception_handler(AuthorizationError)
-def _forbidden(request, exc):
-    return _error(request, "FORBIDDEN")
-
-
-@api.exception_handler(HttpError)
-def _http_error(request, exc: HttpError):
-    code = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
-            404: "NOT_FOUND"}.get(exc.status_code, "VALIDATION_ERROR")
-    return _error(request, code, str(exc) or None, status=exc.status_code)
-
-
-ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut, 404: S.ErrorOut}
-READ_ERRORS = {401: S.ErrorOut, 403: S.ErrorOut}
-
-
-def _reader(request) -> None:
-    """Any user with one of the four roles may read everything (DESIGN.md, Roles)."""
-    if not roles_of(request.auth):
-        raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
+# Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden.
+READ_ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut}
+ERRORS = {**READ_ERRORS, 404: S.ErrorOut, 413: S.ErrorOut}
 
 
 router = Router(tags=["read models"])
@@ -126,9 +113,8 @@ actions = Router(tags=["actions"])
 
 
 @router.get("/queues", response={200: list[S.QueueSummaryOut], **READ_ERRORS},
-            summary="Queue summaries with the metrics of spec 9.1")
+            summary="Queue summaries with every queue metric")
 def list_queues(request):
-    _reader(request)
     ov = selectors.overview()
     return [summary_dict(s, ov.lag(s.queue_key)) for s in ov.summaries]
 
@@ -136,8 +122,7 @@ def list_queues(request):
 @router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
                                               **READ_ERRORS},
             summary="Queue config and summary")
-def get_queue(request, queue_key: str):
-    _reader(request)
+def get_queue(request, queue_key: S.PathId):
     ov = selectors.overview()
     for s in ov.summaries:
         if s.queue_key == queue_key:
@@ -145,19 +130,10 @@ def get_queue(request, queue_key: str):
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 
-class ItemFilters(S.Schema):
-    limit: int = S.Field(50, ge=1, le=500)
-    offset: int = S.Field(0, ge=0)
-    site: str | None = None
-    platform: str | None = None
-    assay: str | None = None
-
-
-@router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 400: S.ErrorOut,
-                                                    404: S.ErrorOut, **READ_ERRORS},
-            summary="Visible items in execution order (3.4), with the ordering fields")
-def queue_items(request, queue_key: str, filters: Query[ItemFilters]):
-    _reader(request)
+@router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 404: S.ErrorOut,
+                                                    **READ_ERRORS},
+            summary="Visible items in execution order, with the ordering fields")
+def queue_items(request, queue_key: S.PathId, filters: Query[S.ItemFilters]):
     if selectors.queue_config(queue_key) is None:
         raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
     wanted = {k: v for k, v in (("site", filters.site), ("platform", filters.platform),
@@ -180,9 +156,9 @@ def queue_items(request, queue_key: str, filters: Query[ItemFilters]):
 
 
 @router.get("/subjects/{euid}", response={200: S.SubjectOut, 404: S.ErrorOut, **READ_ERRORS},
-            summary="Subject execution envelope and why-not-in-queue reasons (9.3)")
-def get_subject(request, euid: str, worker_euid: str | None = None):
-    _reader(request)
+            summary="Subject execution envelope and why-not-in-queue reasons")
+def get_subject(request, euid: S.PathId, filters: Query[S.SubjectQuery]):
+    worker_euid = filters.worker_euid
     d = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if d is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
@@ -206,8 +182,7 @@ def _rows(rows: list[dict], key: str) -> list[dict]:
 @router.get("/subjects/{euid}/history", response={200: S.HistoryOut, 404: S.ErrorOut,
                                                   **READ_ERRORS},
             summary="Execution records, leases, holds, dead letters, outputs and actions")
-def subject_history(request, euid: str):
-    _reader(request)
+def subject_history(request, euid: S.PathId):
     d = selectors.subject_diagnostics(euid)
     if d is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
@@ -242,34 +217,23 @@ def _worker(w: selectors.WorkerRow) -> dict:
 @router.get("/workers", response={200: list[S.WorkerOut], **READ_ERRORS},
             summary="Workers with computed status and active lease counts")
 def list_workers(request):
-    _reader(request)
     return [_worker(w) for w in selectors.workers()]
 
 
 @router.get("/workers/{worker_euid}", response={200: S.WorkerOut, 404: S.ErrorOut,
                                                 **READ_ERRORS}, summary="One worker")
-def get_worker(request, worker_euid: str):
-    _reader(request)
+def get_worker(request, worker_euid: S.PathId):
     rows = selectors.workers(euid=worker_euid)
     if not rows:
         raise ActionError("NOT_FOUND", "No such worker.", worker_euid=worker_euid)
     return _worker(rows[0])
 
 
-LEASE_STATUSES = ("ACTIVE", "RELEASED", "COMPLETED", "EXPIRED", "ABANDONED", "CANCELED")
-
-
-@router.get("/leases", response={200: list[S.LeaseOut], 400: S.ErrorOut, **READ_ERRORS},
+@router.get("/leases", response={200: list[S.LeaseOut], **READ_ERRORS},
             summary="Leases by effective status (ACTIVE = active and unexpired)")
-def list_leases(request, status: str | None = None, worker_euid: str | None = None,
-                limit: int = 500):
-    _reader(request)
-    if status is not None and status not in LEASE_STATUSES:
-        raise ActionError("VALIDATION_ERROR", "status must be one of "
-                          + ", ".join(LEASE_STATUSES) + ".", field="status")
-    if not 1 <= limit <= 1000:
-        raise ActionError("VALIDATION_ERROR", "limit must be from 1 to 1000.", field="limit")
-    rows = selectors.leases(status=status, worker_euid=worker_euid, limit=limit)
+def list_leases(request, filters: Query[S.LeaseFilters]):
+    rows = selectors.leases(status=filters.status, worker_euid=filters.worker_euid,
+                            limit=filters.limit)
     return [{
         "lease_euid": r["euid"], "status": r["effective_status"],
         "stored_status": r["props"].get("status"), "subject_euid": r["subject_euid"],
@@ -281,17 +245,12 @@ def list_leases(request, status: str | None = None, worker_euid: str | None = No
     } for r in rows]
 
 
-@router.get("/dead-letter", response={200: list[S.DeadLetterOut], 400: S.ErrorOut,
-                                      **READ_ERRORS},
+@router.get("/dead-letter", response={200: list[S.DeadLetterOut], **READ_ERRORS},
             summary="Dead letters (OPEN by default; resolution=ALL for every one)")
-def list_dead_letters(request, resolution: str = "OPEN", queue_key: str | None = None):
-    _reader(request)
-    allowed = ("OPEN", "REQUEUED", "CANCELED", "IGNORED", "ALL")
-    if resolution not in allowed:
-        raise ActionError("VALIDATION_ERROR", "resolution must be one of "
-                          + ", ".join(allowed) + ".", field="resolution")
+def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
+    resolution = filters.resolution
     rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,
-                                  queue_key=queue_key)
+                                  queue_key=filters.queue_key)
     return [{
         "dead_letter_euid": r["euid"], "subject_euid": r["subject_euid"],
         "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
@@ -306,45 +265,16 @@ def list_dead_letters(request, resolution: str = "OPEN", queue_key: str | None =
 
 # ------------------------------------------------------------------------------ actions
 
-ENVELOPE_FIELDS = ("idempotency_key", "subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                   "queue_key", "expected_state", "expected_revision", "payload")
-
-# path -> (action key, request schema, summary, roles)
-ACTIONS: dict[str, tuple[str, type[S.ActionEnvelope], str]] = {
-    "register-worker": ("register_worker", S.RegisterWorkerIn,
-                        "Register (upsert by worker_key) a worker (5.2)"),
-    "heartbeat-worker": ("heartbeat_worker", S.HeartbeatWorkerIn, "Heartbeat a worker (5.3)"),
-    "claim": ("claim_queue_item", S.ClaimIn,
-              "Claim the next visible item: of queue_key, or of the first serviceable queue in"
-              " 5.4 order; human workers may name a subject_euid"),
-    "renew-lease": ("renew_queue_lease", S.RenewLeaseIn, "Renew an own active lease (6.3)"),
-    "release-lease": ("release_queue_lease", S.ReleaseLeaseIn,
-                      "Release an own active lease without a result"),
-    "complete": ("complete_queue_execution", S.CompleteIn,
-                 "Complete the leased attempt: route to next_queue_key, finish, or wait for an"
-                 " external result (external)"),
-    "fail": ("fail_queue_execution", S.FailIn,
-             "Fail the leased attempt with a retry class of 8.4"),
-    "hold": ("place_execution_hold", S.HoldIn, "Place a hold (stop-the-line)"),
-    "release-hold": ("release_execution_hold", S.ReleaseHoldIn, "Release a hold"),
-    "requeue": ("requeue_subject", S.RequeueIn, "Requeue a subject (operator)"),
-    "cancel": ("cancel_subject_execution", S.CancelIn, "Cancel a subject (operator)"),
-    "expire-lease": ("expire_queue_lease", S.ExpireLeaseIn,
-                     "Force-expire a lease, or sweep every expired lease without lease_euid"
-                     " (admin)"),
-    # Extensions beyond the paths of 10.3: the callback step of 7.6 and drain/disable (10.2).
-    "external-result": ("record_external_result", S.ExternalResultIn,
-                        "Record the result of external work of a WAITING_EXTERNAL subject (7.6)"),
-    "worker-status": ("set_worker_status", S.WorkerStatusIn,
-                      "Drain, disable, enable or retire a worker (admin)"),
-}
+# path -> (action key, request schema, summary), from the engine's action registry.
+ACTIONS: dict[str, tuple[str, type[A.ActionEnvelope], str]] = {
+    d.path: (key, A.REQUEST_SCHEMAS[key], d.summary) for key, d in ACTION_REGISTRY.items()}
 
 
-def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionRequest:
+def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionRequest:
     data = body.model_dump(exclude_unset=True, mode="json")
     payload = dict(data.get("payload") or {})
     for name, value in data.items():
-        if name not in ENVELOPE_FIELDS:
+        if name not in A.REQUEST_FIELDS:
             payload[name] = value
     return ActionRequest(
         action_key=action_key,
@@ -361,14 +291,14 @@ def build_request(action_key: str, body: S.ActionEnvelope, user) -> ActionReques
     )
 
 
-def run_action(action_key: str, body: S.ActionEnvelope, user) -> dict:
+def run_action(action_key: str, body: A.ActionEnvelope, user) -> dict:
     return execute(build_request(action_key, body, user)).as_dict()
 
 
 ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}
 
 
-def _register(path: str, action_key: str, schema: type[S.ActionEnvelope], summary: str):
+def _register(path: str, action_key: str, schema: type[A.ActionEnvelope], summary: str):
     def endpoint(request, body: schema):  # type: ignore[valid-type]
         # Returned as-is: the result carries action-specific fields beyond ActionOut's.
         return api.create_response(request, run_action(action_key, body, request.auth),
@@ -376,7 +306,7 @@ def _register(path: str, action_key: str, schema: type[S.ActionEnvelope], summar
 
     endpoint.__name__ = action_key
     actions.post(f"/{path}", response=ACTION_RESPONSES, summary=summary,
-                 operation_id=action_key)(endpoint)
+                 operation_id=action_key, auth=BearerToken(action_key))(endpoint)
 
 
 for _path, (_key, _schema, _summary) in ACTIONS.items():

@@ -1,15 +1,16 @@
-"""Request and response schemas of API v1 (pydantic, through django-ninja)."""
+"""Read parameters and response schemas of API v1 (pydantic, through django-ninja). The
+actions' request schemas are in ``action_schemas``."""
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from ninja import Schema
+from ninja import Path, Schema
 from pydantic import ConfigDict, Field
 
-StateName = Literal["PENDING", "READY", "RUNNING", "WAITING_EXTERNAL", "FAILED_RETRYABLE",
-                    "FAILED_TERMINAL", "HELD", "CANCELED", "COMPLETED"]
-RetryClassName = Literal["TRANSIENT_SYSTEM", "TRANSIENT_DEPENDENCY", "TRANSIENT_CAPACITY",
-                         "PERMANENT_INPUT", "PERMANENT_STATE", "BUSINESS_RULE_HOLD",
-                         "OPERATOR_CANCELED"]
+from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX
+from bloomops.execution.states import DeadLetterResolution, LeaseStatus
+
+LeaseStatusName = Literal[tuple(s.value for s in LeaseStatus)]  # type: ignore[valid-type]
+DeadLetterResolutionName = Literal[(*(r.value for r in DeadLetterResolution), "ALL")]  # type: ignore[valid-type]
 
 
 class ErrorBody(Schema):
@@ -22,124 +23,36 @@ class ErrorOut(Schema):
     error: ErrorBody
 
 
-class ActionEnvelope(Schema):
-    """The request envelope of spec 7.2. Fields an action does not use may be omitted.
-    Action-specific fields may be sent at the top level (as documented per action) or
-    inside ``payload``; top-level values win."""
+# ------------------------------------------------------------------ read parameters
+# Query values arrive as text, so these coerce "50" to 50 (not strict) but bound every number.
 
-    model_config = ConfigDict(extra="forbid")
-
-    idempotency_key: str = Field(min_length=1, max_length=200, description=(
-        "Required. A retry with the same key and the same content returns the first"
-        " response; the same key with other content is IDEMPOTENCY_CONFLICT."))
-    subject_euid: str | None = None
-    worker_euid: str | None = None
-    lease_euid: str | None = None
-    hold_euid: str | None = None
-    queue_key: str | None = None
-    expected_state: StateName | None = None
-    expected_revision: int | None = None
-    payload: dict[str, Any] = Field(default_factory=dict)
+PathId = Annotated[str, Path(max_length=ID_MAX)]
 
 
-class RegisterWorkerIn(ActionEnvelope):
-    worker_key: str | None = Field(None, description="Required: the worker's stable key.")
-    display_name: str | None = None
-    worker_type: Literal["SERVICE", "HUMAN_SESSION", "INSTRUMENT_ADAPTER"] | None = None
-    capabilities: list[str] | None = None
-    site_scope: list[str] | None = None
-    platform_scope: list[str] | None = None
-    assay_scope: list[str] | None = None
-    max_concurrent_leases: int | None = None
-    heartbeat_ttl_seconds: int | None = None
-    build_version: str | None = None
-    host: str | None = None
-    process_identity: str | None = None
+class ItemFilters(Schema):
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0, le=BIGINT_MAX)
+    site: str | None = Field(None, max_length=ID_MAX)
+    platform: str | None = Field(None, max_length=ID_MAX)
+    assay: str | None = Field(None, max_length=ID_MAX)
 
 
-class HeartbeatWorkerIn(ActionEnvelope):
-    status: Literal["ONLINE", "OFFLINE", "DRAINING"] | None = None
-    display_name: str | None = None
-    build_version: str | None = None
-    host: str | None = None
-    process_identity: str | None = None
-    last_error_class: str | None = None
+class SubjectQuery(Schema):
+    worker_euid: str | None = Field(None, max_length=ID_MAX, description=(
+        "Explain visibility for this worker too (eligibility reasons)."))
 
 
-class ClaimIn(ActionEnvelope):
-    pass
+class LeaseFilters(Schema):
+    status: LeaseStatusName | None = Field(None, description=(
+        "Effective status: ACTIVE is active and unexpired, EXPIRED includes ACTIVE leases"
+        " past expiry."))
+    worker_euid: str | None = Field(None, max_length=ID_MAX)
+    limit: int = Field(500, ge=1, le=1000)
 
 
-class RenewLeaseIn(ActionEnvelope):
-    pass
-
-
-class ReleaseLeaseIn(ActionEnvelope):
-    reason: str | None = None
-
-
-class OutputSpec(Schema):
-    template_code: str
-    name: str
-    properties: dict[str, Any] = Field(default_factory=dict)
-    execution: dict[str, Any] | None = Field(None, description=(
-        "Execution envelope fields for a produced work-bearing object (state,"
-        " next_queue_key, next_action_key, priority ...)."))
-
-
-class CompleteIn(ActionEnvelope):
-    next_queue_key: str | None = None
-    next_action_key: str | None = None
-    result_snapshot: dict[str, Any] | None = None
-    outputs: list[OutputSpec] | None = None
-    external: dict[str, Any] | None = Field(None, description=(
-        "External dispatch metadata: the subject waits in WAITING_EXTERNAL for"
-        " /actions/external-result."))
-
-
-class FailIn(ActionEnvelope):
-    retryable: bool | None = None
-    error_class: RetryClassName | None = None
-    error_code: str | None = None
-    error_message: str | None = None
-    next_queue_key: str | None = None
-
-
-class HoldIn(ActionEnvelope):
-    hold_code: str | None = None
-    reason: str | None = Field(None, description="Required.")
-
-
-class ReleaseHoldIn(ActionEnvelope):
-    reason: str | None = None
-
-
-class RequeueIn(ActionEnvelope):
-    reason: str | None = Field(None, description="Required.")
-    reset_attempts: bool | None = None
-    priority: int | str | None = None
-    next_action_key: str | None = None
-
-
-class CancelIn(ActionEnvelope):
-    reason: str | None = Field(None, description="Required.")
-
-
-class ExpireLeaseIn(ActionEnvelope):
-    reason: str | None = None
-
-
-class ExternalResultIn(ActionEnvelope):
-    outcome: Literal["READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL"] | None = None
-    next_queue_key: str | None = None
-    result_snapshot: dict[str, Any] | None = None
-    outputs: list[OutputSpec] | None = None
-    error_message: str | None = None
-
-
-class WorkerStatusIn(ActionEnvelope):
-    operation: Literal["drain", "disable", "enable", "retire"] | None = None
-    reason: str | None = None
+class DeadLetterFilters(Schema):
+    resolution: DeadLetterResolutionName = "OPEN"
+    queue_key: str | None = Field(None, max_length=ID_MAX)
 
 
 class ActionOut(Schema):

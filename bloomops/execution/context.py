@@ -119,6 +119,13 @@ def action_spec(action_key: str) -> ActionSpec:
     )
 
 
+def ensure_role(roles: frozenset[str], spec: ActionSpec) -> None:
+    """RULES.md#roles: the caller needs one of the roles the action allows."""
+    if not (roles & spec.allowed_roles):
+        raise ActionError("FORBIDDEN", f"Your role may not {spec.name.lower()}.",
+                          action_key=spec.key, allowed_roles=sorted(spec.allowed_roles))
+
+
 @dataclass
 class Context:
     """What a handler sees and fills in."""

@@ -33,6 +33,7 @@ from bloomops.execution.context import (
     Actor,
     Context,
     action_spec,
+    ensure_role,
 )
 from bloomops.execution.counters import count_refusal, count_replay
 from bloomops.execution.errors import ActionError
@@ -73,13 +74,7 @@ def _execute(req: ActionRequest) -> ActionResult:
     handler = HANDLERS.get(req.action_key)
     if handler is None:
         raise ActionError("VALIDATION_ERROR", f"Unknown action {req.action_key!r}.")
-    if not (req.actor.roles & spec.allowed_roles):
-        raise ActionError(
-            "FORBIDDEN",
-            f"Your role may not {spec.name.lower()}.",
-            action_key=req.action_key,
-            allowed_roles=sorted(spec.allowed_roles),
-        )
+    ensure_role(req.actor.roles, spec)
     if not (req.idempotency_key or "").strip():
         raise ActionError("VALIDATION_ERROR", "An idempotency key is required.",
                           field="idempotency_key")

@@ -65,14 +65,22 @@ def check_request_fields(req: ActionRequest) -> None:
                           f" from 0 to {2**31}.", field="expected_revision")
 
 
-def _check_text(value: str, where: str) -> None:
+def text_problem(value: str) -> str | None:
+    """Why a text cannot be stored (PostgreSQL refuses NUL; a lone surrogate is not Unicode),
+    or None. The API checks every string of a request with this before parsing further."""
     if "\x00" in value:
-        raise ActionError("VALIDATION_ERROR", f"{where} contains a NUL character.", field=where)
+        return "contains a NUL character"
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ActionError("VALIDATION_ERROR", f"{where} is not valid Unicode text.",
-                          field=where) from None
+        return "is not valid Unicode text (a lone UTF-16 surrogate)"
+    return None
+
+
+def _check_text(value: str, where: str) -> None:
+    problem = text_problem(value)
+    if problem:
+        raise ActionError("VALIDATION_ERROR", f"{where} {problem}.", field=where)
 
 
 def _check_json(value: Any, where: str, depth: int) -> None:

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import re
 
-from bloomops.execution.sql import CANCEL_REQUESTED, ORDER_KEYS, TERMINAL
+from bloomops.execution.sql import (
+    CANCEL_REQUESTED,
+    ENVELOPE_VALID,
+    HAS_ENVELOPE,
+    ORDER_KEYS,
+    TERMINAL,
+)
 
 
 def _unaliased(expr: str) -> str:
@@ -65,7 +71,7 @@ READ_INDEXES: dict[str, str] = {
     "bloomops_queue_order": f"""
         CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
-        WHERE NOT is_deleted AND ({_EXEC}->>'next_queue_key') IS NOT NULL""",
+        WHERE {_unaliased(HAS_ENVELOPE)}""",
     # Planner statistics (not an index) on the envelope expressions of the visibility
     # predicate.
     # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
@@ -78,6 +84,11 @@ READ_INDEXES: dict[str, str] = {
         FROM generic_instance""",
     # The same for the lease/hold fields every visibility NOT EXISTS reads (status ACTIVE,
     # expires_at > now): without them an anti-join expects a few dozen active leases.
+    # The envelope-validity expression (part of the order index's predicate): every routed
+    # subject is normally valid, and the planner should know it.
+    "bloomops_envelope_valid_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_valid_stats ON
+        ({_unaliased(ENVELOPE_VALID)}), ({_EXEC}->>'next_queue_key') FROM generic_instance""",
     "bloomops_object_stats": f"""
         CREATE STATISTICS IF NOT EXISTS bloomops_object_stats ON
         ({_PROPS}->>'status'), ({_PROPS}->>'expires_at') FROM generic_instance""",
@@ -139,7 +150,8 @@ READ_INDEXES: dict[str, str] = {
 # Indexes and statistics an earlier version created and a later one replaced.
 RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
-    # Ordered by timestamps as stored; the order now reads them through bloomops_utc.
+    # Ordered by timestamps as stored, over every routed subject; the order now reads them
+    # through bloomops_utc, over routed subjects with a valid envelope.
     ("INDEX", "bloomops_subject_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),

@@ -52,10 +52,9 @@ def ready_ts(alias: str = "s") -> str:
 
 READY_TS = ready_ts()
 
-# A live subject routed to a queue. Every queue read also compares next_queue_key, so this
-# only restates what that implies; it is also the predicate of the partial index
-# bloomops_queue_order, and unlike "? 'execution'" the planner can estimate it.
-HAS_ENVELOPE = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
+# A live subject routed to a queue, whatever its envelope holds (the hidden-items list and
+# the filter menus read these). Unlike "? 'execution'" the planner can estimate it.
+ROUTED = f"NOT s.is_deleted AND {ENV}->>'next_queue_key' IS NOT NULL"
 
 def _status(alias: str) -> str:
     return f"{alias}.json_addl->'properties'->>'status'"
@@ -178,7 +177,7 @@ def _whole_or_null(name: str, pattern: str = "^[0-9]+$") -> str:
             f" AND ({ENV}->>'{name}') ~ '{pattern}'))")
 
 
-ENVELOPE_VALID = " AND ".join([
+_ENVELOPE_CHECKS = " AND ".join([
     f"jsonb_typeof({ENV}) = 'object'",
     "({ENV}->>'state') IN ({states})".format(
         ENV=ENV, states=", ".join(f"'{s}'" for s in ALL_STATES)),
@@ -193,6 +192,17 @@ ENVELOPE_VALID = " AND ".join([
     _json_type("queue_cache", "object"),
     *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
 ])
+# One boolean expression, not a list of conditions: as a list PostgreSQL would multiply a
+# guess for each check and expect one routed subject where there are thousands (and sort
+# instead of walking the order index); as one expression it has statistics of its own
+# (indexes.py, bloomops_envelope_valid_stats).
+ENVELOPE_VALID = f"(CASE WHEN {_ENVELOPE_CHECKS} THEN true ELSE false END)"
+
+# A routed subject whose envelope the engine can read: the rows every queue read and claim
+# starts from. It is also the predicate of the partial index bloomops_queue_order, so a
+# read walking that index never evaluates the validity checks per row (PostgreSQL drops a
+# condition the index predicate implies); they are paid once, when a row is written.
+HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 
 # The whole visibility rule (RULES.md#visibility) for subject s in queue q, where t is s's template.
 #
@@ -204,7 +214,9 @@ ENVELOPE_VALID = " AND ".join([
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS (anti-joins).
 def visibility(*, leased: str, held: str) -> str:
-    """The visibility predicate, given how to test "has an active lease" and "has an active
+    """Used with HAS_ENVELOPE (or ENVELOPE_VALID where a read starts from ROUTED): the
+    envelope's validity is checked there, once per row written, not here per read.
+The visibility predicate, given how to test "has an active lease" and "has an active
     hold" through lineage (per row, or against sets computed once: see below)."""
     return f"""(
     {ENV}->>'next_queue_key' = q.queue_key
@@ -215,7 +227,6 @@ def visibility(*, leased: str, held: str) -> str:
               AND {READY_TS} <= %(now)s
               AND q.template_codes ? {TEMPLATE_CODE}
               AND {SCOPE_MATCH}
-              AND {ENVELOPE_VALID}
              THEN true ELSE false END
     AND NOT {leased}
     AND NOT {held})"""

@@ -22,6 +22,13 @@ ALL_STATES = tuple(s.value for s in State)
 TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
 
 
+class DeadLetterResolution(StrEnum):
+    OPEN = "OPEN"
+    REQUEUED = "REQUEUED"
+    CANCELED = "CANCELED"
+    IGNORED = "IGNORED"
+
+
 class LeaseStatus(StrEnum):
     ACTIVE = "ACTIVE"
     RELEASED = "RELEASED"

@@ -20,6 +20,7 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
+from bloomops.execution.states import DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -179,7 +180,7 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
         "failure_count": ctx.env.get("attempt_count", 0),
         "error_class": error_class,
         "error_message": message,
-        "resolution_state": "OPEN",
+        "resolution_state": DeadLetterResolution.OPEN.value,
         "resolved_by_lookup_euid": None,
         "resolved_at": None,
     }
@@ -198,7 +199,7 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     assert ctx.subject is not None
     resolved = []
     for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"], lock=True):
-        if dl.props.get("resolution_state") != "OPEN":
+        if dl.props.get("resolution_state") != DeadLetterResolution.OPEN:
             continue
         props = dict(dl.props)
         props.update(resolution_state=resolution, resolved_by_lookup_euid=ctx.actor.username,
@@ -231,3 +232,11 @@ def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
         edges.append((ctx.worker, hold, "actor_hold"))
     ctx.link_many(edges)
     return hold
+
+
+def release_hold(ctx: Context, hold: Obj, reason: str | None) -> None:
+    """A hold ends RELEASED, keeping who ended it, when and why (RULES.md#holds)."""
+    props = dict(hold.props)
+    props.update(status="RELEASED", released_at=ctx.now_ts,
+                 released_by_lookup_euid=ctx.actor.username, release_reason=reason)
+    save_props(hold, props)

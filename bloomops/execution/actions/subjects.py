@@ -17,6 +17,7 @@ from bloomops.execution.actions.steps import (
     new_record,
     place_hold,
     queue_or_refuse,
+    release_hold,
     resolve_dead_letters,
 )
 from bloomops.execution.context import ActionRequest, Context
@@ -27,10 +28,10 @@ from bloomops.execution.objects import (
     children_of,
     is_kind,
     load,
-    save_props,
 )
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import (
+    DeadLetterResolution,
     parse_priority,
 )
 
@@ -81,12 +82,8 @@ class ReleaseExecutionHold(Handler):
             chosen = active
         before = "READY"
         for hold in chosen:
-            props = dict(hold.props)
-            before = props.get("state_before_hold") or before
-            props.update(status="RELEASED", released_at=ctx.now_ts,
-                         released_by_lookup_euid=ctx.actor.username,
-                         release_reason=ctx.payload.get("reason"))
-            save_props(hold, props)
+            before = hold.props.get("state_before_hold") or before
+            release_hold(ctx, hold, ctx.payload.get("reason"))
         remaining = [h for h in active if h not in chosen]
         if not remaining:
             ctx.set_env(state="FAILED_RETRYABLE" if before == "FAILED_RETRYABLE" else "READY",
@@ -142,10 +139,10 @@ class RequeueSubject(Handler):
             or queue["config"].get("default_next_action_key") or env.get("next_action_key"))
         if ctx.payload.get("reset_attempts", was_terminal):
             changes["attempt_count"] = 0
-        if "priority" in ctx.payload:
+        if ctx.payload.get("priority") is not None:  # null: the priority stays as it is
             changes["priority"] = parse_priority(ctx.payload["priority"])
         ctx.set_env(**changes)
-        resolved = resolve_dead_letters(ctx, "REQUEUED")
+        resolved = resolve_dead_letters(ctx, DeadLetterResolution.REQUEUED)
         ctx.result.update(queue_key=queue["queue_key"], dead_letters_resolved=resolved)
 
 
@@ -165,13 +162,9 @@ class CancelSubjectExecution(Handler):
         ended = []
         for hold in children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
                                 lock=True):
-            props = dict(hold.props)
-            props.update(status="RELEASED", released_at=ctx.now_ts,
-                         released_by_lookup_euid=ctx.actor.username,
-                         release_reason="Ended by cancel: " + ctx.payload["reason"].strip())
-            save_props(hold, props)
+            release_hold(ctx, hold, "Ended by cancel: " + ctx.payload["reason"].strip())
             ended.append(hold.euid)
         ctx.set_env(state="CANCELED", terminal=True, cancel_requested=True, retry_at=None,
                     hold_state="NONE", hold_reason=None)
-        resolved = resolve_dead_letters(ctx, "CANCELED")
+        resolved = resolve_dead_letters(ctx, DeadLetterResolution.CANCELED)
         ctx.result.update(dead_letters_resolved=resolved, holds_ended=ended)

@@ -31,6 +31,7 @@ from bloomops.execution.sql import (
     QUEUES,
     READY_TS,
     RETRY_WAITING,
+    ROUTED,
     SCOPE_MATCH,
     TEMPLATE_CODE,
     TEMPLATES,
@@ -207,10 +208,10 @@ def queue_hidden_items(
                NOT ({ENVELOPE_VALID}) AS envelope_bad
         FROM ({QUEUES}) q
         JOIN generic_instance s
-          ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+          ON s.tenant_id = %(tenant)s AND {ROUTED}
          AND {ENV}->>'next_queue_key' = %(queue_key)s
         JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        WHERE {QP}->>'queue_key' = %(queue_key)s AND NOT {VISIBLE}
+        WHERE {QP}->>'queue_key' = %(queue_key)s AND NOT ({VISIBLE} AND {ENVELOPE_VALID})
           AND (%(state)s::text IS NULL OR {ENV}->>'state' = %(state)s){extra}
         ORDER BY {ORDER_BY}
         LIMIT %(limit)s OFFSET %(offset)s
@@ -240,7 +241,7 @@ def queue_filter_values(queue_key: str, *, tenant: str | None = None) -> dict[st
                         FILTER (WHERE s.json_addl->'properties'->>'assay' IS NOT NULL), '{{}}')
                    AS assay
         FROM generic_instance s
-        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+        WHERE s.tenant_id = %(tenant)s AND {ROUTED}
           AND {ENV}->>'next_queue_key' = %(queue_key)s
         """,
         read_params(None, tenant, queue_key=queue_key),

@@ -16,6 +16,7 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.sql import (
     ENV,
+    ENVELOPE_VALID,
     QP,
     QUEUES,
     READY_TS,
@@ -80,7 +81,7 @@ DIAG_SQL = f"""
     SELECT s.uid, s.euid, s.name, s.created_dt, s.json_addl->'properties' AS props,
            {TEMPLATE_CODE} AS template_code, {ENV} AS execution, {READY_TS} AS ready_ts,
            q.euid AS queue_euid, {QP} AS queue,
-           (q.uid IS NOT NULL AND {VISIBLE}) AS visible,
+           (q.uid IS NOT NULL AND {VISIBLE} AND {ENVELOPE_VALID}) AS visible,
            (q.uid IS NULL OR q.template_codes ? {TEMPLATE_CODE}) AS template_ok,
            (q.uid IS NULL OR ({SCOPE_MATCH})) AS scope_ok,
            (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties')

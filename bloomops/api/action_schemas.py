@@ -1,0 +1,358 @@
+"""Request schemas of the API's actions (pydantic, through django-ninja).
+
+They are what the API enforces, so the OpenAPI document says exactly what an action accepts:
+required fields, enums, strict types (no coercion) and the engine's length and range bounds.
+The few rules between fields stay the engine's to enforce (its handlers' validate); the
+document states them as JSON Schema (if/then, anyOf, not). Read parameters and responses are
+in ``schemas``.
+"""
+
+from copy import deepcopy
+from functools import cache
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from bloomops.execution.actions import RecordExternalResult, SetWorkerStatus
+from bloomops.execution.context import ENVELOPE_FIELDS
+from bloomops.execution.people import HUMAN_KEY_PREFIX, PROFILE_FIELDS
+from bloomops.execution.states import (
+    ALL_STATES,
+    PRIORITY_CLASSES,
+    TRANSIENT_CLASSES,
+    RetryClass,
+    WorkerType,
+)
+
+# Enums come from the engine's vocabulary, so the document cannot drift from what it checks.
+StateName = Literal[ALL_STATES]  # type: ignore[valid-type]
+RetryClassName = Literal[tuple(c.value for c in RetryClass)]  # type: ignore[valid-type]
+PriorityClassName = Literal[tuple(PRIORITY_CLASSES)]  # type: ignore[valid-type]
+WorkerTypeName = Literal[tuple(t.value for t in WorkerType)]  # type: ignore[valid-type]
+# What a worker may report about itself in a heartbeat (DISABLED/RETIRED are admin actions).
+ReportedWorkerStatus = Literal["ONLINE", "OFFLINE", "DRAINING"]
+
+# What the engine and PostgreSQL can hold (docs/API.md, "Limits"): identifiers up to 200
+# characters, revisions up to 2^31, other integers within PostgreSQL's bigint.
+ID_MAX = 200
+REVISION_MAX = 2**31
+BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+# "Has a character that is not white space": the engine strips text and treats blank as
+# missing. Python's regex engine, so the schema, pydantic and str.strip() agree on "space".
+NON_BLANK = r"\S"
+# Every field of a request that is not the action's own.
+REQUEST_FIELDS = ("idempotency_key", *ENVELOPE_FIELDS, "payload")
+
+
+def refusal(field: str, message: str) -> PydanticCustomError:
+    """A refusal that names the field it concerns when pydantic's location cannot (a model
+    validator's error has none); the API's error handler reads it."""
+    return PydanticCustomError("value_error", "{message}", {"field": field, "message": message})
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema counts 3.0 as an integer and JSON parsers hand it over as a float; take it
+    as 3. Fractions, text and booleans stay refused (strict)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def integer(minimum: int, maximum: int) -> Any:
+    """A bounded integer (the bounds ahead of the validator, or pydantic leaves them out of
+    the JSON Schema)."""
+    return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_integral)]
+
+
+Id = Annotated[str, Field(max_length=ID_MAX)]
+RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
+NonEmptyText = Annotated[str, Field(min_length=1)]
+
+
+def text(max_length: int, description: str | None = None) -> Any:
+    """An optional text field the engine bounds to ``max_length``."""
+    return Field(None, max_length=max_length, description=description)
+
+
+def required_text(max_length: int, description: str | None = None) -> Any:
+    """Required text that must not be blank (the engine's ``required`` text)."""
+    return Field(min_length=1, max_length=max_length, pattern=NON_BLANK,
+                 description=description)
+
+
+class StrictSchema(BaseModel):
+    """Requests are taken as typed: no number for a string, no false for 0, no extra key.
+    A plain pydantic model: ninja's Schema wraps input for ORM reads, which a request body
+    does not need and which would hide the body from the payload-lifting validator."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+
+class ActionEnvelope(StrictSchema):
+    """The request envelope (RULES.md#requests). Fields an action does not use may be omitted.
+    Action-specific fields go at the top level; a field the action declares may instead be
+    sent inside ``payload`` and is validated the same way (given at both places, the top
+    level counts and both must be valid)."""
+
+    idempotency_key: str = Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK, description=(
+        "A retry with the same key and the same content returns the first response; the same"
+        " key with other content is IDEMPOTENCY_CONFLICT."))
+    subject_euid: Id | None = None
+    worker_euid: Id | None = None
+    lease_euid: Id | None = None
+    hold_euid: Id | None = None
+    queue_key: Id | None = None
+    expected_state: StateName | None = None
+    expected_revision: integer(0, REVISION_MAX) | None = None
+    payload: dict[str, Any] = Field(default_factory=dict, description=(
+        "The action's own fields, as an alternative to the top level. A required field sent"
+        " only here is accepted too; given at both places, the top level counts and both"
+        " must be valid."))
+
+    # Rules between fields that the engine enforces (its handlers' validate), stated as
+    # JSON Schema keywords of the request body so that the document says them too.
+    json_rules: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        schema = handler(core_schema)
+        body = handler.resolve_ref_schema(schema)
+        props = body.get("properties", {})
+        own = {k: v for k, v in props.items() if k not in REQUEST_FIELDS}
+        if "payload" in props:
+            # The engine refuses payload keys the action does not declare.
+            props["payload"] = {**props["payload"], "properties": own,
+                                "additionalProperties": False}
+        body.update(deepcopy(cls.json_rules))
+        return schema
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_declared_payload_fields(cls, data: Any) -> Any:
+        # Clients (the worker runtime's HTTP transport among them) may nest an action's
+        # fields in payload; lifting them validates them exactly like top-level ones.
+        if not isinstance(data, dict) or not isinstance(data.get("payload"), dict):
+            return data
+        own = set(cls.model_fields) - set(REQUEST_FIELDS)
+        payload = dict(data["payload"])
+        nested = {k: payload.pop(k) for k in list(payload) if k in own}
+        # Given at both places, the top level counts; the nested copy must still be valid,
+        # as the document says of every property of payload.
+        for name in sorted(set(nested) & set(data)):
+            try:
+                _field_adapter(cls, name).validate_python(nested.pop(name))
+            except ValidationError as exc:
+                raise refusal(f"payload.{name}", exc.errors()[0]["msg"]) from None
+        return {**data, **nested, "payload": payload}
+
+
+@cache
+def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter:
+    """Validates one field of a request schema on its own, as strictly as the model does."""
+    info = model.model_fields[name]
+    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    return TypeAdapter(kind, config=StrictSchema.model_config)
+
+
+class LeaseEnvelope(ActionEnvelope):
+    """Actions on a leased attempt: the lease, its worker and the state the caller saw."""
+
+    lease_euid: RequiredId
+    worker_euid: RequiredId
+    expected_state: StateName
+
+
+class SubjectEnvelope(ActionEnvelope):
+    """Operator actions on a subject: the subject and the state the caller saw."""
+
+    subject_euid: RequiredId
+    expected_state: StateName
+
+
+WORKER_TEXT_MAX = 300
+
+
+# A key the engine reads as a person's (human://<username>, after stripping).
+HUMAN_KEY = "^\\s*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
+
+
+class RegisterWorkerIn(ActionEnvelope):
+    # A person's HUMAN_SESSION worker has its key and profile from the person and the lab's
+    # configuration; every other worker names its key and may not take a person's.
+    json_rules = {
+        "if": {"required": ["worker_type"],
+               "properties": {"worker_type": {"const": "HUMAN_SESSION"}}},
+        "then": {"properties": {
+            "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^\\s*$"},
+                                     {"pattern": HUMAN_KEY}]},
+            **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
+        "else": {"required": ["worker_key"],
+                 "properties": {"worker_key": {"type": "string", "pattern": NON_BLANK,
+                                               "not": {"pattern": HUMAN_KEY}}}},
+    }
+
+    worker_key: str | None = text(WORKER_TEXT_MAX, (
+        "The worker's stable key; required except for HUMAN_SESSION, whose key is the"
+        " person's (human://<username>)."))
+    display_name: str | None = text(WORKER_TEXT_MAX)
+    # Not nullable: the engine takes an absent worker_type as SERVICE but refuses null.
+    worker_type: WorkerTypeName = Field(None, description="SERVICE when omitted.",
+                                        json_schema_extra=lambda s: s.pop("default", None))
+    capabilities: list[NonEmptyText] | None = None
+    site_scope: list[NonEmptyText] | None = None
+    platform_scope: list[NonEmptyText] | None = None
+    assay_scope: list[NonEmptyText] | None = None
+    max_concurrent_leases: integer(1, 1000) | None = None
+    heartbeat_ttl_seconds: integer(5, 86400) | None = None
+    build_version: str | None = text(WORKER_TEXT_MAX)
+    host: str | None = text(WORKER_TEXT_MAX)
+    process_identity: str | None = text(WORKER_TEXT_MAX)
+
+
+class HeartbeatWorkerIn(ActionEnvelope):
+    worker_euid: RequiredId
+    status: ReportedWorkerStatus | None = None
+    display_name: str | None = text(WORKER_TEXT_MAX)
+    build_version: str | None = text(WORKER_TEXT_MAX)
+    host: str | None = text(WORKER_TEXT_MAX)
+    process_identity: str | None = text(WORKER_TEXT_MAX)
+    last_error_class: str | None = text(WORKER_TEXT_MAX)
+
+
+class ClaimIn(ActionEnvelope):
+    worker_euid: RequiredId
+
+
+class RenewLeaseIn(ActionEnvelope):
+    lease_euid: RequiredId
+    worker_euid: RequiredId
+
+
+class ReleaseLeaseIn(LeaseEnvelope):
+    reason: str | None = text(1000)
+
+
+class OutputSpec(StrictSchema):
+    template_code: str = Field(max_length=ID_MAX)
+    name: str
+    properties: dict[str, Any] = Field(default_factory=dict)
+    execution: dict[str, Any] | None = Field(None, description=(
+        "Execution envelope fields for a produced work-bearing object (state,"
+        " next_queue_key, next_action_key, priority ...)."))
+
+
+_NON_EMPTY_TEXT = {"type": "string", "minLength": 1}
+
+
+class CompleteIn(LeaseEnvelope):
+    # external and a next queue exclude each other (a null external or an empty
+    # next_queue_key is none).
+    json_rules = {"not": {"required": ["external", "next_queue_key"],
+                          "properties": {"external": {"type": "object"},
+                                         "next_queue_key": _NON_EMPTY_TEXT}}}
+
+    next_queue_key: str | None = text(200)
+    next_action_key: str | None = text(200)
+    result_snapshot: dict[str, Any] | None = None
+    outputs: list[OutputSpec] | None = None
+    external: dict[str, Any] | None = Field(None, description=(
+        "External dispatch metadata: the subject waits in WAITING_EXTERNAL for"
+        " /actions/external-result. Not together with next_queue_key."))
+
+
+
+def _retry_class_rules() -> dict[str, Any]:
+    """retryable and error_class as JSON Schema: one of them, and they must agree
+    (RULES.md#retries)."""
+    transient = sorted(c.value for c in TRANSIENT_CLASSES)
+    permanent = sorted(c.value for c in RetryClass if c not in TRANSIENT_CLASSES)
+
+    def agreeing(retryable: bool, classes: list[str]) -> dict[str, Any]:
+        return {"if": {"required": ["retryable"],
+                       "properties": {"retryable": {"const": retryable}}},
+                "then": {"properties": {"error_class": {"enum": [*classes, None]}}}}
+
+    return {
+        "anyOf": [{"required": ["retryable"], "properties": {"retryable": {"type": "boolean"}}},
+                  {"required": ["error_class"],
+                   "properties": {"error_class": {"type": "string"}}}],
+        "allOf": [agreeing(True, transient), agreeing(False, permanent)],
+    }
+
+
+class FailIn(LeaseEnvelope):
+    json_rules = _retry_class_rules()
+
+    retryable: bool | None = Field(None, description=(
+        "Give retryable, error_class or both (then they must agree)."))
+    error_class: RetryClassName | None = None
+    error_code: str | None = text(200)
+    error_message: str | None = text(4000)
+    next_queue_key: str | None = text(200)
+
+
+class HoldIn(SubjectEnvelope):
+    hold_code: str | None = text(100)
+    reason: str = required_text(2000)
+
+
+class ReleaseHoldIn(SubjectEnvelope):
+    reason: str | None = text(2000)
+
+
+class RequeueIn(SubjectEnvelope):
+    reason: str = required_text(2000)
+    reset_attempts: bool | None = None
+    priority: integer(BIGINT_MIN, BIGINT_MAX) | PriorityClassName | None = (
+        Field(None, description="A priority class or a plain integer (higher first)."))
+    next_action_key: str | None = text(200)
+
+
+class CancelIn(SubjectEnvelope):
+    reason: str = required_text(2000)
+
+
+class ExpireLeaseIn(ActionEnvelope):
+    reason: str | None = text(1000)
+
+
+class ExternalResultIn(SubjectEnvelope):
+    json_rules = {
+        "if": {"required": ["outcome"], "properties": {"outcome": {"const": "READY"}}},
+        "then": {"required": ["next_queue_key"],
+                 "properties": {"next_queue_key": _NON_EMPTY_TEXT}},
+    }
+
+    outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]
+    next_queue_key: str | None = Field(None, max_length=200, description=(
+        "Required when outcome is READY."))
+    result_snapshot: dict[str, Any] | None = None
+    outputs: list[OutputSpec] | None = None
+    error_message: str | None = text(4000)
+
+
+class WorkerStatusIn(ActionEnvelope):
+    worker_euid: RequiredId
+    operation: Literal[tuple(sorted(SetWorkerStatus.OPERATIONS))]  # type: ignore[valid-type]
+    reason: str | None = text(1000)
+
+
+# The request schema of each action, by the key of the engine's action registry.
+REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
+    "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
+    "claim_queue_item": ClaimIn, "renew_queue_lease": RenewLeaseIn,
+    "release_queue_lease": ReleaseLeaseIn, "complete_queue_execution": CompleteIn,
+    "fail_queue_execution": FailIn, "place_execution_hold": HoldIn,
+    "release_execution_hold": ReleaseHoldIn, "requeue_subject": RequeueIn,
+    "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
+    "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
+}

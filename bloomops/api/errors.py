@@ -1,0 +1,63 @@
+"""How API v1 answers a refusal: every exception django-ninja or the executor raises becomes
+the error body ``{"error": {"code", "message", "details"}}`` with its status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
+
+from bloomops.api.guard import CODE_OF_STATUS, RequestRefused
+from bloomops.execution.errors import ActionError
+
+# The parameter names ninja puts in front of a field's location ("body", "filters", ...).
+_LOCATION_PREFIXES = ("body", "query", "path", "filters")
+
+
+def _field(loc: list[str]) -> str:
+    parts = list(loc)
+    while parts and parts[0] in _LOCATION_PREFIXES:
+        parts.pop(0)
+    return ".".join(parts)
+
+
+def validation_refusal(exc: ValidationError) -> RequestRefused:
+    """The first problem names the field (details.field) and leads the message; all of them
+    are in details.errors."""
+    errors = [{"loc": [str(p) for p in e.get("loc", ())],
+               "msg": str(e.get("msg", "")).removeprefix("Value error, "),
+               "type": e.get("type")} for e in exc.errors]
+    if not errors:
+        return RequestRefused("VALIDATION_ERROR")
+    # A rule between fields names its field in the error's context (action_schemas.refusal).
+    ctx = exc.errors[0].get("ctx") or {}
+    field = _field(errors[0]["loc"]) or str(ctx.get("field") or "")
+    message = f"{field}: {errors[0]['msg']}" if field else errors[0]["msg"]
+    where: dict[str, Any] = {"field": field} if field else {}
+    return RequestRefused("VALIDATION_ERROR", message, **where, errors=errors)
+
+
+def install(api: NinjaAPI) -> None:
+    def answer(request, refused: RequestRefused | ActionError):
+        status = refused.status if isinstance(refused, RequestRefused) else refused.http_status
+        return api.create_response(request, refused.as_dict(), status=status)
+
+    def http_error(request, exc: HttpError):
+        # ninja wraps a body parser's refusal in its own "cannot parse" error.
+        if isinstance(exc.__cause__, RequestRefused):
+            return answer(request, exc.__cause__)
+        refused = RequestRefused(CODE_OF_STATUS.get(exc.status_code, "VALIDATION_ERROR"),
+                                 str(exc) or None)
+        return api.create_response(request, refused.as_dict(), status=exc.status_code)
+
+    api.add_exception_handler(ActionError, answer)
+    api.add_exception_handler(RequestRefused, answer)
+    api.add_exception_handler(
+        ValidationError, lambda request, exc: answer(request, validation_refusal(exc)))
+    api.add_exception_handler(AuthenticationError, lambda request, exc: answer(
+        request, RequestRefused("UNAUTHENTICATED",
+                                "Send a valid API token: Authorization: Bearer <token>.")))
+    api.add_exception_handler(
+        AuthorizationError, lambda request, exc: answer(request, RequestRefused("FORBIDDEN")))
+    api.add_exception_handler(HttpError, http_error)

@@ -1,0 +1,183 @@
+"""Request-level checks of the JSON API: what a request must be before any view reads it.
+
+Every refusal here is a 4xx with the API's error body and happens before a view runs, so it
+writes nothing. Three parts:
+
+- ``ApiGuardMiddleware`` (under ``/api/`` only): a body over ``MAX_BODY_BYTES`` is 413 before
+  it is read; a NUL character in the path or a query parameter is 400 (PostgreSQL cannot hold
+  NUL in text, so it would otherwise fail deep in a query); an error answer Django or
+  django-ninja gives as HTML or plain text (unknown path 404, wrong method 405) becomes JSON.
+- ``StrictJsonParser``: the JSON body parser of the API. Python's ``json`` accepts NaN,
+  Infinity and numbers that overflow to infinity, and lone UTF-16 surrogates; none of them
+  can be stored faithfully, so they are refused, as is NUL in any string or key.
+- ``RequestRefused``: a refusal with the API's error body, for the engine's codes and the
+  two that exist only at the HTTP layer (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from django.core.exceptions import SuspiciousOperation
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja.parser import Parser
+
+from bloomops.execution.errors import HTTP_STATUS, PLAIN
+from bloomops.execution.guards import text_problem
+
+API_PREFIX = "/api/"
+# The largest request body the API reads (documented in docs/API.md). An action's payload is
+# kilobytes; this leaves room for a large outputs list and refuses anything else unread.
+MAX_BODY_BYTES = 1024 * 1024
+
+# Codes the HTTP layer adds to the engine's (bloomops.execution.errors).
+HTTP_ONLY_CODES: dict[str, tuple[int, str]] = {
+    "METHOD_NOT_ALLOWED": (405, "This path does not accept that HTTP method."),
+    "PAYLOAD_TOO_LARGE": (413, f"The request body is larger than {MAX_BODY_BYTES} bytes."),
+}
+
+
+class RequestRefused(Exception):
+    """A refused request: ``as_dict`` is the API's error body, ``status`` its HTTP status."""
+
+    def __init__(self, code: str, message: str | None = None, **details: Any) -> None:
+        default = HTTP_ONLY_CODES[code][1] if code in HTTP_ONLY_CODES else PLAIN[code]
+        self.code = code
+        self.message = message or default
+        self.details = details
+        super().__init__(self.message)
+
+    @property
+    def status(self) -> int:
+        return HTTP_ONLY_CODES[self.code][0] if self.code in HTTP_ONLY_CODES else (
+            HTTP_STATUS[self.code])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+def error_response(code: str, message: str | None = None, **details: Any) -> JsonResponse:
+    refused = RequestRefused(code, message, **details)
+    return JsonResponse(refused.as_dict(), status=refused.status)
+
+
+def _check_text(value: str, where: str) -> None:
+    problem = text_problem(value)
+    if problem:
+        raise RequestRefused("VALIDATION_ERROR", f"{where} {problem}.", field=where)
+
+
+def _check_json(value: Any, where: str) -> None:
+    # Iterative: a deeply nested body must not exhaust the stack of the checker itself.
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, at or "body")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise RequestRefused("VALIDATION_ERROR", f"{at or 'body'} must be a finite"
+                                 " number.", field=at or "body")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                _check_text(key, f"{at} key")
+                stack.append((inner, f"{at}.{key[:40]}" if at else key[:40]))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{at}[{i}]") for i, inner in enumerate(item))
+
+
+def _refuse_constant(name: str) -> float:
+    raise RequestRefused("VALIDATION_ERROR", f"{name} is not a number JSON allows; send a"
+                         " finite number.", field="body")
+
+
+class StrictJsonParser(Parser):
+    """django-ninja's body parser with the checks above. The refusal travels to the API's
+    exception handler as the cause of ninja's own "cannot parse" HttpError."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        try:
+            data = json.loads(request.body, parse_constant=_refuse_constant)
+        except RequestRefused:
+            raise
+        except (ValueError, RecursionError) as exc:
+            raise RequestRefused("VALIDATION_ERROR", f"The body is not valid JSON: {exc}",
+                                 field="body") from None
+        _check_json(data, "")
+        return data
+
+
+def _query_problem(request: HttpRequest) -> RequestRefused | None:
+    if "\x00" in request.path:
+        return RequestRefused("VALIDATION_ERROR", "The path contains a NUL character.",
+                              field="path")
+    try:
+        params = list(request.GET.lists())
+    except SuspiciousOperation as exc:  # e.g. more query fields than Django parses
+        return RequestRefused("VALIDATION_ERROR", str(exc), field="query")
+    for key, values in params:
+        for value in [key, *values]:
+            problem = text_problem(value)
+            if problem:
+                name = key.replace("\x00", "")[:40]
+                return RequestRefused("VALIDATION_ERROR", f"Query parameter {name!r}"
+                                      f" {problem}.", field=name)
+    return None
+
+
+def _body_problem(request: HttpRequest) -> RequestRefused | None:
+    raw = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        length = int(raw)
+    except ValueError:
+        length = -1
+    if length < 0:
+        return RequestRefused("VALIDATION_ERROR", "Content-Length is not a length.",
+                              field="Content-Length")
+    if length > MAX_BODY_BYTES:
+        return RequestRefused("PAYLOAD_TOO_LARGE", limit_bytes=MAX_BODY_BYTES,
+                              content_length=length)
+    return None
+
+
+# Error statuses Django or ninja may answer without the API's body, and their codes.
+CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
+                  404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+
+
+def _as_json(response: HttpResponse) -> HttpResponse:
+    """An error Django or ninja answered as HTML/plain text, as the API's JSON error (same
+    status; an Allow header is kept)."""
+    status = response.status_code
+    if not 400 <= status < 500 or "json" in response.get("Content-Type", ""):
+        return response
+    code = CODE_OF_STATUS.get(status, "VALIDATION_ERROR")
+    details: dict[str, Any] = {}
+    message = None
+    if status == 404:
+        message = "No API endpoint at this path."
+    elif status == 405 and response.has_header("Allow"):
+        details["allowed_methods"] = [m.strip() for m in response["Allow"].split(",")]
+    elif status == 413:
+        details["limit_bytes"] = MAX_BODY_BYTES
+    converted = error_response(code, message, **details)
+    converted.status_code = status
+    if response.has_header("Allow"):
+        converted["Allow"] = response["Allow"]
+    return converted
+
+
+class ApiGuardMiddleware:
+    """The checks above for every request under ``/api/``; other paths pass untouched."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith(API_PREFIX):
+            return self.get_response(request)
+        refused = _body_problem(request) or _query_problem(request)
+        if refused is not None:
+            return JsonResponse(refused.as_dict(), status=refused.status)
+        return _as_json(self.get_response(request))

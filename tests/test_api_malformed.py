@@ -1,0 +1,264 @@
+"""Malformed requests under /api/: each is a 4xx with the API's JSON error body and writes
+nothing (they were 500s, HTML or plain text before)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from bloomops.api.guard import MAX_BODY_BYTES
+from tests.api_helpers import Api, api_for
+from tests.engine import counts, make_queue, make_subject
+
+pytestmark = pytest.mark.django_db
+ACTIONS = "/api/v1/execution/actions"
+
+
+@pytest.fixture
+def lab(tenant, users):
+    make_queue("q1", required_worker_capabilities=[])
+    subject = make_subject("q1")
+    apis = {role: api_for(user) for role, user in users.items()}
+    worker = apis["worker_service"].act("register-worker", worker_key="w").json()["worker_euid"]
+    return {"subject": subject, "worker": worker, "apis": apis}
+
+
+def refused(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code
+    return body["error"]
+
+
+def raw(api: Api, path: str, body: str | bytes):
+    return api.client.post(f"{ACTIONS}/{path}", body, content_type="application/json",
+                           **api._headers())
+
+
+# ------------------------------------------------------------------ NUL characters
+
+
+def test_nul_in_a_query_parameter_is_400(lab):
+    before = counts()
+    r = lab["apis"]["operator"].get("/leases", worker_euid="\x00")
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "worker_euid"
+    assert counts() == before
+
+
+def test_nul_in_a_path_segment_is_400(lab):
+    api = lab["apis"]["operator"]
+    for path in ("/subjects/Z-MX-%00", "/workers/a%00b", "/queues/q%001/items"):
+        r = api.client.get(f"/api/v1/execution{path}", **api._headers())
+        assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == "path", path
+
+
+@pytest.mark.parametrize("body", [
+    {"worker_euid": "Z-AX-\x00"},
+    {"worker_euid": "w", "queue_key": "q1\x00"},
+    {"worker_euid": "w", "payload": {"note\x00": 1}},
+    {"worker_euid": "w", "payload": {"notes": ["ok", {"deep": "x\x00"}]}},
+], ids=["envelope", "queue_key", "payload key", "nested value"])
+def test_nul_in_a_body_string_is_400_and_writes_nothing(lab, body):
+    api = lab["apis"]["worker_service"]
+    before = counts()
+    r = api.post("/actions/claim", {"idempotency_key": "nul", **body})
+    assert "NUL" in refused(r, 400, "VALIDATION_ERROR")["message"]
+    assert counts() == before
+
+
+# ------------------------------------------------------------------ lone surrogates
+
+
+def test_a_lone_surrogate_escape_is_400_and_writes_nothing(lab):
+    api = lab["apis"]["worker_service"]
+    before = counts()
+    r = raw(api, "claim", '{"idempotency_key": "s", "worker_euid": "Z-AX-\\ud800"}')
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "worker_euid" and "surrogate" in err["message"]
+    # The same as raw bytes (an encoded surrogate is not UTF-8 either).
+    r = raw(api, "claim", b'{"idempotency_key": "s", "worker_euid": "\xed\xa0\x80"}')
+    refused(r, 400, "VALIDATION_ERROR")
+    r = raw(api, "claim", b'{"idempotency_key": "s", "worker_euid": "\xff"}')
+    refused(r, 400, "VALIDATION_ERROR")
+    assert counts() == before
+
+
+# ------------------------------------------------------------------ integers out of range
+
+
+@pytest.mark.parametrize("path,params,field", [
+    ("/queues/q1/items", {"offset": "9223372036854775808"}, "offset"),
+    ("/queues/q1/items", {"limit": "501"}, "limit"),
+    ("/queues/q1/items", {"offset": "-1"}, "offset"),
+    ("/leases", {"limit": "99999999999999999999999"}, "limit"),
+    ("/leases", {"limit": "1.5"}, "limit"),
+])
+def test_out_of_range_query_integers_are_400(lab, path, params, field):
+    r = lab["apis"]["operator"].get(path, **params)
+    assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == field
+
+
+def test_the_largest_bigint_offset_is_answered(lab):
+    r = lab["apis"]["operator"].get("/queues/q1/items", offset="9223372036854775807")
+    assert r.status_code == 200 and r.json()["items"] == []
+
+
+@pytest.mark.parametrize("path,fields,field", [
+    ("hold", {"expected_revision": 2**70}, "expected_revision"),
+    ("hold", {"expected_revision": 2**31 + 1}, "expected_revision"),
+    ("hold", {"expected_revision": -1}, "expected_revision"),
+    ("requeue", {"priority": 2**63}, "priority"),
+    ("register-worker", {"max_concurrent_leases": 10**30}, "max_concurrent_leases"),
+    ("register-worker", {"heartbeat_ttl_seconds": 4}, "heartbeat_ttl_seconds"),
+])
+def test_out_of_range_body_integers_are_400_and_write_nothing(lab, path, fields, field):
+    api = lab["apis"]["admin"]
+    before = counts()
+    base = {"subject_euid": lab["subject"], "expected_state": "READY", "reason": "range"}
+    if path == "register-worker":
+        base = {"worker_key": "range-w"}
+    r = api.act(path, **base, **fields)
+    assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"].startswith(field)
+    assert counts() == before
+
+
+# ------------------------------------------------------------------ non-finite numbers
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+def test_non_finite_numbers_are_400_and_write_nothing(lab, number):
+    api = lab["apis"]["operator"]
+    before = counts()
+    # Python's json writes these tokens but never reads them back as a refusal: put the
+    # literal token in the text.
+    body = json.dumps({"idempotency_key": "nf", "subject_euid": lab["subject"],
+                       "expected_state": "READY", "reason": "x",
+                       "payload": {"score": "NUMBER"}}).replace('"NUMBER"', number)
+    r = raw(api, "hold", body)
+    assert "finite" in refused(r, 400, "VALIDATION_ERROR")["message"]
+    r = raw(api, "hold", body.replace('"expected_state"', f'"expected_revision": {number},'
+                                      ' "expected_state"'))
+    refused(r, 400, "VALIDATION_ERROR")
+    assert counts() == before
+
+
+# ------------------------------------------------------------------ oversize bodies
+
+
+def test_a_body_over_the_limit_is_413_unread(lab):
+    api = lab["apis"]["worker_service"]
+    before = counts()
+    big = json.dumps({"idempotency_key": "big", "worker_euid": lab["worker"],
+                      "payload": {"blob": "x" * MAX_BODY_BYTES}})
+    r = api.post("/actions/claim", big)
+    err = refused(r, 413, "PAYLOAD_TOO_LARGE")
+    assert err["details"]["limit_bytes"] == MAX_BODY_BYTES == 1024 * 1024
+    assert counts() == before
+
+
+def test_a_body_just_under_the_limit_is_read(lab):
+    api = lab["apis"]["worker_service"]
+    body = json.dumps({"idempotency_key": "under", "worker_euid": lab["worker"],
+                       "error_message": "x"})
+    padded = body[:-1] + " " * (MAX_BODY_BYTES - len(body)) + "}"
+    assert len(padded) == MAX_BODY_BYTES
+    r = api.post("/actions/claim", padded)
+    # Read and answered on its content (error_message is not a field of claim).
+    assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == "error_message"
+
+
+# ------------------------------------------------------------------ unknown paths, methods
+
+
+def test_unknown_api_paths_are_json_404(lab):
+    for client, headers in ((Client(), {}), (lab["apis"]["admin"].client,
+                                              lab["apis"]["admin"]._headers())):
+        for path in ("/api/v1/nope", "/api/v1/execution/nope", "/api/v2/execution/queues",
+                     "/api/v1/execution/actions/teleport"):
+            r = client.get(path, **headers)
+            refused(r, 404, "NOT_FOUND")
+
+
+def test_wrong_methods_are_json_405_with_allow(lab):
+    api = lab["apis"]["admin"]
+    before = counts()
+    cases = [("delete", "/api/v1/execution/queues", "GET"),
+             ("put", "/api/v1/execution/subjects/Z-MX-0", "GET"),
+             ("get", f"{ACTIONS}/claim", "POST"),
+             ("patch", f"{ACTIONS}/cancel", "POST")]
+    for method, path, allowed in cases:
+        r = getattr(api.client, method)(path, **api._headers())
+        err = refused(r, 405, "METHOD_NOT_ALLOWED")
+        assert r["Allow"] == allowed and err["details"]["allowed_methods"] == [allowed]
+    assert counts() == before
+
+
+def test_the_html_ui_keeps_its_own_pages(lab, users):
+    client = Client()
+    client.force_login(users["operator"])
+    r = client.get("/no-such-page/")
+    assert r.status_code == 404 and r["Content-Type"].startswith("text/html")
+    assert client.get("/").status_code == 200
+    assert Client().get("/api/v1/docs").status_code == 200  # the docs page stays HTML
+
+
+# ------------------------------------------------------------------ strict types
+
+
+@pytest.mark.parametrize("path,fields,field", [
+    ("hold", {"expected_revision": False}, "expected_revision"),
+    ("hold", {"expected_revision": "1"}, "expected_revision"),
+    ("hold", {"expected_revision": 1.5}, "expected_revision"),
+    ("hold", {"reason": 42}, "reason"),
+    ("hold", {"subject_euid": 7}, "subject_euid"),
+    ("requeue", {"reset_attempts": "yes"}, "reset_attempts"),
+    ("requeue", {"priority": "stat"}, "priority"),
+    ("requeue", {"priority": True}, "priority"),
+    ("register-worker", {"worker_key": 12}, "worker_key"),
+    ("register-worker", {"capabilities": "cap.a"}, "capabilities"),
+    ("register-worker", {"max_concurrent_leases": "2"}, "max_concurrent_leases"),
+])
+def test_values_are_not_coerced(lab, path, fields, field):
+    api = lab["apis"]["admin"]
+    before = counts()
+    base = {"subject_euid": lab["subject"], "expected_state": "READY", "reason": "types"}
+    if path == "register-worker":
+        base = {"worker_key": "types-w"}
+    r = api.act(path, **{**base, **fields})
+    assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"].startswith(field)
+    assert counts() == before
+
+
+def test_an_integral_float_is_an_integer(lab):
+    # JSON Schema's "integer" includes 1.0, so the server takes it as 1.
+    r = lab["apis"]["operator"].act("hold", subject_euid=lab["subject"], expected_state="READY",
+                                    expected_revision=1.0, reason="float")
+    assert r.status_code == 200, r.content
+    assert r.json()["state"] == "HELD"
+
+
+# ------------------------------------------------------------------ bodies that are not JSON
+
+
+@pytest.mark.parametrize("body", ["{not json", "[1, 2]", '"text"', "", "[" * 100_000],
+                         ids=["syntax", "array", "string", "empty", "deep"])
+def test_bodies_that_are_not_a_json_object_are_400(lab, body):
+    before = counts()
+    r = raw(lab["apis"]["worker_service"], "claim", body)
+    refused(r, 400, "VALIDATION_ERROR")
+    assert counts() == before
+
+
+def test_a_forbidden_role_is_refused_before_its_body_is_read(lab):
+    # An operator may not claim: FORBIDDEN, not a lesson in which fields claim needs.
+    r = raw(lab["apis"]["operator"], "claim", "{not json")
+    refused(r, 403, "FORBIDDEN")
+    r = lab["apis"]["worker_service"].post("/actions/hold", {"bogus": 1})
+    refused(r, 403, "FORBIDDEN")
+    r = Api(None).post("/actions/claim", "{not json")
+    refused(r, 401, "UNAUTHENTICATED")

@@ -1,0 +1,301 @@
+"""The OpenAPI document says exactly what the server enforces: every field an action needs
+is required (and the server refuses a body without it), enums are the engine's vocabularies,
+bounds are the engine's, and on edge cases the document and the server agree."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from jsonschema import Draft202012Validator
+
+from bloomops.api.action_schemas import REQUEST_FIELDS, REQUEST_SCHEMAS
+from bloomops.api.api import ACTIONS
+from bloomops.execution.actions import ACTIONS as REGISTRY
+from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
+from tests.api_helpers import api_for
+from tests.engine import counts, make_queue, make_subject
+
+pytestmark = pytest.mark.django_db
+BASE = "/api/v1/execution"
+
+# What each action's handler refuses without (bloomops/execution/actions/, validate).
+REQUIRED = {
+    "register-worker": set(),
+    "heartbeat-worker": {"worker_euid"},
+    "claim": {"worker_euid"},
+    "renew-lease": {"lease_euid", "worker_euid"},
+    "release-lease": {"lease_euid", "worker_euid", "expected_state"},
+    "complete": {"lease_euid", "worker_euid", "expected_state"},
+    "fail": {"lease_euid", "worker_euid", "expected_state"},
+    "hold": {"subject_euid", "expected_state", "reason"},
+    "release-hold": {"subject_euid", "expected_state"},
+    "requeue": {"subject_euid", "expected_state", "reason"},
+    "cancel": {"subject_euid", "expected_state", "reason"},
+    "expire-lease": set(),
+    "external-result": {"subject_euid", "expected_state", "outcome"},
+    "worker-status": {"worker_euid", "operation"},
+}
+# Required only in some cases, by a rule between fields: a worker other than a person's
+# names its key.
+REQUIRED_IF = {"register-worker": {"worker_key"}}
+# The smallest body each action accepts as well formed: its required fields, plus what a
+# rule between fields asks for (fail: retryable or error_class; a service worker's key).
+MINIMAL = {
+    "register-worker": {"worker_key": "exact-w"},
+    "heartbeat-worker": {"worker_euid": "Z-AX-0"},
+    "claim": {"worker_euid": "Z-AX-0"},
+    "renew-lease": {"lease_euid": "Z-EX-0", "worker_euid": "Z-AX-0"},
+    "release-lease": {"lease_euid": "Z-EX-0", "worker_euid": "Z-AX-0",
+                      "expected_state": "READY"},
+    "complete": {"lease_euid": "Z-EX-0", "worker_euid": "Z-AX-0", "expected_state": "READY"},
+    "fail": {"lease_euid": "Z-EX-0", "worker_euid": "Z-AX-0", "expected_state": "READY",
+             "error_class": "TRANSIENT_SYSTEM"},
+    "hold": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
+    "release-hold": {"subject_euid": "Z-MX-0", "expected_state": "HELD"},
+    "requeue": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
+    "cancel": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
+    "expire-lease": {},
+    "external-result": {"subject_euid": "Z-MX-0", "expected_state": "WAITING_EXTERNAL",
+                        "outcome": "COMPLETED"},
+    "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain"},
+}
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    return Client().get("/api/v1/openapi.json").json()
+
+
+def body_schema(doc: dict, path: str) -> dict:
+    op = doc["paths"][f"{BASE}/actions/{path}"]["post"]
+    ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    return doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def validator(doc: dict, path: str) -> Draft202012Validator:
+    op = doc["paths"][f"{BASE}/actions/{path}"]["post"]
+    schema = {**op["requestBody"]["content"]["application/json"]["schema"],
+              "components": doc["components"]}
+    return Draft202012Validator(schema)
+
+
+def query_param(doc: dict, path: str, name: str) -> dict:
+    params = doc["paths"][f"{BASE}{path}"]["get"]["parameters"]
+    return next(p for p in params if p["name"] == name)["schema"]
+
+
+def enum_of(schema: dict) -> list:
+    for option in schema.get("anyOf", [schema]):
+        if "enum" in option:
+            return option["enum"]
+    raise AssertionError(f"no enum in {schema}")
+
+
+def test_every_action_is_described():
+    assert set(REQUIRED) == set(ACTIONS) == set(MINIMAL)
+    assert set(REQUEST_SCHEMAS) == set(REGISTRY)
+    assert {d.path for d in REGISTRY.values()} == set(ACTIONS)
+
+
+def test_an_actions_own_fields_are_its_handlers_payload_fields():
+    # The document's payload properties and the engine's refusal of other keys agree.
+    for key, action in REGISTRY.items():
+        own = set(REQUEST_SCHEMAS[key].model_fields) - set(REQUEST_FIELDS)
+        assert own == set(action.handler.fields), key
+
+
+@pytest.mark.parametrize("path", list(REQUIRED))
+def test_required_fields_are_exactly_what_the_action_needs(doc, path):
+    assert set(body_schema(doc, path)["required"]) == {"idempotency_key"} | REQUIRED[path]
+
+
+@pytest.mark.parametrize("path", list(REQUIRED))
+def test_the_server_refuses_a_body_without_any_required_field(tenant, users, doc, path):
+    api = api_for(users["admin"])
+    check = validator(doc, path)
+    minimal = {"idempotency_key": f"exact-{path}", **MINIMAL[path]}
+    assert check.is_valid(minimal)
+    r = api.post(f"/actions/{path}", minimal)
+    # Well formed: answered on the data (an unknown EUID is 404), never refused for shape.
+    assert r.status_code != 400, r.content
+    before = counts()
+    for name in sorted({"idempotency_key"} | REQUIRED[path] | REQUIRED_IF.get(path, set())):
+        body = {k: v for k, v in minimal.items() if k != name}
+        assert not check.is_valid(body), name
+        r = api.post(f"/actions/{path}", body)
+        assert r.status_code == 400, (name, r.content)
+        err = r.json()["error"]
+        assert err["code"] == "VALIDATION_ERROR" and err["details"]["field"] == name
+    assert counts() == before
+
+
+def test_enums_are_the_engines_vocabularies(doc):
+    assert enum_of(query_param(doc, "/leases", "status")) == [s.value for s in LeaseStatus]
+    assert enum_of(query_param(doc, "/dead-letter", "resolution")) == [
+        "OPEN", "REQUEUED", "CANCELED", "IGNORED", "ALL"]
+    fail = body_schema(doc, "fail")["properties"]
+    assert fail["expected_state"]["enum"] == list(ALL_STATES)
+    assert enum_of(fail["error_class"]) == [c.value for c in RetryClass]
+    worker = body_schema(doc, "register-worker")["properties"]
+    assert enum_of(worker["worker_type"]) == [t.value for t in WorkerType]
+    assert enum_of(body_schema(doc, "heartbeat-worker")["properties"]["status"]) == [
+        "ONLINE", "OFFLINE", "DRAINING"]
+    assert body_schema(doc, "worker-status")["properties"]["operation"]["enum"] == [
+        "disable", "drain", "enable", "retire"]
+    assert body_schema(doc, "external-result")["properties"]["outcome"]["enum"] == [
+        "READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL"]
+    priority = body_schema(doc, "requeue")["properties"]["priority"]["anyOf"]
+    assert {"enum": ["STAT", "URGENT", "ROUTINE"], "type": "string"} in priority
+    assert {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1} in priority
+
+
+def test_bounds_are_the_engines(doc):
+    def bounds(schema: dict) -> tuple:
+        option = next(o for o in schema.get("anyOf", [schema]) if o.get("type") != "null")
+        return (option.get("minLength", option.get("minimum")),
+                option.get("maxLength", option.get("maximum")))
+
+    hold = body_schema(doc, "hold")["properties"]
+    assert bounds(hold["idempotency_key"]) == (1, 200)
+    assert bounds(hold["reason"]) == (1, 2000) and hold["reason"]["pattern"] == r"\S"
+    assert bounds(hold["hold_code"]) == (None, 100)
+    assert bounds(hold["subject_euid"]) == (1, 200)
+    assert bounds(hold["expected_revision"]) == (0, 2**31)
+    worker = body_schema(doc, "register-worker")["properties"]
+    assert bounds(worker["worker_key"]) == (None, 300)
+    assert bounds(worker["max_concurrent_leases"]) == (1, 1000)
+    assert bounds(worker["heartbeat_ttl_seconds"]) == (5, 86400)
+    fail = body_schema(doc, "fail")["properties"]
+    assert bounds(fail["error_message"]) == (None, 4000)
+    assert bounds(fail["error_code"]) == (None, 200)
+    assert bounds(body_schema(doc, "release-lease")["properties"]["reason"]) == (None, 1000)
+    assert bounds(query_param(doc, "/queues/{queue_key}/items", "limit")) == (1, 500)
+    assert bounds(query_param(doc, "/queues/{queue_key}/items", "offset")) == (0, 2**63 - 1)
+    assert bounds(query_param(doc, "/leases", "limit")) == (1, 1000)
+
+
+def test_payload_documents_the_actions_own_fields(doc):
+    for path in ACTIONS:
+        schema = body_schema(doc, path)
+        payload = schema["properties"]["payload"]
+        own = set(schema["properties"]) - set(REQUEST_FIELDS)
+        assert set(payload["properties"]) == own and payload["additionalProperties"] is False
+
+
+def test_every_operation_documents_its_refusals(doc):
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            codes = set(op["responses"])
+            assert {"400", "401", "403"} <= codes, (method, path)
+            if method == "post":
+                assert {"404", "409", "413"} <= codes, path
+
+
+# Bodies on the edge of each rule: the document and the server must give the same answer.
+DROP = object()  # a field of the minimal body left out
+EDGES = [
+    ("hold", {"reason": "   "}),
+    ("hold", {"reason": "\x1c"}),                      # str.strip() and \S agree: blank
+    ("hold", {"reason": "ok", "expected_revision": 3.0}),
+    ("hold", {"reason": "ok", "expected_revision": True}),
+    ("hold", {"reason": "ok", "expected_revision": 2**31}),
+    ("hold", {"reason": "ok", "expected_state": "SLEEPING"}),
+    ("hold", {"reason": "ok", "hold_code": "x" * 101}),
+    ("hold", {"reason": "ok", "surprise": 1}),
+    ("hold", {"reason": "ok", "payload": {"reason": "again"}}),
+    ("hold", {"reason": "ok", "payload": {"reason": 5}}),
+    ("hold", {"reason": "ok", "payload": {"hold_code": "x" * 101}}),
+    ("fail", {"retryable": True, "error_class": "PERMANENT_INPUT"}),
+    ("fail", {"retryable": False, "error_class": "TRANSIENT_SYSTEM"}),
+    ("fail", {"retryable": True, "error_class": "TRANSIENT_SYSTEM"}),
+    ("fail", {"retryable": False}),
+    ("fail", {"retryable": None, "error_class": None}),
+    ("complete", {"external": {"run": 1}, "next_queue_key": "q2"}),
+    ("complete", {"external": {"run": 1}, "next_queue_key": "  "}),
+    ("complete", {"external": None, "next_queue_key": "q2"}),
+    ("external-result", {"outcome": "READY"}),
+    ("external-result", {"outcome": "READY", "next_queue_key": ""}),
+    ("external-result", {"outcome": "READY", "next_queue_key": "q2"}),
+    ("requeue", {"priority": "STAT"}),
+    ("requeue", {"priority": "stat"}),
+    ("requeue", {"priority": 2**63}),
+    ("requeue", {"priority": -5}),
+    ("register-worker", {"worker_type": None}),         # absent is SERVICE; null is not
+    ("register-worker", {"worker_key": "human://someone"}),
+    ("register-worker", {"worker_key": "human://"}),
+    ("register-worker", {"worker_key": "   "}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION"}),  # exact-w is no person's key
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "human://adm"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "  "}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP,
+                         "capabilities": ["x"]}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP,
+                         "max_concurrent_leases": None}),
+    ("register-worker", {"display_name": None}),
+    ("register-worker", {"capabilities": [""]}),
+    ("register-worker", {"capabilities": ["cap.a"], "max_concurrent_leases": 0}),
+]
+
+
+@pytest.mark.parametrize("path,extra", EDGES)
+def test_document_and_server_agree_on_edge_cases(tenant, users, doc, path, extra):
+    base = {k: v for k, v in MINIMAL[path].items() if k not in ("error_class", "retryable")}
+    body = {k: v for k, v in {"idempotency_key": "edge", **base, **extra}.items()
+            if v is not DROP}
+    documented_valid = validator(doc, path).is_valid(body)
+    before = counts()
+    r = api_for(users["admin"]).post(f"/actions/{path}", body)
+    assert (r.status_code != 400) == documented_valid, (body, r.content)
+    if not documented_valid:
+        assert counts() == before
+
+
+def test_fields_nested_in_payload_are_validated_like_top_level_ones(tenant, users):
+    make_queue("q1", required_worker_capabilities=[])
+    api = api_for(users["worker_service"])
+    r = api.act("register-worker", payload={"worker_key": "nested", "capabilities": ["c"]})
+    assert r.status_code == 200 and r.json()["worker_key"] == "nested"
+    subject = make_subject("q1")
+    before = counts()
+    r = api.act("register-worker", payload={"worker_key": "nested",
+                                            "max_concurrent_leases": "2"})
+    assert r.status_code == 400
+    assert r.json()["error"]["details"]["field"] == "max_concurrent_leases"
+    # Given at both places, the top level counts, and the nested copy must be valid too.
+    op = api_for(users["operator"])
+    r = op.act("hold", subject_euid=subject, expected_state="READY", reason="top",
+               payload={"reason": 5})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "payload.reason"
+    assert counts() == before
+    r = op.act("hold", subject_euid=subject, expected_state="READY", reason="top",
+               payload={"reason": "nested"})
+    assert r.status_code == 200
+    assert api.get(f"/subjects/{subject}/history").json()["holds"][0]["reason"] == "top"
+
+
+def test_no_bound_is_lost_in_the_document(doc):
+    # pydantic writes a constraint it cannot place as "ge"/"le", which JSON Schema ignores:
+    # the document would then accept what the server refuses.
+    def walk(node, where="#"):
+        if isinstance(node, dict):
+            assert not {"ge", "le", "gt", "lt"} & set(node), where
+            for key, value in node.items():
+                walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}/{i}")
+
+    walk(doc)
+
+
+def test_every_error_code_is_listed_in_the_description_and_docs(doc):
+    from pathlib import Path
+
+    from bloomops.api.guard import HTTP_ONLY_CODES
+    from bloomops.execution.errors import HTTP_STATUS
+
+    api_md = (Path(__file__).resolve().parent.parent / "docs" / "API.md").read_text()
+    for code in [*HTTP_STATUS, *HTTP_ONLY_CODES]:
+        assert code in doc["info"]["description"], code
+        assert code in api_md, code
