@@ -58,7 +58,9 @@ def bloom_writes_lab(lab: Lab) -> BloomLab:
     dates, an expired lease and a renewed active one, a completion, a retryable and a
     terminal failure (with its dead letter), a hold, a released hold, a cancellation."""
     b = lab.bloom
-    t0 = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
+    # Bloom's clock starts ahead of the database's: subjects are ready from their creation
+    # (created_dt is the server's time), however slowly they are created.
+    t0 = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
     b.one("set_clock", now=t0.isoformat())
     out = BloomLab(now=t0)
     for name in ("extractor-1", "extractor-2"):
