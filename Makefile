@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PORT ?= $(or $(BLOOMOPS_PORT),8000)
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: run test bench lint setup-db chromium serve
+.PHONY: run test bench lint setup-db chromium serve bloom-env
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ chromium:
 	  echo "Installing Debian's chromium for the browser tests..."; \
 	  if [ "$$(id -u)" = 0 ]; then APT=""; else APT=sudo; fi; \
 	  $$APT apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$APT apt-get install -y -qq chromium >/dev/null; }
+
+# Bloom LIMS 5.0.1 in its own cached environment under var/bloom, for the interop tests
+# (docs/BLOOM.md); installed from PyPI the first time, a no-op afterwards.
+bloom-env:
+	bash tests/bloom/install.sh
 
 run: setup-db
 	BLOOMOPS_DEBUG=1 $(PY) manage.py seed_demo
@@ -43,7 +48,7 @@ run: setup-db
 	  $(VENV)/bin/gunicorn bloomops.wsgi:application \
 	    --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5'
 
-test: setup-db chromium
+test: setup-db chromium bloom-env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from bloomops.execution import clock
 
 # Fixtures shared by the UI tests (lab: the two-queue flow with a user of each role).
-pytest_plugins = ["tests.web_support"]
+pytest_plugins = ["tests.web_support", "tests.bloom.fixtures"]
 
 TAPDB_TABLES = (
     "outbox_event_attempt, outbox_event, audit_log, generic_instance_lineage, generic_instance"
