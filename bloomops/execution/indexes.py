@@ -42,7 +42,7 @@ _PROPS = "(json_addl->'properties')"
 FUNCTIONS: dict[str, str] = {
     "bloomops_utc_parse": r"""
         CREATE OR REPLACE FUNCTION bloomops_utc_parse(t text) RETURNS text
-        LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+        LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
         BEGIN
           IF t !~ '^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|z|[+-]\d\d(:?\d\d)?)?$' THEN
             RETURN NULL;
@@ -57,7 +57,8 @@ FUNCTIONS: dict[str, str] = {
     "bloomops_utc": """
         CREATE OR REPLACE FUNCTION bloomops_utc(t text) RETURNS text
         LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-          SELECT CASE WHEN length(t) = 27 AND substr(t, 27) = 'Z' AND substr(t, 20, 1) = '.'
+          SELECT CASE WHEN t IS NULL THEN NULL
+                      WHEN length(t) = 27 AND substr(t, 27) = 'Z' AND substr(t, 20, 1) = '.'
                       THEN t ELSE public.bloomops_utc_parse(t) END $$""",
 }
 

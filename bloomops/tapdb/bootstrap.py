@@ -212,12 +212,18 @@ def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
     the ones it retired ((INDEX or STATISTICS, name))."""
     have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
     have |= {r["stxname"] for r in fetch_all("SELECT stxname FROM pg_statistic_ext")}
-    have |= {r["proname"] for r in fetch_all(
-        "SELECT proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
+    # A function is in place when its body is the one handed over; CREATE OR REPLACE keeps
+    # the indexes built on it (a new body must give the same results).
+    bodies = {r["proname"]: r["prosrc"] for r in fetch_all(
+        "SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
     for name, ddl in read_indexes.items():
-        if name not in have:
+        body = ddl.split("$$")[1] if ddl.count("$$") == 2 else None
+        in_place = (bodies.get(name, "").strip() == body.strip() if body is not None
+                    else name in have)
+        if not in_place:
             execute(ddl)
             report.indexes_created.append(name)
+    have |= set(bodies)
     for kind, name in retired:
         if name in have:
             execute(f"DROP {kind} IF EXISTS {name}")

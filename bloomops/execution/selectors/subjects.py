@@ -165,9 +165,7 @@ def subject_diagnostics(
     elif queue is None:
         reasons.append(Reason("QUEUE_NOT_FOUND", f"No queue {env['next_queue_key']!r} exists."))
     else:
-        if state not in (queue.get("eligible_states") or []) and "TERMINAL_STATE" not in [
-            r.code for r in reasons
-        ]:
+        if state not in (queue.get("eligible_states") or []):
             eligible = ", ".join(queue.get("eligible_states") or [])
             reasons.append(Reason("STATE_NOT_ELIGIBLE", f"State {state} is not eligible in"
                                   f" {queue['queue_key']} ({eligible})."))
