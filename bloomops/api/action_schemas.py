@@ -356,3 +356,8 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
     "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
 }
+
+# The queue configuration actions' schemas live beside (a module of their own for size).
+from bloomops.api.queue_schemas import QUEUE_SCHEMAS  # noqa: E402
+
+REQUEST_SCHEMAS.update(QUEUE_SCHEMAS)

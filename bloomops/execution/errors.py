@@ -27,6 +27,10 @@ HTTP_STATUS: dict[str, int] = {
     "CONCURRENT_UPDATE": 409,
     "INVALID_ENVELOPE": 409,
     "OUTPUT_NOT_ALLOWED": 400,
+    "QUEUE_EXISTS": 409,
+    "QUEUE_NOT_MANAGED": 409,
+    "REPLACEMENT_REQUIRED": 409,
+    "QUEUE_HEAD_MISMATCH": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -54,6 +58,13 @@ PLAIN: dict[str, str] = {
     "INVALID_ENVELOPE": "The subject's execution envelope has a field the engine cannot read;"
                         " an operator can requeue or cancel it.",
     "OUTPUT_NOT_ALLOWED": "This step may not produce objects of that kind.",
+    "QUEUE_EXISTS": "A queue with this key already exists.",
+    "QUEUE_NOT_MANAGED": "This queue belongs to another system (bloomops did not create it);"
+                         " bloomops does not change it.",
+    "REPLACEMENT_REQUIRED": "A queue's key and subject templates are fixed; replace the queue"
+                            " (replace_queue) to change them.",
+    "QUEUE_HEAD_MISMATCH": "This queue runs work strictly in order: only the item at its head"
+                           " may be claimed now.",
 }
 
 

@@ -15,6 +15,12 @@ from bloomops.execution.actions.attempts import (
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.claim import ClaimQueueItem
 from bloomops.execution.actions.leases import ExpireQueueLease
+from bloomops.execution.actions.queues import (
+    CreateQueue,
+    ReplaceQueue,
+    SetQueueEnabled,
+    UpdateQueue,
+)
 from bloomops.execution.actions.subjects import (
     CancelSubjectExecution,
     PlaceExecutionHold,
@@ -66,6 +72,14 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
               "Record the result of external work of a WAITING_EXTERNAL subject"),
     ActionDef("set_worker_status", "worker-status", SetWorkerStatus(),
               "Drain, disable, enable or retire a worker (admin)"),
+    ActionDef("create_queue", "create-queue", CreateQueue(), "Create a queue (admin)"),
+    ActionDef("update_queue", "update-queue", UpdateQueue(),
+              "Change a queue's mutable settings at the revision you saw (admin)"),
+    ActionDef("set_queue_enabled", "set-queue-enabled", SetQueueEnabled(),
+              "Disable a queue in place with a reason, or enable it (admin)"),
+    ActionDef("replace_queue", "replace-queue", ReplaceQueue(),
+              "Retire a queue and create its successor, e.g. with new subject templates"
+              " (admin)"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 
