@@ -34,6 +34,10 @@ REQUIRED = {
     "expire-lease": set(),
     "external-result": {"subject_euid", "expected_state", "outcome"},
     "worker-status": {"worker_euid", "operation"},
+    "create-queue": {"queue_key", "subject_template_codes", "reason"},
+    "update-queue": {"queue_key", "expected_revision", "reason"},
+    "set-queue-enabled": {"queue_key", "expected_revision", "enabled", "reason"},
+    "replace-queue": {"queue_key", "expected_revision", "subject_template_codes", "reason"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key.
@@ -58,6 +62,13 @@ MINIMAL = {
     "external-result": {"subject_euid": "Z-MX-0", "expected_state": "WAITING_EXTERNAL",
                         "outcome": "COMPLETED"},
     "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain"},
+    "create-queue": {"queue_key": "exact-q", "subject_template_codes": [
+        "content/material/specimen/1.0"], "reason": "r"},
+    "update-queue": {"queue_key": "exact-none", "expected_revision": 1, "reason": "r"},
+    "set-queue-enabled": {"queue_key": "exact-none", "expected_revision": 1, "enabled": False,
+                          "reason": "r"},
+    "replace-queue": {"queue_key": "exact-none", "expected_revision": 1, "reason": "r",
+                      "subject_template_codes": ["content/material/specimen/1.0"]},
 }
 
 
