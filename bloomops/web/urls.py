@@ -27,4 +27,10 @@ urlpatterns = [
     path("workbench/bulk/", views.workbench_bulk, name="workbench_bulk"),
     path("admin/", views.admin_tools, name="admin_tools"),
     path("admin/sweep/", views.sweep, name="sweep"),
+    path("settings/queues/", views.queue_settings_index, name="queue_settings_index"),
+    path("settings/new-queue/", views.new_queue, name="new_queue"),
+    path("settings/queues/<str:queue_key>/", views.queue_settings, name="queue_settings"),
+    path("settings/queues/<str:queue_key>/save/", views.save_queue_settings,
+         name="save_queue_settings"),
+    path("settings/queues/<str:queue_key>/enabled/", views.queue_enabled, name="queue_enabled"),
 ]
