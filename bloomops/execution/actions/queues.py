@@ -18,7 +18,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, save_props
+from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
@@ -243,8 +243,7 @@ class ReplaceQueue(Handler):
                        disabled_reason="Replaced: " + ctx.payload["reason"].strip(),
                        revision=int(retired.get("revision") or 0) + 1)
         save_props(old, retired)
-        sql_execute("UPDATE generic_instance SET is_deleted = true, bstatus = 'retired'"
-                    " WHERE uid = %s", [old.uid])
+        retire(old)
         extra = {"replaces_euid": old.euid, "replaces_queue_key": old.props.get("queue_key"),
                  "enabled": old.props.get("enabled", True),
                  "disabled_reason": old.props.get("disabled_reason")}
