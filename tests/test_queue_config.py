@@ -200,12 +200,15 @@ def test_replace_queue_keeps_history_and_lineage(tenant):
     assert new["config"]["lease_ttl_seconds"] == 600 and new["config"]["revision"] == 1
     assert new["config"]["subject_template_codes"] == [SPECIMEN, LIBRARY]
     assert new["config"]["replaces_euid"] == old["euid"]
+    assert new["config"]["enabled"] is True and new["config"]["disabled_reason"] is None
+    assert r["changes"] == {"subject_template_codes": [[SPECIMEN], [SPECIMEN, LIBRARY]]}
     # The old object stays in TapDB, retired, linked to its successor by lineage, with its
     # lease still hanging from it.
     row = fetch_one("SELECT is_deleted, json_addl->'properties' AS p FROM generic_instance"
                     " WHERE euid = %s", [old["euid"]])
     assert row["is_deleted"] and row["p"]["replaced_by_euid"] == new["euid"]
-    assert row["p"]["retired_by"] == "admin"
+    assert row["p"]["retired_by"] == "admin" and row["p"]["enabled"] is False
+    assert row["p"]["revision"] == 2
     edge = fetch_one("SELECT 1 AS x FROM generic_instance_lineage WHERE parent_instance_uid = %s"
                      " AND child_instance_uid = %s AND relationship_type ="
                      " 'execution_queue_successor'", [old["uid"], new["uid"]])

@@ -99,11 +99,20 @@ def test_preview_shows_the_diff_then_save_writes_it(client, world):
 def test_a_bad_value_is_refused_in_plain_words(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")
-    preview = client.post("/settings/queues/cfg/", settings_form(page, lease_ttl_seconds="5"))
-    save = form_for(preview, "/settings/queues/cfg/save/", reason="too short")
     before = counts()
-    r = client.post("/settings/queues/cfg/save/", save, follow=True)
+    preview = client.post("/settings/queues/cfg/", settings_form(page, lease_ttl_seconds="5"))
+    html = preview.content.decode()
+    assert "lease_ttl_seconds must be an integer from 30 to 86400" in html
+    assert not has_form(preview, "/settings/queues/cfg/save/")
+    # A forged confirm with the bad value is refused by the engine, nothing written.
+    r = client.post("/settings/queues/cfg/save/", {
+        "idempotency_key": uuid.uuid4().hex, "expected_revision": "1", "reason": "x",
+        "changes": '{"lease_ttl_seconds": 5}'}, follow=True)
     assert "lease_ttl_seconds must be an integer from 30 to 86400" in r.content.decode()
+    r = client.post("/settings/queues/cfg/save/", {
+        "idempotency_key": uuid.uuid4().hex, "expected_revision": "1", "reason": "x",
+        "changes": "not json"}, follow=True)
+    assert "unreadable change" in r.content.decode()
     assert counts() == before
 
 

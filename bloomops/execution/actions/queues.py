@@ -238,21 +238,20 @@ class ReplaceQueue(Handler):
         if "retry_policy" in ctx.payload:
             fields["retry_policy"] = {**(old.props.get("retry_policy") or {}),
                                       **fields["retry_policy"]}
-        retired = dict(old.props)
-        retired.update(enabled=False, retired_at=ctx.now_ts, retired_by=ctx.actor.username,
-                       disabled_reason="Replaced: " + ctx.payload["reason"].strip(),
-                       revision=int(retired.get("revision") or 0) + 1)
-        save_props(old, retired)
+        before = dict(old.props)
+        # Retired first: the successor may take the same key (one live queue per key).
         retire(old)
-        extra = {"replaces_euid": old.euid, "replaces_queue_key": old.props.get("queue_key"),
-                 "enabled": old.props.get("enabled", True),
-                 "disabled_reason": old.props.get("disabled_reason")}
-        new = _create(ctx, fields, extra)
-        retired["replaced_by_euid"] = new.euid
-        save_props(old, retired)
+        new = _create(ctx, fields, {
+            "replaces_euid": old.euid, "replaces_queue_key": before.get("queue_key"),
+            "enabled": before.get("enabled", True),
+            "disabled_reason": before.get("disabled_reason")})
+        save_props(old, {**before, "enabled": False, "retired_at": ctx.now_ts,
+                         "retired_by": ctx.actor.username, "replaced_by_euid": new.euid,
+                         "disabled_reason": "Replaced: " + ctx.payload["reason"].strip(),
+                         "revision": int(before.get("revision") or 0) + 1})
         link(old.uid, new.uid, SUCCESSOR_REL, tenant_id=ctx.tenant)
         ctx.related.append(new)
         ctx.result.update(
             queue_key=fields["queue_key"], queue_euid=new.euid, revision=1,
-            retired_queue_euid=old.euid, retired_queue_key=old.props.get("queue_key"),
-            changes=diff({k: old.props.get(k) for k in fields}, fields))
+            retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
+            changes=diff({k: before.get(k) for k in fields}, fields))

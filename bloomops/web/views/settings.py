@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import selectors
-from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY
+from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_settings
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.tapdb.templates import all_templates
@@ -53,6 +53,8 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
         return _page(request, row)
     try:
         changes = read_form(request.POST, row["config"])
+        # The engine's own checks, so a preview never offers a change the save would refuse.
+        clean_settings(changes)
     except ActionError as err:
         messages.error(request, err.message)
         return _page(request, row)
