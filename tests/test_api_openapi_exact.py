@@ -37,6 +37,10 @@ REQUIRED = {
     "route-subject": {"subject_euid", "queue_key"},
     "register-subject": {"queue_key", "template_code", "name"},
     "record-evidence-bundle": {"subject_euid", "bundle_sha256"},
+    "create-queue": {"queue_key", "subject_template_codes", "reason"},
+    "update-queue": {"queue_key", "expected_revision", "reason"},
+    "set-queue-enabled": {"queue_key", "expected_revision", "enabled", "reason"},
+    "replace-queue": {"queue_key", "expected_revision", "subject_template_codes", "reason"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key.
@@ -65,6 +69,13 @@ MINIMAL = {
     "register-subject": {"queue_key": "q0", "template_code": "content/material/specimen/1.0",
                          "name": "S-1"},
     "record-evidence-bundle": {"subject_euid": "Z-MX-0", "bundle_sha256": "0" * 64},
+    "create-queue": {"queue_key": "exact-q", "subject_template_codes": [
+        "content/material/specimen/1.0"], "reason": "r"},
+    "update-queue": {"queue_key": "exact-none", "expected_revision": 1, "reason": "r"},
+    "set-queue-enabled": {"queue_key": "exact-none", "expected_revision": 1, "enabled": False,
+                          "reason": "r"},
+    "replace-queue": {"queue_key": "exact-none", "expected_revision": 1, "reason": "r",
+                      "subject_template_codes": ["content/material/specimen/1.0"]},
 }
 
 

@@ -14,7 +14,7 @@ from tests.engine import make_queue, make_subject
 pytestmark = pytest.mark.django_db
 ROLES = ("worker_service", "worker_human", "operator", "admin")
 READS = ["/queues", "/queues/q1", "/queues/q1/items", "/subjects/{s}", "/subjects/{s}/history",
-         "/workers", "/workers/{w}", "/leases?status=ACTIVE", "/dead-letter"]
+         "/queues/q1/history", "/workers", "/workers/{w}", "/leases?status=ACTIVE", "/dead-letter"]
 
 
 @pytest.fixture

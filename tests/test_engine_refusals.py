@@ -285,18 +285,70 @@ def s_evidence_mismatch(svc, op):
     subject = make_subject("q1")
     return lambda: act("record_evidence_bundle", op, subject_euid=subject,
                        payload={"bundle_sha256": "0" * 64})
+def _managed_queue(key_: str = "cq") -> str:
+    act("create_queue", actor("admin"), queue_key=key_,
+        payload={"subject_template_codes": ["content/material/specimen/1.0"], "reason": "r"})
+    return key_
+
+
+def s_queue_exists(svc, op):
+    queue = _managed_queue()
+    return lambda: act("create_queue", actor("admin"), queue_key=queue,
+                       payload={"subject_template_codes": ["content/material/specimen/1.0"],
+                                "reason": "again"})
+
+
+def s_queue_not_managed(svc, op):
+    # q1 was made directly, as another system (Bloom) writes its queues.
+    return lambda: act("update_queue", actor("admin"), queue_key="q1", expected_revision=1,
+                       payload={"lease_ttl_seconds": 60, "reason": "r"})
+
+
+def s_replacement_required(svc, op):
+    queue = _managed_queue()
+    return lambda: act("update_queue", actor("admin"), queue_key=queue, expected_revision=1,
+                       payload={"subject_template_codes": ["content/material/library/1.0"],
+                                "reason": "r"})
+
+
+def s_revision_conflict_queue(svc, op):
+    queue = _managed_queue()
+    return lambda: act("set_queue_enabled", actor("admin"), queue_key=queue,
+                       expected_revision=7, payload={"enabled": False, "reason": "r"})
+
+
+def s_validation_queue_ttl(svc, op):
+    return lambda: act("create_queue", actor("admin"), queue_key="cq",
+                       payload={"subject_template_codes": ["content/material/specimen/1.0"],
+                                "lease_ttl_seconds": 1, "reason": "r"})
+
+
+def s_forbidden_operator_creates_queue(svc, op):
+    return lambda: act("create_queue", op, queue_key="cq",
+                       payload={"subject_template_codes": ["content/material/specimen/1.0"],
+                                "reason": "r"})
+
+
+def s_queue_head_mismatch(svc, op):
+    act("create_queue", actor("admin"), queue_key="line", payload={
+        "subject_template_codes": ["content/material/specimen/1.0"], "strict_order": True,
+        "reason": "r"})
+    make_subject("line", priority=5)
+    second = make_subject("line", priority=0)
+    instrument = register(svc, worker_type="INSTRUMENT_ADAPTER")
+    return lambda: act("claim_queue_item", svc, worker_euid=instrument, subject_euid=second)
 
 
 SCENARIOS = {
     "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
                          s_validation_idempotency_key, s_validation_unknown_action,
-                         s_validation_unknown_payload_field],
+                         s_validation_unknown_payload_field, s_validation_queue_ttl],
     "FORBIDDEN": [s_forbidden_human_holds, s_forbidden_operator_expires,
                   s_forbidden_service_requeues, s_forbidden_no_role,
-                  s_forbidden_human_key_of_another],
+                  s_forbidden_human_key_of_another, s_forbidden_operator_creates_queue],
     "NOT_FOUND": [s_not_found_subject, s_not_found_queue],
     "STATE_CONFLICT": [s_state_conflict],
-    "REVISION_CONFLICT": [s_revision_conflict],
+    "REVISION_CONFLICT": [s_revision_conflict, s_revision_conflict_queue],
     "IDEMPOTENCY_CONFLICT": [s_idempotency_conflict],
     "LEASE_EXPIRED": [s_lease_expired],
     "LEASE_NOT_OWNED": [s_lease_not_owned_other_worker, s_lease_not_owned_other_user],
@@ -316,6 +368,10 @@ SCENARIOS = {
     "SUBJECT_TERMINAL": [s_subject_terminal],
     "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],
     "EVIDENCE_MISMATCH": [s_evidence_mismatch],
+    "QUEUE_EXISTS": [s_queue_exists],
+    "QUEUE_NOT_MANAGED": [s_queue_not_managed],
+    "REPLACEMENT_REQUIRED": [s_replacement_required],
+    "QUEUE_HEAD_MISMATCH": [s_queue_head_mismatch],
 }
 SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
 SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]

@@ -390,3 +390,8 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "route_subject": RouteSubjectIn, "register_subject": RegisterSubjectIn,
     "record_evidence_bundle": RecordEvidenceIn,
 }
+
+# The queue configuration actions' schemas live beside (a module of their own for size).
+from bloomops.api.queue_schemas import QUEUE_SCHEMAS  # noqa: E402
+
+REQUEST_SCHEMAS.update(QUEUE_SCHEMAS)

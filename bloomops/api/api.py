@@ -133,6 +133,16 @@ def get_queue(request, queue_key: S.PathId):
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 
+@router.get("/queues/{queue_key}/history", response={200: S.QueueHistoryOut, 404: S.ErrorOut,
+                                                      **READ_ERRORS},
+            summary="A queue's configuration changes (also of the queues it replaced)")
+def queue_history(request, queue_key: S.PathId):
+    if selectors.queue_config(queue_key) is None:
+        raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+    return {"queue_key": queue_key,
+            "changes": [c.as_dict() for c in selectors.queue_history(queue_key)]}
+
+
 @router.get("/queues/{queue_key}/items", response={200: S.QueueItemsOut, 404: S.ErrorOut,
                                                     **READ_ERRORS},
             summary="Visible items in execution order, with the ordering fields")

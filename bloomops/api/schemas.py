@@ -110,6 +110,24 @@ class QueueDetailOut(QueueSummaryOut):
     config: dict[str, Any]
 
 
+class QueueChangeOut(Schema):
+    """One configuration action on a queue: who, when, why, and field -> [before, after]."""
+
+    action_euid: str
+    action_key: str
+    queue_euid: str
+    executed_by: str
+    executed_at: str
+    reason: str | None = None
+    changes: dict[str, list[Any]]
+    retired_queue_euid: str | None = None
+
+
+class QueueHistoryOut(Schema):
+    queue_key: str
+    changes: list[QueueChangeOut]
+
+
 class QueueItemOut(Schema):
     position: int
     euid: str

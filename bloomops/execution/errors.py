@@ -32,6 +32,10 @@ HTTP_STATUS: dict[str, int] = {
     "SUBJECT_TERMINAL": 409,
     "SUBJECT_OUT_OF_SCOPE": 409,
     "EVIDENCE_MISMATCH": 409,
+    "QUEUE_EXISTS": 409,
+    "QUEUE_NOT_MANAGED": 409,
+    "REPLACEMENT_REQUIRED": 409,
+    "QUEUE_HEAD_MISMATCH": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -68,6 +72,13 @@ PLAIN: dict[str, str] = {
                             " serves, so it would never be seen there.",
     "EVIDENCE_MISMATCH": "The subject's history is not the one the evidence bundle describes"
                          " (it changed, or the hash is of another bundle); export again.",
+    "QUEUE_EXISTS": "A queue with this key already exists.",
+    "QUEUE_NOT_MANAGED": "This queue belongs to another system (bloomops did not create it);"
+                         " bloomops does not change it.",
+    "REPLACEMENT_REQUIRED": "A queue's key and subject templates are fixed; replace the queue"
+                            " (replace_queue) to change them.",
+    "QUEUE_HEAD_MISMATCH": "This queue runs work strictly in order: only the item at its head"
+                           " may be claimed now.",
 }
 
 

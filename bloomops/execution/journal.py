@@ -22,7 +22,7 @@ def idempotency_scope(req: ActionRequest) -> str:
     another request, never a replay of someone else's result (RULES.md#idempotency)."""
     target = req.subject_euid or req.worker_euid or req.lease_euid or req.hold_euid or (
         str(req.payload.get("worker_key") or "")
-    )
+    ) or (req.queue_key or "")
     return f"{req.actor.username}|{target}"
 
 

@@ -91,6 +91,13 @@ def save_props(obj: Obj, props: dict[str, Any]) -> None:
     obj.props = props
 
 
+def retire(obj: Obj) -> None:
+    """TapDB's soft delete, for an object replaced by a successor: the row, its lineage and its
+    audit trail stay; reads no longer serve it (RULES.md#queue-configuration)."""
+    execute("UPDATE generic_instance SET is_deleted = true, bstatus = 'retired' WHERE uid = %s",
+            [obj.uid])
+
+
 def linked(parent_uid: int, child_uid: int, rel: str) -> bool:
     return bool(
         fetch_one(

@@ -35,4 +35,10 @@ urlpatterns = [
     path("intake/confirm/", views.intake_confirm, name="intake_confirm"),
     path("intake/<str:batch_key>/results.csv", views.intake_results_csv,
          name="intake_results_csv"),
+    path("settings/queues/", views.queue_settings_index, name="queue_settings_index"),
+    path("settings/new-queue/", views.new_queue, name="new_queue"),
+    path("settings/queues/<str:queue_key>/", views.queue_settings, name="queue_settings"),
+    path("settings/queues/<str:queue_key>/save/", views.save_queue_settings,
+         name="save_queue_settings"),
+    path("settings/queues/<str:queue_key>/enabled/", views.queue_enabled, name="queue_enabled"),
 ]

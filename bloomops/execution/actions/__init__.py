@@ -17,6 +17,12 @@ from bloomops.execution.actions.claim import ClaimQueueItem
 from bloomops.execution.actions.evidence import RecordEvidenceBundle
 from bloomops.execution.actions.intake import RegisterSubject, RouteSubject
 from bloomops.execution.actions.leases import ExpireQueueLease
+from bloomops.execution.actions.queues import (
+    CreateQueue,
+    ReplaceQueue,
+    SetQueueEnabled,
+    UpdateQueue,
+)
 from bloomops.execution.actions.subjects import (
     CancelSubjectExecution,
     PlaceExecutionHold,
@@ -75,6 +81,14 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
     ActionDef("record_evidence_bundle", "record-evidence-bundle", RecordEvidenceBundle(),
               "Record the sha256 of a subject's evidence bundle (operator); GET"
               " /subjects/{euid}/evidence builds, records and returns one"),
+    ActionDef("create_queue", "create-queue", CreateQueue(), "Create a queue (admin)"),
+    ActionDef("update_queue", "update-queue", UpdateQueue(),
+              "Change a queue's mutable settings at the revision you saw (admin)"),
+    ActionDef("set_queue_enabled", "set-queue-enabled", SetQueueEnabled(),
+              "Disable a queue in place with a reason, or enable it (admin)"),
+    ActionDef("replace_queue", "replace-queue", ReplaceQueue(),
+              "Retire a queue and create its successor, e.g. with new subject templates"
+              " (admin)"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 

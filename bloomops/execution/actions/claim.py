@@ -66,10 +66,13 @@ class ClaimQueueItem(Handler):
         problem = worker_status_problem(worker.props)
         if problem:
             raise ActionError("WORKER_UNAVAILABLE", problem, worker_euid=worker.euid)
+        # An instrument adapter names the subject it has loaded (scanned); on a strict-order
+        # queue it gets it only when it is the head (RULES.md#queue-configuration).
         if ctx.request.subject_euid and worker.props.get("worker_type") not in (
-            WorkerType.HUMAN_SESSION,
+            WorkerType.HUMAN_SESSION, WorkerType.INSTRUMENT_ADAPTER,
         ) and not ctx.actor.is_admin:
-            raise ActionError("FORBIDDEN", "Only human workers claim a chosen subject.")
+            raise ActionError("FORBIDDEN", "Only human workers and instrument adapters claim a"
+                              " chosen subject.")
         limit = int(worker.props.get("max_concurrent_leases") or 1)
         held = _count_active_leases(ctx, worker)
         if held >= limit:
@@ -95,6 +98,16 @@ class ClaimQueueItem(Handler):
             assert queue is not None
             return [queue]
         return selectors.queues(tenant=ctx.tenant)
+
+    @staticmethod
+    def _check_head(ctx: Context, queue: dict, subject: Obj) -> None:
+        if not queue["config"].get("strict_order"):
+            return
+        head = selectors.queue_head(queue["queue_key"], now=ctx.now, tenant=ctx.tenant)
+        if head is None or head.euid != subject.euid:
+            raise ActionError("QUEUE_HEAD_MISMATCH", subject_euid=subject.euid,
+                              queue_key=queue["queue_key"],
+                              head_euid=head.euid if head else None)
 
     def run(self, ctx: Context) -> None:
         req = ctx.request
@@ -126,6 +139,7 @@ class ClaimQueueItem(Handler):
                         subject_euid=subject.euid,
                         reasons=[{"code": r.code, "message": r.message} for r in reasons],
                     )
+                self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
             tried: list[int] = []

@@ -25,6 +25,7 @@ from bloomops.execution.selectors.items import (
     queue_items,
 )
 from bloomops.execution.selectors.overview import Coverage, Overview, overview
+from bloomops.execution.selectors.queue_config import QueueChange, queue_history
 from bloomops.execution.selectors.queues import (
     QueueSummary,
     minus_minutes,
@@ -63,4 +64,5 @@ __all__ = [
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "throughput_trend", "workers",
+    "QueueChange", "queue_history",
 ]

@@ -36,6 +36,13 @@ from bloomops.web.views.queues import (
     queue_detail,
     queue_export,
 )
+from bloomops.web.views.settings import (
+    new_queue,
+    queue_enabled,
+    queue_settings,
+    queue_settings_index,
+    save_queue_settings,
+)
 from bloomops.web.views.subjects import (
     cancel_subject,
     claim_subject,
@@ -54,5 +61,9 @@ __all__ = [
     "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
     "subject", "subject_evidence", "subject_lookup", "sweep", "workbench", "workbench_bulk",
     "worker_dashboard", "worker_status",
+    "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
+    "worker_status",
+    "new_queue", "queue_enabled", "queue_settings", "queue_settings_index",
+    "save_queue_settings",
 ]
 __all__ += ["intake", "intake_confirm", "intake_preview", "intake_results_csv"]

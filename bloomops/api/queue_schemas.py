@@ -1,0 +1,114 @@
+"""Request schemas of the queue configuration actions (docs/API.md, "Queue configuration").
+Their bounds are the engine's (``execution/actions/queue_fields.py``)."""
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bloomops.api.action_schemas import (
+    ActionEnvelope,
+    NonEmptyText,
+    RequiredId,
+    StateName,
+    StrictSchema,
+    integer,
+    required_text,
+    text,
+)
+from bloomops.execution.actions.queue_fields import (
+    HELP,
+    RANGES,
+    RETRY_MODES,
+    RETRY_RANGES,
+)
+
+QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
+
+
+def _number(name: str) -> Any:
+    low, high = RETRY_RANGES[name]
+    return Field(None, ge=low, le=high)
+
+
+class RetryPolicyIn(StrictSchema):
+    mode: Literal[RETRY_MODES] | None = None  # type: ignore[valid-type]
+    initial_delay_seconds: float | None = _number("initial_delay_seconds")
+    backoff_factor: float | None = _number("backoff_factor")
+    max_delay_seconds: float | None = _number("max_delay_seconds")
+    jitter_ratio: float | None = _number("jitter_ratio")
+
+
+def _ranged(name: str) -> Any:
+    low, high = RANGES[name]
+    return integer(low, high)
+
+
+class QueueSettingsIn(ActionEnvelope):
+    """The mutable fields of a queue (RULES.md#queue-configuration)."""
+
+    reason: str = required_text(2000, HELP["reason"])
+    display_name: str | None = Field(None, min_length=1, max_length=200,
+                                     description=HELP["display_name"])
+    manual_only: bool | None = Field(None, description=HELP["manual_only"])
+    operator_visible: bool | None = Field(None, description=HELP["operator_visible"])
+    strict_order: bool | None = Field(None, description=HELP["strict_order"])
+    diagnostics_enabled: bool | None = Field(None, description=HELP["diagnostics_enabled"])
+    dispatch_priority: _ranged("dispatch_priority") | None = Field(  # type: ignore[valid-type]
+        None, description=HELP["dispatch_priority"])
+    lease_ttl_seconds: _ranged("lease_ttl_seconds") | None = Field(  # type: ignore[valid-type]
+        None, description=HELP["lease_ttl_seconds"])
+    max_attempts_default: _ranged("max_attempts_default") | None = Field(  # type: ignore[valid-type]
+        None, description=HELP["max_attempts_default"])
+    straggler_threshold_seconds: _ranged(  # type: ignore[valid-type]
+        "straggler_threshold_seconds") | None = Field(
+        None, description=HELP["straggler_threshold_seconds"])
+    eligible_states: list[StateName] | None = Field(None, min_length=1,
+                                                    description=HELP["eligible_states"])
+    required_worker_capabilities: list[NonEmptyText] | None = None
+    site_scope: list[NonEmptyText] | None = None
+    platform_scope: list[NonEmptyText] | None = None
+    assay_scope: list[NonEmptyText] | None = None
+    output_template_codes: list[NonEmptyText] | None = Field(
+        None, description=HELP["output_template_codes"])
+    retry_policy: RetryPolicyIn | None = Field(None, description=HELP["retry_policy"])
+    default_next_queue_key: str | None = Field(None, max_length=100,
+                                               description=HELP["default_next_queue_key"])
+    default_next_action_key: str | None = text(200, HELP["default_next_action_key"])
+
+
+class CreateQueueIn(QueueSettingsIn):
+    queue_key: str = Field(pattern=QUEUE_KEY_PATTERN, max_length=100,  # type: ignore[assignment]
+                           description=HELP["queue_key"])
+    subject_template_codes: list[NonEmptyText] = Field(
+        min_length=1, description=HELP["subject_template_codes"])
+
+
+class UpdateQueueIn(QueueSettingsIn):
+    queue_key: RequiredId  # type: ignore[assignment]
+    expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
+    subject_template_codes: list[NonEmptyText] | None = Field(None, description=(
+        "Fixed: a different value is refused REPLACEMENT_REQUIRED (use replace-queue)."))
+    new_queue_key: str | None = Field(None, max_length=100, description=(
+        "Fixed: a different key is refused REPLACEMENT_REQUIRED (use replace-queue)."))
+
+
+class SetQueueEnabledIn(ActionEnvelope):
+    queue_key: RequiredId  # type: ignore[assignment]
+    expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
+    enabled: bool
+    reason: str = required_text(2000, "Why; shown on the dashboard while disabled.")
+
+
+class ReplaceQueueIn(QueueSettingsIn):
+    queue_key: RequiredId  # type: ignore[assignment]
+    expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
+    subject_template_codes: list[NonEmptyText] = Field(
+        min_length=1, description="The successor's templates.")
+    new_queue_key: str | None = Field(None, pattern=QUEUE_KEY_PATTERN, max_length=100,
+                                      description="The successor's key (default: the same).")
+
+
+QUEUE_SCHEMAS: dict[str, type[ActionEnvelope]] = {
+    "create_queue": CreateQueueIn, "update_queue": UpdateQueueIn,
+    "set_queue_enabled": SetQueueEnabledIn, "replace_queue": ReplaceQueueIn,
+}

@@ -1,0 +1,194 @@
+"""The fields of a queue definition an admin may set, and their checks (no database except
+the template registry): one place for what create_queue, update_queue, replace_queue and
+apply_queues accept (RULES.md#queue-configuration)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from bloomops.execution.actions.fields import int_field, str_list_field, text_field
+from bloomops.execution.errors import ActionError
+from bloomops.execution.states import ALL_STATES
+from bloomops.tapdb.templates import all_templates
+
+# Fixed for a queue object's life (a change needs replace_queue).
+IMMUTABLE_FIELDS = ("queue_key", "subject_template_codes")
+# What update_queue may change; `enabled` and `disabled_reason` belong to set_queue_enabled.
+MUTABLE_FIELDS = (
+    "display_name", "manual_only", "operator_visible", "strict_order", "dispatch_priority",
+    "eligible_states", "required_worker_capabilities", "site_scope", "platform_scope",
+    "assay_scope", "output_template_codes", "lease_ttl_seconds", "max_attempts_default",
+    "retry_policy", "straggler_threshold_seconds", "default_next_queue_key",
+    "default_next_action_key", "diagnostics_enabled",
+)
+# Who owns a queue: bloomops changes only queues it created (another system, e.g. Bloom on a
+# shared database, owns and rewrites its own queue keys).
+MANAGED_BY = "bloomops"
+
+QUEUE_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+BOOL_FIELDS = ("manual_only", "operator_visible", "strict_order", "diagnostics_enabled")
+LIST_FIELDS = ("required_worker_capabilities", "site_scope", "platform_scope", "assay_scope")
+# Sane ranges: (minimum, maximum).
+RANGES = {
+    "dispatch_priority": (0, 1000),
+    "lease_ttl_seconds": (30, 86400),
+    "max_attempts_default": (1, 100),
+    "straggler_threshold_seconds": (60, 30 * 86400),
+}
+RETRY_FIELDS = ("mode", "initial_delay_seconds", "backoff_factor", "max_delay_seconds",
+                "jitter_ratio")
+RETRY_MODES = ("EXPONENTIAL_BACKOFF",)
+RETRY_RANGES = {
+    "initial_delay_seconds": (1, 86400),
+    "backoff_factor": (1.0, 10.0),
+    "max_delay_seconds": (1, 7 * 86400),
+    "jitter_ratio": (0.0, 1.0),
+}
+# Help shown next to each field on the settings page (and the API documentation's words).
+HELP = {
+    "queue_key": "Stable key subjects are routed by (next_queue_key); lowercase letters, digits,"
+                 " _ . -; fixed for the queue's life.",
+    "display_name": "What operators read on the dashboard.",
+    "subject_template_codes": "Templates of the subjects this queue takes; fixed for the"
+                              " queue's life (replace the queue to change them).",
+    "eligible_states": "Subject states in which an item is visible here.",
+    "manual_only": "Only people (human workers) may claim.",
+    "operator_visible": "Shown to operators on the dashboard.",
+    "strict_order": "Work must run in order: a chosen claim must be the queue's head.",
+    "dispatch_priority": f"0 to {RANGES['dispatch_priority'][1]}; higher is served first by"
+                         " workers that name no queue.",
+    "required_worker_capabilities": "A worker needs every one of these to claim.",
+    "site_scope": "Sites served (empty: any).",
+    "platform_scope": "Platforms served (empty: any).",
+    "assay_scope": "Assays served (empty: any).",
+    "output_template_codes": "Templates of the objects a step may create.",
+    "lease_ttl_seconds": "How long a claim lasts without renewal (30 s to 1 day).",
+    "max_attempts_default": "Attempts before a retryable failure becomes terminal (1 to 100).",
+    "retry_policy": "Backoff after a retryable failure: initial delay, factor, cap, jitter.",
+    "straggler_threshold_seconds": "Flag the queue when its oldest item waits longer.",
+    "default_next_queue_key": "Where a completed subject goes when the worker names none.",
+    "default_next_action_key": "The next_action_key given to subjects routed here.",
+    "diagnostics_enabled": "Show hidden items and their reasons.",
+    "reason": "Why: kept in the queue's change history.",
+}
+
+
+def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | None:
+    codes = str_list_field(payload, name)
+    if codes is None:
+        if required:
+            raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
+        return None
+    if required and not codes:
+        raise ActionError("VALIDATION_ERROR", f"{name} must name at least one template.",
+                          field=name)
+    known = all_templates()
+    unknown = [c for c in codes if c not in known]
+    if unknown:
+        raise ActionError("VALIDATION_ERROR", f"{name}: no template {', '.join(unknown)}.",
+                          field=name, unknown=unknown)
+    engine = [c for c in codes if known[c].type in ("execution", "execution_queue")
+              or known[c].semantic_category in ("actor", "action", "message")]
+    if engine:
+        raise ActionError("VALIDATION_ERROR", f"{name}: {', '.join(engine)} are the engine's"
+                          " own objects.", field=name)
+    return list(dict.fromkeys(codes))
+
+
+def queue_key_field(payload: dict, name: str = "queue_key", *, required: bool = True) -> str:
+    value = text_field(payload, name, required=required, max_len=100) or ""
+    if value and not QUEUE_KEY_RE.match(value):
+        raise ActionError("VALIDATION_ERROR", f"{name} must be lowercase letters, digits, _ . -"
+                          " (up to 100, starting with a letter or digit).", field=name)
+    return value
+
+
+def _retry_policy(value: Any) -> dict | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ActionError("VALIDATION_ERROR", "retry_policy must be an object.",
+                          field="retry_policy")
+    extra = sorted(set(value) - set(RETRY_FIELDS))
+    if extra:
+        raise ActionError("VALIDATION_ERROR", f"retry_policy has unknown fields {extra}.",
+                          field="retry_policy")
+    policy = {"mode": value.get("mode", RETRY_MODES[0])}
+    if policy["mode"] not in RETRY_MODES:
+        raise ActionError("VALIDATION_ERROR", "retry_policy.mode must be EXPONENTIAL_BACKOFF.",
+                          field="retry_policy.mode")
+    for name, (low, high) in RETRY_RANGES.items():
+        if name not in value:
+            continue
+        number = value[name]
+        if isinstance(number, bool) or not isinstance(number, int | float) or not (
+                math.isfinite(number) and low <= number <= high):
+            raise ActionError("VALIDATION_ERROR", f"retry_policy.{name} must be a number from"
+                              f" {low} to {high}.", field=f"retry_policy.{name}")
+        policy[name] = number
+    if policy.get("max_delay_seconds", math.inf) < policy.get("initial_delay_seconds", 0):
+        raise ActionError("VALIDATION_ERROR", "retry_policy.max_delay_seconds is below"
+                          " initial_delay_seconds.", field="retry_policy.max_delay_seconds")
+    return policy
+
+
+def clean_settings(payload: dict) -> dict[str, Any]:
+    """The mutable queue fields present in ``payload``, checked and normalised."""
+    out: dict[str, Any] = {}
+    if "display_name" in payload:
+        out["display_name"] = text_field(payload, "display_name", required=True, max_len=200)
+    for name in BOOL_FIELDS:
+        if name in payload:
+            if not isinstance(payload[name], bool):
+                raise ActionError("VALIDATION_ERROR", f"{name} must be true or false.",
+                                  field=name)
+            out[name] = payload[name]
+    for name, (low, high) in RANGES.items():
+        if name in payload:
+            out[name] = int_field(payload, name, minimum=low, maximum=high)
+            if out[name] is None:
+                raise ActionError("VALIDATION_ERROR", f"{name} may not be null.", field=name)
+    if "eligible_states" in payload:
+        states = str_list_field(payload, "eligible_states") or []
+        bad = [s for s in states if s not in ALL_STATES]
+        if bad or not states:
+            raise ActionError("VALIDATION_ERROR", "eligible_states must list states of "
+                              + ", ".join(ALL_STATES) + ".", field="eligible_states")
+        out["eligible_states"] = list(dict.fromkeys(states))
+    for name in LIST_FIELDS:
+        if name in payload:
+            values = str_list_field(payload, name) or []
+            if any(len(v) > 200 for v in values) or len(values) > 100:
+                raise ActionError("VALIDATION_ERROR", f"{name}: up to 100 items of up to 200"
+                                  " characters.", field=name)
+            out[name] = list(dict.fromkeys(values))
+    if "output_template_codes" in payload:
+        out["output_template_codes"] = _codes(payload, "output_template_codes") or []
+    if "retry_policy" in payload:
+        out["retry_policy"] = _retry_policy(payload["retry_policy"])
+        if out["retry_policy"] is None:
+            raise ActionError("VALIDATION_ERROR", "retry_policy may not be null.",
+                              field="retry_policy")
+    if "default_next_queue_key" in payload:
+        out["default_next_queue_key"] = queue_key_field(
+            payload, "default_next_queue_key", required=False) or None
+    if "default_next_action_key" in payload:
+        out["default_next_action_key"] = text_field(payload, "default_next_action_key",
+                                                     max_len=200)
+    return out
+
+
+def clean_new_queue(payload: dict) -> dict[str, Any]:
+    """A new queue's fields: its key, its subject templates and any mutable field."""
+    fields = clean_settings(payload)
+    fields["queue_key"] = queue_key_field(payload)
+    fields["subject_template_codes"] = _codes(payload, "subject_template_codes", required=True)
+    return fields
+
+
+def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, list[Any]]:
+    """field -> [before, after] for every field of ``wanted`` that differs."""
+    return {name: [current.get(name), value] for name, value in wanted.items()
+            if current.get(name) != value}

@@ -1,0 +1,257 @@
+"""Queue configuration (admin): create, update, enable/disable in place, replace
+(RULES.md#queue-configuration). A queue object's `revision` guards every change, and each
+change leaves an action record whose result says what changed (the queue's history)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import common_checks, text_field
+from bloomops.execution.actions.queue_fields import (
+    MANAGED_BY,
+    MUTABLE_FIELDS,
+    clean_new_queue,
+    clean_settings,
+    diff,
+    queue_key_field,
+)
+from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
+from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
+from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.db import fetch_one
+from bloomops.tapdb.instances import link
+
+REASON_MAX = 2000
+
+
+def _reason(req: ActionRequest) -> None:
+    text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
+
+
+def _require_queue_key(req: ActionRequest) -> None:
+    queue_key_field({"queue_key": req.queue_key})
+
+
+def _require_revision(req: ActionRequest) -> None:
+    if req.expected_revision is None:
+        raise ActionError("VALIDATION_ERROR", "expected_revision (the queue's revision you"
+                          " saw) is required.", field="expected_revision")
+
+
+def _serialise_key(ctx: Context, queue_key: str) -> None:
+    # Two creates of one key would both see it free; the advisory lock orders them.
+    sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{ctx.tenant}|queue|{queue_key}"])
+
+
+def _queue_row(ctx: Context, queue_key: str, *, lock: bool) -> Obj | None:
+    row = fetch_one(
+        "SELECT uid, euid, name, template_uid, type, subtype, json_addl, created_dt"
+        " FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
+        " AND type = 'execution' AND subtype = 'queue'"
+        " AND json_addl->'properties'->>'queue_key' = %(key)s"
+        + (" FOR UPDATE" if lock else ""),
+        {"tenant": ctx.tenant, "key": queue_key},
+    )
+    return Obj(**row) if row else None
+
+
+def lock_managed_queue(ctx: Context) -> Obj:
+    """The request's queue, locked, after the ownership and revision guards."""
+    key = ctx.request.queue_key or ""
+    _serialise_key(ctx, key)
+    queue = _queue_row(ctx, key, lock=True)
+    if queue is None:
+        raise ActionError("NOT_FOUND", f"No queue {key!r}.", queue_key=key)
+    if queue.props.get("managed_by") != MANAGED_BY:
+        raise ActionError("QUEUE_NOT_MANAGED", queue_key=key,
+                          managed_by=queue.props.get("managed_by"))
+    current = int(queue.props.get("revision") or 0)
+    if ctx.request.expected_revision != current:
+        raise ActionError("REVISION_CONFLICT", "This queue changed since you loaded it"
+                          " (revision differs).", queue_key=key, current_revision=current,
+                          expected_revision=ctx.request.expected_revision)
+    ctx.target = queue
+    return queue
+
+
+def _wanted_settings(current: dict[str, Any], payload: dict) -> dict[str, Any]:
+    wanted = clean_settings(payload)
+    if "retry_policy" in wanted:
+        # A partial retry policy changes only the numbers it names.
+        wanted["retry_policy"] = {**(current.get("retry_policy") or {}), **wanted["retry_policy"]}
+    return wanted
+
+
+def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
+    props = queue_properties(**{k: v for k, v in fields.items() if k != "retry_policy"})
+    if "retry_policy" in fields:
+        props["retry_policy"] = {**(props.get("retry_policy") or {}), **fields["retry_policy"]}
+    props.update(managed_by=MANAGED_BY, revision=1, created_at=ctx.now_ts,
+                 created_by=ctx.actor.username, **extra)
+    props.setdefault("strict_order", False)
+    if not props.get("display_name"):
+        props["display_name"] = props["queue_key"]
+    return ctx.create(QUEUE_CODE, name=props["display_name"], properties=props)
+
+
+def _save(ctx: Context, queue: Obj, changes: dict[str, list[Any]]) -> None:
+    props = dict(queue.props)
+    props.update({name: after for name, (_, after) in changes.items()})
+    props["revision"] = int(props.get("revision") or 0) + 1
+    props.update(updated_at=ctx.now_ts, updated_by=ctx.actor.username)
+    save_props(queue, props)
+    ctx.result.update(queue_key=props["queue_key"], queue_euid=queue.euid,
+                      revision=props["revision"], changes=changes)
+
+
+def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
+    return clean_new_queue({**req.payload, "queue_key": key})
+
+
+class CreateQueue(Handler):
+    # The key is the request envelope's queue_key.
+    fields = ("subject_template_codes", *MUTABLE_FIELDS, "reason")
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        _reason(req)
+        _new_queue(req, req.queue_key)
+
+    def prepare(self, ctx: Context) -> None:
+        key = ctx.request.queue_key or ""
+        _serialise_key(ctx, key)
+        if _queue_row(ctx, key, lock=False) is not None:
+            raise ActionError("QUEUE_EXISTS", queue_key=key)
+
+    def run(self, ctx: Context) -> None:
+        fields = _new_queue(ctx.request, ctx.request.queue_key)
+        queue = _create(ctx, fields, {})
+        ctx.target = queue
+        ctx.result.update(queue_key=fields["queue_key"], queue_euid=queue.euid, revision=1,
+                          created=True, changes={k: [None, v] for k, v in fields.items()})
+
+
+class UpdateQueue(Handler):
+    # The immutable fields are accepted only to be refused with REPLACEMENT_REQUIRED when they
+    # differ: a client that tries gets the way forward, not "unknown field".
+    fields = (*MUTABLE_FIELDS, "subject_template_codes", "new_queue_key", "reason")
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        _require_queue_key(req)
+        _require_revision(req)
+        _reason(req)
+        clean_settings(req.payload)
+        new_key = req.payload.get("new_queue_key")
+        if new_key is not None and new_key != req.queue_key:
+            raise ActionError("REPLACEMENT_REQUIRED", "queue_key is fixed for a queue's life;"
+                              " replace_queue retires this queue and creates its successor.",
+                              field="new_queue_key", use="replace_queue")
+
+    def prepare(self, ctx: Context) -> None:
+        lock_managed_queue(ctx)
+
+    def run(self, ctx: Context) -> None:
+        queue = ctx.target
+        assert queue is not None
+        codes = ctx.payload.get("subject_template_codes")
+        if codes is not None and codes != queue.props.get("subject_template_codes"):
+            raise ActionError("REPLACEMENT_REQUIRED", "subject_template_codes are fixed for a"
+                              " queue's life; replace_queue retires this queue and creates its"
+                              " successor.", field="subject_template_codes", use="replace_queue")
+        changes = diff(queue.props, _wanted_settings(queue.props, ctx.payload))
+        if not changes:
+            raise ActionError("VALIDATION_ERROR", "Nothing to change: every field given has"
+                              " that value already.", queue_key=ctx.request.queue_key)
+        _save(ctx, queue, changes)
+
+
+class SetQueueEnabled(Handler):
+    fields = ("enabled", "reason")
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        _require_queue_key(req)
+        _require_revision(req)
+        _reason(req)
+        if not isinstance(req.payload.get("enabled"), bool):
+            raise ActionError("VALIDATION_ERROR", "enabled must be true or false.",
+                              field="enabled")
+
+    def prepare(self, ctx: Context) -> None:
+        lock_managed_queue(ctx)
+
+    def run(self, ctx: Context) -> None:
+        queue = ctx.target
+        assert queue is not None
+        enabled = ctx.payload["enabled"]
+        wanted = {"enabled": enabled,
+                  "disabled_reason": None if enabled else ctx.payload["reason"].strip()}
+        changes = diff(queue.props, wanted)
+        if "enabled" not in changes:
+            raise ActionError("VALIDATION_ERROR", "The queue is already "
+                              + ("enabled." if enabled else "disabled."), field="enabled")
+        _save(ctx, queue, changes)
+
+
+class ReplaceQueue(Handler):
+    """Retire a queue object and create its successor in one transaction. The old object
+    stays in TapDB (soft-deleted, so its key is free and no read serves it), with its leases,
+    records, holds and action records, linked to the successor by lineage."""
+
+    # queue_key names the queue replaced; new_queue_key the successor's key (default: same).
+    fields = ("new_queue_key", "subject_template_codes", *MUTABLE_FIELDS, "reason")
+    guards_subject = False
+
+    @staticmethod
+    def _new_key(req: ActionRequest) -> str | None:
+        return req.payload.get("new_queue_key") or req.queue_key
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        _require_queue_key(req)
+        _require_revision(req)
+        _reason(req)
+        queue_key_field(req.payload, "new_queue_key", required=False)
+        _new_queue(req, self._new_key(req))
+
+    def prepare(self, ctx: Context) -> None:
+        new_key = self._new_key(ctx.request) or ""
+        if new_key != ctx.request.queue_key:
+            _serialise_key(ctx, new_key)
+            if _queue_row(ctx, new_key, lock=False) is not None:
+                raise ActionError("QUEUE_EXISTS", queue_key=new_key)
+        lock_managed_queue(ctx)
+
+    def run(self, ctx: Context) -> None:
+        old = ctx.target
+        assert old is not None
+        # The successor keeps every setting of its predecessor the request does not change.
+        inherited = {k: old.props[k] for k in MUTABLE_FIELDS if k in old.props}
+        fields = {**inherited, **_new_queue(ctx.request, self._new_key(ctx.request))}
+        if "retry_policy" in ctx.payload:
+            fields["retry_policy"] = {**(old.props.get("retry_policy") or {}),
+                                      **fields["retry_policy"]}
+        before = dict(old.props)
+        # Retired first: the successor may take the same key (one live queue per key).
+        retire(old)
+        new = _create(ctx, fields, {
+            "replaces_euid": old.euid, "replaces_queue_key": before.get("queue_key"),
+            "enabled": before.get("enabled", True),
+            "disabled_reason": before.get("disabled_reason")})
+        save_props(old, {**before, "enabled": False, "retired_at": ctx.now_ts,
+                         "retired_by": ctx.actor.username, "replaced_by_euid": new.euid,
+                         "disabled_reason": "Replaced: " + ctx.payload["reason"].strip(),
+                         "revision": int(before.get("revision") or 0) + 1})
+        link(old.uid, new.uid, SUCCESSOR_REL, tenant_id=ctx.tenant)
+        ctx.related.append(new)
+        ctx.result.update(
+            queue_key=fields["queue_key"], queue_euid=new.euid, revision=1,
+            retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
+            changes=diff({k: before.get(k) for k in fields}, fields))

@@ -1,0 +1,164 @@
+"""Queues as configuration code: read a TOML file of queue definitions, plan the difference
+from the database, and apply the plan through the queue actions (RULES.md#queue-configuration).
+Applying a plan twice changes nothing the second time."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bloomops.execution import selectors
+from bloomops.execution.actions.queue_fields import (
+    MANAGED_BY,
+    MUTABLE_FIELDS,
+    clean_new_queue,
+    diff,
+)
+from bloomops.execution.context import ActionRequest, Actor
+from bloomops.execution.errors import ActionError
+
+# Who the actions of a file apply are recorded as when no user is named.
+CONFIG_ACTOR = Actor(username="apply_queues", roles=frozenset({"admin"}))
+FILE_FIELDS = ("queue_key", "subject_template_codes", *MUTABLE_FIELDS, "enabled",
+               "disabled_reason")
+
+
+class QueueFileError(ValueError):
+    """The file cannot be read as queue definitions (says where)."""
+
+
+@dataclass
+class Step:
+    action_key: str
+    queue_key: str
+    payload: dict[str, Any]
+    summary: str
+
+    def line(self) -> str:
+        return f"{self.action_key:<17} {self.queue_key}: {self.summary}"
+
+
+@dataclass
+class Plan:
+    steps: list[Step] = field(default_factory=list)
+    # Differences bloomops may not change (another system's queue).
+    blocked: list[str] = field(default_factory=list)
+    # In the database, not in the file: left as they are (queues are never deleted).
+    unlisted: list[str] = field(default_factory=list)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.steps or self.blocked)
+
+    def lines(self) -> list[str]:
+        out = [s.line() for s in self.steps]
+        out += [f"{'cannot change':<17} {b}" for b in self.blocked]
+        out += [f"{'not in file':<17} {k}: left as it is" for k in self.unlisted]
+        return out or ["No changes: the database matches the file."]
+
+
+def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
+    """The queue definitions of a file (``[[queue]]`` tables) and its ``reason``."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise QueueFileError(f"{path}: {exc}") from None
+    specs = data.get("queue")
+    if not isinstance(specs, list) or not specs:
+        raise QueueFileError(f"{path}: no [[queue]] tables.")
+    seen: set[str] = set()
+    for i, spec in enumerate(specs, 1):
+        unknown = sorted(set(spec) - set(FILE_FIELDS))
+        if unknown:
+            raise QueueFileError(f"{path}: queue #{i}: unknown fields {unknown}.")
+        key = spec.get("queue_key")
+        if key in seen:
+            raise QueueFileError(f"{path}: queue {key!r} is defined twice.")
+        seen.add(key)
+    reason = data.get("reason") or f"apply_queues {Path(path).name}"
+    return specs, str(reason)
+
+
+def _checked(spec: dict[str, Any], number: int) -> dict[str, Any]:
+    try:
+        fields = clean_new_queue({k: v for k, v in spec.items()
+                                  if k not in ("enabled", "disabled_reason")})
+    except ActionError as exc:
+        raise QueueFileError(f"queue #{number} ({spec.get('queue_key')}): {exc.message}"
+                             f" [{exc.details.get('field')}]") from None
+    if "enabled" in spec and not isinstance(spec["enabled"], bool):
+        raise QueueFileError(f"queue #{number}: enabled must be true or false.")
+    return fields
+
+
+def _short(changes: dict[str, list[Any]]) -> str:
+    return "; ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in changes.items())
+
+
+def plan(specs: list[dict[str, Any]], *, tenant: str | None = None) -> Plan:
+    """What applying ``specs`` would do, in order, without writing."""
+    result = Plan()
+    current = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=tenant)}
+    for number, spec in enumerate(specs, 1):
+        fields = _checked(spec, number)
+        key = fields["queue_key"]
+        cfg = current.get(key)
+        enabled = spec.get("enabled", True)
+        reason = spec.get("disabled_reason") or "disabled in the configuration file"
+        if cfg is None:
+            payload = {k: v for k, v in fields.items() if k != "queue_key"}
+            result.steps.append(Step("create_queue", key, payload, "new queue"))
+            if not enabled:
+                result.steps.append(Step("set_queue_enabled", key,
+                                         {"enabled": False, "reason": reason}, "disabled"))
+            continue
+        wanted = dict(fields)
+        if "retry_policy" in wanted:
+            wanted["retry_policy"] = {**(cfg.get("retry_policy") or {}), **wanted["retry_policy"]}
+        changes = diff(cfg, wanted)
+        toggled = bool(cfg.get("enabled", True)) != enabled
+        if not (changes or toggled):
+            continue
+        if cfg.get("managed_by") != MANAGED_BY:
+            result.blocked.append(f"{key}: managed by {cfg.get('managed_by') or 'another'}"
+                                  f" system; differs in {', '.join(changes) or 'enabled'}")
+            continue
+        if "subject_template_codes" in changes:
+            payload = {k: v for k, v in fields.items() if k != "queue_key"}
+            result.steps.append(Step("replace_queue", key, payload, _short(changes)))
+        elif changes:
+            result.steps.append(Step("update_queue", key, {k: b for k, (_, b) in
+                                                           changes.items()}, _short(changes)))
+        if toggled:
+            payload = {"enabled": enabled, "reason": reason if not enabled
+                       else "enabled in the configuration file"}
+            result.steps.append(Step("set_queue_enabled", key, payload,
+                                     "enabled" if enabled else f"disabled ({reason})"))
+    listed = {s.get("queue_key") for s in specs}
+    result.unlisted = sorted(k for k in current if k not in listed)
+    return result
+
+
+def apply(result: Plan, *, reason: str, actor: Actor = CONFIG_ACTOR,
+          tenant: str | None = None) -> list[dict[str, Any]]:
+    """Run the plan's steps through the executor, each at the queue's current revision."""
+    from bloomops.execution.executor import execute
+
+    done = []
+    for step in result.steps:
+        row = selectors.queue_config(step.queue_key, tenant=tenant)
+        revision = int(row["config"].get("revision") or 0) if row else None
+        payload = {"reason": reason, **step.payload}
+        # The same change at the same revision is one request: a rerun after a crash replays.
+        digest = hashlib.sha256(json.dumps([step.action_key, step.queue_key, revision, payload],
+                                           sort_keys=True).encode()).hexdigest()[:32]
+        out = execute(ActionRequest(
+            action_key=step.action_key, actor=actor, idempotency_key=f"apply-queues-{digest}",
+            queue_key=step.queue_key, payload=payload, tenant=tenant,
+            expected_revision=None if step.action_key == "create_queue" else revision))
+        done.append(out.as_dict())
+    return done

@@ -1,0 +1,101 @@
+"""The queue settings form: the HTML fields of a queue's settings, read back into the payload
+of update_queue / create_queue (the engine checks the values; this only parses the form)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bloomops.execution.actions.queue_fields import (
+    BOOL_FIELDS,
+    HELP,
+    LIST_FIELDS,
+    RANGES,
+    RETRY_RANGES,
+)
+from bloomops.execution.errors import ActionError
+from bloomops.execution.states import ALL_STATES
+
+TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
+CODE_LIST_FIELDS = ("output_template_codes",)
+RETRY_NUMBERS = tuple(RETRY_RANGES)
+
+
+def _split(raw: str) -> list[str]:
+    return [v for v in re.split(r"[,\s]+", raw.strip()) if v]
+
+
+def _number(raw: str, name: str) -> int | float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ActionError("VALIDATION_ERROR", f"{name} must be a number.", field=name) from None
+    return int(value) if value.is_integer() else value
+
+
+def form_fields(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the settings page shows: each field with its kind, current value and help."""
+    out: list[dict[str, Any]] = []
+    for name in TEXT_FIELDS:
+        out.append({"name": name, "kind": "text", "value": cfg.get(name) or "",
+                    "help": HELP[name]})
+    for name, (low, high) in RANGES.items():
+        out.append({"name": name, "kind": "number", "value": cfg.get(name), "min": low,
+                    "max": high, "help": HELP[name]})
+    for name in BOOL_FIELDS:
+        out.append({"name": name, "kind": "bool", "value": bool(cfg.get(name)),
+                    "help": HELP[name]})
+    out.append({"name": "eligible_states", "kind": "states", "help": HELP["eligible_states"],
+                "choices": [(s, s in (cfg.get("eligible_states") or [])) for s in ALL_STATES]})
+    for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
+        out.append({"name": name, "kind": "list", "value": ", ".join(cfg.get(name) or []),
+                    "help": HELP[name]})
+    policy = cfg.get("retry_policy") or {}
+    for name in RETRY_NUMBERS:
+        low, high = RETRY_RANGES[name]
+        out.append({"name": f"retry_{name}", "kind": "number", "value": policy.get(name),
+                    "min": low, "max": high, "step": "any",
+                    "help": f"retry_policy.{name} ({low} to {high})"})
+    return out
+
+
+def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The settings the form asks for that differ from ``cfg`` (the update's payload)."""
+    wanted: dict[str, Any] = {}
+    for name in TEXT_FIELDS:
+        raw = post.get(name, "").strip()
+        wanted[name] = raw or (None if name != "display_name" else "")
+    for name in RANGES:
+        raw = post.get(name, "").strip()
+        if raw:
+            wanted[name] = _number(raw, name)
+    for name in BOOL_FIELDS:
+        wanted[name] = post.get(name) == "on"
+    wanted["eligible_states"] = [s for s in ALL_STATES if s in post.getlist("eligible_states")]
+    for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
+        wanted[name] = _split(post.get(name, ""))
+    policy = dict(cfg.get("retry_policy") or {})
+    for name in RETRY_NUMBERS:
+        raw = post.get(f"retry_{name}", "").strip()
+        if raw:
+            policy[name] = _number(raw, f"retry_policy.{name}")
+    wanted["retry_policy"] = policy
+    return {k: v for k, v in wanted.items() if cfg.get(k) != v
+            and not (k in BOOL_FIELDS and not v and cfg.get(k) is None)}
+
+
+def encode(payload: dict[str, Any]) -> str:
+    """The previewed change, carried unchanged by the confirm form."""
+    return json.dumps(payload, sort_keys=True)
+
+
+def decode(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ActionError("VALIDATION_ERROR", "The page sent an unreadable change; preview"
+                          " it again.", field="changes")
+    return value

@@ -1,0 +1,144 @@
+"""Queue settings (admin): a queue's settings with help, a preview of what will change before
+it is saved, disable/enable with a reason, the change history; and a new queue
+(RULES.md#queue-configuration). Every save is one queue action."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution import selectors
+from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_settings
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import ActionResult
+from bloomops.tapdb.templates import all_templates
+from bloomops.web import services
+from bloomops.web.queue_form import decode, encode, form_fields, read_form
+from bloomops.web.views.common import answer, forbidden, guards, reason_of
+
+
+def _admin_only(request: HttpRequest) -> HttpResponse | None:
+    if "admin" not in roles_of(request.user):
+        return forbidden(request, "Only admins change queue settings.")
+    return None
+
+
+def _queue(queue_key: str) -> dict:
+    row = selectors.queue_config(queue_key)
+    if row is None:
+        raise Http404(f"No queue {queue_key!r}.")
+    return row
+
+
+def _page(request: HttpRequest, row: dict, **extra) -> HttpResponse:
+    cfg = row["config"]
+    return render(request, "web/queue_settings.html", {
+        "queue": row, "cfg": cfg, "fields": form_fields(cfg), "help": HELP,
+        "managed": cfg.get("managed_by") == MANAGED_BY,
+        "history": selectors.queue_history(row["queue_key"]), **extra})
+
+
+@require_http_methods(["GET", "POST"])
+def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
+    """GET: the form. POST: the preview (the changes the form asks for, not yet saved)."""
+    refused = _admin_only(request)
+    if refused:
+        return refused
+    row = _queue(queue_key)
+    if request.method == "GET":
+        return _page(request, row)
+    try:
+        changes = read_form(request.POST, row["config"])
+        # The engine's own checks, so a preview never offers a change the save would refuse.
+        clean_settings(changes)
+    except ActionError as err:
+        messages.error(request, err.message)
+        return _page(request, row)
+    if not changes:
+        messages.info(request, "Nothing would change: every field has that value already.")
+        return _page(request, row)
+    preview = [(k, row["config"].get(k), v) for k, v in sorted(changes.items())]
+    return _page(request, row, preview=preview, changes=encode(changes),
+                 reason=reason_of(request), seen_revision=guards(request)["expected_revision"])
+
+
+@require_POST
+def save_queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
+    """Save the previewed change at the revision the page showed."""
+    refused = _admin_only(request)
+    if refused:
+        return refused
+    default = reverse("queue_settings", args=[queue_key])
+
+    def run() -> ActionResult:
+        g = guards(request)
+        payload = {**decode(request.POST.get("changes", "")), "reason": reason_of(request)}
+        return services.perform(request.user, "update_queue", queue_key=queue_key,
+                                idempotency_key=g["idempotency_key"],
+                                expected_revision=g["expected_revision"], payload=payload)
+
+    return answer(request, run, lambda r: f"Saved: {', '.join(r['changes'])} (revision"
+                  f" {r['revision']}).", default)
+
+
+@require_POST
+def queue_enabled(request: HttpRequest, queue_key: str) -> HttpResponse:
+    refused = _admin_only(request)
+    if refused:
+        return refused
+
+    def run() -> ActionResult:
+        g = guards(request)
+        return services.perform(request.user, "set_queue_enabled", queue_key=queue_key,
+                                idempotency_key=g["idempotency_key"],
+                                expected_revision=g["expected_revision"],
+                                payload={"enabled": request.POST.get("enabled") == "true",
+                                         "reason": reason_of(request)})
+
+    return answer(request, run, lambda r: "Queue enabled." if r["changes"]["enabled"][1]
+                  else "Queue disabled.", reverse("queue_settings", args=[queue_key]))
+
+
+@require_http_methods(["GET", "POST"])
+def new_queue(request: HttpRequest) -> HttpResponse:
+    refused = _admin_only(request)
+    if refused:
+        return refused
+    templates = sorted(code for code, ref in all_templates().items()
+                       if ref.semantic_category in ("content", "data")
+                       and ref.type not in ("execution", "execution_queue"))
+    if request.method == "GET":
+        return render(request, "web/queue_new.html", {"templates": templates, "help": HELP})
+    queue_key = request.POST.get("queue_key", "").strip()
+
+    def run() -> ActionResult:
+        payload = {"subject_template_codes": request.POST.getlist("subject_template_codes"),
+                   "reason": reason_of(request)}
+        if request.POST.get("display_name", "").strip():
+            payload["display_name"] = request.POST["display_name"].strip()
+        return services.perform(request.user, "create_queue", queue_key=queue_key,
+                                idempotency_key=guards(request)["idempotency_key"],
+                                payload=payload)
+
+    try:
+        run()
+    except ActionError as err:
+        if err.code == "FORBIDDEN":
+            return forbidden(request, err.message)
+        messages.error(request, err.message)
+        return render(request, "web/queue_new.html", {"templates": templates, "help": HELP,
+                                                      "form": request.POST}, status=400)
+    messages.success(request, f"Queue {queue_key} created; set its policy below.")
+    return redirect(reverse("queue_settings", args=[queue_key]))
+
+
+@require_GET
+def queue_settings_index(request: HttpRequest) -> HttpResponse:
+    refused = _admin_only(request)
+    if refused:
+        return refused
+    return render(request, "web/queue_settings_index.html", {"queues": selectors.queues()})

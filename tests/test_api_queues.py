@@ -1,0 +1,60 @@
+"""The queue configuration API: the four actions in the same request/response style as the
+others, a stale revision refused with nothing written, and the history read
+(docs/API.md, docs/RULES.md#queue-configuration)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api_helpers import api_for
+from tests.engine import counts
+
+pytestmark = pytest.mark.django_db
+SPECIMEN = "content/material/specimen/1.0"
+LIBRARY = "content/material/library/1.0"
+
+
+def test_a_queue_through_the_api(tenant, users):
+    api = api_for(users["admin"])
+    r = api.act("create-queue", queue_key="api_q", subject_template_codes=[SPECIMEN],
+                reason="new", retry_policy={"initial_delay_seconds": 30})
+    assert r.status_code == 200, r.content
+    assert r.json()["revision"] == 1 and r.json()["queue_key"] == "api_q"
+    r = api.act("update-queue", queue_key="api_q", expected_revision=1,
+                lease_ttl_seconds=1200, reason="slower")
+    assert r.status_code == 200 and r.json()["changes"] == {"lease_ttl_seconds": [900, 1200]}
+    before = counts()
+    stale = api.act("update-queue", queue_key="api_q", expected_revision=1,
+                    lease_ttl_seconds=60, reason="stale")
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "REVISION_CONFLICT"
+    fixed = api.act("update-queue", queue_key="api_q", expected_revision=2,
+                    subject_template_codes=[LIBRARY], reason="x")
+    assert fixed.status_code == 409
+    assert fixed.json()["error"]["code"] == "REPLACEMENT_REQUIRED"
+    bad = api.act("create-queue", queue_key="Bad Key", subject_template_codes=[SPECIMEN],
+                  reason="x")
+    assert bad.status_code == 400 and bad.json()["error"]["details"]["field"] == "queue_key"
+    assert counts() == before
+    r = api.act("set-queue-enabled", queue_key="api_q", expected_revision=2, enabled=False,
+                reason="maintenance")
+    assert r.status_code == 200 and r.json()["revision"] == 3
+    detail = api.get("/queues/api_q").json()
+    assert detail["enabled"] is False and detail["config"]["disabled_reason"] == "maintenance"
+    r = api.act("replace-queue", queue_key="api_q", expected_revision=3,
+                subject_template_codes=[SPECIMEN, LIBRARY], reason="libraries too")
+    assert r.status_code == 200 and r.json()["retired_queue_euid"]
+    history = api.get("/queues/api_q/history").json()
+    assert [c["action_key"] for c in history["changes"]] == [
+        "replace_queue", "set_queue_enabled", "update_queue", "create_queue"]
+    assert history["changes"][2]["executed_by"] == "adm"
+    assert history["changes"][2]["reason"] == "slower"
+    assert history["changes"][2]["changes"] == {"lease_ttl_seconds": [900, 1200]}
+    assert api.get("/queues/nope/history").status_code == 404
+
+
+def test_the_same_key_on_another_queue_is_another_request(tenant, users):
+    api = api_for(users["admin"])
+    for key in ("one", "two"):
+        r = api.act("create-queue", idempotency_key="same", queue_key=key,
+                    subject_template_codes=[SPECIMEN], reason="new")
+        assert r.status_code == 200 and r.json()["replayed"] is False

@@ -1,0 +1,136 @@
+"""Queues as configuration code: `manage.py apply_queues FILE` plans, prints and applies
+through the queue actions; `--check` exits non-zero while the database differs; a second
+apply changes nothing (docs/RULES.md#queue-configuration)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from bloomops.demo.data import QUEUE_FILE
+from bloomops.execution import selectors
+from tests.engine import counts, make_queue
+
+pytestmark = pytest.mark.django_db
+
+FILE = """
+reason = "lab configuration v1"
+
+[[queue]]
+queue_key = "extract"
+display_name = "Extraction"
+subject_template_codes = ["content/material/specimen/1.0"]
+lease_ttl_seconds = 900
+[queue.retry_policy]
+initial_delay_seconds = 60
+
+[[queue]]
+queue_key = "qc"
+subject_template_codes = ["content/material/extracted_sample/1.0"]
+enabled = false
+disabled_reason = "not commissioned yet"
+"""
+
+
+def run(path, *args) -> str:
+    out = io.StringIO()
+    call_command("apply_queues", str(path), *args, stdout=out)
+    return out.getvalue()
+
+
+def check(path) -> tuple[int, str]:
+    out = io.StringIO()
+    try:
+        call_command("apply_queues", str(path), "--check", stdout=out)
+    except CommandError as exc:
+        return exc.returncode, out.getvalue()
+    return 0, out.getvalue()
+
+
+@pytest.fixture
+def conf(tmp_path):
+    path = tmp_path / "queues.toml"
+    path.write_text(FILE)
+    return path
+
+
+def cfg(key):
+    return selectors.queue_config(key)["config"]
+
+
+def test_plan_apply_and_apply_again_changes_nothing(tenant, conf):
+    code, out = check(conf)
+    assert code == 1
+    assert "create_queue      extract: new queue" in out and "set_queue_enabled qc" in out
+    assert selectors.queues() == []  # --check writes nothing
+    out = run(conf)
+    assert "Applied 3 change(s)." in out
+    assert cfg("extract")["display_name"] == "Extraction"
+    assert cfg("extract")["managed_by"] == "bloomops"
+    assert cfg("qc")["enabled"] is False
+    assert cfg("qc")["disabled_reason"] == "not commissioned yet"
+    history = selectors.queue_history("extract")
+    assert history[0].executed_by == "apply_queues"
+    assert history[0].reason == "lab configuration v1"
+    before = counts()
+    assert "No changes" in run(conf) and "Nothing to apply." in run(conf)
+    assert counts() == before
+    assert check(conf)[0] == 0
+
+
+def test_a_changed_file_plans_updates_replacements_and_enabling(tenant, conf):
+    run(conf)
+    conf.write_text(FILE.replace("lease_ttl_seconds = 900", "lease_ttl_seconds = 1200")
+                    .replace('"content/material/extracted_sample/1.0"]',
+                             '"content/material/extracted_sample/1.0",'
+                             ' "content/material/library/1.0"]')
+                    .replace("enabled = false", "enabled = true"))
+    code, out = check(conf)
+    assert code == 1
+    assert "update_queue      extract: lease_ttl_seconds 900 -> 1200" in out
+    assert "replace_queue     qc" in out and "set_queue_enabled qc: enabled" in out
+    run(conf)
+    assert cfg("extract")["lease_ttl_seconds"] == 1200 and cfg("extract")["revision"] == 2
+    qc = cfg("qc")
+    assert qc["enabled"] is True and qc["replaces_euid"]
+    assert qc["subject_template_codes"][-1] == "content/material/library/1.0"
+    assert check(conf)[0] == 0
+
+
+def test_another_systems_queue_is_not_changed(tenant, conf):
+    make_queue("extract", lease_ttl_seconds=60,
+               subject_template_codes=["content/material/specimen/1.0"])
+    code, out = check(conf)
+    assert code == 1 and "cannot change" in out and "extract: managed by another" in out
+    before = counts()
+    with pytest.raises(CommandError):
+        run(conf)
+    assert counts() == before
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[[queue]]\nqueue_key = 'x'\ncolour = 'red'\n"
+     "subject_template_codes = ['content/material/specimen/1.0']", "unknown fields"),
+    ("[[queue]]\nqueue_key = 'x'\nsubject_template_codes = ['nope/1.0']", "no template"),
+    ("[[queue]]\nqueue_key = 'x'\nlease_ttl_seconds = 1\n"
+     "subject_template_codes = ['content/material/specimen/1.0']", "lease_ttl_seconds"),
+    ("queue = 'x'", "no [[queue]]"),
+    ("[[queue", "Expected"),
+])
+def test_a_bad_file_is_refused_with_where_and_writes_nothing(tenant, tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    before = counts()
+    with pytest.raises(CommandError) as err:
+        run(path)
+    assert message in str(err.value)
+    assert counts() == before
+
+
+def test_the_demo_file_applies_cleanly_and_is_idempotent(tenant):
+    run(QUEUE_FILE)
+    assert check(QUEUE_FILE)[0] == 0
+    assert all(cfg(q["queue_key"])["managed_by"] == "bloomops" for q in selectors.queues())

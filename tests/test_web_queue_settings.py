@@ -1,0 +1,153 @@
+"""The queue settings screens (admin): role matrix, preview then save at the revision shown,
+a stale page refused, disable with a reason shown on the dashboard, a new queue, another
+system's queue shown read-only (docs/RULES.md#queue-configuration)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from bloomops.execution import selectors
+from tests.engine import act, actor, counts, make_queue
+from tests.web_support import form_for, has_form
+
+pytestmark = pytest.mark.django_db
+ROLES = ("worker_service", "worker_human", "operator", "admin")
+SPECIMEN = "content/material/specimen/1.0"
+
+
+@pytest.fixture
+def world(tenant, users):
+    act("create_queue", actor("admin", username="adm"), queue_key="cfg",
+        payload={"subject_template_codes": [SPECIMEN], "reason": "first",
+                 "display_name": "Config queue"})
+    return users
+
+
+def settings_form(page, **overrides) -> dict:
+    """The settings form as a browser submits it: the test parser leaves out checkboxes, so
+    the checked ones are added as a browser would."""
+    data = form_for(page, "/settings/queues/cfg/", **overrides)
+    data.setdefault("eligible_states", ["READY", "FAILED_RETRYABLE"])
+    data.setdefault("operator_visible", "on")
+    data.setdefault("diagnostics_enabled", "on")
+    return data
+
+
+def cfg(key="cfg"):
+    return selectors.queue_config(key)["config"]
+
+
+SCREENS = ["/settings/queues/", "/settings/queues/cfg/", "/settings/new-queue/"]
+POSTS = {
+    "preview": ("/settings/queues/cfg/", {"lease_ttl_seconds": "60", "expected_revision": "1"}),
+    "save": ("/settings/queues/cfg/save/", {"changes": '{"lease_ttl_seconds": 60}',
+                                            "reason": "forged", "expected_revision": "1"}),
+    "disable": ("/settings/queues/cfg/enabled/", {"enabled": "false", "reason": "forged",
+                                                  "expected_revision": "1"}),
+    "create": ("/settings/new-queue/", {"queue_key": "forged", "reason": "forged",
+                                        "subject_template_codes": SPECIMEN}),
+}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_screens_role_matrix(client, world, role):
+    client.force_login(world[role])
+    for url in SCREENS:
+        assert client.get(url).status_code == (200 if role == "admin" else 403), (url, role)
+    for name, (url, data) in POSTS.items():
+        before = counts()
+        r = client.post(url, {"idempotency_key": uuid.uuid4().hex, **data})
+        if role == "admin":
+            assert r.status_code in (200, 302), (name, r.status_code)
+        else:
+            assert r.status_code == 403, (name, role)
+            assert counts() == before
+
+
+def test_preview_shows_the_diff_then_save_writes_it(client, world):
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    assert "Lease" in page.content.decode() or "lease_ttl_seconds" in page.content.decode()
+    data = settings_form(page, lease_ttl_seconds="1200", display_name="Renamed")
+    before = counts()
+    preview = client.post("/settings/queues/cfg/", data)
+    html = preview.content.decode()
+    assert preview.status_code == 200 and 'id="diff"' in html
+    assert 'data-field="lease_ttl_seconds"' in html and 'data-field="display_name"' in html
+    assert 'data-field="dispatch_priority"' not in html
+    assert counts() == before  # a preview writes nothing
+    save = form_for(preview, "/settings/queues/cfg/save/", reason="slower centrifuge")
+    r = client.post("/settings/queues/cfg/save/", save)
+    assert r.status_code == 302
+    assert cfg()["lease_ttl_seconds"] == 1200 and cfg()["display_name"] == "Renamed"
+    assert cfg()["revision"] == 2
+    page = client.get("/settings/queues/cfg/").content.decode()
+    assert "slower centrifuge" in page and "update_queue" in page
+    # The same confirm form again replays; a stale page is refused and writes nothing.
+    before = counts()
+    client.post("/settings/queues/cfg/save/", save)
+    assert counts() == before
+    stale = {**save, "idempotency_key": uuid.uuid4().hex,
+             "changes": '{"lease_ttl_seconds": 300}'}
+    r = client.post("/settings/queues/cfg/save/", stale, follow=True)
+    assert "changed since you loaded it" in r.content.decode()
+    assert counts() == before and cfg()["lease_ttl_seconds"] == 1200
+
+
+def test_a_bad_value_is_refused_in_plain_words(client, world):
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    before = counts()
+    preview = client.post("/settings/queues/cfg/", settings_form(page, lease_ttl_seconds="5"))
+    html = preview.content.decode()
+    assert "lease_ttl_seconds must be an integer from 30 to 86400" in html
+    assert not has_form(preview, "/settings/queues/cfg/save/")
+    # A forged confirm with the bad value is refused by the engine, nothing written.
+    r = client.post("/settings/queues/cfg/save/", {
+        "idempotency_key": uuid.uuid4().hex, "expected_revision": "1", "reason": "x",
+        "changes": '{"lease_ttl_seconds": 5}'}, follow=True)
+    assert "lease_ttl_seconds must be an integer from 30 to 86400" in r.content.decode()
+    r = client.post("/settings/queues/cfg/save/", {
+        "idempotency_key": uuid.uuid4().hex, "expected_revision": "1", "reason": "x",
+        "changes": "not json"}, follow=True)
+    assert "unreadable change" in r.content.decode()
+    assert counts() == before
+
+
+def test_disabled_queue_shows_its_reason_on_the_dashboard(client, world):
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    r = client.post("/settings/queues/cfg/enabled/", form_for(
+        page, "/settings/queues/cfg/enabled/", reason="centrifuge broken"))
+    assert r.status_code == 302 and cfg()["enabled"] is False
+    client.force_login(world["operator"])
+    html = client.get("/").content.decode()
+    assert "disabled" in html and "centrifuge broken" in html
+    assert "/settings/queues/cfg/" not in html  # no settings link for an operator
+
+
+def test_new_queue_from_the_ui(client, world):
+    client.force_login(world["admin"])
+    page = client.get("/settings/new-queue/")
+    data = form_for(page, "/settings/new-queue/", queue_key="bench_qc", reason="new line",
+                    display_name="Bench QC")
+    data["subject_template_codes"] = [SPECIMEN]
+    r = client.post("/settings/new-queue/", data)
+    assert r.status_code == 302 and r["Location"] == "/settings/queues/bench_qc/"
+    assert cfg("bench_qc")["display_name"] == "Bench QC"
+    before = counts()
+    bad = client.post("/settings/new-queue/", {**data, "idempotency_key": uuid.uuid4().hex,
+                                               "queue_key": "Bad Key"})
+    assert bad.status_code == 400 and "queue_key must be lowercase" in bad.content.decode()
+    assert counts() == before
+
+
+def test_another_systems_queue_is_read_only(client, world):
+    make_queue("bloom_default")
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/bloom_default/")
+    assert 'id="not-managed"' in page.content.decode()
+    assert not has_form(page, "/settings/queues/bloom_default/save/")
+    assert not has_form(page, "/settings/queues/bloom_default/enabled/")
