@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from playwright.sync_api import expect
 
 from bloomops.execution import selectors
 from tests import test_browser_ui as ui
@@ -33,8 +34,15 @@ def claim_records() -> int:
 
 
 def scan(page, euid: str) -> None:
+    focused(page)
     page.keyboard.type(euid)
     page.keyboard.press("Enter")
+
+
+def focused(page) -> None:
+    """The scan field has the focus (a scanner types into whatever has it): wait for it, as a
+    person waits for the page, rather than type into a page still loading."""
+    expect(page.locator("#scan-euid")).to_be_focused(timeout=10000)
 
 
 def outcome(page, css: str, text: str):
@@ -117,6 +125,7 @@ def test_a_double_enter_claims_once_and_shows_the_claim(browser, site, javascrip
     page = scan_page(browser, site, javascript)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    focused(page)
     page.keyboard.type(euid)
     page.keyboard.press("Enter")
     page.keyboard.press("Enter")  # the scanner's (or the scientist's) second Enter

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import Group, User
+from playwright.sync_api import expect
 
 from bloomops.accounts.roles import ALL_ROLES
 from bloomops.execution import selectors
@@ -70,8 +71,9 @@ def test_scientist_scans_claims_completes_and_the_item_moves_on(browser, site):
     euid = make_subject("q1", name="Specimen scan me")
     page = signed_in(browser, site, "scientist", width=1024)
     page.get_by_role("link", name="Scan").click()
+    page.wait_for_url(f"{site}/scan/")
     # the scan field has the focus: a barcode scanner just types and presses Enter
-    assert page.evaluate("document.activeElement.id") == "scan-euid"
+    expect(page.locator("#scan-euid")).to_be_focused(timeout=10000)
     page.keyboard.type(euid)
     page.keyboard.press("Enter")
     page.locator("#scan-result.claimed").get_by_role("link", name="Act on it in My work").click()
