@@ -308,3 +308,20 @@ def test_only_admins_add_people(client, users):
                          "roles": ["admin"], "reason": "me"})
         assert response.status_code == 403
     assert _written() == before and not User.objects.filter(username="sneaky").exists()
+
+
+def test_a_revoked_capability_allows_no_further_claim(tenant, users):
+    """A claim judges the person's profile as it is now, not as their worker last stored it."""
+    make_queue("compute", required_worker_capabilities=["compute.qc"])
+    make_subject("compute")
+    make_subject("compute")
+    sci = actor("worker_human", username="sci")
+    profile = PersonProfile.objects.create(user=users["worker_human"],
+                                           capabilities=["compute.qc"])
+    worker = services.ensure_my_worker(users["worker_human"])
+    act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
+    profile.capabilities = ["wetlab.extraction"]
+    profile.save()
+    with pytest.raises(ActionError) as refused:  # no heartbeat in between
+        act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
+    assert refused.value.code == "WORKER_NOT_ELIGIBLE"

@@ -67,6 +67,15 @@ def effective_profile(username: str, roles: frozenset[str] | set[str],
     return profile
 
 
+def current_profile(username: str) -> dict:
+    """The profile a person's worker has now: their stored one (or the lab default) with the
+    roles they hold now."""
+    from bloomops.accounts.roles import roles_of
+
+    user = get_user_model().objects.filter(username=username).first()
+    return human_profile(username, roles_of(user) if user is not None else frozenset())
+
+
 def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
     """The profile a person's human worker takes each time they act."""
     stored = PersonProfile.objects.filter(user__username=username).first()

@@ -25,6 +25,7 @@ from bloomops.execution.objects import (
     Obj,
     load,
 )
+from bloomops.execution.people import current_profile, username_of_human_key
 from bloomops.execution.policy import (
     eligibility_problems,
     worker_status_problem,
@@ -63,6 +64,11 @@ class ClaimQueueItem(Handler):
 
     def prepare(self, ctx: Context) -> None:
         worker = lock_worker(ctx, ctx.request.worker_euid)
+        person = username_of_human_key(worker.props.get("worker_key") or "")
+        if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
+            # The person's profile as it is now decides (RULES.md#human-workers), not the one
+            # stored at their last action: a revoked capability allows no further claim.
+            worker.props = {**worker.props, **current_profile(person)}
         problem = worker_status_problem(worker.props)
         if problem:
             raise ActionError("WORKER_UNAVAILABLE", problem, worker_euid=worker.euid)

@@ -32,7 +32,7 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.people import (
     PROFILE_FIELDS,
-    human_profile,
+    current_profile,
     human_worker_key,
     username_of_human_key,
 )
@@ -117,7 +117,7 @@ class RegisterWorker(Handler):
             if p.get(name) is not None:
                 fields[name] = p[name]
         if person is not None:
-            fields.update(human_profile(person, _roles_of(person)))
+            fields.update(current_profile(person))
             fields.update(owner_username=person, bound_username=person)
         else:
             for name in PROFILE_FIELDS:
@@ -163,15 +163,6 @@ class RegisterWorker(Handler):
         return abandoned
 
 
-def _roles_of(username: str) -> frozenset[str]:
-    from django.contrib.auth import get_user_model
-
-    from bloomops.accounts.roles import roles_of
-
-    user = get_user_model().objects.filter(username=username).first()
-    return roles_of(user) if user is not None else frozenset()
-
-
 class HeartbeatWorker(Handler):
     fields = ("status", *WORKER_FIELDS, "last_error_class")
     guards_subject = False
@@ -198,7 +189,7 @@ class HeartbeatWorker(Handler):
         person = username_of_human_key(worker.props.get("worker_key") or "")
         if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
             # Configuration changes reach a person's worker the next time they act.
-            props.update(human_profile(person, _roles_of(person)))
+            props.update(current_profile(person))
         for name in WORKER_FIELDS:
             if ctx.payload.get(name):
                 props[name] = ctx.payload[name]
