@@ -147,7 +147,7 @@ class Context:
     noop: bool = False
     # Objects the action also acted on besides its target (the subjects of force-expired
     # leases): each gets an executed_on edge, so the action is in their history.
-    related: list[Obj] = field(default_factory=list)
+    related_uids: list[int] = field(default_factory=list)
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -68,11 +68,10 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         tenant_id=ctx.tenant,
         extra=body,
     )
-    others = [o for o in ctx.related if target is None or o.uid != target.uid]
-    if target is not None or others:
-        link_many([(created.uid, o.uid, REL["executed_on"])
-                   for o in ([target] if target is not None else []) + others],
-                  tenant_id=ctx.tenant)
+    uids = ([target.uid] if target is not None else []) + [
+        u for u in dict.fromkeys(ctx.related_uids) if target is None or u != target.uid]
+    if uids:
+        link_many([(created.uid, u, REL["executed_on"]) for u in uids], tenant_id=ctx.tenant)
     return created_obj(ACTION_CODE.format(key=req.action_key), created)
 
 

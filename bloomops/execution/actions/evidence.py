@@ -49,6 +49,6 @@ class RecordEvidenceBundle(Handler):
         # The record's own chain is the evidence object's: the subject's chain (and so its
         # next bundle) stays as it was.
         ctx.target = evidence
-        ctx.related = [ctx.subject]
+        ctx.related_uids = [ctx.subject.uid]
         ctx.result.update(evidence_euid=evidence.euid, bundle_sha256=bundle.sha256,
                           generated_by=ctx.actor.username, generated_at=ctx.now_ts)

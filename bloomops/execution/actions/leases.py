@@ -17,6 +17,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     LEASE,
     REL,
+    Obj,
     is_kind,
     load,
     parent_of,
@@ -43,11 +44,14 @@ class ExpireQueueLease(Handler):
             if not is_kind(lease, LEASE):
                 raise ActionError("NOT_FOUND", "No such lease.", lease_euid=req.lease_euid)
             assert lease is not None
+            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+            subjects = [subject.uid] if subject else []
             leases = [lease] if lease.props.get("status") == "ACTIVE" else []
             reason = ctx.payload.get("reason") or "FORCED_EXPIRY"
         else:
             rows = fetch_all(LEASES_PAST_EXPIRY, {"tenant": ctx.tenant, "now": ctx.now_ts})
-            leases = [o for o in (load(uid=r["uid"], tenant=ctx.tenant) for r in rows) if o]
+            leases = [Obj(**{k: v for k, v in r.items() if k != "subject_uid"}) for r in rows]
+            subjects = [r["subject_uid"] for r in rows if r["subject_uid"]]
             reason = "HEARTBEAT_TIMEOUT"
         if not leases:
             ctx.noop = True
@@ -56,9 +60,7 @@ class ExpireQueueLease(Handler):
         for lease in leases:
             close_lease(ctx, lease, "EXPIRED", reason)
             finish_record(ctx, record_of_lease(lease), "EXPIRED", error_message=reason)
-            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
-            if subject is not None:
-                ctx.related.append(subject)
+        ctx.related_uids.extend(subjects)
         ctx.target = leases[0]
         ctx.lease = leases[0] if len(leases) == 1 else None
         ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],

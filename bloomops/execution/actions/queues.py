@@ -250,7 +250,7 @@ class ReplaceQueue(Handler):
                          "disabled_reason": "Replaced: " + ctx.payload["reason"].strip(),
                          "revision": int(before.get("revision") or 0) + 1})
         link(old.uid, new.uid, SUCCESSOR_REL, tenant_id=ctx.tenant)
-        ctx.related.append(new)
+        ctx.related_uids.append(new.uid)
         ctx.result.update(
             queue_key=fields["queue_key"], queue_euid=new.euid, revision=1,
             retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
