@@ -68,6 +68,17 @@ TRANSIENT_CLASSES = frozenset(
     {RetryClass.TRANSIENT_SYSTEM, RetryClass.TRANSIENT_DEPENDENCY, RetryClass.TRANSIENT_CAPACITY}
 )
 
+# What each retry class means, in the words a person at the bench or the QA desk reads.
+RETRY_CLASS_WORDS: dict[str, str] = {
+    RetryClass.TRANSIENT_SYSTEM: "System hiccup (retried automatically)",
+    RetryClass.TRANSIENT_DEPENDENCY: "Something it depends on was unavailable (retried)",
+    RetryClass.TRANSIENT_CAPACITY: "No capacity right now (retried)",
+    RetryClass.PERMANENT_INPUT: "Bad input: will not succeed as it is",
+    RetryClass.PERMANENT_STATE: "Wrong state: will not succeed as it is",
+    RetryClass.BUSINESS_RULE_HOLD: "A business rule stopped it (held)",
+    RetryClass.OPERATOR_CANCELED: "Canceled by an operator",
+}
+
 
 # Named priority classes on top of the numeric priority (RULES.md#order). Priority sorts
 # descending; the bands are far apart so a class always dominates any in-band adjustment a

@@ -12,6 +12,7 @@ from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
 )
+from bloomops.execution.selectors.failures import FailureGroup, failures, group_failures
 from bloomops.execution.selectors.items import (
     HIDDEN_REASONS,
     HiddenItem,
@@ -65,4 +66,5 @@ __all__ = [
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
+    "FailureGroup", "failures", "group_failures",
 ]

@@ -11,6 +11,7 @@ from django.utils.safestring import mark_safe
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts
+from bloomops.execution.states import RETRY_CLASS_WORDS
 
 register = template.Library()
 
@@ -101,3 +102,11 @@ def get_item(mapping, key):
 @register.filter
 def make_list_words(value: str) -> list[str]:
     return value.split()
+
+
+@register.filter
+def retry_words(error_class: str | None) -> str:
+    """A retry class in plain words; an unknown or missing class as it is."""
+    if not error_class:
+        return "Unclassified"
+    return RETRY_CLASS_WORDS.get(error_class, error_class)

@@ -23,6 +23,7 @@ from bloomops.web.views.bench import (
     renew_lease,
     scan,
 )
+from bloomops.web.views.failures import failures, failures_bulk
 from bloomops.web.views.intake import (
     intake,
     intake_confirm,
@@ -56,14 +57,11 @@ from bloomops.web.views.subjects import (
 
 __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
-    "dashboard", "expire_lease", "fail_lease", "hold_subject", "my_work", "people_list",
-    "person", "queue_detail",
-    "queue_export", "release_hold", "release_lease", "renew_lease", "requeue_subject", "scan",
-    "subject", "subject_evidence", "subject_lookup", "sweep", "workbench", "workbench_bulk",
-    "worker_dashboard", "worker_status",
-    "subject", "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
+    "dashboard", "expire_lease", "fail_lease", "failures", "failures_bulk", "hold_subject",
+    "intake", "intake_confirm", "intake_preview", "intake_results_csv", "my_work",
+    "new_queue", "people_list", "person", "queue_detail", "queue_enabled", "queue_export",
+    "queue_settings", "queue_settings_index", "release_hold", "release_lease", "renew_lease",
+    "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
+    "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
     "worker_status",
-    "new_queue", "queue_enabled", "queue_settings", "queue_settings_index",
-    "save_queue_settings",
 ]
-__all__ += ["intake", "intake_confirm", "intake_preview", "intake_results_csv"]

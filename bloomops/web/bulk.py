@@ -1,0 +1,92 @@
+"""One operator action over many subjects, each through the executor on its own (one
+refusal never stops the others), and the words that report the outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bloomops.execution.errors import ActionError
+from bloomops.web import services
+
+# What each bulk verb runs, and the words for the confirmation and the outcome.
+BULK_ACTIONS: dict[str, dict[str, str]] = {
+    "requeue": {"action_key": "requeue_subject", "do": "Requeue", "done": "Requeued",
+                "consequence": "go back to their queue and can be claimed again"},
+    "hold": {"action_key": "place_execution_hold", "do": "Hold", "done": "Held",
+             "consequence": "stop: nobody can claim them until the hold is released"},
+    "cancel": {"action_key": "cancel_subject_execution", "do": "Cancel", "done": "Canceled",
+               "consequence": "end for good: canceled work is never claimed again"},
+    "release": {"action_key": "release_execution_hold", "do": "Release the holds of",
+                "done": "Released the holds of",
+                "consequence": "be released from their hold and become claimable again"},
+}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A subject as the page showed it: the guard against acting on a changed subject."""
+
+    euid: str
+    state: str | None
+    revision: int | None
+
+    @classmethod
+    def parse(cls, raw: str) -> Pick | None:
+        euid, _, rest = raw.partition("|")
+        state, _, revision = rest.partition("|")
+        if not euid.strip():
+            return None
+        return cls(euid.strip(), state or None, int(revision) if revision.isdigit() else None)
+
+    def encode(self) -> str:
+        return f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
+
+
+@dataclass
+class BulkOutcome:
+    done: list[str] = field(default_factory=list)
+    replayed: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    forbidden: str | None = None
+
+
+def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
+             payload: dict[str, Any]) -> BulkOutcome:
+    """Run ``verb`` on every pick; a FORBIDDEN refusal stops the run (the role cannot do
+    any of them), other refusals are reported per subject."""
+    action_key = BULK_ACTIONS[verb]["action_key"]
+    out = BulkOutcome()
+    for pick in picks:
+        try:
+            result = services.perform(
+                user, action_key, subject_euid=pick.euid,
+                idempotency_key=f"{idempotency_key}:{pick.euid}" if idempotency_key else "",
+                expected_state=pick.state, expected_revision=pick.revision,
+                payload=dict(payload))
+        except ActionError as err:
+            if err.code == "FORBIDDEN":
+                out.forbidden = err.message
+                return out
+            out.refused.append((pick.euid, err.message))
+            continue
+        if result.replayed:
+            out.replayed += 1
+        else:
+            out.done.append(pick.euid)
+    return out
+
+
+def outcome_messages(verb: str, out: BulkOutcome) -> list[tuple[str, str]]:
+    """(level, text) pairs for Django's messages."""
+    said: list[tuple[str, str]] = []
+    if out.done:
+        said.append(("success", f"{BULK_ACTIONS[verb]['done']} {len(out.done)}: "
+                                f"{', '.join(out.done[:20])}{' …' if len(out.done) > 20 else ''}."))
+    if out.replayed:
+        said.append(("info", f"{out.replayed} already done before; nothing was repeated."))
+    for euid, message in out.refused[:20]:
+        said.append(("error", f"{euid}: {message}"))
+    if len(out.refused) > 20:
+        said.append(("error", f"…and {len(out.refused) - 20} more refused."))
+    return said

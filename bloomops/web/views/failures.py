@@ -1,0 +1,96 @@
+"""The failures view: what is retrying and what failed for good, grouped by queue and error
+class, and bulk requeue, hold or cancel on a selection or on everything a filter matches
+(the count shown and confirmed before anything is written)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from bloomops.accounts.roles import roles_of
+from bloomops.execution import selectors
+from bloomops.execution.selectors.failures import KINDS, group_failures
+from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
+from bloomops.web.views.common import forbidden, reader, reason_of
+
+VERBS = ("requeue", "hold", "cancel")
+CONFIRM_LIST = 50
+
+
+def _filters(data: QueryDict) -> dict[str, str | None]:
+    kind = data.get("kind", "").strip()
+    return {"queue_key": data.get("queue", "").strip() or None,
+            "error_class": data.get("class", "").strip() or None,
+            "kind": kind if kind in KINDS else None}
+
+
+def _query(filters: dict[str, str | None]) -> str:
+    q = QueryDict(mutable=True)
+    for name, key in (("queue", "queue_key"), ("class", "error_class"), ("kind", "kind")):
+        if filters[key]:
+            q[name] = filters[key]
+    return q.urlencode()
+
+
+def _matching(rows: list[dict], filters: dict[str, str | None]) -> list[dict]:
+    return [r for r in rows
+            if (not filters["error_class"] or r["error_class"] == filters["error_class"])
+            and (not filters["kind"] or r["kind"] == filters["kind"])]
+
+
+@require_GET
+@reader
+def failures(request: HttpRequest) -> HttpResponse:
+    filters = _filters(request.GET)
+    rows = selectors.failures(queue_key=filters["queue_key"])
+    items = _matching(rows, filters)
+    return render(request, "web/failures.html", {
+        "groups": group_failures(rows), "items": items, "filters": filters,
+        "filter_query": _query(filters), "queues": selectors.queues(), "kinds": KINDS,
+        "filtered": any(filters.values()),
+    })
+
+
+@require_POST
+def failures_bulk(request: HttpRequest) -> HttpResponse:
+    """Step one renders the confirmation (how many, what happens to them, a reason); step
+    two (``confirmed``) acts on exactly the subjects that were counted."""
+    back = reverse("failures") + ("?" + q if (q := _query(_filters(request.POST))) else "")
+    if not roles_of(request.user) & {"operator", "admin"}:
+        return forbidden(request, "Bulk actions on failures are for operators.")
+    verb = request.POST.get("verb", "")
+    if verb not in VERBS:
+        messages.error(request, "Choose requeue, hold or cancel.")
+        return redirect(back)
+    if request.POST.get("scope") == "filter":
+        rows = _matching(selectors.failures(queue_key=_filters(request.POST)["queue_key"]),
+                         _filters(request.POST))
+        picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
+                 for r in rows]
+    else:
+        picks = [p for p in map(Pick.parse, request.POST.getlist("pick")) if p]
+    if not picks:
+        messages.error(request, "Nothing selected: tick items or act on the whole filter.")
+        return redirect(back)
+    reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
+    if not confirmed or not reason:
+        return render(request, "web/failures_confirm.html", {
+            "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks,
+            "shown": picks[:CONFIRM_LIST], "more": max(0, len(picks) - CONFIRM_LIST),
+            "reason": reason, "hold_code": request.POST.get("hold_code", ""),
+            "missing_reason": confirmed and not reason, "back": back,
+        })
+    payload = {"reason": reason}
+    if verb == "hold" and request.POST.get("hold_code", "").strip():
+        payload["hold_code"] = request.POST["hold_code"].strip()
+    out = run_bulk(request.user, verb, picks,
+                   idempotency_key=request.POST.get("idempotency_key", "").strip(),
+                   payload=payload)
+    if out.forbidden:
+        return forbidden(request, out.forbidden)
+    for level, text in outcome_messages(verb, out):
+        getattr(messages, level)(request, text)
+    return redirect(back)

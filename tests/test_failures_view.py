@@ -1,0 +1,156 @@
+"""The failures view: retrying and failed work grouped by queue and error class, and bulk
+retry-now, hold and cancel on a selection or on a whole filter, confirmed with the count
+before anything is written."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.messages import get_messages
+
+from bloomops.execution import selectors
+from bloomops.execution.objects import load
+from tests.engine import SERVICE, act, actor, claim, counts, envelope, make_subject, register
+from tests.web_support import forms, signed_in
+
+pytestmark = pytest.mark.django_db
+
+CAPS = ["wetlab.extraction", "wetlab.qc"]
+
+
+def fail(svc, worker: str, name: str, **payload) -> str:
+    """A subject of q1 claimed by the service worker and failed with ``payload``."""
+    euid = make_subject("q1", name=name, ready_at="2020-01-01T00:00:00.000000Z")
+    lease = claim(svc, worker, "q1", subject_euid=None)
+    assert lease["subject_euid"] == euid
+    act("fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload=payload)
+    return euid
+
+
+@pytest.fixture
+def failing(lab):
+    """Two subjects waiting to retry (scanner offline), one failed for good (tube cracked)."""
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=CAPS, max_concurrent_leases=10)
+    retry = {"error_class": "TRANSIENT_DEPENDENCY", "error_message": "scanner offline"}
+    return {
+        "retry_a": fail(svc, worker, "Tube A", **retry),
+        "retry_b": fail(svc, worker, "Tube B", **retry),
+        "dead": fail(svc, worker, "Tube C", error_class="PERMANENT_INPUT",
+                     error_message="tube cracked"),
+    }
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def bulk_form(html: str) -> dict:
+    """The fields of the page's bulk form as a browser posts them: every hidden pick."""
+    fields = next(f for f in forms(html) if f["action"] == "/failures/bulk/")["fields"]
+    hidden = re.findall(r'type="hidden" name="pick" value="([^"]+)"', html)
+    return {**fields, "pick": hidden} if hidden else fields
+
+
+def test_failures_are_grouped_by_queue_and_error_class_with_counts_and_messages(failing):
+    groups = selectors.group_failures(selectors.failures())
+    assert [(g.queue_key, g.error_class, g.retrying, g.failed, g.messages) for g in groups] == [
+        ("q1", "TRANSIENT_DEPENDENCY", 2, 0, ["scanner offline"]),
+        ("q1", "PERMANENT_INPUT", 0, 1, ["tube cracked"]),
+    ]
+    rows = {r["subject_euid"]: r for r in selectors.failures()}
+    assert rows[failing["dead"]]["kind"] == "failed"
+    assert rows[failing["retry_a"]]["kind"] == "retrying" and rows[failing["retry_a"]]["retry_at"]
+
+
+def test_the_page_shows_groups_in_words_and_filters_by_class(client, lab, failing):
+    client = signed_in(client, lab["operator"])
+    html = client.get("/failures/").content.decode()
+    assert "Something it depends on was unavailable" in html and "scanner offline" in html
+    assert "Bad input: will not succeed as it is" in html and "tube cracked" in html
+    assert "All failing items (3)" in html
+    narrowed = client.get("/failures/?queue=q1&class=PERMANENT_INPUT").content.decode()
+    assert "Items matching the filter (1)" in narrowed and "Tube C" in narrowed
+    assert "Tube A" not in narrowed.split('id="failure-items"')[1]
+
+
+def test_retry_now_on_everything_a_filter_matches_is_counted_then_confirmed(client, lab, tenant,
+                                                                          failing):
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/?queue=q1&kind=retrying").content.decode()
+    data = {**bulk_form(page), "verb": "requeue", "scope": "filter"}
+    before = counts()
+    confirm = client.post("/failures/bulk/", data)
+    text = confirm.content.decode()
+    assert confirm.status_code == 200 and "Requeue 2 items?" in text
+    assert "go back to their queue and can be claimed again" in text
+    assert counts() == before  # the count is shown before anything is written
+    step_two = {**bulk_form(text), "reason": "scanner is back"}
+    done = client.post("/failures/bulk/", step_two)
+    assert done.status_code == 302
+    assert any(m.startswith("Requeued 2:") for m in said(done))
+    for euid in (failing["retry_a"], failing["retry_b"]):
+        assert envelope(euid)["state"] == "READY"
+    assert envelope(failing["dead"])["state"] == "FAILED_TERMINAL"  # not matched, not touched
+    history = selectors.action_history(load(euid=failing["retry_a"], tenant=tenant).uid)
+    assert [(a["action_key"], a["reason"]) for a in history][-1] == (
+        "requeue_subject", "scanner is back")
+
+
+def test_a_bulk_action_without_a_reason_asks_again_and_writes_nothing(client, lab, failing):
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/").content.decode()
+    confirm = client.post("/failures/bulk/", {**bulk_form(page), "verb": "cancel",
+                                              "scope": "filter"}).content.decode()
+    before = counts()
+    again = client.post("/failures/bulk/", {**bulk_form(confirm), "reason": "   "})
+    assert again.status_code == 200 and "A reason is required" in again.content.decode()
+    assert counts() == before
+
+
+def test_bulk_hold_on_a_selection_holds_only_the_selected(client, lab, failing):
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/").content.decode()
+    form = bulk_form(page)
+    pick = next(v for v in _picks(page) if v.startswith(failing["retry_b"]))
+    confirm = client.post("/failures/bulk/", {**form, "verb": "hold", "scope": "selected",
+                                              "pick": [pick]}).content.decode()
+    assert "Hold 1 item?" in confirm and "nobody can claim them" in confirm
+    client.post("/failures/bulk/", {**bulk_form(confirm), "reason": "check the rack",
+                                    "hold_code": "QA_REVIEW"})
+    assert envelope(failing["retry_b"])["hold_state"] == "ACTIVE"
+    assert envelope(failing["retry_a"]).get("hold_state") in (None, "NONE")
+
+
+def test_an_item_that_changed_after_the_count_is_left_alone_and_named(client, lab, failing):
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/?kind=retrying").content.decode()
+    confirm = client.post("/failures/bulk/", {**bulk_form(page), "verb": "cancel",
+                                              "scope": "filter"}).content.decode()
+    act("requeue_subject", actor("operator"), subject_euid=failing["retry_a"],
+        expected_state="FAILED_RETRYABLE", payload={"reason": "someone else fixed it"})
+    done = client.post("/failures/bulk/", {**bulk_form(confirm), "reason": "obsolete"})
+    messages = said(done)
+    assert f"Canceled 1: {failing['retry_b']}." in messages
+    assert any(m.startswith(f"{failing['retry_a']}:") for m in messages)
+    assert envelope(failing["retry_a"])["state"] == "READY"
+
+
+@pytest.mark.parametrize("role", ["worker_human", "worker_service"])
+def test_only_operators_act_in_bulk(client, lab, failing, role):
+    client = signed_in(client, lab[role])
+    page = client.get("/failures/")
+    assert page.status_code == 200 and "/failures/bulk/" not in page.content.decode()
+    before = counts()
+    for confirmed in ("", "1"):
+        refused = client.post("/failures/bulk/", {
+            "verb": "cancel", "scope": "filter", "reason": "x", "confirmed": confirmed,
+            "idempotency_key": "k-role"})
+        assert refused.status_code == 403
+    assert counts() == before
+
+
+def _picks(html: str) -> list[str]:
+    return re.findall(r'name="pick" value="([^"]+)"', html)
