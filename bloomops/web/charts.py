@@ -1,0 +1,126 @@
+"""The dashboard's history charts, drawn on the server as SVG from the recorder's samples
+(RULES.md#statistics): no script, nothing inline the Content-Security-Policy forbids. Each
+chart has a title and a description for screen readers, each point a title of its own and a
+link to the items behind it where they still exist."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString, mark_safe
+
+from bloomops.execution.stats.history import History, Point
+from bloomops.web.templatetags.bloomops_ui import readable_seconds
+
+WIDTH, HEIGHT, PAD = 360, 90, 4
+
+
+def queue_url(queue_key: str | None, **query: str) -> str:
+    """The items of a queue (a state's hidden items with ``state``); the lab's: the table."""
+    if queue_key is None:
+        return reverse("dashboard") + "#queue-table"
+    url = reverse("queue", args=[queue_key])
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def workbench_url(queue_key: str | None) -> str:
+    """Dead letters and active holds, of one queue or all."""
+    url = reverse("workbench")
+    return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
+
+
+def _x(at: datetime, history: History) -> float:
+    span = (history.end - history.start).total_seconds() or 1
+    return PAD + (WIDTH - 2 * PAD) * max(0.0, (at - history.start).total_seconds()) / span
+
+
+def _y(value: float, top: float) -> float:
+    return HEIGHT - PAD - (HEIGHT - 2 * PAD) * (value / top if top else 0)
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _line(points: list[Point], history: History, value: Callable[[Point], float],
+          css: str, href: str, describe: Callable[[Point], str]) -> SafeString:
+    top = max((value(p) for p in points), default=0) or 1
+    coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
+    line = format_html('<polyline class="{}" fill="none" stroke="currentColor"'
+                       ' stroke-width="1.5" points="{}"/>', css,
+                       " ".join(f"{x:.1f},{y:.1f}" for x, y in coords))
+    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{:.1f}" cy="{:.1f}"'
+                            ' r="2.5" fill="currentColor"><title>{}</title></circle></a>',
+                            ((href, css, x, y, describe(p)) for p, (x, y) in zip(points, coords,
+                                                                                 strict=True)))
+    return line + dots
+
+
+def _svg(chart_id: str, title: str, desc: str, body: SafeString) -> SafeString:
+    return format_html(
+        '<svg class="chart" id="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="img"'
+        ' aria-labelledby="{}-title {}-desc"><title id="{}-title">{}</title>'
+        '<desc id="{}-desc">{}</desc><rect class="frame" x="0.5" y="0.5" width="{}"'
+        ' height="{}" fill="none" stroke="currentColor" stroke-opacity="0.2"/>{}</svg>',
+        chart_id, WIDTH, HEIGHT, WIDTH, HEIGHT, chart_id, chart_id, chart_id, title,
+        chart_id, desc, WIDTH - 1, HEIGHT - 1, body)
+
+
+def depth_chart(history: History, points: list[Point], name: str,
+                queue_key: str | None) -> SafeString:
+    """Depth (solid) and oldest age (dashed, its own scale); a point links to the queue's
+    items in order (the lab's: the queue table)."""
+    href = queue_url(queue_key)
+    body = (_line(points, history, lambda p: p.depth, "depth", href,
+                  lambda p: f"{_when(p.at)}: depth {p.depth}")
+            + _line(points, history, lambda p: p.oldest_age_seconds, "age", href,
+                    lambda p: f"{_when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}"))
+    peak = max((p.depth for p in points), default=0)
+    oldest = max((p.oldest_age_seconds for p in points), default=0)
+    return _svg(f"chart-depth-{queue_key or 'lab'}", f"{name}: depth and oldest age",
+                f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
+                f" over the last {history.range_key}.", body)
+
+
+def throughput_chart(history: History, points: list[Point], name: str,
+                     queue_key: str | None) -> SafeString:
+    """Completions (bars up) and failures (bars down from the middle); a failure bar links to
+    the queue's dead letters and holds on the workbench."""
+    top = max((max(p.completions, p.failures) for p in points), default=0) or 1
+    mid = HEIGHT / 2
+    span = (history.end - history.start).total_seconds() or 1
+    bar = max(1.0, (WIDTH - 2 * PAD) * history.width / span - 1)
+    scale = (mid - PAD) / top
+    done = format_html_join("", '<rect class="done" x="{:.1f}" y="{:.1f}" width="{:.1f}"'
+                            ' height="{:.1f}" fill="currentColor"><title>{}</title></rect>',
+                            ((_x(p.at, history), mid - p.completions * scale, bar,
+                              p.completions * scale, f"{_when(p.at)}: {p.completions} completed")
+                             for p in points if p.completions))
+    failed = format_html_join("", '<a href="{}" class="point failures"><rect class="failed"'
+                              ' x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"'
+                              ' fill="currentColor"><title>{}</title></rect></a>',
+                              ((workbench_url(queue_key), _x(p.at, history), mid, bar,
+                                p.failures * scale, f"{_when(p.at)}: {p.failures} failed")
+                               for p in points if p.failures))
+    axis = mark_safe(f'<line x1="0" x2="{WIDTH}" y1="{mid}" y2="{mid}" stroke="currentColor"'  # noqa: S308 (numbers)
+                     ' stroke-opacity="0.3"/>')
+    total_done = sum(p.completions for p in points)
+    total_failed = sum(p.failures for p in points)
+    return _svg(f"chart-throughput-{queue_key or 'lab'}", f"{name}: completions and failures",
+                f"{total_done} completed and {total_failed} failed over the last"
+                f" {history.range_key}.", axis + done + failed)
+
+
+def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
+    """The lab's charts, then each queue's (in the dashboard's order, ``names``: key -> display
+    name); a queue without samples in the range says so."""
+    entries = [("Lab", None, history.lab)]
+    entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
+    return [{"name": name, "queue_key": key, "empty": not points,
+             "depth": depth_chart(history, points, name, key) if points else "",
+             "throughput": throughput_chart(history, points, name, key) if points else ""}
+            for name, key, points in entries]
