@@ -6,7 +6,7 @@ the lab's whole history. Only seeding a tenant's counters the first time reads a
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
@@ -20,6 +20,15 @@ COUNTED_STATUSES = {
 }
 COUNTERS = tuple(COUNTED_STATUSES)
 FAILED = ("FAILED_RETRYABLE", "FAILED_TERMINAL")
+# A record's finished_at is its action's start, committed a moment later (at most the lock
+# timeout): counters count up to this long before now, so a record committing late is counted
+# on the next pass instead of being missed.
+SETTLE_SECONDS = 10
+
+
+def counted_until(now: datetime) -> datetime:
+    """The instant the counters count up to at ``now`` (the recorder's and the live readers')."""
+    return now - timedelta(seconds=SETTLE_SECONDS)
 
 FINISHED_BETWEEN = """
     SELECT k.queue_key, c.status, c.n

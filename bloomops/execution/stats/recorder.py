@@ -10,7 +10,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import DatabaseError, connection, transaction
 
@@ -23,7 +23,12 @@ from bloomops.execution.selectors.overview import overview
 from bloomops.execution.selectors.queues import throughput_trend
 from bloomops.execution.stats import history
 from bloomops.execution.stats.codec import encode_overview
-from bloomops.execution.stats.counting import COUNTERS, counter_values, finished_between
+from bloomops.execution.stats.counting import (
+    COUNTERS,
+    counted_until,
+    counter_values,
+    finished_between,
+)
 from bloomops.execution.stats.snapshot import interval_seconds, tenant_key
 from bloomops.tapdb.db import fetch_all, fetch_value
 
@@ -31,9 +36,6 @@ log = logging.getLogger("bloomops.recorder")
 
 # The sweeper acts as this admin identity; its actions are recorded under this name.
 RECORDER = Actor(username="bloomops-recorder", roles=frozenset({"admin"}))
-# A record's finished_at is the action's start, committed a moment later: counting stops
-# this long before now, so a record committing late is counted on the next pass, not lost.
-SETTLE_SECONDS = 10
 BACKOFF_MAX_SECONDS = 30.0
 
 _ADVANCE = """
@@ -94,7 +96,7 @@ def record(*, now: datetime | None = None, tenant: str | None = None) -> Pass:
     with transaction.atomic():
         snap = QueueSnapshot.objects.select_for_update().filter(tenant=key).first()
         since = snap.counted_to if snap else None
-        until = moment - timedelta(seconds=SETTLE_SECONDS)
+        until = counted_until(moment)
         if since is not None and until <= since:  # nothing new to count (or the clock went back)
             until, counts = since, {}
         else:

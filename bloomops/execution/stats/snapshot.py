@@ -14,7 +14,12 @@ from bloomops.execution.models import QueueCounter, QueueSnapshot
 from bloomops.execution.selectors.overview import Overview, overview
 from bloomops.execution.selectors.queues import QueueSummary, throughput_trend
 from bloomops.execution.stats.codec import decode_overview
-from bloomops.execution.stats.counting import COUNTERS, counter_values, finished_between
+from bloomops.execution.stats.counting import (
+    COUNTERS,
+    counted_until,
+    counter_values,
+    finished_between,
+)
 from bloomops.tapdb.tenancy import tenant_of
 
 SNAPSHOT = "snapshot"
@@ -74,7 +79,8 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
 def live(*, now: datetime | None = None, tenant: str | None = None, with_trend: bool = True,
          counted_to: datetime | None = None) -> Stats:
     """The overview computed now. The counters are the recorder's as it last stored them
-    plus what finished since; a tenant the recorder never counted keeps the summaries' own
+    plus what finished since, up to the instant a pass now would count to (``counted_until``),
+    so they equal the snapshot's; a tenant the recorder never counted keeps the summaries' own
     figures."""
     moment = now or clock.now()
     ov = overview(now=moment, tenant=tenant)
@@ -89,7 +95,8 @@ def add_live_counters(summaries: list[QueueSummary], counted_to: datetime, now: 
     stored = {(c.queue_key, c.name): c.value
               for c in QueueCounter.objects.filter(tenant=tenant_key(tenant))}
     keys = [s.queue_key for s in summaries]
-    since = finished_between(keys, counted_to, now, tenant=tenant) if now > counted_to else {}
+    until = counted_until(now)
+    since = finished_between(keys, counted_to, until, tenant=tenant) if until > counted_to else {}
     for s in summaries:
         delta = counter_values(since.get(s.queue_key, {}))
         for name in COUNTERS:
