@@ -42,6 +42,10 @@ def _y(value: float, top: float) -> float:
     return HEIGHT - PAD - (HEIGHT - 2 * PAD) * (value / top if top else 0)
 
 
+def _n(value: float) -> str:
+    return f"{value:.1f}"
+
+
 def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
@@ -53,10 +57,10 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
     line = format_html('<polyline class="{}" fill="none" stroke="currentColor"'
                        ' stroke-width="1.5" points="{}"/>', css,
                        " ".join(f"{x:.1f},{y:.1f}" for x, y in coords))
-    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{:.1f}" cy="{:.1f}"'
+    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{}" cy="{}"'
                             ' r="2.5" fill="currentColor"><title>{}</title></circle></a>',
-                            ((href, css, x, y, describe(p)) for p, (x, y) in zip(points, coords,
-                                                                                 strict=True)))
+                            ((href, css, _n(x), _n(y), describe(p))
+                             for p, (x, y) in zip(points, coords, strict=True)))
     return line + dots
 
 
@@ -95,16 +99,18 @@ def throughput_chart(history: History, points: list[Point], name: str,
     span = (history.end - history.start).total_seconds() or 1
     bar = max(1.0, (WIDTH - 2 * PAD) * history.width / span - 1)
     scale = (mid - PAD) / top
-    done = format_html_join("", '<rect class="done" x="{:.1f}" y="{:.1f}" width="{:.1f}"'
-                            ' height="{:.1f}" fill="currentColor"><title>{}</title></rect>',
-                            ((_x(p.at, history), mid - p.completions * scale, bar,
-                              p.completions * scale, f"{_when(p.at)}: {p.completions} completed")
+    done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
+                            ' fill="currentColor"><title>{}</title></rect>',
+                            ((_n(_x(p.at, history)), _n(mid - p.completions * scale), _n(bar),
+                              _n(p.completions * scale),
+                              f"{_when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures"><rect class="failed"'
-                              ' x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"'
-                              ' fill="currentColor"><title>{}</title></rect></a>',
-                              ((workbench_url(queue_key), _x(p.at, history), mid, bar,
-                                p.failures * scale, f"{_when(p.at)}: {p.failures} failed")
+                              ' x="{}" y="{}" width="{}" height="{}" fill="currentColor">'
+                              '<title>{}</title></rect></a>',
+                              ((workbench_url(queue_key), _n(_x(p.at, history)), _n(mid),
+                                _n(bar), _n(p.failures * scale),
+                                f"{_when(p.at)}: {p.failures} failed")
                                for p in points if p.failures))
     axis = mark_safe(f'<line x1="0" x2="{WIDTH}" y1="{mid}" y2="{mid}" stroke="currentColor"'  # noqa: S308 (numbers)
                      ' stroke-opacity="0.3"/>')
