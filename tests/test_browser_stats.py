@@ -32,8 +32,8 @@ def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noq
     expect(chart).to_be_visible()
     points = chart.locator("a.point.depth")
     expect(points).to_have_count(3)
-    # the point drawn last is on top, as a person sees it: the oldest age now
-    chart.locator("a.point.age").last.click()
+    # depth is drawn over the oldest age: its newest point is what a person sees there
+    chart.locator("a.point.depth").last.click()
     expect(page).to_have_url(re.compile(r"/queues/q1/$"))
     expect(page.locator("tbody tr")).to_have_count(3)
     page.go_back()

@@ -11,35 +11,28 @@ from datetime import datetime
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from bloomops.execution.stats.history import History, Point
 from bloomops.web.templatetags.bloomops_ui import readable_seconds
 
-WIDTH, HEIGHT, PAD = 360, 90, 4
+# the plot area inside a chart: a line of legend above, the time axis below
+WIDTH, HEIGHT = 360, 120
+LEFT, RIGHT, TOP, BOTTOM = 4, 356, 18, 104
+DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
 
 
-def queue_url(queue_key: str | None, **query: str) -> str:
-    """The items of a queue (a state's hidden items with ``state``); the lab's: the table."""
+def queue_url(queue_key: str | None) -> str:
+    """The items of a queue in order; the lab's: the queue table."""
     if queue_key is None:
         return reverse("dashboard") + "#queue-table"
-    url = reverse("queue", args=[queue_key])
-    return f"{url}?{urlencode(query)}" if query else url
+    return reverse("queue", args=[queue_key])
 
 
 def workbench_url(queue_key: str | None) -> str:
     """Dead letters and active holds, of one queue or all."""
     url = reverse("workbench")
     return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
-
-
-def _x(at: datetime, history: History) -> float:
-    span = (history.end - history.start).total_seconds() or 1
-    return PAD + (WIDTH - 2 * PAD) * max(0.0, (at - history.start).total_seconds()) / span
-
-
-def _y(value: float, top: float) -> float:
-    return HEIGHT - PAD - (HEIGHT - 2 * PAD) * (value / top if top else 0)
 
 
 def _n(value: float) -> str:
@@ -50,28 +43,55 @@ def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _x(at: datetime, history: History) -> float:
+    span = (history.end - history.start).total_seconds() or 1
+    return LEFT + (RIGHT - LEFT) * max(0.0, (at - history.start).total_seconds()) / span
+
+
+def _y(value: float, top: float, low: float = BOTTOM, high: float = TOP) -> float:
+    return low - (low - high) * (value / top if top else 0)
+
+
 def _line(points: list[Point], history: History, value: Callable[[Point], float],
-          css: str, href: str, describe: Callable[[Point], str]) -> SafeString:
+          css: str, colour: str, href: str, describe: Callable[[Point], str],
+          dashed: bool = False) -> SafeString:
     top = max((value(p) for p in points), default=0) or 1
     coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
-    line = format_html('<polyline class="{}" fill="none" stroke="currentColor"'
-                       ' stroke-width="1.5" points="{}"/>', css,
-                       " ".join(f"{x:.1f},{y:.1f}" for x, y in coords))
-    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{}" cy="{}"'
-                            ' r="2.5" fill="currentColor"><title>{}</title></circle></a>',
-                            ((href, css, _n(x), _n(y), describe(p))
+    line = format_html('<polyline class="{}" fill="none" stroke="{}" stroke-width="1.5"{}'
+                       ' points="{}"/>', css, colour,
+                       ' stroke-dasharray="4 3"' if dashed else "",
+                       " ".join(f"{_n(x)},{_n(y)}" for x, y in coords))
+    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{}" cy="{}" r="3"'
+                            ' fill="{}"><title>{}</title></circle></a>',
+                            ((href, css, _n(x), _n(y), colour, describe(p))
                              for p, (x, y) in zip(points, coords, strict=True)))
     return line + dots
+
+
+def _axis(history: History) -> SafeString:
+    """The frame and the time axis: the range's start and now."""
+    return format_html(
+        '<rect x="0.5" y="0.5" width="{}" height="{}" fill="none" stroke="currentColor"'
+        ' stroke-opacity="0.15"/><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
+        ' stroke-opacity="0.3"/><text x="{}" y="{}" font-size="10" fill="currentColor">{}</text>'
+        '<text x="{}" y="{}" font-size="10" fill="currentColor" text-anchor="end">now ({})'
+        '</text>',
+        WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4,
+        f"{history.range_key} ago", RIGHT, HEIGHT - 4, history.end.strftime("%H:%M UTC"))
+
+
+def _legend(*parts: tuple[str, str]) -> SafeString:
+    spans = format_html_join(" ", '<tspan fill="{}">{}</tspan>', parts)
+    return format_html('<text x="{}" y="12" font-size="11">{}</text>', LEFT, spans)
 
 
 def _svg(chart_id: str, title: str, desc: str, body: SafeString) -> SafeString:
     return format_html(
         '<svg class="chart" id="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="img"'
         ' aria-labelledby="{}-title {}-desc"><title id="{}-title">{}</title>'
-        '<desc id="{}-desc">{}</desc><rect class="frame" x="0.5" y="0.5" width="{}"'
-        ' height="{}" fill="none" stroke="currentColor" stroke-opacity="0.2"/>{}</svg>',
+        '<desc id="{}-desc">{}</desc>{}</svg>',
         chart_id, WIDTH, HEIGHT, WIDTH, HEIGHT, chart_id, chart_id, chart_id, title,
-        chart_id, desc, WIDTH - 1, HEIGHT - 1, body)
+        chart_id, desc, body)
 
 
 def depth_chart(history: History, points: list[Point], name: str,
@@ -79,12 +99,16 @@ def depth_chart(history: History, points: list[Point], name: str,
     """Depth (solid) and oldest age (dashed, its own scale); a point links to the queue's
     items in order (the lab's: the queue table)."""
     href = queue_url(queue_key)
-    body = (_line(points, history, lambda p: p.depth, "depth", href,
-                  lambda p: f"{_when(p.at)}: depth {p.depth}")
-            + _line(points, history, lambda p: p.oldest_age_seconds, "age", href,
-                    lambda p: f"{_when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}"))
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
+    body = (_axis(history)
+            + _legend((DEPTH, f"depth (max {peak})"),
+                      (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
+            + _line(points, history, lambda p: p.oldest_age_seconds, "age", AGE, href,
+                    lambda p: f"{_when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
+                    dashed=True)
+            + _line(points, history, lambda p: p.depth, "depth", DEPTH, href,
+                    lambda p: f"{_when(p.at)}: depth {p.depth}"))
     return _svg(f"chart-depth-{queue_key or 'lab'}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
                 f" over the last {history.range_key}.", body)
@@ -92,33 +116,36 @@ def depth_chart(history: History, points: list[Point], name: str,
 
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
-    """Completions (bars up) and failures (bars down from the middle); a failure bar links to
-    the queue's dead letters and holds on the workbench."""
+    """Completions (bars up from the middle) and failures (bars down); a failure bar links
+    to the queue's dead letters and holds on the workbench."""
     top = max((max(p.completions, p.failures) for p in points), default=0) or 1
-    mid = HEIGHT / 2
+    mid = (TOP + BOTTOM) / 2
     span = (history.end - history.start).total_seconds() or 1
-    bar = max(1.0, (WIDTH - 2 * PAD) * history.width / span - 1)
-    scale = (mid - PAD) / top
+    bar = max(1.5, (RIGHT - LEFT) * history.width / span - 1)
+    scale = (mid - TOP) / top
     done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
-                            ' fill="currentColor"><title>{}</title></rect>',
-                            ((_n(_x(p.at, history)), _n(mid - p.completions * scale), _n(bar),
-                              _n(p.completions * scale),
+                            ' fill="{}"><title>{}</title></rect>',
+                            ((_n(_x(p.at, history) - bar), _n(mid - p.completions * scale),
+                              _n(bar), _n(p.completions * scale), DONE,
                               f"{_when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures"><rect class="failed"'
-                              ' x="{}" y="{}" width="{}" height="{}" fill="currentColor">'
+                              ' x="{}" y="{}" width="{}" height="{}" fill="{}">'
                               '<title>{}</title></rect></a>',
-                              ((workbench_url(queue_key), _n(_x(p.at, history)), _n(mid),
-                                _n(bar), _n(p.failures * scale),
+                              ((workbench_url(queue_key), _n(_x(p.at, history) - bar),
+                                _n(mid), _n(bar), _n(p.failures * scale), FAILED,
                                 f"{_when(p.at)}: {p.failures} failed")
                                for p in points if p.failures))
-    axis = mark_safe(f'<line x1="0" x2="{WIDTH}" y1="{mid}" y2="{mid}" stroke="currentColor"'  # noqa: S308 (numbers)
-                     ' stroke-opacity="0.3"/>')
     total_done = sum(p.completions for p in points)
     total_failed = sum(p.failures for p in points)
+    middle = format_html('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
+                         ' stroke-opacity="0.3"/>', LEFT, RIGHT, _n(mid), _n(mid))
+    body = (_axis(history) + middle
+            + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"))
+            + done + failed)
     return _svg(f"chart-throughput-{queue_key or 'lab'}", f"{name}: completions and failures",
                 f"{total_done} completed and {total_failed} failed over the last"
-                f" {history.range_key}.", axis + done + failed)
+                f" {history.range_key}.", body)
 
 
 def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
