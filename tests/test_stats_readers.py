@@ -142,3 +142,26 @@ def test_a_fresh_snapshot_makes_the_dashboard_independent_of_the_labs_size(
     assert small == large
     tapdb = [s for s in large if "generic_instance" in s]
     assert tapdb == []  # no TapDB table is read: the snapshot row and the samples only
+
+
+def test_a_queue_made_after_the_snapshot_is_found_live_and_an_unknown_one_is_404(
+        tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    record()
+    make_queue("q9", required_worker_capabilities=[])
+    api = api_for(users["operator"])
+    assert [q["queue_key"] for q in api.get("/queues").json()] == ["q1"]  # as of the snapshot
+    body = api.get("/queues/q9").json()
+    assert (body["queue_key"], body["source"]) == ("q9", "live")
+    missing = api.get("/queues/nope")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_the_bench_measures_the_dashboard_with_a_fresh_snapshot(tenant, users):
+    from bloomops.bench.dashboard import dashboard_db_time
+    from bloomops.execution.models import QueueSnapshot
+
+    make_queue("q1", required_worker_capabilities=[])
+    assert dashboard_db_time(runs=1) > 0
+    assert QueueSnapshot.objects.count() == 1  # it recorded first, so the view read that

@@ -128,10 +128,18 @@ def list_queues(request):
                                               **READ_ERRORS},
             summary="Queue config and summary")
 def get_queue(request, queue_key: S.PathId):
+    def find(stats: snapshot.Stats):
+        return next((s for s in stats.overview.summaries if s.queue_key == queue_key), None)
+
     stats = snapshot.current(with_trend=False)
-    for s in stats.overview.summaries:
-        if s.queue_key == queue_key:
-            return {**summary_dict(s, stats.overview.lag(queue_key), stats), "config": s.config}
+    found = find(stats)
+    if found is None and stats.source == snapshot.SNAPSHOT:
+        # a queue made since the snapshot was taken is not in it: ask live before a 404
+        stats = snapshot.current(with_trend=False, force_live=True)
+        found = find(stats)
+    if found is not None:
+        return {**summary_dict(found, stats.overview.lag(queue_key), stats),
+                "config": found.config}
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 

@@ -61,12 +61,13 @@ class Stats:
 
 
 def current(*, now: datetime | None = None, tenant: str | None = None,
-            with_trend: bool = True) -> Stats:
-    """The snapshot when fresh (one query), else live (``live``)."""
+            with_trend: bool = True, force_live: bool = False) -> Stats:
+    """The snapshot when fresh (one query), else live (``live``); ``force_live``: live even
+    when fresh (a queue made since the snapshot was taken, say)."""
     moment = now or clock.now()
     row = (QueueSnapshot.objects.filter(tenant=tenant_key(tenant))
            .values("taken_at", "data", "counted_to").first())
-    if row is not None and is_fresh(row["taken_at"], moment):
+    if row is not None and not force_live and is_fresh(row["taken_at"], moment):
         ov, trend = decode_overview(row["data"])
         return Stats(ov, trend, as_of=row["taken_at"], source=SNAPSHOT, now=moment,
                      recorded_at=row["taken_at"])
