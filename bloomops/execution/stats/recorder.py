@@ -94,8 +94,11 @@ def _advance_counters(tenant: str, counts: dict[str, dict[str, int]], queue_keys
     return {(r["queue_key"], r["name"]): int(r["value"]) for r in rows}
 
 
-def record(*, now: datetime | None = None, tenant: str | None = None) -> Pass:
-    """One pass. The caller holds the recorder lock (``Recorder``); tests call it directly."""
+def record(*, now: datetime | None = None, tenant: str | None = None,
+           interval: float | None = None) -> Pass:
+    """One pass. The caller holds the recorder lock (``Recorder``); tests call it directly.
+    ``interval``: the seconds until the next pass, stored with the snapshot (readers judge
+    its freshness by it)."""
     moment = now or clock.now()
     expired = sweep(tenant=tenant, now=moment)
     ov = overview(now=moment, tenant=tenant)
@@ -115,7 +118,8 @@ def record(*, now: datetime | None = None, tenant: str | None = None) -> Pass:
             for name in COUNTERS:
                 setattr(s, name, counters.get((s.queue_key, name), 0))
         QueueSnapshot.objects.update_or_create(tenant=key, defaults={
-            "taken_at": moment, "interval_seconds": interval_seconds(),
+            "taken_at": moment,
+            "interval_seconds": max(1, round(interval or interval_seconds())),
             "data": encode_overview(ov, trend), "counted_to": until})
         history.write_samples(key, moment, ov.summaries, counts if since is not None else {})
         history.prune(key, moment)
@@ -148,7 +152,7 @@ class Recorder:
         """One pass if this recorder holds the lock, else None (standby)."""
         if not self._lock():
             return None
-        return record(tenant=self.tenant)
+        return record(tenant=self.tenant, interval=self.interval)
 
     def release(self) -> None:
         if self.holding:

@@ -35,11 +35,12 @@ def interval_seconds() -> int:
     return int(settings.BLOOMOPS_RECORDER_INTERVAL)
 
 
-def is_fresh(taken_at: datetime, now: datetime) -> bool:
-    """Fresh: taken at most twice the recorder's interval ago. A snapshot from the future
-    (a clock set back) is not trusted either."""
+def is_fresh(taken_at: datetime, now: datetime, interval: float | None = None) -> bool:
+    """Fresh: taken at most twice the recorder's interval (its own, as it stored it) ago. A
+    snapshot from the future (a clock set back) is not trusted either."""
+    interval = interval or interval_seconds()
     age = (now - taken_at).total_seconds()
-    return -interval_seconds() <= age <= 2 * interval_seconds()
+    return -interval <= age <= 2 * interval
 
 
 @dataclass
@@ -66,8 +67,9 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
     when fresh (a queue made since the snapshot was taken, say)."""
     moment = now or clock.now()
     row = (QueueSnapshot.objects.filter(tenant=tenant_key(tenant))
-           .values("taken_at", "data", "counted_to").first())
-    if row is not None and not force_live and is_fresh(row["taken_at"], moment):
+           .values("taken_at", "interval_seconds", "data", "counted_to").first())
+    if (row is not None and not force_live
+            and is_fresh(row["taken_at"], moment, row["interval_seconds"])):
         ov, trend = decode_overview(row["data"])
         return Stats(ov, trend, as_of=row["taken_at"], source=SNAPSHOT, now=moment,
                      recorded_at=row["taken_at"])
