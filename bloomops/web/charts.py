@@ -1,7 +1,8 @@
 """The dashboard's history charts, drawn on the server as SVG from the recorder's samples
 (RULES.md#statistics): no script, nothing inline the Content-Security-Policy forbids. Each
-chart has a title and a description for screen readers, each point a title of its own and a
-link to the items behind it where they still exist."""
+chart is a named group (not an image: an image's children are hidden from screen readers, and
+its points are links) with a description; each point's link is named by its own title and
+leads to the items behind it where they still exist."""
 
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
                        ' points="{}"/>', css, colour,
                        ' stroke-dasharray="4 3"' if dashed else "",
                        " ".join(f"{_n(x)},{_n(y)}" for x, y in coords))
-    dots = format_html_join("", '<a href="{}" class="point {}"><circle cx="{}" cy="{}" r="3"'
-                            ' fill="{}"><title>{}</title></circle></a>',
-                            ((href, css, _n(x), _n(y), colour, describe(p))
+    dots = format_html_join("", '<a href="{}" class="point {}"><title>{}</title>'
+                            '<circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
+                            ((href, css, describe(p), _n(x), _n(y), colour)
                              for p, (x, y) in zip(points, coords, strict=True)))
     return line + dots
 
@@ -87,7 +88,7 @@ def _legend(*parts: tuple[str, str]) -> SafeString:
 
 def _svg(chart_id: str, title: str, desc: str, body: SafeString) -> SafeString:
     return format_html(
-        '<svg class="chart" id="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="img"'
+        '<svg class="chart" id="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="group"'
         ' aria-labelledby="{}-title {}-desc"><title id="{}-title">{}</title>'
         '<desc id="{}-desc">{}</desc>{}</svg>',
         chart_id, WIDTH, HEIGHT, WIDTH, HEIGHT, chart_id, chart_id, chart_id, title,
@@ -129,12 +130,12 @@ def throughput_chart(history: History, points: list[Point], name: str,
                               _n(bar), _n(p.completions * scale), DONE,
                               f"{_when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
-    failed = format_html_join("", '<a href="{}" class="point failures"><rect class="failed"'
-                              ' x="{}" y="{}" width="{}" height="{}" fill="{}">'
-                              '<title>{}</title></rect></a>',
-                              ((workbench_url(queue_key), _n(_x(p.at, history) - bar),
-                                _n(mid), _n(bar), _n(p.failures * scale), FAILED,
-                                f"{_when(p.at)}: {p.failures} failed")
+    failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
+                              '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
+                              ' fill="{}"/></a>',
+                              ((workbench_url(queue_key), f"{_when(p.at)}: {p.failures} failed",
+                                _n(_x(p.at, history) - bar), _n(mid), _n(bar),
+                                _n(p.failures * scale), FAILED)
                                for p in points if p.failures))
     total_done = sum(p.completions for p in points)
     total_failed = sum(p.failures for p in points)
