@@ -41,10 +41,12 @@ run: setup-db
 	@echo ""
 	@echo "  Living demo: slow demo service workers run beside the server"
 	@echo "  (BLOOMOPS_DEMO_WORKERS=0 make run turns them off). API docs: /api/v1/docs"
+	@echo "  The statistics recorder (run_recorder) runs beside them: charts fill by the minute."
 	@echo ""
-	BLOOMOPS_DEBUG=1 bash -c 'if [ "$${BLOOMOPS_DEMO_WORKERS:-1}" != 0 ]; then \
-	    $(PY) manage.py run_demo_workers & DEMO=$$!; \
-	    trap "kill -TERM $$DEMO 2>/dev/null; wait $$DEMO" EXIT; fi; \
+	BLOOMOPS_DEBUG=1 bash -c '$(PY) manage.py run_recorder & RECORDER=$$!; \
+	  if [ "$${BLOOMOPS_DEMO_WORKERS:-1}" != 0 ]; then \
+	    $(PY) manage.py run_demo_workers & DEMO=$$!; fi; \
+	  trap "kill -TERM $$RECORDER $${DEMO:-} 2>/dev/null; wait" EXIT; \
 	  $(VENV)/bin/gunicorn bloomops.wsgi:application \
 	    --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5'
 

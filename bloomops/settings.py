@@ -137,6 +137,10 @@ BLOOMOPS_LOCK_TIMEOUT_MS = int(os.environ.get("BLOOMOPS_LOCK_TIMEOUT_MS", "5000"
 BLOOMOPS_OUTBOX_DESTINATION = os.environ.get("BLOOMOPS_OUTBOX_DESTINATION", "bloomops.execution")
 # Outbox dispatcher sink: "log" or an http(s):// webhook URL (see dispatch_outbox).
 BLOOMOPS_OUTBOX_SINK = os.environ.get("BLOOMOPS_OUTBOX_SINK", "log")
+# The statistics recorder (run_recorder, RULES.md#statistics): seconds between its passes
+# (readers compute live once its snapshot is older than twice this), days of history kept.
+BLOOMOPS_RECORDER_INTERVAL = max(1, _int("BLOOMOPS_RECORDER_INTERVAL", 10))
+BLOOMOPS_HISTORY_DAYS = max(1, _int("BLOOMOPS_HISTORY_DAYS", 14))
 # When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
 BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 

@@ -28,6 +28,7 @@ from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.evidence import verify_bundle
 from bloomops.execution.executor import execute
 from bloomops.execution.exports import export_evidence
+from bloomops.execution.stats import snapshot
 from bloomops.tapdb.tenancy import tenant_of
 
 
@@ -118,18 +119,27 @@ actions = Router(tags=["actions"])
 @router.get("/queues", response={200: list[S.QueueSummaryOut], **READ_ERRORS},
             summary="Queue summaries with every queue metric")
 def list_queues(request):
-    ov = selectors.overview()
-    return [summary_dict(s, ov.lag(s.queue_key)) for s in ov.summaries]
+    stats = snapshot.current(with_trend=False)
+    return [summary_dict(s, stats.overview.lag(s.queue_key), stats)
+            for s in stats.overview.summaries]
 
 
 @router.get("/queues/{queue_key}", response={200: S.QueueDetailOut, 404: S.ErrorOut,
                                               **READ_ERRORS},
             summary="Queue config and summary")
 def get_queue(request, queue_key: S.PathId):
-    ov = selectors.overview()
-    for s in ov.summaries:
-        if s.queue_key == queue_key:
-            return {**summary_dict(s, ov.lag(queue_key)), "config": s.config}
+    def find(stats: snapshot.Stats):
+        return next((s for s in stats.overview.summaries if s.queue_key == queue_key), None)
+
+    stats = snapshot.current(with_trend=False)
+    found = find(stats)
+    if found is None and stats.source == snapshot.SNAPSHOT:
+        # a queue made since the snapshot was taken is not in it: ask live before a 404
+        stats = snapshot.current(with_trend=False, force_live=True)
+        found = find(stats)
+    if found is not None:
+        return {**summary_dict(found, stats.overview.lag(queue_key), stats),
+                "config": found.config}
     raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
 
 

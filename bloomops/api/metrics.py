@@ -1,9 +1,12 @@
 """/metrics in the Prometheus text format: every queue metric of RULES.md#metrics under its
 own name, per queue (labels tenant, queue) and per tenant (queue="__all__").
 
-Queue and worker metrics are computed at scrape time from ``selectors.overview`` (the same
-selectors as the dashboard). claim_conflict_total and idempotent_replay_total are the
-executor's process-local event counters (bloomops.execution.counters).
+Queue and worker metrics are the recorder's snapshot while it is fresh, else computed at scrape
+time (``execution.stats.snapshot``, as the dashboard and the API read them,
+RULES.md#statistics); ``queue_stats_snapshot_age_seconds`` says how old the recorder's latest
+snapshot is. The ``*_total`` queue counters are the recorder's monotonic counters.
+claim_conflict_total and idempotent_replay_total are the executor's process-local event
+counters (bloomops.execution.counters).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from bloomops.execution.counters import ALL, EVENTS
 from bloomops.execution.policy import free_slots
-from bloomops.execution.selectors import overview
+from bloomops.execution.stats import snapshot
 from bloomops.tapdb.tenancy import tenant_of
 
 GAUGES = {
@@ -54,16 +57,29 @@ COUNTERS = {
 
 
 class QueueCollector:
-    """Computes the queue metrics (RULES.md#metrics) at scrape time from the selectors."""
+    """The queue metrics (RULES.md#metrics): the recorder's snapshot, or live."""
 
     def describe(self):
         return []
 
     def collect(self):
         tenant = tenant_of() or ""
-        ov = overview()
+        stats = snapshot.current(with_trend=False)
+        ov = stats.overview
         sums = ov.summaries
         labels = ["tenant", "queue"]
+        age = GaugeMetricFamily("queue_stats_snapshot_age_seconds", "Seconds since the"
+                                " statistics recorder stored its latest snapshot (absent: never;"
+                                " older than twice its interval: these figures are computed"
+                                " live).", labels=["tenant"])
+        if stats.snapshot_age_seconds is not None:
+            age.add_metric([tenant], stats.snapshot_age_seconds)
+        yield age
+        live = GaugeMetricFamily("queue_stats_live", "1 when this scrape computed the queue"
+                                 " figures live, 0 when they are the recorder's snapshot.",
+                                 labels=["tenant"])
+        live.add_metric([tenant], float(stats.source == snapshot.LIVE))
+        yield live
         for name, (doc, get) in GAUGES.items():
             fam = GaugeMetricFamily(name, doc, labels=labels)
             for s in sums:

@@ -1,5 +1,6 @@
-"""How the API words a queue summary. The numbers are the engine's (``selectors.overview``,
-which the dashboard and /metrics read too); this module only names them for JSON."""
+"""How the API words a queue summary. The numbers are the engine's (the recorder's snapshot or
+``selectors.overview`` live, as the dashboard and /metrics read them, RULES.md#statistics);
+this module only names them for JSON."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
+from bloomops.execution.stats.snapshot import Stats
 
 
-def summary_dict(s: selectors.QueueSummary, lag: float | None) -> dict[str, Any]:
+def summary_dict(s: selectors.QueueSummary, lag: float | None, stats: Stats) -> dict[str, Any]:
     return {
+        "as_of": ts(stats.as_of),
+        "source": stats.source,
         "queue_key": s.queue_key,
         "euid": s.euid,
         "display_name": s.display_name,

@@ -77,6 +77,9 @@ class ActionOut(Schema):
 
 
 class QueueSummaryOut(Schema):
+    # when the figures were computed; snapshot: by the recorder, live: for this request
+    as_of: str
+    source: Literal["snapshot", "live"]
     queue_key: str
     euid: str
     display_name: str

@@ -16,7 +16,10 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import ALL_STATES
+from bloomops.execution.stats import snapshot
+from bloomops.execution.stats.history import RANGES, history
 from bloomops.web import services
+from bloomops.web.charts import dashboard_charts
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
 from bloomops.web.views.common import (
     EXPORT_LIMIT,
@@ -33,22 +36,29 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def dashboard(request: HttpRequest) -> HttpResponse:
-    ov = selectors.overview()
     roles = roles_of(request.user)
-    trends = selectors.throughput_trend() if roles & {"operator", "admin"} else {}
-    rows = services.dashboard_rows(ov, trends)
+    show_trend = bool(roles & {"operator", "admin"})
+    # The recorder's snapshot when fresh (one small row), else live (RULES.md#statistics).
+    stats = snapshot.current(with_trend=show_trend)
+    rows = services.dashboard_rows(stats.overview, stats.trend if show_trend else {})
     context = {
-        "summaries": ov.summaries,
+        "summaries": stats.overview.summaries,
         "rows": rows,
-        "show_trend": bool(roles & {"operator", "admin"}),
+        "show_trend": show_trend,
         "refresh_seconds": getattr(settings, "BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5),
-        "now": clock.now(),
+        "now": stats.as_of,
+        "stats_source": stats.source,
     }
     if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
+    chart_range = request.GET.get("range", "")
+    if chart_range not in RANGES:
+        chart_range = "1h"
+    samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
+    names = {s.queue_key: s.display_name for s in stats.overview.summaries}
+    context.update(chart_range=chart_range, ranges=list(RANGES), history_empty=samples.empty,
+                   charts=dashboard_charts(samples, names))
     return render(request, "web/dashboard.html", context)
-
-
 
 
 def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:

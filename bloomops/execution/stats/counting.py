@@ -1,0 +1,70 @@
+"""The recorder's counters (RULES.md#statistics): execution records that finished between two
+instants, per queue and status, read over the index of finished records one queue at a time
+(`bloomops_record_queue_finished`), so a pass reads what finished since the last one and never
+the lab's whole history. Only seeding a tenant's counters the first time reads all of it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from bloomops.execution.envelope import ts
+from bloomops.execution.selectors.base import read_params
+from bloomops.tapdb.db import fetch_all
+
+# counter name -> the record status it counts (an expired lease closes its record EXPIRED)
+COUNTED_STATUSES = {
+    "expired_leases_total": "EXPIRED",
+    "retryable_failures_total": "FAILED_RETRYABLE",
+    "terminal_failures_total": "FAILED_TERMINAL",
+}
+COUNTERS = tuple(COUNTED_STATUSES)
+FAILED = ("FAILED_RETRYABLE", "FAILED_TERMINAL")
+# A record's finished_at is its action's start, committed a moment later (at most the lock
+# timeout): counters count up to this long before now, so a record committing late is counted
+# on the next pass instead of being missed.
+SETTLE_SECONDS = 10
+
+
+def counted_until(now: datetime) -> datetime:
+    """The instant the counters count up to at ``now`` (the recorder's and the live readers')."""
+    return now - timedelta(seconds=SETTLE_SECONDS)
+
+FINISHED_BETWEEN = """
+    SELECT k.queue_key, c.status, c.n
+    FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)
+    CROSS JOIN LATERAL (
+        SELECT r.json_addl->'properties'->>'status' AS status, count(*) AS n
+        FROM generic_instance r
+        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+          AND r.type = 'execution' AND r.subtype = 'execution_record'
+          AND r.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
+          AND r.json_addl->'properties'->>'finished_at' > %(since)s
+          AND r.json_addl->'properties'->>'finished_at' <= %(until)s
+        GROUP BY 1
+    ) c
+"""
+
+
+def finished_between(queue_keys: list[str], since: datetime | None, until: datetime, *,
+                     tenant: str | None = None) -> dict[str, dict[str, int]]:
+    """queue_key -> status -> records of that queue finished in (since, until]; since None:
+    every record finished up to ``until``. One statement."""
+    if not queue_keys:
+        return {}
+    rows = fetch_all(FINISHED_BETWEEN, read_params(
+        until, tenant, queue_keys=list(queue_keys), since=ts(since) or "", until=ts(until)))
+    out: dict[str, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        out[row["queue_key"]][row["status"]] = int(row["n"])
+    return dict(out)
+
+
+def counter_values(counts: dict[str, int]) -> dict[str, int]:
+    """The counters' increments of one queue's finished-record counts."""
+    return {name: counts.get(status, 0) for name, status in COUNTED_STATUSES.items()}
+
+
+def completions(counts: dict[str, int]) -> tuple[int, int]:
+    """(succeeded, failed) of one queue's finished-record counts."""
+    return counts.get("SUCCEEDED", 0), sum(counts.get(s, 0) for s in FAILED)

@@ -1,0 +1,132 @@
+"""Per-queue history (RULES.md#statistics): one sample per queue and minute, written by the
+recorder; after THIN_AFTER_HOURS the minutes of an hour become one hourly sample (gauges: the
+hour's highest; completions and failures: summed); after BLOOMOPS_HISTORY_DAYS a sample is
+removed. The dashboard's charts read them, bucketed per range, in one statement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from bloomops.execution.selectors.queues import QueueSummary
+from bloomops.execution.stats.counting import completions
+from bloomops.tapdb.db import execute, fetch_all
+
+MINUTE, HOUR = 60, 3600
+THIN_AFTER_HOURS = 48
+# range key -> (span, bucket width), seconds: about a hundred points or fewer per chart
+RANGES = {"1h": (3600, 60), "24h": (86400, 900), "7d": (7 * 86400, 3600)}
+GAUGES = ("depth", "oldest_age_seconds", "leased", "held", "dead_letters", "retry_pending")
+SUMS = ("completions", "failures")
+COLUMNS = GAUGES + SUMS
+
+_UPSERT = f"""
+    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)})
+    VALUES (%(tenant)s, %(queue_key)s, {MINUTE}, %(at)s, {", ".join(f"%({c})s" for c in COLUMNS)})
+    ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
+    {", ".join(f"{c} = EXCLUDED.{c}" for c in GAUGES)},
+    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}
+"""
+
+_THIN = f"""
+    WITH old AS (
+        DELETE FROM bloomops_queue_sample
+        WHERE tenant = %(tenant)s AND resolution = {MINUTE} AND at < %(thin_before)s
+        RETURNING *
+    )
+    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)})
+    SELECT tenant, queue_key, {HOUR}, date_trunc('hour', at),
+           {", ".join(f"max({c})" for c in GAUGES)}, {", ".join(f"sum({c})" for c in SUMS)}
+    FROM old GROUP BY tenant, queue_key, date_trunc('hour', at)
+    ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
+    {", ".join(f"{c} = GREATEST(bloomops_queue_sample.{c}, EXCLUDED.{c})" for c in GAUGES)},
+    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}
+"""
+
+_SERIES = f"""
+    SELECT queue_key, floor(extract(epoch FROM at) / %(width)s)::bigint AS bucket,
+           {", ".join(f"max({c}) AS {c}" for c in GAUGES)},
+           {", ".join(f"sum({c}) AS {c}" for c in SUMS)}
+    FROM bloomops_queue_sample
+    WHERE tenant = %(tenant)s AND resolution IN ({MINUTE}, {HOUR})
+      AND at > %(start)s AND at <= %(now)s
+    GROUP BY 1, 2 ORDER BY 1, 2
+"""
+
+
+def minute_of(moment: datetime) -> datetime:
+    return moment.replace(second=0, microsecond=0)
+
+
+def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
+                  finished: dict[str, dict[str, int]]) -> None:
+    """Each queue's sample of the current minute: the gauges as they are now, plus what
+    finished since the recorder's last pass."""
+    for s in summaries:
+        done, failed = completions(finished.get(s.queue_key, {}))
+        execute(_UPSERT, {
+            "tenant": tenant, "queue_key": s.queue_key, "at": minute_of(now),
+            "depth": s.depth, "oldest_age_seconds": s.oldest_job_age_seconds,
+            "leased": s.active_leases, "held": s.held_count,
+            "dead_letters": s.dead_letter_count, "retry_pending": s.retry_pending_count,
+            "completions": done, "failures": failed})
+
+
+def prune(tenant: str, now: datetime) -> None:
+    """Thin minute samples older than THIN_AFTER_HOURS to hourly ones; remove every sample
+    older than the retention."""
+    execute(_THIN, {"tenant": tenant, "thin_before": now - timedelta(hours=THIN_AFTER_HOURS)})
+    execute("DELETE FROM bloomops_queue_sample WHERE tenant = %(tenant)s"
+            " AND resolution IN (60, 3600) AND at < %(before)s",
+            {"tenant": tenant,
+             "before": now - timedelta(days=int(settings.BLOOMOPS_HISTORY_DAYS))})
+
+
+@dataclass
+class Point:
+    at: datetime
+    depth: int = 0
+    oldest_age_seconds: float = 0.0
+    leased: int = 0
+    held: int = 0
+    dead_letters: int = 0
+    retry_pending: int = 0
+    completions: int = 0
+    failures: int = 0
+
+
+@dataclass
+class History:
+    range_key: str
+    start: datetime
+    end: datetime
+    width: int
+    queues: dict[str, list[Point]]
+    lab: list[Point]
+
+    @property
+    def empty(self) -> bool:
+        return not self.lab
+
+
+def history(range_key: str, *, tenant: str, now: datetime) -> History:
+    """Every queue's samples over the range, bucketed (gauges: the bucket's highest; counts:
+    summed), and the lab's (depths, completions and failures summed over queues, the oldest
+    age the highest). One statement."""
+    span, width = RANGES[range_key]
+    start = now - timedelta(seconds=span)
+    rows = fetch_all(_SERIES, {"tenant": tenant, "width": width, "start": start, "now": now})
+    queues: dict[str, list[Point]] = {}
+    lab: dict[int, Point] = {}
+    for row in rows:
+        at = datetime.fromtimestamp(int(row["bucket"]) * width, tz=now.tzinfo)
+        point = Point(at=at, **{c: row[c] or 0 for c in COLUMNS})
+        queues.setdefault(row["queue_key"], []).append(point)
+        total = lab.setdefault(int(row["bucket"]), Point(at=at))
+        for c in ("depth", "leased", "held", "dead_letters", "retry_pending", *SUMS):
+            setattr(total, c, getattr(total, c) + getattr(point, c))
+        total.oldest_age_seconds = max(total.oldest_age_seconds, point.oldest_age_seconds)
+    return History(range_key=range_key, start=start, end=now, width=width, queues=queues,
+                   lab=[lab[b] for b in sorted(lab)])

@@ -1,0 +1,160 @@
+"""The dashboard's history charts, drawn on the server as SVG from the recorder's samples
+(RULES.md#statistics): no script, nothing inline the Content-Security-Policy forbids. Each
+chart is a named group (not an image: an image's children are hidden from screen readers, and
+its points are links) with a description; each point's link is named by its own title and
+leads to the items behind it where they still exist."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+
+from bloomops.execution.stats.history import History, Point
+from bloomops.web.templatetags.bloomops_ui import readable_seconds
+
+# the plot area inside a chart: a line of legend above, the time axis below
+WIDTH, HEIGHT = 360, 120
+LEFT, RIGHT, TOP, BOTTOM = 4, 356, 18, 104
+DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
+
+
+def queue_url(queue_key: str | None) -> str:
+    """The items of a queue in order; the lab's: the queue table."""
+    if queue_key is None:
+        return reverse("dashboard") + "#queue-table"
+    return reverse("queue", args=[queue_key])
+
+
+def workbench_url(queue_key: str | None) -> str:
+    """Dead letters and active holds, of one queue or all."""
+    url = reverse("workbench")
+    return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
+
+
+def _n(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _x(at: datetime, history: History) -> float:
+    span = (history.end - history.start).total_seconds() or 1
+    return LEFT + (RIGHT - LEFT) * max(0.0, (at - history.start).total_seconds()) / span
+
+
+def _y(value: float, top: float, low: float = BOTTOM, high: float = TOP) -> float:
+    return low - (low - high) * (value / top if top else 0)
+
+
+def _line(points: list[Point], history: History, value: Callable[[Point], float],
+          css: str, colour: str, href: str, describe: Callable[[Point], str],
+          dashed: bool = False) -> SafeString:
+    top = max((value(p) for p in points), default=0) or 1
+    coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
+    line = format_html('<polyline class="{}" fill="none" stroke="{}" stroke-width="1.5"{}'
+                       ' points="{}"/>', css, colour,
+                       ' stroke-dasharray="4 3"' if dashed else "",
+                       " ".join(f"{_n(x)},{_n(y)}" for x, y in coords))
+    dots = format_html_join("", '<a href="{}" class="point {}"><title>{}</title>'
+                            '<circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
+                            ((href, css, describe(p), _n(x), _n(y), colour)
+                             for p, (x, y) in zip(points, coords, strict=True)))
+    return line + dots
+
+
+def _axis(history: History) -> SafeString:
+    """The frame and the time axis: the range's start and now."""
+    return format_html(
+        '<rect x="0.5" y="0.5" width="{}" height="{}" fill="none" stroke="currentColor"'
+        ' stroke-opacity="0.15"/><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
+        ' stroke-opacity="0.3"/><text x="{}" y="{}" font-size="10" fill="currentColor">{}</text>'
+        '<text x="{}" y="{}" font-size="10" fill="currentColor" text-anchor="end">now ({})'
+        '</text>',
+        WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4,
+        f"{history.range_key} ago", RIGHT, HEIGHT - 4, history.end.strftime("%H:%M UTC"))
+
+
+def _legend(*parts: tuple[str, str]) -> SafeString:
+    spans = format_html_join(" ", '<tspan fill="{}">{}</tspan>', parts)
+    return format_html('<text x="{}" y="12" font-size="11">{}</text>', LEFT, spans)
+
+
+def _svg(chart_id: str, title: str, desc: str, body: SafeString) -> SafeString:
+    return format_html(
+        '<svg class="chart" id="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="group"'
+        ' aria-labelledby="{}-title {}-desc"><title id="{}-title">{}</title>'
+        '<desc id="{}-desc">{}</desc>{}</svg>',
+        chart_id, WIDTH, HEIGHT, WIDTH, HEIGHT, chart_id, chart_id, chart_id, title,
+        chart_id, desc, body)
+
+
+def depth_chart(history: History, points: list[Point], name: str,
+                queue_key: str | None) -> SafeString:
+    """Depth (solid) and oldest age (dashed, its own scale); a point links to the queue's
+    items in order (the lab's: the queue table)."""
+    href = queue_url(queue_key)
+    peak = max((p.depth for p in points), default=0)
+    oldest = max((p.oldest_age_seconds for p in points), default=0)
+    body = (_axis(history)
+            + _legend((DEPTH, f"depth (max {peak})"),
+                      (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
+            + _line(points, history, lambda p: p.oldest_age_seconds, "age", AGE, href,
+                    lambda p: f"{_when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
+                    dashed=True)
+            + _line(points, history, lambda p: p.depth, "depth", DEPTH, href,
+                    lambda p: f"{_when(p.at)}: depth {p.depth}"))
+    return _svg(f"chart-depth-{queue_key or 'lab'}", f"{name}: depth and oldest age",
+                f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
+                f" over the last {history.range_key}.", body)
+
+
+def throughput_chart(history: History, points: list[Point], name: str,
+                     queue_key: str | None) -> SafeString:
+    """Completions (bars up from the middle) and failures (bars down); a failure bar links
+    to the queue's dead letters and holds on the workbench."""
+    top = max((max(p.completions, p.failures) for p in points), default=0) or 1
+    mid = (TOP + BOTTOM) / 2
+    span = (history.end - history.start).total_seconds() or 1
+    bar = max(1.5, (RIGHT - LEFT) * history.width / span - 1)
+    scale = (mid - TOP) / top
+    done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
+                            ' fill="{}"><title>{}</title></rect>',
+                            ((_n(_x(p.at, history) - bar), _n(mid - p.completions * scale),
+                              _n(bar), _n(p.completions * scale), DONE,
+                              f"{_when(p.at)}: {p.completions} completed")
+                             for p in points if p.completions))
+    failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
+                              '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
+                              ' fill="{}"/></a>',
+                              ((workbench_url(queue_key), f"{_when(p.at)}: {p.failures} failed",
+                                _n(_x(p.at, history) - bar), _n(mid), _n(bar),
+                                _n(p.failures * scale), FAILED)
+                               for p in points if p.failures))
+    total_done = sum(p.completions for p in points)
+    total_failed = sum(p.failures for p in points)
+    middle = format_html('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
+                         ' stroke-opacity="0.3"/>', LEFT, RIGHT, _n(mid), _n(mid))
+    body = (_axis(history) + middle
+            + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"))
+            + done + failed)
+    return _svg(f"chart-throughput-{queue_key or 'lab'}", f"{name}: completions and failures",
+                f"{total_done} completed and {total_failed} failed over the last"
+                f" {history.range_key}.", body)
+
+
+def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
+    """The lab's charts, then each queue's (in the dashboard's order, ``names``: key -> display
+    name); a queue without samples in the range says so."""
+    entries = [("Lab", None, history.lab)]
+    entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
+    return [{"name": name, "queue_key": key, "empty": not points,
+             "depth": depth_chart(history, points, name, key) if points else "",
+             "throughput": throughput_chart(history, points, name, key) if points else ""}
+            for name, key, points in entries]

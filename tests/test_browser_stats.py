@@ -1,0 +1,43 @@
+"""The dashboard's history charts in a real browser: drawn from the recorder's samples,
+named for screen readers, within the Content-Security-Policy, and their points lead to the
+items behind them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from bloomops.execution import clock
+from bloomops.execution.stats.recorder import record
+from tests.engine import make_subject
+from tests.test_browser_csp import watch_csp
+from tests.test_browser_ui import browser, signed_in, site  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noqa: F811
+    for n in range(3):
+        make_subject("q1", name=f"Specimen chart {n}")
+        clock.advance(60)
+        record()
+    page = signed_in(browser, site, "supervisor")
+    refused = watch_csp(page)
+    page.reload()
+    lab = page.get_by_role("group", name="Lab: depth and oldest age")
+    expect(lab).to_be_visible()
+    chart = page.get_by_role("group", name="Queue one: depth and oldest age")
+    expect(chart).to_be_visible()
+    points = chart.locator("a.point.depth")
+    expect(points).to_have_count(3)
+    # each point is a link named by its own title (what a screen reader says of it)
+    chart.get_by_role("link", name=re.compile(r": depth 3$")).click()
+    expect(page).to_have_url(re.compile(r"/queues/q1/$"))
+    expect(page.locator("tbody tr")).to_have_count(3)
+    page.go_back()
+    page.get_by_role("link", name="24h").click()
+    expect(page.get_by_role("link", name="24h")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_role("group", name="Queue one: depth and oldest age")).to_be_visible()
+    assert refused == []

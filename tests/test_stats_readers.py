@@ -1,0 +1,167 @@
+"""What the dashboard, the API and /metrics read (RULES.md#statistics): the recorder's snapshot
+with its time and source, the history charts drawn from its samples with links to the items,
+and a dashboard whose database work does not grow with the lab once the snapshot is fresh."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from bloomops.execution import clock
+from bloomops.execution.stats.recorder import record
+from tests.api_helpers import api_for
+from tests.engine import make_queue, make_subject
+from tests.stats_support import busy_lab
+from tests.test_metrics_endpoint import scrape
+from tests.web_support import signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+def _lab_with_history() -> None:
+    clock.freeze(clock.now())
+    record()  # the recorder was running before the lab's work: every failure is sampled
+    busy_lab()
+    for _ in range(3):
+        clock.advance(60)
+        record()
+
+
+def test_the_api_says_when_and_whence(tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    api = api_for(users["operator"])
+    live = api.get("/queues").json()[0]
+    assert (live["source"], live["as_of"]) == ("live", clock.now().strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ"))
+    taken = live["as_of"]
+    record()
+    clock.advance(5)
+    for body in (api.get("/queues").json()[0], api.get("/queues/q1").json()):
+        assert (body["source"], body["as_of"]) == ("snapshot", taken)
+    clock.advance(2 * settings.BLOOMOPS_RECORDER_INTERVAL)
+    assert api.get("/queues/q1").json()["source"] == "live"
+
+
+def test_metrics_say_how_old_the_snapshot_is(tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+
+    def stats_gauges() -> dict[str, float]:
+        text = Client().get("/metrics").content.decode()
+        return {m.group(1): float(m.group(2)) for m in re.finditer(
+            rf'^(queue_stats_\w+)\{{tenant="{tenant}"\}} (\S+)$', text, re.M)}
+
+    assert stats_gauges() == {"queue_stats_live": 1.0}  # never recorded: no age at all
+    record()
+    clock.advance(7)
+    assert stats_gauges() == {"queue_stats_snapshot_age_seconds": 7.0, "queue_stats_live": 0.0}
+    assert scrape()[("queue_depth", "q1")] == 0
+
+
+def test_the_dashboard_reads_the_snapshot_and_says_so(client, tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    record()
+    make_subject("q1")  # after the pass: the dashboard shows the snapshot, not this
+    clock.advance(1)
+    html = signed_in(client, users["operator"]).get("/").content.decode()
+    assert 'data-source="snapshot"' in html and "(recorded)" in html
+    assert re.search(r'<td class="num depth"><a href="/queues/q1/"[^>]*>0</a>', html)
+    clock.advance(2 * settings.BLOOMOPS_RECORDER_INTERVAL)
+    html = client.get("/").content.decode()
+    assert 'data-source="live"' in html and "(computed live)" in html
+    assert re.search(r'<td class="num depth"><a href="/queues/q1/"[^>]*>1</a>', html)
+
+
+def test_each_number_links_to_the_items_behind_it(client, tenant, users):
+    _lab_with_history()
+    html = signed_in(client, users["operator"]).get("/").content.decode()
+    row = re.search(r'<tr data-queue="q2".*?</tr>', html, re.S).group(0)
+    assert 'href="/workbench/?queue=q2" aria-label="1 held in q2"' in row
+    row = re.search(r'<tr data-queue="q1".*?</tr>', html, re.S).group(0)
+    assert 'href="/workbench/?queue=q1" aria-label="1 dead letters of q1"' in row
+
+
+def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
+    _lab_with_history()
+    client = signed_in(client, users["operator"])
+    html = client.get("/").content.decode()
+    assert 'id="no-samples"' not in html
+    for chart in ("lab", "q1", "q2"):
+        assert f'<svg class="chart" id="chart-depth-{chart}"' in html
+        assert f'aria-labelledby="chart-depth-{chart}-title chart-depth-{chart}-desc"' in html
+    # one point per recorded minute in the last hour, each linked to the queue's items
+    q1_points = re.findall(r'<a href="/queues/q1/" class="point depth">', html)
+    assert len(q1_points) == 3
+    assert re.search(r'<title>[^<]*: depth 3</title>', html)
+    assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
+    # failures link to the queue's dead letters on the workbench
+    assert '<a href="/workbench/?queue=q1" class="point failures">' in html
+    assert 'aria-current="page">1h</a>' in html
+    for r in ("24h", "7d"):
+        page = client.get("/", {"range": r}).content.decode()
+        assert f'aria-current="page">{r}</a>' in page and 'id="chart-depth-q1"' in page
+    assert 'aria-current="page">1h</a>' in client.get("/", {"range": "1y"}).content.decode()
+
+
+def test_no_samples_yet_is_said_plainly(client, tenant, users):
+    make_queue("q1", required_worker_capabilities=[])
+    html = signed_in(client, users["operator"]).get("/").content.decode()
+    assert 'id="no-samples"' in html and "<svg class=\"chart\"" not in html
+
+
+def _dashboard_statements(client) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/").status_code == 200
+    # the same statements: their text, whatever the values bound to them
+    return [re.sub(r"'[^']*'|\b\d+(\.\d+)?\b|\"s\d+_x\d+\"", "?", q["sql"])
+            for q in queries.captured_queries]
+
+
+def test_a_fresh_snapshot_makes_the_dashboard_independent_of_the_labs_size(
+        client, tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    make_subject("q1")
+    clock.advance(1)
+    record()
+    client = signed_in(client, users["operator"])
+    client.get("/")  # session and caches warm
+    small = _dashboard_statements(client)
+    for n in range(40):
+        make_subject("q1", name=f"more{n}")
+    clock.advance(60)
+    record()
+    large = _dashboard_statements(client)
+    assert small == large
+    tapdb = [s for s in large if "generic_instance" in s]
+    assert tapdb == []  # no TapDB table is read: the snapshot row and the samples only
+
+
+def test_a_queue_made_after_the_snapshot_is_found_live_and_an_unknown_one_is_404(
+        tenant, users):
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    record()
+    make_queue("q9", required_worker_capabilities=[])
+    api = api_for(users["operator"])
+    assert [q["queue_key"] for q in api.get("/queues").json()] == ["q1"]  # as of the snapshot
+    body = api.get("/queues/q9").json()
+    assert (body["queue_key"], body["source"]) == ("q9", "live")
+    missing = api.get("/queues/nope")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+
+
+def test_the_bench_measures_the_dashboard_with_a_fresh_snapshot(tenant, users):
+    from bloomops.bench.dashboard import dashboard_db_time
+    from bloomops.execution.models import QueueSnapshot
+
+    make_queue("q1", required_worker_capabilities=[])
+    assert dashboard_db_time(runs=1) > 0
+    assert QueueSnapshot.objects.count() == 1  # it recorded first, so the view read that
