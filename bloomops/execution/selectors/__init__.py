@@ -6,6 +6,11 @@ clock."""
 
 from __future__ import annotations
 
+from bloomops.execution.selectors.approvals import (
+    ApprovalRow,
+    approvals,
+    approvals_waiting,
+)
 from bloomops.execution.selectors.base import (
     ITEM_COLUMNS,
     THROUGHPUT_WINDOW_MINUTES,
@@ -65,4 +70,5 @@ __all__ = [
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
+    "ApprovalRow", "approvals", "approvals_waiting",
 ]
