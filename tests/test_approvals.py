@@ -72,7 +72,7 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
     [row] = selectors.approvals(status="REQUESTED")
     assert (row.euid, row.props["requested_by"], row.props["hold_lookup_euid"]) == (
         approval, "ann", hold)
-    assert selectors.approvals_waiting() == 1
+    assert selectors.approvals_waiting().count == 1
 
     refused("SELF_APPROVAL", lambda: decide(ann, approval))
     refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password="not-it"))
@@ -96,7 +96,7 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
     assert approved["result"]["approval"]["requested_by"] == "ann"
     assert approved["result"]["approval"]["approved_by"] == "bob"
     assert approved["result"]["approval"]["approval_euid"] == approval
-    assert selectors.approvals_waiting() == 0
+    assert selectors.approvals_waiting().count == 0
     refused("APPROVAL_NOT_PENDING", lambda: decide(lab["cat"], approval))
 
 
@@ -118,7 +118,7 @@ def test_an_expired_request_reads_expired_and_cannot_be_decided(lab, settings):
     approval = request_release(ann, subject, hold)["approval_euid"]
     clock.advance(3601)
     assert [a.status for a in selectors.approvals(subject_euid=subject)] == ["EXPIRED"]
-    assert selectors.approvals_waiting() == 0
+    assert selectors.approvals_waiting().count == 0
     refused("APPROVAL_EXPIRED", lambda: decide(bob, approval))
     refused("APPROVAL_EXPIRED", lambda: act("cancel_approval", ann,
                                             payload={"approval_euid": approval}))

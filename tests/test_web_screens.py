@@ -331,12 +331,12 @@ def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
     euid = lease["subject_euid"]
     client = signed_in(client, users["admin"])
     client.get("/")  # warm the session and template caches
-    # session, user, roles + queue summaries (4) + workers + rostered people + trend: never
-    # a query per row
-    with django_assert_max_num_queries(13):
+    # session, user, roles + queue summaries (4) + workers + rostered people + trend +
+    # approvals waiting (navigation and panel, one read): never a query per row
+    with django_assert_max_num_queries(14):
         response = client.get("/")
     assert response.status_code == 200 and len(response.context["summaries"]) == 11
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         assert client.get("/queues/extraction_prod/").status_code == 200
     for path in ("/queues/extraction_prod/?state=READY", "/queues/extraction_prod/?page=3",
                  "/queues/analysis_dispatch/export.csv", "/scan/", "/my-work/",

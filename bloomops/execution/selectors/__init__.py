@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bloomops.execution.selectors.approvals import (
     ApprovalRow,
+    Waiting,
     approvals,
     approvals_waiting,
 )
@@ -70,5 +71,5 @@ __all__ = [
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
-    "ApprovalRow", "approvals", "approvals_waiting",
+    "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from bloomops.execution.selectors.base import read_params
 from bloomops.execution.sql import utc
-from bloomops.tapdb.db import fetch_all, fetch_value
+from bloomops.tapdb.db import fetch_all
 
 _P = "a.json_addl->'properties'"
 _STORED = f"{_P}->>'status'"
@@ -34,6 +34,13 @@ class ApprovalRow:
     def waiting(self) -> bool:
         return self.status == "REQUESTED"
 
+    @property
+    def holds(self) -> list[tuple[str, str]]:
+        """(hold euid, hold code) of the holds the request concerns."""
+        codes = list(self.props.get("hold_codes") or [])
+        euids = list(self.props.get("hold_euids") or [])
+        return [(e, codes[i] if i < len(codes) else "") for i, e in enumerate(euids)]
+
     def as_dict(self) -> dict[str, Any]:
         p = self.props
         return {
@@ -53,28 +60,49 @@ class ApprovalRow:
         }
 
 
+def _rows(where: str, params: dict[str, Any], extra: str = "") -> list[dict[str, Any]]:
+    return fetch_all(
+        f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
+        " s.json_addl->'properties'->'execution'->>'state' AS subject_state" + extra +
+        " FROM generic_instance a"
+        " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
+        "'subject_lookup_euid' AND s.tenant_id = a.tenant_id AND NOT s.is_deleted"
+        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid DESC LIMIT %(limit)s", params)
+
+
+def _row(r: dict[str, Any]) -> ApprovalRow:
+    return ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
+                       created_dt=r["created_dt"], subject_state=r["subject_state"])
+
+
 def approvals(*, status: str | None = None, subject_euid: str | None = None,
               limit: int = 200, now: datetime | None = None,
               tenant: str | None = None) -> list[ApprovalRow]:
     """Approvals newest first, by effective status and/or subject (one query)."""
     params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit)
-    rows = fetch_all(
-        f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
-        " s.json_addl->'properties'->'execution'->>'state' AS subject_state"
-        " FROM generic_instance a"
-        " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
-        "'subject_lookup_euid' AND s.tenant_id = a.tenant_id AND NOT s.is_deleted"
-        f" WHERE {_APPROVALS}"
-        f" AND (%(status)s::text IS NULL OR {EFFECTIVE_STATUS} = %(status)s)"
-        f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)"
-        " ORDER BY a.uid DESC LIMIT %(limit)s", params)
-    return [ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
-                        created_dt=r["created_dt"], subject_state=r["subject_state"])
-            for r in rows]
+    return [_row(r) for r in _rows(
+        f"(%(status)s::text IS NULL OR {EFFECTIVE_STATUS} = %(status)s)"
+        f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)",
+        params)]
 
 
-def approvals_waiting(*, now: datetime | None = None, tenant: str | None = None) -> int:
-    """How many approvals wait for a decision (the navigation's count; one query)."""
-    return int(fetch_value(
-        f"SELECT count(*) FROM generic_instance a WHERE {_APPROVALS}"
-        f" AND {EFFECTIVE_STATUS} = 'REQUESTED'", read_params(now, tenant)) or 0)
+@dataclass(frozen=True)
+class Waiting:
+    count: int
+    rows: list[ApprovalRow]
+
+    @property
+    def holds(self) -> list[ApprovalRow]:
+        """The waiting approvals that concern holds (holds waiting for approval)."""
+        return [a for a in self.rows if a.holds]
+
+
+def approvals_waiting(*, limit: int = 10, now: datetime | None = None,
+                      tenant: str | None = None) -> Waiting:
+    """How many approvals wait for a decision, and the newest ``limit`` of them (the
+    navigation's count and the panels; one query)."""
+    rows = _rows(f"{EFFECTIVE_STATUS} = 'REQUESTED'", read_params(now, tenant, limit=limit),
+                 ", count(*) OVER () AS total")
+    if not rows:
+        return Waiting(count=0, rows=[])
+    return Waiting(count=int(rows[0]["total"]), rows=[_row(r) for r in rows])

@@ -15,6 +15,12 @@ from bloomops.web.views.admin import (
     worker_dashboard,
     worker_status,
 )
+from bloomops.web.views.approvals import (
+    approvals_inbox,
+    cancel_approval,
+    decide_approval,
+    request_approval,
+)
 from bloomops.web.views.bench import (
     complete_lease,
     fail_lease,
@@ -67,3 +73,4 @@ __all__ = [
     "save_queue_settings",
 ]
 __all__ += ["intake", "intake_confirm", "intake_preview", "intake_results_csv"]
+__all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
