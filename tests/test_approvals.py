@@ -288,3 +288,4 @@ def test_two_approvers_at_once_exactly_one_decision_wins(tenant):
         " 'execution_queue' AND subtype = 'decide_approval'", [tenant])
     assert decisions == 1
     assert envelope(subject)["state"] == ("READY" if won == ["APPROVED"] else "HELD")
+

@@ -30,6 +30,12 @@ RULES: dict[str, str] = {
     "cancel_integrity_held": "cancel_subject_execution",
 }
 GATED_ACTIONS = frozenset(RULES.values())
+# What an operator reads when a rule refuses an action.
+RULE_TEXT: dict[str, str] = {
+    "release_integrity_hold": "Releasing an integrity hold",
+    "requeue_dead_letter": "Requeueing a dead-lettered subject",
+    "cancel_integrity_held": "Cancelling a subject under an integrity hold",
+}
 STATUSES = ("REQUESTED", "APPROVED", "REJECTED", "EXPIRED", "CANCELED")
 
 
@@ -127,7 +133,10 @@ def gate(ctx: Any) -> None:
     if rule is None:
         return
     # Exactly the fields of the request_approval to send instead.
-    raise ActionError("APPROVAL_REQUIRED", rule=rule, request={
+    what = RULE_TEXT.get(rule, "This action")
+    raise ActionError("APPROVAL_REQUIRED", f"{what} needs a second person's approval: request"
+                      " one (Request approval on the subject's page).",
+                      rule=rule, request={
         "action": "request_approval", "subject_euid": ctx.subject.euid,
         "hold_euid": req.hold_euid, "queue_key": req.queue_key,
         "action_key": req.action_key, "parameters": dict(req.payload)})

@@ -8,7 +8,8 @@ execute(request):
   4. lock the subject row FOR UPDATE, then the lease; guard the lease (active, unexpired,
      lineage-linked to subject and worker), then expected_state, expected_revision and the
      template's allowed_from_states
-  5. run the handler (envelope change, new objects, lineage)
+  5. the approval gate (RULES.md#approvals), then run the handler (envelope change, new
+     objects, lineage); an approving decide_approval runs its gated action here
   6. revision += 1 when the envelope changed; the action record (type execution_queue,
      subtype = action key) with an executed_on edge to its target; an outbox event
   7. commit, then one structured log line
