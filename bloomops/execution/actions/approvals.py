@@ -27,15 +27,15 @@ DECISIONS = ("APPROVED", "REJECTED")
 SIGNATURE_METHOD = "password re-entry"
 
 
-def gated_request(req: ActionRequest, action_key: str, parameters: dict[str, Any], *,
-                  expected_state: str, **fields: Any) -> ActionRequest:
-    """The gated action's own request: the approval's subject, hold and queue, and its
-    payload as the requester stated it."""
-    return ActionRequest(action_key=action_key, actor=req.actor,
-                         idempotency_key=fields.pop("idempotency_key", "approval"),
+def gated_request(req: ActionRequest, action_key: str, parameters: dict[str, Any]
+                  ) -> ActionRequest:
+    """The gated action's request as the requester states it (the approval's subject, hold,
+    queue; its payload), to check now. Its expected state is set when it runs; a state it
+    accepts stands in, since a handler's validate only checks that one is named."""
+    return ActionRequest(action_key=action_key, actor=req.actor, idempotency_key="approval",
                          subject_euid=req.subject_euid, hold_euid=req.hold_euid,
-                         queue_key=req.queue_key, expected_state=expected_state,
-                         payload=dict(parameters), **fields)
+                         queue_key=req.queue_key, expected_state="HELD",
+                         payload=dict(parameters))
 
 
 class RequestApproval(Handler):
@@ -54,8 +54,7 @@ class RequestApproval(Handler):
                               + ", ".join(sorted(GATED_ACTIONS)) + ".", field="action_key")
         # The parameters must be a valid request of the gated action, checked now, so an
         # approver never signs something that could not run.
-        gated = gated_request(req, key, obj_field(req.payload, "parameters") or {},
-                              expected_state="READY")
+        gated = gated_request(req, key, obj_field(req.payload, "parameters") or {})
         check_request_fields(gated)
         check_payload(gated.payload, HANDLERS[key].fields)
         HANDLERS[key].validate(gated)
