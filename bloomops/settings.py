@@ -147,6 +147,21 @@ BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 # API tokens expire this many days after creation unless created with --days.
 BLOOMOPS_API_TOKEN_DAYS = _int("BLOOMOPS_API_TOKEN_DAYS", 90)
 
+# Two-person approvals (docs/RULES.md#approvals): which of the engine's approval rules apply
+# (comma-separated names; "none" for none), the hold codes that make a hold an integrity hold,
+# and how long a request waits for its decision. Checked at start (execution/apps.py).
+BLOOMOPS_APPROVAL_RULES = [
+    r.strip() for r in os.environ.get(
+        "BLOOMOPS_APPROVAL_RULES",
+        "release_integrity_hold,requeue_dead_letter,cancel_integrity_held").split(",")
+    if r.strip() and r.strip() != "none"
+]
+BLOOMOPS_INTEGRITY_HOLD_CODES = [
+    c.strip() for c in os.environ.get("BLOOMOPS_INTEGRITY_HOLD_CODES",
+                                      "QC_FAIL,CONTAMINATION,INTEGRITY").split(",") if c.strip()
+]
+BLOOMOPS_APPROVAL_TTL_SECONDS = _int("BLOOMOPS_APPROVAL_TTL_SECONDS", 86400)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

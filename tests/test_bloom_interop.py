@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from bloomops.execution import clock, selectors
+from tests.approval_support import decide, person
 from tests.bloom.fixtures import Lab
 from tests.engine import SERVICE, act, actor, claim, register
 
@@ -250,8 +251,11 @@ def test_bloom_reads_and_works_on_what_bloomops_did(bloom_lab):
             expected_state="HELD", payload={"reason": "label fixed"})
         act("expire_queue_lease", admin, lease_euid=data.leases["leased"],
             payload={"reason": "bench closed"})
-        act("requeue_subject", qa, subject_euid=s["dead"], expected_state="FAILED_TERMINAL",
-            payload={"reason": "new aliquot"})
+        # A dead letter is requeued with a second person's signed approval.
+        approval = act("request_approval", qa, subject_euid=s["dead"], payload={
+            "action_key": "requeue_subject", "reason": "new aliquot arrived",
+            "parameters": {"reason": "new aliquot"}})["approval_euid"]
+        decide(person("qa-second", "operator"), approval)
         act("cancel_subject_execution", qa, subject_euid=s["routine"], expected_state="READY",
             payload={"reason": "order withdrawn"})
         bloomops_history = [a["action_key"] for a in selectors.action_history(

@@ -5,10 +5,15 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 
+from bloomops.execution import clock
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import ActionRequest, Actor, execute
+from bloomops.execution.objects import load, save_props
+from tests.approval_support import decide, integrity_held, person, request_release
 from tests.engine import (
     SERVICE,
     act,
@@ -339,6 +344,71 @@ def s_queue_head_mismatch(svc, op):
     return lambda: act("claim_queue_item", svc, worker_euid=instrument, subject_euid=second)
 
 
+# ------------------------------------------------------------------ approvals
+
+
+def _asked(op_name: str = "ann"):
+    ann = person(op_name, "operator")
+    subject, hold = integrity_held(ann)
+    return ann, subject, hold, request_release(ann, subject, hold)["approval_euid"]
+
+
+def s_approval_required(svc, op):
+    subject, hold = integrity_held(op)
+    return lambda: act("release_execution_hold", op, subject_euid=subject, hold_euid=hold,
+                       expected_state="HELD", payload={"reason": "x"})
+
+
+def s_approval_policy_error(svc, op):
+    subject, hold = integrity_held(op)
+
+    def attempt():
+        with override_settings(BLOOMOPS_APPROVAL_RULES=["no_such_rule"]):
+            act("release_execution_hold", op, subject_euid=subject, hold_euid=hold,
+                expected_state="HELD", payload={"reason": "x"})
+    return attempt
+
+
+def s_approval_not_needed(svc, op):
+    subject, hold = integrity_held(op, "LABEL_CHECK")
+    return lambda: request_release(op, subject, hold)
+
+
+def s_approval_pending(svc, op):
+    ann, subject, hold, _ = _asked()
+    return lambda: request_release(op, subject, hold)
+
+
+def s_approval_not_pending(svc, op):
+    ann, subject, hold, approval = _asked()
+    act("cancel_approval", ann, payload={"approval_euid": approval})
+    return lambda: decide(person("bob", "operator"), approval)
+
+
+def s_approval_expired(svc, op):
+    ann, subject, hold, approval = _asked()
+    clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    return lambda: decide(person("bob", "operator"), approval)
+
+
+def s_self_approval(svc, op):
+    ann, subject, hold, approval = _asked()
+    return lambda: decide(ann, approval)
+
+
+def s_signature_invalid(svc, op):
+    ann, subject, hold, approval = _asked()
+    return lambda: decide(person("bob", "operator"), approval, password="guess")
+
+
+def s_revision_conflict_approval(svc, op):
+    ann, subject, hold, approval = _asked()
+    obj = load(euid=subject, tenant=settings.TAPDB_TENANT_ID)
+    save_props(obj, {**obj.props, "execution": {**obj.envelope,
+                                                "revision": obj.envelope["revision"] + 1}})
+    return lambda: decide(person("bob", "operator"), approval)
+
+
 SCENARIOS = {
     "VALIDATION_ERROR": [s_validation, s_validation_priority, s_validation_retry_class,
                          s_validation_idempotency_key, s_validation_unknown_action,
@@ -372,7 +442,16 @@ SCENARIOS = {
     "QUEUE_NOT_MANAGED": [s_queue_not_managed],
     "REPLACEMENT_REQUIRED": [s_replacement_required],
     "QUEUE_HEAD_MISMATCH": [s_queue_head_mismatch],
+    "APPROVAL_REQUIRED": [s_approval_required],
+    "APPROVAL_POLICY_ERROR": [s_approval_policy_error],
+    "APPROVAL_NOT_NEEDED": [s_approval_not_needed],
+    "APPROVAL_PENDING": [s_approval_pending],
+    "APPROVAL_NOT_PENDING": [s_approval_not_pending],
+    "APPROVAL_EXPIRED": [s_approval_expired],
+    "SELF_APPROVAL": [s_self_approval],
+    "SIGNATURE_INVALID": [s_signature_invalid],
 }
+SCENARIOS["REVISION_CONFLICT"] += [s_revision_conflict_approval]
 SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
 SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]

@@ -162,7 +162,7 @@ def test_held_item_removed_from_queue(tenant, op):
     make_subject("q1")
     assert _depth() == 2
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
-               payload={"reason": "label smudged", "hold_code": "INTEGRITY"})
+               payload={"reason": "label smudged", "hold_code": "LABEL_CHECK"})
     assert _depth() == 1
     assert envelope(subject)["state"] == "HELD"
     assert props(hold["hold_euid"])["status"] == "ACTIVE"

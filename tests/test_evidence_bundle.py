@@ -14,6 +14,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.evidence import build_bundle, verify_bundle
 from bloomops.execution.exports import export_evidence
 from bloomops.tapdb.db import execute, fetch_all
+from tests.approval_support import decide, person, request_release
 from tests.engine import SERVICE, act, actor, claim, counts, make_queue, make_subject, register
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.django_db
 def history(tenant):
     make_queue("q1")
     make_queue("q2")
-    svc, op = actor(*SERVICE), actor("operator", username="qa-lead")
+    svc, op = actor(*SERVICE), person("qa-lead", "operator")
+    asker = person("bench-lead", "operator")
     worker = register(svc, capabilities=[])
     subject = make_subject("q1")
     lease = claim(svc, worker)
@@ -31,9 +33,12 @@ def history(tenant):
         expected_state="READY", payload={"next_queue_key": "q2"})
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
                payload={"hold_code": "QC_FAIL", "reason": "bad run"})
-    act("release_execution_hold", op, subject_euid=subject, hold_euid=hold["hold_euid"],
-        expected_state="HELD", payload={"reason": "rerun passed"})
-    return {"subject": subject, "tenant": tenant, "op": op, "svc": svc, "worker": worker}
+    # An integrity hold: released by a second person's signed approval.
+    approval = request_release(asker, subject, hold["hold_euid"],
+                               parameters={"reason": "rerun passed"})["approval_euid"]
+    decide(op, approval, reason="rerun checked")
+    return {"subject": subject, "tenant": tenant, "op": op, "svc": svc, "worker": worker,
+            "approval": approval}
 
 
 def test_bundle_holds_the_whole_history_in_canonical_form(history):
@@ -46,9 +51,15 @@ def test_bundle_holds_the_whole_history_in_canonical_form(history):
     assert [h["properties"]["hold_code"] for h in doc["holds"]] == ["QC_FAIL"]
     keys = [r["action_key"] for r in doc["action_records"]]
     assert keys == ["claim_queue_item", "complete_queue_execution", "place_execution_hold",
-                    "release_execution_hold"]
-    released = doc["action_records"][-1]["record"]
+                    "request_approval", "release_execution_hold", "decide_approval"]
+    released = doc["action_records"][-2]["record"]
     assert released["executed_by"] == "qa-lead" and released["reason"] == "rerun passed"
+    assert released["result"]["approval"]["requested_by"] == "bench-lead"
+    [approval] = doc["approvals"]
+    assert approval["euid"] == history["approval"]
+    signature = approval["properties"]["signature"]
+    assert (signature["meaning"], signature["signer"], signature["method"]) == (
+        "approved", "qa-lead", "password re-entry")
     assert released["payload_hash"] and released["chain"]["sha256"]
     assert any(e["relationship_type"] == "execution_subject_hold" for e in doc["lineage"])
     assert any(a["object_euid"] == history["subject"] for a in doc["audit"])

@@ -369,7 +369,7 @@ def test_cancelling_a_held_subject_ends_its_holds(flow):
     op = actor("operator")
     subject = make_subject("q1")
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
-               payload={"reason": "contaminated", "hold_code": "CONTAMINATION"})["hold_euid"]
+               payload={"reason": "tube upside down", "hold_code": "QA_REVIEW"})["hold_euid"]
     assert [h["euid"] for h in selectors.active_holds()] == [hold]
     done = act("cancel_subject_execution", op, subject_euid=subject, expected_state="HELD",
                payload={"reason": "sample destroyed"})

@@ -368,7 +368,9 @@ def test_requeue_of_a_held_subject_is_refused_in_plain_words(client, lab):
         response)
 
 
-def test_workbench_bulk_requeue_and_release(client, lab):
+def test_workbench_bulk_requeue_and_release(client, lab, settings):
+    # A lab that does not ask a second person to requeue a dead letter (RULES.md#approvals).
+    settings.BLOOMOPS_APPROVAL_RULES = ["release_integrity_hold", "cancel_integrity_held"]
     sci = actor("worker_human", username="sci")
     op = actor("operator", username="op")
     worker = services.ensure_my_worker(lab["worker_human"])

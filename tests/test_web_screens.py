@@ -332,11 +332,12 @@ def test_every_screen_works_on_the_demo_data_with_a_bounded_number_of_queries(
     client = signed_in(client, users["admin"])
     client.get("/")  # warm the session and template caches
     # session, user, roles + no fresh snapshot (1), so live: queue summaries (4) + workers +
-    # rostered people + trend + the history samples (1): never a query per row
-    with django_assert_max_num_queries(15):
+    # rostered people + trend + the history samples (1) + approvals waiting (navigation and
+    # panel, one read): never a query per row
+    with django_assert_max_num_queries(16):
         response = client.get("/")
     assert response.status_code == 200 and len(response.context["summaries"]) == 11
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         assert client.get("/queues/extraction_prod/").status_code == 200
     for path in ("/queues/extraction_prod/?state=READY", "/queues/extraction_prod/?page=3",
                  "/queues/analysis_dispatch/export.csv", "/scan/", "/my-work/",

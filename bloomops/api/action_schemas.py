@@ -395,3 +395,6 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
 from bloomops.api.queue_schemas import QUEUE_SCHEMAS  # noqa: E402
 
 REQUEST_SCHEMAS.update(QUEUE_SCHEMAS)
+from bloomops.api.approval_schemas import APPROVAL_SCHEMAS  # noqa: E402
+
+REQUEST_SCHEMAS.update(APPROVAL_SCHEMAS)

@@ -15,6 +15,7 @@ from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
 from bloomops.api import action_schemas as A
+from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
@@ -75,7 +76,8 @@ a read model (the same selectors the operator UI uses).
 (VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
 Infinity, NUL characters or lone surrogates in text, malformed JSON; and
 {_codes(400, "VALIDATION_ERROR")}), 401 (UNAUTHENTICATED),
-403 (FORBIDDEN), 404 (NOT_FOUND, also for an unknown path under /api/), 405
+403 (FORBIDDEN; {_codes(403, "FORBIDDEN")}), 404 (NOT_FOUND, also for an unknown path
+under /api/), 405
 (METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over {MAX_BODY_BYTES // 1024 // 1024}
 MiB) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
 
@@ -256,6 +258,14 @@ def verify_subject_evidence(request, euid: S.PathId):
     return verdict.as_dict()
 
 
+@router.get("/approvals", response={200: list[AS.ApprovalOut], **READ_ERRORS},
+            summary="Approvals, newest first, by effective status and/or subject"
+            " (RULES.md#approvals)")
+def list_approvals(request, filters: Query[AS.ApprovalFilters]):
+    return [a.as_dict() for a in selectors.approvals(
+        status=filters.status, subject_euid=filters.subject_euid, limit=filters.limit)]
+
+
 def _worker(w: selectors.WorkerRow) -> dict:
     p = w.props
     return {
@@ -328,13 +338,19 @@ ACTIONS: dict[str, tuple[str, type[A.ActionEnvelope], str]] = {
     d.path: (key, A.REQUEST_SCHEMAS[key], d.summary) for key, d in ACTION_REGISTRY.items()}
 
 
-def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionRequest:
+def build_request(action_key: str, body: A.ActionEnvelope, user,
+                  origin: HttpRequest | None = None) -> ActionRequest:
     data = body.model_dump(exclude_unset=True, mode="json")
     payload = dict(data.get("payload") or {})
     for name, value in data.items():
         if name not in A.REQUEST_FIELDS:
             payload[name] = value
+    # The e-signature's password goes to the executor beside the payload, never in it (the
+    # payload is hashed and recorded).
+    handler = ACTION_REGISTRY[action_key].handler if action_key in ACTION_REGISTRY else None
+    password = payload.pop("password", None) if handler and handler.secret_fields else None
     return ActionRequest(
+        signature_password=password, origin=origin,
         action_key=action_key,
         actor=Actor.of(user),
         idempotency_key=body.idempotency_key,
@@ -349,8 +365,9 @@ def build_request(action_key: str, body: A.ActionEnvelope, user) -> ActionReques
     )
 
 
-def run_action(action_key: str, body: A.ActionEnvelope, user) -> dict:
-    return execute(build_request(action_key, body, user)).as_dict()
+def run_action(action_key: str, body: A.ActionEnvelope, user,
+               origin: HttpRequest | None = None) -> dict:
+    return execute(build_request(action_key, body, user, origin)).as_dict()
 
 
 ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}
@@ -359,7 +376,8 @@ ACTION_RESPONSES = {200: S.ActionOut, **ERRORS, 409: S.ErrorOut}
 def _register(path: str, action_key: str, schema: type[A.ActionEnvelope], summary: str):
     def endpoint(request, body: schema):  # type: ignore[valid-type]
         # Returned as-is: the result carries action-specific fields beyond ActionOut's.
-        return api.create_response(request, run_action(action_key, body, request.auth),
+        return api.create_response(request, run_action(action_key, body, request.auth,
+                                                        request),
                                    status=200)
 
     endpoint.__name__ = action_key

@@ -5,3 +5,8 @@ class ExecutionConfig(AppConfig):
     name = "bloomops.execution"
     label = "execution"
     verbose_name = "Execution queue engine"
+
+    def ready(self) -> None:
+        from bloomops.execution.approvals import check_settings
+
+        check_settings()

@@ -58,6 +58,11 @@ class ActionRequest:
     payload: dict[str, Any] = field(default_factory=dict)
     tenant: str | None = None
     now: datetime | None = None
+    # The electronic signature of an approval decision (the signer's password re-entered)
+    # and the HTTP request it came with (sign-in throttling counts failures by its address).
+    # Neither is hashed, stored, logged or replayed (RULES.md#approvals).
+    signature_password: str | None = field(default=None, repr=False, compare=False)
+    origin: Any = field(default=None, repr=False, compare=False)
 
     def hash_material(self) -> dict[str, Any]:
         return {"action_key": self.action_key,
@@ -148,6 +153,9 @@ class Context:
     # Objects the action also acted on besides its target (the subjects of force-expired
     # leases): each gets an executed_on edge, so the action is in their history.
     related_uids: list[int] = field(default_factory=list)
+    # An approved gated action the executor runs after this handler, in the same
+    # transaction (RULES.md#approvals): its request and the approval it runs under.
+    follow_up: tuple[ActionRequest, dict[str, Any]] | None = None
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -36,6 +36,14 @@ HTTP_STATUS: dict[str, int] = {
     "QUEUE_NOT_MANAGED": 409,
     "REPLACEMENT_REQUIRED": 409,
     "QUEUE_HEAD_MISMATCH": 409,
+    "APPROVAL_REQUIRED": 409,
+    "APPROVAL_POLICY_ERROR": 409,
+    "APPROVAL_NOT_NEEDED": 409,
+    "APPROVAL_PENDING": 409,
+    "APPROVAL_NOT_PENDING": 409,
+    "APPROVAL_EXPIRED": 409,
+    "SELF_APPROVAL": 403,
+    "SIGNATURE_INVALID": 403,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -79,6 +87,16 @@ PLAIN: dict[str, str] = {
                             " (replace_queue) to change them.",
     "QUEUE_HEAD_MISMATCH": "This queue runs work strictly in order: only the item at its head"
                            " may be claimed now.",
+    "APPROVAL_REQUIRED": "This action needs a second person's approval: request approval"
+                         " (the details say what to request).",
+    "APPROVAL_POLICY_ERROR": "The approval policy could not be evaluated, so the action is"
+                             " refused; an admin must fix the approval settings.",
+    "APPROVAL_NOT_NEEDED": "This action does not need an approval; perform it directly.",
+    "APPROVAL_PENDING": "An approval of this action on this subject is already waiting.",
+    "APPROVAL_NOT_PENDING": "This approval request was already decided or withdrawn.",
+    "APPROVAL_EXPIRED": "This approval request has expired; request it again.",
+    "SELF_APPROVAL": "An approval needs a second person: you cannot decide your own request.",
+    "SIGNATURE_INVALID": "The password does not match: the decision was not signed.",
 }
 
 

@@ -14,6 +14,7 @@ from bloomops.execution.selectors.evidence import (
     EVIDENCE_ACTION,
     EVIDENCE_REL,
     evidence_action_records,
+    evidence_approvals,
     evidence_audit_rows,
     recorded_bundles,
     subject_row,
@@ -25,7 +26,7 @@ FORMAT = "bloomops.evidence/1"
 APPEND_ONLY = ("action_records", "lineage", "audit")
 # Snapshots of objects the executor changes: they may differ later only together with new
 # action records (every legitimate change is an action).
-SNAPSHOTS = ("leases", "execution_records", "holds", "dead_letters", "outputs")
+SNAPSHOTS = ("leases", "execution_records", "holds", "dead_letters", "outputs", "approvals")
 _HISTORY = {"leases": "leases", "execution_records": "records", "holds": "holds",
             "dead_letters": "dead_letters", "outputs": "outputs"}
 
@@ -61,18 +62,22 @@ def build_bundle(euid: str, tenant: str | None) -> Bundle | None:
         return None
     history = subject_history(subject["uid"])
     records = evidence_action_records(subject["uid"])
+    approvals = evidence_approvals(subject["uid"])
     # Edges written in one transaction share a timestamp: sorted in full, for a stable order.
     lineage = sorted((e for e in lineage_of(subject["uid"])
                       if e["relationship_type"] != EVIDENCE_REL
                       and e["subtype"] != EVIDENCE_ACTION),
                      key=lambda e: (e["created_dt"], e["direction"], e["relationship_type"],
                                     e["euid"]))
-    uids = [subject["uid"], *(r["uid"] for rows in history.values() for r in rows)]
+    uids = [subject["uid"], *(r["uid"] for rows in history.values() for r in rows),
+            *(a["uid"] for a in approvals)]
     doc = {
         "format": FORMAT,
         "bloomops_version": bloomops_version(),
         "subject": {**_obj(subject), "template_code": subject["template_code"]},
         **{section: [_obj(r) for r in history[key]] for section, key in _HISTORY.items()},
+        # Each with its request, decision and electronic signature (RULES.md#approvals).
+        "approvals": [_obj(a) for a in approvals],
         "action_records": [{"euid": r["euid"], "action_key": r["action_key"],
                             "created_dt": _when(r["created_dt"]), "record": r["json_addl"]}
                            for r in records],

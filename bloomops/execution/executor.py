@@ -8,7 +8,8 @@ execute(request):
   4. lock the subject row FOR UPDATE, then the lease; guard the lease (active, unexpired,
      lineage-linked to subject and worker), then expected_state, expected_revision and the
      template's allowed_from_states
-  5. run the handler (envelope change, new objects, lineage)
+  5. the approval gate (RULES.md#approvals), then run the handler (envelope change, new
+     objects, lineage); an approving decide_approval runs its gated action here
   6. revision += 1 when the envelope changed; the action record (type execution_queue,
      subtype = action key) with an executed_on edge to its target; an outbox event
   7. commit, then one structured log line
@@ -26,6 +27,7 @@ from django.db import DatabaseError, transaction
 
 from bloomops.execution import clock
 from bloomops.execution.actions import HANDLERS
+from bloomops.execution.approvals import gate
 from bloomops.execution.context import (
     NOT_EMITTED,
     ActionRequest,
@@ -67,7 +69,7 @@ def execute(req: ActionRequest) -> ActionResult:
     return result
 
 
-def _execute(req: ActionRequest) -> ActionResult:
+def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
     started = time.monotonic()
     tenant = tenant_of(req.tenant)
     spec = action_spec(req.action_key)
@@ -121,7 +123,17 @@ def _execute(req: ActionRequest) -> ActionResult:
                 guard_envelope(ctx, handler)
                 if handler.guards_subject:
                     guard_subject(ctx)
+            # Two-person rule (RULES.md#approvals): a gated action runs only under the approval
+            # a second person just signed, which reaches here from decide_approval alone.
+            if approval is None:
+                gate(ctx)
+            else:
+                ctx.result["approval"] = approval
             handler.run(ctx)
+            if ctx.follow_up is not None:
+                done = _execute(*ctx.follow_up)
+                ctx.result.update(executed_action_euid=done.action_euid,
+                                  state=done.get("state"), revision=done.get("revision"))
             if ctx.noop:
                 result = ActionResult(req.action_key, None, False, {**ctx.result, "noop": True})
                 _log(req, ctx, result, started, replayed=False)

@@ -28,6 +28,8 @@ REL = {
     "actor_hold": "execution_actor_hold",
     "subject_dead_letter": "execution_subject_dead_letter",
     "subject_evidence": "execution_subject_evidence",
+    "subject_approval": "execution_subject_approval",
+    "hold_approval": "execution_hold_approval",
     "queue_dead_letter": "execution_queue_dead_letter",
     "record_dead_letter": "execution_record_dead_letter",
     "executed_on": "executed_on",

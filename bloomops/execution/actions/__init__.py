@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bloomops.execution.actions.approvals import (
+    CancelApproval,
+    DecideApproval,
+    RequestApproval,
+)
 from bloomops.execution.actions.attempts import (
     CompleteQueueExecution,
     FailQueueExecution,
@@ -89,6 +94,13 @@ ACTIONS: dict[str, ActionDef] = {d.key: d for d in (
     ActionDef("replace_queue", "replace-queue", ReplaceQueue(),
               "Retire a queue and create its successor, e.g. with new subject templates"
               " (admin)"),
+    ActionDef("request_approval", "request-approval", RequestApproval(),
+              "Ask a second person to approve a gated action on a subject (operator)"),
+    ActionDef("decide_approval", "decide-approval", DecideApproval(),
+              "Approve (running the gated action) or reject an approval request; signed by"
+              " re-entering your password (another operator than the requester)"),
+    ActionDef("cancel_approval", "cancel-approval", CancelApproval(),
+              "Withdraw an approval request (its requester, or an admin)"),
 )}
 HANDLERS: dict[str, Handler] = {key: d.handler for key, d in ACTIONS.items()}
 

@@ -15,6 +15,9 @@ class Handler:
     guards_subject = True
     # The payload fields this action takes; any other key is refused (RULES.md#requests).
     fields: tuple[str, ...] = ()
+    # Request fields that are not payload: passed to the executor beside it, never hashed or
+    # stored (an e-signature's password, RULES.md#approvals).
+    secret_fields: tuple[str, ...] = ()
     # May run on a subject whose stored envelope is broken, rebuilding it (the operator's
     # way out); every other action refuses such a subject with INVALID_ENVELOPE.
     repairs_envelope = False

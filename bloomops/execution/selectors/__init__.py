@@ -6,6 +6,12 @@ clock."""
 
 from __future__ import annotations
 
+from bloomops.execution.selectors.approvals import (
+    ApprovalRow,
+    Waiting,
+    approvals,
+    approvals_waiting,
+)
 from bloomops.execution.selectors.base import (
     ITEM_COLUMNS,
     THROUGHPUT_WINDOW_MINUTES,
@@ -67,4 +73,5 @@ __all__ = [
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
     "FailureGroup", "failures", "group_failures",
+    "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
 ]

@@ -69,3 +69,19 @@ def recorded_bundles(subject_uid: int, sha256: str | None = None) -> list[dict[s
         """,
         {"uid": subject_uid, "rel": EVIDENCE_REL, "sha": sha256},
     )
+
+
+def evidence_approvals(subject_uid: int) -> list[dict[str, Any]]:
+    """A subject's approvals with their signatures, as stored, oldest first (RULES.md#approvals).
+    One query."""
+    return fetch_all(
+        """
+        SELECT x.uid, x.euid, x.name, x.created_dt, x.json_addl->'properties' AS props
+        FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+        WHERE l.parent_instance_uid = %s AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_approval'
+        ORDER BY x.uid
+        """,
+        [subject_uid],
+    )

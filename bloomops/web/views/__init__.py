@@ -15,6 +15,12 @@ from bloomops.web.views.admin import (
     worker_dashboard,
     worker_status,
 )
+from bloomops.web.views.approvals import (
+    approvals_inbox,
+    cancel_approval,
+    decide_approval,
+    request_approval,
+)
 from bloomops.web.views.bench import (
     complete_lease,
     fail_lease,
@@ -65,3 +71,4 @@ __all__ = [
     "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
     "worker_status",
 ]
+__all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]

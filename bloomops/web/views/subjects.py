@@ -16,6 +16,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.web import services
+from bloomops.web.views.approvals import offer_approval, take_offer
 from bloomops.web.views.common import (
     answer,
     as_human,
@@ -49,6 +50,8 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "lineage": selectors.lineage_of(diag.uid),
         "actions": selectors.action_history(diag.uid),
         "audit": selectors.audit_trail(diag.uid, limit=100),
+        "approvals": selectors.approvals(subject_euid=diag.euid, limit=20),
+        "approval_offer": take_offer(request, diag.euid),
     })
 
 
@@ -68,8 +71,12 @@ def _operator_action(request: HttpRequest, euid: str, action_key: str,
         reason = reason_of(request)
         payload = {"reason": reason} if (reason or reason_required) else {}
         hold_euid = request.POST.get("hold_euid") or None
-        return services.perform(request.user, action_key, subject_euid=euid,
-                                hold_euid=hold_euid, payload=payload, **guards(request))
+        try:
+            return services.perform(request.user, action_key, subject_euid=euid,
+                                    hold_euid=hold_euid, payload=payload, **guards(request))
+        except ActionError as err:
+            offer_approval(request, euid, err)  # the inspector offers "Request approval"
+            raise
 
     return answer(request, run, success, reverse("subject", args=[euid]))
 

@@ -1,0 +1,44 @@
+"""Electronic signatures (RULES.md#approvals): the signer proves who they are by entering
+their password again, checked as a sign-in would check it. Through a web or API request,
+django-axes counts a wrong password as a failed sign-in of that person from that address,
+and a locked-out person cannot sign. The password is only compared, never kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import authenticate
+
+from bloomops.accounts.backends import SignInBackend
+
+# Longer than any password a person types; refused before the (slow) hash is computed.
+MAX_PASSWORD_LENGTH = 4096
+
+
+def signature_problem(username: str, password: Any, origin: Any = None) -> str | None:
+    """Why this password does not sign as ``username`` (None: it does). ``origin`` is the
+    HTTP request the signature came with, if any."""
+    if not isinstance(password, str) or not password:
+        return "Enter your password to sign."
+    if len(password) > MAX_PASSWORD_LENGTH:
+        return "The password does not match."
+    if origin is None:
+        # A call from inside the process (a management command, a test): no address to count.
+        user = SignInBackend().authenticate(None, username=username, password=password)
+        return None if user is not None else "The password does not match."
+    user = authenticate(origin, username=username, password=password)
+    if getattr(origin, "axes_locked_out", False):
+        # Our refusal answers; django-axes' lockout page would replace the API's JSON.
+        origin.axes_locked_out = False
+        return "Too many wrong passwords: signing is locked for a while."
+    if user is None or user.get_username() != username:
+        return "The password does not match."
+    return None
+
+
+def display_name(username: str) -> str:
+    """The signer's name as the signature shows it: their full name, else the username."""
+    from django.contrib.auth.models import User
+
+    user = User.objects.filter(username=username).only("first_name", "last_name").first()
+    return (user.get_full_name() if user is not None else "") or username

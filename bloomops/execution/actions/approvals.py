@@ -1,0 +1,222 @@
+"""Two-person approvals (RULES.md#approvals): request one, decide it (an electronic
+signature; approving runs the gated action in the same transaction), withdraw it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.accounts.signatures import display_name, signature_problem
+from bloomops.execution.actions.base import Handler
+from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
+from bloomops.execution.approvals import (
+    APPROVAL_CODE,
+    GATED_ACTIONS,
+    effective_status,
+    expires_at,
+    required_rule,
+    subject_flags,
+)
+from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
+from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import check_payload, check_request_fields, lock_subject
+from bloomops.execution.objects import REL, Obj, children_of, is_kind, load, save_props
+from bloomops.tapdb.instances import link
+
+APPROVAL = "execution/approval"
+DECISIONS = ("APPROVED", "REJECTED")
+SIGNATURE_METHOD = "password re-entry"
+
+
+def gated_request(req: ActionRequest, action_key: str, parameters: dict[str, Any]
+                  ) -> ActionRequest:
+    """The gated action's request as the requester states it (the approval's subject, hold,
+    queue; its payload), to check now. Its expected state is set when it runs; a state it
+    accepts stands in, since a handler's validate only checks that one is named."""
+    return ActionRequest(action_key=action_key, actor=req.actor, idempotency_key="approval",
+                         subject_euid=req.subject_euid, hold_euid=req.hold_euid,
+                         queue_key=req.queue_key, expected_state="HELD",
+                         payload=dict(parameters))
+
+
+class RequestApproval(Handler):
+    fields = ("action_key", "parameters", "reason")
+    guards_subject = False
+
+    def validate(self, req: ActionRequest) -> None:
+        from bloomops.execution.actions import HANDLERS
+
+        common_checks(req)
+        require(req, "subject_euid")
+        text_field(req.payload, "reason", required=True, max_len=2000)
+        key = text_field(req.payload, "action_key", required=True, max_len=200)
+        if key not in GATED_ACTIONS:
+            raise ActionError("VALIDATION_ERROR", "action_key must be one of "
+                              + ", ".join(sorted(GATED_ACTIONS)) + ".", field="action_key")
+        # The parameters must be a valid request of the gated action, checked now, so an
+        # approver never signs something that could not run.
+        gated = gated_request(req, key, obj_field(req.payload, "parameters") or {})
+        check_request_fields(gated)
+        check_payload(gated.payload, HANDLERS[key].fields)
+        HANDLERS[key].validate(gated)
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None and ctx.env is not None
+        req = ctx.request
+        key = req.payload["action_key"].strip()
+        ensure_role(ctx.actor.roles, action_spec(key))
+        rule = required_rule(key, ctx.subject, req.hold_euid)
+        if rule is None:
+            raise ActionError("APPROVAL_NOT_NEEDED", action_key=key,
+                              subject_euid=ctx.subject.euid, hold_euid=req.hold_euid)
+        for pending in children_of(ctx.subject.uid, REL["subject_approval"],
+                                   where_status="REQUESTED"):
+            if (pending.props.get("action_key") == key
+                    and effective_status(pending.props, ctx.now) == "REQUESTED"):
+                raise ActionError("APPROVAL_PENDING", approval_euid=pending.euid)
+        flags = subject_flags(ctx.subject.uid)
+        holds = [req.hold_euid] if req.hold_euid else list(flags.active_holds)
+        approval = ctx.create(APPROVAL_CODE, name=f"Approval {key} {ctx.subject.euid}",
+                              properties={
+            "status": "REQUESTED", "action_key": key,
+            "parameters": dict(req.payload.get("parameters") or {}),
+            "queue_key": req.queue_key, "rule": rule,
+            "reason": req.payload["reason"].strip(),
+            "subject_lookup_euid": ctx.subject.euid, "hold_lookup_euid": req.hold_euid,
+            "hold_euids": holds,
+            "hold_codes": [flags.active_holds.get(h, "") for h in holds],
+            "requested_by": ctx.actor.username,
+            "requested_at": ctx.now_ts, "expires_at": expires_at(ctx.now),
+            "subject_state_at_request": ctx.env["state"],
+            "subject_revision_at_request": int(ctx.env.get("revision") or 0),
+            "decision": None, "decided_by": None, "decided_at": None,
+            "decision_reason": None, "signature": None,
+        })
+        ctx.link(ctx.subject, approval, "subject_approval")
+        for euid in holds:
+            hold = load(euid=euid, tenant=ctx.tenant)
+            if hold is not None:
+                link(hold.uid, approval.uid, REL["hold_approval"], tenant_id=ctx.tenant)
+        _on_approval(ctx, approval)
+        ctx.result.update(approval_euid=approval.euid, approval_status="REQUESTED", rule=rule,
+                          expires_at=approval.props["expires_at"], gated_action_key=key)
+
+
+class _OnApproval(Handler):
+    """Decide and cancel: the approval names its subject, locked first (subject -> approval,
+    the executor's lock order), so two deciders of one approval queue behind each other."""
+
+    guards_subject = False
+
+    def prepare(self, ctx: Context) -> None:
+        euid = ctx.payload["approval_euid"].strip()
+        found = load(euid=euid, tenant=ctx.tenant)
+        if not is_kind(found, APPROVAL):
+            raise ActionError("NOT_FOUND", "No such approval.", approval_euid=euid)
+        assert found is not None
+        subject_euid = found.props.get("subject_lookup_euid")
+        if ctx.request.subject_euid and ctx.request.subject_euid != subject_euid:
+            raise ActionError("VALIDATION_ERROR", "That approval is of another subject.",
+                              field="subject_euid", approval_euid=euid)
+        lock_subject(ctx, subject_euid)
+        approval = load(euid=euid, tenant=ctx.tenant, lock=True)
+        assert approval is not None
+        ctx.result["approval_euid"] = approval.euid
+        self.pending(ctx, approval)
+        ctx.target = approval
+
+    @staticmethod
+    def pending(ctx: Context, approval: Obj) -> None:
+        status = effective_status(approval.props, ctx.now)
+        if status == "EXPIRED":
+            raise ActionError("APPROVAL_EXPIRED", approval_euid=approval.euid,
+                              expires_at=approval.props.get("expires_at"))
+        if status != "REQUESTED":
+            raise ActionError("APPROVAL_NOT_PENDING", approval_euid=approval.euid,
+                              status=status, decided_by=approval.props.get("decided_by"))
+
+
+def _on_approval(ctx: Context, approval: Obj) -> None:
+    # The record's own chain is the approval's; the subject's history still shows it.
+    assert ctx.subject is not None
+    ctx.target = approval
+    ctx.related_uids = [ctx.subject.uid]
+
+
+class DecideApproval(_OnApproval):
+    fields = ("approval_euid", "decision", "reason")
+    secret_fields = ("password",)
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        text_field(req.payload, "approval_euid", required=True, max_len=200)
+        text_field(req.payload, "reason", required=True, max_len=2000)
+        if req.payload.get("decision") not in DECISIONS:
+            raise ActionError("VALIDATION_ERROR", "decision must be APPROVED or REJECTED.",
+                              field="decision")
+        # The electronic signature, checked before anything is read or locked; its password
+        # goes no further than this comparison.
+        problem = signature_problem(req.actor.username, req.signature_password, req.origin)
+        if problem:
+            raise ActionError("SIGNATURE_INVALID", problem, field="password")
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None and ctx.env is not None
+        approval = ctx.target
+        assert approval is not None
+        p = dict(approval.props)
+        if p.get("requested_by") == ctx.actor.username:
+            raise ActionError("SELF_APPROVAL", approval_euid=approval.euid)
+        ensure_role(ctx.actor.roles, action_spec(p["action_key"]))
+        decision = ctx.payload["decision"]
+        revision = int(ctx.env.get("revision") or 0)
+        if decision == "APPROVED" and revision != p.get("subject_revision_at_request"):
+            raise ActionError(
+                "REVISION_CONFLICT", "The subject changed since the approval was requested"
+                f" (revision {p.get('subject_revision_at_request')} then, {revision} now):"
+                " request the approval again.", approval_euid=approval.euid,
+                expected_revision=p.get("subject_revision_at_request"),
+                current_revision=revision)
+        reason = ctx.payload["reason"].strip()
+        signature = {"meaning": decision.lower(), "signer": ctx.actor.username,
+                     "signer_name": display_name(ctx.actor.username),
+                     "signed_at": ctx.now_ts, "method": SIGNATURE_METHOD, "reason": reason}
+        p.update(status=decision, decision=decision, decided_by=ctx.actor.username,
+                 decided_at=ctx.now_ts, decision_reason=reason, signature=signature)
+        save_props(approval, p)
+        _on_approval(ctx, approval)
+        ctx.result.update(approval_status=decision, signature=signature,
+                          requested_by=p["requested_by"], gated_action_key=p["action_key"])
+        if decision == "APPROVED":
+            gated = ActionRequest(
+                action_key=p["action_key"], actor=ctx.actor,
+                idempotency_key=f"approval:{approval.euid}", subject_euid=ctx.subject.euid,
+                hold_euid=p.get("hold_lookup_euid"), queue_key=p.get("queue_key"),
+                expected_state=ctx.env["state"], expected_revision=revision,
+                payload=dict(p.get("parameters") or {}), tenant=ctx.request.tenant,
+                now=ctx.now)
+            ctx.follow_up = (gated, {"approval_euid": approval.euid, "rule": p.get("rule"),
+                                     "requested_by": p["requested_by"],
+                                     "approved_by": ctx.actor.username,
+                                     "signed_at": ctx.now_ts})
+
+
+class CancelApproval(_OnApproval):
+    fields = ("approval_euid", "reason")
+
+    def validate(self, req: ActionRequest) -> None:
+        common_checks(req)
+        text_field(req.payload, "approval_euid", required=True, max_len=200)
+        text_field(req.payload, "reason", max_len=2000)
+
+    def run(self, ctx: Context) -> None:
+        approval = ctx.target
+        assert approval is not None
+        p = dict(approval.props)
+        if p.get("requested_by") != ctx.actor.username and not ctx.actor.is_admin:
+            raise ActionError("FORBIDDEN", "Only the person who asked (or an admin) may"
+                              " withdraw this request.", approval_euid=approval.euid)
+        p.update(status="CANCELED", canceled_by=ctx.actor.username, canceled_at=ctx.now_ts,
+                 cancel_reason=(ctx.payload.get("reason") or "").strip() or None)
+        save_props(approval, p)
+        _on_approval(ctx, approval)
+        ctx.result.update(approval_status="CANCELED")

@@ -1,0 +1,158 @@
+"""Two-person approvals (RULES.md#approvals): which actions need a second person (a pure
+rule over what one read returns), the gate the executor runs before every handler's run,
+and an approval's effective status (REQUESTED past its expiry reads EXPIRED).
+
+The gate is fail-closed: whatever goes wrong while deciding whether an approval is needed
+refuses the action with APPROVAL_POLICY_ERROR, so a broken setting never lets a gated
+action through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from bloomops.execution.envelope import parse_ts, ts
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import REL, Obj
+from bloomops.execution.sql import hold_active
+from bloomops.tapdb.db import fetch_all
+
+APPROVAL_CODE = "data/execution/approval/1.0"
+
+# The rules a lab can switch on (BLOOMOPS_APPROVAL_RULES), each naming the one action it gates.
+RULES: dict[str, str] = {
+    "release_integrity_hold": "release_execution_hold",
+    "requeue_dead_letter": "requeue_subject",
+    "cancel_integrity_held": "cancel_subject_execution",
+}
+GATED_ACTIONS = frozenset(RULES.values())
+# What an operator reads when a rule refuses an action.
+RULE_TEXT: dict[str, str] = {
+    "release_integrity_hold": "Releasing an integrity hold",
+    "requeue_dead_letter": "Requeueing a dead-lettered subject",
+    "cancel_integrity_held": "Cancelling a subject under an integrity hold",
+}
+STATUSES = ("REQUESTED", "APPROVED", "REJECTED", "EXPIRED", "CANCELED")
+
+
+def check_settings() -> None:
+    """Refuse to start with an approval setting the gate could not use."""
+    rules = settings.BLOOMOPS_APPROVAL_RULES
+    if not isinstance(rules, list | tuple) or not all(r in RULES for r in rules):
+        raise ImproperlyConfigured(
+            f"BLOOMOPS_APPROVAL_RULES: {rules!r} names a rule that does not exist; known:"
+            f" {', '.join(RULES)} (or none).")
+    codes = settings.BLOOMOPS_INTEGRITY_HOLD_CODES
+    if not isinstance(codes, list | tuple) or not all(isinstance(c, str) and c for c in codes):
+        raise ImproperlyConfigured("BLOOMOPS_INTEGRITY_HOLD_CODES must be hold codes.")
+    ttl = settings.BLOOMOPS_APPROVAL_TTL_SECONDS
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
+        raise ImproperlyConfigured("BLOOMOPS_APPROVAL_TTL_SECONDS must be a positive integer.")
+
+
+@dataclass(frozen=True)
+class SubjectFlags:
+    """What the rules look at: the subject's active holds (euid -> hold code) and whether it
+    has an open dead letter."""
+
+    active_holds: dict[str, str]
+    dead_lettered: bool
+
+
+_FLAGS = f"""
+SELECT x.euid, l.relationship_type AS rel,
+       x.json_addl->'properties'->>'hold_code' AS hold_code
+FROM generic_instance_lineage l
+JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+WHERE l.parent_instance_uid = %s AND NOT l.is_deleted AND (
+  (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
+  OR (l.relationship_type = '{REL["subject_dead_letter"]}'
+      AND x.json_addl->'properties'->>'resolution_state' = 'OPEN'))
+ORDER BY x.uid"""
+
+
+def subject_flags(subject_uid: int) -> SubjectFlags:
+    """The one read of the policy."""
+    rows = fetch_all(_FLAGS, [subject_uid])
+    return SubjectFlags(
+        active_holds={r["euid"]: r["hold_code"] or "" for r in rows
+                      if r["rel"] == REL["subject_hold"]},
+        dead_lettered=any(r["rel"] == REL["subject_dead_letter"] for r in rows),
+    )
+
+
+def rule_for(action_key: str, flags: SubjectFlags, *, hold_euid: str | None,
+             rules: list[str], integrity_codes: list[str]) -> str | None:
+    """The rule that makes this action need a second person, or None (pure)."""
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ValueError(f"unknown approval rule(s) {unknown}")
+    codes = set(integrity_codes)
+    for rule in rules:
+        if RULES[rule] != action_key:
+            continue
+        if rule == "release_integrity_hold":
+            released = ([hold_euid] if hold_euid else list(flags.active_holds))
+            if any(flags.active_holds.get(h) in codes for h in released):
+                return rule
+        elif rule == "requeue_dead_letter":
+            if flags.dead_lettered:
+                return rule
+        elif rule == "cancel_integrity_held":
+            if any(code in codes for code in flags.active_holds.values()):
+                return rule
+    return None
+
+
+def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None) -> str | None:
+    """Whether the action on this subject needs an approval, fail-closed."""
+    if action_key not in GATED_ACTIONS:
+        return None
+    try:
+        if subject is None:
+            raise ValueError("a gated action without its subject")
+        return rule_for(action_key, subject_flags(subject.uid), hold_euid=hold_euid,
+                        rules=list(settings.BLOOMOPS_APPROVAL_RULES),
+                        integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES))
+    except ActionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure refuses (fail-closed)
+        raise ActionError("APPROVAL_POLICY_ERROR", action_key=action_key,
+                          problem=type(exc).__name__) from exc
+
+
+def gate(ctx: Any) -> None:
+    """The executor's hook, after prepare and the guards, before run: a gated action is
+    refused with what to request instead (an approved one does not pass here)."""
+    req = ctx.request
+    rule = required_rule(req.action_key, ctx.subject, req.hold_euid)
+    if rule is None:
+        return
+    # Exactly the fields of the request_approval to send instead.
+    what = RULE_TEXT.get(rule, "This action")
+    raise ActionError("APPROVAL_REQUIRED", f"{what} needs a second person's approval: request"
+                      " one (Request approval on the subject's page).",
+                      rule=rule, request={
+        "action": "request_approval", "subject_euid": ctx.subject.euid,
+        "hold_euid": req.hold_euid, "queue_key": req.queue_key,
+        "action_key": req.action_key, "parameters": dict(req.payload)})
+
+
+def expires_at(now: datetime) -> str:
+    return ts(now + timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS)))  # type: ignore[return-value]
+
+
+def is_expired(props: dict[str, Any], now: datetime) -> bool:
+    if props.get("status") != "REQUESTED" or not props.get("expires_at"):
+        return False
+    return parse_ts(props["expires_at"]) <= now
+
+
+def effective_status(props: dict[str, Any], now: datetime) -> str:
+    """REQUESTED past its expiry is EXPIRED: a refusal writes nothing, so expiry is read,
+    never stored."""
+    return "EXPIRED" if is_expired(props, now) else str(props.get("status") or "REQUESTED")

@@ -1,0 +1,98 @@
+"""Two-person approvals in the console (RULES.md#approvals): the inbox, approving or
+rejecting as an electronic signature (reason + password re-entered), withdrawing, and
+asking for an approval from the subject inspector after a gated action was refused."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_GET, require_POST
+
+from bloomops.execution import selectors
+from bloomops.execution.errors import ActionError
+from bloomops.execution.executor import ActionResult
+from bloomops.web import services
+from bloomops.web.views.common import answer, guards, reader, reason_of
+
+# Where the inspector keeps the request a refused gated action named, until it is shown.
+OFFER_KEY = "approval_offer:{euid}"
+DECIDED_SHOWN = 20
+
+
+@require_GET
+@reader
+def approvals_inbox(request: HttpRequest) -> HttpResponse:
+    recent = [a for a in selectors.approvals(limit=DECIDED_SHOWN + 50) if not a.waiting]
+    return render(request, "web/approvals.html", {
+        "waiting": selectors.approvals(status="REQUESTED"),
+        "recent": recent[:DECIDED_SHOWN],
+    })
+
+
+@sensitive_post_parameters("password")
+@require_POST
+def decide_approval(request: HttpRequest, approval_euid: str) -> HttpResponse:
+    decision = request.POST.get("decision", "")
+
+    def run() -> ActionResult:
+        fields = guards(request)
+        return services.perform(
+            request.user, "decide_approval", idempotency_key=fields["idempotency_key"],
+            payload={"approval_euid": approval_euid, "decision": decision,
+                     "reason": reason_of(request)},
+            signature_password=request.POST.get("password", ""), origin=request)
+
+    def said(result: ActionResult) -> str:
+        if result["approval_status"] == "APPROVED":
+            return (f"Approved and signed: {result['gated_action_key']} ran on"
+                    f" {result['subject_euid']} (now {result['state']}).")
+        return f"Rejected and signed: {result['subject_euid']} stays as it was."
+
+    return answer(request, run, said, reverse("approvals"))
+
+
+@require_POST
+def cancel_approval(request: HttpRequest, approval_euid: str) -> HttpResponse:
+    def run() -> ActionResult:
+        return services.perform(
+            request.user, "cancel_approval",
+            idempotency_key=guards(request)["idempotency_key"],
+            payload={"approval_euid": approval_euid, "reason": reason_of(request)})
+
+    return answer(request, run, lambda r: "Approval request withdrawn.", reverse("approvals"))
+
+
+def offer_approval(request: HttpRequest, euid: str, err: ActionError) -> None:
+    """A gated action was refused: keep what to request, for the inspector to offer."""
+    ask = err.details.get("request")
+    if err.code == "APPROVAL_REQUIRED" and isinstance(ask, dict):
+        request.session[OFFER_KEY.format(euid=euid)] = ask
+
+
+def take_offer(request: HttpRequest, euid: str) -> dict | None:
+    return request.session.pop(OFFER_KEY.format(euid=euid), None)
+
+
+@require_POST
+def request_approval(request: HttpRequest, euid: str) -> HttpResponse:
+    def run() -> ActionResult:
+        try:
+            parameters = json.loads(request.POST.get("parameters") or "{}")
+        except ValueError:
+            raise ActionError("VALIDATION_ERROR", "The page sent invalid parameters.",
+                              field="parameters") from None
+        return services.perform(
+            request.user, "request_approval",
+            idempotency_key=guards(request)["idempotency_key"], subject_euid=euid,
+            hold_euid=request.POST.get("hold_euid") or None,
+            queue_key=request.POST.get("queue_key") or None,
+            payload={"action_key": request.POST.get("action_key", ""),
+                     "parameters": parameters, "reason": reason_of(request)})
+
+    return answer(request, run, lambda r: f"Approval requested ({r['approval_euid']}): a"
+                  " second person decides it in Approvals.", reverse("subject", args=[euid]))
+

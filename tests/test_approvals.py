@@ -1,0 +1,291 @@
+"""Two-person approvals (docs/RULES.md#approvals): the life cycle, each refusal writing
+nothing, the fail-closed policy, the e-signature's password kept out of every record, and
+two approvers at once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+
+from bloomops.execution import clock, selectors
+from bloomops.execution.approvals import check_settings
+from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import load, save_props
+from bloomops.tapdb.db import fetch_value
+from tests.approval_support import (
+    decide,
+    integrity_held,
+    password_of,
+    person,
+    request_release,
+)
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    envelope,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
+
+
+@pytest.fixture
+def lab(db, tenant):
+    make_queue("q1")
+    return {"ann": person("ann", "operator", full_name="Ann Asker"),
+            "bob": person("bob", "operator", full_name="Bob Checker"),
+            "cat": person("cat", "operator"), "adm": person("adm", "admin")}
+
+
+def refused(code: str, attempt) -> ActionError:
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        attempt()
+    assert err.value.code == code, err.value
+    assert counts() == before
+    return err.value
+
+
+def test_releasing_an_integrity_hold_takes_a_second_person(lab):
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann)
+    direct = refused("APPROVAL_REQUIRED", lambda: act(
+        "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
+        expected_state="HELD", payload={"reason": "rerun passed"}))
+    assert direct.details["request"] == {
+        "action": "request_approval", "subject_euid": subject, "hold_euid": hold,
+        "queue_key": None, "action_key": "release_execution_hold",
+        "parameters": {"reason": "rerun passed"}}
+
+    asked = request_release(ann, subject, hold)
+    approval = asked["approval_euid"]
+    assert asked["approval_status"] == "REQUESTED"
+    assert envelope(subject)["state"] == "HELD"  # asking changes nothing on the subject
+    [row] = selectors.approvals(status="REQUESTED")
+    assert (row.euid, row.props["requested_by"], row.props["hold_lookup_euid"]) == (
+        approval, "ann", hold)
+    assert selectors.approvals_waiting().count == 1
+
+    refused("SELF_APPROVAL", lambda: decide(ann, approval))
+    refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password="not-it"))
+    refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password=password_of("ann")))
+
+    done = decide(bob, approval)
+    assert done["approval_status"] == "APPROVED" and done["state"] == "READY"
+    assert envelope(subject)["state"] == "READY"
+    assert props(hold)["status"] == "RELEASED"
+    p = props(approval)
+    assert p["status"] == "APPROVED" and p["decided_by"] == "bob"
+    assert p["signature"] == {"meaning": "approved", "signer": "bob",
+                              "signer_name": "Bob Checker", "signed_at": p["decided_at"],
+                              "method": "password re-entry", "reason": "checked the rerun"}
+    # The release's own record names the approval and both people.
+    history = selectors.action_history(selectors.subject_diagnostics(subject).uid)
+    by_key = {a["action_key"]: a for a in history}
+    assert {"request_approval", "decide_approval", "release_execution_hold"} <= set(by_key)
+    approved = by_key["release_execution_hold"]
+    assert approved["executed_by"] == "bob"
+    assert approved["result"]["approval"]["requested_by"] == "ann"
+    assert approved["result"]["approval"]["approved_by"] == "bob"
+    assert approved["result"]["approval"]["approval_euid"] == approval
+    assert selectors.approvals_waiting().count == 0
+    refused("APPROVAL_NOT_PENDING", lambda: decide(lab["cat"], approval))
+
+
+def test_a_rejection_ends_the_request_and_changes_nothing_else(lab):
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann, "CONTAMINATION")
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    done = decide(bob, approval, "REJECTED", reason="the rerun is not documented")
+    assert done["approval_status"] == "REJECTED" and "executed_action_euid" not in done.result
+    assert envelope(subject)["state"] == "HELD" and props(hold)["status"] == "ACTIVE"
+    assert props(approval)["signature"]["meaning"] == "rejected"
+    refused("APPROVAL_NOT_PENDING", lambda: decide(lab["cat"], approval))
+
+
+def test_an_expired_request_reads_expired_and_cannot_be_decided(lab, settings):
+    settings.BLOOMOPS_APPROVAL_TTL_SECONDS = 3600
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    clock.advance(3601)
+    assert [a.status for a in selectors.approvals(subject_euid=subject)] == ["EXPIRED"]
+    assert selectors.approvals_waiting().count == 0
+    refused("APPROVAL_EXPIRED", lambda: decide(bob, approval))
+    refused("APPROVAL_EXPIRED", lambda: act("cancel_approval", ann,
+                                            payload={"approval_euid": approval}))
+    # Expired is not waiting: the same action can be asked for again.
+    again = request_release(ann, subject, hold)
+    assert decide(bob, again["approval_euid"])["state"] == "READY"
+
+
+def test_a_subject_changed_since_the_request_must_be_asked_again(lab, tenant):
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    # Another writer changes the subject (its envelope revision moves on).
+    obj = load(euid=subject, tenant=tenant)
+    env = dict(obj.envelope, revision=obj.envelope["revision"] + 1, priority=5)
+    save_props(obj, {**obj.props, "execution": env})
+    err = refused("REVISION_CONFLICT", lambda: decide(bob, approval))
+    assert "request the approval again" in err.message
+    assert props(approval)["status"] == "REQUESTED"
+    # A rejection needs no current revision: nothing would run.
+    assert decide(bob, approval, "REJECTED")["approval_status"] == "REJECTED"
+
+
+def test_the_requester_withdraws_others_may_not(lab):
+    ann, bob, adm = lab["ann"], lab["bob"], lab["adm"]
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    refused("FORBIDDEN", lambda: act("cancel_approval", bob,
+                                     payload={"approval_euid": approval}))
+    refused("APPROVAL_PENDING", lambda: request_release(bob, subject, hold))
+    done = act("cancel_approval", ann, payload={"approval_euid": approval,
+                                                "reason": "asked the wrong person"})
+    assert done["approval_status"] == "CANCELED"
+    assert props(approval)["canceled_by"] == "ann"
+    refused("APPROVAL_NOT_PENDING", lambda: decide(bob, approval))
+    other = request_release(bob, subject, hold)["approval_euid"]
+    assert act("cancel_approval", adm, payload={"approval_euid": other})[
+        "approval_status"] == "CANCELED"
+
+
+def test_requests_the_policy_does_not_gate_or_cannot_run_are_refused(lab):
+    ann = lab["ann"]
+    subject, hold = integrity_held(ann, "LABEL_CHECK")
+    refused("APPROVAL_NOT_NEEDED", lambda: request_release(ann, subject, hold))
+    # Not an integrity hold: released directly.
+    act("release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
+        expected_state="HELD", payload={"reason": "relabelled"})
+    subject, hold = integrity_held(ann)
+    refused("VALIDATION_ERROR", lambda: request_release(
+        ann, subject, hold, parameters={"reason": "x", "colour": "red"}))
+    refused("VALIDATION_ERROR", lambda: request_release(ann, subject, hold,
+                                                        action_key="claim_queue_item"))
+    refused("VALIDATION_ERROR", lambda: request_release(ann, subject, hold, reason=" "))
+
+
+def test_cancelling_an_integrity_held_subject_and_requeueing_a_dead_letter_are_gated(lab):
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann, "INTEGRITY")
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "cancel_subject_execution", ann, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "sample destroyed"}))
+    approval = act("request_approval", ann, subject_euid=subject, payload={
+        "action_key": "cancel_subject_execution", "reason": "sample destroyed",
+        "parameters": {"reason": "sample destroyed"}})["approval_euid"]
+    assert decide(bob, approval)["state"] == "CANCELED"
+
+    svc = actor(*SERVICE)
+    dead = make_subject("q1")
+    worker = register(svc)
+    lease = claim(svc, worker)
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    assert envelope(dead)["state"] == "FAILED_TERMINAL"
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
+        payload={"reason": "new aliquot"}))
+    approval = act("request_approval", ann, subject_euid=dead, payload={
+        "action_key": "requeue_subject", "reason": "new aliquot arrived",
+        "parameters": {"reason": "new aliquot"}})["approval_euid"]
+    assert decide(bob, approval)["state"] == "READY"
+
+
+def test_which_rules_apply_is_configurable(lab, settings):
+    settings.BLOOMOPS_APPROVAL_RULES = ["requeue_dead_letter"]
+    ann = lab["ann"]
+    subject, hold = integrity_held(ann)
+    done = act("release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
+               expected_state="HELD", payload={"reason": "rule off"})
+    assert done["state"] == "READY"
+    settings.BLOOMOPS_APPROVAL_RULES = ["release_integrity_hold"]
+    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["LABEL_CHECK"]
+    subject, hold = integrity_held(ann, "LABEL_CHECK")
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "release_execution_hold", ann, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "x"}))
+
+
+@pytest.mark.parametrize("broken", [
+    {"BLOOMOPS_APPROVAL_RULES": ["release_integrity_hold", "two_keys_please"]},
+    {"BLOOMOPS_INTEGRITY_HOLD_CODES": None},
+])
+def test_a_policy_that_cannot_be_evaluated_refuses_and_writes_nothing(lab, settings, broken):
+    ann = lab["ann"]
+    subject, hold = integrity_held(ann)
+    for name, value in broken.items():
+        setattr(settings, name, value)
+    refused("APPROVAL_POLICY_ERROR", lambda: act(
+        "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
+        expected_state="HELD", payload={"reason": "x"}))
+    refused("APPROVAL_POLICY_ERROR", lambda: request_release(ann, subject, hold))
+    assert envelope(subject)["state"] == "HELD"
+    with pytest.raises(ImproperlyConfigured):
+        check_settings()
+
+
+def test_the_password_is_never_stored_or_logged(lab, caplog):
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(ActionError):
+            decide(bob, approval, password="wrong-Secret-1")
+        decide(bob, approval)
+    for secret in (password_of("bob"), "wrong-Secret-1"):
+        for table, column in (("generic_instance", "json_addl"), ("audit_log", "*"),
+                              ("outbox_event", "*")):
+            expr = f"{table}::text" if column == "*" else column + "::text"
+            found = fetch_value(f"SELECT count(*) FROM {table} WHERE {expr} LIKE %s",
+                                [f"%{secret}%"])
+            assert found == 0, (table, secret)
+        assert secret not in caplog.text
+
+
+@pytest.mark.usefixtures("committed")
+def test_two_approvers_at_once_exactly_one_decision_wins(tenant):
+    make_queue("q1")
+    ann, bob, cat = person("ann", "operator"), person("bob", "operator"), person(
+        "cat", "operator")
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    start = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def decide_as(who, decision) -> None:
+        try:
+            start.wait(5)
+            outcomes[who.username] = decide(who, approval, decision)["approval_status"]
+        except ActionError as exc:
+            outcomes[who.username] = exc.code
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=decide_as, args=(bob, "APPROVED")),
+               threading.Thread(target=decide_as, args=(cat, "REJECTED"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["bob", "cat"]
+    won = [v for v in outcomes.values() if v in {"APPROVED", "REJECTED"}]
+    lost = [v for v in outcomes.values() if v not in {"APPROVED", "REJECTED"}]
+    assert len(won) == 1 and lost == ["APPROVAL_NOT_PENDING"], outcomes
+    final = props(approval)
+    assert final["status"] == won[0]
+    decisions = fetch_value(
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND type ="
+        " 'execution_queue' AND subtype = 'decide_approval'", [tenant])
+    assert decisions == 1
+    assert envelope(subject)["state"] == ("READY" if won == ["APPROVED"] else "HELD")
+

@@ -1,0 +1,67 @@
+"""Two-person release of an integrity hold in a real browser (docs/RULES.md#approvals):
+operator A is refused and asks; operator B approves in the inbox, signing with a re-entered
+password (a wrong one is refused); the hold is released and the history shows who approved."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.engine import act, actor, envelope, make_subject
+from tests.test_browser_ui import PASSWORD, browser, signed_in, site  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_a_second_operator_signs_the_release_of_an_integrity_hold(browser, site):  # noqa: F811
+    euid = make_subject("q1", name="Specimen with a failed control")
+    hold = act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+               expected_state="READY",
+               payload={"hold_code": "QC_FAIL", "reason": "control out of range"})["hold_euid"]
+
+    asker = signed_in(browser, site, "qa")
+    asker.goto(f"{site}/subjects/{euid}/")
+    asker.get_by_label("Release reason").fill("rerun passed")
+    asker.get_by_role("button", name="Release hold").click()
+    expect(asker.locator(".messages")).to_contain_text("second person's approval")
+    offer = asker.locator("#approval-offer")
+    expect(offer).to_contain_text("release_execution_hold")
+    offer.get_by_label("Why it should be approved").fill("QC rerun passed, see run 42")
+    offer.get_by_role("button", name="Request approval").click()
+    expect(asker.locator(".messages")).to_contain_text("Approval requested")
+    assert envelope(euid)["state"] == "HELD"
+    asker.context.close()
+
+    approver = signed_in(browser, site, "supervisor")
+    expect(approver.locator("#nav-approvals")).to_contain_text("1")
+    approver.locator("#nav-approvals").click()
+    row = approver.locator(f"#approvals-waiting tr:has-text('{euid}')")
+    expect(row).to_contain_text(hold)
+    expect(row).to_contain_text("QC_FAIL")
+    expect(row).to_contain_text("qa")
+    expect(row).to_contain_text("QC rerun passed, see run 42")
+    row.get_by_label("Reason").fill("rerun report checked")
+    row.get_by_label("Your password (signature)").fill("not my password")
+    row.get_by_role("button", name="Approve and sign").click()
+    expect(approver.locator(".messages")).to_contain_text("password does not match")
+    assert envelope(euid)["state"] == "HELD"
+
+    row = approver.locator(f"#approvals-waiting tr:has-text('{euid}')")
+    row.get_by_label("Reason").fill("rerun report checked")
+    row.get_by_label("Your password (signature)").fill(PASSWORD)
+    row.get_by_role("button", name="Approve and sign").click()
+    expect(approver.locator(".messages")).to_contain_text("Approved and signed")
+    expect(approver.locator("#approvals-recent")).to_contain_text("approved by")
+    assert envelope(euid)["state"] == "READY"
+
+    approver.goto(f"{site}/subjects/{euid}/")
+    expect(approver.locator(".badge.state")).to_have_text("READY")
+    expect(approver.locator("#subject-approvals")).to_contain_text(
+        "approved by supervisor (supervisor)")
+    history = approver.locator("#actions")
+    expect(history.locator("tr:has-text('decide_approval')")).to_contain_text("supervisor")
+    expect(history.locator("tr:has-text('decide_approval')")).to_contain_text(
+        "rerun report checked")
+    expect(history.locator("tr:has-text('release_execution_hold')")).to_contain_text(
+        "supervisor")
+    approver.context.close()

@@ -1,0 +1,84 @@
+"""Approvals in the console (docs/RULES.md#approvals), through Django's test client: who sees
+and may use which control, and every refusal of a form writing nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.contrib.messages import get_messages
+
+from bloomops.execution import selectors
+from tests.approval_support import integrity_held, password_of, person, request_release
+from tests.engine import counts, envelope
+from tests.web_support import flow, form_for, has_form, signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.fixture
+def desk(tenant, users):
+    flow()
+    ann, bob = person("ann", "operator"), person("bob", "operator")
+    subject, hold = integrity_held(ann)
+    return {"ann": User.objects.get(username="ann"), "bob": User.objects.get(username="bob"),
+            "subject": subject, "hold": hold, "ann_actor": ann, "bob_actor": bob,
+            "users": users}
+
+
+def test_the_inspector_offers_a_request_after_a_gated_refusal(client, desk):
+    euid = desk["subject"]
+    client = signed_in(client, desk["ann"])
+    page = client.get(f"/subjects/{euid}/")
+    before = counts()
+    refused = client.post(f"/subjects/{euid}/release-hold/", form_for(
+        page, f"/subjects/{euid}/release-hold/", reason="rerun passed"), follow=True)
+    assert any("second person's approval" in m for m in said(refused))
+    assert counts() == before
+    assert has_form(refused, f"/subjects/{euid}/request-approval/")
+    data = form_for(refused, f"/subjects/{euid}/request-approval/", reason="QC rerun ok")
+    assert data["action_key"] == "release_execution_hold" and "hold_euid" not in data
+    # A tampered page is refused in plain words and writes nothing.
+    bad = client.post(f"/subjects/{euid}/request-approval/", {**data, "parameters": "{"},
+                      follow=True)
+    assert "The page sent invalid parameters." in said(bad) and counts() == before
+    done = client.post(f"/subjects/{euid}/request-approval/", data, follow=True)
+    assert any(m.startswith("Approval requested") for m in said(done))
+    [approval] = selectors.approvals(subject_euid=euid)
+    assert approval.props["hold_euids"] == [desk["hold"]]  # every integrity hold it releases
+    # The offer is shown once, and the subject lists its waiting approval.
+    again = client.get(f"/subjects/{euid}/")
+    assert not has_form(again, f"/subjects/{euid}/request-approval/")
+    assert "QC rerun ok" in again.content.decode()
+
+
+def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, desk):
+    approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    mine = signed_in(client, desk["ann"]).get("/approvals/")
+    assert has_form(mine, f"/approvals/{approval}/cancel/")
+    assert not has_form(mine, f"/approvals/{approval}/decide/")
+    assert 'id="nav-approvals"' in mine.content.decode()
+    theirs = signed_in(client, desk["bob"]).get("/approvals/")
+    data = form_for(theirs, f"/approvals/{approval}/decide/", reason="checked",
+                    password=password_of("bob"), decision="APPROVED")
+    done = client.post(f"/approvals/{approval}/decide/", data, follow=True)
+    assert any(m.startswith("Approved and signed") for m in said(done))
+    assert envelope(desk["subject"])["state"] == "READY"
+
+
+def test_people_without_the_role_see_no_inbox_and_cannot_sign(client, desk):
+    approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    scientist = desk["users"]["worker_human"]
+    scientist.set_password("pw-sci")
+    scientist.save()
+    client = signed_in(client, scientist)
+    assert 'id="nav-approvals"' not in client.get("/").content.decode()
+    before = counts()
+    response = client.post(f"/approvals/{approval}/decide/", {
+        "idempotency_key": "k1", "decision": "APPROVED", "reason": "x",
+        "password": "pw-sci"})
+    assert response.status_code == 403 and counts() == before
+    assert envelope(desk["subject"])["state"] == "HELD"
