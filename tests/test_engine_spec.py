@@ -317,7 +317,8 @@ def test_invalid_transition_blocked(tenant, svc, op):
             expected_state="RUNNING")
     assert err.value.code == "STATE_CONFLICT"
     with pytest.raises(ActionError) as err:
-        act("release_execution_hold", op, subject_euid=subject, expected_state="READY")
+        act("release_execution_hold", op, subject_euid=subject, expected_state="READY",
+            payload={"reason": "x"})
     assert err.value.code == "STATE_CONFLICT"
     assert counts() == before and envelope(subject) == env_before
     assert props(lease)["status"] == "ACTIVE"
@@ -359,7 +360,7 @@ def test_sweeper_idempotency(tenant, svc):
     second = act("expire_queue_lease", admin)
     assert second["expired_count"] == 0 and second.get("noop") is True
     assert counts() == snapshot
-    third = act("expire_queue_lease", admin, lease_euid=lease)
+    third = act("expire_queue_lease", admin, lease_euid=lease, payload={"reason": "stuck"})
     assert third.get("noop") is True and counts() == snapshot
 
 
