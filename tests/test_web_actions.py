@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from bloomops.execution import clock, selectors
 from bloomops.web import services
 from tests.engine import act, actor, counts, envelope, make_queue, make_subject
-from tests.web_support import form_for, signed_in
+from tests.web_support import form_for, forms, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -389,8 +389,9 @@ def test_workbench_bulk_requeue_and_release(client, lab):
     html = page.content.decode()
     picks = [f"{e}|FAILED_TERMINAL|{envelope(e)['revision']}" for e in dead]
     assert all(p in html for p in picks)
-    data = form_for(page, "/workbench/bulk/", reason="fixed reagent")  # first bulk form
-    assert data["action"] == "requeue"
+    # the dead letters' bulk form (its one action is the button's)
+    data = {**next(f["fields"] for f in forms(html) if f["id"] == "bulk-dead"),
+            "reason": "fixed reagent", "action": "requeue"}
     response = client.post("/workbench/bulk/", {**data, "pick": picks})
     assert any(m.startswith("Requeued 2") for m in said(response))
     assert all(envelope(e)["state"] == "READY" for e in dead)
@@ -415,7 +416,7 @@ def test_workbench_bulk_reports_each_refusal(client, lab):
     nothing = client.post("/workbench/bulk/", {"action": "release", "idempotency_key": "b2"})
     assert "Select at least one item." in said(nothing)
     bogus = client.post("/workbench/bulk/", {"action": "explode", "pick": [euid]})
-    assert "Choose requeue or release." in said(bogus)
+    assert "Choose requeue, release, hold or cancel." in said(bogus)
 
 
 # ---------------------------------------------------------------- admin actions

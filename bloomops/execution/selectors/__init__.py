@@ -35,6 +35,7 @@ from bloomops.execution.selectors.queues import (
     queues,
     throughput_trend,
 )
+from bloomops.execution.selectors.retrying import retrying_items
 from bloomops.execution.selectors.subjects import (
     REASON_TEXT,
     Diagnostics,
@@ -65,4 +66,5 @@ __all__ = [
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
+    "retrying_items",
 ]

@@ -9,9 +9,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
+from bloomops.web.offers import subject_states, worker_operations
 from bloomops.web.views.common import (
     answer,
     back_url,
@@ -25,7 +27,9 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def worker_dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/workers.html", {"workers": selectors.workers()})
+    rows = selectors.workers()
+    return render(request, "web/workers.html", {
+        "workers": [(w, worker_operations(w.props)) for w in rows]})
 
 
 @require_POST
@@ -53,32 +57,50 @@ def workbench(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "").strip().lower()
     dead = selectors.dead_letters(queue_key=queue_key)
     holds = selectors.active_holds(queue_key=queue_key)
+    retrying = selectors.retrying_items(queue_key=queue_key)
     if text:
         dead = [d for d in dead if services.matches(d, text)]
         holds = [h for h in holds if services.matches(h, text)]
+        retrying = [r for r in retrying if services.matches(r, text)]
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
         "holds": holds,
+        "retrying": retrying,
+        "hold_codes": hold_codes(),
+        "can": subject_states(),
         "queues": selectors.queues(),
         "queue_key": queue_key or "",
         "q": request.GET.get("q", ""),
     })
 
 
+# The bulk actions: the action, the payload fields a form sends, and what the message says.
+BULK = {
+    "requeue": ("requeue_subject", ("reason",), "Requeued"),
+    "release": ("release_execution_hold", ("reason",), "Released the holds of"),
+    "hold": ("place_execution_hold", ("reason", "hold_code"), "Held"),
+    "cancel": ("cancel_subject_execution", ("reason",), "Canceled"),
+}
+# A refusal of one of these fields is the same for every item: said once, nothing written.
+FORM_FIELDS = ("reason", "hold_code")
+
+
 @require_POST
 def workbench_bulk(request: HttpRequest) -> HttpResponse:
     action = request.POST.get("action", "")
-    action_key = {"requeue": "requeue_subject", "release": "release_execution_hold"}.get(action)
     default = reverse("workbench")
-    if action_key is None:
-        messages.error(request, "Choose requeue or release.")
+    if action not in BULK:
+        messages.error(request, "Choose requeue, release, hold or cancel.")
         return redirect(back_url(request, default))
+    action_key, fields, verb = BULK[action]
     picks = request.POST.getlist("pick")
     if not picks:
         messages.error(request, "Select at least one item.")
         return redirect(back_url(request, default))
     key = request.POST.get("idempotency_key", "").strip()
-    reason = reason_of(request)
+    payload = {f: request.POST.get(f, "").strip() for f in fields}
+    if not payload.get("hold_code", True):
+        payload.pop("hold_code")
     done, replayed = [], 0
     for pick in picks:
         euid, _, rest = pick.partition("|")
@@ -89,24 +111,24 @@ def workbench_bulk(request: HttpRequest) -> HttpResponse:
                 idempotency_key=f"{key}:{euid}" if key else "",
                 expected_state=state or None,
                 expected_revision=int(revision) if revision.isdigit() else None,
-                payload={"reason": reason} if reason or action == "requeue" else {})
+                payload=dict(payload))
         except ActionError as err:
             if err.code == "FORBIDDEN":
                 return forbidden(request, err.message)
+            if err.code == "VALIDATION_ERROR" and err.details.get("field") in FORM_FIELDS:
+                messages.error(request, f"Nothing done: {err.message}")
+                break
             messages.error(request, f"{euid}: {err.message}")
             continue
         if result.replayed:
             replayed += 1
         else:
             done.append(euid)
-    verb = "Requeued" if action == "requeue" else "Released the holds of"
     if done:
         messages.success(request, f"{verb} {len(done)}: {', '.join(done)}.")
     if replayed:
         messages.info(request, f"{replayed} already done before; nothing was repeated.")
     return redirect(back_url(request, default))
-
-
 
 
 @require_GET
