@@ -59,6 +59,11 @@ ENDPOINTS = {
         "action": "requeue", "reason": "forged", "pick": [f"{w['free']}|READY|1"]})),
     "bulk_release": (OPERATOR, lambda w: ("/workbench/bulk/", {
         "action": "release", "reason": "forged", "pick": [f"{w['held']}|HELD|2"]})),
+    "bulk_hold": (OPERATOR, lambda w: ("/workbench/bulk/", {
+        "action": "hold", "reason": "forged", "hold_code": "QC_FAIL",
+        "pick": [f"{w['free']}|READY|1"]})),
+    "bulk_cancel": (OPERATOR, lambda w: ("/workbench/bulk/", {
+        "action": "cancel", "reason": "forged", "pick": [f"{w['held']}|HELD|2"]})),
     "expire_lease": (ADMIN, lambda w: (f"/leases/{w['lease']}/expire/", {"reason": "forged"})),
     "sweep": (ADMIN, lambda w: ("/admin/sweep/", {})),
     "drain_worker": (ADMIN, lambda w: (f"/workers/{w['worker']}/status/",
