@@ -88,6 +88,7 @@ def test_admin_confirms_a_drain_with_its_reason(browser, site):  # noqa: F811
     expect(row.get_by_role("button", name="Enable")).to_have_count(1)
     expect(row.locator("summary", has_text="Drain")).to_have_count(0)
     assert selectors.workers(euid=worker)[0].props["drain_reason"] == "bench maintenance"
+    expect(row).to_contain_text("why: bench maintenance")
     page.context.close()
 
 
