@@ -28,6 +28,8 @@ def test_cancel_asks_first_going_back_sends_nothing(browser, site):  # noqa: F81
     cancel.click()
     dialog = page.locator("dialog#confirm-dialog")
     expect(dialog).to_be_visible()
+    expect(dialog.locator("h2")).to_have_text("Cancel the work?")
+    expect(page.get_by_role("button", name="Yes, cancel the work")).to_be_visible()
     expect(dialog).to_contain_text("ends for good")
     expect(dialog).to_contain_text("Reason recorded: duplicate tube")
     page.get_by_role("button", name="Go back").click()

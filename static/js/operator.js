@@ -62,7 +62,10 @@
     }
     event.preventDefault();
     if (!dialog) build();
-    var label = (submitter && submitter.textContent.trim()) || "Confirm";
+    // The action in words: data-confirm-label where the button's text alone is ambiguous
+    // ("Cancel" beside "Go back").
+    var label = (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel ||
+      (submitter && submitter.textContent.trim()) || "Confirm";
     var reasonField = form.querySelector('[name="reason"]') ||
       (form.id && document.querySelector('[name="reason"][form="' + form.id + '"]'));
     var codeField = form.querySelector('[name="hold_code"]');
