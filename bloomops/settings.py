@@ -128,6 +128,14 @@ BLOOMOPS_HUMAN_CAPABILITIES = [
 # "user:<username>": {"capabilities": [...], "site_scope": [...], "platform_scope": [...],
 # "assay_scope": [...], "max_concurrent_leases": n, "heartbeat_ttl_seconds": n}}.
 BLOOMOPS_HUMAN_PROFILES = json.loads(os.environ.get("BLOOMOPS_HUMAN_PROFILES") or "{}")
+# Hold codes an operator may choose when placing a hold, comma-separated (docs/RULES.md#holds).
+# Holds placed earlier with other codes keep them and can still be released.
+DEFAULT_HOLD_CODES = ("OPERATOR_HOLD,QC_FAIL,CONTAMINATION,INTEGRITY,QA_REVIEW,SAMPLE_QUALITY,"
+                      "LABEL_ISSUE,INSTRUMENT_ISSUE,REAGENT_ISSUE,AWAITING_INFORMATION")
+BLOOMOPS_HOLD_CODES = [
+    c.strip().upper() for c in os.environ.get("BLOOMOPS_HOLD_CODES", DEFAULT_HOLD_CODES).split(",")
+    if c.strip()
+]
 # Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
 # transaction-pooling proxy that does not keep session state.
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")

@@ -266,7 +266,7 @@ def test_fail_release_and_dead_letter(q1, apis):
 def test_operator_hold_release_requeue_cancel(q1, apis):
     op = apis["operator"]
     subject = make_subject("q1")
-    r = op.act("hold", subject_euid=subject, expected_state="READY", hold_code="QA",
+    r = op.act("hold", subject_euid=subject, expected_state="READY", hold_code="CONTAMINATION",
                reason="contamination suspected")
     assert r.status_code == 200 and r.json()["state"] == "HELD"
     hold = r.json()["hold_euid"]
@@ -288,7 +288,8 @@ def test_admin_expire_lease_and_worker_status(q1, apis):
     assert r.status_code == 200 and r.json()["expired_lease_euids"] == [claim["lease_euid"]]
     r = adm.act("expire-lease")  # sweep with nothing to sweep
     assert r.status_code == 200 and r.json()["expired_count"] == 0
-    r = adm.act("worker-status", worker_euid=claim["worker_euid"], operation="drain")
+    r = adm.act("worker-status", worker_euid=claim["worker_euid"], operation="drain",
+                reason="maintenance")
     assert r.status_code == 200 and r.json()["status"] == "DRAINING"
 
 
@@ -405,18 +406,19 @@ def test_conflicts_are_409(q1, apis, settings):
     weak = register(svc, "weak", capabilities=[])
     expect("WORKER_NOT_ELIGIBLE", svc.act("claim", worker_euid=weak, queue_key="q1"))
     # WORKER_UNAVAILABLE: drained worker
-    apis["admin"].act("worker-status", worker_euid=weak, operation="disable")
+    apis["admin"].act("worker-status", worker_euid=weak, operation="disable",
+                      reason="no capabilities")
     expect("WORKER_UNAVAILABLE", svc.act("claim", worker_euid=weak, queue_key="q1"))
     # SUBJECT_HELD / HOLD_NOT_ACTIVE
     held = make_subject("q2")
     hold = op.act("hold", subject_euid=held, expected_state="READY", reason="x").json()
     expect("SUBJECT_HELD", op.act("requeue", subject_euid=held, expected_state="HELD",
                                   reason="y"))
-    op.act("release-hold", subject_euid=held, expected_state="HELD")
+    op.act("release-hold", subject_euid=held, expected_state="HELD", reason="w")
     held2 = make_subject("q2")
     op.act("hold", subject_euid=held2, expected_state="READY", reason="z")
     expect("HOLD_NOT_ACTIVE", op.act("release-hold", subject_euid=held2, expected_state="HELD",
-                                     hold_euid=hold["hold_euid"]))
+                                     hold_euid=hold["hold_euid"], reason="w"))
     # QUEUE_DISABLED
     make_queue("off", enabled=False, required_worker_capabilities=[])
     expect("QUEUE_DISABLED", svc.act("claim", worker_euid=other, queue_key="off"))

@@ -28,7 +28,7 @@ REQUIRED = {
     "complete": {"lease_euid", "worker_euid", "expected_state"},
     "fail": {"lease_euid", "worker_euid", "expected_state"},
     "hold": {"subject_euid", "expected_state", "reason"},
-    "release-hold": {"subject_euid", "expected_state"},
+    "release-hold": {"subject_euid", "expected_state", "reason"},
     "requeue": {"subject_euid", "expected_state", "reason"},
     "cancel": {"subject_euid", "expected_state", "reason"},
     "expire-lease": set(),
@@ -46,8 +46,9 @@ REQUIRED = {
     "cancel-approval": {"approval_euid"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
-# names its key.
-REQUIRED_IF = {"register-worker": {"worker_key"}}
+# names its key; draining, disabling or retiring a worker says why (as does forcing one
+# lease to expire: EDGES).
+REQUIRED_IF = {"register-worker": {"worker_key"}, "worker-status": {"reason"}}
 # The smallest body each action accepts as well formed: its required fields, plus what a
 # rule between fields asks for (fail: retryable or error_class; a service worker's key).
 MINIMAL = {
@@ -61,13 +62,13 @@ MINIMAL = {
     "fail": {"lease_euid": "Z-EX-0", "worker_euid": "Z-AX-0", "expected_state": "READY",
              "error_class": "TRANSIENT_SYSTEM"},
     "hold": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
-    "release-hold": {"subject_euid": "Z-MX-0", "expected_state": "HELD"},
+    "release-hold": {"subject_euid": "Z-MX-0", "expected_state": "HELD", "reason": "r"},
     "requeue": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
     "cancel": {"subject_euid": "Z-MX-0", "expected_state": "READY", "reason": "r"},
     "expire-lease": {},
     "external-result": {"subject_euid": "Z-MX-0", "expected_state": "WAITING_EXTERNAL",
                         "outcome": "COMPLETED"},
-    "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain"},
+    "worker-status": {"worker_euid": "Z-AX-0", "operation": "drain", "reason": "r"},
     "route-subject": {"subject_euid": "Z-MX-0", "queue_key": "q0"},
     "register-subject": {"queue_key": "q0", "template_code": "content/material/specimen/1.0",
                          "name": "S-1"},
@@ -243,6 +244,16 @@ EDGES = [
     ("external-result", {"outcome": "READY"}),
     ("external-result", {"outcome": "READY", "next_queue_key": ""}),
     ("external-result", {"outcome": "READY", "next_queue_key": "q2"}),
+    ("release-hold", {"reason": " "}),
+    ("expire-lease", {"lease_euid": "Z-EX-0"}),            # forcing one lease says why
+    ("expire-lease", {"lease_euid": "Z-EX-0", "reason": "  "}),
+    ("expire-lease", {"lease_euid": "Z-EX-0", "reason": "stuck"}),
+    ("expire-lease", {"lease_euid": None}),                # the sweep records its own
+    ("expire-lease", {"reason": None}),
+    ("worker-status", {"operation": "disable", "reason": "\t"}),
+    ("worker-status", {"operation": "retire", "reason": DROP}),
+    ("worker-status", {"operation": "enable", "reason": DROP}),  # back as it was
+    ("worker-status", {"operation": "enable", "reason": None}),
     ("requeue", {"priority": "STAT"}),
     ("requeue", {"priority": "stat"}),
     ("requeue", {"priority": 2**63}),

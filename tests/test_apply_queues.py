@@ -134,3 +134,11 @@ def test_the_demo_file_applies_cleanly_and_is_idempotent(tenant):
     run(QUEUE_FILE)
     assert check(QUEUE_FILE)[0] == 0
     assert all(cfg(q["queue_key"])["managed_by"] == "bloomops" for q in selectors.queues())
+
+
+@pytest.mark.parametrize("line", ['reason = "   "', ""], ids=["blank", "absent"])
+def test_a_file_without_a_reason_states_where_the_change_came_from(tenant, tmp_path, line):
+    path = tmp_path / "lab.toml"
+    path.write_text(FILE.replace('reason = "lab configuration v1"', line))
+    run(path)
+    assert selectors.queue_history("extract")[0].reason == "apply_queues lab.toml"

@@ -161,7 +161,7 @@ def test_the_requester_withdraws_others_may_not(lab):
 
 def test_requests_the_policy_does_not_gate_or_cannot_run_are_refused(lab):
     ann = lab["ann"]
-    subject, hold = integrity_held(ann, "LABEL_CHECK")
+    subject, hold = integrity_held(ann, "LABEL_ISSUE")
     refused("APPROVAL_NOT_NEEDED", lambda: request_release(ann, subject, hold))
     # Not an integrity hold: released directly.
     act("release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
@@ -209,8 +209,8 @@ def test_which_rules_apply_is_configurable(lab, settings):
                expected_state="HELD", payload={"reason": "rule off"})
     assert done["state"] == "READY"
     settings.BLOOMOPS_APPROVAL_RULES = ["release_integrity_hold"]
-    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["LABEL_CHECK"]
-    subject, hold = integrity_held(ann, "LABEL_CHECK")
+    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["LABEL_ISSUE"]
+    subject, hold = integrity_held(ann, "LABEL_ISSUE")
     refused("APPROVAL_REQUIRED", lambda: act(
         "release_execution_hold", ann, subject_euid=subject, expected_state="HELD",
         payload={"reason": "x"}))

@@ -106,7 +106,8 @@ def test_qa_holds_an_item_it_leaves_the_queue_then_releases_it(browser, site):
     page.goto(f"{site}/subjects/{euid}/")
     page.get_by_label("Release reason").fill("Cleared")
     page.get_by_role("button", name="Release hold").click()
-    assert f"Hold on {euid} released." in messages_text(page)
+    page.get_by_role("button", name="Yes, release hold").click()  # the confirmation
+    expect(page.locator(".messages")).to_contain_text(f"Hold on {euid} released.")
     page.goto(f"{site}/queues/q1/")
     assert page.locator(f'#items tr[data-euid="{euid}"]').count() == 1
     page.context.close()
@@ -125,7 +126,8 @@ def test_admin_force_expires_a_lease_and_the_item_reappears(browser, site):
     row = admin.locator(f'#active-leases tr[data-lease="{lease}"]')
     row.get_by_label("Reason").fill("bench closed")
     row.get_by_role("button", name=f"Force-expire lease {lease}").click()
-    assert "its subject is back in its queue" in messages_text(admin)
+    admin.get_by_role("button", name="Yes, force-expire").click()  # the confirmation
+    expect(admin.locator(".messages")).to_contain_text("its subject is back in its queue")
     admin.goto(f"{site}/queues/q1/")
     assert admin.locator(f'#items tr[data-euid="{euid}"]').count() == 1
     sci.context.close()

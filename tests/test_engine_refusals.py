@@ -166,7 +166,8 @@ def s_no_work(svc, op):
 def s_worker_unavailable(svc, op):
     make_subject("q1")
     worker = register(svc)
-    act("set_worker_status", actor("admin"), worker_euid=worker, payload={"operation": "drain"})
+    act("set_worker_status", actor("admin"), worker_euid=worker,
+        payload={"operation": "drain", "reason": "service window"})
     return lambda: claim(svc, worker)
 
 
@@ -213,11 +214,12 @@ def s_hold_not_active(svc, op):
                payload={"reason": "x"})["hold_euid"]
     act("place_execution_hold", op, subject_euid=make_subject("q1"), expected_state="READY",
         payload={"reason": "other"})
-    act("release_execution_hold", op, subject_euid=subject, expected_state="HELD")
+    act("release_execution_hold", op, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "checked"})
     act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
         payload={"reason": "again"})
     return lambda: act("release_execution_hold", op, subject_euid=subject,
-                       expected_state="HELD", hold_euid=hold)
+                       expected_state="HELD", hold_euid=hold, payload={"reason": "checked"})
 
 
 def s_invalid_envelope(svc, op):
@@ -370,7 +372,7 @@ def s_approval_policy_error(svc, op):
 
 
 def s_approval_not_needed(svc, op):
-    subject, hold = integrity_held(op, "LABEL_CHECK")
+    subject, hold = integrity_held(op, "LABEL_ISSUE")
     return lambda: request_release(op, subject, hold)
 
 
@@ -454,6 +456,46 @@ SCENARIOS = {
 SCENARIOS["REVISION_CONFLICT"] += [s_revision_conflict_approval]
 SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
 SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]
+
+# Reasons (RULES.md#holds, RULES.md#leases): an action that stops, ends or changes someone's
+# work says why; blank is missing. A hold code is one of the lab's configured codes.
+def s_validation_release_without_reason(svc, op):
+    subject = make_subject("q1")
+    act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "x"})
+    return lambda: act("release_execution_hold", op, subject_euid=subject,
+                       expected_state="HELD")
+
+
+def s_validation_force_expiry_blank_reason(svc, op):
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("expire_queue_lease", actor("admin"), lease_euid=lease["lease_euid"],
+                       payload={"reason": " \n "})
+
+
+def s_validation_drain_without_reason(svc, op):
+    worker = register(svc)
+    return lambda: act("set_worker_status", actor("admin"), worker_euid=worker,
+                       payload={"operation": "drain"})
+
+
+def s_validation_disable_blank_reason(svc, op):
+    worker = register(svc)
+    return lambda: act("set_worker_status", actor("admin"), worker_euid=worker,
+                       payload={"operation": "disable", "reason": "   "})
+
+
+def s_validation_unknown_hold_code(svc, op):
+    subject = make_subject("q1")
+    return lambda: act("place_execution_hold", op, subject_euid=subject,
+                       expected_state="READY",
+                       payload={"reason": "x", "hold_code": "COFFEE_BREAK"})
+
+
+SCENARIOS["VALIDATION_ERROR"] += [
+    s_validation_release_without_reason, s_validation_force_expiry_blank_reason,
+    s_validation_drain_without_reason, s_validation_disable_blank_reason,
+    s_validation_unknown_hold_code]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 
 

@@ -93,7 +93,8 @@ def test_drain_disable_enable_and_offline(tenant):
     make_subject("q1")
     worker = register(svc, max_concurrent_leases=5, heartbeat_ttl_seconds=30)
     lease = claim(svc, worker)
-    act("set_worker_status", admin, worker_euid=worker, payload={"operation": "drain"})
+    act("set_worker_status", admin, worker_euid=worker, payload={"operation": "drain",
+                                                                 "reason": "end of run"})
     with pytest.raises(ActionError) as err:
         claim(svc, worker)
     assert err.value.code == "WORKER_UNAVAILABLE"
@@ -164,7 +165,7 @@ def test_failure_classes(tenant, error_class, state, dead_letter):
     if state == "HELD":
         assert props(result["hold_euid"])["hold_code"] == "BUSINESS_RULE_HOLD"
         released = act("release_execution_hold", actor("operator"), subject_euid=subject,
-                       expected_state="HELD")
+                       expected_state="HELD", payload={"reason": "rule reviewed"})
         assert released["state"] == "READY"
 
 
@@ -174,8 +175,8 @@ def test_release_hold_returns_a_retrying_subject_to_failed_retryable(tenant):
     subject = make_subject("q1", state="FAILED_RETRYABLE", retry_at="2026-01-01T00:00:00Z")
     act("place_execution_hold", op, subject_euid=subject, expected_state="FAILED_RETRYABLE",
         payload={"reason": "check reagent lot"})
-    assert act("release_execution_hold", op, subject_euid=subject,
-               expected_state="HELD")["state"] == "FAILED_RETRYABLE"
+    assert act("release_execution_hold", op, subject_euid=subject, expected_state="HELD",
+               payload={"reason": "lot fine"})["state"] == "FAILED_RETRYABLE"
 
 
 def test_hold_cancels_the_active_lease(tenant):
@@ -254,7 +255,8 @@ def test_expected_revision_detects_a_stale_page(tenant):
     seen = envelope(subject)["revision"]
     act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
         expected_revision=seen, payload={"reason": "a"})
-    act("release_execution_hold", op, subject_euid=subject, expected_state="HELD")
+    act("release_execution_hold", op, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "b"})
     with pytest.raises(ActionError) as err:  # state is READY again, revision is not
         act("cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
             expected_revision=seen, payload={"reason": "stale"})

@@ -162,7 +162,7 @@ def test_held_item_removed_from_queue(tenant, op):
     make_subject("q1")
     assert _depth() == 2
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
-               payload={"reason": "label smudged", "hold_code": "LABEL_CHECK"})
+               payload={"reason": "label smudged", "hold_code": "LABEL_ISSUE"})
     assert _depth() == 1
     assert envelope(subject)["state"] == "HELD"
     assert props(hold["hold_euid"])["status"] == "ACTIVE"
@@ -317,7 +317,8 @@ def test_invalid_transition_blocked(tenant, svc, op):
             expected_state="RUNNING")
     assert err.value.code == "STATE_CONFLICT"
     with pytest.raises(ActionError) as err:
-        act("release_execution_hold", op, subject_euid=subject, expected_state="READY")
+        act("release_execution_hold", op, subject_euid=subject, expected_state="READY",
+            payload={"reason": "x"})
     assert err.value.code == "STATE_CONFLICT"
     assert counts() == before and envelope(subject) == env_before
     assert props(lease)["status"] == "ACTIVE"
@@ -359,7 +360,7 @@ def test_sweeper_idempotency(tenant, svc):
     second = act("expire_queue_lease", admin)
     assert second["expired_count"] == 0 and second.get("noop") is True
     assert counts() == snapshot
-    third = act("expire_queue_lease", admin, lease_euid=lease)
+    third = act("expire_queue_lease", admin, lease_euid=lease, payload={"reason": "stuck"})
     assert third.get("noop") is True and counts() == snapshot
 
 

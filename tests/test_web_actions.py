@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from bloomops.execution import clock, selectors
 from bloomops.web import services
 from tests.engine import act, actor, counts, envelope, make_queue, make_subject
-from tests.web_support import form_for, signed_in
+from tests.web_support import form_for, forms, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def test_claim_a_row_with_a_stale_page_is_refused(client, lab):
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "x"})
     act("release_execution_hold", actor("operator", username="op"), subject_euid=euid,
-        expected_state="HELD")
+        expected_state="HELD", payload={"reason": "x"})
     response = client.post(f"/subjects/{euid}/claim/", data)
     assert any("changed since you loaded the page" in m for m in said(response))
     assert active_leases(lab["worker_human"]) == []
@@ -323,7 +323,8 @@ def test_a_stale_revision_is_refused_too(client, lab):
     other = actor("operator", username="other-op")
     act("place_execution_hold", other, subject_euid=euid, expected_state="READY",
         payload={"reason": "quick look"})
-    act("release_execution_hold", other, subject_euid=euid, expected_state="HELD")
+    act("release_execution_hold", other, subject_euid=euid, expected_state="HELD",
+        payload={"reason": "done looking"})
     before = counts()
     response = client.post(f"/subjects/{euid}/hold/", stale)
     assert any("changed since you loaded the page (revision" in m for m in said(response))
@@ -390,8 +391,9 @@ def test_workbench_bulk_requeue_and_release(client, lab, settings):
     html = page.content.decode()
     picks = [f"{e}|FAILED_TERMINAL|{envelope(e)['revision']}" for e in dead]
     assert all(p in html for p in picks)
-    data = form_for(page, "/workbench/bulk/", reason="fixed reagent")  # first bulk form
-    assert data["action"] == "requeue"
+    # the dead letters' bulk form (its one action is the button's)
+    data = {**next(f["fields"] for f in forms(html) if f["id"] == "bulk-dead"),
+            "reason": "fixed reagent", "action": "requeue"}
     response = client.post("/workbench/bulk/", {**data, "pick": picks})
     assert any(m.startswith("Requeued 2") for m in said(response))
     assert all(envelope(e)["state"] == "READY" for e in dead)
@@ -399,7 +401,8 @@ def test_workbench_bulk_requeue_and_release(client, lab, settings):
     assert "2 already done before; nothing was repeated." in said(again)
     hold_picks = [f"{e}|HELD|{envelope(e)['revision']}" for e in held]
     response = client.post("/workbench/bulk/", {
-        "action": "release", "idempotency_key": "bulk-rel", "reason": "", "pick": hold_picks})
+        "action": "release", "idempotency_key": "bulk-rel", "reason": "QA passed",
+        "pick": hold_picks})
     assert any(m.startswith("Released the holds of 2") for m in said(response))
     assert all(envelope(e)["state"] == "READY" for e in held)
     assert client.get("/workbench/").content.decode().count("No active holds") == 1
@@ -409,12 +412,13 @@ def test_workbench_bulk_reports_each_refusal(client, lab):
     euid = make_subject("q1")
     client = signed_in(client, lab["operator"])
     response = client.post("/workbench/bulk/", {
-        "action": "release", "idempotency_key": "b1", "pick": [f"{euid}|HELD|1"]})
+        "action": "release", "idempotency_key": "b1", "reason": "x",
+        "pick": [f"{euid}|HELD|1"]})
     assert any(m.startswith(f"{euid}: This subject changed") for m in said(response))
     nothing = client.post("/workbench/bulk/", {"action": "release", "idempotency_key": "b2"})
     assert "Select at least one item." in said(nothing)
     bogus = client.post("/workbench/bulk/", {"action": "explode", "pick": [euid]})
-    assert "Choose requeue or release." in said(bogus)
+    assert "Choose requeue, release, hold or cancel." in said(bogus)
 
 
 # ---------------------------------------------------------------- admin actions
@@ -429,7 +433,7 @@ def test_admin_drains_disables_and_enables_a_worker(client, lab):
                     .forms(page.content.decode())
                     if f["action"] == f"/workers/{worker}/status/"
                     and f["fields"].get("operation") == op)
-        response = client.post(f"/workers/{worker}/status/", data)
+        response = client.post(f"/workers/{worker}/status/", {**data, "reason": "service"})
         assert f"Worker {worker} is now {status}." in said(response)
         assert selectors.workers(euid=worker)[0].props["status"] == status
 
@@ -437,7 +441,7 @@ def test_admin_drains_disables_and_enables_a_worker(client, lab):
 def test_a_disabled_human_worker_cannot_claim(client, lab):
     worker = services.ensure_my_worker(lab["worker_human"])
     act("set_worker_status", actor("admin", username="adm"), worker_euid=worker,
-        payload={"operation": "disable"})
+        payload={"operation": "disable", "reason": "left the lab"})
     make_subject("q1")
     client = signed_in(client, lab["worker_human"])
     response = client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
@@ -457,7 +461,8 @@ def test_admin_force_expires_a_lease_and_the_item_reappears(client, lab):
                            form_for(page, f"/leases/{lease['euid']}/expire/", reason="stuck"))
     assert any("expired; its subject is back in its queue" in m for m in said(response))
     assert "leased one" in client.get("/queues/q1/").content.decode()
-    again = client.post(f"/leases/{lease['euid']}/expire/", {"idempotency_key": "other"})
+    again = client.post(f"/leases/{lease['euid']}/expire/", {"idempotency_key": "other",
+                                                         "reason": "stuck"})
     assert any("no longer active" in m for m in said(again))
 
 

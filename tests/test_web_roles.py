@@ -50,7 +50,7 @@ ENDPOINTS = {
     "hold_subject": (OPERATOR, lambda w: (f"/subjects/{w['free']}/hold/",
                                           {"expected_state": "READY", "reason": "forged"})),
     "release_hold": (OPERATOR, lambda w: (f"/subjects/{w['held']}/release-hold/",
-                                          {"expected_state": "HELD"})),
+                                          {"expected_state": "HELD", "reason": "forged"})),
     "requeue_subject": (OPERATOR, lambda w: (f"/subjects/{w['free']}/requeue/",
                                              {"expected_state": "READY", "reason": "forged"})),
     "cancel_subject": (OPERATOR, lambda w: (f"/subjects/{w['free']}/cancel/",
@@ -58,13 +58,18 @@ ENDPOINTS = {
     "bulk_requeue": (OPERATOR, lambda w: ("/workbench/bulk/", {
         "action": "requeue", "reason": "forged", "pick": [f"{w['free']}|READY|1"]})),
     "bulk_release": (OPERATOR, lambda w: ("/workbench/bulk/", {
-        "action": "release", "pick": [f"{w['held']}|HELD|2"]})),
-    "expire_lease": (ADMIN, lambda w: (f"/leases/{w['lease']}/expire/", {})),
+        "action": "release", "reason": "forged", "pick": [f"{w['held']}|HELD|2"]})),
+    "bulk_hold": (OPERATOR, lambda w: ("/workbench/bulk/", {
+        "action": "hold", "reason": "forged", "hold_code": "QC_FAIL",
+        "pick": [f"{w['free']}|READY|1"]})),
+    "bulk_cancel": (OPERATOR, lambda w: ("/workbench/bulk/", {
+        "action": "cancel", "reason": "forged", "pick": [f"{w['held']}|HELD|2"]})),
+    "expire_lease": (ADMIN, lambda w: (f"/leases/{w['lease']}/expire/", {"reason": "forged"})),
     "sweep": (ADMIN, lambda w: ("/admin/sweep/", {})),
     "drain_worker": (ADMIN, lambda w: (f"/workers/{w['worker']}/status/",
-                                       {"operation": "drain"})),
+                                       {"operation": "drain", "reason": "forged"})),
     "disable_worker": (ADMIN, lambda w: (f"/workers/{w['worker']}/status/",
-                                         {"operation": "disable"})),
+                                         {"operation": "disable", "reason": "forged"})),
     "enable_worker": (ADMIN, lambda w: (f"/workers/{w['worker']}/status/",
                                         {"operation": "enable"})),
 }

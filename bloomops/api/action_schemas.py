@@ -301,12 +301,14 @@ class FailIn(LeaseEnvelope):
 
 
 class HoldIn(SubjectEnvelope):
-    hold_code: str | None = text(100)
+    hold_code: str | None = text(100, (
+        "One of the lab's hold codes (setting BLOOMOPS_HOLD_CODES); OPERATOR_HOLD when"
+        " omitted."))
     reason: str = required_text(2000)
 
 
 class ReleaseHoldIn(SubjectEnvelope):
-    reason: str | None = text(2000)
+    reason: str = required_text(2000)
 
 
 class RequeueIn(SubjectEnvelope):
@@ -321,8 +323,18 @@ class CancelIn(SubjectEnvelope):
     reason: str = required_text(2000)
 
 
+_REASON_RULE = {"required": ["reason"],
+                "properties": {"reason": {"type": "string", "minLength": 1,
+                                          "pattern": NON_BLANK}}}
+
+
 class ExpireLeaseIn(ActionEnvelope):
-    reason: str | None = text(1000)
+    # Forcing one lease needs a reason; the sweep (no lease_euid) records its own.
+    json_rules = {"if": {"required": ["lease_euid"],
+                         "properties": {"lease_euid": {"type": "string", "minLength": 1}}},
+                  "then": _REASON_RULE}
+
+    reason: str | None = text(1000, "Required with lease_euid.")
 
 
 class ExternalResultIn(SubjectEnvelope):
@@ -341,9 +353,13 @@ class ExternalResultIn(SubjectEnvelope):
 
 
 class WorkerStatusIn(ActionEnvelope):
+    json_rules = {"if": {"required": ["operation"], "properties": {"operation": {
+                      "enum": list(SetWorkerStatus.NEEDS_REASON)}}},
+                  "then": _REASON_RULE}
+
     worker_euid: RequiredId
     operation: Literal[tuple(sorted(SetWorkerStatus.OPERATIONS))]  # type: ignore[valid-type]
-    reason: str | None = text(1000)
+    reason: str | None = text(1000, "Required to drain, disable or retire.")
 
 
 Priority = integer(BIGINT_MIN, BIGINT_MAX) | PriorityClassName

@@ -79,8 +79,9 @@ def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
         if key in seen:
             raise QueueFileError(f"{path}: queue {key!r} is defined twice.")
         seen.add(key)
-    reason = data.get("reason") or f"apply_queues {Path(path).name}"
-    return specs, str(reason)
+    # Every configuration change says why: the file's reason, else which file it came from.
+    reason = str(data.get("reason") or "").strip() or f"apply_queues {Path(path).name}"
+    return specs, reason
 
 
 def _checked(spec: dict[str, Any], number: int) -> dict[str, Any]:

@@ -43,18 +43,24 @@ class Pick:
         return f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
 
 
+# A refusal of one of these payload fields is the same for every item: said once, and the
+# run stops before writing anything.
+FORM_FIELDS = ("reason", "hold_code")
+
+
 @dataclass
 class BulkOutcome:
     done: list[str] = field(default_factory=list)
     replayed: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)
     forbidden: str | None = None
+    invalid: str | None = None
 
 
 def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
              payload: dict[str, Any]) -> BulkOutcome:
-    """Run ``verb`` on every pick; a FORBIDDEN refusal stops the run (the role cannot do
-    any of them), other refusals are reported per subject."""
+    """Run ``verb`` on every pick. A FORBIDDEN refusal (the role can do none of them) or a
+    refused form field (``FORM_FIELDS``) stops the run; other refusals are per subject."""
     action_key = BULK_ACTIONS[verb]["action_key"]
     out = BulkOutcome()
     for pick in picks:
@@ -68,6 +74,9 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
             if err.code == "FORBIDDEN":
                 out.forbidden = err.message
                 return out
+            if err.code == "VALIDATION_ERROR" and err.details.get("field") in FORM_FIELDS:
+                out.invalid = err.message
+                return out
             out.refused.append((pick.euid, err.message))
             continue
         if result.replayed:
@@ -80,6 +89,8 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
 def outcome_messages(verb: str, out: BulkOutcome) -> list[tuple[str, str]]:
     """(level, text) pairs for Django's messages."""
     said: list[tuple[str, str]] = []
+    if out.invalid:
+        said.append(("error", f"Nothing done: {out.invalid}"))
     if out.done:
         said.append(("success", f"{BULK_ACTIONS[verb]['done']} {len(out.done)}: "
                                 f"{', '.join(out.done[:20])}{' …' if len(out.done) > 20 else ''}."))

@@ -68,10 +68,11 @@ def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list
 
 
 def matches(row: dict, text: str) -> bool:
-    """Workbench free-text filter over a dead letter or hold row already read."""
+    """Workbench free-text filter over a dead letter, hold or failure row already read."""
     props = row.get("props") or {}
     haystack = " ".join(str(v) for v in (
         row.get("subject_euid"), row.get("subject_name"), props.get("reason"),
-        props.get("error_message"), props.get("error_class"), props.get("hold_code"),
+        row.get("error_message") or props.get("error_message"),
+        row.get("error_class") or props.get("error_class"), props.get("hold_code"),
     ) if v)
     return text in haystack.lower()

@@ -38,6 +38,14 @@ def gated_request(req: ActionRequest, action_key: str, parameters: dict[str, Any
                          payload=dict(parameters))
 
 
+def gated_parameters(req: ActionRequest) -> dict[str, Any]:
+    """The gated action's payload: the parameters stated, its reason the request's own
+    unless the parameters give another (every gated action needs one, RULES.md#holds)."""
+    params = dict(req.payload.get("parameters") or {})
+    params.setdefault("reason", (req.payload.get("reason") or "").strip())
+    return params
+
+
 class RequestApproval(Handler):
     fields = ("action_key", "parameters", "reason")
     guards_subject = False
@@ -54,7 +62,8 @@ class RequestApproval(Handler):
                               + ", ".join(sorted(GATED_ACTIONS)) + ".", field="action_key")
         # The parameters must be a valid request of the gated action, checked now, so an
         # approver never signs something that could not run.
-        gated = gated_request(req, key, obj_field(req.payload, "parameters") or {})
+        obj_field(req.payload, "parameters")
+        gated = gated_request(req, key, gated_parameters(req))
         check_request_fields(gated)
         check_payload(gated.payload, HANDLERS[key].fields)
         HANDLERS[key].validate(gated)
@@ -78,7 +87,7 @@ class RequestApproval(Handler):
         approval = ctx.create(APPROVAL_CODE, name=f"Approval {key} {ctx.subject.euid}",
                               properties={
             "status": "REQUESTED", "action_key": key,
-            "parameters": dict(req.payload.get("parameters") or {}),
+            "parameters": gated_parameters(req),
             "queue_key": req.queue_key, "rule": rule,
             "reason": req.payload["reason"].strip(),
             "subject_lookup_euid": ctx.subject.euid, "hold_lookup_euid": req.hold_euid,

@@ -32,7 +32,9 @@ class ExpireQueueLease(Handler):
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
-        text_field(req.payload, "reason", max_len=1000)
+        # Forcing one lease to end is an operator's decision, so it says why; the sweep ends
+        # leases already past expiry and records its own reason.
+        text_field(req.payload, "reason", required=bool(req.lease_euid), max_len=1000)
 
     def prepare(self, ctx: Context) -> None:
         pass
@@ -47,7 +49,7 @@ class ExpireQueueLease(Handler):
             subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
             subjects = [subject.uid] if subject else []
             leases = [lease] if lease.props.get("status") == "ACTIVE" else []
-            reason = ctx.payload.get("reason") or "FORCED_EXPIRY"
+            reason = "FORCED_EXPIRY: " + ctx.payload["reason"].strip()
         else:
             rows = fetch_all(LEASES_PAST_EXPIRY, {"tenant": ctx.tenant, "now": ctx.now_ts})
             leases = [Obj(**{k: v for k, v in r.items() if k != "subject_uid"}) for r in rows]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
@@ -35,14 +37,38 @@ from bloomops.execution.states import (
     parse_priority,
 )
 
+# The code of a hold placed without one.
+DEFAULT_HOLD_CODE = "OPERATOR_HOLD"
+
+
+def hold_codes() -> list[str]:
+    """The codes an operator may place a hold with (settings.BLOOMOPS_HOLD_CODES); holds
+    placed earlier with other codes keep them (RULES.md#holds)."""
+    return list(settings.BLOOMOPS_HOLD_CODES)
+
+
+def _hold_code(payload: dict) -> str:
+    code = text_field(payload, "hold_code", max_len=100)
+    if code is None:
+        return DEFAULT_HOLD_CODE
+    allowed = hold_codes()
+    if code.upper() not in allowed:
+        raise ActionError("VALIDATION_ERROR", f"Unknown hold code {code!r}: choose one of"
+                          f" {', '.join(allowed)}.", field="hold_code", allowed=allowed)
+    return code.upper()
+
+
+def _reason(req: ActionRequest) -> None:
+    text_field(req.payload, "reason", required=True, max_len=2000)
+
 
 class PlaceExecutionHold(Handler):
     fields = ("hold_code", "reason")
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "expected_state")
-        text_field(req.payload, "hold_code", max_len=100)
-        text_field(req.payload, "reason", required=True, max_len=2000)
+        _hold_code(req.payload)
+        _reason(req)
 
     def run(self, ctx: Context) -> None:
         env = ctx.env
@@ -53,7 +79,7 @@ class PlaceExecutionHold(Handler):
         before = "FAILED_RETRYABLE" if env["state"] == "FAILED_RETRYABLE" else "READY"
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
-        code = (ctx.payload.get("hold_code") or "OPERATOR_HOLD").strip()
+        code = _hold_code(ctx.payload)
         hold = place_hold(ctx, queue, code, reason, state_before=before)
         ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=reason)
         ctx.result.update(hold_euid=hold.euid, queue_key=queue["queue_key"] if queue else None)
@@ -64,7 +90,7 @@ class ReleaseExecutionHold(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "expected_state")
-        text_field(req.payload, "reason", max_len=2000)
+        _reason(req)
 
     def run(self, ctx: Context) -> None:
         assert ctx.subject is not None and ctx.env is not None
@@ -83,7 +109,7 @@ class ReleaseExecutionHold(Handler):
         before = "READY"
         for hold in chosen:
             before = hold.props.get("state_before_hold") or before
-            release_hold(ctx, hold, ctx.payload.get("reason"))
+            release_hold(ctx, hold, ctx.payload["reason"].strip())
         remaining = [h for h in active if h not in chosen]
         if not remaining:
             ctx.set_env(state="FAILED_RETRYABLE" if before == "FAILED_RETRYABLE" else "READY",
@@ -99,7 +125,7 @@ class RequeueSubject(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "expected_state")
-        text_field(req.payload, "reason", required=True, max_len=2000)
+        _reason(req)
         if req.payload.get("reset_attempts") not in (None, True, False):
             raise ActionError("VALIDATION_ERROR", "reset_attempts must be true or false.",
                               field="reset_attempts")
@@ -152,7 +178,7 @@ class CancelSubjectExecution(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "expected_state")
-        text_field(req.payload, "reason", required=True, max_len=2000)
+        _reason(req)
 
     def run(self, ctx: Context) -> None:
         assert ctx.subject is not None

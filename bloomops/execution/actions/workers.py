@@ -214,6 +214,9 @@ class SetWorkerStatus(Handler):
     fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}
+    # Taking a worker out of service says why (the worker's owner and the audit read it);
+    # enabling puts it back as it was and needs none.
+    NEEDS_REASON = ("disable", "drain", "retire")
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -221,7 +224,8 @@ class SetWorkerStatus(Handler):
         if req.payload.get("operation") not in self.OPERATIONS:
             raise ActionError("VALIDATION_ERROR", "operation must be drain, disable, enable or"
                               " retire.", field="operation")
-        text_field(req.payload, "reason", max_len=1000)
+        text_field(req.payload, "reason", max_len=1000,
+                   required=req.payload["operation"] in self.NEEDS_REASON)
 
     def prepare(self, ctx: Context) -> None:
         ctx.target = lock_worker(ctx, ctx.request.worker_euid)
@@ -231,15 +235,17 @@ class SetWorkerStatus(Handler):
         assert worker is not None
         props = dict(worker.props)
         op = ctx.payload["operation"]
-        reason = ctx.payload.get("reason")
+        reason = (ctx.payload.get("reason") or "").strip() or None
         if op == "drain":
-            props.update(drain_requested=True, status=WorkerStatus.DRAINING)
+            props.update(drain_requested=True, status=WorkerStatus.DRAINING,
+                         drain_reason=reason)
         elif op == "disable":
-            props.update(status=WorkerStatus.DISABLED, disabled_reason=reason or "disabled")
+            props.update(status=WorkerStatus.DISABLED, disabled_reason=reason)
         elif op == "retire":
-            props.update(status=WorkerStatus.RETIRED, disabled_reason=reason or "retired")
+            props.update(status=WorkerStatus.RETIRED, disabled_reason=reason)
         else:
-            props.update(status=WorkerStatus.ONLINE, drain_requested=False, disabled_reason=None)
+            props.update(status=WorkerStatus.ONLINE, drain_requested=False, disabled_reason=None,
+                         drain_reason=None)
         props["revision"] = int(props.get("revision") or 0) + 1
         save_props(worker, props)
         ctx.result.update(worker_euid=worker.euid, status=props["status"])

@@ -1,5 +1,6 @@
-"""Failing work across the lab: subjects waiting to retry and subjects that failed for good
-(an open dead letter), with the failure that put them there (RULES.md#retries)."""
+"""Failing work across the lab: subjects waiting to retry (not held: holds have their own
+list) and subjects that failed for good (an open dead letter), with the failure that put them
+there (RULES.md#retries). The failures view and the workbench's retrying list read it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import ENV, ROUTED, SUBJECT_REVISION, TERMINAL
+from bloomops.execution.sql import ENV, HELD_BY_ENVELOPE, ROUTED, SUBJECT_REVISION, TERMINAL
 from bloomops.tapdb.db import fetch_all
 
 RETRYING = "retrying"
@@ -34,6 +35,7 @@ _FAILURES = f"""
             ORDER BY x.uid DESC LIMIT 1) r ON true
         WHERE s.tenant_id = %(tenant)s AND {ROUTED}
           AND {ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}
+          AND NOT {HELD_BY_ENVELOPE}
         UNION ALL
         SELECT '{FAILED}', s.euid, s.name, {ENV}->>'state', {SUBJECT_REVISION},
                d.json_addl->'properties'->>'queue_lookup_key', NULL,

@@ -9,9 +9,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
-from bloomops.execution.errors import ActionError
+from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
+from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
+from bloomops.web.offers import subject_states, worker_operations
 from bloomops.web.views.common import (
     answer,
     back_url,
@@ -25,7 +27,9 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def worker_dashboard(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/workers.html", {"workers": selectors.workers()})
+    rows = selectors.workers()
+    return render(request, "web/workers.html", {
+        "workers": [(w, worker_operations(w.props)) for w in rows]})
 
 
 @require_POST
@@ -53,12 +57,17 @@ def workbench(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "").strip().lower()
     dead = selectors.dead_letters(queue_key=queue_key)
     holds = selectors.active_holds(queue_key=queue_key)
+    retrying = selectors.failures(queue_key=queue_key, kind="retrying")
     if text:
         dead = [d for d in dead if services.matches(d, text)]
         holds = [h for h in holds if services.matches(h, text)]
+        retrying = [r for r in retrying if services.matches(r, text)]
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
         "holds": holds,
+        "retrying": retrying,
+        "hold_codes": hold_codes(),
+        "can": subject_states(),
         "queues": selectors.queues(),
         "queue_key": queue_key or "",
         "q": request.GET.get("q", ""),
@@ -67,46 +76,26 @@ def workbench(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def workbench_bulk(request: HttpRequest) -> HttpResponse:
-    action = request.POST.get("action", "")
-    action_key = {"requeue": "requeue_subject", "release": "release_execution_hold"}.get(action)
+    verb = request.POST.get("action", "")
     default = reverse("workbench")
-    if action_key is None:
-        messages.error(request, "Choose requeue or release.")
+    if verb not in BULK_ACTIONS:
+        messages.error(request, "Choose requeue, release, hold or cancel.")
         return redirect(back_url(request, default))
-    picks = request.POST.getlist("pick")
+    picks = [p for p in map(Pick.parse, request.POST.getlist("pick")) if p]
     if not picks:
         messages.error(request, "Select at least one item.")
         return redirect(back_url(request, default))
-    key = request.POST.get("idempotency_key", "").strip()
-    reason = reason_of(request)
-    done, replayed = [], 0
-    for pick in picks:
-        euid, _, rest = pick.partition("|")
-        state, _, revision = rest.partition("|")
-        try:
-            result = services.perform(
-                request.user, action_key, subject_euid=euid,
-                idempotency_key=f"{key}:{euid}" if key else "",
-                expected_state=state or None,
-                expected_revision=int(revision) if revision.isdigit() else None,
-                payload={"reason": reason} if reason or action == "requeue" else {})
-        except ActionError as err:
-            if err.code == "FORBIDDEN":
-                return forbidden(request, err.message)
-            messages.error(request, f"{euid}: {err.message}")
-            continue
-        if result.replayed:
-            replayed += 1
-        else:
-            done.append(euid)
-    verb = "Requeued" if action == "requeue" else "Released the holds of"
-    if done:
-        messages.success(request, f"{verb} {len(done)}: {', '.join(done)}.")
-    if replayed:
-        messages.info(request, f"{replayed} already done before; nothing was repeated.")
+    payload = {"reason": reason_of(request)}
+    if verb == "hold" and request.POST.get("hold_code", "").strip():
+        payload["hold_code"] = request.POST["hold_code"].strip()
+    out = run_bulk(request.user, verb, picks,
+                   idempotency_key=request.POST.get("idempotency_key", "").strip(),
+                   payload=payload)
+    if out.forbidden:
+        return forbidden(request, out.forbidden)
+    for level, text in outcome_messages(verb, out):
+        getattr(messages, level)(request, text)
     return redirect(back_url(request, default))
-
-
 
 
 @require_GET

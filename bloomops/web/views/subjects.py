@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -11,11 +13,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.web import services
+from bloomops.web.offers import subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
 from bloomops.web.views.common import (
     answer,
@@ -37,6 +41,52 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
     return redirect("subject", euid=euid)
 
 
+# The envelope's fields in words (docs/RULES.md#envelope); a field another writer added shows
+# its key with the underscores as spaces.
+ENVELOPE_LABELS = {
+    "state": "State", "revision": "Revision", "next_queue_key": "Next queue",
+    "next_action_key": "Next step", "priority": "Priority", "ready_at": "Ready from",
+    "due_at": "Due", "attempt_count": "Attempts so far",
+    "max_attempts_override": "Attempt limit (this subject)", "retry_at": "Next retry",
+    "hold_state": "Hold", "hold_reason": "Hold reason", "cancel_requested": "Cancel requested",
+    "terminal": "Finished for good", "last_execution_record_euid": "Last execution record",
+    "queue_cache": "Queue cache", "current_queue_key": "current queue",
+    "computed_at": "computed",
+}
+TIMESTAMPS = {"ready_at", "due_at", "retry_at"}
+
+
+def _label(key: str) -> str:
+    return ENVELOPE_LABELS.get(key) or key.replace("_", " ").capitalize()
+
+
+def _words(value: Any) -> str:
+    """A value as a person reads it: no Python repr of a dict, list or boolean."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return "; ".join(f"{_label(k)}: {_words(v)}" for k, v in value.items()) or "–"
+    if isinstance(value, list):
+        return ", ".join(_words(v) for v in value) or "–"
+    return str(value)
+
+
+def envelope_rows(env: dict[str, Any]) -> list[dict[str, Any]]:
+    """The inspector's envelope table: label, the value in words, timestamps marked so the
+    page shows them as times."""
+    return [{"key": k, "label": _label(k), "value": _words(v),
+             "ts": v if k in TIMESTAMPS and v else None} for k, v in env.items()]
+
+
+def _lineage(edges: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Execution objects (leases, holds, records, action records) and workers are not
+    # subjects; anything else is, and the inspector links to it.
+    return [{**e, "is_subject": e["type"] not in ("execution", "execution_queue", "system")}
+            for e in edges]
+
+
 @require_GET
 @reader
 def subject(request: HttpRequest, euid: str) -> HttpResponse:
@@ -46,8 +96,13 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     return render(request, "web/subject.html", {
         "d": diag,
+        "envelope": envelope_rows(diag.execution),
+        "raw_envelope": json.dumps(diag.execution, indent=2, sort_keys=True, default=str),
+        "hold_codes": hold_codes(),
+        "default_hold_code": DEFAULT_HOLD_CODE,
+        "can": subject_states(),
         "history": selectors.subject_history(diag.uid),
-        "lineage": selectors.lineage_of(diag.uid),
+        "lineage": _lineage(selectors.lineage_of(diag.uid)),
         "actions": selectors.action_history(diag.uid),
         "audit": selectors.audit_trail(diag.uid, limit=100),
         "approvals": selectors.approvals(subject_euid=diag.euid, limit=20),
@@ -65,11 +120,11 @@ def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
 
 
 def _operator_action(request: HttpRequest, euid: str, action_key: str,
-                     success: Callable[[ActionResult], str], *, reason_required: bool = True
-                     ) -> HttpResponse:
+                     success: Callable[[ActionResult], str]) -> HttpResponse:
     def run() -> ActionResult:
-        reason = reason_of(request)
-        payload = {"reason": reason} if (reason or reason_required) else {}
+        payload = {"reason": reason_of(request)}
+        if action_key == "place_execution_hold" and request.POST.get("hold_code", "").strip():
+            payload["hold_code"] = request.POST["hold_code"].strip()
         hold_euid = request.POST.get("hold_euid") or None
         try:
             return services.perform(request.user, action_key, subject_euid=euid,
@@ -90,7 +145,7 @@ def hold_subject(request: HttpRequest, euid: str) -> HttpResponse:
 @require_POST
 def release_hold(request: HttpRequest, euid: str) -> HttpResponse:
     return _operator_action(request, euid, "release_execution_hold",
-                            lambda r: f"Hold on {euid} released.", reason_required=False)
+                            lambda r: f"Hold on {euid} released.")
 
 
 @require_POST

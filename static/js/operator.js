@@ -1,0 +1,105 @@
+// Operator controls (inspector, workbench, workers, admin): a destructive action asks first.
+// A form (or the button that submits it) carries data-confirm, the consequence in plain
+// words; before anything is sent, a <dialog> shows it with the reason typed, and only
+// "Yes" sends the form, once. Without this script the form posts directly and the server
+// still demands the reason. Built here: the Content-Security-Policy forbids inline script.
+(function () {
+  var dialog = null;
+  var pending = null;
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text) node.textContent = text;
+    return node;
+  }
+
+  function build() {
+    dialog = el("dialog", { id: "confirm-dialog", "aria-labelledby": "confirm-title",
+                            "aria-describedby": "confirm-consequence" });
+    var title = el("h2", { id: "confirm-title" });
+    var consequence = el("p", { id: "confirm-consequence" });
+    var reason = el("p", { id: "confirm-reason" });
+    var buttons = el("div", { class: "confirm-buttons" });
+    var back = el("button", { type: "button", id: "confirm-back" }, "Go back");
+    var yes = el("button", { type: "button", id: "confirm-yes", class: "danger" });
+    buttons.append(back, yes);
+    dialog.append(title, consequence, reason, buttons);
+    document.body.append(dialog);
+    back.addEventListener("click", function () { dialog.close(); });
+    dialog.addEventListener("close", function () {
+      if (pending && !pending.sent) pending.submitter && pending.submitter.focus();
+      if (pending && !pending.sent) pending = null;
+    });
+    yes.addEventListener("click", function () {
+      if (!pending || pending.sent) return;
+      pending.sent = true;  // one send, however often "Yes" is pressed
+      yes.disabled = true;
+      pending.form.dataset.confirmed = "1";
+      dialog.close();
+      pending.form.requestSubmit(pending.submitter || undefined);
+    });
+  }
+
+  function picked(form) {
+    if (!form.id) return 0;
+    return document.querySelectorAll('input[name="pick"][form="' + form.id + '"]:checked').length;
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var submitter = event.submitter || null;
+    var text = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
+    if (!text) return;
+    if (form.dataset.confirmed === "1") {  // confirmed: this is the one send
+      delete form.dataset.confirmed;
+      return;
+    }
+    var count = picked(form);
+    if (text.indexOf("{count}") >= 0) {
+      if (count === 0) return;  // the server says "select at least one item"
+      text = text.split("{count}").join(String(count));
+    }
+    event.preventDefault();
+    if (!dialog) build();
+    // The action in words: data-confirm-label where the button's text alone is ambiguous
+    // ("Cancel" beside "Go back").
+    var label = (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel ||
+      (submitter && submitter.textContent.trim()) || "Confirm";
+    var reasonField = form.querySelector('[name="reason"]') ||
+      (form.id && document.querySelector('[name="reason"][form="' + form.id + '"]'));
+    var codeField = form.querySelector('[name="hold_code"]');
+    dialog.querySelector("#confirm-title").textContent = label + "?";
+    dialog.querySelector("#confirm-consequence").textContent = text;
+    var why = reasonField ? reasonField.value.trim() : "";
+    var code = codeField && submitter && submitter.value === "hold" ? codeField.value + ": " : "";
+    dialog.querySelector("#confirm-reason").textContent =
+      why ? "Reason recorded: " + code + why : "No reason given.";
+    var yes = dialog.querySelector("#confirm-yes");
+    yes.textContent = "Yes, " + label.charAt(0).toLowerCase() + label.slice(1);
+    yes.disabled = false;
+    pending = { form: form, submitter: submitter, sent: false };
+    dialog.showModal();
+    dialog.querySelector("#confirm-back").focus();
+  });
+
+  // Select all: a header checkbox (data-select-all="<form id>") ticks every row of that form.
+  function rows(form) {
+    return document.querySelectorAll('input[name="pick"][form="' + form + '"]');
+  }
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (target.matches("[data-select-all]")) {
+      rows(target.dataset.selectAll).forEach(function (box) { box.checked = target.checked; });
+      return;
+    }
+    if (target.matches('input[name="pick"][form]')) {
+      var all = document.querySelector('[data-select-all="' + target.getAttribute("form") + '"]');
+      if (!all) return;
+      var boxes = Array.from(rows(target.getAttribute("form")));
+      var on = boxes.filter(function (b) { return b.checked; }).length;
+      all.checked = on === boxes.length;
+      all.indeterminate = on > 0 && on < boxes.length;
+    }
+  });
+})();

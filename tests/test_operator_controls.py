@@ -1,0 +1,260 @@
+"""Safer operator controls (docs/ARCHITECTURE.md, operator console): each screen offers only
+the controls a role may use and the current state allows, destructive ones carry their
+consequence for the confirmation dialog and demand a reason, hold codes come from the
+configured list, and a refusal through a screen writes nothing. The browser side of the
+dialog is in tests/test_browser_confirm.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.messages import get_messages
+
+from bloomops.execution import selectors
+from bloomops.execution.objects import load
+from bloomops.tapdb.instances import link
+from bloomops.web import services
+from tests.engine import act, actor, claim, counts, envelope, make_subject, register
+from tests.web_support import forms, signed_in
+
+pytestmark = pytest.mark.django_db
+ROLES = ("worker_service", "worker_human", "operator", "admin")
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def actions_of(html: str) -> set[str]:
+    return {f["action"] for f in forms(html)}
+
+
+def confirm_of(html: str, action: str) -> str | None:
+    """The data-confirm text of the form posting to ``action`` (None: it asks nothing)."""
+    for tag in re.findall(r"<form [^>]*>", html):
+        if f'action="{action}"' in tag:
+            found = re.search(r'data-confirm="([^"]*)"', tag)
+            return found.group(1) if found else None
+    raise AssertionError(f"no form posting to {action}")
+
+
+def page(client, user, path: str) -> str:
+    return signed_in(client, user).get(path).content.decode()
+
+
+# ------------------------------------------------------------------ the inspector
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_inspector_controls_by_role_and_state(client, lab, role):
+    ready = make_subject("q1")
+    held = make_subject("q1")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=held,
+        expected_state="READY", payload={"reason": "check"})
+    canceled = make_subject("q1")
+    act("cancel_subject_execution", actor("operator", username="op"), subject_euid=canceled,
+        expected_state="READY", payload={"reason": "dup"})
+    operator = role in ("operator", "admin")
+    verbs = ("hold", "release-hold", "requeue", "cancel")
+
+    def offered(euid: str) -> set[str]:
+        found = actions_of(page(client, lab[role], f"/subjects/{euid}/"))
+        return {v for v in verbs if f"/subjects/{euid}/{v}/" in found}
+
+    assert offered(ready) == ({"hold", "requeue", "cancel"} if operator else set())
+    assert offered(held) == ({"release-hold", "cancel"} if operator else set())
+    assert offered(canceled) == ({"requeue"} if operator else set())
+
+
+def test_inspector_destructive_forms_spell_out_the_consequence(client, lab):
+    euid = make_subject("q1")
+    html = page(client, lab["operator"], f"/subjects/{euid}/")
+    assert confirm_of(html, f"/subjects/{euid}/hold/") is None  # placing a hold is undone
+    assert "ends for good" in confirm_of(html, f"/subjects/{euid}/cancel/")
+    assert "goes back to q1" in confirm_of(html, f"/subjects/{euid}/requeue/")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "check"})
+    html = page(client, lab["operator"], f"/subjects/{euid}/")
+    assert "returns to q1" in confirm_of(html, f"/subjects/{euid}/release-hold/")
+    # every reason field of an action form is required
+    reasons = re.findall(r'<input id="(\w+)-reason" name="reason"([^>]*)>', html)
+    assert reasons and all("required" in attrs for _, attrs in reasons)
+
+
+def test_hold_codes_offered_are_the_configured_ones(client, lab, settings):
+    settings.BLOOMOPS_HOLD_CODES = ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
+    euid = make_subject("q1")
+    html = page(client, lab["operator"], f"/subjects/{euid}/")
+    select = re.search(r'<select id="hold-code" name="hold_code">(.*?)</select>', html).group(1)
+    assert re.findall(r'value="(\w+)"', select) == ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
+    data = next(f["fields"] for f in forms(html) if f["action"] == f"/subjects/{euid}/hold/")
+    client.post(f"/subjects/{euid}/hold/", {**data, "hold_code": "CONTAMINATION",
+                                             "reason": "splash"})
+    hold = selectors.active_holds()[0]
+    assert (hold["props"]["hold_code"], hold["props"]["reason"]) == ("CONTAMINATION", "splash")
+
+
+def test_inspector_shows_the_envelope_in_words_and_lineage_as_links(client, lab, tenant):
+    parent = make_subject("q1", name="parent tube")
+    child = make_subject("q1", name="child tube")
+    link(load(euid=parent, tenant=tenant).uid, load(euid=child, tenant=tenant).uid,
+         "derived_from", tenant_id=tenant)
+    html = page(client, lab["operator"], f"/subjects/{parent}/")
+    table = re.search(r'<table class="grid envelope" id="envelope">(.*?)</table>', html,
+                      re.S).group(1)
+    labels = re.findall(r'<th scope="row">([^<]*)</th>', table)
+    assert "Next queue" in labels and "Queue cache" in labels and "Attempts so far" in labels
+    assert not [label for label in labels if "_" in label]  # words, not snake_case keys
+    assert "{&#x27;" not in table and "{'" not in table  # no Python dict repr
+    assert '<details id="raw-envelope">' in html and "&quot;next_queue_key&quot;" in html
+    # the actions come before the envelope
+    assert html.index('id="h-ops"') < html.index('id="h-env"')
+    assert f'<a href="/subjects/{child}/"><code>{child}</code></a>' in html
+
+
+def test_release_without_a_reason_through_the_inspector_writes_nothing(client, lab):
+    euid = make_subject("q1")
+    act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "check"})
+    html = page(client, lab["operator"], f"/subjects/{euid}/")
+    data = next(f["fields"] for f in forms(html)
+                if f["action"] == f"/subjects/{euid}/release-hold/")
+    before = counts()
+    response = client.post(f"/subjects/{euid}/release-hold/", {**data, "reason": "   "})
+    assert "reason is required." in said(response)
+    assert counts() == before and envelope(euid)["state"] == "HELD"
+    response = client.post(f"/subjects/{euid}/release-hold/", {**data, "reason": "cleared"})
+    assert f"Hold on {euid} released." in said(response)
+    history = client.get(f"/subjects/{euid}/").content.decode()
+    assert "<td>cleared</td>" in history
+
+
+# ------------------------------------------------------------------ the workbench
+
+
+def _retrying(lab) -> list[str]:
+    sci = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    out = []
+    for _ in range(3):
+        euid = make_subject("q1")
+        lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=euid)
+        act("fail_queue_execution", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
+            expected_state="READY", payload={"retryable": True, "error_message": "timeout"})
+        out.append(euid)
+    return out
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_workbench_bulk_controls_by_role(client, lab, role):
+    _retrying(lab)
+    html = page(client, lab[role], "/workbench/")
+    operator = role in ("operator", "admin")
+    assert ('data-select-all="bulk-retrying"' in html) is operator
+    assert ('id="bulk-retrying"' in html) is operator
+    for action in ("hold", "requeue", "cancel"):
+        assert (f'name="action" value="{action}"' in html) is operator
+    assert "timeout" in html  # everyone reads the list
+
+
+def test_bulk_hold_and_cancel_from_the_workbench(client, lab, tenant):
+    items = _retrying(lab)
+    html = page(client, lab["operator"], "/workbench/")
+    data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-retrying")
+    assert data["hold_code"] == "OPERATOR_HOLD"  # the first configured code
+    picks = [f"{e}|FAILED_RETRYABLE|{envelope(e)['revision']}" for e in items]
+    before = counts()
+    # refusals are said once and write nothing: no reason, an unknown hold code
+    for bad in ({"reason": " ", "hold_code": "QC_FAIL"},
+                {"reason": "x", "hold_code": "COFFEE_BREAK"}):
+        response = client.post("/workbench/bulk/", {**data, **bad, "action": "hold",
+                                                     "pick": picks})
+        assert [m for m in said(response) if m.startswith("Nothing done")], bad
+        assert counts() == before
+    response = client.post("/workbench/bulk/", {**data, "action": "hold", "pick": picks[:2],
+                                                 "reason": "reagent recall",
+                                                 "hold_code": "QA_REVIEW"})
+    assert any(m.startswith("Held 2") for m in said(response))
+    holds = {h["subject_euid"]: h["props"] for h in selectors.active_holds()}
+    assert {e: (holds[e]["hold_code"], holds[e]["reason"]) for e in items[:2]} == {
+        e: ("QA_REVIEW", "reagent recall") for e in items[:2]}
+    html = page(client, lab["operator"], "/workbench/")
+    data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-holds")
+    # (not an integrity hold code: cancelling under one needs a second person, RULES.md#approvals)
+    response = client.post("/workbench/bulk/", {
+        **data, "action": "cancel", "reason": "recalled lot",
+        "pick": [f"{e}|HELD|{envelope(e)['revision']}" for e in items[:2]]})
+    assert any(m.startswith("Canceled 2") for m in said(response))
+    assert [envelope(e)["state"] for e in items] == ["CANCELED", "CANCELED", "FAILED_RETRYABLE"]
+    uid = load(euid=items[0], tenant=tenant).uid
+    why = {a["action_key"]: a["reason"] for a in selectors.action_history(uid)}
+    assert why["place_execution_hold"] == "reagent recall"
+    assert why["cancel_subject_execution"] == "recalled lot"
+
+
+# ------------------------------------------------------------------ workers and admin
+
+
+def _worker_in(status: str) -> str:
+    svc, admin = actor("worker_service"), actor("admin", username="adm")
+    worker = register(svc)
+    steps = {"ONLINE": [], "DRAINING": ["drain"], "DISABLED": ["disable"],
+             "RETIRED": ["retire"]}[status]
+    for op in steps:
+        act("set_worker_status", admin, worker_euid=worker,
+            payload={"operation": op, "reason": "test"})
+    return worker
+
+
+@pytest.mark.parametrize(("status", "offered"), [
+    ("ONLINE", {"drain", "disable"}), ("DRAINING", {"disable", "enable"}),
+    ("DISABLED", {"enable"}), ("RETIRED", set())])
+def test_a_worker_row_offers_only_what_its_state_allows(client, lab, status, offered):
+    worker = _worker_in(status)
+    html = page(client, lab["admin"], "/workers/")
+    ops = {f["fields"]["operation"] for f in forms(html)
+           if f["action"] == f"/workers/{worker}/status/"}
+    assert ops == offered
+    # drain and disable ask first, with the consequence; enable puts it back and asks nothing
+    asks = {}
+    for tag, body in re.findall(rf'(<form [^>]*action="/workers/{worker}/status/"[^>]*>)'
+                                r"(.*?)</form>", html, re.S):
+        op = re.search(r'name="operation" value="(\w+)"', body).group(1)
+        asks[op] = 'data-confirm="' in tag
+    assert asks == {op: op != "enable" for op in offered}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_only_admins_see_worker_and_lease_controls(client, lab, role):
+    make_subject("q1")
+    svc = actor("worker_service")
+    worker = register(svc, capabilities=["wetlab.extraction"])
+    lease = claim(svc, worker)
+    workers = page(client, lab[role], "/workers/")
+    admin = page(client, lab[role], "/admin/")
+    is_admin = role == "admin"
+    assert (f"/workers/{worker}/status/" in actions_of(workers)) is is_admin
+    expire = f"/leases/{lease['lease_euid']}/expire/"
+    assert (expire in actions_of(admin)) is is_admin
+    if is_admin:
+        assert "goes back to q1" in confirm_of(admin, expire)
+
+
+def test_drain_and_force_expiry_without_a_reason_write_nothing(client, lab):
+    make_subject("q1")
+    svc = actor("worker_service")
+    worker = register(svc, capabilities=["wetlab.extraction"])
+    lease = claim(svc, worker)
+    client = signed_in(client, lab["admin"])
+    before = counts()
+    response = client.post(f"/workers/{worker}/status/", {
+        "operation": "drain", "idempotency_key": "d1", "reason": ""})
+    assert "reason is required." in said(response)
+    response = client.post(f"/leases/{lease['lease_euid']}/expire/", {
+        "idempotency_key": "e1", "reason": "  "})
+    assert "reason is required." in said(response)
+    assert counts() == before
+    response = client.post(f"/workers/{worker}/status/", {
+        "operation": "drain", "idempotency_key": "d2", "reason": "firmware update"})
+    assert f"Worker {worker} is now DRAINING." in said(response)
