@@ -9,6 +9,7 @@ from django.db import connection
 
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import ActionRequest, Actor, execute
+from tests import test_bench_rules as bench_rules
 from tests.engine import (
     SERVICE,
     act,
@@ -375,6 +376,8 @@ SCENARIOS = {
 }
 SCENARIOS["FORBIDDEN"] += [s_forbidden_human_routes]
 SCENARIOS["NOT_FOUND"] += [s_not_found_route_object]
+SCENARIOS["FORBIDDEN"] += [bench_rules.s_forbidden_human_cancels]
+SCENARIOS["NEXT_QUEUE_NOT_ALLOWED"] = [bench_rules.s_next_queue_not_allowed]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 
 

@@ -36,6 +36,7 @@ HTTP_STATUS: dict[str, int] = {
     "QUEUE_NOT_MANAGED": 409,
     "REPLACEMENT_REQUIRED": 409,
     "QUEUE_HEAD_MISMATCH": 409,
+    "NEXT_QUEUE_NOT_ALLOWED": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -79,6 +80,7 @@ PLAIN: dict[str, str] = {
                             " (replace_queue) to change them.",
     "QUEUE_HEAD_MISMATCH": "This queue runs work strictly in order: only the item at its head"
                            " may be claimed now.",
+    "NEXT_QUEUE_NOT_ALLOWED": "This queue's flow does not move items to that queue.",
 }
 
 
