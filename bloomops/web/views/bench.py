@@ -5,19 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.execution import selectors
+from bloomops.accounts.roles import roles_of
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
-from bloomops.execution.states import RetryClass
-from bloomops.web import services
+from bloomops.execution.policy import next_queues_allowed
+from bloomops.execution.selectors import bench as bench_selectors
+from bloomops.execution.states import priority_class
+from bloomops.web import bench_words, services
+from bloomops.web.templatetags.bloomops_ui import local_clock, relative
 from bloomops.web.views.common import (
-    answer,
     as_human,
+    back_url,
     forbidden,
     guards,
     reader,
@@ -26,6 +32,8 @@ from bloomops.web.views.common import (
 
 SCAN_CLAIMED = "bloomops_scan_claimed"  # session key: the last claim, shown once after PRG
 EUID_MAX_LENGTH = 64
+# My work warns this long before a claim runs out (static/js/bloomops.js counts down).
+WARN_SECONDS = 120
 
 
 def _scan_claimed(result: ActionResult) -> dict:
@@ -93,36 +101,112 @@ def scan(request: HttpRequest) -> HttpResponse:
 
 
 
+def _work_item(lease: dict, queues: dict[str, dict], now) -> dict:
+    """One leased item as the bench shows it: what, how urgent, which step, how long is
+    left, and where it may go next (only where its queue's flow allows)."""
+    env = lease["execution"] or {}
+    props = lease["props"] or {}
+    queue_key = props.get("queue_lookup_key") or ""
+    config = (queues.get(queue_key) or {}).get("config") or {}
+    default_next = config.get("default_next_queue_key") or ""
+    allowed = next_queues_allowed(config)
+    keys = allowed if allowed is not None else ([default_next] if default_next else [])
+    expires = parse_ts(props.get("expires_at"))
+    return {
+        **lease,
+        "queue_key": queue_key,
+        "queue_name": config.get("display_name") or queue_key,
+        "priority": env.get("priority") or 0,
+        "priority_class": priority_class(env.get("priority")),
+        "due_at": env.get("due_at"),
+        "step": bench_words.step_label(env.get("next_action_key"), config),
+        "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
+        "next_choices": [(k, ((queues.get(k) or {}).get("config") or {}).get("display_name")
+                          or k) for k in keys],
+        "default_next": default_next,
+        "may_finish": not default_next,
+    }
+
+
 @require_GET
 @reader
 def my_work(request: HttpRequest) -> HttpResponse:
+    """My leases (or, with ?item=LEASE, the one item just claimed: its work view), and what
+    happened to the ones that ended without me."""
     worker_euid = services.my_worker_euid(request.user)
-    leases = selectors.leases(status="ACTIVE", worker_euid=worker_euid) if worker_euid else []
-    queues = selectors.queues()
-    flows = {q["queue_key"]: q["config"].get("default_next_queue_key") for q in queues}
-    for lease in leases:
-        lease["default_next"] = flows.get(lease["props"].get("queue_lookup_key")) or ""
+    now = clock.now()
+    queues = {q["queue_key"]: q for q in selectors.queues()}
+    items = [_work_item(x, queues, now) for x in bench_selectors.my_leases(worker_euid)] \
+        if worker_euid else []
+    focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]
+    focused = [i for i in items if i["euid"] == focus]
+    username = request.user.get_username()
+    lost = [n for n in (bench_words.lost_notice(r, username)
+                        for r in bench_selectors.lost_leases(worker_euid)) if n] \
+        if worker_euid else []
+    standing = bench_words.standing_notice(
+        bench_selectors.worker_standing(worker_euid) if worker_euid else None)
     return render(request, "web/my_work.html", {
         "worker_euid": worker_euid,
-        "leases": leases,
-        "queues": queues,
-        "retry_classes": [c.value for c in RetryClass],
+        "items": focused or items,
+        "focused": bool(focused),
+        "others": len(items) - len(focused) if focused else 0,
+        "lost_focus": bool(focus) and any(n["row"]["euid"] == focus for n in lost),
+        "lost": lost,
+        "standing": standing,
+        "retry_choices": bench_words.retry_choices(roles_of(request.user)),
+        "warn_seconds": WARN_SECONDS,
     })
 
 
+def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
+                 success: Callable[[ActionResult], str], default: str,
+                 goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
+    """Run one bench action: a refusal in the bench's words back where the person was, a
+    success to ``goto`` (the item's work view after a claim) or back."""
+    try:
+        result = run()
+    except ActionError as err:
+        if err.code == "FORBIDDEN":
+            return forbidden(request, err.message)
+        messages.error(request, bench_words.bench_refusal(err.code, err.message))
+        return redirect(back_url(request, default))
+    if result.replayed:
+        messages.info(request, "Already done: this form was submitted before, so nothing"
+                               " was repeated.")
+    else:
+        messages.success(request, success(result))
+    return redirect(goto(result) if goto else back_url(request, default))
+
+
+def work_view_url(result: ActionResult) -> str:
+    return f"{reverse('my_work')}?item={result['lease_euid']}"
+
+
 def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payload: dict,
-                  success: Callable[[ActionResult], str]) -> HttpResponse:
+                  success: Callable[[ActionResult], str], *, ends: bool = True) -> HttpResponse:
+    """An action on one of my leases; one that ends it lands on My work (its work view would
+    be empty), a renewal back where the person was."""
     def run() -> ActionResult:
         g = guards(request)
         return as_human(request, action_key, lease_euid=lease_euid, payload=payload, **g)
 
-    return answer(request, run, success, reverse("my_work"))
+    return bench_answer(request, run, success, reverse("my_work"),
+                        (lambda r: reverse("my_work")) if ends else None)
+
+
+def _until(expires_at: str | None) -> str:
+    moment = parse_ts(expires_at)
+    if moment is None:
+        return ""
+    return f"{relative(moment).removeprefix('in ')}, until {local_clock(moment)}"
 
 
 @require_POST
 def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     return _lease_action(request, lease_euid, "renew_queue_lease", {},
-                         lambda r: f"Lease {lease_euid} renewed.")
+                         lambda r: f"Renewed: {r['subject_euid']} is yours for another"
+                                   f" {_until(r['expires_at'])}.", ends=False)
 
 
 @require_POST
