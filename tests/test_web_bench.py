@@ -179,3 +179,18 @@ def test_release_asks_why_and_keeps_it(client, lab):
                                                    reason="wrong rack"))
     assert next(x for x in selectors.leases() if x["euid"] == lease)["props"][
         "release_reason"] == "wrong rack"
+
+
+def test_a_scan_refused_because_someone_has_it_names_them_and_a_humane_time(client, lab):
+    euid = make_subject("q1", name="Specimen taken")
+    other = signed_in(client, lab["admin"])
+    lease = claim(other, euid)
+    client.logout()
+    sci = signed_in(client, lab["worker_human"])
+    response = sci.post("/scan/", form_for(sci.get("/scan/"), "/scan/", euid=euid))
+    html = response.content.decode()
+    reason = re.search(r'<li data-code="ACTIVE_LEASE">(.*?)</li>', html, re.S).group(1)
+    assert reason.startswith("adm is working on it, until <time datetime=")
+    worker = next(x["worker_euid"] for x in selectors.leases() if x["euid"] == lease)
+    assert worker not in reason and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", html)
+    assert "Specimen taken (" + euid + ")" in html

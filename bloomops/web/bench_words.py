@@ -102,3 +102,26 @@ def standing_notice(standing: dict[str, Any] | None) -> dict[str, Any] | None:
     }[standing["status"]]
     return {"what": what, "by": standing.get("executed_by"), "why": standing.get("reason"),
             "when": standing.get("executed_at")}
+
+
+def scan_reasons(diagnostics: Any, names: dict[str, str]) -> list[dict[str, Any]]:
+    """Why a scanned item is not claimable, for the bench: who has it (a name, not an EUID)
+    and until when, when a retry or the item is due (a time the template renders humanely);
+    other reasons in the engine's words."""
+    env = diagnostics.execution or {}
+    lease = (diagnostics.active_lease or {}).get("props") or {}
+    out = []
+    for reason in diagnostics.reasons:
+        if reason.code == "ACTIVE_LEASE":
+            who = lease.get("worker_lookup_euid") or ""
+            out.append({"code": reason.code, "text": f"{names.get(who, 'Another worker')} is"
+                        " working on it, until", "when": lease.get("expires_at")})
+        elif reason.code == "RETRY_WINDOW_NOT_REACHED":
+            out.append({"code": reason.code, "text": "It failed and waits to be retried,"
+                        " due", "when": env.get("retry_at")})
+        elif reason.code == "NOT_READY_YET":
+            out.append({"code": reason.code, "text": "It is not ready yet; it will be",
+                        "when": env.get("ready_at")})
+        else:
+            out.append({"code": reason.code, "text": reason.message.rstrip("."), "when": None})
+    return out

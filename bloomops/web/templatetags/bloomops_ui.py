@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import parse_ts
+from bloomops.execution.envelope import parse_ts, parse_ts_or_none
 
 register = template.Library()
 
@@ -75,7 +75,7 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
     delta = (moment - (now or clock.now())).total_seconds()
     if abs(delta) < 30:
         return "just now"
-    words = readable_seconds(abs(delta))
+    words = readable_seconds(abs(delta)).removesuffix(" 0 min").removesuffix(" 0 h")
     return f"in {words}" if delta > 0 else f"{words} ago"
 
 
@@ -92,7 +92,7 @@ def local_clock(moment: datetime, now: datetime | None = None) -> str:
 def humane(value: datetime | str | None) -> str:
     """A timestamp as a person reads it: "in 12 min (14:05 UTC)", in a <time> element whose
     title is the exact UTC instant and whose datetime the browser can read."""
-    moment = parse_ts(value)
+    moment = parse_ts_or_none(value)  # another writer may have stored anything
     if moment is None:
         return "–"
     exact = moment.astimezone(UTC)

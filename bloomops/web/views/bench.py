@@ -63,10 +63,18 @@ def _scan_page(request: HttpRequest, context: dict, status: int = 200) -> HttpRe
 
 def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
                   diagnose: bool = False) -> HttpResponse:
-    context = {"euid": euid, "error": err.message}
+    context = {"euid": euid, "error": bench_words.bench_refusal(err.code, err.message)}
     if diagnose:
-        context["diagnostics"] = selectors.subject_diagnostics(
+        diag = selectors.subject_diagnostics(
             euid, worker_euid=services.my_worker_euid(request.user))
+        context["diagnostics"] = diag
+        if diag is not None:
+            holder = ((diag.active_lease or {}).get("props") or {}).get("worker_lookup_euid")
+            context["reasons"] = bench_words.scan_reasons(
+                diag, bench_selectors.worker_names([holder] if holder else []))
+            if err.code == "NOT_VISIBLE" and context["reasons"]:
+                # The engine's message repeats the reasons with EUIDs and raw times.
+                context["error"] = "It is not available to claim right now:"
     return _scan_page(request, context, status=err.http_status)
 
 
