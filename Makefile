@@ -29,6 +29,10 @@ chromium:
 # browser tests; npm ci runs again only when the lock file changes.
 axe: node_modules/.installed
 node_modules/.installed: package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Debian's npm for axe-core..."; \
+	  if [ "$$(id -u)" = 0 ]; then APT=""; else APT=sudo; fi; \
+	  $$APT apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$APT apt-get install -y -qq npm >/dev/null; }
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 

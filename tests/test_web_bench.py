@@ -194,3 +194,23 @@ def test_a_scan_refused_because_someone_has_it_names_them_and_a_humane_time(clie
     worker = next(x["worker_euid"] for x in selectors.leases() if x["euid"] == lease)
     assert worker not in reason and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", html)
     assert "Specimen taken (" + euid + ")" in html
+
+
+@pytest.mark.parametrize(("role", "acts"), [
+    ("worker_human", True), ("admin", True), ("operator", False), ("worker_service", False)])
+def test_the_bench_controls_by_role(client, lab, role, acts):
+    """Claim next, the work view's controls and the failure kinds: shown to the roles that
+    may use them; the others read the pages without them (the server refuses them anyway,
+    tests/test_web_roles.py)."""
+    euid = make_subject("q1")
+    human = signed_in(client, lab["worker_human"])
+    lease = claim(human, euid)
+    person = signed_in(client, lab[role])
+    queue = person.get("/queues/q1/").content.decode()
+    assert ('id="claim-next"' in queue) is acts
+    work = person.get(f"/my-work/?item={lease}")
+    assert work.status_code == 200
+    html = work.content.decode()
+    mine = role == "worker_human"
+    for control in ("renew", "complete", "fail", "release"):
+        assert (f"/leases/{lease}/{control}/" in html) is mine
