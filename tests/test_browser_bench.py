@@ -81,8 +81,11 @@ def test_next_queue_offers_only_the_flow_and_completes_there(browser, site):
     labels = choice.locator("option").all_inner_texts()
     assert labels == ["Queue two (q2)", "Queue one (q1)"]  # no ONT, no finishing early
     assert choice.input_value() == "q2"
+    complete = page.get_by_role("button", name="Complete")
+    expect(complete).to_have_text("Complete → Queue two (q2)")
     choice.select_option("q1")
-    page.get_by_role("button", name="Complete").click()
+    expect(complete).to_have_text("Complete → Queue one (q1)")  # where it goes, before the tap
+    complete.click()
     page.wait_for_url(f"{site}/my-work/")
     expect(page.locator(".messages")).to_contain_text(f"Completed {euid}; it moved to q1.")
     page.context.close()

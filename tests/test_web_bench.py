@@ -214,3 +214,15 @@ def test_the_bench_controls_by_role(client, lab, role, acts):
     mine = role == "worker_human"
     for control in ("renew", "complete", "fail", "release"):
         assert (f"/leases/{lease}/{control}/" in html) is mine
+
+
+def test_a_lost_claim_taken_back_is_no_longer_reported(client, lab):
+    euid = make_subject("q1", name="Specimen back")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    act("expire_queue_lease", actor("admin", username="adm"), lease_euid=lease,
+        payload={"reason": "oops"})
+    assert 'id="lost-leases"' in sci.get("/my-work/").content.decode()
+    claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert 'id="lost-leases"' not in html and f'data-euid="{euid}"' in html

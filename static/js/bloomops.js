@@ -211,3 +211,14 @@ document.addEventListener("click", function (event) {
     window.setInterval(tick, 1000);
   });
 })();
+
+// My work: the Complete button says where the item goes, so a wrong choice of Next queue is
+// seen before the tap.
+document.addEventListener("change", function (event) {
+  var select = event.target;
+  if (select.name !== "next_queue_key" || !select.form) return;
+  var destination = select.form.querySelector("button .destination");
+  if (!destination) return;
+  var option = select.options[select.selectedIndex];
+  destination.textContent = option && option.value ? "→ " + option.textContent : "and finish";
+});

@@ -149,8 +149,10 @@ def my_work(request: HttpRequest) -> HttpResponse:
     focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]
     focused = [i for i in items if i["euid"] == focus]
     username = request.user.get_username()
+    held_again = {i["subject_euid"] for i in items}  # claimed back since: old news
     lost = [n for n in (bench_words.lost_notice(r, username)
-                        for r in bench_selectors.lost_leases(worker_euid)) if n] \
+                        for r in bench_selectors.lost_leases(worker_euid)
+                        if r["subject_euid"] not in held_again) if n] \
         if worker_euid else []
     standing = bench_words.standing_notice(
         bench_selectors.worker_standing(worker_euid) if worker_euid else None)
