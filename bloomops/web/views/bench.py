@@ -4,8 +4,8 @@ release, complete, fail)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,8 +22,8 @@ from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
 from bloomops.web.templatetags.bloomops_ui import local_clock, relative
 from bloomops.web.views.common import (
+    answer,
     as_human,
-    back_url,
     forbidden,
     guards,
     reader,
@@ -107,9 +107,7 @@ def scan(request: HttpRequest) -> HttpResponse:
     return redirect("scan")
 
 
-
-
-def _work_item(lease: dict, queues: dict[str, dict], now) -> dict:
+def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     """One leased item as the bench shows it: what, how urgent, which step, how long is
     left, and where it may go next (only where its queue's flow allows)."""
     env = lease["execution"] or {}
@@ -172,21 +170,17 @@ def my_work(request: HttpRequest) -> HttpResponse:
 def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
                  success: Callable[[ActionResult], str], default: str,
                  goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
-    """Run one bench action: a refusal in the bench's words back where the person was, a
-    success to ``goto`` (the item's work view after a claim) or back."""
-    try:
-        result = run()
-    except ActionError as err:
-        if err.code == "FORBIDDEN":
-            return forbidden(request, err.message)
-        messages.error(request, bench_words.bench_refusal(err.code, err.message))
-        return redirect(back_url(request, default))
-    if result.replayed:
-        messages.info(request, "Already done: this form was submitted before, so nothing"
-                               " was repeated.")
-    else:
-        messages.success(request, success(result))
-    return redirect(goto(result) if goto else back_url(request, default))
+    """``answer`` with refusals in the bench's words (bench_words.BENCH_REFUSALS)."""
+    def worded() -> ActionResult:
+        try:
+            return run()
+        except ActionError as err:
+            words = bench_words.bench_refusal(err.code, err.message)
+            if words == err.message:
+                raise
+            raise ActionError(err.code, words, **err.details) from None
+
+    return answer(request, worded, success, default, goto)
 
 
 def work_view_url(result: ActionResult) -> str:
