@@ -34,10 +34,10 @@ def test_claim_next_countdown_warning_and_the_force_expiry_notice(browser, site)
     expect(item.locator(".step")).to_have_text("Wetlab: extract dna")
     expect(item.locator(".prio-number")).to_have_text("210")
 
-    # Time passes at the bench: 130 s left, the countdown runs and warns under 2 min.
+    # Time passes at the bench: 125 s left, the countdown runs and warns under 2 min.
     lease = selectors.leases(status="ACTIVE")[0]
     left = (parse_ts(lease["props"]["expires_at"]) - clock.now()).total_seconds()
-    clock.advance(left - 130)
+    clock.advance(left - 125)
     page.reload()
     countdown = item.locator(".countdown")
     shown = countdown.inner_text()

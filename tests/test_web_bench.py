@@ -78,6 +78,8 @@ def test_next_queue_offers_only_what_the_flow_allows(client, lab):
     assert chosen[leases[1]] == ["q2", "q1"]  # default first, then the allowed others
     assert chosen[leases[2]] == [""]  # end of the flow: only finishing
     assert form_for(page, f"/leases/{leases[0]}/complete/")["next_queue_key"] == "q2"
+    queue_page = sci.get("/queues/lim/").content.decode()
+    assert 'also allowed: <a href="/queues/q1/">q1</a>' in queue_page
 
 
 def test_completing_outside_the_flow_is_refused_in_words_and_writes_nothing(client, lab):
