@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PORT ?= $(or $(BLOOMOPS_PORT),8000)
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: run test bench lint setup-db chromium serve bloom-env
+.PHONY: run test bench lint setup-db chromium serve bloom-env axe
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,17 @@ chromium:
 	  echo "Installing Debian's chromium for the browser tests..."; \
 	  if [ "$$(id -u)" = 0 ]; then APT=""; else APT=sudo; fi; \
 	  $$APT apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$APT apt-get install -y -qq chromium >/dev/null; }
+
+# axe-core (package.json, pinned in package-lock.json) for the accessibility check of the
+# browser tests; npm ci runs again only when the lock file changes.
+axe: node_modules/.installed
+node_modules/.installed: package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Debian's npm for axe-core..."; \
+	  if [ "$$(id -u)" = 0 ]; then APT=""; else APT=sudo; fi; \
+	  $$APT apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$APT apt-get install -y -qq npm >/dev/null; }
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # Bloom LIMS 5.0.1 in its own cached environment under var/bloom, for the interop tests
 # (docs/BLOOM.md); installed from PyPI the first time, a no-op afterwards.
@@ -50,7 +61,7 @@ run: setup-db
 	  $(VENV)/bin/gunicorn bloomops.wsgi:application \
 	    --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5'
 
-test: setup-db chromium bloom-env
+test: setup-db chromium axe bloom-env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 

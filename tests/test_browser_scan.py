@@ -4,6 +4,8 @@ field is empty and focused, the page is still /scan/, and each claim is written 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 from playwright.sync_api import expect
@@ -101,8 +103,9 @@ def test_the_scan_loop_by_keyboard_refused_then_two_claims(browser, site, javasc
         assert f"Claimed {name} ({euid})" in text
         assert "Queue one" in text  # the queue's display name
         assert "complete it" in text  # what to do next
+        lease = next(x["euid"] for x in selectors.leases() if x["subject_euid"] == euid)
         assert banner.get_by_role("link", name="Act on it in My work").get_attribute(
-            "href") == "/my-work/"
+            "href") == f"/my-work/?item={lease}"  # the claimed item's work view
         assert page.locator(".refusal").count() == 0
         ready_for_the_next_scan(page, site)
         keys.append(key(page))
@@ -113,9 +116,12 @@ def test_the_scan_loop_by_keyboard_refused_then_two_claims(browser, site, javasc
     assert leases_of(first) == 1 and leases_of(second) == 1 and leases_of(UNKNOWN) == 0
     assert claim_records() == 2
     page.get_by_role("link", name="Act on it in My work").click()
+    page.wait_for_url(re.compile(r".*/my-work/\?item=.+"))
+    assert page.locator(f'#my-leases [data-euid="{second}"]').count() == 1
+    page.get_by_role("link", name="All my work (1 more)").click()
     page.wait_for_url(f"{site}/my-work/")
     for euid in (first, second):
-        assert page.locator(f'#my-leases tr[data-euid="{euid}"]').count() == 1
+        assert page.locator(f'#my-leases [data-euid="{euid}"]').count() == 1
     page.context.close()
 
 

@@ -77,8 +77,8 @@ def test_scientist_scans_claims_completes_and_the_item_moves_on(browser, site):
     page.keyboard.type(euid)
     page.keyboard.press("Enter")
     page.locator("#scan-result.claimed").get_by_role("link", name="Act on it in My work").click()
-    page.wait_for_url(f"{site}/my-work/")
-    row = page.locator(f'#my-leases tr[data-euid="{euid}"]')
+    page.wait_for_url(re.compile(r".*/my-work/\?item=.+"))
+    row = page.locator(f'#my-leases [data-euid="{euid}"]')
     assert row.get_by_label("Next queue").input_value() == "q2"
     row.get_by_role("button", name="Complete").click()
     page.wait_for_url(f"{site}/my-work/")
@@ -118,7 +118,8 @@ def test_admin_force_expires_a_lease_and_the_item_reappears(browser, site):
     sci = signed_in(browser, site, "scientist")
     sci.goto(f"{site}/queues/q1/")
     sci.get_by_role("button", name="Claim next").click()
-    sci.wait_for_url(f"{site}/queues/q1/")
+    sci.wait_for_url(re.compile(r".*/my-work/\?item=.+"))  # the claimed item's work view
+    sci.goto(f"{site}/queues/q1/")
     assert sci.locator(f'#items tr[data-euid="{euid}"]').count() == 0
     admin = signed_in(browser, site, "admin")
     admin.get_by_role("link", name="Admin").click()
@@ -164,7 +165,8 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
     sci = signed_in(browser, site, "scientist")
     sci.goto(f"{site}/queues/q1/")
     sci.get_by_role("button", name="Claim next").click()
-    sci.wait_for_url(f"{site}/queues/q1/")
+    sci.wait_for_url(re.compile(r".*/my-work/\?item=.+"))  # the claimed item's work view
+    sci.goto(f"{site}/queues/q1/")
     # no reload: htmx swaps the panel in place
     board.wait_for_function(
         "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
@@ -177,7 +179,8 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
         "aria-pressed") == "true"
     sci.goto(f"{site}/queues/q1/")
     sci.get_by_role("button", name="Claim next").click()
-    sci.wait_for_url(f"{site}/queues/q1/")
+    sci.wait_for_url(re.compile(r".*/my-work/\?item=.+"))  # the claimed item's work view
+    sci.goto(f"{site}/queues/q1/")
     board.wait_for_timeout(2500)
     assert depth.inner_text() == "1"
     board.get_by_role("button", name="Resume auto-refresh").click()
@@ -217,7 +220,8 @@ def test_keyboard_only_claim_from_the_queue_page(browser, site):
     page.goto(f"{site}/queues/q1/")
     page.get_by_role("button", name="Claim next").focus()
     page.keyboard.press("Enter")
-    page.wait_for_url(f"{site}/queues/q1/")
+    page.wait_for_url(re.compile(r".*/my-work/\?item=.+"))
     assert f"Claimed {euid} from q1." in messages_text(page)
+    page.goto(f"{site}/queues/q1/")
     assert re.search(r"0 visible items", page.locator("#item-count").inner_text())
     page.context.close()

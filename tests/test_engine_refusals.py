@@ -13,6 +13,7 @@ from bloomops.execution import clock
 from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import ActionRequest, Actor, execute
 from bloomops.execution.objects import load, save_props
+from tests import test_bench_rules as bench_rules
 from tests.approval_support import decide, integrity_held, person, request_release
 from tests.engine import (
     SERVICE,
@@ -496,6 +497,8 @@ SCENARIOS["VALIDATION_ERROR"] += [
     s_validation_release_without_reason, s_validation_force_expiry_blank_reason,
     s_validation_drain_without_reason, s_validation_disable_blank_reason,
     s_validation_unknown_hold_code]
+SCENARIOS["FORBIDDEN"] += [bench_rules.s_forbidden_human_cancels]
+SCENARIOS["NEXT_QUEUE_NOT_ALLOWED"] = [bench_rules.s_next_queue_not_allowed]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 
 

@@ -68,8 +68,8 @@ def test_failures_are_grouped_by_queue_and_error_class_with_counts_and_messages(
 def test_the_page_shows_groups_in_words_and_filters_by_class(client, lab, failing):
     client = signed_in(client, lab["operator"])
     html = client.get("/failures/").content.decode()
-    assert "Something it depends on was unavailable" in html and "scanner offline" in html
-    assert "Bad input: will not succeed as it is" in html and "tube cracked" in html
+    assert "waiting on something else" in html and "scanner offline" in html
+    assert "Cannot be done: the sample or its data is unusable" in html and "tube cracked" in html
     assert "All failing items (3)" in html
     narrowed = client.get("/failures/?queue=q1&class=PERMANENT_INPUT").content.decode()
     assert "Items matching the filter (1)" in narrowed and "Tube C" in narrowed

@@ -42,7 +42,8 @@ def test_htmx_claim_answers_the_banner_and_a_fresh_key_without_leaving_scan(clie
     assert response.status_code == 200
     assert "<html" not in html and 'id="scan-euid"' not in html  # the field is not swapped
     assert f"Claimed Specimen htmx ({euid})" in html and "Queue one" in html
-    assert 'href="/my-work/"' in html
+    lease = next(x["euid"] for x in selectors.leases() if x["subject_euid"] == euid)
+    assert f'href="/my-work/?item={lease}"' in html  # the claimed item's work view
     assert fresh_key(html) != data["idempotency_key"]
     assert leases_of(euid) == 1
 

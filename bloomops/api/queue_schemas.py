@@ -1,7 +1,7 @@
 """Request schemas of the queue configuration actions (docs/API.md, "Queue configuration").
 Their bounds are the engine's (``execution/actions/queue_fields.py``)."""
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +23,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 
 QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
+QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
 
 
 def _number(name: str) -> Any:
@@ -74,6 +75,8 @@ class QueueSettingsIn(ActionEnvelope):
     default_next_queue_key: str | None = Field(None, max_length=100,
                                                description=HELP["default_next_queue_key"])
     default_next_action_key: str | None = text(200, HELP["default_next_action_key"])
+    next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=100,
+                                                       description=HELP["next_queue_keys"])
 
 
 class CreateQueueIn(QueueSettingsIn):

@@ -44,6 +44,7 @@ HTTP_STATUS: dict[str, int] = {
     "APPROVAL_EXPIRED": 409,
     "SELF_APPROVAL": 403,
     "SIGNATURE_INVALID": 403,
+    "NEXT_QUEUE_NOT_ALLOWED": 409,
 }
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
@@ -97,6 +98,7 @@ PLAIN: dict[str, str] = {
     "APPROVAL_EXPIRED": "This approval request has expired; request it again.",
     "SELF_APPROVAL": "An approval needs a second person: you cannot decide your own request.",
     "SIGNATURE_INVALID": "The password does not match: the decision was not signed.",
+    "NEXT_QUEUE_NOT_ALLOWED": "This queue's flow does not move items to that queue.",
 }
 
 

@@ -106,6 +106,26 @@ def classify_failure(retryable: bool | None, error_class: str | None) -> RetryCl
     return RetryClass.TRANSIENT_SYSTEM if retryable else RetryClass.PERMANENT_STATE
 
 
+# Cancelling an item is an operator's decision (RULES.md#retries): a person at the bench
+# records what went wrong and leaves the cancel to an operator; a service acting for one may.
+CANCEL_ROLES = frozenset({"operator", "admin", "worker_service"})
+
+
+def failure_classes_for(roles: frozenset[str] | set[str]) -> list[RetryClass]:
+    """The retry classes a caller with these roles may record a failure with."""
+    return [c for c in RetryClass if c != RetryClass.OPERATOR_CANCELED or roles & CANCEL_ROLES]
+
+
+def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:
+    """The queues a completed item of this queue may move to (its default next queue first),
+    or None when the queue does not limit them (no next_queue_keys configured)."""
+    listed = config.get("next_queue_keys")
+    if listed is None:
+        return None
+    default = config.get("default_next_queue_key")
+    return list(dict.fromkeys(([default] if default else []) + list(listed)))
+
+
 def retry_delay_seconds(
     policy: dict[str, Any], attempt_count: int, rng: random.Random | None = None
 ) -> float:

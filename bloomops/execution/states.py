@@ -68,15 +68,17 @@ TRANSIENT_CLASSES = frozenset(
     {RetryClass.TRANSIENT_SYSTEM, RetryClass.TRANSIENT_DEPENDENCY, RetryClass.TRANSIENT_CAPACITY}
 )
 
-# What each retry class means, in the words a person at the bench or the QA desk reads.
+# Each retry class in the words a person reads: as the choice made when failing an item at
+# the bench, and as what happened on the failures view (RULES.md#retries).
 RETRY_CLASS_WORDS: dict[str, str] = {
-    RetryClass.TRANSIENT_SYSTEM: "System hiccup (retried automatically)",
-    RetryClass.TRANSIENT_DEPENDENCY: "Something it depends on was unavailable (retried)",
-    RetryClass.TRANSIENT_CAPACITY: "No capacity right now (retried)",
-    RetryClass.PERMANENT_INPUT: "Bad input: will not succeed as it is",
-    RetryClass.PERMANENT_STATE: "Wrong state: will not succeed as it is",
-    RetryClass.BUSINESS_RULE_HOLD: "A business rule stopped it (held)",
-    RetryClass.OPERATOR_CANCELED: "Canceled by an operator",
+    RetryClass.TRANSIENT_SYSTEM: "Try again later: an instrument or computer hiccup",
+    RetryClass.TRANSIENT_DEPENDENCY: "Try again later: waiting on something else (reagent,"
+                                     " another step, a service)",
+    RetryClass.TRANSIENT_CAPACITY: "Try again later: no free instrument or bench right now",
+    RetryClass.PERMANENT_INPUT: "Cannot be done: the sample or its data is unusable",
+    RetryClass.PERMANENT_STATE: "Cannot be done: the item is not in a state this step can use",
+    RetryClass.BUSINESS_RULE_HOLD: "Put on hold for a decision (QA, a supervisor)",
+    RetryClass.OPERATOR_CANCELED: "Cancel the item's work (an operator's decision)",
 }
 
 

@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from django_tables2.data import TableListData
 
 from bloomops.execution import clock
-from bloomops.web.templatetags.bloomops_ui import age, when
+from bloomops.web.templatetags.bloomops_ui import age, humane
 
 PER_PAGE = 25
 
@@ -87,12 +87,12 @@ class QueueItemsTable(SubjectRowsTable):
                     "site", "platform", "assay", "claim")
 
     def render_ready(self, value):
-        return when(value)
+        return humane(value)
 
     def render_due(self, value):
         if value < clock.now():  # the bench needs to see what is already late
-            return format_html('{} <span class="badge bad">overdue</span>', when(value))
-        return when(value)
+            return format_html('{} <span class="badge bad">overdue</span>', humane(value))
+        return humane(value)
 
 
 class HiddenItemsTable(SubjectRowsTable):

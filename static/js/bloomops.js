@@ -106,3 +106,119 @@ document.addEventListener("click", function (event) {
     if (fromScanForm(event)) refocus();
   });
 })();
+
+// Auto-refresh (a [data-poll] panel swapped by htmx) must never move the reader: the focused
+// control is found again in the new panel and focused without scrolling, and the page stays
+// where it was scrolled to.
+(function () {
+  var kept = null;
+
+  function pathOf(el, root) {
+    if (el.id) return { id: el.id };
+    if (el.getAttribute("href")) return { href: el.getAttribute("href"), text: el.textContent };
+    var steps = [];
+    for (var node = el; node && node !== root; node = node.parentElement) {
+      steps.unshift(Array.prototype.indexOf.call(node.parentElement.children, node));
+    }
+    return { steps: steps };
+  }
+
+  function find(root, path) {
+    if (path.id) return document.getElementById(path.id);
+    if (path.href) {
+      return Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
+        return a.getAttribute("href") === path.href && a.textContent === path.text;
+      }) || null;
+    }
+    var node = root;
+    for (var i = 0; node && i < path.steps.length; i++) node = node.children[path.steps[i]];
+    return node || null;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var panel = event.detail.target;
+    if (!panel || !panel.matches || !panel.matches("[data-poll]")) return;
+    var active = document.activeElement;
+    kept = { x: window.scrollX, y: window.scrollY, id: panel.id,
+             path: active && panel.contains(active) ? pathOf(active, panel) : null };
+  });
+
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!kept) return;
+    var k = kept;
+    kept = null;
+    var panel = k.id ? document.getElementById(k.id) : null;
+    if (k.path && panel) {
+      var el = find(panel, k.path);
+      if (el && el.focus) el.focus({ preventScroll: true });
+    }
+    window.scrollTo(k.x, k.y);
+  });
+})();
+
+// Humane times (the |humane filter): the wall-clock part in the reader's own time zone.
+(function () {
+  function localise(root) {
+    root.querySelectorAll("time[data-humane] .local").forEach(function (span) {
+      var moment = new Date(span.parentElement.getAttribute("datetime"));
+      if (isNaN(moment.getTime())) return;
+      var options = { hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+      if (moment.toDateString() !== new Date().toDateString()) {
+        options.day = "numeric";
+        options.month = "short";
+      }
+      span.textContent = "(" + new Intl.DateTimeFormat(undefined, options).format(moment) + ")";
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });
+})();
+
+// My work (templates/web/my_work.html): every claim counts down from the seconds the server
+// computed (the server's clock decides expiry, not the browser's) and warns, once, in a
+// polite live region, before it runs out.
+(function () {
+  var started = Date.now();
+
+  function readable(seconds) {
+    var h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
+    if (h) return h + " h " + m + " min";
+    if (m) return m + " min " + (s < 10 ? "0" : "") + s + " s";
+    return s + " s";
+  }
+
+  function tick() {
+    var elapsed = Math.floor((Date.now() - started) / 1000);
+    document.querySelectorAll(".countdown[data-seconds-left]").forEach(function (clock) {
+      var left = Math.max(0, parseInt(clock.dataset.secondsLeft, 10) - elapsed);
+      var warnAt = parseInt(clock.dataset.warnSeconds, 10);
+      var item = clock.closest(".work-item");
+      clock.textContent = left > 0 ? readable(left) : "ran out";
+      if (!item) return;
+      item.classList.toggle("expiring", left <= warnAt);
+      var warning = item.querySelector(".expiry-warning");
+      var text = left <= 0
+        ? "Your claim has run out: the item is going back to its queue. Reload My work to see what happened."
+        : left <= warnAt ? "Less than " + clock.dataset.warnWords + " left: renew now or the item goes back to its queue." : "";
+      // Only a change is written, so a screen reader hears each warning once.
+      if (warning && warning.textContent !== text) warning.textContent = text;
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!document.querySelector(".countdown[data-seconds-left]")) return;
+    tick();
+    window.setInterval(tick, 1000);
+  });
+})();
+
+// My work: the Complete button says where the item goes, so a wrong choice of Next queue is
+// seen before the tap.
+document.addEventListener("change", function (event) {
+  var select = event.target;
+  if (select.name !== "next_queue_key" || !select.form) return;
+  var destination = select.form.querySelector("button .destination");
+  if (!destination) return;
+  var option = select.options[select.selectedIndex];
+  destination.textContent = option && option.value ? "→ " + option.textContent : "and finish";
+});

@@ -34,6 +34,8 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.policy import (
     classify_failure,
+    failure_classes_for,
+    next_queues_allowed,
     retry_at,
 )
 from bloomops.execution.states import (
@@ -114,6 +116,13 @@ class CompleteQueueExecution(LeaseAction):
         assert lease is not None and env is not None
         p = ctx.payload
         next_queue = queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
+        allowed = next_queues_allowed((self.queue_of_lease(ctx) or {}).get("config") or {})
+        if next_queue is not None and allowed is not None and (
+                next_queue["queue_key"] not in allowed):
+            raise ActionError("NEXT_QUEUE_NOT_ALLOWED", "This queue's flow moves items to "
+                              + (", ".join(allowed) or "no other queue") + ", not to "
+                              + next_queue["queue_key"] + ".", field="next_queue_key",
+                              allowed=allowed)
         record = record_of_lease(lease)
         close_lease(ctx, lease, "COMPLETED", "COMPLETED")
         external = p.get("external")
@@ -176,6 +185,10 @@ class FailQueueExecution(LeaseAction):
         assert lease is not None and env is not None and ctx.subject is not None
         p = ctx.payload
         cls = classify_failure(p.get("retryable"), p.get("error_class"))
+        if cls not in failure_classes_for(ctx.actor.roles):
+            raise ActionError("FORBIDDEN", "Only an operator cancels an item; record what went"
+                              " wrong with another class, or ask an operator to cancel it.",
+                              field="error_class")
         queue = self.queue_of_lease(ctx)
         cfg = queue["config"] if queue else {}
         record = record_of_lease(lease)

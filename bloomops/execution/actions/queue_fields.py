@@ -21,7 +21,7 @@ MUTABLE_FIELDS = (
     "eligible_states", "required_worker_capabilities", "site_scope", "platform_scope",
     "assay_scope", "output_template_codes", "lease_ttl_seconds", "max_attempts_default",
     "retry_policy", "straggler_threshold_seconds", "default_next_queue_key",
-    "default_next_action_key", "diagnostics_enabled",
+    "default_next_action_key", "diagnostics_enabled", "next_queue_keys",
 )
 # Who owns a queue: bloomops changes only queues it created (another system, e.g. Bloom on a
 # shared database, owns and rewrites its own queue keys).
@@ -69,6 +69,9 @@ HELP = {
     "retry_policy": "Backoff after a retryable failure: initial delay, factor, cap, jitter.",
     "straggler_threshold_seconds": "Flag the queue when its oldest item waits longer.",
     "default_next_queue_key": "Where a completed subject goes when the worker names none.",
+    "next_queue_keys": "Other queues a completed subject may move to besides the default next"
+                       " queue; when set, completing to any other queue is refused (empty:"
+                       " only the default).",
     "default_next_action_key": "The next_action_key given to subjects routed here.",
     "diagnostics_enabled": "Show hidden items and their reasons.",
     "reason": "Why: kept in the queue's change history.",
@@ -174,6 +177,16 @@ def clean_settings(payload: dict) -> dict[str, Any]:
     if "default_next_queue_key" in payload:
         out["default_next_queue_key"] = queue_key_field(
             payload, "default_next_queue_key", required=False) or None
+    if "next_queue_keys" in payload:
+        keys = str_list_field(payload, "next_queue_keys")
+        if keys is not None:
+            if len(keys) > 100:
+                raise ActionError("VALIDATION_ERROR", "next_queue_keys: up to 100 queues.",
+                                  field="next_queue_keys")
+            for each in keys:
+                queue_key_field({"next_queue_keys": each}, "next_queue_keys")
+            keys = list(dict.fromkeys(keys))
+        out["next_queue_keys"] = keys
     if "default_next_action_key" in payload:
         out["default_next_action_key"] = text_field(payload, "default_next_action_key",
                                                      max_len=200)

@@ -1,16 +1,18 @@
-"""Template helpers of the operator UI: idempotency keys, readable ages, the sparkline."""
+"""Template helpers of the operator UI: idempotency keys, readable ages and humane times, the
+sparkline."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import parse_ts
+from bloomops.execution.envelope import parse_ts, parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS
 
 register = template.Library()
@@ -67,6 +69,38 @@ def when(value: datetime | str | None) -> str:
     """A timestamp as 2026-01-05 12:00 UTC."""
     moment = parse_ts(value)
     return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "–"
+
+
+def relative(moment: datetime, now: datetime | None = None) -> str:
+    """"in 12 min", "3 h ago", "just now" (under 30 s either way)."""
+    delta = (moment - (now or clock.now())).total_seconds()
+    if abs(delta) < 30:
+        return "just now"
+    words = readable_seconds(abs(delta)).removesuffix(" 0 min").removesuffix(" 0 h")
+    return f"in {words}" if delta > 0 else f"{words} ago"
+
+
+def local_clock(moment: datetime, now: datetime | None = None) -> str:
+    """Wall-clock time in the server's zone with the zone's name; the date too unless it is
+    today. static/js/bloomops.js rewrites it in the reader's own zone."""
+    local = timezone.localtime(moment)
+    today = timezone.localtime(now or clock.now()).date()
+    shown = local.strftime("%H:%M") if local.date() == today else local.strftime("%d %b %H:%M")
+    return f"{shown} {local.tzname()}"
+
+
+@register.filter
+def humane(value: datetime | str | None) -> str:
+    """A timestamp as a person reads it: "in 12 min (14:05 UTC)", in a <time> element whose
+    title is the exact UTC instant and whose datetime the browser can read."""
+    moment = parse_ts_or_none(value)  # another writer may have stored anything
+    if moment is None:
+        return "–"
+    exact = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{}" data-humane>{} <span class="local">({})</span></time>',
+        exact.strftime("%Y-%m-%dT%H:%M:%SZ"), exact.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        relative(moment), local_clock(moment))
 
 
 @register.filter

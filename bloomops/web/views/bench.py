@@ -4,17 +4,23 @@ release, complete, fail)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.execution import selectors
+from bloomops.accounts.roles import roles_of
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
-from bloomops.execution.states import RetryClass
-from bloomops.web import services
+from bloomops.execution.policy import next_queues_allowed
+from bloomops.execution.selectors import bench as bench_selectors
+from bloomops.execution.states import priority_class
+from bloomops.web import bench_words, services
+from bloomops.web.templatetags.bloomops_ui import local_clock, relative
 from bloomops.web.views.common import (
     answer,
     as_human,
@@ -26,6 +32,8 @@ from bloomops.web.views.common import (
 
 SCAN_CLAIMED = "bloomops_scan_claimed"  # session key: the last claim, shown once after PRG
 EUID_MAX_LENGTH = 64
+# My work warns this long before a claim runs out (static/js/bloomops.js counts down).
+WARN_SECONDS = 120
 
 
 def _scan_claimed(result: ActionResult) -> dict:
@@ -55,10 +63,18 @@ def _scan_page(request: HttpRequest, context: dict, status: int = 200) -> HttpRe
 
 def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
                   diagnose: bool = False) -> HttpResponse:
-    context = {"euid": euid, "error": err.message}
+    context = {"euid": euid, "error": bench_words.bench_refusal(err.code, err.message)}
     if diagnose:
-        context["diagnostics"] = selectors.subject_diagnostics(
+        diag = selectors.subject_diagnostics(
             euid, worker_euid=services.my_worker_euid(request.user))
+        context["diagnostics"] = diag
+        if diag is not None:
+            holder = ((diag.active_lease or {}).get("props") or {}).get("worker_lookup_euid")
+            context["reasons"] = bench_words.scan_reasons(
+                diag, bench_selectors.worker_names([holder] if holder else []))
+            if err.code == "NOT_VISIBLE" and context["reasons"]:
+                # The engine's message repeats the reasons with EUIDs and raw times.
+                context["error"] = "It is not available to claim right now:"
     return _scan_page(request, context, status=err.http_status)
 
 
@@ -91,38 +107,110 @@ def scan(request: HttpRequest) -> HttpResponse:
     return redirect("scan")
 
 
+def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
+    """One leased item as the bench shows it: what, how urgent, which step, how long is
+    left, and where it may go next (only where its queue's flow allows)."""
+    env = lease["execution"] or {}
+    props = lease["props"] or {}
+    queue_key = props.get("queue_lookup_key") or ""
+    config = (queues.get(queue_key) or {}).get("config") or {}
+    default_next = config.get("default_next_queue_key") or ""
+    allowed = next_queues_allowed(config)
+    keys = allowed if allowed is not None else ([default_next] if default_next else [])
+    expires = parse_ts(props.get("expires_at"))
+    return {
+        **lease,
+        "queue_key": queue_key,
+        "queue_name": config.get("display_name") or queue_key,
+        "priority": env.get("priority") or 0,
+        "priority_class": priority_class(env.get("priority")),
+        "due_at": env.get("due_at"),
+        "step": bench_words.step_label(env.get("next_action_key"), config),
+        "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
+        "next_choices": [(k, ((queues.get(k) or {}).get("config") or {}).get("display_name")
+                          or k) for k in keys],
+        "default_next": default_next,
+        "may_finish": not default_next,
+    }
 
 
 @require_GET
 @reader
 def my_work(request: HttpRequest) -> HttpResponse:
+    """My leases (or, with ?item=LEASE, the one item just claimed: its work view), and what
+    happened to the ones that ended without me."""
     worker_euid = services.my_worker_euid(request.user)
-    leases = selectors.leases(status="ACTIVE", worker_euid=worker_euid) if worker_euid else []
-    queues = selectors.queues()
-    flows = {q["queue_key"]: q["config"].get("default_next_queue_key") for q in queues}
-    for lease in leases:
-        lease["default_next"] = flows.get(lease["props"].get("queue_lookup_key")) or ""
+    now = clock.now()
+    queues = {q["queue_key"]: q for q in selectors.queues()}
+    items = [_work_item(x, queues, now) for x in bench_selectors.my_leases(worker_euid)] \
+        if worker_euid else []
+    focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]
+    focused = [i for i in items if i["euid"] == focus]
+    username = request.user.get_username()
+    held_again = {i["subject_euid"] for i in items}  # claimed back since: old news
+    lost = [n for n in (bench_words.lost_notice(r, username)
+                        for r in bench_selectors.lost_leases(worker_euid)
+                        if r["subject_euid"] not in held_again) if n] \
+        if worker_euid else []
+    standing = bench_words.standing_notice(
+        bench_selectors.worker_standing(worker_euid) if worker_euid else None)
     return render(request, "web/my_work.html", {
         "worker_euid": worker_euid,
-        "leases": leases,
-        "queues": queues,
-        "retry_classes": [c.value for c in RetryClass],
+        "items": focused or items,
+        "focused": bool(focused),
+        "others": len(items) - len(focused) if focused else 0,
+        "lost_focus": bool(focus) and any(n["row"]["euid"] == focus for n in lost),
+        "lost": lost,
+        "standing": standing,
+        "retry_choices": bench_words.retry_choices(roles_of(request.user)),
+        "warn_seconds": WARN_SECONDS,
     })
 
 
+def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
+                 success: Callable[[ActionResult], str], default: str,
+                 goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
+    """``answer`` with refusals in the bench's words (bench_words.BENCH_REFUSALS)."""
+    def worded() -> ActionResult:
+        try:
+            return run()
+        except ActionError as err:
+            words = bench_words.bench_refusal(err.code, err.message)
+            if words == err.message:
+                raise
+            raise ActionError(err.code, words, **err.details) from None
+
+    return answer(request, worded, success, default, goto)
+
+
+def work_view_url(result: ActionResult) -> str:
+    return f"{reverse('my_work')}?item={result['lease_euid']}"
+
+
 def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payload: dict,
-                  success: Callable[[ActionResult], str]) -> HttpResponse:
+                  success: Callable[[ActionResult], str], *, ends: bool = True) -> HttpResponse:
+    """An action on one of my leases; one that ends it lands on My work (its work view would
+    be empty), a renewal back where the person was."""
     def run() -> ActionResult:
         g = guards(request)
         return as_human(request, action_key, lease_euid=lease_euid, payload=payload, **g)
 
-    return answer(request, run, success, reverse("my_work"))
+    return bench_answer(request, run, success, reverse("my_work"),
+                        (lambda r: reverse("my_work")) if ends else None)
+
+
+def _until(expires_at: str | None) -> str:
+    moment = parse_ts(expires_at)
+    if moment is None:
+        return ""
+    return f"{relative(moment).removeprefix('in ')}, until {local_clock(moment)}"
 
 
 @require_POST
 def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     return _lease_action(request, lease_euid, "renew_queue_lease", {},
-                         lambda r: f"Lease {lease_euid} renewed.")
+                         lambda r: f"Renewed: {r['subject_euid']} is yours for another"
+                                   f" {_until(r['expires_at'])}.", ends=False)
 
 
 @require_POST

@@ -67,8 +67,10 @@ def reason_of(request: HttpRequest) -> str:
 
 
 def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Callable[
-        [ActionResult], str], default: str) -> HttpResponse:
-    """Run one action; redirect back with its outcome (or 403 when the role may not)."""
+        [ActionResult], str], default: str,
+           goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
+    """Run one action; redirect back with its outcome (or 403 when the role may not), or on
+    success to ``goto``'s page."""
     try:
         result = run()
     except ActionError as err:
@@ -81,7 +83,7 @@ def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Calla
                                " was repeated.")
     else:
         messages.success(request, success(result))
-    return redirect(back_url(request, default))
+    return redirect(goto(result) if goto else back_url(request, default))
 
 
 def as_human(request: HttpRequest, action_key: str, **fields) -> ActionResult:

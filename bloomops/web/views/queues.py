@@ -21,10 +21,10 @@ from bloomops.execution.stats.history import RANGES, history
 from bloomops.web import services
 from bloomops.web.charts import dashboard_charts
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
+from bloomops.web.views.bench import bench_answer, work_view_url
 from bloomops.web.views.common import (
     EXPORT_LIMIT,
     FILTERS,
-    answer,
     as_human,
     guards,
     is_human,
@@ -153,5 +153,6 @@ def claim_next(request: HttpRequest, queue_key: str) -> HttpResponse:
         return as_human(request, "claim_queue_item", queue_key=queue_key,
                          idempotency_key=g["idempotency_key"])
 
-    return answer(request, run, lambda r: f"Claimed {r['subject_euid']} from {queue_key}.",
-                   reverse("my_work"))
+    # Straight to the claimed item's work view: what it is, its step, complete or fail.
+    return bench_answer(request, run, lambda r: f"Claimed {r['subject_euid']} from {queue_key}.",
+                        reverse("my_work"), work_view_url)

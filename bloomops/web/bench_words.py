@@ -1,0 +1,116 @@
+"""What a person at the bench reads: retry classes, steps, lost leases and their worker's
+standing in plain words, and refusals without engine jargon."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bloomops.execution.policy import failure_classes_for
+from bloomops.execution.states import RETRY_CLASS_WORDS
+
+# Refusals whose engine words a person at the bench should not have to decode.
+BENCH_REFUSALS: dict[str, str] = {
+    "WORKER_UNAVAILABLE": "An admin has stopped new work for you (your worker is paused or"
+                          " disabled). Finish or release what you hold; ask an admin to let you"
+                          " take work again.",
+    "WORKER_NOT_ELIGIBLE": "Your profile does not cover this queue (its steps, site, platform"
+                           " or assay). Ask an admin if you should do this work.",
+    "LEASE_NOT_ACTIVE": "This item is no longer yours: its claim has ended. My work says why.",
+}
+
+TIMED_OUT = "your claim ran out before it was renewed; the item went back to its queue"
+# How a lease ended, when no person's action says more (a sentence's subject).
+ENDINGS: dict[str, str] = {
+    "FORCED_EXPIRY": "an admin ended your claim; the item went back to its queue",
+    "HELD": "it was put on hold",
+    "CANCELED": "its work was canceled",
+    "REQUEUED": "it was put back in a queue",
+}
+# What the person who ended it did (their name comes first).
+ACTION_WORDS: dict[str, str] = {
+    "expire_queue_lease": "ended your claim; the item went back to its queue",
+    "place_execution_hold": "put the item on hold",
+    "cancel_subject_execution": "canceled the item's work",
+    "requeue_subject": "put the item back in a queue",
+}
+OWN_ACTIONS = {"release_queue_lease", "fail_queue_execution", "complete_queue_execution"}
+
+
+def retry_choices(roles: frozenset[str] | set[str]) -> list[tuple[str, str]]:
+    """(class, words) of the classes this person may record a failure with."""
+    return [(c.value, RETRY_CLASS_WORDS[c]) for c in failure_classes_for(roles)]
+
+
+def step_label(action_key: str | None, config: dict[str, Any] | None = None) -> str:
+    """A step in words: the queue configuration's label for it if it has one, else the key
+    made readable ("wetlab.extract_dna" -> "Wetlab: extract dna")."""
+    if not action_key:
+        return ""
+    labels = (config or {}).get("next_action_labels") or {}
+    if isinstance(labels, dict) and isinstance(labels.get(action_key), str):
+        return labels[action_key]
+    parts = [p.replace("_", " ").replace("-", " ").strip() for p in action_key.split(".")]
+    text = ": ".join(p for p in parts if p)
+    return text[:1].upper() + text[1:]
+
+
+def bench_refusal(code: str, message: str) -> str:
+    return BENCH_REFUSALS.get(code, message)
+
+
+def lost_notice(row: dict[str, Any], username: str) -> dict[str, Any] | None:
+    """What a person is told about a lease of theirs that ended without them (by whom, why),
+    or None when they ended it themselves."""
+    props = row.get("props") or {}
+    by, action = row.get("executed_by"), row.get("action_key")
+    if action in OWN_ACTIONS and by == username:
+        return None
+    when = props.get("released_at") or props.get("expires_at")
+    reason = props.get("release_reason") or ""
+    if props.get("status") == "ACTIVE" or reason == "HEARTBEAT_TIMEOUT":
+        # Not renewed in time; the sweeper (whoever ran it) only wrote that down.
+        return {"row": row, "what": TIMED_OUT, "by": None, "why": None, "when": when}
+    if action in ACTION_WORDS and by:
+        return {"row": row, "what": ACTION_WORDS[action], "by": by, "why": row.get("reason"),
+                "when": when}
+    return {"row": row, "what": ENDINGS.get(reason.partition(":")[0]) or "your claim ended",
+            "by": None,
+            "why": row.get("reason"), "when": when}
+
+
+def standing_notice(standing: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Whether this person may take new work, in words, with who changed it and why."""
+    if not standing or standing.get("status") not in ("DRAINING", "DISABLED", "RETIRED"):
+        return None
+    what = {
+        "DRAINING": "An admin has paused new work for you: finish or release what you hold;"
+                    " you cannot claim more until they let you again.",
+        "DISABLED": "An admin has stopped your work here: you cannot claim, renew or finish"
+                    " items until they let you again.",
+        "RETIRED": "Your worker has been retired: you cannot take work with it.",
+    }[standing["status"]]
+    return {"what": what, "by": standing.get("executed_by"), "why": standing.get("reason"),
+            "when": standing.get("executed_at")}
+
+
+def scan_reasons(diagnostics: Any, names: dict[str, str]) -> list[dict[str, Any]]:
+    """Why a scanned item is not claimable, for the bench: who has it (a name, not an EUID)
+    and until when, when a retry or the item is due (a time the template renders humanely);
+    other reasons in the engine's words."""
+    env = diagnostics.execution or {}
+    lease = (diagnostics.active_lease or {}).get("props") or {}
+    out = []
+    for reason in diagnostics.reasons:
+        if reason.code == "ACTIVE_LEASE":
+            who = lease.get("worker_lookup_euid") or ""
+            out.append({"code": reason.code, "text": f"{names.get(who, 'Another worker')} is"
+                        " working on it, until", "when": lease.get("expires_at")})
+        elif reason.code == "RETRY_WINDOW_NOT_REACHED":
+            out.append({"code": reason.code, "text": "It failed and waits to be retried,"
+                        " due", "when": env.get("retry_at")})
+        elif reason.code == "NOT_READY_YET":
+            out.append({"code": reason.code, "text": "It is not ready yet; it will be",
+                        "when": env.get("ready_at")})
+        else:
+            out.append({"code": reason.code, "text": reason.message.rstrip("."), "when": None})
+    return out

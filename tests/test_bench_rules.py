@@ -1,0 +1,136 @@
+"""The engine's rules behind the bench's choices: the next queues a flow allows on complete
+(next_queue_keys, NEXT_QUEUE_NOT_ALLOWED) and the retry classes a person may fail with
+(OPERATOR_CANCELED is an operator's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.execution.errors import ActionError
+from bloomops.execution.policy import failure_classes_for, next_queues_allowed
+from bloomops.execution.states import RetryClass
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    envelope,
+    make_queue,
+    make_subject,
+    register,
+)
+
+
+def _human_claim(queue_key: str = "q1"):
+    human = actor("worker_human", username="bench-person")
+    worker = register(human, worker_type="HUMAN_SESSION")
+    subject = make_subject(queue_key)
+    lease = claim(human, worker, queue_key)
+    return human, worker, subject, lease
+
+
+def s_forbidden_human_cancels(svc, op):
+    human, worker, subject, lease = _human_claim()
+    return lambda: act("fail_queue_execution", human, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"error_class": "OPERATOR_CANCELED", "error_message": "no"})
+
+
+def s_next_queue_not_allowed(svc, op):
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
+    make_queue("q2")
+    make_queue("q3")
+    make_queue("ont")
+    subject = make_subject("lim")
+    worker = register(svc)
+    lease = claim(svc, worker, "lim")
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY", subject_euid=subject,
+                       payload={"next_queue_key": "ont"})
+
+
+def test_the_allowed_next_queues_are_the_default_then_the_listed():
+    assert next_queues_allowed({}) is None
+    assert next_queues_allowed({"default_next_queue_key": "q2"}) is None
+    assert next_queues_allowed({"default_next_queue_key": "q2",
+                                "next_queue_keys": ["q3", "q2"]}) == ["q2", "q3"]
+    assert next_queues_allowed({"next_queue_keys": []}) == []
+
+
+def test_only_operators_admins_and_services_may_cancel_through_a_failure():
+    assert RetryClass.OPERATOR_CANCELED not in failure_classes_for({"worker_human"})
+    assert len(failure_classes_for({"worker_human"})) == len(RetryClass) - 1
+    for role in ("operator", "admin", "worker_service"):
+        assert RetryClass.OPERATOR_CANCELED in failure_classes_for({role})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("target", ["q2", "q3"])
+def test_completing_to_a_queue_the_flow_allows_moves_the_item(tenant, target):
+    svc = actor(*SERVICE)
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
+    make_queue("q2")
+    make_queue("q3")
+    subject = make_subject("lim")
+    worker = register(svc)
+    lease = claim(svc, worker, "lim")
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"next_queue_key": target})
+    assert envelope(subject)["next_queue_key"] == target
+
+
+@pytest.mark.django_db
+def test_a_refused_next_queue_names_the_allowed_ones_and_writes_nothing(tenant):
+    attempt = s_next_queue_not_allowed(actor(*SERVICE), actor("operator"))
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        attempt()
+    assert err.value.code == "NEXT_QUEUE_NOT_ALLOWED"
+    assert err.value.details["allowed"] == ["q2", "q3"]
+    assert "q2, q3" in err.value.message
+    assert counts() == before
+
+
+@pytest.mark.django_db
+def test_a_queue_without_next_queue_keys_lets_a_completion_go_anywhere(tenant):
+    svc = actor(*SERVICE)
+    make_queue("q1", default_next_queue_key="q2")
+    make_queue("q2")
+    make_queue("elsewhere")
+    subject = make_subject("q1")
+    worker = register(svc)
+    lease = claim(svc, worker)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"next_queue_key": "elsewhere"})
+    assert envelope(subject)["next_queue_key"] == "elsewhere"
+
+
+@pytest.mark.django_db
+def test_a_person_fails_with_any_other_class(tenant):
+    make_queue("q1")
+    human, worker, subject, lease = _human_claim()
+    act("fail_queue_execution", human, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"error_class": "PERMANENT_INPUT",
+                                         "error_message": "label unreadable"})
+    assert envelope(subject)["state"] == "FAILED_TERMINAL"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", [["Bad Key"], "q2", [""], ["q2"] * 101])
+def test_next_queue_keys_are_checked_when_a_queue_is_made(tenant, value):
+    with pytest.raises(ActionError) as err:
+        act("create_queue", actor("admin"), queue_key="lim", payload={
+            "subject_template_codes": ["content/material/specimen/1.0"],
+            "next_queue_keys": value, "reason": "r"})
+    assert err.value.code == "VALIDATION_ERROR"
+
+
+@pytest.mark.django_db
+def test_next_queue_keys_are_kept_in_the_queue_configuration(tenant):
+    from bloomops.execution import selectors
+
+    act("create_queue", actor("admin"), queue_key="lim", payload={
+        "subject_template_codes": ["content/material/specimen/1.0"],
+        "default_next_queue_key": "q2", "next_queue_keys": ["q3", "q3"], "reason": "r"})
+    assert selectors.queue_config("lim")["config"]["next_queue_keys"] == ["q3"]

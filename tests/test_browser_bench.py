@@ -1,0 +1,118 @@
+"""The bench flow in a real browser: Claim next lands on the claimed item's work view, its
+claim counts down and warns before it runs out, and when an admin force-expires it the
+person is told who did it and why instead of the item silently vanishing; Next queue offers
+only what the flow allows; the dashboard's auto-refresh never moves focus or scroll."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
+from tests import test_browser_ui as ui
+from tests.engine import act, actor, make_queue, make_subject
+
+pytestmark = [pytest.mark.browser]
+
+browser = ui.browser
+site = ui.site
+WORK_VIEW = re.compile(r".*/my-work/\?item=.+")
+
+
+def test_claim_next_countdown_warning_and_the_force_expiry_notice(browser, site):
+    euid = make_subject("q1", name="Specimen on the bench", priority=210,
+                        next_action_key="wetlab.extract_dna")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Work on Specimen on the bench")
+    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    expect(item.locator(".step")).to_have_text("Wetlab: extract dna")
+    expect(item.locator(".prio-number")).to_have_text("210")
+
+    # Time passes at the bench: 125 s left, the countdown runs and warns under 2 min.
+    lease = selectors.leases(status="ACTIVE")[0]
+    left = (parse_ts(lease["props"]["expires_at"]) - clock.now()).total_seconds()
+    clock.advance(left - 125)
+    page.reload()
+    countdown = item.locator(".countdown")
+    shown = countdown.inner_text()
+    expect(countdown).not_to_have_text(shown)  # it ticks without a reload
+    warning = item.locator(".expiry-warning")
+    assert warning.get_attribute("aria-live") == "polite"
+    expect(warning).to_have_text(re.compile("Less than 2 min left: renew now"), timeout=20000)
+    expect(item).to_have_class(re.compile("expiring"))
+
+    # Renew in one tap: the warning goes, the time is back.
+    item.get_by_role("button", name="Renew").click()
+    page.wait_for_url(WORK_VIEW)
+    expect(page.locator(".messages")).to_contain_text("Renewed: " + euid)
+    expect(item.locator(".expiry-warning")).to_have_text("")
+
+    # An admin force-expires it: the person's next tap says what happened, by whom, why.
+    act("expire_queue_lease", actor("admin", username="admin"), lease_euid=lease["euid"],
+        payload={"reason": "bench closed for cleaning"})
+    item.get_by_role("button", name="Renew").click()
+    page.wait_for_url(WORK_VIEW)
+    expect(page.get_by_role("heading", name="This item is no longer yours")).to_be_visible()
+    notice = page.locator(f'#lost-leases li[data-lease="{lease["euid"]}"]')
+    expect(notice).to_contain_text("Specimen on the bench")
+    expect(notice).to_contain_text("admin ended your claim; the item went back to its queue")
+    expect(notice).to_contain_text("“bench closed for cleaning”")
+    assert not re.search(r"\d{4}-\d\d-\d\dT", notice.inner_text())  # humane, not ISO
+    assert page.locator("#my-leases").count() == 0
+    page.context.close()
+
+
+def test_next_queue_offers_only_the_flow_and_completes_there(browser, site):
+    make_queue("ont", display_name="ONT library prep")
+    make_queue("split", display_name="Split", default_next_queue_key="q2",
+               next_queue_keys=["q1"])
+    euid = make_subject("split", name="Specimen to route")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/split/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    choice = page.locator(f'#my-leases [data-euid="{euid}"]').get_by_label("Next queue")
+    labels = choice.locator("option").all_inner_texts()
+    assert labels == ["Queue two (q2)", "Queue one (q1)"]  # no ONT, no finishing early
+    assert choice.input_value() == "q2"
+    complete = page.get_by_role("button", name="Complete")
+    expect(complete).to_have_text("Complete → Queue two (q2)")
+    choice.select_option("q1")
+    expect(complete).to_have_text("Complete → Queue one (q1)")  # where it goes, before the tap
+    complete.click()
+    page.wait_for_url(f"{site}/my-work/")
+    expect(page.locator(".messages")).to_contain_text(f"Completed {euid}; it moved to q1.")
+    page.context.close()
+
+
+def test_auto_refresh_keeps_focus_and_scroll(browser, site):
+    for i in range(3):
+        make_subject("q1", name=f"Specimen {i}")
+    for i in range(8):  # a dashboard taller than the screen
+        make_queue(f"extra{i}", display_name=f"Extra {i}")
+    context = browser.new_context(viewport={"width": 768, "height": 360})
+    page = context.new_page()
+    page.set_default_timeout(10000)
+    page.goto(f"{site}/accounts/login/")
+    page.get_by_label("Username").fill("supervisor")
+    page.get_by_label("Password").fill(ui.PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/")
+    page.evaluate("""() => { window.__swaps = 0;
+        document.addEventListener('htmx:afterSettle', () => { window.__swaps += 1; }); }""")
+    link = page.locator('#queue-table tr[data-queue="q2"] a').first
+    link.focus()
+    page.mouse.wheel(0, 200)
+    page.wait_for_function("() => window.scrollY > 0")
+    scrolled = page.evaluate("window.scrollY")
+    page.wait_for_function("() => window.__swaps >= 2")  # refreshed (every second here)
+    assert page.evaluate("document.activeElement.textContent") == "Queue two"
+    assert page.evaluate("document.activeElement.closest('tr').dataset.queue") == "q2"
+    assert page.evaluate("window.scrollY") == scrolled
+    context.close()

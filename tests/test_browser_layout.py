@@ -1,0 +1,149 @@
+"""The console on a bench tablet and a phone, measured in a real browser: every control on
+the bench pages (scan, a queue, My work) is a touch target of at least 44x44 px at 768 and
+390 px; no screen scrolls sideways at 768 px (the bench pages not at 390 either); and every
+screen passes axe-core (from npm, package.json) with no serious or critical violation at
+desktop (1366) and tablet (768) widths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import test_browser_ui as ui
+from tests.engine import act, actor, make_subject
+
+pytestmark = [pytest.mark.browser]
+
+browser = ui.browser
+site = ui.site
+
+AXE = Path(__file__).resolve().parent.parent / "node_modules" / "axe-core" / "axe.min.js"
+BENCH_PAGES = ("/scan/", "/queues/q1/", "/my-work/")
+TOUCH = 44
+# Every control a finger aims at: links, buttons, fields, disclosure triangles. Skip links
+# are off-screen until focused; hidden inputs are not controls.
+CONTROLS = ("a[href], button, select, textarea, summary,"
+            " input:not([type=hidden]):not(.sr-only)")
+
+
+def page_for(browser, site: str, username: str, width: int, *, axe: bool = False):
+    # axe is injected as a script of the test's own, which the page's CSP (rightly) forbids.
+    context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=axe)
+    page = context.new_page()
+    page.set_default_timeout(10000)
+    page.goto(f"{site}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(ui.PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/")
+    return page
+
+
+def small_targets(page) -> list[str]:
+    """Visible controls smaller than 44x44 px (with every disclosure opened)."""
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    return page.evaluate(
+        """([css, least]) => [...document.querySelectorAll(css)].filter(el => {
+            const r = el.getBoundingClientRect();
+            const style = getComputedStyle(el);
+            if (style.visibility === 'hidden' || style.display === 'none') return false;
+            if (r.width === 0 && r.height === 0) return false;  // not rendered
+            if (el.classList.contains('skip')) return false;
+            return r.width < least || r.height < least;
+        }).map(el => {
+            const r = el.getBoundingClientRect();
+            const name = (el.getAttribute('aria-label') || el.textContent || el.name || '')
+                .trim().slice(0, 30);
+            const size = Math.round(r.width) + 'x' + Math.round(r.height);
+            return `${el.tagName.toLowerCase()} "${name}" ${size}`;
+        })""",
+        [CONTROLS, TOUCH],
+    )
+
+
+def overflow(page) -> int:
+    return page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+
+
+@pytest.fixture
+def bench(site):
+    """A scientist holding one item (My work has its controls), more waiting in q1, one on
+    hold; the subject page's EUID."""
+    ready = make_subject("q1", name="Specimen waiting", priority=205,
+                         due_at="2099-01-01T10:00:00.000000Z")
+    make_subject("q1", name="Specimen also waiting")
+    held = make_subject("q1", name="Specimen held")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
+        expected_state="READY", payload={"reason": "check the label"})
+    return {"site": site, "subject": ready}
+
+
+def claim_one(page, site: str) -> None:
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(lambda url: "/my-work/?item=" in url)
+
+
+@pytest.mark.parametrize("width", [768, 390])
+def test_every_bench_control_is_a_touch_target(browser, bench, width):
+    site = bench["site"]
+    page = page_for(browser, site, "scientist", width)
+    claim_one(page, site)
+    for path in BENCH_PAGES:
+        page.goto(f"{site}{path}")
+        assert small_targets(page) == [], (path, width)
+        assert overflow(page) <= 0, (path, width, overflow(page))
+    page.context.close()
+
+
+def screens(site: str, subject: str) -> list[str]:
+    return ["/", "/queues/q1/", "/queues/q1/?state=HELD", "/scan/", "/my-work/",
+            f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
+            "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
+            "/settings/new-queue/"]
+
+
+def test_no_screen_scrolls_sideways_on_a_tablet(browser, bench):
+    site = bench["site"]
+    page = page_for(browser, site, "admin", 768)
+    claim_one(page, site)
+    wide = {}
+    for path in screens(site, bench["subject"]):
+        page.goto(f"{site}{path}")
+        if overflow(page) > 0:
+            wide[path] = overflow(page)
+    assert wide == {}
+    page.context.close()
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    page.add_script_tag(path=str(AXE))
+    return page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+            .filter(v => v.impact === 'serious' || v.impact === 'critical')
+            .map(v => v.id + ': ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))
+        """)
+
+
+@pytest.mark.parametrize("width", [1366, 768])
+def test_every_screen_passes_axe(browser, bench, width):
+    site = bench["site"]
+    page = page_for(browser, site, "admin", width, axe=True)
+    claim_one(page, site)
+    found = {}
+    for path in screens(site, bench["subject"]):
+        page.goto(f"{site}{path}")
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        if violations := axe_violations(page):
+            found[path] = violations
+    page.context.close()
+    signin = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True)
+    login = signin.new_page()
+    login.goto(f"{site}/accounts/login/")
+    if violations := axe_violations(login):
+        found["/accounts/login/"] = violations
+    signin.close()
+    assert found == {}

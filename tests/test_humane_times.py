@@ -1,0 +1,43 @@
+"""Humane times (the |humane filter): relative words a person reads at a glance, the wall
+clock with its zone, the exact UTC instant on hover, in a machine-readable <time>."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bloomops.execution import clock
+from bloomops.web.templatetags.bloomops_ui import humane
+
+NOW = datetime(2026, 11, 22, 9, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def frozen():
+    clock.freeze(NOW)
+
+
+@pytest.mark.parametrize(("value", "words", "local"), [
+    ("2026-11-22T09:12:00.000000Z", "in 12 min", "(09:12 UTC)"),
+    ("2026-11-22T06:00:00Z", "3 h ago", "(06:00 UTC)"),
+    ("2026-11-22T05:48:00+00:00", "3 h 12 min ago", "(05:48 UTC)"),
+    ("2026-11-22T09:00:10Z", "just now", "(09:00 UTC)"),
+    ("2026-11-19T09:00:00Z", "3 d ago", "(19 Nov 09:00 UTC)"),
+    (datetime(2026, 11, 22, 10, 0, tzinfo=UTC), "in 1 h", "(10:00 UTC)"),
+])
+def test_relative_words_and_the_wall_clock_with_its_zone(value, words, local):
+    html = str(humane(value))
+    assert f"{words} <span class=\"local\">{local}</span>" in html
+
+
+def test_the_exact_utc_instant_is_the_title_and_the_datetime():
+    html = str(humane("2026-11-22T11:53:16.726151+02:00"))
+    assert html.startswith('<time datetime="2026-11-22T09:53:16Z"'
+                           ' title="2026-11-22 09:53:16 UTC" data-humane>')
+    assert "726151" not in html  # never the raw stored text
+
+
+@pytest.mark.parametrize("value", [None, "", "not a time"])
+def test_no_time_is_a_dash(value):
+    assert humane(value) == "–"

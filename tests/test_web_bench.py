@@ -1,0 +1,230 @@
+"""My work as a person at the bench reads it: what the item is (priority, due, step), where
+it may go next (only where the flow allows), failure kinds in plain words and only those
+the person may use, and what happened to a claim that ended without them (timed out,
+force-expired by whom and why, their worker paused or disabled)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.messages import get_messages
+
+from bloomops.execution import clock, selectors
+from bloomops.web import services
+from tests.engine import act, actor, counts, envelope, make_queue, make_subject
+from tests.web_support import form_for, forms, signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def claim(client, euid: str) -> str:
+    """Claim through the scan form; the lease's EUID."""
+    client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=euid))
+    return next(x["euid"] for x in selectors.leases(status="ACTIVE")
+                if x["subject_euid"] == euid)
+
+
+def options(html: str, select_name: str) -> list[str]:
+    block = re.search(rf'<select[^>]*name="{select_name}"[^>]*>(.*?)</select>', html, re.S)
+    assert block, select_name
+    return re.findall(r'<option value="([^"]*)"', block.group(1))
+
+
+def test_my_work_says_priority_due_and_step_in_words(client, lab):
+    euid = make_subject("q1", name="Specimen urgent", priority=205,
+                        due_at="2099-01-01T10:00:00.000000Z",
+                        next_action_key="wetlab.extract_dna")
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert "URGENT</span>" in html and '<span class="prio-number">205</span>' in html
+    assert "Wetlab: extract dna" in html
+    assert '<time datetime="2099-01-01T10:00:00Z" title="2099-01-01 10:00:00 UTC"' in html
+    assert "Queue one" in html  # the queue's name, not only its key
+    assert "2099-01-01T10:00:00.000000Z" not in html  # never the raw envelope text
+
+
+def test_claim_next_opens_the_claimed_items_work_view(client, lab):
+    first = make_subject("q1", name="First in line", ready_at="2020-01-01T00:00:00.000000Z")
+    other = make_subject("q1", name="Second")
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, other)
+    response = sci.post("/queues/q1/claim-next/",
+                        form_for(sci.get("/queues/q1/"), "/queues/q1/claim-next/"))
+    page = sci.get(response["Location"])
+    html = page.content.decode()
+    assert "<h1>Work on First in line</h1>" in html
+    assert f'data-euid="{first}"' in html and f'data-euid="{other}"' not in html
+    assert "All my work (1 more)" in html
+
+
+def test_next_queue_offers_only_what_the_flow_allows(client, lab):
+    make_queue("ont", display_name="ONT prep")
+    make_queue("lim", display_name="Limited", default_next_queue_key="q2",
+               next_queue_keys=["q1"])
+    euids = [make_subject("q1"), make_subject("lim"), make_subject("q2")]
+    sci = signed_in(client, lab["worker_human"])
+    leases = [claim(sci, e) for e in euids]
+    page = sci.get("/my-work/")
+    html = page.content.decode()
+    chosen = {lease: options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key")
+              for lease in leases}
+    assert chosen[leases[0]] == ["q2"]  # the default next queue; the flow goes on
+    assert chosen[leases[1]] == ["q2", "q1"]  # default first, then the allowed others
+    assert chosen[leases[2]] == [""]  # end of the flow: only finishing
+    assert form_for(page, f"/leases/{leases[0]}/complete/")["next_queue_key"] == "q2"
+    queue_page = sci.get("/queues/lim/").content.decode()
+    assert 'also allowed: <a href="/queues/q1/">q1</a>' in queue_page
+
+
+def test_completing_outside_the_flow_is_refused_in_words_and_writes_nothing(client, lab):
+    make_queue("ont", display_name="ONT prep")
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=[])
+    euid = make_subject("lim")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    data = form_for(sci.get("/my-work/"), f"/leases/{lease}/complete/", next_queue_key="ont")
+    before = counts()
+    response = sci.post(f"/leases/{lease}/complete/", data)
+    assert said(response) == ["This queue's flow moves items to q2, not to ont."]
+    assert counts() == before and envelope(euid)["next_queue_key"] == "lim"
+
+
+@pytest.mark.parametrize(("role", "may_cancel"), [("worker_human", False), ("admin", True)])
+def test_failure_kinds_are_words_and_cancel_is_not_a_bench_choice(client, lab, role,
+                                                                  may_cancel):
+    euid = make_subject("q1")
+    person = signed_in(client, lab[role])
+    lease = claim(person, euid)
+    html = person.get("/my-work/").content.decode()
+    kinds = options(html, "error_class")
+    assert ("OPERATOR_CANCELED" in kinds) is may_cancel
+    assert "TRANSIENT_SYSTEM" in kinds and ">TRANSIENT_SYSTEM<" not in html
+    assert "Try again later: an instrument or computer hiccup" in html
+    assert f"/leases/{lease}/fail/" in html
+
+
+def test_a_person_forging_a_cancel_through_fail_gets_403_and_nothing_is_written(client, lab):
+    euid = make_subject("q1")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    data = form_for(sci.get("/my-work/"), f"/leases/{lease}/fail/",
+                    error_class="OPERATOR_CANCELED", error_message="done with it")
+    before = counts()
+    response = sci.post(f"/leases/{lease}/fail/", data)
+    assert response.status_code == 403
+    assert counts() == before and envelope(euid)["state"] == "READY"
+
+
+def test_a_force_expired_claim_is_explained_with_who_and_why(client, lab):
+    euid = make_subject("q1", name="Specimen stuck")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    act("expire_queue_lease", actor("admin", username="adm"), lease_euid=lease,
+        payload={"reason": "bench closed"})
+    html = sci.get(f"/my-work/?item={lease}").content.decode()
+    notice = html[html.index('id="lost-leases"'):]
+    assert "This item is no longer yours" in notice
+    assert "Specimen stuck" in notice
+    assert "adm ended your claim; the item went back to its queue" in notice
+    assert "“bench closed”" in notice
+    assert 'id="my-leases"' not in html
+
+
+def test_a_claim_that_ran_out_is_explained_even_before_the_sweeper(client, lab):
+    euid = make_subject("q1", name="Specimen slow")
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, euid)
+    clock.advance(3600)
+    html = sci.get("/my-work/").content.decode()
+    assert "Your claim ran out before it was renewed" in html
+    assert 'id="no-leases"' in html
+
+
+def test_my_own_release_and_completion_are_not_reported_as_lost(client, lab):
+    sci = signed_in(client, lab["worker_human"])
+    released, done = make_subject("q1"), make_subject("q1")
+    for euid, action in ((released, "release"), (done, "complete")):
+        lease = claim(sci, euid)
+        sci.post(f"/leases/{lease}/{action}/",
+                 form_for(sci.get("/my-work/"), f"/leases/{lease}/{action}/"))
+    assert 'id="lost-leases"' not in sci.get("/my-work/").content.decode()
+
+
+@pytest.mark.parametrize(("operation", "words"), [
+    ("drain", "An admin has paused new work for you"),
+    ("disable", "An admin has stopped your work here"),
+])
+def test_a_paused_or_disabled_worker_is_told_by_whom_and_why(client, lab, operation, words):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    act("set_worker_status", actor("admin", username="adm"), worker_euid=worker,
+        payload={"operation": operation, "reason": "end of shift"})
+    html = signed_in(client, lab["worker_human"]).get("/my-work/").content.decode()
+    standing = html[html.index('id="worker-standing"'):]
+    assert words in standing and "by adm" in standing and "“end of shift”" in standing
+    assert "draining" not in standing.lower()
+
+
+def test_release_asks_why_and_keeps_it(client, lab):
+    euid = make_subject("q1")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    assert any(f["action"] == f"/leases/{lease}/release/" and "reason" in f["fields"]
+               for f in forms(page.content.decode()))
+    sci.post(f"/leases/{lease}/release/", form_for(page, f"/leases/{lease}/release/",
+                                                   reason="wrong rack"))
+    assert next(x for x in selectors.leases() if x["euid"] == lease)["props"][
+        "release_reason"] == "wrong rack"
+
+
+def test_a_scan_refused_because_someone_has_it_names_them_and_a_humane_time(client, lab):
+    euid = make_subject("q1", name="Specimen taken")
+    other = signed_in(client, lab["admin"])
+    lease = claim(other, euid)
+    client.logout()
+    sci = signed_in(client, lab["worker_human"])
+    response = sci.post("/scan/", form_for(sci.get("/scan/"), "/scan/", euid=euid))
+    html = response.content.decode()
+    reason = re.search(r'<li data-code="ACTIVE_LEASE">(.*?)</li>', html, re.S).group(1)
+    assert reason.startswith("adm is working on it, until <time datetime=")
+    worker = next(x["worker_euid"] for x in selectors.leases() if x["euid"] == lease)
+    assert worker not in reason and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", html)
+    assert "Specimen taken (" + euid + ")" in html
+
+
+@pytest.mark.parametrize(("role", "acts"), [
+    ("worker_human", True), ("admin", True), ("operator", False), ("worker_service", False)])
+def test_the_bench_controls_by_role(client, lab, role, acts):
+    """Claim next, the work view's controls and the failure kinds: shown to the roles that
+    may use them; the others read the pages without them (the server refuses them anyway,
+    tests/test_web_roles.py)."""
+    euid = make_subject("q1")
+    human = signed_in(client, lab["worker_human"])
+    lease = claim(human, euid)
+    person = signed_in(client, lab[role])
+    queue = person.get("/queues/q1/").content.decode()
+    assert ('id="claim-next"' in queue) is acts
+    work = person.get(f"/my-work/?item={lease}")
+    assert work.status_code == 200
+    html = work.content.decode()
+    mine = role == "worker_human"
+    for control in ("renew", "complete", "fail", "release"):
+        assert (f"/leases/{lease}/{control}/" in html) is mine
+
+
+def test_a_lost_claim_taken_back_is_no_longer_reported(client, lab):
+    euid = make_subject("q1", name="Specimen back")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    act("expire_queue_lease", actor("admin", username="adm"), lease_euid=lease,
+        payload={"reason": "oops"})
+    assert 'id="lost-leases"' in sci.get("/my-work/").content.decode()
+    claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert 'id="lost-leases"' not in html and f'data-euid="{euid}"' in html
