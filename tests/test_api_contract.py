@@ -266,7 +266,7 @@ def test_fail_release_and_dead_letter(q1, apis):
 def test_operator_hold_release_requeue_cancel(q1, apis):
     op = apis["operator"]
     subject = make_subject("q1")
-    r = op.act("hold", subject_euid=subject, expected_state="READY", hold_code="CONTAMINATION",
+    r = op.act("hold", subject_euid=subject, expected_state="READY", hold_code="SAMPLE_QUALITY",
                reason="contamination suspected")
     assert r.status_code == 200 and r.json()["state"] == "HELD"
     hold = r.json()["hold_euid"]

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests import test_browser_ui as ui
-from tests.engine import act, actor, make_subject
+from tests.approval_support import integrity_held, person, request_release
+from tests.engine import SERVICE, act, actor, make_subject, register
+from tests.test_failures_view import CAPS, fail
 
 pytestmark = [pytest.mark.browser]
 
@@ -77,6 +79,13 @@ def bench(site):
     held = make_subject("q1", name="Specimen held")
     act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
         expected_state="READY", payload={"reason": "check the label"})
+    # a failure and an approval waiting, so the failures view and the inbox have rows
+    svc = actor(*SERVICE)
+    fail(svc, register(svc, capabilities=CAPS), "Tube cracked", "q2",
+         error_class="PERMANENT_INPUT", error_message="tube cracked")
+    qa = person("qa-asker", "operator")
+    gated, hold = integrity_held(qa)
+    request_release(qa, gated, hold)
     return {"site": site, "subject": ready}
 
 
@@ -102,7 +111,7 @@ def screens(site: str, subject: str) -> list[str]:
     return ["/", "/queues/q1/", "/queues/q1/?state=HELD", "/scan/", "/my-work/",
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
             "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
-            "/settings/new-queue/"]
+            "/settings/new-queue/", "/failures/", "/approvals/"]
 
 
 def test_no_screen_scrolls_sideways_on_a_tablet(browser, bench):

@@ -26,7 +26,7 @@ def history(tenant):
     act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         expected_state="READY", payload={"next_queue_key": "q2"})
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
-               payload={"hold_code": "REAGENT_LOT", "reason": "bad run"})
+               payload={"hold_code": "REAGENT_ISSUE", "reason": "bad run"})
     act("release_execution_hold", op, subject_euid=subject, hold_euid=hold["hold_euid"],
         expected_state="HELD", payload={"reason": "rerun passed"})
     return {"subject": subject, "worker": worker, "tenant": tenant}

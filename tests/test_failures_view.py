@@ -19,10 +19,10 @@ pytestmark = pytest.mark.django_db
 CAPS = ["wetlab.extraction", "wetlab.qc"]
 
 
-def fail(svc, worker: str, name: str, **payload) -> str:
-    """A subject of q1 claimed by the service worker and failed with ``payload``."""
-    euid = make_subject("q1", name=name, ready_at="2020-01-01T00:00:00.000000Z")
-    lease = claim(svc, worker, "q1", subject_euid=None)
+def fail(svc, worker: str, name: str, queue_key: str = "q1", **payload) -> str:
+    """A subject of the queue claimed by the service worker and failed with ``payload``."""
+    euid = make_subject(queue_key, name=name, ready_at="2020-01-01T00:00:00.000000Z")
+    lease = claim(svc, worker, queue_key, subject_euid=None)
     assert lease["subject_euid"] == euid
     act("fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         expected_state="READY", payload=payload)
