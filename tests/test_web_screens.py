@@ -11,7 +11,7 @@ import pytest
 from bloomops.execution import clock, selectors
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import services
-from tests.engine import act, actor, envelope, make_queue, make_subject
+from tests.engine import act, actor, envelope, make_queue, make_subject, register
 from tests.web_support import has_form, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -353,3 +353,49 @@ def test_queue_detail_flags_overdue_items(client, lab):
     html = signed_in(client, lab["operator"]).get("/queues/q1/").content.decode()
     rows = {name: html[html.index(name):][:900] for name in ("late one", "on time")}
     assert "overdue" in rows["late one"] and "overdue" not in rows["on time"]
+
+
+def test_workers_show_what_each_works_on_and_filter(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    euid = make_subject("q1", name="Tube on the bench")
+    act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+        queue_key="q1")
+    svc = register(actor("worker_service"), worker_key="svc://sequencer-7",
+                   capabilities=["seq.run"])
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workers/").content.decode()
+    row = html.split(f'data-worker="{worker}"')[1].split("</tr>")[0]
+    assert "Tube on the bench" in row and f"/subjects/{euid}/" in row
+    assert "nothing" in html.split(f'data-worker="{svc}"')[1].split("</tr>")[0]
+    assert "2 of 2 workers" in html
+    only_service = client.get("/workers/?type=SERVICE").content.decode()
+    assert svc in only_service and f'data-worker="{worker}"' not in only_service
+    by_text = client.get("/workers/?q=seq.run").content.decode()
+    assert "1 of 2 workers" in by_text and svc in by_text
+    none = client.get("/workers/?status=DISABLED").content.decode()
+    assert "No worker matches the filter." in none
+
+
+def test_admin_page_lists_the_leases_past_expiry(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1", name="Forgotten tube")
+    lease = act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+                queue_key="q1")
+    clock.advance(3 * 3600)
+    html = signed_in(client, lab["admin"]).get("/admin/").content.decode()
+    table = html.split('id="expired-leases"')[1].split("</table>")[0]
+    assert lease["lease_euid"] in table and "Forgotten tube" in table
+    assert "Past expiry, waiting for the sweeper (1)" in html
+
+
+def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(client, lab):
+    who = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1", name="flaky one")
+    lease = act("claim_queue_item", who, worker_euid=worker, queue_key="q1")
+    act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": True, "error_message": "jammed"})
+    html = signed_in(client, lab["operator"]).get("/").content.decode()
+    cell = html.split('data-queue="q1"')[1].split('class="num fail-rate"')[1].split("</td>")[0]
+    assert 'href="/failures/?queue=q1"' in cell and "100 %" in cell and "1 of 1" in cell
+    assert 'href="/failures/?queue=q1&amp;kind=retrying"' in html

@@ -30,9 +30,9 @@ def queue_url(queue_key: str | None) -> str:
     return reverse("queue", args=[queue_key])
 
 
-def workbench_url(queue_key: str | None) -> str:
-    """Dead letters and active holds, of one queue or all."""
-    url = reverse("workbench")
+def failures_url(queue_key: str | None) -> str:
+    """The failures view (retrying and failed work), of one queue or all."""
+    url = reverse("failures")
     return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
 
 
@@ -118,7 +118,7 @@ def depth_chart(history: History, points: list[Point], name: str,
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
     """Completions (bars up from the middle) and failures (bars down); a failure bar links
-    to the queue's dead letters and holds on the workbench."""
+    to the queue's failures (the failures view)."""
     top = max((max(p.completions, p.failures) for p in points), default=0) or 1
     mid = (TOP + BOTTOM) / 2
     span = (history.end - history.start).total_seconds() or 1
@@ -133,7 +133,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
     failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
-                              ((workbench_url(queue_key), f"{_when(p.at)}: {p.failures} failed",
+                              ((failures_url(queue_key), f"{_when(p.at)}: {p.failures} failed",
                                 _n(_x(p.at, history) - bar), _n(mid), _n(bar),
                                 _n(p.failures * scale), FAILED)
                                for p in points if p.failures))

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
 from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
 from bloomops.web.offers import subject_states, worker_operations
@@ -27,9 +28,27 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def worker_dashboard(request: HttpRequest) -> HttpResponse:
+    """Workers with what each is working on; filtered by status, type and text (name, key,
+    capability) over the rows already read."""
+    status = request.GET.get("status", "").strip().upper()
+    kind = request.GET.get("type", "").strip().upper()
+    text = request.GET.get("q", "").strip().lower()
     rows = selectors.workers()
+    holding: dict[str, list[dict]] = {}
+    for lease in selectors.leases(status="ACTIVE"):
+        holding.setdefault(lease["worker_euid"], []).append(lease)
+    shown = [w for w in rows
+             if (not status or w.computed_status == status)
+             and (not kind or w.props.get("worker_type") == kind)
+             and (not text or text in " ".join(str(v) for v in (
+                 w.euid, w.worker_key, w.props.get("display_name"),
+                 *(w.props.get("capabilities") or []))).lower())]
     return render(request, "web/workers.html", {
-        "workers": [(w, worker_operations(w.props)) for w in rows]})
+        "workers": [(w, worker_operations(w.props), holding.get(w.euid, [])) for w in shown],
+        "total": len(rows), "statuses": [s.value for s in WorkerStatus],
+        "types": [t.value for t in WorkerType],
+        "filters": {"status": status, "type": kind, "q": request.GET.get("q", "")},
+    })
 
 
 @require_POST
