@@ -399,3 +399,13 @@ def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(clien
     cell = html.split('data-queue="q1"')[1].split('class="num fail-rate"')[1].split("</td>")[0]
     assert 'href="/failures/?queue=q1"' in cell and "100 %" in cell and "1 of 1" in cell
     assert 'href="/failures/?queue=q1&amp;kind=retrying"' in html
+
+
+def test_the_inspector_names_the_worker_holding_the_lease(client, lab):
+    worker = services.ensure_my_worker(lab["worker_human"])
+    euid = make_subject("q1")
+    act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+        queue_key="q1")
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    lease = html.split("<h3>Active lease</h3>")[1].split("</p>")[0]
+    assert f"by sci <code>{worker}</code>" in lease and "<time" in lease

@@ -84,7 +84,10 @@ DIAG_SQL = f"""
            (q.uid IS NOT NULL AND {VISIBLE} AND {ENVELOPE_VALID}) AS visible,
            (q.uid IS NULL OR q.template_codes ? {TEMPLATE_CODE}) AS template_ok,
            (q.uid IS NULL OR ({SCOPE_MATCH})) AS scope_ok,
-           (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties')
+           (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties',
+                                      'worker_name', (
+                       SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
+                        WHERE w.euid = x.json_addl->'properties'->>'worker_lookup_euid'))
               FROM generic_instance_lineage l
               JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
              WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
