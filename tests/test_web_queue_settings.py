@@ -151,3 +151,22 @@ def test_another_systems_queue_is_read_only(client, world):
     assert 'id="not-managed"' in page.content.decode()
     assert not has_form(page, "/settings/queues/bloom_default/save/")
     assert not has_form(page, "/settings/queues/bloom_default/enabled/")
+
+
+def test_the_next_queues_a_flow_allows_are_set_on_the_settings_page(client, world):
+    make_queue("qc", display_name="QC")
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    assert 'name="next_queue_keys"' in page.content.decode()
+    preview = client.post("/settings/queues/cfg/", settings_form(page, next_queue_keys="qc"))
+    assert 'data-field="next_queue_keys"' in preview.content.decode()
+    save = form_for(preview, "/settings/queues/cfg/save/", reason="QC may follow")
+    assert client.post("/settings/queues/cfg/save/", save).status_code == 302
+    assert cfg()["next_queue_keys"] == ["qc"]
+    before = counts()
+    bad = client.post("/settings/queues/cfg/", settings_form(
+        client.get("/settings/queues/cfg/"), next_queue_keys="Not A Key!"))
+    html = bad.content.decode()
+    assert bad.status_code == 200 and "next_queue_keys must be lowercase" in html
+    assert 'id="diff"' not in html
+    assert counts() == before and cfg()["next_queue_keys"] == ["qc"]

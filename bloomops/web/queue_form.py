@@ -18,7 +18,8 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.states import ALL_STATES
 
 TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
-CODE_LIST_FIELDS = ("output_template_codes",)
+# Lists the engine keeps besides the capability and scope lists (LIST_FIELDS).
+CODE_LIST_FIELDS = ("output_template_codes", "next_queue_keys")
 RETRY_NUMBERS = tuple(RETRY_RANGES)
 
 
