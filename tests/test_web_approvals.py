@@ -10,7 +10,7 @@ from django.contrib.messages import get_messages
 from bloomops.execution import selectors
 from tests.approval_support import integrity_held, password_of, person, request_release
 from tests.engine import counts, envelope
-from tests.web_support import flow, form_for, has_form, signed_in
+from tests.web_support import flow, form_for, forms, has_form, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -29,17 +29,27 @@ def desk(tenant, users):
             "users": users}
 
 
-def test_the_inspector_offers_a_request_after_a_gated_refusal(client, desk):
+def test_the_inspector_offers_to_ask_instead_of_a_release_it_would_refuse(client, desk):
     euid = desk["subject"]
     client = signed_in(client, desk["ann"])
     page = client.get(f"/subjects/{euid}/")
+    html = page.content.decode()
+    assert not has_form(page, f"/subjects/{euid}/release-hold/")
+    assert "Releasing an integrity hold needs a second person's approval." in html
+    asks = [f["fields"]["action_key"] for f in forms(html)
+            if f["action"] == f"/subjects/{euid}/request-approval/"]
+    assert asks == ["release_execution_hold", "cancel_subject_execution"]
+    # A release posted anyway (an older page, another tab) is refused, writes nothing, and the
+    # inspector offers the request it needs.
     before = counts()
-    refused = client.post(f"/subjects/{euid}/release-hold/", form_for(
-        page, f"/subjects/{euid}/release-hold/", reason="rerun passed"), follow=True)
+    refused = client.post(f"/subjects/{euid}/release-hold/", {
+        "idempotency_key": "older-page", "expected_state": "HELD", "reason": "rerun passed"},
+        follow=True)
     assert any("second person's approval" in m for m in said(refused))
     assert counts() == before
-    assert has_form(refused, f"/subjects/{euid}/request-approval/")
-    data = form_for(refused, f"/subjects/{euid}/request-approval/", reason="QC rerun ok")
+    offer = next(f["fields"] for f in forms(refused.content.decode())
+                 if f["id"] == "approval-offer")
+    data = {**offer, "reason": "QC rerun ok"}
     assert data["action_key"] == "release_execution_hold" and "hold_euid" not in data
     # A tampered page is refused in plain words and writes nothing.
     bad = client.post(f"/subjects/{euid}/request-approval/", {**data, "parameters": "{"},
@@ -49,9 +59,13 @@ def test_the_inspector_offers_a_request_after_a_gated_refusal(client, desk):
     assert any(m.startswith("Approval requested") for m in said(done))
     [approval] = selectors.approvals(subject_euid=euid)
     assert approval.props["hold_euids"] == [desk["hold"]]  # every integrity hold it releases
-    # The offer is shown once, and the subject lists its waiting approval.
+    # The offer is shown once; the subject lists its waiting approval and asks no more.
     again = client.get(f"/subjects/{euid}/")
-    assert not has_form(again, f"/subjects/{euid}/request-approval/")
+    assert 'id="approval-offer"' not in again.content.decode()
+    asks = [f["fields"]["action_key"] for f in forms(again.content.decode())
+            if f["action"] == f"/subjects/{euid}/request-approval/"]
+    assert asks == ["cancel_subject_execution"]
+    assert "a request is waiting" in again.content.decode()
     assert "QC rerun ok" in again.content.decode()
 
 

@@ -125,6 +125,20 @@ def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None) -
                           problem=type(exc).__name__) from exc
 
 
+def gated_actions(subject_uid: int) -> dict[str, str]:
+    """For a screen: each gated action that needs a second person on this subject now, with
+    the words of its rule. Fail-closed: a policy that cannot be evaluated gates them all."""
+    try:
+        flags = subject_flags(subject_uid)
+        found = {key: rule_for(key, flags, hold_euid=None,
+                               rules=list(settings.BLOOMOPS_APPROVAL_RULES),
+                               integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES))
+                 for key in GATED_ACTIONS}
+    except Exception:  # noqa: BLE001 - the engine refuses these too (APPROVAL_POLICY_ERROR)
+        return {key: "The approval policy could not be evaluated" for key in GATED_ACTIONS}
+    return {key: RULE_TEXT[rule] for key, rule in found.items() if rule}
+
+
 def gate(ctx: Any) -> None:
     """The executor's hook, after prepare and the guards, before run: a gated action is
     refused with what to request instead (an approved one does not pass here)."""

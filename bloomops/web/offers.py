@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution.approvals import gated_actions
 from bloomops.execution.context import action_spec
 from bloomops.execution.states import ALL_STATES, WorkerStatus
 
@@ -36,3 +37,10 @@ def worker_operations(props: dict[str, Any]) -> list[str]:
     if draining:
         return ["disable", "enable"]
     return ["drain", "disable"]
+
+
+def gated_controls(subject_uid: int) -> dict[str, str]:
+    """Per control (release, requeue, cancel), why it needs a second person's approval on
+    this subject now (RULES.md#approvals): the screen offers to request one instead."""
+    gated = gated_actions(subject_uid)
+    return {name: gated[key] for name, key in SUBJECT_ACTIONS.items() if key in gated}

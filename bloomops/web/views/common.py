@@ -100,6 +100,10 @@ def is_human(request: HttpRequest) -> bool:
     return bool(roles_of(request.user) & {"worker_human", "admin"})
 
 
+def is_operator(request: HttpRequest) -> bool:
+    return bool(roles_of(request.user) & {"operator", "admin"})
+
+
 def page_number(request: HttpRequest) -> int:
     try:
         return max(1, int(request.GET.get("page", "1")))

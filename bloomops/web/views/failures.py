@@ -10,11 +10,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.accounts.roles import roles_of
 from bloomops.execution import selectors
 from bloomops.execution.selectors.failures import KINDS, group_failures
 from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
-from bloomops.web.views.common import forbidden, reader, reason_of
+from bloomops.web.views.common import forbidden, is_operator, reader, reason_of
 
 VERBS = ("requeue", "hold", "cancel")
 CONFIRM_LIST = 50
@@ -59,7 +58,7 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
     """Step one renders the confirmation (how many, what happens to them, a reason); step
     two (``confirmed``) acts on exactly the subjects that were counted."""
     back = reverse("failures") + ("?" + q if (q := _query(_filters(request.POST))) else "")
-    if not roles_of(request.user) & {"operator", "admin"}:
+    if not is_operator(request):
         return forbidden(request, "Bulk actions on failures are for operators.")
     verb = request.POST.get("verb", "")
     if verb not in VERBS:

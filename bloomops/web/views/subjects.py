@@ -19,7 +19,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.web import services
-from bloomops.web.offers import subject_states
+from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
 from bloomops.web.views.common import (
     answer,
@@ -27,6 +27,7 @@ from bloomops.web.views.common import (
     forbidden,
     guards,
     is_human,
+    is_operator,
     reader,
     reason_of,
 )
@@ -94,6 +95,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     diag = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if diag is None:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
+    approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     return render(request, "web/subject.html", {
         "d": diag,
         "envelope": envelope_rows(diag.execution),
@@ -105,8 +107,10 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
         "actions": selectors.action_history(diag.uid),
         "audit": selectors.audit_trail(diag.uid, limit=100),
-        "approvals": selectors.approvals(subject_euid=diag.euid, limit=20),
+        "approvals": approvals,
         "approval_offer": take_offer(request, diag.euid),
+        "gated": gated_controls(diag.uid) if is_operator(request) else {},
+        "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
     })
 
 
