@@ -159,7 +159,7 @@ READY_PLAIN = ready_ts(retry_at="s.retry_at", ready_at="s.ready_at")
 VISIBLE_PLAIN = visibility(
     leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
     terminal="s.terminal", cancel_requested="s.cancel_requested",
-    held_by_envelope="s.held_by_envelope", ready=READY_PLAIN,
+    held_by_envelope="s.held_by_envelope", ready="s.ready",
     template_listed="s.template_listed",
     scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
 RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
@@ -184,8 +184,8 @@ _SUMMARY_SUBJECTS = f"""
     FROM queues q
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE s.vis) AS depth,
-               min({READY_PLAIN}) FILTER (WHERE s.vis) AS oldest,
-               max({READY_PLAIN}) FILTER (WHERE s.vis) AS newest,
+               min(s.ready) FILTER (WHERE s.vis) AS oldest,
+               max(s.ready) FILTER (WHERE s.vis) AS newest,
                count(*) FILTER (WHERE s.vis AND {priority_band("STAT", "s.prio")})
                    AS stat_count,
                count(*) FILTER (WHERE s.vis AND {priority_band("URGENT", "s.prio")})
@@ -194,8 +194,10 @@ _SUMMARY_SUBJECTS = f"""
                                   AND {held(HELD_IN_SET, "s.held_by_envelope")}) AS held_count,
                count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
         FROM (
-            SELECT s.uid, s.created_dt, s.retry_at, s.ready_at, s.prio, s.terminal, s.state,
-                   s.held_by_envelope, {VISIBLE_PLAIN} AS vis
+            SELECT s.uid, s.ready, s.retry_at, s.prio, s.terminal, s.state, s.held_by_envelope,
+                   {VISIBLE_PLAIN} AS vis
+            FROM (
+            SELECT s.*, {READY_PLAIN} AS ready
             FROM (
                 SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
                        s.env->>'state' AS state,
@@ -218,6 +220,7 @@ _SUMMARY_SUBJECTS = f"""
                         OFFSET 0) s
                     OFFSET 0) s
                 OFFSET 0) s
+            OFFSET 0) s
             OFFSET 0) s
     ) a
     ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'"""
