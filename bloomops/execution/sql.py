@@ -312,6 +312,10 @@ BLOCKED_SUBJECTS = f"""
 
 VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
 
+# The conditions on the subject row's own columns only (a claim re-reads lineage after
+# locking, in a statement of its own: statements.LINEAGE_BLOCKED).
+OWN_COLUMNS_VISIBLE = visibility(leased="false", held="false")
+
 
 # Queue order: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
 # Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is

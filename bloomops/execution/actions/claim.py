@@ -32,6 +32,7 @@ from bloomops.execution.policy import (
 )
 from bloomops.execution.statements import (
     CLAIM_CANDIDATE,
+    CLAIM_CANDIDATE_AHEAD,
     LINEAGE_BLOCKED,
     WORKER_ACTIVE_LEASE_COUNT,
 )
@@ -48,9 +49,10 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
 
 
 def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | None:
-    row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
-                                      "queue_key": queue_key, "exclude": exclude},
-                    prepare="claim_candidate")
+    params = {"tenant": ctx.tenant, "now": ctx.now_ts, "queue_key": queue_key,
+              "exclude": exclude}
+    row = fetch_one(CLAIM_CANDIDATE_AHEAD, params, prepare="claim_candidate_ahead") or (
+        fetch_one(CLAIM_CANDIDATE, params, prepare="claim_candidate"))
     return row["uid"] if row else None
 
 
