@@ -25,7 +25,13 @@ from bloomops.bench.data import (
     _ts,
     bench_queues,
 )
-from bloomops.bench.inserts import analyze, insert_lineage, insert_objects, insert_subjects
+from bloomops.bench.inserts import (
+    analyze,
+    insert_action_records,
+    insert_lineage,
+    insert_objects,
+    insert_subjects,
+)
 from bloomops.execution.actions.steps import LEASE_CODE, RECORD_CODE, WORKER_CODE
 from bloomops.execution.context import ACTION_CODE
 from bloomops.execution.envelope import new_envelope
@@ -166,44 +172,4 @@ def _batch(tenant: str, first_seq: int, n: int) -> None:
                 'end_revision', 3, 'started_at', {_ts("b.created")}, 'finished_at', {finished},
                 'duration_ms', 3600000, 'retryable', false, 'bench_seq', b.seq)""")
         insert_lineage(tenant, refs)
-        _action_records(tenant, template(ACTION))
-
-
-def _action_records(tenant: str, ref) -> None:
-    """The completion's action record (unsealed, as another writer's or an older one's
-    would be) and its executed_on edge to the subject."""
-    execute(
-        f"""
-        WITH ins AS (
-            INSERT INTO generic_instance
-                (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
-                 category, type, subtype, version, template_uid, json_addl, bstatus,
-                 created_dt)
-            SELECT '', '', 0, 'complete_queue_execution@' || b.euid, %(tenant)s, %(ident)s,
-                   %(category)s, %(type)s, %(subtype)s, %(version)s, %(template_uid)s,
-                   jsonb_build_object(
-                       'semantic_category', %(semantic)s, 'properties', '{{}}'::jsonb,
-                       'action_group', 'execution_queue',
-                       'action_key', 'complete_queue_execution',
-                       'executed_by', 'bench-history',
-                       'executed_at', {_ts("b.created + interval '1 hour'")},
-                       'subject_lookup_euid', b.euid, 'queue_lookup_key', q.queue_key,
-                       'idempotency_key', 'bench-history-complete-' || b.seq,
-                       'idempotency_scope', 'bench-history|' || b.euid,
-                       'payload_hash', md5('c' || b.seq), 'target_euid', b.euid,
-                       'bench_history_uid', b.uid),
-                   'active', b.created + interval '1 hour'
-            FROM bench_subject b JOIN bench_queue q USING (qi)
-            ORDER BY b.seq
-            RETURNING uid, (json_addl->>'bench_history_uid')::bigint AS subject_uid)
-        INSERT INTO generic_instance_lineage
-            (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
-             parent_instance_uid, child_instance_uid, parent_type, child_type,
-             relationship_type)
-        SELECT '', '', 0, 'executed_on', %(tenant)s::uuid, 'generic_instance_lineage',
-               ins.uid, ins.subject_uid, %(ident)s, q.ident, 'executed_on'
-        FROM ins JOIN bench_subject b ON b.uid = ins.subject_uid JOIN bench_queue q USING (qi)
-        """,
-        {"tenant": tenant, "ident": ref.polymorphic_identity, "category": ref.category,
-         "type": ref.type, "subtype": ref.subtype, "version": ref.version,
-         "template_uid": ref.uid, "semantic": ref.semantic_category})
+        insert_action_records(tenant, template(ACTION))
