@@ -12,6 +12,7 @@ from bloomops.execution.sql import (
     ORDER_BY,
     ORDER_BY_COLUMNS,
     ORDER_COLUMNS,
+    ORDER_KEYS,
     OWN_COLUMNS_VISIBLE,
     QP,
     QUEUES,
@@ -44,13 +45,20 @@ CLAIM_CANDIDATE = f"""
 CLAIM_AHEAD = 16
 CLAIM_CANDIDATE_AHEAD = f"""
     SELECT s.uid FROM (
-        SELECT s.uid, {ORDER_COLUMNS} FROM ({QUEUES}) q
-        JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-         AND {ENV}->>'next_queue_key' = %(queue_key)s
+        SELECT s.uid, {", ".join(f"s.{alias}" for _, _, alias in ORDER_KEYS)}
+        FROM (
+            SELECT s.uid, s.template_uid, s.json_addl, s.created_dt, {ORDER_COLUMNS}
+            FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+              AND {ENV}->>'next_queue_key' = %(queue_key)s
+              AND NOT {ACTIVE_LEASE_EXISTS} AND NOT {ACTIVE_HOLD_EXISTS}
+              AND NOT (s.uid = ANY(%(exclude)s))
+            ORDER BY {ORDER_BY}
+            LIMIT {CLAIM_AHEAD * 16}) s
+        JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
         JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
-          AND NOT (s.uid = ANY(%(exclude)s))
-        ORDER BY {ORDER_BY}
+        WHERE {OWN_COLUMNS_VISIBLE}
+        ORDER BY {ORDER_BY_COLUMNS}
         LIMIT {CLAIM_AHEAD}) c
     JOIN generic_instance s ON s.uid = c.uid
     JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
