@@ -111,11 +111,17 @@ def worker_active_leases(worker_uid: str) -> str:
           AND l.child_instance_uid >= (SELECT min(a.uid) FROM generic_instance a
                                        WHERE NOT a.is_deleted AND {_status("a")} = 'ACTIVE'))"""
 
+# A subject's lease edges newest first (the sub-query's ORDER BY keeps it from being folded
+# into the join): a subject claimed many times has its active lease, if any, at the end of
+# the edges, so the probe finds it first instead of reading every lease that ended before.
 ACTIVE_LEASE_EXISTS = f"""EXISTS (
-    SELECT 1 FROM generic_instance_lineage l
+    SELECT 1 FROM (
+        SELECT l.child_instance_uid FROM generic_instance_lineage l
+        WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_lease'
+        ORDER BY l.child_instance_uid DESC) l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-    WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
-      AND l.relationship_type = 'execution_subject_lease' AND {LEASE_ACTIVE})"""
+    WHERE {LEASE_ACTIVE})"""
 
 ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
