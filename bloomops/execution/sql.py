@@ -252,7 +252,7 @@ HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 # bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
-# lineage exclusions stay NOT EXISTS (anti-joins).
+# lineage exclusions stay NOT EXISTS.
 def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_key' = q.queue_key",
                state: str = f"{ENV}->>'state'", terminal: str = TERMINAL,
                cancel_requested: str = CANCEL_REQUESTED,
@@ -266,7 +266,7 @@ def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_ke
 
     The other arguments are the parts of the rule over the stored row, which is what every
     read passes; a read over whole queues (the summaries) passes the same parts over values
-    it has already taken out of the envelope once per row (``summary_parts``)."""
+    it has already taken out of the envelope once per row (``selectors/queues.py``)."""
     return f"""(
     {routed}
     AND CASE WHEN q.eligible_states ? ({state})

@@ -36,10 +36,12 @@ CLAIM_CANDIDATE = f"""
     FOR UPDATE OF s SKIP LOCKED"""
 
 # The same claim in two steps, for a queue whose head is crowded with subjects already
-# leased (a busy queue: each claim walks past all of them). The first few visible subjects
-# are found in order without locking, so the walk of bloomops_queue_order needs no per-row
-# re-check of the envelope's validity (PostgreSQL keeps the conditions an index predicate
-# implies on a FOR UPDATE scan); then they are locked in that order, skipping rows other
+# leased (a busy queue: each claim walks past all of them). The first CLAIM_AHEAD visible
+# subjects are found in order without locking, so the walk of bloomops_queue_order needs no
+# per-row re-check of the envelope's validity (PostgreSQL keeps the conditions an index
+# predicate implies on a FOR UPDATE scan), and lineage is probed before the queue's
+# conditions are evaluated on the envelope (among the first CLAIM_AHEAD * 16 subjects
+# lineage does not block). Then they are locked in that order, skipping rows other
 # claimers hold, with the row's own conditions evaluated again on its newest version as
 # FOR UPDATE does. When none of them can be locked, the one-step statement decides.
 CLAIM_AHEAD = 16
