@@ -126,14 +126,18 @@ def _lease_count(runs: int) -> tuple[float, int]:
     return median_ms(lambda: fetch_one(WORKER_ACTIVE_LEASE_COUNT, params), runs), row["n"]
 
 
-def dashboard_ms() -> float | None:
+def dashboard_ms() -> float | str | None:
     """The dashboard view's database time with a fresh snapshot, from bench/dashboard.py
-    when it is there (the recorder's bench hook); None when it is not."""
+    when it is there (the recorder's bench hook); None when it is not, and the error's
+    words when it fails (the other figures are still printed)."""
     try:
         from bloomops.bench.dashboard import dashboard_db_time  # type: ignore[import-not-found]
     except ImportError:
         return None
-    return float(dashboard_db_time())
+    try:
+        return float(dashboard_db_time())
+    except Exception as exc:  # a broken hook must not cost the run its other figures
+        return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def register_claimer(i: int, actor) -> str:
