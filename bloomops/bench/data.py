@@ -126,8 +126,9 @@ def is_built(tenant: str | None = None) -> bool:
     )
     subjects = fetch_value(
         "SELECT count(*) FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
-        " AND json_addl->'properties' ? 'bench_seq' AND json_addl->'properties' ? 'execution'",
-        {"tenant": tenant},
+        " AND json_addl->'properties' ? 'bench_seq' AND json_addl->'properties' ? 'execution'"
+        " AND (json_addl->'properties'->>'bench_seq')::int <= %(n)s",  # not the history's
+        {"tenant": tenant, "n": SUBJECTS},
     )
     return queues == len(bench_queues()) and subjects == SUBJECTS
 

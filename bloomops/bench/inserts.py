@@ -162,3 +162,44 @@ def release_bench_claims(worker_key_prefix: str) -> int:
             {"rel": "execution_worker_record"},
         )
     return released
+
+
+def insert_action_records(tenant: str, ref: TemplateRef) -> int:
+    """History (bench/history.py): each bench_subject's completion as an action record
+    (unsealed, as another writer's or an older one's would be) with its executed_on edge."""
+    return execute(
+        """
+        WITH ins AS (
+            INSERT INTO generic_instance
+                (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
+                 category, type, subtype, version, template_uid, json_addl, bstatus,
+                 created_dt)
+            SELECT '', '', 0, 'complete_queue_execution@' || b.euid, %(tenant)s, %(ident)s,
+                   %(category)s, %(type)s, %(subtype)s, %(version)s, %(template_uid)s,
+                   jsonb_build_object(
+                       'semantic_category', %(semantic)s, 'properties', '{}'::jsonb,
+                       'action_group', 'execution_queue',
+                       'action_key', 'complete_queue_execution',
+                       'executed_by', 'bench-history',
+                       'executed_at', to_char((b.created + interval '1 hour') AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                       'subject_lookup_euid', b.euid, 'queue_lookup_key', q.queue_key,
+                       'idempotency_key', 'bench-history-complete-' || b.seq,
+                       'idempotency_scope', 'bench-history|' || b.euid,
+                       'payload_hash', md5('c' || b.seq), 'target_euid', b.euid,
+                       'bench_history_uid', b.uid),
+                   'active', b.created + interval '1 hour'
+            FROM bench_subject b JOIN bench_queue q USING (qi)
+            ORDER BY b.seq
+            RETURNING uid, (json_addl->>'bench_history_uid')::bigint AS subject_uid)
+        INSERT INTO generic_instance_lineage
+            (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
+             parent_instance_uid, child_instance_uid, parent_type, child_type,
+             relationship_type)
+        SELECT '', '', 0, 'executed_on', %(tenant)s::uuid, 'generic_instance_lineage',
+               ins.uid, ins.subject_uid, %(ident)s, q.ident, 'executed_on'
+        FROM ins JOIN bench_subject b ON b.uid = ins.subject_uid JOIN bench_queue q USING (qi)
+        """,
+        {"tenant": tenant, "ident": ref.polymorphic_identity, "category": ref.category,
+         "type": ref.type, "subtype": ref.subtype, "version": ref.version,
+         "template_uid": ref.uid, "semantic": ref.semantic_category})

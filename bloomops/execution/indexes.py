@@ -110,6 +110,20 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
         WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # Every ACTIVE object by uid (a few per worker and subject, however long the lab's
+    # history): a worker's active-lease count probes its lease edges here, so a lease that
+    # ended costs no read of its row, and starts at the oldest of them (sql.py,
+    # worker_active_leases).
+    "bloomops_active_uid": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_active_uid ON generic_instance (uid)
+        WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # Leases that count on the dashboard now (active, past expiry, expired), by queue;
+    # leases that ended otherwise (the history) are not in it.
+    "bloomops_lease_open": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_open ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
+          AND ({_PROPS}->>'status') IN ('ACTIVE', 'EXPIRED')""",
     # Leases by tenant + template + subject/worker lookup + status (leases of a worker).
     "bloomops_lease_worker": f"""
         CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
@@ -122,6 +136,14 @@ READ_INDEXES: dict[str, str] = {
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
          ({_PROPS}->>'status'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
+    # Failed records by queue and status, for the failure totals: the succeeded records,
+    # most of the history, are not in it.
+    "bloomops_record_failures": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_record_failures ON generic_instance
+        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'status'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'
+          AND ({_PROPS}->>'status') IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
+          AND ({_PROPS}->>'finished_at') IS NOT NULL""",
     # Dead letters by queue and resolution state.
     "bloomops_dead_letter_open": f"""
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance

@@ -41,12 +41,17 @@ def utc(text_expr: str) -> str:
     return f"bloomops_utc({text_expr})"
 
 
-def ready_ts(alias: str = "s") -> str:
-    """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable."""
+def ready_ts(alias: str = "s", *, retry_at: str | None = None,
+             ready_at: str | None = None) -> str:
+    """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable.
+    ``retry_at``/``ready_at``: the stored texts when a read has already taken them out of
+    the envelope (plain values, so bloomops_utc's inlined body does not extract them again
+    for each of its references)."""
     env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
         "(json_addl->'properties'->'execution')")
     created = f"{alias}.created_dt" if alias else "created_dt"
-    retry, ready = utc(f"{env}->>'retry_at'"), utc(f"{env}->>'ready_at'")
+    retry = utc(retry_at or f"{env}->>'retry_at'")
+    ready = utc(ready_at or f"{env}->>'ready_at'")
     return f"coalesce({retry}, {ready}, {utc_text(created)})"
 
 
@@ -95,17 +100,28 @@ LEASE_ACTIVE = lease_active()
 
 def worker_active_leases(worker_uid: str) -> str:
     """How many active leases a worker holds (its lease limit counts these), as a scalar
-    sub-query on the worker's uid expression."""
+    sub-query on the worker's uid expression. Lineage decides which leases are the worker's;
+    none of them can be older than the oldest ACTIVE object, so the walk of the worker's
+    lease edges starts there, and each edge is probed in bloomops_active_uid: the leases the
+    worker held before (its history) are neither walked nor read."""
     return f"""(SELECT count(*) FROM generic_instance_lineage l
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
         WHERE l.parent_instance_uid = {worker_uid} AND NOT l.is_deleted
-          AND l.relationship_type = 'execution_worker_lease' AND {lease_active()})"""
+          AND l.relationship_type = 'execution_worker_lease' AND {lease_active()}
+          AND l.child_instance_uid >= (SELECT min(a.uid) FROM generic_instance a
+                                       WHERE NOT a.is_deleted AND {_status("a")} = 'ACTIVE'))"""
 
+# A subject's lease edges newest first (the sub-query's ORDER BY keeps it from being folded
+# into the join): a subject claimed many times has its active lease, if any, at the end of
+# the edges, so the probe finds it first instead of reading every lease that ended before.
 ACTIVE_LEASE_EXISTS = f"""EXISTS (
-    SELECT 1 FROM generic_instance_lineage l
+    SELECT 1 FROM (
+        SELECT l.child_instance_uid FROM generic_instance_lineage l
+        WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_lease'
+        ORDER BY l.child_instance_uid DESC) l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-    WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
-      AND l.relationship_type = 'execution_subject_lease' AND {LEASE_ACTIVE})"""
+    WHERE {LEASE_ACTIVE})"""
 
 ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
@@ -123,15 +139,22 @@ TEMPLATES = """
 TEMPLATE_CODE = "t.code"
 
 
-def _scope(field: str) -> str:
+SCOPE_FIELDS = ("site", "platform", "assay")
+
+
+def _scope(field: str, value: str | None = None) -> str:
     scope = f"q.{field}_scope"
-    return (
-        f"(jsonb_array_length({scope}) = 0"
-        f" OR {scope} ? coalesce(s.json_addl->'properties'->>'{field}', ''))"
-    )
+    value = value or f"s.json_addl->'properties'->>'{field}'"
+    return f"(jsonb_array_length({scope}) = 0 OR {scope} ? coalesce({value}, ''))"
 
 
-SCOPE_MATCH = " AND ".join(_scope(f) for f in ("site", "platform", "assay"))
+def scope_match(values: dict[str, str] | None = None) -> str:
+    """The subject's site/platform/assay within the queue's scopes (an empty scope is any);
+    ``values``: the property texts when a read has already taken them out."""
+    return " AND ".join(_scope(f, (values or {}).get(f)) for f in SCOPE_FIELDS)
+
+
+SCOPE_MATCH = scope_match()
 
 
 
@@ -141,15 +164,32 @@ def env_flag(name: str) -> str:
     return f"coalesce({ENV}->'{name}' = 'true'::jsonb, false)"
 
 
+def on_envelope(fragment: str, envelope: str) -> str:
+    """A fragment written over the stored envelope (``ENV``), over an envelope a read has
+    already taken out of the row once (a column): the same rule, without extracting the
+    envelope from the whole JSON again for every field it reads."""
+    return fragment.replace(ENV, envelope)
+
+
 HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
 TERMINAL_FLAG = env_flag("terminal")
 # RULES.md#envelope: terminal by its flag or by its state, whichever a writer set.
 TERMINAL = "({flag} OR ({ENV}->>'state') IN ({states}))".format(
     flag=TERMINAL_FLAG, ENV=ENV, states=", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES)))
 # RULES.md#retries: waiting for its retry window, and the metric "retry pending".
-RETRY_WAITING = "coalesce(" + utc(f"{ENV}->>'retry_at'") + " > %(now)s, false)"
-RETRY_PENDING = (f"({ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}"
-                 f" AND {RETRY_WAITING})")
+def retry_waiting(retry_at: str = f"{ENV}->>'retry_at'") -> str:
+    return f"coalesce({utc(retry_at)} > %(now)s, false)"
+
+
+def retry_pending(*, state: str = f"{ENV}->>'state'", terminal: str = TERMINAL,
+                  retry_at: str = f"{ENV}->>'retry_at'") -> str:
+    """RULES.md#retries, over the envelope or over values a read has taken out of it."""
+    return (f"({state} = 'FAILED_RETRYABLE' AND NOT {terminal}"
+            f" AND {retry_waiting(retry_at)})")
+
+
+RETRY_WAITING = retry_waiting()
+RETRY_PENDING = retry_pending()
 # The subject's revision, or NULL when a writer stored something else (never a failed cast).
 SUBJECT_REVISION = (f"CASE WHEN ({ENV}->>'revision') ~ '^[0-9]{{1,18}}$'"
                     f" THEN ({ENV}->>'revision')::bigint END")
@@ -212,34 +252,44 @@ HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 # bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
-# lineage exclusions stay NOT EXISTS (anti-joins).
-def visibility(*, leased: str, held: str) -> str:
-    """Used with HAS_ENVELOPE (or ENVELOPE_VALID where a read starts from ROUTED): the
-    envelope's validity is checked there, once per row written, not here per read.
-The visibility predicate, given how to test "has an active lease" and "has an active
-    hold" through lineage (per row, or against sets computed once: see below)."""
+# lineage exclusions stay NOT EXISTS.
+def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_key' = q.queue_key",
+               state: str = f"{ENV}->>'state'", terminal: str = TERMINAL,
+               cancel_requested: str = CANCEL_REQUESTED,
+               held_by_envelope: str = HELD_BY_ENVELOPE, ready: str = READY_TS,
+               template_listed: str = f"q.template_codes ? {TEMPLATE_CODE}",
+               scope: str = SCOPE_MATCH) -> str:
+    """The visibility predicate, given how to test "has an active lease" and "has an active
+    hold" through lineage (per row, or against sets computed once: see below). Used with
+    HAS_ENVELOPE (or ENVELOPE_VALID where a read starts from ROUTED): the envelope's
+    validity is checked there, once per row written, not here per read.
+
+    The other arguments are the parts of the rule over the stored row, which is what every
+    read passes; a read over whole queues (the summaries) passes the same parts over values
+    it has already taken out of the envelope once per row (``selectors/queues.py``)."""
     return f"""(
-    {ENV}->>'next_queue_key' = q.queue_key
-    AND CASE WHEN q.eligible_states ? ({ENV}->>'state')
-              AND NOT {TERMINAL}
-              AND NOT {CANCEL_REQUESTED}
-              AND NOT {HELD_BY_ENVELOPE}
-              AND {READY_TS} <= %(now)s
-              AND q.template_codes ? {TEMPLATE_CODE}
-              AND {SCOPE_MATCH}
+    {routed}
+    AND CASE WHEN q.eligible_states ? ({state})
+              AND NOT {terminal}
+              AND NOT {cancel_requested}
+              AND NOT {held_by_envelope}
+              AND {ready} <= %(now)s
+              AND {template_listed}
+              AND {scope}
              THEN true ELSE false END
     AND NOT {leased}
     AND NOT {held})"""
 
 
-def held(by_lineage: str) -> str:
+def held(by_lineage: str, by_envelope: str = HELD_BY_ENVELOPE) -> str:
     """RULES.md#holds: held by the envelope's hold_state or by an ACTIVE hold in lineage
     (the two agree when only the engine writes; either one keeps the subject out)."""
-    return f"({HELD_BY_ENVELOPE} OR {by_lineage})"
+    return f"({by_envelope} OR {by_lineage})"
 
 
 HELD = held(ACTIVE_HOLD_EXISTS)
-HELD_BY_SETS = held("(s.uid IN (SELECT uid FROM held_subjects))")
+HELD_IN_SET = "(s.uid IN (SELECT uid FROM held_subjects))"
+HELD_BY_SETS = held(HELD_IN_SET)
 LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
@@ -266,9 +316,11 @@ BLOCKED_SUBJECTS = f"""
          AND l.relationship_type = 'execution_subject_hold'
         WHERE NOT x.is_deleted AND {hold_active()})"""
 
-VISIBLE_BY_SETS = visibility(
-    leased=LEASED_BY_SETS, held="(s.uid IN (SELECT uid FROM held_subjects))",
-)
+VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
+
+# The conditions on the subject row's own columns only (a claim re-reads lineage after
+# locking, in a statement of its own: statements.LINEAGE_BLOCKED).
+OWN_COLUMNS_VISIBLE = visibility(leased="false", held="false")
 
 
 # Queue order: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.

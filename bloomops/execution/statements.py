@@ -10,6 +10,10 @@ from bloomops.execution.sql import (
     ENV,
     HAS_ENVELOPE,
     ORDER_BY,
+    ORDER_BY_COLUMNS,
+    ORDER_COLUMNS,
+    ORDER_KEYS,
+    OWN_COLUMNS_VISIBLE,
     QP,
     QUEUES,
     TEMPLATES,
@@ -28,6 +32,41 @@ CLAIM_CANDIDATE = f"""
     WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
       AND NOT (s.uid = ANY(%(exclude)s))
     ORDER BY {ORDER_BY}
+    LIMIT 1
+    FOR UPDATE OF s SKIP LOCKED"""
+
+# The same claim in two steps, for a queue whose head is crowded with subjects already
+# leased (a busy queue: each claim walks past all of them). The first CLAIM_AHEAD visible
+# subjects are found in order without locking, so the walk of bloomops_queue_order needs no
+# per-row re-check of the envelope's validity (PostgreSQL keeps the conditions an index
+# predicate implies on a FOR UPDATE scan), and lineage is probed before the queue's
+# conditions are evaluated on the envelope (among the first CLAIM_AHEAD * 16 subjects
+# lineage does not block). Then they are locked in that order, skipping rows other
+# claimers hold, with the row's own conditions evaluated again on its newest version as
+# FOR UPDATE does. When none of them can be locked, the one-step statement decides.
+CLAIM_AHEAD = 16
+CLAIM_CANDIDATE_AHEAD = f"""
+    SELECT s.uid FROM (
+        SELECT s.uid, {", ".join(f"s.{alias}" for _, _, alias in ORDER_KEYS)}
+        FROM (
+            SELECT s.uid, s.template_uid, s.json_addl, s.created_dt, {ORDER_COLUMNS}
+            FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+              AND {ENV}->>'next_queue_key' = %(queue_key)s
+              AND NOT {ACTIVE_LEASE_EXISTS} AND NOT {ACTIVE_HOLD_EXISTS}
+              AND NOT (s.uid = ANY(%(exclude)s))
+            ORDER BY {ORDER_BY}
+            LIMIT {CLAIM_AHEAD * 16}) s
+        JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
+        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+        WHERE {OWN_COLUMNS_VISIBLE}
+        ORDER BY {ORDER_BY_COLUMNS}
+        LIMIT {CLAIM_AHEAD}) c
+    JOIN generic_instance s ON s.uid = c.uid
+    JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
+    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+    WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE} AND {OWN_COLUMNS_VISIBLE}
+    ORDER BY {ORDER_BY_COLUMNS}
     LIMIT 1
     FOR UPDATE OF s SKIP LOCKED"""
 

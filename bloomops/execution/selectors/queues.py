@@ -17,21 +17,29 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.sql import (
     BLOCKED_SUBJECTS,
+    CANCEL_REQUESTED,
     DISPATCH_PRIORITY,
     ENV,
     HAS_ENVELOPE,
-    HELD_BY_SETS,
+    HELD_BY_ENVELOPE,
+    HELD_IN_SET,
+    LEASED_BY_SETS,
     PRIORITY,
     QP,
     QUEUES,
-    READY_TS,
-    RETRY_PENDING,
+    SCOPE_FIELDS,
     TEMPLATES,
     TERMINAL,
     VISIBLE_BY_SETS,
+    held,
     lease_active,
     lease_expired,
+    on_envelope,
     priority_band,
+    ready_ts,
+    retry_pending,
+    scope_match,
+    visibility,
 )
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -146,55 +154,89 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
     return {r["queue_key"]: int(r["depth"]) for r in rows}
 
 
+# The parts of the rules over the plain values the summaries' inner layers pass on.
+READY_PLAIN = ready_ts(retry_at="s.retry_at", ready_at="s.ready_at")
+VISIBLE_PLAIN = visibility(
+    leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
+    terminal="s.terminal", cancel_requested="s.cancel_requested",
+    held_by_envelope="s.held_by_envelope", ready="s.ready",
+    template_listed="s.template_listed",
+    scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
+RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
+                                    retry_at="s.retry_at")
+
+# The summaries' subject statement (RULES.md#metrics). Per queue, a LATERAL walk of the
+# queue's routed subjects through bloomops_queue_order (whose predicate already holds the
+# envelope's validity, so it is not evaluated again per row). Each layer is kept apart by
+# OFFSET 0 so that what it computes is computed once per row and passed on as a plain value:
+# the properties are taken out of the whole JSON once, the envelope out of them once, its
+# fields once; then the rules of sql.py (the same fragments every read uses) run over those
+# values, and bloomops_utc only over the two stored timestamps a row is ordered by, and
+# only for the rows that need them. A queue's template codes become the uids of its
+# templates once per queue (template_uid = ANY(...)) instead of a join per subject.
+_SUMMARY_SUBJECTS = f"""
+    WITH {BLOCKED_SUBJECTS},
+    queues AS MATERIALIZED (
+        SELECT q.*, ARRAY(SELECT t.uid FROM ({TEMPLATES}) t
+                          WHERE q.template_codes ? t.code) AS template_uids
+        FROM ({QUEUES}) q)
+    SELECT q.euid, q.queue_key, q.config, a.*
+    FROM queues q
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE s.vis) AS depth,
+               min(s.ready) FILTER (WHERE s.vis) AS oldest,
+               max(s.ready) FILTER (WHERE s.vis) AS newest,
+               count(*) FILTER (WHERE s.vis AND {priority_band("STAT", "s.prio")})
+                   AS stat_count,
+               count(*) FILTER (WHERE s.vis AND {priority_band("URGENT", "s.prio")})
+                   AS urgent_count,
+               count(*) FILTER (WHERE NOT s.terminal
+                                  AND {held(HELD_IN_SET, "s.held_by_envelope")}) AS held_count,
+               count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
+        FROM (
+            SELECT s.uid, s.ready, s.retry_at, s.prio, s.terminal, s.state, s.held_by_envelope,
+                   {VISIBLE_PLAIN} AS vis
+            FROM (
+            SELECT s.*, {READY_PLAIN} AS ready
+            FROM (
+                SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
+                       s.env->>'state' AS state,
+                       {on_envelope(TERMINAL, "s.env")} AS terminal,
+                       {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
+                       {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
+                       s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at,
+                       {on_envelope(PRIORITY, "s.env")} AS prio
+                FROM (
+                    SELECT s.uid, s.created_dt, s.template_listed, s.props->'execution' AS env,
+                           s.props->>'site' AS site, s.props->>'platform' AS platform,
+                           s.props->>'assay' AS assay
+                    FROM (
+                        SELECT s.uid, s.created_dt,
+                               s.template_uid = ANY(q.template_uids) AS template_listed,
+                               s.json_addl->'properties' AS props
+                        FROM generic_instance s
+                        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+                          AND {ENV}->>'next_queue_key' = q.queue_key
+                        OFFSET 0) s
+                    OFFSET 0) s
+                OFFSET 0) s
+            OFFSET 0) s
+            OFFSET 0) s
+    ) a
+    ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'"""
+
+
 def queue_summaries(
     *, now: datetime | None = None, tenant: str | None = None
 ) -> list[QueueSummary]:
     """Every queue with the metrics of RULES.md#metrics, in dispatch order. Four queries in all,
-    whatever the number of queues or subjects: subjects, leases, records, dead letters."""
+    whatever the number of queues or subjects: subjects, leases, records, dead letters; none
+    reads history (finished leases, records outside the window)."""
     moment = now or clock.now()
     params = read_params(moment, tenant, window_start=ts(minus_minutes(moment)))
-    subject_rows = fetch_all(
-        f"""
-        WITH {BLOCKED_SUBJECTS},
-        routed AS MATERIALIZED (
-            SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts,
-                   {PRIORITY} AS prio,
-                   {VISIBLE_BY_SETS} AS vis,
-                   (NOT {TERMINAL} AND {HELD_BY_SETS}) AS held,
-                   {RETRY_PENDING} AS retry_pending
-            FROM ({QUEUES}) q
-            JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-             AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-            JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        ),
-        per_queue AS (
-            SELECT queue_uid,
-                   count(*) FILTER (WHERE vis) AS depth,
-                   min(ready_ts) FILTER (WHERE vis) AS oldest,
-                   max(ready_ts) FILTER (WHERE vis) AS newest,
-                   count(*) FILTER (WHERE vis AND {priority_band("STAT", "prio")})
-                       AS stat_count,
-                   count(*) FILTER (WHERE vis AND {priority_band("URGENT", "prio")})
-                       AS urgent_count,
-                   count(*) FILTER (WHERE held) AS held_count,
-                   count(*) FILTER (WHERE retry_pending) AS retry_pending_count
-            FROM routed GROUP BY queue_uid
-        )
-        SELECT q.euid, q.queue_key, q.config,
-               coalesce(a.depth, 0) AS depth, a.oldest, a.newest,
-               coalesce(a.stat_count, 0) AS stat_count,
-               coalesce(a.urgent_count, 0) AS urgent_count,
-               coalesce(a.held_count, 0) AS held_count,
-               coalesce(a.retry_pending_count, 0) AS retry_pending_count
-        FROM ({QUEUES}) q
-        LEFT JOIN per_queue a ON a.queue_uid = q.uid
-        ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'
-        """,
-        params,
-    )
     summaries = []
     by_key: dict[str, QueueSummary] = {}
-    for row in subject_rows:
+    for row in fetch_all(_SUMMARY_SUBJECTS, params):
         summary = _queue_summary_from_row(row, moment)
         summary.depth = int(row["depth"])
         summary.oldest_ready_at = parse_ts(row["oldest"])
@@ -207,63 +249,77 @@ def queue_summaries(
         by_key[summary.queue_key] = summary
     if not summaries:
         return []
-
-    for row in fetch_all(
-        f"""
-        SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-               count(*) FILTER (WHERE {lease_active()}) AS active,
-               count(*) FILTER (WHERE {lease_expired()}) AS expired
-        FROM generic_instance x
-        WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
-          AND x.type = 'execution' AND x.subtype = 'queue_lease'
-          AND (x.json_addl->'properties'->>'status' IN ('ACTIVE', 'EXPIRED'))
-        GROUP BY 1
-        """,
-        params,
-    ):
+    params["queue_keys"] = list(by_key)
+    for row in fetch_all(_SUMMARY_LEASES, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].active_leases = int(row["active"])
             by_key[row["queue_key"]].expired_leases_total = int(row["expired"])
-
-    for row in fetch_all(
-        """
-        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-               count(*) FILTER (WHERE st = 'SUCCEEDED' AND fin >= %(window_start)s) AS ok_w,
-               count(*) FILTER (WHERE st IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
-                                  AND fin >= %(window_start)s) AS fail_w,
-               count(*) FILTER (WHERE st = 'FAILED_RETRYABLE') AS retryable_total,
-               count(*) FILTER (WHERE st = 'FAILED_TERMINAL') AS terminal_total
-        FROM generic_instance r
-        CROSS JOIN LATERAL (SELECT r.json_addl->'properties'->>'status' AS st,
-                                   r.json_addl->'properties'->>'finished_at' AS fin) f
-        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
-          AND r.type = 'execution' AND r.subtype = 'execution_record'
-          AND r.json_addl->'properties'->>'finished_at' IS NOT NULL
-        GROUP BY 1
-        """,
-        params,
-    ):
+    for row in fetch_all(_SUMMARY_RECORDS, params):
         if row["queue_key"] in by_key:
             s = by_key[row["queue_key"]]
             s.successes_window = int(row["ok_w"])
             s.failures_window = int(row["fail_w"])
             s.retryable_failures_total = int(row["retryable_total"])
             s.terminal_failures_total = int(row["terminal_total"])
-
-    for row in fetch_all(
-        """
-        SELECT d.json_addl->'properties'->>'queue_lookup_key' AS queue_key, count(*) AS n
-        FROM generic_instance d
-        WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
-          AND d.type = 'execution' AND d.subtype = 'dead_letter'
-          AND d.json_addl->'properties'->>'resolution_state' = 'OPEN'
-        GROUP BY 1
-        """,
-        params,
-    ):
+    for row in fetch_all(_SUMMARY_DEAD_LETTERS, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])
     return summaries
+
+# Leases that count now: ACTIVE (active or past expiry) and EXPIRED, through
+# bloomops_lease_open, which holds no lease that ended otherwise (the lab's history).
+_SUMMARY_LEASES = f"""
+    SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+           count(*) FILTER (WHERE {lease_active()}) AS active,
+           count(*) FILTER (WHERE {lease_expired()}) AS expired
+    FROM generic_instance x
+    WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
+      AND x.type = 'execution' AND x.subtype = 'queue_lease'
+      AND (x.json_addl->'properties'->>'status' IN ('ACTIVE', 'EXPIRED'))
+    GROUP BY 1"""
+
+# Finished records in the throughput window (a range of bloomops_record_queue_finished per
+# queue), and apart from them the failed records by status (bloomops_record_failures): no
+# read of the succeeded records outside the window, which are most of the lab's history.
+_SUMMARY_RECORDS = """
+    SELECT coalesce(w.queue_key, f.queue_key) AS queue_key,
+           coalesce(w.ok_w, 0) AS ok_w, coalesce(w.fail_w, 0) AS fail_w,
+           coalesce(f.retryable_total, 0) AS retryable_total,
+           coalesce(f.terminal_total, 0) AS terminal_total
+    FROM (
+        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+               count(*) FILTER (WHERE r.json_addl->'properties'->>'status' = 'SUCCEEDED')
+                   AS ok_w,
+               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
+                                      IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')) AS fail_w
+        FROM generic_instance r
+        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+          AND r.type = 'execution' AND r.subtype = 'execution_record'
+          AND r.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
+          AND r.json_addl->'properties'->>'finished_at' >= %(window_start)s
+        GROUP BY 1) w
+    FULL JOIN (
+        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
+                                      = 'FAILED_RETRYABLE') AS retryable_total,
+               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
+                                      = 'FAILED_TERMINAL') AS terminal_total
+        FROM generic_instance r
+        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+          AND r.type = 'execution' AND r.subtype = 'execution_record'
+          AND r.json_addl->'properties'->>'status' IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
+          AND r.json_addl->'properties'->>'finished_at' IS NOT NULL
+        GROUP BY 1) f ON f.queue_key = w.queue_key"""
+
+# Open dead letters: a range of bloomops_dead_letter_open per queue (resolved ones are not read).
+_SUMMARY_DEAD_LETTERS = """
+    SELECT d.json_addl->'properties'->>'queue_lookup_key' AS queue_key, count(*) AS n
+    FROM generic_instance d
+    WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
+      AND d.type = 'execution' AND d.subtype = 'dead_letter'
+      AND d.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
+      AND d.json_addl->'properties'->>'resolution_state' = 'OPEN'
+    GROUP BY 1"""
 
 
 def minus_minutes(moment: datetime, minutes: int = THROUGHPUT_WINDOW_MINUTES) -> datetime:

@@ -12,39 +12,28 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
+from bloomops.bench import figures
+from bloomops.bench.figures import BENCH_ACTOR, CLAIMER_KEY
 from bloomops.tapdb.db import fetch_value
 
-TARGETS = {
-    "summaries": ("<", 250.0, "ms"),
+# Targets (docs/BENCHMARK.md): (comparison, limit, unit). "ratio" targets compare a figure
+# with the history added to its figure at 0 added history, in the same run.
+TARGETS: dict[str, tuple[str, float, str]] = {
+    "summaries_vs_floor": ("<=", 1.5, "x floor"),
+    "summaries_vs_floor_cpu": ("<=", 1.5, "x floor"),
     "first_page": ("<", 50.0, "ms"),
     "diagnostics": ("<", 20.0, "ms"),
-    "throughput": (">=", 200.0, "claims/s"),
+    "dashboard": ("<", 5.0, "ms"),
+    "throughput": (">=", 100.0, "claims/s"),
     "double_claims": ("==", 0, ""),
 }
-BENCH_ACTOR = "bench-runner"
-CLAIMER_KEY = "bench://claimer/{i}"
-
-
-def _median_ms(fn: Callable[[], Any], runs: int) -> float:
-    fn()  # warm-up: plan caches, template cache, buffers
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
-
-
-def _pct(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
+HISTORY_RATIO = 1.2
+RATIO_KEYS = ("summaries", "summaries_cpu", "first_page", "claim_p95", "lease_count")
 
 
 class Command(BaseCommand):
@@ -60,6 +49,11 @@ class Command(BaseCommand):
         parser.add_argument("--throughput-claims", type=int, default=800,
                             help="claims per 8-worker round (three rounds)")
         parser.add_argument("--workers", type=int, default=8)
+        parser.add_argument("--rounds", type=int, default=3, help="8-worker rounds")
+        parser.add_argument("--history", type=int, default=0,
+                            help="measure, add this many history instances, measure again")
+        parser.add_argument("--no-processes", action="store_true",
+                            help="skip the 8-process throughput round")
 
     # ------------------------------------------------------------------ database
 
@@ -112,7 +106,16 @@ class Command(BaseCommand):
             benchdata.build(log=self.stdout.write)
             self.stdout.write(f"  built in {time.monotonic() - started:.1f} s")
         self._describe()
-        results = self._measure(opts)
+        results = [self._measure(opts)]
+        if opts["history"]:
+            from bloomops.bench.history import add_history
+
+            self.stdout.write(f"\nAdding {opts['history']:,} history instances...")
+            started = time.monotonic()
+            add_history(opts["history"], log=self.stdout.write)
+            self.stdout.write(f"  added in {time.monotonic() - started:.1f} s")
+            self._describe()
+            results.append(self._measure(opts))
         self._report(results)
         self.stdout.write(f"\nTotal bench time: {time.monotonic() - total_started:.1f} s")
 
@@ -132,19 +135,6 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ measuring
 
-    def _claimer(self, i: int, actor) -> str:
-        from bloomops.bench.data import BENCH_CAPABILITY
-        from bloomops.execution.executor import ActionRequest, execute
-
-        result = execute(ActionRequest(
-            action_key="register_worker", actor=actor,
-            idempotency_key=f"bench-register-{uuid.uuid4()}",
-            payload={"worker_key": CLAIMER_KEY.format(i=i), "worker_type": "SERVICE",
-                     "display_name": f"Bench claimer {i}", "capabilities": [BENCH_CAPABILITY],
-                     "max_concurrent_leases": 1000, "heartbeat_ttl_seconds": 3600},
-        ))
-        return result["worker_euid"]
-
     def _reset_claims(self) -> int:
         from bloomops.bench.inserts import release_bench_claims
 
@@ -152,51 +142,28 @@ class Command(BaseCommand):
 
     def _measure(self, opts) -> dict[str, Any]:
         from bloomops.bench.data import largest_queue_key
-        from bloomops.execution import selectors
         from bloomops.execution.errors import ActionError
         from bloomops.execution.executor import ActionRequest, Actor, execute
 
         runs = opts["runs"]
-        out: dict[str, Any] = {}
         reset = self._reset_claims()
         if reset:
             self.stdout.write(f"Released {reset} leases left by an earlier bench run.")
         queue_key = largest_queue_key()
-        self.stdout.write(f"\nMeasuring (median of {runs} runs after one warm-up)...")
-
-        summaries = selectors.queue_summaries()
-        assert len(summaries) == 20, f"expected 20 queues, found {len(summaries)}"
-        depth = {s.queue_key: s.depth for s in summaries}
-        out["depths"] = depth
-        out["summaries"] = _median_ms(selectors.queue_summaries, runs)
-        items, total = selectors.queue_items(queue_key, limit=50)
-        out["largest"] = (queue_key, total)
-        out["first_page"] = _median_ms(lambda: selectors.queue_items(queue_key, limit=50), runs)
-        subject = items[len(items) // 2].euid
-        out["diag_subject"] = subject
-        out["diagnostics"] = _median_ms(lambda: selectors.subject_diagnostics(subject),
-                                        max(runs, 15))
-
+        out: dict[str, Any] = {"history": figures.history_count()}
+        self.stdout.write(f"\nMeasuring at {out['history']:,} history instances (median of"
+                          f" {runs} runs after one warm-up)...")
+        out.update(figures.reads(runs, queue_key))
         actor = Actor(username=BENCH_ACTOR, roles=frozenset({"worker_service"}))
-        solo = self._claimer(0, actor)
-        latencies = []
-        for _ in range(opts["latency_claims"]):
-            started = time.perf_counter()
-            execute(ActionRequest(action_key="claim_queue_item", actor=actor,
-                                  idempotency_key=f"bench-claim-{uuid.uuid4()}",
-                                  worker_euid=solo, queue_key=queue_key))
-            latencies.append((time.perf_counter() - started) * 1000)
-        out["claim_p50"] = _pct(latencies, 50)
-        out["claim_p95"] = _pct(latencies, 95)
-
-        n_workers = opts["workers"]
-        worker_euids = [self._claimer(i + 1, actor) for i in range(n_workers)]
+        out.update(figures.claims_one_at_a_time(opts["latency_claims"], actor, queue_key))
+        worker_euids = [figures.register_claimer(i + 1, actor)
+                        for i in range(opts["workers"])]
         rounds = []
         errors: dict[str, int] = {}
         doubled = checked = 0
         # Every round starts from the same queue: the leases of the round before are released
         # first, so the rounds are comparable (within a round, leases pile up at the head).
-        for _ in range(3):
+        for _ in range(opts["rounds"]):
             self._reset_claims()
             rate, errs = self._throughput(worker_euids, actor, queue_key,
                                           opts["throughput_claims"], ActionError, execute,
@@ -208,13 +175,16 @@ class Command(BaseCommand):
             doubled, checked = doubled + d, checked + c
         out["throughput_rounds"] = rounds
         out["throughput"] = statistics.median(rounds)
-        # Real workers are processes (run_worker): the same race without Python's GIL.
-        self._reset_claims()
-        out["process_rate"] = self._throughput_processes(
-            worker_euids, actor, queue_key, opts["throughput_claims"])
-        d, c = self._double_claims()
+        out["process_rate"] = None
+        if not opts["no_processes"]:
+            # Real workers are processes (run_worker): the same race without Python's GIL.
+            self._reset_claims()
+            out["process_rate"] = self._throughput_processes(
+                worker_euids, actor, queue_key, opts["throughput_claims"])
+            d, c = self._double_claims()
+            doubled, checked = doubled + d, checked + c
         out["claim_errors"] = errors
-        out["double_claims"], out["leases_checked"] = doubled + d, checked + c
+        out["double_claims"], out["leases_checked"] = doubled, checked
         out["reset_after"] = self._reset_claims()
         return out
 
@@ -323,37 +293,78 @@ class Command(BaseCommand):
 
     # ------------------------------------------------------------------ report
 
-    def _report(self, r: dict[str, Any]) -> None:
+    def _report(self, results: list[dict[str, Any]]) -> None:
         w = self.stdout.write
+        r = results[0]
+        problems = [res.pop("dashboard") for res in results
+                    if isinstance(res.get("dashboard"), str)]
+        for res in results:
+            res["summaries_vs_floor"] = res["summaries"] / res["floor"] if res["floor"] else 0
+            res["summaries_vs_floor_cpu"] = (res["summaries_cpu"] / res["floor_cpu"]
+                                             if res["summaries_cpu"] and res["floor_cpu"]
+                                             else None)
         largest, total = r["largest"]
         w(f"\nLargest queue: {largest} ({total:,} visible); depth of all 20:"
           f" {sum(r['depths'].values()):,} visible")
+        heads = [f"at {res['history']:,} hist." for res in results]
+        ratio = ["ratio"] if len(results) > 1 else []
         w("")
-        w(f"{'measure':<46} {'figure':>12}   target")
-        w("-" * 72)
+        w(f"{'measure':<44}" + "".join(f"{h:>17}" for h in heads + ratio) + "   target")
+        w("-" * (70 + 17 * len(heads + ratio)))
 
-        def line(label: str, value: float, unit: str, key: str | None = None) -> None:
-            target = ""
-            if key:
-                op, limit, _ = TARGETS[key]
-                ok = {"<": value < limit, ">=": value >= limit, "==": value == limit}[op]
-                target = f"{op} {limit:g} {unit}  {'PASS' if ok else 'FAIL'}"
-            shown = f"{value:,.1f} {unit}" if isinstance(value, float) else f"{value} {unit}"
-            w(f"{label:<46} {shown:>12}   {target}")
+        def shown(value: Any, unit: str) -> str:
+            if value is None:
+                return "n/a"
+            return f"{value:,.1f} {unit}".strip() if isinstance(value, float) else (
+                f"{value} {unit}".strip())
 
-        line("20 queue summaries (queue_summaries)", r["summaries"], "ms", "summaries")
-        line("first page of largest queue (50 items)", r["first_page"], "ms", "first_page")
-        line("subject diagnostics (one subject)", r["diagnostics"], "ms", "diagnostics")
-        line("claim latency p50, 1 worker", r["claim_p50"], "ms")
-        line("claim latency p95, 1 worker", r["claim_p95"], "ms")
-        line("claim throughput, 8 workers (median of 3)", r["throughput"], "claims/s",
-             "throughput")
-        line("claim throughput, 8 worker processes", r["process_rate"], "claims/s",
-             "throughput")
-        line("double claims (subjects with >1 active lease)", r["double_claims"], "",
-             "double_claims")
-        rounds = ", ".join(f"{x:.0f}" for x in r["throughput_rounds"])
-        w("-" * 72)
-        w(f"throughput rounds: {rounds} claims/s; refusals during the race:"
-          f" {r['claim_errors'] or 'none'}; active unexpired leases checked:"
-          f" {r['leases_checked']:,}; bench leases released afterwards: {r['reset_after']}")
+        def verdict(key: str | None, value: Any) -> str:
+            if key not in TARGETS or value is None:
+                return ""
+            op, limit, unit = TARGETS[key]
+            ok = {"<": value < limit, "<=": value <= limit, ">=": value >= limit,
+                  "==": value == limit}[op]
+            return f"{op} {limit:g} {unit}  {'PASS' if ok else 'FAIL'}"
+
+        def line(label: str, key: str, unit: str) -> None:
+            values = [res.get(key) for res in results]
+            cells = [shown(v, unit) for v in values]
+            target = verdict(key, values[-1])
+            if len(results) > 1:
+                base, grown = values[0], values[-1]
+                rate = grown / base if isinstance(base, float) and base and grown else None
+                cells.append(f"{rate:.2f}x" if rate else "")
+                if key in RATIO_KEYS and rate:
+                    flat = f"<= {HISTORY_RATIO}x at 0 history  "
+                    flat += "PASS" if rate <= HISTORY_RATIO else "FAIL"
+                    target = f"{target}; {flat}" if target else flat
+            w(f"{label:<44}" + "".join(f"{c:>17}" for c in cells) + f"   {target}")
+
+        line("20 queue summaries (queue_summaries)", "summaries", "ms")
+        line("floor: the summaries' fields of every routed", "floor", "ms")
+        line("  subject; summaries / floor", "summaries_vs_floor", "x")
+        line("summaries, database CPU", "summaries_cpu", "ms")
+        line("floor, database CPU", "floor_cpu", "ms")
+        line("  summaries / floor in database CPU", "summaries_vs_floor_cpu", "x")
+        line("first page of largest queue (50 items)", "first_page", "ms")
+        line("subject diagnostics (one subject)", "diagnostics", "ms")
+        line("dashboard view, fresh snapshot (db time)", "dashboard", "ms")
+        line("worker's active-lease count", "lease_count", "ms")
+        line("  (that worker's lease edges, past included)", "lease_edges", "")
+        line("claim latency p50, 1 worker", "claim_p50", "ms")
+        line("claim latency p95, 1 worker", "claim_p95", "ms")
+        line("CPU per claim in the database", "cpu_db", "ms")
+        line("CPU per claim in Python", "cpu_py", "ms")
+        line(f"claim throughput, 8 threads (median of {len(r['throughput_rounds'])})",
+             "throughput", "claims/s")
+        line("claim throughput, 8 worker processes", "process_rate", "claims/s")
+        line("double claims (subjects with >1 active lease)", "double_claims", "")
+        w("-" * (70 + 17 * len(heads + ratio)))
+        for problem in problems:
+            w(f"dashboard_db_time() failed: {problem}")
+        for res in results:
+            rounds = ", ".join(f"{x:.0f}" for x in res["throughput_rounds"])
+            w(f"at {res['history']:,} history instances: throughput rounds {rounds} claims/s;"
+              f" refusals during the race: {res['claim_errors'] or 'none'}; active unexpired"
+              f" leases checked: {res['leases_checked']:,}; bench leases released afterwards:"
+              f" {res['reset_after']}")

@@ -1,0 +1,185 @@
+"""What ``manage.py bench`` measures besides claim throughput: the reads, the floor the
+summaries are compared with, claims one at a time with their CPU (database and Python), a
+worker's active-lease count, and the dashboard's database time when ``bench/dashboard.py``
+provides it. Each figure is a median after one warm-up run."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+
+from bloomops.execution.sql import ENV, HAS_ENVELOPE
+from bloomops.tapdb.db import fetch_all, fetch_one, fetch_value
+from bloomops.tapdb.tenancy import tenant_of
+
+BENCH_ACTOR = "bench-runner"
+CLAIMER_KEY = "bench://claimer/{i}"
+
+# The floor of the summaries: the fields they need (the envelope's next_queue_key, state,
+# terminal, cancel_requested, hold_state, retry_at, ready_at, priority; the subject's site,
+# platform, assay, template and created_dt) read from every routed subject, each envelope
+# taken out of the row once, and nothing computed from them. PostgreSQL cannot answer JSON
+# fields from an index alone, so no summary of these subjects can read less.
+FLOOR = f"""
+    SELECT count((e->>'next_queue_key', e->>'state', e->>'terminal', e->>'cancel_requested',
+                  e->>'hold_state', e->>'retry_at', e->>'ready_at', e->>'priority',
+                  p->>'site', p->>'platform', p->>'assay', s.template_uid, s.created_dt))
+    FROM (SELECT s.template_uid, s.created_dt, s.p, s.p->'execution' AS e
+          FROM (SELECT s.template_uid, s.created_dt, s.json_addl->'properties' AS p
+                FROM generic_instance s
+                WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+                  AND {ENV}->>'next_queue_key' IS NOT NULL
+                OFFSET 0) s
+          OFFSET 0) s"""
+
+
+def median_ms(fn: Callable[[], Any], runs: int) -> float:
+    fn()  # warm-up: plan caches, template cache, buffers
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+
+
+def _backend_cpu() -> Callable[[], float] | None:
+    """CPU seconds used so far by this connection's server process, when the server runs on
+    this machine (the embedded one does); None otherwise."""
+    pid = fetch_value("SELECT pg_backend_pid()")
+    path = f"/proc/{pid}/stat"
+    if not os.path.exists(path):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    return read
+
+
+def median_cpu_ms(fn: Callable[[], Any], runs: int) -> float | None:
+    """Median CPU time of the database server process per call (10 ms ticks)."""
+    cpu = _backend_cpu()
+    if cpu is None:
+        return None
+    fn()
+    samples = []
+    for _ in range(runs):
+        before = cpu()
+        fn()
+        samples.append((cpu() - before) * 1000)
+    return statistics.median(samples)
+
+
+def reads(runs: int, queue_key: str) -> dict[str, Any]:
+    from bloomops.execution import selectors
+
+    out: dict[str, Any] = {}
+    summaries = selectors.queue_summaries()
+    out["depths"] = {s.queue_key: s.depth for s in summaries}
+    floor = lambda: fetch_all(FLOOR, {"tenant": tenant_of(None)})  # noqa: E731
+    out["summaries"] = median_ms(selectors.queue_summaries, runs)
+    out["floor"] = median_ms(floor, runs)
+    # The same two as CPU time of the database server: steadier than wall time on a
+    # machine other work shares.
+    out["summaries_cpu"] = median_cpu_ms(selectors.queue_summaries, runs)
+    out["floor_cpu"] = median_cpu_ms(floor, runs)
+    items, total = selectors.queue_items(queue_key, limit=50)
+    out["largest"] = (queue_key, total)
+    out["first_page"] = median_ms(lambda: selectors.queue_items(queue_key, limit=50), runs)
+    subject = items[len(items) // 2].euid
+    out["diagnostics"] = median_ms(lambda: selectors.subject_diagnostics(subject),
+                                   max(runs, 15))
+    out["lease_count"], out["lease_edges"] = _lease_count(runs)
+    out["dashboard"] = dashboard_ms()
+    return out
+
+
+def _lease_count(runs: int) -> tuple[float, int]:
+    """A worker's active-lease count (what every claim asks of its worker), for the seed
+    worker with the most lease edges (past leases included)."""
+    from bloomops.execution.clock import now
+    from bloomops.execution.envelope import ts
+    from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
+
+    row = fetch_one(
+        """SELECT l.parent_instance_uid AS uid, count(*) AS n FROM generic_instance_lineage l
+           WHERE l.relationship_type = 'execution_worker_lease' AND NOT l.is_deleted
+           GROUP BY 1 ORDER BY 2 DESC LIMIT 1""")
+    if row is None:
+        return 0.0, 0
+    params = {"worker_uid": row["uid"], "now": ts(now())}
+    return median_ms(lambda: fetch_one(WORKER_ACTIVE_LEASE_COUNT, params), runs), row["n"]
+
+
+def dashboard_ms() -> float | str | None:
+    """The dashboard view's database time with a fresh snapshot, from bench/dashboard.py
+    when it is there (the recorder's bench hook); None when it is not, and the error's
+    words when it fails (the other figures are still printed)."""
+    try:
+        from bloomops.bench.dashboard import dashboard_db_time  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        return float(dashboard_db_time())
+    except Exception as exc:  # a broken hook must not cost the run its other figures
+        return f"{type(exc).__name__}: {exc}"[:200]
+
+
+def register_claimer(i: int, actor) -> str:
+    from bloomops.bench.data import BENCH_CAPABILITY
+    from bloomops.execution.executor import ActionRequest, execute
+
+    return execute(ActionRequest(
+        action_key="register_worker", actor=actor,
+        idempotency_key=f"bench-register-{uuid.uuid4()}",
+        payload={"worker_key": CLAIMER_KEY.format(i=i), "worker_type": "SERVICE",
+                 "display_name": f"Bench claimer {i}", "capabilities": [BENCH_CAPABILITY],
+                 "max_concurrent_leases": 1000, "heartbeat_ttl_seconds": 3600},
+    ))["worker_euid"]
+
+
+def claims_one_at_a_time(n: int, actor, queue_key: str) -> dict[str, Any]:
+    """n claims of one worker, one after another: latency p50/p95 and CPU per claim, in the
+    database server (its process for this connection) and in Python (this thread)."""
+    from bloomops.execution.executor import ActionRequest, execute
+
+    worker = register_claimer(0, actor)
+    db_cpu = _backend_cpu()
+    latencies = []
+    db_start = db_cpu() if db_cpu else 0.0
+    py_start = time.thread_time()
+    for _ in range(n):
+        started = time.perf_counter()
+        execute(ActionRequest(action_key="claim_queue_item", actor=actor,
+                              idempotency_key=f"bench-claim-{uuid.uuid4()}",
+                              worker_euid=worker, queue_key=queue_key))
+        latencies.append((time.perf_counter() - started) * 1000)
+    py = (time.thread_time() - py_start) * 1000 / n
+    db = (db_cpu() - db_start) * 1000 / n if db_cpu else None
+    return {"claim_p50": pct(latencies, 50), "claim_p95": pct(latencies, 95),
+            "cpu_db": db, "cpu_py": py}
+
+
+def history_count() -> int:
+    from bloomops.bench.history import history_instances
+
+    return history_instances()
+
+
+def connection_name() -> str:
+    return str(connection.settings_dict["NAME"])
