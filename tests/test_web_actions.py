@@ -476,7 +476,7 @@ def test_admin_runs_the_sweeper(client, lab):
     assert "Nothing to sweep: no expired leases." in said(response)
     clock.advance(3600)
     page = client.get("/admin/")
-    assert "1 lease past expiry" in page.content.decode()
+    assert "Past expiry, waiting for the sweeper (1)" in page.content.decode()
     response = client.post("/admin/sweep/", form_for(page, "/admin/sweep/"))
     assert "Sweeper expired 1 lease(s)." in said(response)
     assert selectors.leases(status="EXPIRED")[0]["props"]["status"] == "EXPIRED"

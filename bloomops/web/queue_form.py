@@ -82,8 +82,10 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         if raw:
             policy[name] = _number(raw, f"retry_policy.{name}")
     wanted["retry_policy"] = policy
+    # A setting the queue never had and the form leaves empty (false, no list) is no change.
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
-            and not (k in BOOL_FIELDS and not v and cfg.get(k) is None)}
+            and not (cfg.get(k) is None and not v
+                     and k in (*BOOL_FIELDS, *LIST_FIELDS, *CODE_LIST_FIELDS))}
 
 
 def encode(payload: dict[str, Any]) -> str:
