@@ -9,7 +9,7 @@ import re
 import pytest
 from django.contrib.messages import get_messages
 
-from bloomops.execution import selectors
+from bloomops.execution import clock, selectors
 from bloomops.execution.objects import load
 from tests.engine import SERVICE, act, actor, claim, counts, envelope, make_subject, register
 from tests.web_support import forms, signed_in
@@ -154,3 +154,14 @@ def test_only_operators_act_in_bulk(client, lab, failing, role):
 
 def _picks(html: str) -> list[str]:
     return re.findall(r'name="pick" value="([^"]+)"', html)
+
+
+def test_an_item_claimed_again_is_not_listed_while_someone_works_on_it(lab, failing):
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=CAPS, max_concurrent_leases=10)
+    clock.advance(24 * 3600)  # past its retry time: claimable again, still FAILED_RETRYABLE
+    lease = claim(svc, worker, "q1", subject_euid=None)
+    assert lease["subject_euid"] == failing["retry_a"]
+    assert envelope(failing["retry_a"])["state"] == "FAILED_RETRYABLE"
+    listed = {r["subject_euid"] for r in selectors.failures(kind="retrying")}
+    assert listed == {failing["retry_b"]}

@@ -41,3 +41,13 @@ def test_the_exact_utc_instant_is_the_title_and_the_datetime():
 @pytest.mark.parametrize("value", [None, "", "not a time"])
 def test_no_time_is_a_dash(value):
     assert humane(value) == "–"
+
+
+def test_settings_read_as_words_not_python():
+    from bloomops.web.templatetags.bloomops_ui import setting_value
+
+    assert setting_value(["wetlab.extraction", "wetlab.qc"]) == "wetlab.extraction, wetlab.qc"
+    assert setting_value({"mode": "EXPONENTIAL_BACKOFF", "initial_delay_seconds": 30}) == (
+        "initial_delay_seconds 30, mode EXPONENTIAL_BACKOFF")
+    assert setting_value(None) == "–" and setting_value(True) == "yes"
+    assert setting_value([]) == "none" and setting_value(1200) == "1200"

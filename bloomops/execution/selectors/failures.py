@@ -1,6 +1,7 @@
 """Failing work across the lab: subjects waiting to retry (not held: holds have their own
-list) and subjects that failed for good (an open dead letter), with the failure that put them
-there (RULES.md#retries). The failures view and the workbench's retrying list read it."""
+list; not claimed again: someone is working on it) and subjects that failed for good (an open
+dead letter), with the failure that put them there (RULES.md#retries). The failures view and
+the workbench's retrying list read it."""
 
 from __future__ import annotations
 
@@ -8,15 +9,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import ENV, HELD_BY_ENVELOPE, ROUTED, SUBJECT_REVISION, TERMINAL
+from bloomops.execution.sql import (
+    ACTIVE_LEASE_EXISTS,
+    ENV,
+    HELD_BY_ENVELOPE,
+    ROUTED,
+    SUBJECT_REVISION,
+    TERMINAL,
+)
 from bloomops.tapdb.db import fetch_all
 
 RETRYING = "retrying"
 FAILED = "failed"
 KINDS = (RETRYING, FAILED)
 
-# One row per failing subject. Retrying: the subject's newest execution record holds the
-# failure. Failed: its open dead letter does (what QA resolves).
+# One row per failing subject. Retrying: the subject's newest failed execution record holds
+# the failure. Failed: its open dead letter does (what QA resolves).
 _FAILURES = f"""
     SELECT * FROM (
         SELECT '{RETRYING}' AS kind, s.euid AS subject_euid, s.name AS subject_name,
@@ -32,10 +40,11 @@ _FAILURES = f"""
             JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
             WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
               AND l.relationship_type = 'execution_subject_record'
+              AND x.json_addl->'properties'->>'status' = 'FAILED_RETRYABLE'
             ORDER BY x.uid DESC LIMIT 1) r ON true
         WHERE s.tenant_id = %(tenant)s AND {ROUTED}
           AND {ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}
-          AND NOT {HELD_BY_ENVELOPE}
+          AND NOT {HELD_BY_ENVELOPE} AND NOT {ACTIVE_LEASE_EXISTS}
         UNION ALL
         SELECT '{FAILED}', s.euid, s.name, {ENV}->>'state', {SUBJECT_REVISION},
                d.json_addl->'properties'->>'queue_lookup_key', NULL,
@@ -89,7 +98,7 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3) -> list[Fai
     group first. No queries."""
     groups: dict[tuple[str, str], FailureGroup] = {}
     for row in rows:
-        key = (row["queue_key"] or "", row["error_class"] or "UNCLASSIFIED")
+        key = (row["queue_key"] or "", row["error_class"] or "")
         group = groups.setdefault(key, FailureGroup(*key, latest_at=row["failed_at"]))
         if row["kind"] == RETRYING:
             group.retrying += 1

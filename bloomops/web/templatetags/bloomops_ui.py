@@ -144,3 +144,18 @@ def retry_words(error_class: str | None) -> str:
     if not error_class:
         return "Unclassified"
     return RETRY_CLASS_WORDS.get(error_class, error_class)
+
+
+@register.filter
+def setting_value(value) -> str:
+    """A queue setting as a person reads it: a list comma-separated, a mapping as
+    "key value" pairs, yes/no, a dash for none (never a Python repr)."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {setting_value(v)}" for k, v in sorted(value.items())) or "–"
+    return str(value)

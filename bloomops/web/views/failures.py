@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.selectors.failures import KINDS, group_failures
 from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
 from bloomops.web.views.common import forbidden, is_operator, reader, reason_of
@@ -58,15 +59,16 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
     """Step one renders the confirmation (how many, what happens to them, a reason); step
     two (``confirmed``) acts on exactly the subjects that were counted."""
     back = reverse("failures") + ("?" + q if (q := _query(_filters(request.POST))) else "")
+    # (every step carries the filter, so the person comes back to the list they acted on)
     if not is_operator(request):
         return forbidden(request, "Bulk actions on failures are for operators.")
     verb = request.POST.get("verb", "")
     if verb not in VERBS:
         messages.error(request, "Choose requeue, hold or cancel.")
         return redirect(back)
+    filters = _filters(request.POST)
     if request.POST.get("scope") == "filter":
-        rows = _matching(selectors.failures(queue_key=_filters(request.POST)["queue_key"]),
-                         _filters(request.POST))
+        rows = _matching(selectors.failures(queue_key=filters["queue_key"]), filters)
         picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
                  for r in rows]
     else:
@@ -76,10 +78,14 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
     if not confirmed or not reason:
+        names = {r["subject_euid"]: r["subject_name"]
+                 for r in selectors.failures(queue_key=filters["queue_key"])}
         return render(request, "web/failures_confirm.html", {
-            "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks,
-            "shown": picks[:CONFIRM_LIST], "more": max(0, len(picks) - CONFIRM_LIST),
-            "reason": reason, "hold_code": request.POST.get("hold_code", ""),
+            "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
+            "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
+            "more": max(0, len(picks) - CONFIRM_LIST),
+            "reason": reason, "hold_codes": hold_codes(),
+            "hold_code": request.POST.get("hold_code", "") or DEFAULT_HOLD_CODE,
             "missing_reason": confirmed and not reason, "back": back,
         })
     payload = {"reason": reason}
