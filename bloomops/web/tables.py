@@ -53,6 +53,9 @@ CLAIM_BUTTON = """{% load bloomops_ui %}
 <button type="submit" aria-label="Claim {{ record.euid }}">Claim</button></form>"""
 
 
+OPTIONAL = {"th": {"class": "opt"}, "td": {"class": "opt"}}
+
+
 class SubjectRowsTable(tables.Table):
     """Columns every list of queue subjects shows (rows are selectors.QueueItem)."""
 
@@ -60,11 +63,12 @@ class SubjectRowsTable(tables.Table):
     name = tables.Column(verbose_name="Name")
     priority = tables.TemplateColumn(PRIORITY_BADGE, verbose_name="Priority")
     attempts = tables.Column(accessor="attempt_count", verbose_name="Attempts",
-                             attrs={"td": {"class": "num"}})
+                             attrs={"th": {"class": "opt"}, "td": {"class": "num opt"}})
     age = tables.Column(accessor="ready_at", verbose_name="Age", empty_values=())
-    site = tables.Column(default="–")
-    platform = tables.Column(default="–")
-    assay = tables.Column(default="–")
+    # Shown on wide screens only (class "opt"): a tablet keeps the columns that decide a claim.
+    site = tables.Column(default="–", attrs=OPTIONAL)
+    platform = tables.Column(default="–", attrs=OPTIONAL)
+    assay = tables.Column(default="–", attrs=OPTIONAL)
 
     class Meta:
         orderable = False
@@ -83,8 +87,8 @@ class QueueItemsTable(SubjectRowsTable):
     claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False)
 
     class Meta(SubjectRowsTable.Meta):
-        sequence = ("position", "euid", "name", "priority", "ready", "due", "attempts", "age",
-                    "site", "platform", "assay", "claim")
+        sequence = ("position", "euid", "name", "priority", "claim", "ready", "due", "attempts",
+                    "age", "site", "platform", "assay")
 
     def render_ready(self, value):
         return humane(value)
