@@ -55,7 +55,7 @@ def test_a_person_counts_once_and_online_once_they_act(client, tenant, users):
     cover = selectors.overview().coverage["qc"]
     assert cover.rostered == ["sci"] and cover.online == ["sci"] and cover.free_slots == 2
     html = signed_in(client, users["operator"]).get("/").content.decode()
-    assert "1 online of 1 rostered, 2 free" in _row(html, "qc")
+    assert "1 online of 1 rostered, 2 free slots" in _row(html, "qc")
     # an hour of silence: offline, still rostered
     clock.advance(3601)
     cover = selectors.overview().coverage["qc"]

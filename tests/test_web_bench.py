@@ -47,6 +47,15 @@ def test_my_work_says_priority_due_and_step_in_words(client, lab):
     assert '<time datetime="2099-01-01T10:00:00Z" title="2099-01-01 10:00:00 UTC"' in html
     assert "Queue one" in html  # the queue's name, not only its key
     assert "2099-01-01T10:00:00.000000Z" not in html  # never the raw envelope text
+    assert "overdue" not in html
+
+
+def test_my_work_marks_an_item_past_its_due_date(client, lab):
+    euid = make_subject("q1", name="Specimen late", due_at="2020-01-01T10:00:00.000000Z")
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, euid)
+    due = re.search(r'<dd class="due">(.*?)</dd>', sci.get("/my-work/").content.decode(), re.S)
+    assert '<span class="badge bad">overdue</span>' in due.group(1)
 
 
 def test_claim_next_opens_the_claimed_items_work_view(client, lab):
@@ -196,6 +205,17 @@ def test_a_scan_refused_because_someone_has_it_names_them_and_a_humane_time(clie
     worker = next(x["worker_euid"] for x in selectors.leases() if x["euid"] == lease)
     assert worker not in reason and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", html)
     assert "Specimen taken (" + euid + ")" in html
+
+
+def test_scanning_an_item_you_already_hold_says_so_and_leads_to_it(client, lab):
+    euid = make_subject("q1", name="Specimen in hand")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    response = sci.post("/scan/", form_for(sci.get("/scan/"), "/scan/", euid=euid))
+    html = response.content.decode()
+    reason = re.search(r'<li data-code="ACTIVE_LEASE">(.*?)</li>', html, re.S).group(1)
+    assert reason.startswith("You already have it: your claim ends <time")
+    assert f'href="/my-work/?item={lease}"' in html
 
 
 @pytest.mark.parametrize(("role", "acts"), [

@@ -10,8 +10,7 @@ import django_tables2 as tables
 from django.utils.html import format_html
 from django_tables2.data import TableListData
 
-from bloomops.execution import clock
-from bloomops.web.templatetags.bloomops_ui import age, humane
+from bloomops.web.templatetags.bloomops_ui import age, humane, is_past
 
 PER_PAGE = 25
 
@@ -94,7 +93,7 @@ class QueueItemsTable(SubjectRowsTable):
         return humane(value)
 
     def render_due(self, value):
-        if value < clock.now():  # the bench needs to see what is already late
+        if is_past(value):  # the bench needs to see what is already late
             return format_html('{} <span class="badge bad">overdue</span>', humane(value))
         return humane(value)
 

@@ -159,3 +159,10 @@ def setting_value(value) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k} {setting_value(v)}" for k, v in sorted(value.items())) or "–"
     return str(value)
+
+
+@register.filter
+def is_past(value: datetime | str | None) -> bool:
+    """Whether a time (a due date) has passed: what the bench marks "overdue"."""
+    moment = parse_ts_or_none(value)
+    return moment is not None and moment < clock.now()

@@ -65,13 +65,16 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
                   diagnose: bool = False) -> HttpResponse:
     context = {"euid": euid, "error": bench_words.bench_refusal(err.code, err.message)}
     if diagnose:
-        diag = selectors.subject_diagnostics(
-            euid, worker_euid=services.my_worker_euid(request.user))
+        mine = services.my_worker_euid(request.user)
+        diag = selectors.subject_diagnostics(euid, worker_euid=mine)
         context["diagnostics"] = diag
         if diag is not None:
-            holder = ((diag.active_lease or {}).get("props") or {}).get("worker_lookup_euid")
+            lease = diag.active_lease or {}
+            holder = (lease.get("props") or {}).get("worker_lookup_euid")
             context["reasons"] = bench_words.scan_reasons(
-                diag, bench_selectors.worker_names([holder] if holder else []))
+                diag, bench_selectors.worker_names([holder] if holder else []), mine)
+            if holder and holder == mine:
+                context["my_lease"] = lease.get("euid")
             if err.code == "NOT_VISIBLE" and context["reasons"]:
                 # The engine's message repeats the reasons with EUIDs and raw times.
                 context["error"] = "It is not available to claim right now:"
