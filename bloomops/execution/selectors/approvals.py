@@ -29,6 +29,7 @@ class ApprovalRow:
     props: dict[str, Any]
     created_dt: datetime
     subject_state: str | None
+    subject_name: str | None = None
 
     @property
     def waiting(self) -> bool:
@@ -63,7 +64,8 @@ class ApprovalRow:
 def _rows(where: str, params: dict[str, Any], extra: str = "") -> list[dict[str, Any]]:
     return fetch_all(
         f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
-        " s.json_addl->'properties'->'execution'->>'state' AS subject_state" + extra +
+        " s.json_addl->'properties'->'execution'->>'state' AS subject_state,"
+        " s.name AS subject_name" + extra +
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
         "'subject_lookup_euid' AND s.tenant_id = a.tenant_id AND NOT s.is_deleted"
@@ -72,7 +74,8 @@ def _rows(where: str, params: dict[str, Any], extra: str = "") -> list[dict[str,
 
 def _row(r: dict[str, Any]) -> ApprovalRow:
     return ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
-                       created_dt=r["created_dt"], subject_state=r["subject_state"])
+                       created_dt=r["created_dt"], subject_state=r["subject_state"],
+                       subject_name=r["subject_name"])
 
 
 def approvals(*, status: str | None = None, subject_euid: str | None = None,

@@ -8,6 +8,7 @@ import json
 from django import template
 
 from bloomops.execution import selectors
+from bloomops.execution.approvals import RULE_TEXT
 
 register = template.Library()
 PANEL_ROWS = 10
@@ -40,3 +41,9 @@ def approvals_panel(context) -> dict:
 def json_text(value) -> str:
     """A value as JSON text, for a hidden form field (escaped by the template as usual)."""
     return json.dumps(value, sort_keys=True)
+
+
+@register.filter
+def rule_words(rule: str | None) -> str:
+    """What an approval is for, in words ("Releasing an integrity hold")."""
+    return RULE_TEXT.get(rule or "", rule or "–")
