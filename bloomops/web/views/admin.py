@@ -13,12 +13,12 @@ from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
-from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
+from bloomops.web.bulk import BULK_ACTIONS, Pick
 from bloomops.web.offers import subject_states, worker_operations
 from bloomops.web.views.common import (
     answer,
+    answer_bulk,
     back_url,
-    forbidden,
     guards,
     reader,
     reason_of,
@@ -104,17 +104,8 @@ def workbench_bulk(request: HttpRequest) -> HttpResponse:
     if not picks:
         messages.error(request, "Select at least one item.")
         return redirect(back_url(request, default))
-    payload = {"reason": reason_of(request)}
-    if verb == "hold" and request.POST.get("hold_code", "").strip():
-        payload["hold_code"] = request.POST["hold_code"].strip()
-    out = run_bulk(request.user, verb, picks,
-                   idempotency_key=request.POST.get("idempotency_key", "").strip(),
-                   payload=payload)
-    if out.forbidden:
-        return forbidden(request, out.forbidden)
-    for level, text in outcome_messages(verb, out):
-        getattr(messages, level)(request, text)
-    return redirect(back_url(request, default))
+    return answer_bulk(request, verb, picks, reason=reason_of(request),
+                       back=back_url(request, default))
 
 
 @require_GET

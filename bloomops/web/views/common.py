@@ -16,6 +16,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
+from bloomops.web.bulk import Pick, outcome_messages, run_bulk
 
 FILTERS = ("site", "platform", "assay")
 EXPORT_LIMIT = 10000
@@ -109,3 +110,20 @@ def page_number(request: HttpRequest) -> int:
         return max(1, int(request.GET.get("page", "1")))
     except ValueError:
         return 1
+
+
+def answer_bulk(request: HttpRequest, verb: str, picks: list[Pick], *, reason: str,
+                back: str) -> HttpResponse:
+    """Run a bulk verb (web/bulk.py) with the form's reason and hold code; say the outcome
+    and go back (or 403 when the role may do none of them)."""
+    payload = {"reason": reason}
+    if verb == "hold" and request.POST.get("hold_code", "").strip():
+        payload["hold_code"] = request.POST["hold_code"].strip()
+    out = run_bulk(request.user, verb, picks,
+                   idempotency_key=request.POST.get("idempotency_key", "").strip(),
+                   payload=payload)
+    if out.forbidden:
+        return forbidden(request, out.forbidden)
+    for level, text in outcome_messages(verb, out):
+        getattr(messages, level)(request, text)
+    return redirect(back)

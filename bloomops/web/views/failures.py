@@ -13,8 +13,14 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.selectors.failures import KINDS, group_failures
-from bloomops.web.bulk import BULK_ACTIONS, Pick, outcome_messages, run_bulk
-from bloomops.web.views.common import forbidden, is_operator, reader, reason_of
+from bloomops.web.bulk import BULK_ACTIONS, Pick
+from bloomops.web.views.common import (
+    answer_bulk,
+    forbidden,
+    is_operator,
+    reader,
+    reason_of,
+)
 
 VERBS = ("requeue", "hold", "cancel")
 CONFIRM_LIST = 50
@@ -88,14 +94,4 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
             "hold_code": request.POST.get("hold_code", "") or DEFAULT_HOLD_CODE,
             "missing_reason": confirmed and not reason, "back": back,
         })
-    payload = {"reason": reason}
-    if verb == "hold" and request.POST.get("hold_code", "").strip():
-        payload["hold_code"] = request.POST["hold_code"].strip()
-    out = run_bulk(request.user, verb, picks,
-                   idempotency_key=request.POST.get("idempotency_key", "").strip(),
-                   payload=payload)
-    if out.forbidden:
-        return forbidden(request, out.forbidden)
-    for level, text in outcome_messages(verb, out):
-        getattr(messages, level)(request, text)
-    return redirect(back)
+    return answer_bulk(request, verb, picks, reason=reason, back=back)
