@@ -16,7 +16,8 @@ from bloomops.tapdb.db import fetch_all, fetch_one
 # How far back a lost lease is still worth telling its person about.
 LOST_WINDOW = timedelta(hours=24)
 
-_LEASES_OF_WORKER = """
+# A worker's leases (x) with their subjects (s), and the condition naming the worker.
+_WORKER_LEASES = """
     FROM generic_instance w
     JOIN generic_instance_lineage lw ON lw.parent_instance_uid = w.uid
          AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
@@ -24,9 +25,10 @@ _LEASES_OF_WORKER = """
          AND x.type = 'execution' AND x.subtype = 'queue_lease'
     LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
          AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
-    LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
-    WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND x.tenant_id = %(tenant)s
-"""
+    LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid"""
+_OF_WORKER = """
+    WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND x.tenant_id = %(tenant)s"""
+_LEASES_OF_WORKER = _WORKER_LEASES + _OF_WORKER + "\n"
 
 
 def my_leases(worker_euid: str, *, now: datetime | None = None,
@@ -63,14 +65,7 @@ _LOST_SQL = f"""
            s.name AS subject_name, {lease_effective_status()} AS effective_status,
            a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
            a.json_addl->>'reason' AS reason
-    FROM generic_instance w
-    JOIN generic_instance_lineage lw ON lw.parent_instance_uid = w.uid
-         AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
-    JOIN generic_instance x ON x.uid = lw.child_instance_uid AND NOT x.is_deleted
-         AND x.type = 'execution' AND x.subtype = 'queue_lease'
-    LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
-         AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
-    LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+    {_WORKER_LEASES}
     LEFT JOIN LATERAL (
         SELECT r.subtype, r.json_addl
         FROM generic_instance_lineage e
@@ -80,7 +75,7 @@ _LOST_SQL = f"""
           AND r.json_addl->>'executed_at' = x.json_addl->'properties'->>'released_at'
         ORDER BY r.uid DESC LIMIT 1
     ) a ON true
-    WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND x.tenant_id = %(tenant)s
+    {_OF_WORKER}
       AND {lease_effective_status()} NOT IN ('ACTIVE', 'COMPLETED')
       AND {utc("COALESCE(x.json_addl->'properties'->>'released_at',"
                " x.json_addl->'properties'->>'expires_at')")} >= %(since)s
