@@ -85,7 +85,7 @@ def test_retry_now_on_everything_a_filter_matches_is_counted_then_confirmed(clie
     confirm = client.post("/failures/bulk/", data)
     text = confirm.content.decode()
     assert confirm.status_code == 200 and "Requeue 2 items?" in text
-    assert "go back to their queue and can be claimed again" in text
+    assert "go back to the queue and can be claimed again" in text
     assert counts() == before  # the count is shown before anything is written
     step_two = {**bulk_form(text), "reason": "scanner is back"}
     done = client.post("/failures/bulk/", step_two)
@@ -117,7 +117,7 @@ def test_bulk_hold_on_a_selection_holds_only_the_selected(client, lab, failing):
     pick = next(v for v in _picks(page) if v.startswith(failing["retry_b"]))
     confirm = client.post("/failures/bulk/", {**form, "verb": "hold", "scope": "selected",
                                               "pick": [pick]}).content.decode()
-    assert "Hold 1 item?" in confirm and "nobody can claim them" in confirm
+    assert "Hold 1 item?" in confirm and "nothing held can be claimed" in confirm
     client.post("/failures/bulk/", {**bulk_form(confirm), "reason": "check the rack",
                                     "hold_code": "QA_REVIEW"})
     assert envelope(failing["retry_b"])["hold_state"] == "ACTIVE"

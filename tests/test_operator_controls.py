@@ -258,3 +258,19 @@ def test_drain_and_force_expiry_without_a_reason_write_nothing(client, lab):
     response = client.post(f"/workers/{worker}/status/", {
         "operation": "drain", "idempotency_key": "d2", "reason": "firmware update"})
     assert f"Worker {worker} is now DRAINING." in said(response)
+
+
+def test_the_workbench_sends_integrity_holds_to_an_approval_not_a_release(client, lab):
+    op = actor("operator", username="op")
+    plain, integrity = make_subject("q1", name="plain"), make_subject("q1", name="qc failed")
+    act("place_execution_hold", op, subject_euid=plain, expected_state="READY",
+        payload={"reason": "label", "hold_code": "LABEL_ISSUE"})
+    act("place_execution_hold", op, subject_euid=integrity, expected_state="READY",
+        payload={"reason": "control out of range", "hold_code": "QC_FAIL"})
+    html = page(client, lab["operator"], "/workbench/")
+    rows = {e: html.split(f'data-euid="{e}"')[1].split("</tr>")[0] for e in (plain, integrity)}
+    assert f"/subjects/{plain}/release-hold/" in rows[plain] and 'name="pick"' in rows[plain]
+    assert f"/subjects/{integrity}/release-hold/" not in rows[integrity]
+    assert 'name="pick"' not in rows[integrity]
+    assert "needs a second person" in rows[integrity]
+    assert f'href="/subjects/{integrity}/"' in rows[integrity]

@@ -125,6 +125,15 @@ def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None) -
                           problem=type(exc).__name__) from exc
 
 
+def hold_gates(hold_code: str | None) -> frozenset[str]:
+    """The actions a hold with this code puts behind a second person under the lab's rules
+    (pure: for a screen listing many holds; the gate itself reads the subject)."""
+    if (hold_code or "") not in settings.BLOOMOPS_INTEGRITY_HOLD_CODES:
+        return frozenset()
+    return frozenset(RULES[r] for r in settings.BLOOMOPS_APPROVAL_RULES
+                     if r in ("release_integrity_hold", "cancel_integrity_held"))
+
+
 def gated_actions(subject_uid: int) -> dict[str, str]:
     """For a screen: each gated action that needs a second person on this subject now, with
     the words of its rule. Fail-closed: a policy that cannot be evaluated gates them all."""

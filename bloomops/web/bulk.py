@@ -12,14 +12,14 @@ from bloomops.web import services
 # What each bulk verb runs, and the words for the confirmation and the outcome.
 BULK_ACTIONS: dict[str, dict[str, str]] = {
     "requeue": {"action_key": "requeue_subject", "do": "Requeue", "done": "Requeued",
-                "consequence": "go back to their queue and can be claimed again"},
+                "consequence": "go back to the queue and can be claimed again"},
     "hold": {"action_key": "place_execution_hold", "do": "Hold", "done": "Held",
-             "consequence": "stop: nobody can claim them until the hold is released"},
+             "consequence": "be held: nothing held can be claimed until its hold is released"},
     "cancel": {"action_key": "cancel_subject_execution", "do": "Cancel", "done": "Canceled",
                "consequence": "end for good: canceled work is never claimed again"},
     "release": {"action_key": "release_execution_hold", "do": "Release the holds of",
                 "done": "Released the holds of",
-                "consequence": "be released from their hold and become claimable again"},
+                "consequence": "be released from hold and become claimable again"},
 }
 
 

@@ -81,7 +81,7 @@ class SubjectRowsTable(tables.Table):
 
 class QueueItemsTable(SubjectRowsTable):
     position = tables.Column(verbose_name="#", attrs={"td": {"class": "num"}})
-    ready = tables.Column(accessor="ready_at", verbose_name="Ready")
+    ready = tables.Column(accessor="ready_at", verbose_name="Ready", attrs=OPTIONAL)
     due = tables.Column(accessor="due_at", verbose_name="Due", default="–")
     claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False)
 

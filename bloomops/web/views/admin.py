@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import hold_codes
+from bloomops.execution.approvals import hold_gates
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
@@ -75,7 +76,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     queue_key = request.GET.get("queue", "").strip() or None
     text = request.GET.get("q", "").strip().lower()
     dead = selectors.dead_letters(queue_key=queue_key)
-    holds = selectors.active_holds(queue_key=queue_key)
+    holds = [{**h, "gated": hold_gates(h["props"].get("hold_code"))}
+             for h in selectors.active_holds(queue_key=queue_key)]
     retrying = selectors.failures(queue_key=queue_key, kind="retrying")
     if text:
         dead = [d for d in dead if services.matches(d, text)]
