@@ -156,3 +156,37 @@ def test_every_screen_passes_axe(browser, bench, width):
         found["/accounts/login/"] = violations
     signin.close()
     assert found == {}
+
+
+def controls_off_screen(page) -> list[str]:
+    """Buttons and fields (actions, not links) that sit beyond the viewport's right edge,
+    such as in a table that scrolls sideways inside itself."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll(
+                'main button, main select, main input:not([type=hidden]):not([type=checkbox])')]
+            .filter(el => {
+                const r = el.getBoundingClientRect();
+                if (r.width === 0 && r.height === 0) return false;  // not rendered
+                return r.right > document.documentElement.clientWidth + 1;
+            }).map(el => (el.getAttribute('aria-label') || el.textContent || el.name || '')
+                .trim().slice(0, 40))""")
+
+
+def test_no_action_hides_beyond_the_right_edge_of_a_tablet(browser, bench):
+    """Every screen's actions (claim, decide, drain ...) are on screen at 768 px without
+    scrolling a table sideways."""
+    site = bench["site"]
+    found = {}
+    for user, paths in (("scientist", ["/queues/q1/", "/my-work/"]),
+                        ("supervisor", ["/approvals/", "/failures/", "/workbench/"]),
+                        ("admin", ["/workers/", "/admin/", f"/subjects/{bench['subject']}/"])):
+        page = page_for(browser, site, user, 768)
+        if user == "scientist":
+            claim_one(page, site)
+        for path in paths:
+            page.goto(f"{site}{path}")
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            if hidden := controls_off_screen(page):
+                found[path] = hidden
+        page.context.close()
+    assert found == {}
