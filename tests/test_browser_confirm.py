@@ -84,7 +84,7 @@ def test_admin_confirms_a_drain_with_its_reason(browser, site):  # noqa: F811
     expect(dialog).to_contain_text("takes no new work")
     expect(dialog).to_contain_text("Reason recorded: bench maintenance")
     page.get_by_role("button", name="Yes, drain scientist").click()
-    expect(page.locator(".messages")).to_contain_text("is now DRAINING")
+    expect(page.locator(".messages")).to_contain_text("is now draining")
     # now it offers Enable and Disable, not Drain
     row = page.locator(f'#workers tr[data-worker="{worker}"]')
     expect(row.get_by_role("button", name="Enable")).to_have_count(1)

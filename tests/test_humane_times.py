@@ -51,3 +51,11 @@ def test_settings_read_as_words_not_python():
         "initial_delay_seconds 30, mode EXPONENTIAL_BACKOFF")
     assert setting_value(None) == "–" and setting_value(True) == "yes"
     assert setting_value([]) == "none" and setting_value(1200) == "1200"
+
+
+def test_worker_types_read_as_words():
+    from bloomops.web.templatetags.bloomops_ui import worker_type_words
+
+    assert [worker_type_words(t) for t in ("SERVICE", "HUMAN_SESSION", "INSTRUMENT_ADAPTER",
+                                           "ROBOT", None)] == [
+        "service", "person", "instrument", "robot", "–"]

@@ -52,6 +52,13 @@ class WorkerType(StrEnum):
     INSTRUMENT_ADAPTER = "INSTRUMENT_ADAPTER"
 
 
+# A worker's type as people say it.
+WORKER_TYPE_WORDS: dict[str, str] = {
+    WorkerType.SERVICE: "service", WorkerType.HUMAN_SESSION: "person",
+    WorkerType.INSTRUMENT_ADAPTER: "instrument",
+}
+
+
 class RetryClass(StrEnum):
     """Every failure is classified into exactly one of these (RULES.md#retries)."""
 

@@ -13,7 +13,7 @@ from django.utils.safestring import mark_safe
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts, parse_ts_or_none
-from bloomops.execution.states import RETRY_CLASS_WORDS
+from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 
 register = template.Library()
 
@@ -166,3 +166,8 @@ def is_past(value: datetime | str | None) -> bool:
     """Whether a time (a due date) has passed: what the bench marks "overdue"."""
     moment = parse_ts_or_none(value)
     return moment is not None and moment < clock.now()
+
+
+@register.filter
+def worker_type_words(worker_type: str | None) -> str:
+    return WORKER_TYPE_WORDS.get(worker_type or "", (worker_type or "–").lower())

@@ -64,8 +64,22 @@ def worker_status(request: HttpRequest, worker_euid: str) -> HttpResponse:
                                 payload=payload,
                                 idempotency_key=guards(request)["idempotency_key"])
 
-    return answer(request, run, lambda r: f"Worker {worker_euid} is now {r['status']}.",
-                   reverse("workers"))
+    def said(result: ActionResult) -> str:
+        found = selectors.workers(euid=worker_euid)
+        name = (found[0].props.get("display_name") if found else None) or worker_euid
+        status = str(result["status"])
+        return f"{name} ({worker_euid}) is now {status.lower()}: {STATUS_WORDS.get(status, '')}"
+
+    return answer(request, run, said, reverse("workers"))
+
+
+# What a worker's new status means, said after an admin changes it.
+STATUS_WORDS = {
+    "DRAINING": "it finishes what it holds and takes no new work.",
+    "DISABLED": "it takes no new work and cannot renew or finish what it holds.",
+    "RETIRED": "it is out of service for good.",
+    "ONLINE": "it takes work again.",
+}
 
 
 
