@@ -436,7 +436,8 @@ def test_admin_drains_disables_and_enables_a_worker(client, lab):
                     if f["action"] == f"/workers/{worker}/status/"
                     and f["fields"].get("operation") == op)
         response = client.post(f"/workers/{worker}/status/", {**data, "reason": "service"})
-        assert f"Worker {worker} is now {status}." in said(response)
+        assert any(m.startswith(f"sci ({worker}) is now {status.lower()}: ")
+                   for m in said(response)), said(response)
         assert selectors.workers(euid=worker)[0].props["status"] == status
 
 
