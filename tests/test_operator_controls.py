@@ -275,3 +275,14 @@ def test_the_workbench_sends_integrity_holds_to_an_approval_not_a_release(client
     assert 'name="pick"' not in rows[integrity]
     assert "needs a second person" in rows[integrity]
     assert f'href="/subjects/{integrity}/"' in rows[integrity]
+
+
+def test_which_holds_gate_follows_the_labs_rules(settings):
+    from bloomops.execution.approvals import hold_gates
+
+    assert hold_gates("QC_FAIL") == {"release_execution_hold", "cancel_subject_execution"}
+    assert hold_gates("LABEL_ISSUE") == frozenset() and hold_gates(None) == frozenset()
+    settings.BLOOMOPS_APPROVAL_RULES = ["release_integrity_hold", "requeue_dead_letter"]
+    assert hold_gates("QC_FAIL") == {"release_execution_hold"}
+    settings.BLOOMOPS_APPROVAL_RULES = []
+    assert hold_gates("QC_FAIL") == frozenset()

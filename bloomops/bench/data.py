@@ -68,6 +68,15 @@ STEM = {SPECIMEN: "Specimen", EXTRACTED: "Extract", LIBRARY: "Library", POOL: "P
 TS_SQL = "to_char(({x}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
 
+# The working table of subjects an insert transaction builds (the data set's and history's).
+SUBJECT_TABLE = """
+    CREATE TEMP TABLE bench_subject (seq int PRIMARY KEY, kind text, qi int,
+        created timestamptz, ready timestamptz, due timestamptz, prio int,
+        site text, platform text, assay text, worker_i int, recent boolean,
+        uid bigint, euid text, lease_uid bigint, lease_euid text,
+        record_uid bigint, record_euid text, hold_uid bigint, hold_euid text,
+        dl_uid bigint, dl_euid text) ON COMMIT DROP"""
+
 def _ts(expr: str) -> str:
     return TS_SQL.format(x=expr)
 
@@ -167,13 +176,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
                 euid text, code text, template_uid bigint, ident text, category text,
                 type text, subtype text, version text, semantic text, stem text,
                 platform text, next_action_key text) ON COMMIT DROP""")
-        execute("""
-            CREATE TEMP TABLE bench_subject (seq int PRIMARY KEY, kind text, qi int,
-                created timestamptz, ready timestamptz, due timestamptz, prio int,
-                site text, platform text, assay text, worker_i int, recent boolean,
-                uid bigint, euid text, lease_uid bigint, lease_euid text,
-                record_uid bigint, record_euid text, hold_uid bigint, hold_euid text,
-                dl_uid bigint, dl_euid text) ON COMMIT DROP""")
+        execute(SUBJECT_TABLE)
 
         def make_queues() -> int:
             for q in queues:

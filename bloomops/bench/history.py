@@ -22,6 +22,7 @@ from bloomops.bench.data import (
     SEED_WORKERS,
     STEM,
     SUBJECT_CODES,
+    SUBJECT_TABLE,
     _ts,
     bench_queues,
 )
@@ -111,13 +112,7 @@ def _batch(tenant: str, first_seq: int, n: int) -> None:
         execute("SELECT set_config('session.current_username', 'bench-history', true)")
         execute("SET LOCAL synchronous_commit = off")
         _queue_table(refs, tenant)
-        execute("""
-            CREATE TEMP TABLE bench_subject (seq int PRIMARY KEY, kind text, qi int,
-                created timestamptz, ready timestamptz, due timestamptz, prio int,
-                site text, platform text, assay text, worker_i int, recent boolean,
-                uid bigint, euid text, lease_uid bigint, lease_euid text,
-                record_uid bigint, record_euid text, hold_uid bigint, hold_euid text,
-                dl_uid bigint, dl_euid text) ON COMMIT DROP""")
+        execute(SUBJECT_TABLE)
         # Finished 2 hours to 4 weeks ago: outside the throughput window, as history is.
         execute(
             """

@@ -126,12 +126,13 @@ def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None) -
 
 
 def hold_gates(hold_code: str | None) -> frozenset[str]:
-    """The actions a hold with this code puts behind a second person under the lab's rules
-    (pure: for a screen listing many holds; the gate itself reads the subject)."""
-    if (hold_code or "") not in settings.BLOOMOPS_INTEGRITY_HOLD_CODES:
-        return frozenset()
-    return frozenset(RULES[r] for r in settings.BLOOMOPS_APPROVAL_RULES
-                     if r in ("release_integrity_hold", "cancel_integrity_held"))
+    """The actions a hold with this code puts behind a second person under the lab's rules:
+    ``rule_for`` on a subject holding just that hold (for a screen listing many holds; the
+    gate itself reads the subject)."""
+    flags = SubjectFlags(active_holds={"hold": hold_code or ""}, dead_lettered=False)
+    return frozenset(key for key in GATED_ACTIONS if rule_for(
+        key, flags, hold_euid=None, rules=list(settings.BLOOMOPS_APPROVAL_RULES),
+        integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES)))
 
 
 def gated_actions(subject_uid: int) -> dict[str, str]:
