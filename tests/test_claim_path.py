@@ -41,7 +41,7 @@ def test_the_lease_count_is_the_active_leases_whatever_the_past(tenant):
     clock.advance(10)
     act("expire_queue_lease", actor("admin"), lease_euid=expired["lease_euid"],
         payload={"reason": "stuck"})
-    params = {"worker_uid": _uid(worker), "now": ts(clock.now())}
+    params = {"worker_uid": _uid(worker), "worker_euid": worker, "now": ts(clock.now())}
     assert fetch_one(WORKER_ACTIVE_LEASE_COUNT, params)["n"] == 2
     (row,) = [w for w in selectors.workers() if w.euid == worker]
     assert row.active_leases == 2
@@ -57,23 +57,44 @@ def test_the_lease_count_is_the_active_leases_whatever_the_past(tenant):
 
 
 @pytest.mark.django_db
-def test_the_lease_count_probes_active_leases_not_past_ones(tenant):
-    """Its plan walks the worker's lease edges from the oldest ACTIVE object and probes each
-    in the index of ACTIVE objects: a lease that ended is never read."""
+def test_the_lease_count_reads_active_leases_not_past_ones(tenant):
+    """Its plan starts from the worker's active leases (bloomops_lease_worker_active) and
+    probes each one's lineage edge: the worker's lease edges, past leases included, are not
+    walked."""
     svc = actor(*SERVICE)
     make_queue("q1")
     make_subject("q1")
     worker = register(svc)
     claim(svc, worker)
     with connection.cursor() as cur:
+        cur.execute("ANALYZE generic_instance, generic_instance_lineage")
         for knob in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin",
                      "enable_mergejoin"):
             cur.execute(f"SET LOCAL {knob} = off")
-        cur.execute("EXPLAIN " + WORKER_ACTIVE_LEASE_COUNT.replace("%(worker_uid)s", "%s")
-                    .replace("%(now)s", "%s"), [_uid(worker), ts(clock.now())])
+        cur.execute("EXPLAIN " + WORKER_ACTIVE_LEASE_COUNT,
+                    {"worker_uid": _uid(worker), "worker_euid": worker, "now": ts(clock.now())})
         plan = "\n".join(r[0] for r in cur.fetchall())
-    assert "bloomops_active_uid" in plan and "generic_instance_pkey" not in plan, plan
-    assert "child_instance_uid >=" in plan, plan
+    assert "bloomops_lease_worker_active" in plan, plan
+    assert "(child_instance_uid = x.uid)" in plan, plan
+
+
+@pytest.mark.django_db
+def test_lineage_decides_whose_lease_counts(tenant):
+    """A lease whose copied worker EUID names another worker is not that worker's lease:
+    only the lineage edge makes a lease count toward a worker's limit."""
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    make_subject("q1")
+    holder, other = register(svc, worker_key="w-holder"), register(svc, worker_key="w-other")
+    lease = claim(svc, holder)
+    with connection.cursor() as cur:
+        cur.execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+                       '{properties,worker_lookup_euid}', to_jsonb(%s::text))
+                       WHERE euid = %s""", [other, lease["lease_euid"]])
+    params = {"worker_uid": _uid(other), "worker_euid": other, "now": ts(clock.now())}
+    assert fetch_one(WORKER_ACTIVE_LEASE_COUNT, params)["n"] == 0
+    (row,) = [w for w in selectors.workers() if w.euid == other]
+    assert row.active_leases == 0
 
 
 @pytest.mark.usefixtures("committed")

@@ -117,12 +117,15 @@ def _lease_count(runs: int) -> tuple[float, int]:
     from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
 
     row = fetch_one(
-        """SELECT l.parent_instance_uid AS uid, count(*) AS n FROM generic_instance_lineage l
-           WHERE l.relationship_type = 'execution_worker_lease' AND NOT l.is_deleted
-           GROUP BY 1 ORDER BY 2 DESC LIMIT 1""")
+        """SELECT w.uid, w.euid, e.n FROM (
+               SELECT l.parent_instance_uid AS uid, count(*) AS n
+               FROM generic_instance_lineage l
+               WHERE l.relationship_type = 'execution_worker_lease' AND NOT l.is_deleted
+               GROUP BY 1 ORDER BY 2 DESC LIMIT 1) e
+           JOIN generic_instance w ON w.uid = e.uid""")
     if row is None:
         return 0.0, 0
-    params = {"worker_uid": row["uid"], "now": ts(now())}
+    params = {"worker_uid": row["uid"], "worker_euid": row["euid"], "now": ts(now())}
     return median_ms(lambda: fetch_one(WORKER_ACTIVE_LEASE_COUNT, params), runs), row["n"]
 
 

@@ -111,12 +111,19 @@ READ_INDEXES: dict[str, str] = {
         (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
         WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
     # Every ACTIVE object by uid (a few per worker and subject, however long the lab's
-    # history): a worker's active-lease count probes its lease edges here, so a lease that
-    # ended costs no read of its row, and starts at the oldest of them (sql.py,
-    # worker_active_leases).
+    # history): the sets of leased and held subjects (sql.BLOCKED_SUBJECTS) merge with it.
     "bloomops_active_uid": f"""
         CREATE INDEX IF NOT EXISTS bloomops_active_uid ON generic_instance (uid)
         WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # A worker's ACTIVE leases by the worker's EUID copied into the lease (the lookup the data
+    # model names: worker_lookup_euid + status): a worker's active-lease count starts from
+    # its active leases, and lineage decides which of them are the worker's
+    # (sql.worker_active_leases). The leases it held before are not in it.
+    "bloomops_lease_worker_active": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_worker_active ON generic_instance
+        (({_PROPS}->>'worker_lookup_euid'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
+          AND ({_PROPS}->>'status') = 'ACTIVE'""",
     # Leases that count on the dashboard now (active, past expiry, expired), by queue;
     # leases that ended otherwise (the history) are not in it.
     "bloomops_lease_open": f"""

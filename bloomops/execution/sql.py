@@ -98,18 +98,23 @@ def hold_active(alias: str = "x") -> str:
 LEASE_ACTIVE = lease_active()
 
 
-def worker_active_leases(worker_uid: str) -> str:
+def worker_active_leases(worker_uid: str, worker_euid: str) -> str:
     """How many active leases a worker holds (its lease limit counts these), as a scalar
-    sub-query on the worker's uid expression. Lineage decides which leases are the worker's;
-    none of them can be older than the oldest ACTIVE object, so the walk of the worker's
-    lease edges starts there, and each edge is probed in bloomops_active_uid: the leases the
-    worker held before (its history) are neither walked nor read."""
-    return f"""(SELECT count(*) FROM generic_instance_lineage l
-        JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-        WHERE l.parent_instance_uid = {worker_uid} AND NOT l.is_deleted
-          AND l.relationship_type = 'execution_worker_lease' AND {lease_active()}
-          AND l.child_instance_uid >= (SELECT min(a.uid) FROM generic_instance a
-                                       WHERE NOT a.is_deleted AND {_status("a")} = 'ACTIVE'))"""
+    sub-query on the worker's uid and EUID expressions. The live leases are found through
+    bloomops_lease_worker_active, keyed by the lease's copied worker_lookup_euid (the lookup
+    the data model names for it), and each counts only when lineage links it to the worker
+    (RULES.md#leases): the copy finds, lineage decides. Only active leases are read, however
+    many the worker held before. OFFSET 0 keeps the lineage test a probe per active lease
+    (by the lease's uid): as a semi-join the planner may instead walk every worker-lease
+    edge, which is the history this count must not read."""
+    return f"""(SELECT count(*) FROM generic_instance x
+        WHERE x.json_addl->'properties'->>'worker_lookup_euid' = {worker_euid}
+          AND NOT x.is_deleted AND x.type = 'execution' AND x.subtype = 'queue_lease'
+          AND {lease_active()}
+          AND EXISTS (SELECT 1 FROM generic_instance_lineage l
+                      WHERE l.child_instance_uid = x.uid AND NOT l.is_deleted
+                        AND l.relationship_type = 'execution_worker_lease'
+                        AND l.parent_instance_uid = {worker_uid} OFFSET 0))"""
 
 # A subject's lease edges newest first (the sub-query's ORDER BY keeps it from being folded
 # into the join): a subject claimed many times has its active lease, if any, at the end of

@@ -77,7 +77,8 @@ LINEAGE_BLOCKED = f"""
     SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
     FROM generic_instance s WHERE s.uid = %(uid)s"""
 
-WORKER_ACTIVE_LEASE_COUNT = f"SELECT {worker_active_leases('%(worker_uid)s')} AS n"
+WORKER_ACTIVE_LEASE_COUNT = (
+    f"SELECT {worker_active_leases('%(worker_uid)s', '%(worker_euid)s')} AS n")
 
 # Leases the sweeper marks EXPIRED (RULES.md#leases), locked, skipping any in use.
 # Each with its subject (through lineage), in the one statement.

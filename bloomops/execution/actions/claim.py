@@ -44,7 +44,8 @@ from bloomops.tapdb.db import fetch_one
 
 
 def _count_active_leases(ctx: Context, worker: Obj) -> int:
-    row = fetch_one(WORKER_ACTIVE_LEASE_COUNT, {"worker_uid": worker.uid, "now": ctx.now_ts},
+    row = fetch_one(WORKER_ACTIVE_LEASE_COUNT, {"worker_uid": worker.uid,
+                                               "worker_euid": worker.euid, "now": ctx.now_ts},
                     prepare="worker_active_leases")
     return int(row["n"]) if row else 0
 

@@ -48,7 +48,7 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
     rows = fetch_all(
         f"""
         SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
-               {worker_active_leases("w.uid")} AS active_leases
+               {worker_active_leases("w.uid", "w.euid")} AS active_leases
         FROM generic_instance w
         WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
           AND w.type = 'system' AND w.subtype = 'worker'
