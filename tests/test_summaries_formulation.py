@@ -1,9 +1,10 @@
 """The queue summaries as they are read now (per queue over the order index, the envelope
-read once, failures counted in the window plus a separate status count) give, column by
-column, what the earlier formulation gave (one pass over every routed subject, all-time
-failure counts), on data with every state, holds, retries, dead letters, leases active,
-past expiry and expired, broken envelopes, foreign timestamps and other tenants' rows.
-The earlier statements live here only, as the reference."""
+read once, failures counted in the window, totals from the counters) give, column by column,
+what the earlier formulation gave (one pass over every routed subject), and totals equal to
+the counters' definition over every finished record, on data with every state, holds,
+retries, dead letters, leases active, past expiry and expired, broken envelopes, foreign
+timestamps and other tenants' rows. The earlier statements live here only, as the
+reference."""
 
 from __future__ import annotations
 
@@ -34,7 +35,6 @@ from bloomops.execution.sql import (
     TERMINAL,
     VISIBLE_BY_SETS,
     lease_active,
-    lease_expired,
     priority_band,
 )
 from bloomops.execution.states import ALL_STATES
@@ -81,22 +81,26 @@ REFERENCE_SUBJECTS = f"""
 
 REFERENCE_LEASES = f"""
     SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-           count(*) FILTER (WHERE {lease_active()}) AS active_leases,
-           count(*) FILTER (WHERE {lease_expired()}) AS expired_leases_total
+           count(*) FILTER (WHERE {lease_active()}) AS active_leases
     FROM generic_instance x
     WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
       AND x.type = 'execution' AND x.subtype = 'queue_lease'
       AND (x.json_addl->'properties'->>'status' IN ('ACTIVE', 'EXPIRED'))
     GROUP BY 1"""
 
+# The counters' definition (RULES.md#statistics) over every finished record: with no
+# recorder pass yet, the summaries' totals are exactly these.
 REFERENCE_RECORDS = """
     SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
            count(*) FILTER (WHERE st = 'SUCCEEDED' AND fin >= %(window_start)s)
                AS successes_window,
            count(*) FILTER (WHERE st IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
                               AND fin >= %(window_start)s) AS failures_window,
-           count(*) FILTER (WHERE st = 'FAILED_RETRYABLE') AS retryable_failures_total,
-           count(*) FILTER (WHERE st = 'FAILED_TERMINAL') AS terminal_failures_total
+           count(*) FILTER (WHERE st = 'EXPIRED' AND fin <= %(now)s) AS expired_leases_total,
+           count(*) FILTER (WHERE st = 'FAILED_RETRYABLE' AND fin <= %(now)s)
+               AS retryable_failures_total,
+           count(*) FILTER (WHERE st = 'FAILED_TERMINAL' AND fin <= %(now)s)
+               AS terminal_failures_total
     FROM generic_instance r
     CROSS JOIN LATERAL (SELECT r.json_addl->'properties'->>'status' AS st,
                                r.json_addl->'properties'->>'finished_at' AS fin) f

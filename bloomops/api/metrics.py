@@ -47,7 +47,7 @@ GAUGES = {
                           lambda s: s.worker_free_slots),
 }
 COUNTERS = {
-    "expired_leases_total": ("Leases expired (marked or past expiry).",
+    "expired_leases_total": ("Leases expired (by the sweeper or an admin).",
                              lambda s: s.expired_leases_total),
     "retryable_failures_total": ("Execution records FAILED_RETRYABLE.",
                                  lambda s: s.retryable_failures_total),

@@ -124,13 +124,13 @@ READ_INDEXES: dict[str, str] = {
         (({_PROPS}->>'worker_lookup_euid'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
           AND ({_PROPS}->>'status') = 'ACTIVE'""",
-    # Leases that count on the dashboard now (active, past expiry, expired), by queue;
-    # leases that ended otherwise (the history) are not in it.
-    "bloomops_lease_open": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_lease_open ON generic_instance
+    # ACTIVE leases by queue (the summaries' active leases); leases that ended (the history)
+    # are not in it.
+    "bloomops_lease_active_queue": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_active_queue ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
-          AND ({_PROPS}->>'status') IN ('ACTIVE', 'EXPIRED')""",
+          AND ({_PROPS}->>'status') = 'ACTIVE'""",
     # Leases by tenant + template + subject/worker lookup + status (leases of a worker).
     "bloomops_lease_worker": f"""
         CREATE INDEX IF NOT EXISTS bloomops_lease_worker ON generic_instance
@@ -143,14 +143,6 @@ READ_INDEXES: dict[str, str] = {
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'finished_at'),
          ({_PROPS}->>'status'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'""",
-    # Failed records by queue and status, for the failure totals: the succeeded records,
-    # most of the history, are not in it.
-    "bloomops_record_failures": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_record_failures ON generic_instance
-        (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'status'))
-        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'execution_record'
-          AND ({_PROPS}->>'status') IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
-          AND ({_PROPS}->>'finished_at') IS NOT NULL""",
     # Dead letters by queue and resolution state.
     "bloomops_dead_letter_open": f"""
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
@@ -190,4 +182,8 @@ RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
+    # ACTIVE and EXPIRED leases by queue, for an all-time expired count now kept as a counter.
+    ("INDEX", "bloomops_lease_open"),
+    # Failed records by queue, for all-time failure totals now kept as counters.
+    ("INDEX", "bloomops_record_failures"),
 )

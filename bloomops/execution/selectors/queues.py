@@ -33,7 +33,6 @@ from bloomops.execution.sql import (
     VISIBLE_BY_SETS,
     held,
     lease_active,
-    lease_expired,
     on_envelope,
     priority_band,
     ready_ts,
@@ -41,6 +40,7 @@ from bloomops.execution.sql import (
     scope_match,
     visibility,
 )
+from bloomops.execution.stats.counting import totals
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 
@@ -229,9 +229,11 @@ _SUMMARY_SUBJECTS = f"""
 def queue_summaries(
     *, now: datetime | None = None, tenant: str | None = None
 ) -> list[QueueSummary]:
-    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Four queries in all,
-    whatever the number of queues or subjects: subjects, leases, records, dead letters; none
-    reads history (finished leases, records outside the window)."""
+    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Six queries in all,
+    whatever the number of queues or subjects: subjects, active leases, records in the
+    window, open dead letters, and the counters (``counting.totals``: the recorder's stored
+    ones plus what finished since). None reads history (finished leases, records outside the
+    window), unless the recorder never counted the tenant."""
     moment = now or clock.now()
     params = read_params(moment, tenant, window_start=ts(minus_minutes(moment)))
     summaries = []
@@ -253,63 +255,44 @@ def queue_summaries(
     for row in fetch_all(_SUMMARY_LEASES, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].active_leases = int(row["active"])
-            by_key[row["queue_key"]].expired_leases_total = int(row["expired"])
     for row in fetch_all(_SUMMARY_RECORDS, params):
         if row["queue_key"] in by_key:
             s = by_key[row["queue_key"]]
             s.successes_window = int(row["ok_w"])
             s.failures_window = int(row["fail_w"])
-            s.retryable_failures_total = int(row["retryable_total"])
-            s.terminal_failures_total = int(row["terminal_total"])
     for row in fetch_all(_SUMMARY_DEAD_LETTERS, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])
+    for key, values in totals(list(by_key), moment, tenant=tenant).items():
+        for name, value in values.items():
+            setattr(by_key[key], name, value)
     return summaries
 
-# Leases that count now: ACTIVE (active or past expiry) and EXPIRED, through
-# bloomops_lease_open, which holds no lease that ended otherwise (the lab's history).
+# Active leases per queue, through bloomops_lease_active_queue, which holds ACTIVE leases only
+# (not the lab's history of leases that ended).
 _SUMMARY_LEASES = f"""
     SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-           count(*) FILTER (WHERE {lease_active()}) AS active,
-           count(*) FILTER (WHERE {lease_expired()}) AS expired
+           count(*) FILTER (WHERE {lease_active()}) AS active
     FROM generic_instance x
     WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
       AND x.type = 'execution' AND x.subtype = 'queue_lease'
-      AND (x.json_addl->'properties'->>'status' IN ('ACTIVE', 'EXPIRED'))
+      AND x.json_addl->'properties'->>'status' = 'ACTIVE'
     GROUP BY 1"""
 
-# Finished records in the throughput window (a range of bloomops_record_queue_finished per
-# queue), and apart from them the failed records by status (bloomops_record_failures): no
-# read of the succeeded records outside the window, which are most of the lab's history.
+# Finished records in the throughput window: a range of bloomops_record_queue_finished per
+# queue. The all-time totals are counters (``counting.totals``), not a count of every failed
+# record ever written.
 _SUMMARY_RECORDS = """
-    SELECT coalesce(w.queue_key, f.queue_key) AS queue_key,
-           coalesce(w.ok_w, 0) AS ok_w, coalesce(w.fail_w, 0) AS fail_w,
-           coalesce(f.retryable_total, 0) AS retryable_total,
-           coalesce(f.terminal_total, 0) AS terminal_total
-    FROM (
-        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-               count(*) FILTER (WHERE r.json_addl->'properties'->>'status' = 'SUCCEEDED')
-                   AS ok_w,
-               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
-                                      IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')) AS fail_w
-        FROM generic_instance r
-        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
-          AND r.type = 'execution' AND r.subtype = 'execution_record'
-          AND r.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
-          AND r.json_addl->'properties'->>'finished_at' >= %(window_start)s
-        GROUP BY 1) w
-    FULL JOIN (
-        SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
-                                      = 'FAILED_RETRYABLE') AS retryable_total,
-               count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
-                                      = 'FAILED_TERMINAL') AS terminal_total
-        FROM generic_instance r
-        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
-          AND r.type = 'execution' AND r.subtype = 'execution_record'
-          AND r.json_addl->'properties'->>'status' IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
-          AND r.json_addl->'properties'->>'finished_at' IS NOT NULL
-        GROUP BY 1) f ON f.queue_key = w.queue_key"""
+    SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+           count(*) FILTER (WHERE r.json_addl->'properties'->>'status' = 'SUCCEEDED') AS ok_w,
+           count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
+                                  IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')) AS fail_w
+    FROM generic_instance r
+    WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+      AND r.type = 'execution' AND r.subtype = 'execution_record'
+      AND r.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
+      AND r.json_addl->'properties'->>'finished_at' >= %(window_start)s
+    GROUP BY 1"""
 
 # Open dead letters: a range of bloomops_dead_letter_open per queue (resolved ones are not read).
 _SUMMARY_DEAD_LETTERS = """

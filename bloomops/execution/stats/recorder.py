@@ -30,8 +30,9 @@ from bloomops.execution.stats.counting import (
     counted_until,
     counter_values,
     finished_between,
+    tenant_key,
 )
-from bloomops.execution.stats.snapshot import interval_seconds, tenant_key
+from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.tapdb.db import fetch_all, fetch_value
 
 log = logging.getLogger("bloomops.recorder")
