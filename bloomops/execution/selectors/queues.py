@@ -40,7 +40,7 @@ from bloomops.execution.sql import (
     scope_match,
     visibility,
 )
-from bloomops.execution.stats.counting import totals
+from bloomops.execution.stats.counting import TOTALS_PARTS, totals_from, totals_params
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 
@@ -229,11 +229,11 @@ _SUMMARY_SUBJECTS = f"""
 def queue_summaries(
     *, now: datetime | None = None, tenant: str | None = None
 ) -> list[QueueSummary]:
-    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Six queries in all,
-    whatever the number of queues or subjects: subjects, active leases, records in the
-    window, open dead letters, and the counters (``counting.totals``: the recorder's stored
-    ones plus what finished since). None reads history (finished leases, records outside the
-    window), unless the recorder never counted the tenant."""
+    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Four queries in all,
+    whatever the number of queues or subjects: subjects, active leases, records (the window,
+    and the totals: the recorder's counters plus what finished since, ``counting.TOTALS_PARTS``)
+    and open dead letters. None reads history (finished leases, records outside the window),
+    unless the recorder never counted the tenant."""
     moment = now or clock.now()
     params = read_params(moment, tenant, window_start=ts(minus_minutes(moment)))
     summaries = []
@@ -255,17 +255,20 @@ def queue_summaries(
     for row in fetch_all(_SUMMARY_LEASES, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].active_leases = int(row["active"])
-    for row in fetch_all(_SUMMARY_RECORDS, params):
-        if row["queue_key"] in by_key:
+    records = fetch_all(_SUMMARY_RECORDS, {**params, **totals_params(moment, tenant)})
+    for row in records:
+        if row["part"] == "window" and row["queue_key"] in by_key:
             s = by_key[row["queue_key"]]
-            s.successes_window = int(row["ok_w"])
-            s.failures_window = int(row["fail_w"])
+            if row["key"] == "SUCCEEDED":
+                s.successes_window = int(row["n"])
+            else:
+                s.failures_window = int(row["n"])
+    for key, values in totals_from(records, list(by_key)).items():
+        for name, value in values.items():
+            setattr(by_key[key], name, value)
     for row in fetch_all(_SUMMARY_DEAD_LETTERS, params):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])
-    for key, values in totals(list(by_key), moment, tenant=tenant).items():
-        for name, value in values.items():
-            setattr(by_key[key], name, value)
     return summaries
 
 # Active leases per queue, through bloomops_lease_active_queue, which holds ACTIVE leases only
@@ -279,20 +282,23 @@ _SUMMARY_LEASES = f"""
       AND x.json_addl->'properties'->>'status' = 'ACTIVE'
     GROUP BY 1"""
 
-# Finished records in the throughput window: a range of bloomops_record_queue_finished per
-# queue. The all-time totals are counters (``counting.totals``), not a count of every failed
-# record ever written.
-_SUMMARY_RECORDS = """
-    SELECT r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-           count(*) FILTER (WHERE r.json_addl->'properties'->>'status' = 'SUCCEEDED') AS ok_w,
-           count(*) FILTER (WHERE r.json_addl->'properties'->>'status'
-                                  IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')) AS fail_w
+# Finished records in the throughput window (a range of bloomops_record_queue_finished per
+# queue), succeeded and failed, with the totals' parts (``counting.TOTALS_PARTS``: the
+# recorder's counters plus what finished since), in one statement. The all-time totals are
+# never a count of every record ever written.
+_SUMMARY_RECORDS = f"""
+    SELECT 'window' AS part, r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
+           CASE WHEN r.json_addl->'properties'->>'status' = 'SUCCEEDED'
+                THEN 'SUCCEEDED' ELSE 'FAILED' END AS key, count(*) AS n
     FROM generic_instance r
     WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
       AND r.type = 'execution' AND r.subtype = 'execution_record'
       AND r.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
       AND r.json_addl->'properties'->>'finished_at' >= %(window_start)s
-    GROUP BY 1"""
+      AND r.json_addl->'properties'->>'status'
+          IN ('SUCCEEDED', 'FAILED_RETRYABLE', 'FAILED_TERMINAL')
+    GROUP BY 2, 3
+    UNION ALL {TOTALS_PARTS}"""
 
 # Open dead letters: a range of bloomops_dead_letter_open per queue (resolved ones are not read).
 _SUMMARY_DEAD_LETTERS = """

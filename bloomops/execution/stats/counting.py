@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
+from bloomops.execution.sql import utc_text
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.tenancy import tenant_of
 
@@ -36,7 +37,9 @@ def counted_until(now: datetime) -> datetime:
     """The instant the counters count up to at ``now`` (the recorder's and the live readers')."""
     return now - timedelta(seconds=SETTLE_SECONDS)
 
-FINISHED_BETWEEN = """
+def _finished(since: str, until: str) -> str:
+    """Records per queue (of %(queue_keys)s) and status finished in (since, until], SQL."""
+    return f"""
     SELECT k.queue_key, c.status, c.n
     FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)
     CROSS JOIN LATERAL (
@@ -45,12 +48,13 @@ FINISHED_BETWEEN = """
         WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
           AND r.type = 'execution' AND r.subtype = 'execution_record'
           AND r.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
-          AND r.json_addl->'properties'->>'finished_at' > %(since)s
-          AND r.json_addl->'properties'->>'finished_at' <= %(until)s
+          AND r.json_addl->'properties'->>'finished_at' > {since}
+          AND r.json_addl->'properties'->>'finished_at' <= {until}
         GROUP BY 1
-    ) c
-"""
+    ) c"""
 
+
+FINISHED_BETWEEN = _finished("%(since)s", "%(until)s")
 
 def finished_between(queue_keys: list[str], since: datetime | None, until: datetime, *,
                      tenant: str | None = None) -> dict[str, dict[str, int]]:
@@ -76,36 +80,41 @@ def completions(counts: dict[str, int]) -> tuple[int, int]:
     return counts.get("SUCCEEDED", 0), sum(counts.get(s, 0) for s in FAILED)
 
 
-# The recorder's stored counters of a tenant and the instant they count up to; no row: the
-# recorder never counted this tenant.
-STORED_COUNTERS = """
-    SELECT s.counted_to, c.queue_key, c.name, c.value
-    FROM bloomops_queue_snapshot s
-    LEFT JOIN bloomops_queue_counter c ON c.tenant = s.tenant
-    WHERE s.tenant = %(key)s"""
+# A read's totals as rows (part, queue_key, key, n), to be UNIONed into the read's own
+# statement: the recorder's stored counters (part 'stored', key a counter) and the records
+# finished since it counted, up to %(until)s (part 'since', key a status); for a tenant it
+# never counted, every record finished up to %(now)s. Parameters: key (``tenant_key``),
+# tenant, queue_keys, until (``counted_until(now)``), now.
+TOTALS_PARTS = f"""
+    SELECT 'stored' AS part, c.queue_key, c.name AS key, c.value AS n
+    FROM bloomops_queue_counter c
+    WHERE c.tenant = %(key)s
+      AND EXISTS (SELECT 1 FROM bloomops_queue_snapshot s WHERE s.tenant = %(key)s)
+    UNION ALL
+    SELECT 'since', f.queue_key, f.status, f.n FROM ({_finished(
+        f"coalesce((SELECT {utc_text('s.counted_to')} FROM bloomops_queue_snapshot s"
+        " WHERE s.tenant = %(key)s), '')",
+        "CASE WHEN EXISTS (SELECT 1 FROM bloomops_queue_snapshot s WHERE s.tenant = %(key)s)"
+        " THEN %(until)s ELSE %(now)s END")}) f"""
 
 
-def totals(queue_keys: list[str], now: datetime, *,
-           tenant: str | None = None) -> dict[str, dict[str, int]]:
-    """queue_key -> counter -> its value now: the recorder's stored counters plus what finished
-    since they were counted, up to ``counted_until(now)`` (so a live reader and the next
-    snapshot agree). For a tenant the recorder never counted: every record finished up to now
-    (what the recorder's first pass seeds), the one case that reads the lab's history. Two
-    statements."""
-    if not queue_keys:
-        return {}
-    rows = fetch_all(STORED_COUNTERS, {"key": tenant_key(tenant)})
+def totals_params(now: datetime, tenant: str | None = None) -> dict[str, str]:
+    return {"key": tenant_key(tenant), "until": ts(counted_until(now))}
+
+
+def totals_from(rows: list[dict], queue_keys: list[str]) -> dict[str, dict[str, int]]:
+    """queue_key -> counter -> value, from the TOTALS_PARTS rows of a read (other rows are
+    ignored): stored counters plus the increments of what finished since."""
     out: dict[str, dict[str, int]] = {k: dict.fromkeys(COUNTERS, 0) for k in queue_keys}
-    if not rows:
-        for key, counts in finished_between(queue_keys, None, now, tenant=tenant).items():
-            out[key] = counter_values(counts)
-        return out
+    since: dict[str, dict[str, int]] = defaultdict(dict)
     for row in rows:
-        if row["queue_key"] in out and row["name"] in COUNTERS:
-            out[row["queue_key"]][row["name"]] = int(row["value"])
-    since, until = rows[0]["counted_to"], counted_until(now)
-    if since is not None and until > since:
-        for key, counts in finished_between(queue_keys, since, until, tenant=tenant).items():
-            for name, n in counter_values(counts).items():
-                out[key][name] += n
+        if row["queue_key"] not in out:
+            continue
+        if row["part"] == "stored" and row["key"] in COUNTERS:
+            out[row["queue_key"]][row["key"]] += int(row["n"])
+        elif row["part"] == "since":
+            since[row["queue_key"]][row["key"]] = int(row["n"])
+    for key, counts in since.items():
+        for name, n in counter_values(counts).items():
+            out[key][name] += n
     return out

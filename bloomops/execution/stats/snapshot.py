@@ -70,7 +70,7 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
 def live(*, now: datetime | None = None, tenant: str | None = None,
          with_trend: bool = True) -> Stats:
     """The overview computed now. Its counters are the recorder's as it last stored them plus
-    what finished since (``counting.totals``), so they equal the next snapshot's."""
+    what finished since (``counting.TOTALS_PARTS``), so they equal the next snapshot's."""
     moment = now or clock.now()
     ov = overview(now=moment, tenant=tenant)
     trend = throughput_trend(now=moment, tenant=tenant) if with_trend else {}
