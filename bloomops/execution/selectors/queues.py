@@ -40,7 +40,13 @@ from bloomops.execution.sql import (
     scope_match,
     visibility,
 )
-from bloomops.execution.stats.counting import TOTALS_PARTS, totals_from, totals_params
+from bloomops.execution.stats.counting import (
+    TOTALS_PARTS,
+    completions,
+    finished_sql,
+    totals_from,
+    totals_params,
+)
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 
@@ -256,13 +262,13 @@ def queue_summaries(
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].active_leases = int(row["active"])
     records = fetch_all(_SUMMARY_RECORDS, {**params, **totals_params(moment, tenant)})
+    window: dict[str, dict[str, int]] = {}
     for row in records:
-        if row["part"] == "window" and row["queue_key"] in by_key:
-            s = by_key[row["queue_key"]]
-            if row["key"] == "SUCCEEDED":
-                s.successes_window = int(row["n"])
-            else:
-                s.failures_window = int(row["n"])
+        if row["part"] == "window":
+            window.setdefault(row["queue_key"], {})[row["key"]] = int(row["n"])
+    for key, counts in window.items():
+        if key in by_key:
+            by_key[key].successes_window, by_key[key].failures_window = completions(counts)
     for key, values in totals_from(records, list(by_key)).items():
         for name, value in values.items():
             setattr(by_key[key], name, value)
@@ -282,22 +288,13 @@ _SUMMARY_LEASES = f"""
       AND x.json_addl->'properties'->>'status' = 'ACTIVE'
     GROUP BY 1"""
 
-# Finished records in the throughput window (a range of bloomops_record_queue_finished per
-# queue), succeeded and failed, with the totals' parts (``counting.TOTALS_PARTS``: the
-# recorder's counters plus what finished since), in one statement. The all-time totals are
-# never a count of every record ever written.
+# Records finished in the throughput window by status (a range of
+# bloomops_record_queue_finished per queue, read as the recorder reads them), with the
+# totals' parts (``counting.TOTALS_PARTS``: the recorder's counters plus what finished
+# since), in one statement. The all-time totals are never a count of every record written.
 _SUMMARY_RECORDS = f"""
-    SELECT 'window' AS part, r.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-           CASE WHEN r.json_addl->'properties'->>'status' = 'SUCCEEDED'
-                THEN 'SUCCEEDED' ELSE 'FAILED' END AS key, count(*) AS n
-    FROM generic_instance r
-    WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
-      AND r.type = 'execution' AND r.subtype = 'execution_record'
-      AND r.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
-      AND r.json_addl->'properties'->>'finished_at' >= %(window_start)s
-      AND r.json_addl->'properties'->>'status'
-          IN ('SUCCEEDED', 'FAILED_RETRYABLE', 'FAILED_TERMINAL')
-    GROUP BY 2, 3
+    SELECT 'window' AS part, w.queue_key, w.status AS key, w.n
+    FROM ({finished_sql("%(window_start)s", "%(now)s")}) w
     UNION ALL {TOTALS_PARTS}"""
 
 # Open dead letters: a range of bloomops_dead_letter_open per queue (resolved ones are not read).

@@ -37,8 +37,9 @@ def counted_until(now: datetime) -> datetime:
     """The instant the counters count up to at ``now`` (the recorder's and the live readers')."""
     return now - timedelta(seconds=SETTLE_SECONDS)
 
-def _finished(since: str, until: str) -> str:
-    """Records per queue (of %(queue_keys)s) and status finished in (since, until], SQL."""
+def finished_sql(since: str, until: str) -> str:
+    """Records per queue (of %(queue_keys)s) and status finished in (since, until], as rows
+    (queue_key, status, n); ``since`` and ``until``: SQL expressions of our UTC text."""
     return f"""
     SELECT k.queue_key, c.status, c.n
     FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)
@@ -54,7 +55,7 @@ def _finished(since: str, until: str) -> str:
     ) c"""
 
 
-FINISHED_BETWEEN = _finished("%(since)s", "%(until)s")
+FINISHED_BETWEEN = finished_sql("%(since)s", "%(until)s")
 
 def finished_between(queue_keys: list[str], since: datetime | None, until: datetime, *,
                      tenant: str | None = None) -> dict[str, dict[str, int]]:
@@ -91,7 +92,7 @@ TOTALS_PARTS = f"""
     WHERE c.tenant = %(key)s
       AND EXISTS (SELECT 1 FROM bloomops_queue_snapshot s WHERE s.tenant = %(key)s)
     UNION ALL
-    SELECT 'since', f.queue_key, f.status, f.n FROM ({_finished(
+    SELECT 'since', f.queue_key, f.status, f.n FROM ({finished_sql(
         f"coalesce((SELECT {utc_text('s.counted_to')} FROM bloomops_queue_snapshot s"
         " WHERE s.tenant = %(key)s), '')",
         "CASE WHEN EXISTS (SELECT 1 FROM bloomops_queue_snapshot s WHERE s.tenant = %(key)s)"
