@@ -22,9 +22,13 @@ GAUGES = ("depth", "oldest_age_seconds", "leased", "held", "dead_letters", "retr
 SUMS = ("completions", "failures")
 COLUMNS = GAUGES + SUMS
 
+# Every queue's sample of one minute in one statement: a column of values per field.
+_TYPES = {c: "float8" if c == "oldest_age_seconds" else "int" for c in COLUMNS}
 _UPSERT = f"""
     INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)})
-    VALUES (%(tenant)s, %(queue_key)s, {MINUTE}, %(at)s, {", ".join(f"%({c})s" for c in COLUMNS)})
+    SELECT %(tenant)s, u.queue_key, {MINUTE}, %(at)s, {", ".join(f"u.{c}" for c in COLUMNS)}
+    FROM unnest(%(queue_key)s::text[], {", ".join(f"%({c})s::{_TYPES[c]}[]" for c in COLUMNS)})
+        AS u(queue_key, {", ".join(COLUMNS)})
     ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in GAUGES)},
     {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}
@@ -63,15 +67,21 @@ def minute_of(moment: datetime) -> datetime:
 def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
                   finished: dict[str, dict[str, int]]) -> None:
     """Each queue's sample of the current minute: the gauges as they are now, plus what
-    finished since the recorder's last pass."""
-    for s in summaries:
-        done, failed = completions(finished.get(s.queue_key, {}))
-        execute(_UPSERT, {
-            "tenant": tenant, "queue_key": s.queue_key, "at": minute_of(now),
-            "depth": s.depth, "oldest_age_seconds": s.oldest_job_age_seconds,
-            "leased": s.active_leases, "held": s.held_count,
-            "dead_letters": s.dead_letter_count, "retry_pending": s.retry_pending_count,
-            "completions": done, "failures": failed})
+    finished since the recorder's last pass. One statement."""
+    if not summaries:
+        return
+    done_failed = [completions(finished.get(s.queue_key, {})) for s in summaries]
+    execute(_UPSERT, {
+        "tenant": tenant, "at": minute_of(now),
+        "queue_key": [s.queue_key for s in summaries],
+        "depth": [s.depth for s in summaries],
+        "oldest_age_seconds": [s.oldest_job_age_seconds for s in summaries],
+        "leased": [s.active_leases for s in summaries],
+        "held": [s.held_count for s in summaries],
+        "dead_letters": [s.dead_letter_count for s in summaries],
+        "retry_pending": [s.retry_pending_count for s in summaries],
+        "completions": [d for d, _ in done_failed],
+        "failures": [f for _, f in done_failed]})
 
 
 def prune(tenant: str, now: datetime) -> None:
