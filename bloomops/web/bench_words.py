@@ -93,8 +93,7 @@ def standing_notice(standing: dict[str, Any] | None) -> dict[str, Any] | None:
             "when": standing.get("executed_at")}
 
 
-def scan_reasons(diagnostics: Any, names: dict[str, str],
-                 mine: str | None = None) -> list[dict[str, Any]]:
+def scan_reasons(diagnostics: Any, mine: str | None = None) -> list[dict[str, Any]]:
     """Why a scanned item is not claimable, for the bench: who has it (a name, not an EUID)
     and until when, when a retry or the item is due (a time the template renders humanely);
     other reasons in the engine's words."""
@@ -106,8 +105,8 @@ def scan_reasons(diagnostics: Any, names: dict[str, str],
             out.append({"code": reason.code, "text": "You already have it: your claim ends",
                         "when": lease.get("expires_at"), "mine": True})
         elif reason.code == "ACTIVE_LEASE":
-            who = lease.get("worker_lookup_euid") or ""
-            out.append({"code": reason.code, "text": f"{names.get(who, 'Another worker')} is"
+            who = (diagnostics.active_lease or {}).get("worker_name") or "Another worker"
+            out.append({"code": reason.code, "text": f"{who} is"
                         " working on it, until", "when": lease.get("expires_at")})
         elif reason.code == "RETRY_WINDOW_NOT_REACHED":
             out.append({"code": reason.code, "text": "It failed and waits to be retried,"

@@ -1,6 +1,6 @@
-"""Reads of the bench (a person's own work): their active leases with what the work is, the
-leases they lost without acting themselves and why, their worker's standing, and the names
-of workers (RULES.md#leases, RULES.md#human-workers)."""
+"""Reads of the bench (a person's own work; their active leases are ``selectors.leases``): the
+leases they lost without acting themselves and why, and their worker's standing
+(RULES.md#leases, RULES.md#human-workers)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import ENV, SUBJECT_REVISION, lease_effective_status, utc
+from bloomops.execution.sql import lease_effective_status, utc
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 # How far back a lost lease is still worth telling its person about.
@@ -28,25 +28,6 @@ _WORKER_LEASES = """
     LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid"""
 _OF_WORKER = """
     WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND x.tenant_id = %(tenant)s"""
-_LEASES_OF_WORKER = _WORKER_LEASES + _OF_WORKER + "\n"
-
-
-def my_leases(worker_euid: str, *, now: datetime | None = None,
-              tenant: str | None = None) -> list[dict[str, Any]]:
-    """The worker's active leases, oldest claim first, with the subject's envelope (priority,
-    due, step) and the guards a form needs. One query."""
-    return fetch_all(
-        f"""
-        SELECT x.euid, x.json_addl->'properties' AS props, s.euid AS subject_euid,
-               s.name AS subject_name, {ENV} AS execution,
-               {ENV}->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision
-        {_LEASES_OF_WORKER}
-          AND {lease_effective_status()} = 'ACTIVE'
-        ORDER BY x.uid
-        """,
-        read_params(now, tenant, worker_euid=worker_euid),
-    )
 
 
 def lost_leases(worker_euid: str, *, now: datetime | None = None,
@@ -107,19 +88,3 @@ def worker_standing(worker_euid: str, *, tenant: str | None = None) -> dict[str,
         """,
         read_params(None, tenant, worker_euid=worker_euid),
     )
-
-
-def worker_names(euids: list[str], *, tenant: str | None = None) -> dict[str, str]:
-    """EUID -> display name (else key) of the named workers. One query."""
-    if not euids:
-        return {}
-    rows = fetch_all(
-        """
-        SELECT euid, COALESCE(json_addl->'properties'->>'display_name',
-                              json_addl->'properties'->>'worker_key', euid) AS name
-        FROM generic_instance
-        WHERE euid = ANY(%(euids)s) AND tenant_id = %(tenant)s AND NOT is_deleted
-        """,
-        read_params(None, tenant, euids=list(euids)),
-    )
-    return {r["euid"]: r["name"] for r in rows}

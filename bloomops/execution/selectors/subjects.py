@@ -86,7 +86,9 @@ DIAG_SQL = f"""
            (q.uid IS NULL OR ({SCOPE_MATCH})) AS scope_ok,
            (SELECT jsonb_build_object('euid', x.euid, 'props', x.json_addl->'properties',
                                       'worker_name', (
-                       SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
+                       SELECT coalesce(w.json_addl->'properties'->>'display_name',
+                                       w.json_addl->'properties'->>'worker_key')
+                         FROM generic_instance w
                         WHERE w.euid = x.json_addl->'properties'->>'worker_lookup_euid'))
               FROM generic_instance_lineage l
               JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted

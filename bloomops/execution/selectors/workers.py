@@ -14,6 +14,7 @@ from bloomops.execution.selectors.base import (
     read_params,
 )
 from bloomops.execution.sql import (
+    ENV,
     SUBJECT_REVISION,
     lease_effective_status,
     worker_active_leases,
@@ -74,18 +75,26 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
 
 def leases(*, status: str | None = None, now: datetime | None = None,
            tenant: str | None = None, worker_euid: str | None = None,
-           limit: int = 500) -> list[dict[str, Any]]:
+           limit: int = 500, oldest_first: bool = False) -> list[dict[str, Any]]:
     """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
-    past expiry that no sweeper has marked yet. Subject and worker come from lineage.
-    One query."""
+    past expiry that no sweeper has marked yet. Subject and worker come from lineage; with
+    the subject's envelope (``execution``). Active leases are found among the leases stored
+    ACTIVE (a partial index), and a worker's by the EUID copied into its leases, lineage
+    deciding (RULES.md#leases): neither reads the lab's history of leases. One query."""
     params = read_params(now, tenant, status=status, worker_euid=worker_euid, limit=limit)
+    narrow = ""
+    if status == "ACTIVE":
+        narrow += "\n          AND x.json_addl->'properties'->>'status' = 'ACTIVE'"
+    if worker_euid:
+        narrow += ("\n          AND x.json_addl->'properties'->>'worker_lookup_euid'"
+                   " = %(worker_euid)s")
     return fetch_all(
         f"""
         SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
                {lease_effective_status()} AS effective_status,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
-               s.json_addl->'properties'->'execution'->>'state' AS subject_state,
+               {ENV} AS execution, {ENV}->>'state' AS subject_state,
                {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance x
         LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
@@ -95,10 +104,10 @@ def leases(*, status: str | None = None, now: datetime | None = None,
              AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
         LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
-          AND x.type = 'execution' AND x.subtype = 'queue_lease'
+          AND x.type = 'execution' AND x.subtype = 'queue_lease'{narrow}
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
           AND (%(status)s::text IS NULL OR {lease_effective_status()} = %(status)s)
-        ORDER BY x.uid DESC
+        ORDER BY x.uid {"ASC" if oldest_first else "DESC"}
         LIMIT %(limit)s
         """,
         params,

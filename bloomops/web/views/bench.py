@@ -71,8 +71,7 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
         if diag is not None:
             lease = diag.active_lease or {}
             holder = (lease.get("props") or {}).get("worker_lookup_euid")
-            context["reasons"] = bench_words.scan_reasons(
-                diag, bench_selectors.worker_names([holder] if holder else []), mine)
+            context["reasons"] = bench_words.scan_reasons(diag, mine)
             if holder and holder == mine:
                 context["my_lease"] = lease.get("euid")
             if err.code == "NOT_VISIBLE" and context["reasons"]:
@@ -145,7 +144,8 @@ def my_work(request: HttpRequest) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user)
     now = clock.now()
     queues = {q["queue_key"]: q for q in selectors.queues()}
-    items = [_work_item(x, queues, now) for x in bench_selectors.my_leases(worker_euid)] \
+    items = [_work_item(x, queues, now) for x in selectors.leases(
+        status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)] \
         if worker_euid else []
     focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]
     focused = [i for i in items if i["euid"] == focus]
