@@ -72,6 +72,13 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
     [row] = selectors.approvals(status="REQUESTED")
     assert (row.euid, row.props["requested_by"], row.props["hold_lookup_euid"]) == (
         approval, "ann", hold)
+    # the hold and the request are linked by lineage (what an auditor follows)
+    assert fetch_value(
+        """SELECT count(*) FROM generic_instance_lineage l
+           JOIN generic_instance h ON h.uid = l.parent_instance_uid
+           JOIN generic_instance a ON a.uid = l.child_instance_uid
+           WHERE h.euid = %s AND a.euid = %s AND NOT l.is_deleted
+             AND l.relationship_type = 'execution_hold_approval'""", [hold, approval]) == 1
     assert selectors.approvals_waiting().count == 1
 
     refused("SELF_APPROVAL", lambda: decide(ann, approval))

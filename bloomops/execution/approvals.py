@@ -8,7 +8,7 @@ action through."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -57,14 +57,15 @@ def check_settings() -> None:
 @dataclass(frozen=True)
 class SubjectFlags:
     """What the rules look at: the subject's active holds (euid -> hold code) and whether it
-    has an open dead letter."""
+    has an open dead letter; ``hold_uids`` (euid -> uid) for linking an approval to them."""
 
     active_holds: dict[str, str]
     dead_lettered: bool
+    hold_uids: dict[str, int] = field(default_factory=dict)
 
 
 _FLAGS = f"""
-SELECT x.euid, l.relationship_type AS rel,
+SELECT x.uid, x.euid, l.relationship_type AS rel,
        x.json_addl->'properties'->>'hold_code' AS hold_code
 FROM generic_instance_lineage l
 JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
@@ -82,7 +83,15 @@ def subject_flags(subject_uid: int) -> SubjectFlags:
         active_holds={r["euid"]: r["hold_code"] or "" for r in rows
                       if r["rel"] == REL["subject_hold"]},
         dead_lettered=any(r["rel"] == REL["subject_dead_letter"] for r in rows),
+        hold_uids={r["euid"]: r["uid"] for r in rows if r["rel"] == REL["subject_hold"]},
     )
+
+
+def lab_rule(action_key: str, flags: SubjectFlags, hold_euid: str | None = None) -> str | None:
+    """``rule_for`` under the lab's configured rules and integrity hold codes."""
+    return rule_for(action_key, flags, hold_euid=hold_euid,
+                    rules=list(settings.BLOOMOPS_APPROVAL_RULES),
+                    integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES))
 
 
 def rule_for(action_key: str, flags: SubjectFlags, *, hold_euid: str | None,
@@ -108,16 +117,16 @@ def rule_for(action_key: str, flags: SubjectFlags, *, hold_euid: str | None,
     return None
 
 
-def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None) -> str | None:
-    """Whether the action on this subject needs an approval, fail-closed."""
+def required_rule(action_key: str, subject: Obj | None, hold_euid: str | None,
+                  flags: SubjectFlags | None = None) -> str | None:
+    """Whether the action on this subject needs an approval, fail-closed. ``flags``: the
+    subject's, when the caller has read them already."""
     if action_key not in GATED_ACTIONS:
         return None
     try:
         if subject is None:
             raise ValueError("a gated action without its subject")
-        return rule_for(action_key, subject_flags(subject.uid), hold_euid=hold_euid,
-                        rules=list(settings.BLOOMOPS_APPROVAL_RULES),
-                        integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES))
+        return lab_rule(action_key, flags or subject_flags(subject.uid), hold_euid)
     except ActionError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure refuses (fail-closed)
@@ -130,9 +139,7 @@ def hold_gates(hold_code: str | None) -> frozenset[str]:
     ``rule_for`` on a subject holding just that hold (for a screen listing many holds; the
     gate itself reads the subject)."""
     flags = SubjectFlags(active_holds={"hold": hold_code or ""}, dead_lettered=False)
-    return frozenset(key for key in GATED_ACTIONS if rule_for(
-        key, flags, hold_euid=None, rules=list(settings.BLOOMOPS_APPROVAL_RULES),
-        integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES)))
+    return frozenset(key for key in GATED_ACTIONS if lab_rule(key, flags))
 
 
 def gated_actions(subject_uid: int) -> dict[str, str]:
@@ -140,10 +147,7 @@ def gated_actions(subject_uid: int) -> dict[str, str]:
     the words of its rule. Fail-closed: a policy that cannot be evaluated gates them all."""
     try:
         flags = subject_flags(subject_uid)
-        found = {key: rule_for(key, flags, hold_euid=None,
-                               rules=list(settings.BLOOMOPS_APPROVAL_RULES),
-                               integrity_codes=list(settings.BLOOMOPS_INTEGRITY_HOLD_CODES))
-                 for key in GATED_ACTIONS}
+        found = {key: lab_rule(key, flags) for key in GATED_ACTIONS}
     except Exception:  # noqa: BLE001 - the engine refuses these too (APPROVAL_POLICY_ERROR)
         return {key: "The approval policy could not be evaluated" for key in GATED_ACTIONS}
     return {key: RULE_TEXT[rule] for key, rule in found.items() if rule}

@@ -73,7 +73,8 @@ class RequestApproval(Handler):
         req = ctx.request
         key = req.payload["action_key"].strip()
         ensure_role(ctx.actor.roles, action_spec(key))
-        rule = required_rule(key, ctx.subject, req.hold_euid)
+        flags = subject_flags(ctx.subject.uid)
+        rule = required_rule(key, ctx.subject, req.hold_euid, flags)
         if rule is None:
             raise ActionError("APPROVAL_NOT_NEEDED", action_key=key,
                               subject_euid=ctx.subject.euid, hold_euid=req.hold_euid)
@@ -82,7 +83,6 @@ class RequestApproval(Handler):
             if (pending.props.get("action_key") == key
                     and effective_status(pending.props, ctx.now) == "REQUESTED"):
                 raise ActionError("APPROVAL_PENDING", approval_euid=pending.euid)
-        flags = subject_flags(ctx.subject.uid)
         holds = [req.hold_euid] if req.hold_euid else list(flags.active_holds)
         approval = ctx.create(APPROVAL_CODE, name=f"Approval {key} {ctx.subject.euid}",
                               properties={
@@ -102,9 +102,9 @@ class RequestApproval(Handler):
         })
         ctx.link(ctx.subject, approval, "subject_approval")
         for euid in holds:
-            hold = load(euid=euid, tenant=ctx.tenant)
-            if hold is not None:
-                link(hold.uid, approval.uid, REL["hold_approval"], tenant_id=ctx.tenant)
+            if euid in flags.hold_uids:
+                link(flags.hold_uids[euid], approval.uid, REL["hold_approval"],
+                     tenant_id=ctx.tenant)
         _on_approval(ctx, approval)
         ctx.result.update(approval_euid=approval.euid, approval_status="REQUESTED", rule=rule,
                           expires_at=approval.props["expires_at"], gated_action_key=key)

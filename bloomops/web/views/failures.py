@@ -73,10 +73,10 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Choose requeue, hold or cancel.")
         return redirect(back)
     filters = _filters(request.POST)
+    listed = selectors.failures(queue_key=filters["queue_key"])
     if request.POST.get("scope") == "filter":
-        rows = _matching(selectors.failures(queue_key=filters["queue_key"]), filters)
         picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
-                 for r in rows]
+                 for r in _matching(listed, filters)]
     else:
         picks = [p for p in map(Pick.parse, request.POST.getlist("pick")) if p]
     if not picks:
@@ -84,8 +84,7 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
     if not confirmed or not reason:
-        names = {r["subject_euid"]: r["subject_name"]
-                 for r in selectors.failures(queue_key=filters["queue_key"])}
+        names = {r["subject_euid"]: r["subject_name"] for r in listed}
         return render(request, "web/failures_confirm.html", {
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
             "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
