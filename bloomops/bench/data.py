@@ -69,6 +69,12 @@ TS_SQL = "to_char(({x}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
 
 
 # The working table of subjects an insert transaction builds (the data set's and history's).
+# The bench queues of one transaction (a temporary table the inserts join).
+QUEUE_TABLE = """
+    CREATE TEMP TABLE bench_queue (qi int PRIMARY KEY, queue_key text, uid bigint,
+        euid text, code text, template_uid bigint, ident text, category text,
+        type text, subtype text, version text, semantic text, stem text,
+        platform text, next_action_key text) ON COMMIT DROP"""
 SUBJECT_TABLE = """
     CREATE TEMP TABLE bench_subject (seq int PRIMARY KEY, kind text, qi int,
         created timestamptz, ready timestamptz, due timestamptz, prio int,
@@ -120,6 +126,14 @@ def bench_queues() -> list[BenchQueue]:
     return out
 
 
+def queue_map() -> list[int]:
+    """Queue indexes, each repeated by its weight: a subject's number picks its queue."""
+    qmap: list[int] = []
+    for q, weight in zip(bench_queues(), QUEUE_WEIGHTS, strict=True):
+        qmap += [q.index] * weight
+    return qmap
+
+
 def largest_queue_key() -> str:
     return bench_queues()[0].queue_key
 
@@ -148,9 +162,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     now = datetime.now(UTC)
     timings: dict[str, float] = {}
     queues = bench_queues()
-    qmap: list[int] = []
-    for q, weight in zip(queues, QUEUE_WEIGHTS, strict=True):
-        qmap += [q.index] * weight
+    qmap = queue_map()
     kind_case = []
     upper = 0
     for kind, share in KINDS:
@@ -171,11 +183,7 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
     with transaction.atomic():
         execute("SELECT set_config('session.current_username', 'bench-loader', true)")
         execute("SET LOCAL synchronous_commit = off")
-        execute("""
-            CREATE TEMP TABLE bench_queue (qi int PRIMARY KEY, queue_key text, uid bigint,
-                euid text, code text, template_uid bigint, ident text, category text,
-                type text, subtype text, version text, semantic text, stem text,
-                platform text, next_action_key text) ON COMMIT DROP""")
+        execute(QUEUE_TABLE)
         execute(SUBJECT_TABLE)
 
         def make_queues() -> int:

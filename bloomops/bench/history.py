@@ -18,13 +18,14 @@ from datetime import UTC, datetime
 from django.db import transaction
 
 from bloomops.bench.data import (
-    QUEUE_WEIGHTS,
+    QUEUE_TABLE,
     SEED_WORKERS,
     STEM,
     SUBJECT_CODES,
     SUBJECT_TABLE,
     _ts,
     bench_queues,
+    queue_map,
 )
 from bloomops.bench.inserts import (
     analyze,
@@ -75,11 +76,7 @@ def add_history(instances: int, *, tenant: str | None = None,
 
 
 def _queue_table(refs: dict, tenant: str) -> None:
-    execute("""
-        CREATE TEMP TABLE bench_queue (qi int PRIMARY KEY, queue_key text, uid bigint,
-            euid text, code text, template_uid bigint, ident text, category text,
-            type text, subtype text, version text, semantic text, stem text,
-            platform text, next_action_key text) ON COMMIT DROP""")
+    execute(QUEUE_TABLE)
     for q in bench_queues():
         ref, props = refs[q.code], q.properties()
         execute(
@@ -103,10 +100,7 @@ def _queue_table(refs: dict, tenant: str) -> None:
 def _batch(tenant: str, first_seq: int, n: int) -> None:
     refs = {code: template(code) for code in SUBJECT_CODES + [QUEUE_CODE, LEASE_CODE,
                                                               RECORD_CODE, WORKER_CODE]}
-    qmap: list[int] = []
-    for q, weight in zip(bench_queues(), QUEUE_WEIGHTS, strict=True):
-        qmap += [q.index] * weight
-    params = {"now": datetime.now(UTC), "tenant": tenant, "qmap": qmap,
+    params = {"now": datetime.now(UTC), "tenant": tenant, "qmap": queue_map(),
               "base_env": json.dumps(new_envelope())}
     with transaction.atomic():
         execute("SELECT set_config('session.current_username', 'bench-history', true)")
