@@ -15,6 +15,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
+from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.instances import Created, create_instance, link, link_many
 from bloomops.tapdb.templates import all_templates, pack_action_definitions, template
 
@@ -104,6 +105,15 @@ class ActionSpec:
     allowed_roles: frozenset[str]
     requires_lease: bool
     allowed_from_states: tuple[str, ...] | None
+
+    @property
+    def runs_from(self) -> tuple[str, ...]:
+        """The subject states the action runs from (RULES.md#holds): those its template lists,
+        else every state; HELD only where the list names it (a held subject is released, or
+        canceled, first)."""
+        if self.allowed_from_states is not None:
+            return self.allowed_from_states
+        return tuple(s for s in ALL_STATES if s != "HELD")
 
 
 def action_spec(action_key: str) -> ActionSpec:

@@ -141,15 +141,14 @@ def guard_subject(ctx: Context) -> None:
             expected_revision=req.expected_revision,
             current_revision=revision,
         )
-    allowed = ctx.spec.allowed_from_states
-    if state == "HELD" and (allowed is None or "HELD" not in allowed):
-        raise ActionError("SUBJECT_HELD", current_state=state)
-    if allowed is not None and state not in allowed:
+    if state not in ctx.spec.runs_from:
+        if state == "HELD":
+            raise ActionError("SUBJECT_HELD", current_state=state)
         raise ActionError(
             "STATE_CONFLICT",
             f"{ctx.spec.name} is not allowed from state {state}.",
             current_state=state,
-            allowed_states=list(allowed),
+            allowed_states=list(ctx.spec.runs_from),
         )
 
 

@@ -8,21 +8,16 @@ from typing import Any
 
 from bloomops.execution.approvals import gated_actions
 from bloomops.execution.context import action_spec
-from bloomops.execution.states import ALL_STATES, WorkerStatus
+from bloomops.execution.states import WorkerStatus
+from bloomops.web.bulk import BULK_ACTIONS
 
-SUBJECT_ACTIONS = {"hold": "place_execution_hold", "release": "release_execution_hold",
-                   "requeue": "requeue_subject", "cancel": "cancel_subject_execution"}
+# Per control (hold, release, requeue, cancel), the action it runs: the bulk verbs'.
+SUBJECT_ACTIONS = {verb: words["action_key"] for verb, words in BULK_ACTIONS.items()}
 
 
 def subject_states() -> dict[str, tuple[str, ...]]:
-    """Per control (hold, release, requeue, cancel), the subject states it is offered in."""
-    states = {}
-    for name, key in SUBJECT_ACTIONS.items():
-        allowed = action_spec(key).allowed_from_states
-        states[name] = tuple(allowed) if allowed is not None else tuple(ALL_STATES)
-    # A held subject is released (or canceled) first: the engine refuses SUBJECT_HELD.
-    states["requeue"] = tuple(s for s in states["requeue"] if s != "HELD")
-    return states
+    """Per control, the subject states it is offered in: those its action runs from."""
+    return {name: action_spec(key).runs_from for name, key in SUBJECT_ACTIONS.items()}
 
 
 def worker_operations(props: dict[str, Any]) -> list[str]:
