@@ -15,7 +15,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from bloomops.execution.stats.history import History, Point
-from bloomops.web.templatetags.bloomops_ui import readable_seconds
+from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
 # the plot area inside a chart: a line of legend above, the time axis below
 WIDTH, HEIGHT = 360, 120
@@ -38,10 +38,6 @@ def failures_url(queue_key: str | None) -> str:
 
 def _n(value: float) -> str:
     return f"{value:.1f}"
-
-
-def _when(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _x(at: datetime, history: History) -> float:
@@ -106,10 +102,10 @@ def depth_chart(history: History, points: list[Point], name: str,
             + _legend((DEPTH, f"depth (max {peak})"),
                       (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
             + _line(points, history, lambda p: p.oldest_age_seconds, "age", AGE, href,
-                    lambda p: f"{_when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
+                    lambda p: f"{when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
                     dashed=True)
             + _line(points, history, lambda p: p.depth, "depth", DEPTH, href,
-                    lambda p: f"{_when(p.at)}: depth {p.depth}"))
+                    lambda p: f"{when(p.at)}: depth {p.depth}"))
     return _svg(f"chart-depth-{queue_key or 'lab'}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
                 f" over the last {history.range_key}.", body)
@@ -128,12 +124,12 @@ def throughput_chart(history: History, points: list[Point], name: str,
                             ' fill="{}"><title>{}</title></rect>',
                             ((_n(_x(p.at, history) - bar), _n(mid - p.completions * scale),
                               _n(bar), _n(p.completions * scale), DONE,
-                              f"{_when(p.at)}: {p.completions} completed")
+                              f"{when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
-                              ((failures_url(queue_key), f"{_when(p.at)}: {p.failures} failed",
+                              ((failures_url(queue_key), f"{when(p.at)}: {p.failures} failed",
                                 _n(_x(p.at, history) - bar), _n(mid), _n(bar),
                                 _n(p.failures * scale), FAILED)
                                for p in points if p.failures))

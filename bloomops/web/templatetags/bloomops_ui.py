@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts, parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
+from bloomops.web.bulk import Pick
 
 register = template.Library()
 
@@ -171,3 +172,12 @@ def is_past(value: datetime | str | None) -> bool:
 @register.filter
 def worker_type_words(worker_type: str | None) -> str:
     return WORKER_TYPE_WORDS.get(worker_type or "", (worker_type or "–").lower())
+
+
+@register.filter
+def pick_value(row) -> str:
+    """A listed subject's checkbox value for a bulk action (``bulk.Pick``): its EUID with the
+    state and revision the page showed, so the action refuses a subject changed since."""
+    def get(name: str):
+        return row.get(name) if isinstance(row, dict) else getattr(row, name, None)
+    return Pick(get("subject_euid"), get("subject_state"), get("subject_revision")).encode()
