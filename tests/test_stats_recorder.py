@@ -57,6 +57,28 @@ def test_readers_get_the_snapshot_while_fresh_and_live_when_missing_or_stale(ten
     assert stats.snapshot_age_seconds == 2 * settings.BLOOMOPS_RECORDER_INTERVAL + 1
 
 
+def test_a_queue_change_sends_readers_live_until_the_next_pass(tenant):
+    """A queue made (or changed, or retired) after a pass is not in the snapshot: the change
+    marks it stale in its own transaction, every reader computes live (and sees the queue)
+    until the recorder's next pass, which is fresh again."""
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    record()
+    assert snapshot.current().source == snapshot.SNAPSHOT
+    act("create_queue", actor("admin"), queue_key="q2", payload={
+        "subject_template_codes": ["content/material/specimen/1.0"], "reason": "new step"})
+    stats = snapshot.current()
+    assert stats.source == snapshot.LIVE
+    assert {s.queue_key for s in stats.overview.summaries} == {"q1", "q2"}
+    record()
+    stats = snapshot.current()
+    assert stats.source == snapshot.SNAPSHOT
+    assert {s.queue_key for s in stats.overview.summaries} == {"q1", "q2"}
+    # other actions leave the snapshot fresh
+    make_subject("q1")
+    assert snapshot.current().source == snapshot.SNAPSHOT
+
+
 def test_a_snapshot_from_the_future_is_not_trusted(tenant):
     clock.freeze(clock.now())
     make_queue("q1", required_worker_capabilities=[])

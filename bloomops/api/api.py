@@ -130,19 +130,24 @@ def list_queues(request):
                                               **READ_ERRORS},
             summary="Queue config and summary")
 def get_queue(request, queue_key: S.PathId):
+    # The definition is read from TapDB, never from the snapshot: it decides the 404 and is
+    # returned as it is now. The figures are the snapshot's; a queue it does not hold (made
+    # by another writer since the recorder's pass) has them computed live.
     def find(stats: snapshot.Stats):
         return next((s for s in stats.overview.summaries if s.queue_key == queue_key), None)
 
-    stats = snapshot.current(with_trend=False)
-    found = find(stats)
-    if found is None and stats.source == snapshot.SNAPSHOT:
-        # a queue made since the snapshot was taken is not in it: ask live before a 404
-        stats = snapshot.current(with_trend=False, force_live=True)
+    queue = selectors.queue_config(queue_key)
+    found = None
+    if queue is not None:
+        stats = snapshot.current(with_trend=False)
         found = find(stats)
-    if found is not None:
-        return {**summary_dict(found, stats.overview.lag(queue_key), stats),
-                "config": found.config}
-    raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+        if found is None and stats.source == snapshot.SNAPSHOT:
+            stats = snapshot.live(with_trend=False)
+            found = find(stats)
+    if queue is None or found is None:
+        raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
+    return {**summary_dict(found, stats.overview.lag(queue_key), stats),
+            "config": queue["config"]}
 
 
 @router.get("/queues/{queue_key}/history", response={200: S.QueueHistoryOut, 404: S.ErrorOut,

@@ -47,8 +47,10 @@ from bloomops.execution.guards import (
     guard_subject,
 )
 from bloomops.execution.journal import emit_event, find_replay, idempotency_scope, record_action
+from bloomops.execution.models import QueueSnapshot
 from bloomops.execution.objects import save_props
 from bloomops.execution.states import TERMINAL_STATES
+from bloomops.execution.stats.counting import tenant_key
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.tenancy import tenant_of
 
@@ -148,6 +150,8 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
                 ctx.result.setdefault("state", ctx.env["state"])
                 ctx.result.setdefault("revision", ctx.env["revision"])
             action = record_action(ctx, scope, payload_hash)
+            if handler.changes_queues:
+                QueueSnapshot.objects.filter(tenant=tenant_key(tenant)).update(stale=True)
             if ctx.emit and req.action_key not in NOT_EMITTED:
                 emit_event(ctx, action)
     except DatabaseError as exc:

@@ -17,6 +17,9 @@ class QueueSnapshot(models.Model):
     data = models.JSONField()
     # The instant up to which the recorder has counted finished records (its counter cursor).
     counted_to = models.DateTimeField()
+    # Set when a queue is made, changed or retired after the snapshot was taken: readers go
+    # live until the recorder's next pass (the snapshot no longer shows every queue as it is).
+    stale = models.BooleanField(default=False)
 
     class Meta:
         db_table = "bloomops_queue_snapshot"

@@ -21,6 +21,9 @@ class Handler:
     # May run on a subject whose stored envelope is broken, rebuilding it (the operator's
     # way out); every other action refuses such a subject with INVALID_ENVELOPE.
     repairs_envelope = False
+    # Makes, changes or retires a queue: the statistics snapshot is marked stale in the same
+    # transaction, so every reader computes live until the recorder's next pass.
+    changes_queues = False
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)

@@ -112,6 +112,7 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
 
 
 class CreateQueue(Handler):
+    changes_queues = True
     # The key is the request envelope's queue_key.
     fields = ("subject_template_codes", *MUTABLE_FIELDS, "reason")
     guards_subject = False
@@ -136,6 +137,7 @@ class CreateQueue(Handler):
 
 
 class UpdateQueue(Handler):
+    changes_queues = True
     # The immutable fields are accepted only to be refused with REPLACEMENT_REQUIRED when they
     # differ: a client that tries gets the way forward, not "unknown field".
     fields = (*MUTABLE_FIELDS, "subject_template_codes", "new_queue_key", "reason")
@@ -172,6 +174,7 @@ class UpdateQueue(Handler):
 
 
 class SetQueueEnabled(Handler):
+    changes_queues = True
     fields = ("enabled", "reason")
     guards_subject = False
 
@@ -204,6 +207,7 @@ class ReplaceQueue(Handler):
     """Retire a queue object and create its successor in one transaction. The old object
     stays in TapDB (soft-deleted, so its key is free and no read serves it), with its leases,
     records, holds and action records, linked to the successor by lineage."""
+    changes_queues = True
 
     # queue_key names the queue replaced; new_queue_key the successor's key (default: same).
     fields = ("new_queue_key", "subject_template_codes", *MUTABLE_FIELDS, "reason")

@@ -102,12 +102,15 @@ def record(*, now: datetime | None = None, tenant: str | None = None,
     its freshness by it)."""
     moment = now or clock.now()
     expired = sweep(tenant=tenant, now=moment)
-    ov = overview(now=moment, tenant=tenant)
-    trend = throughput_trend(now=moment, tenant=tenant)
     key = tenant_key(tenant)
-    queue_keys = [s.queue_key for s in ov.summaries]
     with transaction.atomic():
+        # The row is locked before the figures are read: a queue change committed before
+        # is in them (its stale mark is cleared rightly); one made meanwhile waits for this
+        # pass and marks the new snapshot stale after it.
         snap = QueueSnapshot.objects.select_for_update().filter(tenant=key).first()
+        ov = overview(now=moment, tenant=tenant)
+        trend = throughput_trend(now=moment, tenant=tenant)
+        queue_keys = [s.queue_key for s in ov.summaries]
         since = snap.counted_to if snap else None
         until = counted_until(moment)
         if since is not None and until <= since:  # nothing new to count (or the clock went back)
@@ -121,7 +124,7 @@ def record(*, now: datetime | None = None, tenant: str | None = None,
         QueueSnapshot.objects.update_or_create(tenant=key, defaults={
             "taken_at": moment,
             "interval_seconds": max(1, round(interval or interval_seconds())),
-            "data": encode_overview(ov, trend), "counted_to": until})
+            "data": encode_overview(ov, trend), "counted_to": until, "stale": False})
         history.write_samples(key, moment, ov.summaries, counts if since is not None else {})
         history.prune(key, moment)
     return Pass(at=moment, expired=expired, queues=len(ov.summaries), seeded=since is None)

@@ -51,13 +51,14 @@ class Stats:
 
 
 def current(*, now: datetime | None = None, tenant: str | None = None,
-            with_trend: bool = True, force_live: bool = False) -> Stats:
-    """The snapshot when fresh (one query), else live (``live``); ``force_live``: live even
-    when fresh (a queue made since the snapshot was taken, say)."""
+            with_trend: bool = True) -> Stats:
+    """The snapshot when fresh (one query), else live (``live``). Not fresh: missing, older
+    than twice the interval, or stale (a queue made, changed or retired since it was
+    taken)."""
     moment = now or clock.now()
     row = (QueueSnapshot.objects.filter(tenant=tenant_key(tenant))
-           .values("taken_at", "interval_seconds", "data").first())
-    if (row is not None and not force_live
+           .values("taken_at", "interval_seconds", "data", "stale").first())
+    if (row is not None and not row["stale"]
             and is_fresh(row["taken_at"], moment, row["interval_seconds"])):
         ov, trend = decode_overview(row["data"])
         return Stats(ov, trend, as_of=row["taken_at"], source=SNAPSHOT, now=moment,
