@@ -1,6 +1,7 @@
 """The claim path's reads (RULES.md#claims): a worker's lease count reads its active leases
 only, however many it held before; a claim whose first candidates are all locked by other
-claimers still takes the next one in order."""
+claimers still takes the next one in order; the walk finds leased subjects by the copy and
+lineage decides."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 from django.db import connection, transaction
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.claim import ClaimQueueItem
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
-from bloomops.execution.statements import CLAIM_AHEAD, WORKER_ACTIVE_LEASE_COUNT
+from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
 from bloomops.tapdb.db import fetch_one, fetch_value
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
 
@@ -99,11 +101,13 @@ def test_lineage_decides_whose_lease_counts(tenant):
 
 @pytest.mark.usefixtures("committed")
 def test_a_claim_takes_the_next_subject_when_the_first_ones_are_locked(tenant):
-    """Other claimers hold the first CLAIM_AHEAD + 1 candidates locked (mid-claim): the
-    claim takes the next subject in order, not NO_WORK."""
+    """Other claimers hold the first candidates locked (mid-claim), more of them than the
+    claim gives up after when it finds candidates leased: the claim takes the next subject in
+    order, not NO_WORK."""
     svc = actor(*SERVICE)
     make_queue("q1")
-    made = [make_subject("q1", name=f"s{n}", priority=1000 - n) for n in range(CLAIM_AHEAD + 3)]
+    locked_count = ClaimQueueItem.MAX_CANDIDATES + 1
+    made = [make_subject("q1", name=f"s{n}", priority=1000 - n) for n in range(locked_count + 2)]
     clock.advance(1)
     worker = register(svc, max_concurrent_leases=2)
     locked, done = threading.Event(), threading.Event()
@@ -112,7 +116,7 @@ def test_a_claim_takes_the_next_subject_when_the_first_ones_are_locked(tenant):
         try:
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute("SELECT uid FROM generic_instance WHERE euid = ANY(%s) FOR UPDATE",
-                            [made[:CLAIM_AHEAD + 1]])
+                            [made[:locked_count]])
                 locked.set()
                 done.wait(30)
         finally:
@@ -122,8 +126,36 @@ def test_a_claim_takes_the_next_subject_when_the_first_ones_are_locked(tenant):
     holder.start()
     try:
         assert locked.wait(30)
-        assert claim(svc, worker)["subject_euid"] == made[CLAIM_AHEAD + 1]
+        assert claim(svc, worker)["subject_euid"] == made[locked_count]
     finally:
         done.set()
         holder.join()
     assert claim(svc, worker)["subject_euid"] == made[0]
+
+
+@pytest.mark.django_db
+def test_the_claim_walk_offers_by_the_copy_and_lineage_decides(tenant):
+    """The claim's walk finds leased subjects through the lease's copied subject EUID
+    (sql.ACTIVE_LEASE_FOUND) and lineage confirms each. A lease whose copy names another
+    subject neither hides that other subject nor frees its own: the walk offers its own
+    subject, the re-read of lineage after the lock refuses it, and the walk goes on."""
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    first, second, third = (make_subject("q1", name=f"s{n}", priority=100 - n) for n in range(3))
+    worker = register(svc, max_concurrent_leases=5)
+    lease = claim(svc, worker)
+    assert lease["subject_euid"] == first
+    with connection.cursor() as cur:  # another writer rewrites the copy, not the lineage
+        cur.execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+                       '{properties,subject_lookup_euid}', to_jsonb(%s::text))
+                       WHERE euid = %s""", [third, lease["lease_euid"]])
+    assert claim(svc, worker)["subject_euid"] == second
+    assert claim(svc, worker)["subject_euid"] == third
+    with pytest.raises(ActionError) as refused:
+        claim(svc, worker)
+    assert refused.value.code == "NO_WORK"
+    holders = fetch_value(
+        """SELECT count(*) FROM generic_instance_lineage l JOIN generic_instance s
+           ON s.uid = l.parent_instance_uid WHERE s.euid = %s AND NOT l.is_deleted
+           AND l.relationship_type = 'execution_subject_lease'""", [first])
+    assert holders == 1

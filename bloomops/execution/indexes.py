@@ -14,6 +14,7 @@ from bloomops.execution.sql import (
     ORDER_KEYS,
     TERMINAL,
 )
+from bloomops.execution.statements import CLAIM_FUNCTION, CLAIM_FUNCTION_DDL
 
 
 def _unaliased(expr: str) -> str:
@@ -124,6 +125,13 @@ READ_INDEXES: dict[str, str] = {
         (({_PROPS}->>'worker_lookup_euid'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
           AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # ACTIVE leases by their copied subject EUID: the claim's walk past a crowded head
+    # (sql.ACTIVE_LEASE_FOUND).
+    "bloomops_lease_active_subject": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_lease_active_subject ON generic_instance
+        (({_PROPS}->>'subject_lookup_euid'))
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
+          AND ({_PROPS}->>'status') = 'ACTIVE'""",
     # ACTIVE leases by queue (the summaries' active leases); leases that ended (the history)
     # are not in it.
     "bloomops_lease_active_queue": f"""
@@ -172,6 +180,9 @@ READ_INDEXES: dict[str, str] = {
     "bloomops_lineage_child_rel": """
         CREATE INDEX IF NOT EXISTS bloomops_lineage_child_rel ON generic_instance_lineage
         (child_instance_uid, relationship_type, parent_instance_uid) WHERE NOT is_deleted""",
+    # Not an index: the claim's choice of subject, a function so that the walk of the queue
+    # goes on past a candidate another claimer leased meanwhile (statements.py).
+    CLAIM_FUNCTION: CLAIM_FUNCTION_DDL,
 }
 
 # Indexes and statistics an earlier version created and a later one replaced.

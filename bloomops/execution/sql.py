@@ -128,6 +128,24 @@ ACTIVE_LEASE_EXISTS = f"""EXISTS (
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
     WHERE {LEASE_ACTIVE})"""
 
+# The same test as the claim's walk makes it, row by row along a head crowded with leased
+# subjects: the active leases whose copied subject_lookup_euid names the subject are found in
+# bloomops_lease_active_subject (ACTIVE leases only), and each counts when lineage links it to
+# the subject (the copy finds, lineage decides: RULES.md#claims). A lease linked by lineage
+# whose copy names another subject is missed here, and found by the re-read of the subject's
+# lineage the claim makes after locking it (statements.LINEAGE_BLOCKED), so this form may
+# only ever offer a candidate, never decide. The OFFSET 0s keep both tests probes per row.
+ACTIVE_LEASE_FOUND = f"""EXISTS (
+    SELECT 1 FROM generic_instance x
+    WHERE x.json_addl->'properties'->>'subject_lookup_euid' = s.euid
+      AND NOT x.is_deleted AND x.type = 'execution' AND x.subtype = 'queue_lease'
+      AND {LEASE_ACTIVE}
+      AND EXISTS (SELECT 1 FROM generic_instance_lineage l
+                  WHERE l.child_instance_uid = x.uid AND l.parent_instance_uid = s.uid
+                    AND l.relationship_type = 'execution_subject_lease' AND NOT l.is_deleted
+                  OFFSET 0)
+    OFFSET 0)"""
+
 ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted

@@ -7,68 +7,19 @@ from __future__ import annotations
 from bloomops.execution.sql import (
     ACTIVE_HOLD_EXISTS,
     ACTIVE_LEASE_EXISTS,
+    ACTIVE_LEASE_FOUND,
     ENV,
     HAS_ENVELOPE,
     ORDER_BY,
     ORDER_BY_COLUMNS,
     ORDER_COLUMNS,
-    ORDER_KEYS,
     OWN_COLUMNS_VISIBLE,
     QP,
     QUEUES,
     TEMPLATES,
-    VISIBLE,
     lease_past_expiry,
     worker_active_leases,
 )
-
-# The first visible subject of a queue in order, locked, skipping rows other claimers hold
-# (RULES.md#claims); ``exclude`` are candidates this claim already found blocked.
-CLAIM_CANDIDATE = f"""
-    SELECT s.uid FROM ({QUEUES}) q
-    JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-     AND {ENV}->>'next_queue_key' = %(queue_key)s
-    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-    WHERE {QP}->>'queue_key' = %(queue_key)s AND {VISIBLE}
-      AND NOT (s.uid = ANY(%(exclude)s))
-    ORDER BY {ORDER_BY}
-    LIMIT 1
-    FOR UPDATE OF s SKIP LOCKED"""
-
-# The same claim in two steps, for a queue whose head is crowded with subjects already
-# leased (a busy queue: each claim walks past all of them). The first CLAIM_AHEAD visible
-# subjects are found in order without locking, so the walk of bloomops_queue_order needs no
-# per-row re-check of the envelope's validity (PostgreSQL keeps the conditions an index
-# predicate implies on a FOR UPDATE scan), and lineage is probed before the queue's
-# conditions are evaluated on the envelope (among the first CLAIM_AHEAD * 16 subjects
-# lineage does not block). Then they are locked in that order, skipping rows other
-# claimers hold, with the row's own conditions evaluated again on its newest version as
-# FOR UPDATE does. When none of them can be locked, the one-step statement decides.
-CLAIM_AHEAD = 16
-CLAIM_CANDIDATE_AHEAD = f"""
-    SELECT s.uid FROM (
-        SELECT s.uid, {", ".join(f"s.{alias}" for _, _, alias in ORDER_KEYS)}
-        FROM (
-            SELECT s.uid, s.template_uid, s.json_addl, s.created_dt, {ORDER_COLUMNS}
-            FROM generic_instance s
-            WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-              AND {ENV}->>'next_queue_key' = %(queue_key)s
-              AND NOT {ACTIVE_LEASE_EXISTS} AND NOT {ACTIVE_HOLD_EXISTS}
-              AND NOT (s.uid = ANY(%(exclude)s))
-            ORDER BY {ORDER_BY}
-            LIMIT {CLAIM_AHEAD * 16}) s
-        JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
-        JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        WHERE {OWN_COLUMNS_VISIBLE}
-        ORDER BY {ORDER_BY_COLUMNS}
-        LIMIT {CLAIM_AHEAD}) c
-    JOIN generic_instance s ON s.uid = c.uid
-    JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
-    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-    WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE} AND {OWN_COLUMNS_VISIBLE}
-    ORDER BY {ORDER_BY_COLUMNS}
-    LIMIT 1
-    FOR UPDATE OF s SKIP LOCKED"""
 
 # After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
 # columns on the newest row version, but its lineage sub-queries ran on the statement's
@@ -76,6 +27,90 @@ CLAIM_CANDIDATE_AHEAD = f"""
 LINEAGE_BLOCKED = f"""
     SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
     FROM generic_instance s WHERE s.uid = %(uid)s"""
+
+# The visible subjects of a queue in order (RULES.md#order), walked lazily: lineage is probed
+# first, row by row along bloomops_queue_order (the queue's head is often crowded with
+# subjects already leased), then the queue's conditions on the envelope.
+_CLAIM_WALK = f"""
+    SELECT s.uid FROM (
+        SELECT s.uid, s.template_uid, s.json_addl, s.created_dt, {ORDER_COLUMNS}
+        FROM generic_instance s
+        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+          AND {ENV}->>'next_queue_key' = %(queue_key)s
+          AND NOT {ACTIVE_LEASE_FOUND} AND NOT {ACTIVE_HOLD_EXISTS}
+        ORDER BY {ORDER_BY}) s
+    JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
+    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+    WHERE {OWN_COLUMNS_VISIBLE}
+    ORDER BY {ORDER_BY_COLUMNS}"""
+
+# One candidate locked, skipping it when another claimer holds it, its own columns evaluated
+# again on its newest version (as FOR UPDATE does).
+_CLAIM_LOCK = f"""
+    SELECT s.uid INTO v_locked FROM generic_instance s
+    JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
+    JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
+    WHERE s.uid = %(uid)s AND s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+      AND {OWN_COLUMNS_VISIBLE}
+    FOR UPDATE OF s SKIP LOCKED"""
+
+
+def _in_function(sql: str, *, tenant: str = "= p_tenant") -> str:
+    """A statement's named parameters as the claim function's arguments and variables;
+    ``tenant`` is how the tenant is compared (db.fetch_all's statements compare ``IS NULL``
+    for none, which only a statement of its own can do and keep its index)."""
+    sql = sql.replace("= %(tenant)s", tenant)
+    for name, var in (("queue_key", "p_queue_key"), ("now", "p_now"), ("uid", "v_uid")):
+        sql = sql.replace(f"%({name})s", var)
+    assert "%(" not in sql, sql
+    return sql
+
+
+# The claim's choice of subject (RULES.md#claims), in the database: one cursor walks the
+# queue in order, and each candidate is locked (SKIP LOCKED) and its lineage re-read in new
+# statements, which in a VOLATILE function under READ COMMITTED see new snapshots: the walk's
+# lineage probes saw the snapshot the walk started with, and a claimer that committed since
+# may have leased the candidate. When that happened the walk goes on from where it was,
+# instead of starting again at the head past every leased subject (a busy queue's claimers
+# meet this race about every other claim). A candidate found blocked after its lock counts
+# towards p_max_blocked; then the claim gives up (NO_WORK). The cursor is FETCHed one row at
+# a time, so a claim at an uncrowded head computes one candidate.
+CLAIM_FUNCTION = "bloomops_claim_next"
+CLAIM_FUNCTION_DDL = f"""
+    CREATE OR REPLACE FUNCTION {CLAIM_FUNCTION}(p_tenant uuid, p_queue_key text, p_now text,
+                                                p_max_blocked integer)
+    RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+    DECLARE
+      walk refcursor;
+      v_uid bigint;
+      v_locked bigint;
+      v_blocked boolean;
+      v_tries integer := 0;
+    BEGIN
+      IF p_tenant IS NULL THEN
+        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK, tenant="IS NULL")};
+      ELSE
+        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK)};
+      END IF;
+      LOOP
+        FETCH walk INTO v_uid;
+        EXIT WHEN NOT FOUND;
+        {_in_function(_CLAIM_LOCK, tenant="IS NOT DISTINCT FROM p_tenant")};
+        CONTINUE WHEN NOT FOUND;
+        SELECT b.leased OR b.held INTO v_blocked FROM ({_in_function(LINEAGE_BLOCKED)}) b;
+        IF NOT v_blocked THEN
+          CLOSE walk;
+          RETURN v_uid;
+        END IF;
+        v_tries := v_tries + 1;
+        EXIT WHEN v_tries >= p_max_blocked;
+      END LOOP;
+      CLOSE walk;
+      RETURN NULL;
+    END $$"""
+
+CLAIM_CANDIDATE = (f"SELECT {CLAIM_FUNCTION}(%(tenant)s, %(queue_key)s, %(now)s,"
+                   " %(max_blocked)s) AS uid")
 
 WORKER_ACTIVE_LEASE_COUNT = (
     f"SELECT {worker_active_leases('%(worker_uid)s', '%(worker_euid)s')} AS n")

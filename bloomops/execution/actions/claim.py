@@ -32,8 +32,6 @@ from bloomops.execution.policy import (
 )
 from bloomops.execution.statements import (
     CLAIM_CANDIDATE,
-    CLAIM_CANDIDATE_AHEAD,
-    LINEAGE_BLOCKED,
     WORKER_ACTIVE_LEASE_COUNT,
 )
 from bloomops.execution.states import (
@@ -51,19 +49,22 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
 
 
 def _plan_once() -> None:
-    """The look-ahead statement's plan is the same for every queue and instant, but
-    PostgreSQL, judging its parameters, would plan it anew on every claim (several ms of
-    CPU, more than it runs at an uncrowded head). For the rest of this claim's transaction
-    prepared statements use their one generic plan; every prepared statement of the claim
-    path is an index walk whose plan does not depend on its parameters."""
+    """The claim function's walk (statements.CLAIM_FUNCTION) has the same plan for every
+    queue and instant, but PostgreSQL, judging its parameters, would plan it anew on every
+    claim (several ms of CPU, more than it runs at an uncrowded head). For the rest of this
+    claim's transaction prepared statements, and the function's own, use their one generic
+    plan; every statement of the claim path is an index walk whose plan does not depend on
+    its parameters."""
     sql_execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
 
 
-def _claim_candidate(ctx: Context, queue_key: str, exclude: list[int]) -> int | None:
-    params = {"tenant": ctx.tenant, "now": ctx.now_ts, "queue_key": queue_key,
-              "exclude": exclude}
-    row = fetch_one(CLAIM_CANDIDATE_AHEAD, params, prepare="claim_candidate_ahead") or (
-        fetch_one(CLAIM_CANDIDATE, params, prepare="claim_candidate"))
+def _claim_candidate(ctx: Context, queue_key: str, max_blocked: int) -> int | None:
+    """The first visible subject of the queue in order that this claim could lock and whose
+    lineage, re-read after the lock, shows no active lease or hold (statements.CLAIM_FUNCTION,
+    RULES.md#claims)."""
+    row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
+                                      "queue_key": queue_key, "max_blocked": max_blocked},
+                    prepare="claim_candidate")
     return row["uid"] if row else None
 
 
@@ -161,23 +162,10 @@ class ClaimQueueItem(Handler):
                 self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
-            tried: list[int] = []
             _plan_once()
-            for _ in range(self.MAX_CANDIDATES):
-                uid = _claim_candidate(ctx, queue["queue_key"], tried)
-                if uid is None:
-                    break
-                # FOR UPDATE re-evaluated the candidate's own columns on its newest version,
-                # but the lineage NOT EXISTS ran on the statement's older snapshot. Re-read
-                # the lineage in a new statement now that we hold the lock, or two claimers can
-                # lease one subject (RULES.md#claims).
-                blocked = fetch_one(LINEAGE_BLOCKED, {"uid": uid, "now": ctx.now_ts},
-                                    prepare="lineage_blocked")
-                if blocked and not (blocked["leased"] or blocked["held"]):
-                    chosen = (queue, uid)
-                    break
-                tried.append(uid)
-            if chosen:
+            uid = _claim_candidate(ctx, queue["queue_key"], self.MAX_CANDIDATES)
+            if uid is not None:
+                chosen = (queue, uid)
                 break
         if chosen is None:
             raise ActionError("NO_WORK", queue_key=req.queue_key)
