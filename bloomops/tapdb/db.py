@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -22,12 +23,10 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 _prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _prepared_call(name: str, sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """Turn a %(name)s statement into PREPARE once per session and EXECUTE each time.
-
-    The hot statements of the claim path are large; planning them costs more than running
-    them. A prepared statement is planned once per session (PostgreSQL re-plans by itself when
-    the schema or statistics change)."""
+@functools.lru_cache(maxsize=512)
+def _numbered(name: str, sql: str) -> tuple[str, str, tuple[str, ...]]:
+    """A %(name)s statement as $n text, its session-wide name and its parameter order (worked
+    out once per process: the claim path runs these for every statement)."""
     order: list[str] = []
 
     def number(match: re.Match) -> str:
@@ -36,7 +35,16 @@ def _prepared_call(name: str, sql: str, params: Mapping[str, Any]) -> tuple[str,
         return f"${order.index(match.group(1)) + 1}"
 
     body = _NAMED.sub(number, sql)
-    ident = f"bloomops_{name}_{hashlib.sha1(body.encode()).hexdigest()[:10]}"
+    return f"bloomops_{name}_{hashlib.sha1(body.encode()).hexdigest()[:10]}", body, tuple(order)
+
+
+def _prepared_call(name: str, sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """Turn a %(name)s statement into PREPARE once per session and EXECUTE each time.
+
+    The hot statements of the claim path are large; planning them costs more than running
+    them. A prepared statement is planned once per session (PostgreSQL re-plans by itself when
+    the schema or statistics change)."""
+    ident, body, order = _numbered(name, sql)
     raw = connection.connection
     known = _prepared.setdefault(raw, set())
     if ident not in known:
