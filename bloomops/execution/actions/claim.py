@@ -37,7 +37,6 @@ from bloomops.execution.statements import (
 from bloomops.execution.states import (
     WorkerType,
 )
-from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
 
 
@@ -46,16 +45,6 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
                                                "worker_euid": worker.euid, "now": ctx.now_ts},
                     prepare="worker_active_leases")
     return int(row["n"]) if row else 0
-
-
-def _plan_once() -> None:
-    """The claim function's walk (statements.CLAIM_FUNCTION) has the same plan for every
-    queue and instant, but PostgreSQL, judging its parameters, would plan it anew on every
-    claim (several ms of CPU, more than it runs at an uncrowded head). For the rest of this
-    claim's transaction prepared statements, and the function's own, use their one generic
-    plan; every statement of the claim path is an index walk whose plan does not depend on
-    its parameters."""
-    sql_execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
 
 
 def _claim_candidate(ctx: Context, queue_key: str, max_blocked: int) -> int | None:
@@ -162,7 +151,6 @@ class ClaimQueueItem(Handler):
                 self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
-            _plan_once()
             uid = _claim_candidate(ctx, queue["queue_key"], self.MAX_CANDIDATES)
             if uid is not None:
                 chosen = (queue, uid)
