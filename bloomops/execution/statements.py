@@ -20,6 +20,7 @@ from bloomops.execution.sql import (
     lease_past_expiry,
     worker_active_leases,
 )
+from bloomops.tapdb.tenancy import for_tenant
 
 # After a claim has locked its candidate row: FOR UPDATE re-evaluated the candidate's own
 # columns on the newest row version, but its lineage sub-queries ran on the statement's
@@ -55,11 +56,12 @@ _CLAIM_LOCK = f"""
     FOR UPDATE OF s SKIP LOCKED"""
 
 
-def _in_function(sql: str, *, tenant: str = "= p_tenant") -> str:
+def _in_function(sql: str, *, tenant: str | None = "= p_tenant") -> str:
     """A statement's named parameters as the claim function's arguments and variables;
-    ``tenant`` is how the tenant is compared (db.fetch_all's statements compare ``IS NULL``
-    for none, which only a statement of its own can do and keep its index)."""
-    sql = sql.replace("= %(tenant)s", tenant)
+    ``tenant`` is how the tenant is compared, None for the statement of no tenant as
+    db.fetch_all runs it (tenancy.for_tenant: ``IS NULL``, which keeps the index)."""
+    sql = (for_tenant(sql, {"tenant": None}) if tenant is None
+           else sql.replace("= %(tenant)s", tenant))
     for name, var in (("queue_key", "p_queue_key"), ("now", "p_now"), ("uid", "v_uid")):
         sql = sql.replace(f"%({name})s", var)
     assert "%(" not in sql, sql
@@ -90,7 +92,7 @@ CLAIM_FUNCTION_DDL = f"""
       v_tries integer := 0;
     BEGIN
       IF p_tenant IS NULL THEN
-        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK, tenant="IS NULL")};
+        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK, tenant=None)};
       ELSE
         OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK)};
       END IF;
