@@ -98,23 +98,30 @@ def hold_active(alias: str = "x") -> str:
 LEASE_ACTIVE = lease_active()
 
 
-def worker_active_leases(worker_uid: str, worker_euid: str) -> str:
-    """How many active leases a worker holds (its lease limit counts these), as a scalar
-    sub-query on the worker's uid and EUID expressions. The live leases are found through
-    bloomops_lease_worker_active, keyed by the lease's copied worker_lookup_euid (the lookup
-    the data model names for it), and each counts only when lineage links it to the worker
-    (RULES.md#leases): the copy finds, lineage decides. Only active leases are read, however
-    many the worker held before. OFFSET 0 keeps the lineage test a probe per active lease
-    (by the lease's uid): as a semi-join the planner may instead walk every worker-lease
-    edge, which is the history this count must not read."""
-    return f"""(SELECT count(*) FROM generic_instance x
-        WHERE x.json_addl->'properties'->>'worker_lookup_euid' = {worker_euid}
+def leases_found(lookup: str, value: str, *, rel: str, linked_to: str) -> str:
+    """The active leases whose copied ``lookup`` field (worker_lookup_euid,
+    subject_lookup_euid) is ``value``, each kept only when a ``rel`` lineage edge links it to
+    ``linked_to`` (a uid expression): the copy finds, lineage decides (RULES.md#leases). A
+    FROM clause over lease ``x``. The copies are found in partial indexes of ACTIVE leases, so
+    only live leases are read, however many ended before; OFFSET 0 keeps the lineage test a
+    probe per lease found (as a semi-join the planner may instead walk every edge of
+    ``linked_to``, which is the history these reads must not read)."""
+    return f"""generic_instance x
+        WHERE x.json_addl->'properties'->>'{lookup}' = {value}
           AND NOT x.is_deleted AND x.type = 'execution' AND x.subtype = 'queue_lease'
           AND {lease_active()}
           AND EXISTS (SELECT 1 FROM generic_instance_lineage l
                       WHERE l.child_instance_uid = x.uid AND NOT l.is_deleted
-                        AND l.relationship_type = 'execution_worker_lease'
-                        AND l.parent_instance_uid = {worker_uid} OFFSET 0))"""
+                        AND l.relationship_type = '{rel}'
+                        AND l.parent_instance_uid = {linked_to} OFFSET 0)"""
+
+
+def worker_active_leases(worker_uid: str, worker_euid: str) -> str:
+    """How many active leases a worker holds (its lease limit counts these), as a scalar
+    sub-query on the worker's uid and EUID expressions, through bloomops_lease_worker_active."""
+    found = leases_found("worker_lookup_euid", worker_euid, rel="execution_worker_lease",
+                         linked_to=worker_uid)
+    return f"(SELECT count(*) FROM {found})"
 
 # A subject's lease edges newest first (the sub-query's ORDER BY keeps it from being folded
 # into the join): a subject claimed many times has its active lease, if any, at the end of
@@ -134,17 +141,11 @@ ACTIVE_LEASE_EXISTS = f"""EXISTS (
 # the subject (the copy finds, lineage decides: RULES.md#claims). A lease linked by lineage
 # whose copy names another subject is missed here, and found by the re-read of the subject's
 # lineage the claim makes after locking it (statements.LINEAGE_BLOCKED), so this form may
-# only ever offer a candidate, never decide. The OFFSET 0s keep both tests probes per row.
-ACTIVE_LEASE_FOUND = f"""EXISTS (
-    SELECT 1 FROM generic_instance x
-    WHERE x.json_addl->'properties'->>'subject_lookup_euid' = s.euid
-      AND NOT x.is_deleted AND x.type = 'execution' AND x.subtype = 'queue_lease'
-      AND {LEASE_ACTIVE}
-      AND EXISTS (SELECT 1 FROM generic_instance_lineage l
-                  WHERE l.child_instance_uid = x.uid AND l.parent_instance_uid = s.uid
-                    AND l.relationship_type = 'execution_subject_lease' AND NOT l.is_deleted
-                  OFFSET 0)
-    OFFSET 0)"""
+# only ever offer a candidate, never decide. OFFSET 0 keeps the test a probe per row.
+ACTIVE_LEASE_FOUND = (
+    f"""EXISTS (SELECT 1 FROM {leases_found("subject_lookup_euid", "s.euid",
+                                           rel="execution_subject_lease", linked_to="s.uid")}
+    OFFSET 0)""")
 
 ACTIVE_HOLD_EXISTS = f"""EXISTS (
     SELECT 1 FROM generic_instance_lineage l
