@@ -269,3 +269,26 @@ def test_the_failure_totals_count_outside_the_window(lab):
     (q1,) = [r for r in current(lab) if r["queue_key"] == "q1"]
     assert q1["retryable_failures_total"] == 1 and q1["terminal_failures_total"] == 1
     assert q1["failures_window"] == 1 and q1["successes_window"] == 1
+
+
+SUBJECT_COLUMNS = COLUMNS[:COLUMNS.index("retry_pending_count") + 1]
+
+
+def test_equal_at_the_instant_a_subject_was_made(lab):
+    """The summaries decide "ready by now" for a subject without a stated instant from its
+    created_dt as a timestamp, the reference from created_dt written out as text: equal at
+    the microsecond a subject was made, just before it and just after it, when the oldest
+    and newest come from created_dt and from stated instants."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT created_dt FROM generic_instance WHERE name = 'state-READY'")
+        (made,) = cur.fetchone()
+    for delta in (timedelta(0), timedelta(microseconds=-1), timedelta(microseconds=1)):
+        now = made + delta
+        got, want = current(now), reference(now)
+        assert len(got) == len(want) == 4
+        # the subjects' columns (the records' window is not meant for an instant before the
+        # records were written)
+        assert [{c: r[c] for c in SUBJECT_COLUMNS} for r in got] == [
+            {c: r[c] for c in SUBJECT_COLUMNS} for r in want], delta
+    q1 = {r["queue_key"]: r for r in current(made)}["q1"]
+    assert q1["depth"] > 0 and q1["oldest_ready_at"] <= made

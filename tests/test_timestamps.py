@@ -90,3 +90,10 @@ def test_the_sql_and_python_readings_of_a_timestamp_agree():
         assert fetch_value("SELECT bloomops_utc(%s)", [text]) == normalize_ts(text), text
     for junk in ["tomorrow", "2026-13-45T10:00:00Z", "", "2026-11-22"]:
         assert fetch_value("SELECT bloomops_utc(%s)", [junk]) is None, junk
+    # our own form passes as it is (27 characters, "." 20th, "Z" last), character counts
+    # not bytes; one character more or less is parsed
+    assert fetch_value("SELECT bloomops_utc(%s)", ["2026-11-22T09:00:00.12345Z"]) == (
+        "2026-11-22T09:00:00.123450Z")
+    assert fetch_value("SELECT bloomops_utc(%s)", ["2026-11-22T09:00:00.1234567Z"]) is None
+    assert fetch_value("SELECT bloomops_utc(%s)", ["2026-11-22T09:00:00.12345ÅZ"]) == (
+        "2026-11-22T09:00:00.12345ÅZ")

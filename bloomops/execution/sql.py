@@ -41,18 +41,34 @@ def utc(text_expr: str) -> str:
     return f"bloomops_utc({text_expr})"
 
 
+def _ready_parts(alias: str, retry_at: str | None, ready_at: str | None) -> tuple[str, str]:
+    env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
+        "(json_addl->'properties'->'execution')")
+    return utc(retry_at or f"{env}->>'retry_at'"), utc(ready_at or f"{env}->>'ready_at'")
+
+
 def ready_ts(alias: str = "s", *, retry_at: str | None = None,
              ready_at: str | None = None) -> str:
     """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable.
     ``retry_at``/``ready_at``: the stored texts when a read has already taken them out of
     the envelope (plain values, so bloomops_utc's inlined body does not extract them again
     for each of its references)."""
-    env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
-        "(json_addl->'properties'->'execution')")
     created = f"{alias}.created_dt" if alias else "created_dt"
-    retry = utc(retry_at or f"{env}->>'retry_at'")
-    ready = utc(ready_at or f"{env}->>'ready_at'")
-    return f"coalesce({retry}, {ready}, {utc_text(created)})"
+    return f"coalesce({', '.join(_ready_parts(alias, retry_at, ready_at))}, {utc_text(created)})"
+
+
+def stated_ready(*, retry_at: str, ready_at: str) -> str:
+    """The part of ready_ts the envelope names (NULL when it names none: then the subject
+    is ready from its created_dt), over texts a read has already taken out."""
+    return f"coalesce({', '.join(_ready_parts('s', retry_at, ready_at))})"
+
+
+def ready_due(stated: str, created: str) -> str:
+    """``ready_ts <= %(now)s`` over a read's plain values without writing created_dt out as
+    text for every row: fixed-width UTC text orders as the instants do, so where the
+    envelope names no instant, created_dt compared with %(now)s as a timestamptz is the same
+    test (tests/test_summaries_formulation.py compares the two)."""
+    return f"coalesce({stated} <= %(now)s, {created} <= %(now)s::timestamptz)"
 
 
 READY_TS = ready_ts()
@@ -280,7 +296,8 @@ HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_key' = q.queue_key",
                state: str = f"{ENV}->>'state'", terminal: str = TERMINAL,
                cancel_requested: str = CANCEL_REQUESTED,
-               held_by_envelope: str = HELD_BY_ENVELOPE, ready: str = READY_TS,
+               held_by_envelope: str = HELD_BY_ENVELOPE,
+               ready_due: str = f"{READY_TS} <= %(now)s",
                template_listed: str = f"q.template_codes ? {TEMPLATE_CODE}",
                scope: str = SCOPE_MATCH) -> str:
     """The visibility predicate, given how to test "has an active lease" and "has an active
@@ -297,7 +314,7 @@ def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_ke
               AND NOT {terminal}
               AND NOT {cancel_requested}
               AND NOT {held_by_envelope}
-              AND {ready} <= %(now)s
+              AND {ready_due}
               AND {template_listed}
               AND {scope}
              THEN true ELSE false END

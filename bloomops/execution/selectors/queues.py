@@ -35,9 +35,11 @@ from bloomops.execution.sql import (
     lease_active,
     on_envelope,
     priority_band,
-    ready_ts,
+    ready_due,
     retry_pending,
     scope_match,
+    stated_ready,
+    utc_text,
     visibility,
 )
 from bloomops.execution.stats.counting import (
@@ -161,11 +163,12 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
 
 
 # The parts of the rules over the plain values the summaries' inner layers pass on.
-READY_PLAIN = ready_ts(retry_at="s.retry_at", ready_at="s.ready_at")
+STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
 VISIBLE_PLAIN = visibility(
     leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
     terminal="s.terminal", cancel_requested="s.cancel_requested",
-    held_by_envelope="s.held_by_envelope", ready="s.ready",
+    held_by_envelope="s.held_by_envelope",
+    ready_due=ready_due("s.stated", "s.created_dt"),
     template_listed="s.template_listed",
     scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
 RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
@@ -190,8 +193,12 @@ _SUMMARY_SUBJECTS = f"""
     FROM queues q
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE s.vis) AS depth,
-               min(s.ready) FILTER (WHERE s.vis) AS oldest,
-               max(s.ready) FILTER (WHERE s.vis) AS newest,
+               least(min(s.stated) FILTER (WHERE s.vis),
+                     {utc_text("min(s.created_dt) FILTER (WHERE s.vis AND s.stated IS NULL)")})
+                   AS oldest,
+               greatest(max(s.stated) FILTER (WHERE s.vis),
+                        {utc_text("max(s.created_dt) FILTER (WHERE s.vis AND s.stated IS NULL)")})
+                   AS newest,
                count(*) FILTER (WHERE s.vis AND {priority_band("STAT", "s.prio")})
                    AS stat_count,
                count(*) FILTER (WHERE s.vis AND {priority_band("URGENT", "s.prio")})
@@ -200,10 +207,10 @@ _SUMMARY_SUBJECTS = f"""
                                   AND {held(HELD_IN_SET, "s.held_by_envelope")}) AS held_count,
                count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
         FROM (
-            SELECT s.uid, s.ready, s.retry_at, s.prio, s.terminal, s.state, s.held_by_envelope,
-                   {VISIBLE_PLAIN} AS vis
+            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.prio, s.terminal, s.state,
+                   s.held_by_envelope, {VISIBLE_PLAIN} AS vis
             FROM (
-            SELECT s.*, {READY_PLAIN} AS ready
+            SELECT s.*, {STATED_PLAIN} AS stated
             FROM (
                 SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
                        s.env->>'state' AS state,
