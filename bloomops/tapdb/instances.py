@@ -27,6 +27,9 @@ class Created:
     created_dt: datetime | None = None
 
 
+_PREPARED_EDGES = 8
+
+
 def _tenant(tenant_id: str | None) -> str | None:
     return tenant_of(tenant_id)
 
@@ -95,8 +98,8 @@ def link_many(
     params: dict[str, Any] = {"tenant": _tenant(tenant_id)}
     for i, (parent, child, rel) in enumerate(edges):
         params.update({f"p{i}": parent, f"c{i}": child, f"r{i}": rel})
-    # Prepared per number of edges (a claim links seven at a time): planning the join with
-    # generic_instance's indexes cost about 1 ms a statement.
+    # Prepared per number of edges, up to the handful an action links (a claim links seven):
+    # planning the join with generic_instance's indexes cost about 1 ms a statement.
     rows = fetch_all(
         f"""
         INSERT INTO generic_instance_lineage
@@ -112,7 +115,7 @@ def link_many(
         RETURNING uid, euid
         """,
         params,
-        prepare=f"link_{len(edges)}",
+        prepare=f"link_{len(edges)}" if len(edges) <= _PREPARED_EDGES else None,
     )
     if len(rows) != len(edges):
         raise LookupError("lineage endpoint does not exist")
