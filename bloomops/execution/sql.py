@@ -163,11 +163,17 @@ ACTIVE_LEASE_FOUND = (
                                            rel="execution_subject_lease", linked_to="s.uid")}
     OFFSET 0)""")
 
+# The subject's hold edges are a sub-select of FROM, as in ACTIVE_LEASE_EXISTS, so the test
+# stays a probe per row: written as a plain join, the planner may turn it into an anti-join
+# against every active hold of the lab, built first (it expects a few dozen; the bench has
+# 7,800) and scanned again for each row of a page.
 ACTIVE_HOLD_EXISTS = f"""EXISTS (
-    SELECT 1 FROM generic_instance_lineage l
+    SELECT 1 FROM (
+        SELECT l.child_instance_uid FROM generic_instance_lineage l
+        WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_hold') l
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-    WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
-      AND l.relationship_type = 'execution_subject_hold' AND {hold_active()})"""
+    WHERE {hold_active()})"""
 
 # Templates with their semantic code.
 TEMPLATES = """
