@@ -25,7 +25,8 @@ from bloomops.execution.sql import (
     DISPATCH_PRIORITY,
     ENV,
     HAS_ENVELOPE,
-    HELD_BY_SETS,
+    HELD_IN_SET,
+    LEASED_BY_SETS,
     PRIORITY,
     QP,
     QUEUES,
@@ -33,9 +34,10 @@ from bloomops.execution.sql import (
     RETRY_PENDING,
     TEMPLATES,
     TERMINAL,
-    VISIBLE_BY_SETS,
+    held,
     lease_active,
     priority_band,
+    visibility,
 )
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.db import fetch_all
@@ -51,6 +53,11 @@ from tests.engine import (
 )
 
 pytestmark = pytest.mark.django_db
+
+# The rules over the stored row with the lease and hold sets (what the depths and a page's
+# total counted before they read plain values too).
+VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
+HELD_BY_SETS = held(HELD_IN_SET)
 
 REFERENCE_SUBJECTS = f"""
     WITH {BLOCKED_SUBJECTS},

@@ -313,7 +313,7 @@ def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_ke
 
     The other arguments are the parts of the rule over the stored row, which is what every
     read passes; a read over whole queues (the summaries) passes the same parts over values
-    it has already taken out of the envelope once per row (``selectors/queues.py``)."""
+    it has already taken out of the envelope once per row (``selectors/routed.py``)."""
     return f"""(
     {routed}
     AND CASE WHEN q.eligible_states ? ({state})
@@ -336,7 +336,6 @@ def held(by_lineage: str, by_envelope: str = HELD_BY_ENVELOPE) -> str:
 
 HELD = held(ACTIVE_HOLD_EXISTS)
 HELD_IN_SET = "(s.uid IN (SELECT uid FROM held_subjects))"
-HELD_BY_SETS = held(HELD_IN_SET)
 LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
@@ -362,8 +361,6 @@ BLOCKED_SUBJECTS = f"""
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
          AND l.relationship_type = 'execution_subject_hold'
         WHERE NOT x.is_deleted AND {hold_active()})"""
-
-VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
 
 # The conditions on the subject row's own columns only (a claim re-reads lineage after
 # locking, in a statement of its own: statements.LINEAGE_BLOCKED).

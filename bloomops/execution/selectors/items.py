@@ -16,9 +16,9 @@ from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
 )
+from bloomops.execution.selectors.routed import QUEUES_AND_SETS, plain_subjects
 from bloomops.execution.selectors.subjects import REASON_TEXT, Reason
 from bloomops.execution.sql import (
-    BLOCKED_SUBJECTS,
     CANCEL_REQUESTED,
     ENV,
     ENVELOPE_VALID,
@@ -37,7 +37,6 @@ from bloomops.execution.sql import (
     TEMPLATES,
     TERMINAL,
     VISIBLE,
-    VISIBLE_BY_SETS,
 )
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -96,8 +95,8 @@ def queue_items(
 ) -> tuple[list[QueueItem], int]:
     """Visible items of a queue in execution order (RULES.md#visibility, RULES.md#order),
     one page, with the total count of visible items matching the filters. One query: the
-    page walks the ordered index and stops; the total counts with the set form of the
-    predicate."""
+    page walks the ordered index and stops; the total counts the queue's subjects as plain
+    values (selectors/routed.py), as the summaries do."""
     params = read_params(now, tenant, queue_key=queue_key, limit=limit, offset=offset)
     extra = filters_sql(filters, params)
     routed = f"""
@@ -109,8 +108,10 @@ def queue_items(
         WHERE {QP}->>'queue_key' = %(queue_key)s"""
     rows = fetch_all(
         f"""
-        WITH {BLOCKED_SUBJECTS},
-        total AS (SELECT count(*) AS n {routed} AND {VISIBLE_BY_SETS}{extra}),
+        WITH {QUEUES_AND_SETS},
+        total AS (SELECT count(*) FILTER (WHERE s.vis) AS n
+                  FROM queues q CROSS JOIN LATERAL ({plain_subjects(extra)}) s
+                  WHERE q.queue_key = %(queue_key)s),
         page AS (
             SELECT {ITEM_COLUMNS}, {ORDER_COLUMNS} {routed} AND {VISIBLE}{extra}
             ORDER BY {ORDER_BY}

@@ -15,32 +15,20 @@ from bloomops.execution.selectors.base import (
     THROUGHPUT_WINDOW_MINUTES,
     read_params,
 )
+from bloomops.execution.selectors.routed import (
+    QUEUES_AND_SETS,
+    RETRY_PENDING_PLAIN,
+    plain_subjects,
+)
 from bloomops.execution.sql import (
-    BLOCKED_SUBJECTS,
-    CANCEL_REQUESTED,
     DISPATCH_PRIORITY,
-    ENV,
-    HAS_ENVELOPE,
-    HELD_BY_ENVELOPE,
     HELD_IN_SET,
-    LEASED_BY_SETS,
-    PRIORITY,
     QP,
     QUEUES,
-    SCOPE_FIELDS,
-    TEMPLATES,
-    TERMINAL,
-    VISIBLE_BY_SETS,
     held,
     lease_active,
-    on_envelope,
     priority_band,
-    ready_due,
-    retry_pending,
-    scope_match,
-    stated_ready,
     utc_text,
-    visibility,
 )
 from bloomops.execution.stats.counting import (
     TOTALS_PARTS,
@@ -147,48 +135,21 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
     """queue_key -> count of visible subjects, for every queue. One query."""
     rows = fetch_all(
         f"""
-        WITH {BLOCKED_SUBJECTS}
-        SELECT {QP}->>'queue_key' AS queue_key,
-               count(s.uid) FILTER (WHERE {VISIBLE_BY_SETS}) AS depth
-        FROM ({QUEUES}) q
-        LEFT JOIN generic_instance s
-          ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-         AND {ENV}->>'next_queue_key' = {QP}->>'queue_key'
-        LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        GROUP BY 1
+        WITH {QUEUES_AND_SETS}
+        SELECT q.queue_key, a.depth
+        FROM queues q
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE s.vis) AS depth FROM ({plain_subjects()}) s) a
         """,
         read_params(now, tenant),
     )
     return {r["queue_key"]: int(r["depth"]) for r in rows}
 
 
-# The parts of the rules over the plain values the summaries' inner layers pass on.
-STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
-VISIBLE_PLAIN = visibility(
-    leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
-    terminal="s.terminal", cancel_requested="s.cancel_requested",
-    held_by_envelope="s.held_by_envelope",
-    ready_due=ready_due("s.stated", "s.created_dt"),
-    template_listed="s.template_listed",
-    scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
-RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
-                                    retry_at="s.retry_at")
-
-# The summaries' subject statement (RULES.md#metrics). Per queue, a LATERAL walk of the
-# queue's routed subjects through bloomops_queue_order (whose predicate already holds the
-# envelope's validity, so it is not evaluated again per row). Each layer is kept apart by
-# OFFSET 0 so that what it computes is computed once per row and passed on as a plain value:
-# the properties are taken out of the whole JSON once, the envelope out of them once, its
-# fields once; then the rules of sql.py (the same fragments every read uses) run over those
-# values, and bloomops_utc only over the two stored timestamps a row is ordered by, and
-# only for the rows that need them. A queue's template codes become the uids of its
-# templates once per queue (template_uid = ANY(...)) instead of a join per subject.
+# The summaries' subject statement (RULES.md#metrics): per queue, its routed subjects as
+# plain values (selectors/routed.py) counted.
 _SUMMARY_SUBJECTS = f"""
-    WITH {BLOCKED_SUBJECTS},
-    queues AS MATERIALIZED (
-        SELECT q.*, ARRAY(SELECT t.uid FROM ({TEMPLATES}) t
-                          WHERE q.template_codes ? t.code) AS template_uids
-        FROM ({QUEUES}) q)
+    WITH {QUEUES_AND_SETS}
     SELECT q.euid, q.queue_key, q.config, a.*
     FROM queues q
     CROSS JOIN LATERAL (
@@ -206,35 +167,7 @@ _SUMMARY_SUBJECTS = f"""
                count(*) FILTER (WHERE NOT s.terminal
                                   AND {held(HELD_IN_SET, "s.held_by_envelope")}) AS held_count,
                count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
-        FROM (
-            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.prio, s.terminal, s.state,
-                   s.held_by_envelope, {VISIBLE_PLAIN} AS vis
-            FROM (
-            SELECT s.*, {STATED_PLAIN} AS stated
-            FROM (
-                SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
-                       s.env->>'state' AS state,
-                       {on_envelope(TERMINAL, "s.env")} AS terminal,
-                       {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
-                       {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
-                       s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at,
-                       {on_envelope(PRIORITY, "s.env")} AS prio
-                FROM (
-                    SELECT s.uid, s.created_dt, s.template_listed, s.props->'execution' AS env,
-                           s.props->>'site' AS site, s.props->>'platform' AS platform,
-                           s.props->>'assay' AS assay
-                    FROM (
-                        SELECT s.uid, s.created_dt,
-                               s.template_uid = ANY(q.template_uids) AS template_listed,
-                               s.json_addl->'properties' AS props
-                        FROM generic_instance s
-                        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-                          AND {ENV}->>'next_queue_key' = q.queue_key
-                        OFFSET 0) s
-                    OFFSET 0) s
-                OFFSET 0) s
-            OFFSET 0) s
-            OFFSET 0) s
+        FROM ({plain_subjects()}) s
     ) a
     ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'"""
 

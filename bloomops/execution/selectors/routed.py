@@ -1,0 +1,91 @@
+"""A queue's routed subjects as plain values, with the visibility rule over them
+(RULES.md#visibility): what the summaries, the depths and the queue page's total count.
+
+Per queue, a LATERAL walk of the queue's routed subjects through bloomops_queue_order (whose
+predicate already holds the envelope's validity, so it is not evaluated again per row). Each
+layer is kept apart by OFFSET 0 so that what it computes is computed once per row and passed
+on as a plain value: the properties are taken out of the whole JSON once, the envelope out of
+them once, its fields once; then the rules of sql.py (the same fragments every read uses) run
+over those values, and bloomops_utc only over the two stored timestamps a row is ordered by.
+A queue's template codes become the uids of its templates once per queue
+(template_uid = ANY(...)) instead of a join per subject. The lease and hold sets are
+BLOCKED_SUBJECTS, found once per statement.
+"""
+
+from __future__ import annotations
+
+from bloomops.execution.sql import (
+    BLOCKED_SUBJECTS,
+    CANCEL_REQUESTED,
+    ENV,
+    HAS_ENVELOPE,
+    HELD_BY_ENVELOPE,
+    HELD_IN_SET,
+    LEASED_BY_SETS,
+    PRIORITY,
+    QUEUES,
+    SCOPE_FIELDS,
+    TEMPLATES,
+    TERMINAL,
+    on_envelope,
+    ready_due,
+    retry_pending,
+    scope_match,
+    stated_ready,
+    visibility,
+)
+
+# The WITH list a statement over ``queues q`` and ``plain_subjects()`` starts with.
+QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
+    queues AS MATERIALIZED (
+        SELECT q.*, ARRAY(SELECT t.uid FROM ({TEMPLATES}) t
+                          WHERE q.template_codes ? t.code) AS template_uids
+        FROM ({QUEUES}) q)"""
+
+# The parts of the rules over the plain values the inner layers pass on.
+STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
+VISIBLE_PLAIN = visibility(
+    leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
+    terminal="s.terminal", cancel_requested="s.cancel_requested",
+    held_by_envelope="s.held_by_envelope",
+    ready_due=ready_due("s.stated", "s.created_dt"),
+    template_listed="s.template_listed",
+    scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
+RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
+                                    retry_at="s.retry_at")
+
+
+def plain_subjects(extra: str = "") -> str:
+    """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with uid,
+    stated (the instant the envelope names, or NULL), created_dt, retry_at, prio, terminal,
+    state, held_by_envelope and vis (visible in q now). ``extra``: more conditions on the
+    stored row ``s`` (the queue page's filters)."""
+    return f"""
+            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.prio, s.terminal, s.state,
+                   s.held_by_envelope, {VISIBLE_PLAIN} AS vis
+            FROM (
+            SELECT s.*, {STATED_PLAIN} AS stated
+            FROM (
+                SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
+                       s.env->>'state' AS state,
+                       {on_envelope(TERMINAL, "s.env")} AS terminal,
+                       {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
+                       {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
+                       s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at,
+                       {on_envelope(PRIORITY, "s.env")} AS prio
+                FROM (
+                    SELECT s.uid, s.created_dt, s.template_listed, s.props->'execution' AS env,
+                           s.props->>'site' AS site, s.props->>'platform' AS platform,
+                           s.props->>'assay' AS assay
+                    FROM (
+                        SELECT s.uid, s.created_dt,
+                               s.template_uid = ANY(q.template_uids) AS template_listed,
+                               s.json_addl->'properties' AS props
+                        FROM generic_instance s
+                        WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
+                          AND {ENV}->>'next_queue_key' = q.queue_key{extra}
+                        OFFSET 0) s
+                    OFFSET 0) s
+                OFFSET 0) s
+            OFFSET 0) s
+            OFFSET 0"""
