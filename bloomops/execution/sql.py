@@ -41,34 +41,18 @@ def utc(text_expr: str) -> str:
     return f"bloomops_utc({text_expr})"
 
 
-def _ready_parts(alias: str, retry_at: str | None, ready_at: str | None) -> tuple[str, str]:
+def ready_parts(alias: str, retry_at: str | None, ready_at: str | None) -> tuple[str, str]:
+    """retry_at and ready_at as our UTC text, from the stored envelope or from texts a read
+    has already taken out of it."""
     env = f"({alias}.json_addl->'properties'->'execution')" if alias else (
         "(json_addl->'properties'->'execution')")
     return utc(retry_at or f"{env}->>'retry_at'"), utc(ready_at or f"{env}->>'ready_at'")
 
 
-def ready_ts(alias: str = "s", *, retry_at: str | None = None,
-             ready_at: str | None = None) -> str:
-    """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable.
-    ``retry_at``/``ready_at``: the stored texts when a read has already taken them out of
-    the envelope (plain values, so bloomops_utc's inlined body does not extract them again
-    for each of its references)."""
+def ready_ts(alias: str = "s") -> str:
+    """coalesce(retry_at, ready_at, created_dt): the instant a subject becomes claimable."""
     created = f"{alias}.created_dt" if alias else "created_dt"
-    return f"coalesce({', '.join(_ready_parts(alias, retry_at, ready_at))}, {utc_text(created)})"
-
-
-def stated_ready(*, retry_at: str, ready_at: str) -> str:
-    """The part of ready_ts the envelope names (NULL when it names none: then the subject
-    is ready from its created_dt), over texts a read has already taken out."""
-    return f"coalesce({', '.join(_ready_parts('s', retry_at, ready_at))})"
-
-
-def ready_due(stated: str, created: str) -> str:
-    """``ready_ts <= %(now)s`` over a read's plain values without writing created_dt out as
-    text for every row: fixed-width UTC text orders as the instants do, so where the
-    envelope names no instant, created_dt compared with %(now)s as a timestamptz is the same
-    test (tests/test_summaries_formulation.py compares the two)."""
-    return f"coalesce({stated} <= %(now)s, {created} <= %(now)s::timestamptz)"
+    return f"coalesce({', '.join(ready_parts(alias, None, None))}, {utc_text(created)})"
 
 
 READY_TS = ready_ts()
@@ -163,7 +147,8 @@ ACTIVE_LEASE_FOUND = (
                                            rel="execution_subject_lease", linked_to="s.uid")}
     OFFSET 0)""")
 
-# The subject's hold edges are a sub-select of FROM, as in ACTIVE_LEASE_EXISTS, so the test
+# The subject's hold edges are a sub-select of FROM (the outer reference inside it, as in
+# ACTIVE_LEASE_EXISTS), where PostgreSQL does not turn an EXISTS into a join, so the test
 # stays a probe per row: written as a plain join, the planner may turn it into an anti-join
 # against every active hold of the lab, built first (it expects a few dozen; the bench has
 # 7,800) and scanned again for each row of a page.

@@ -213,7 +213,9 @@ def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
     have = {r["indexname"] for r in fetch_all("SELECT indexname FROM pg_indexes")}
     have |= {r["stxname"] for r in fetch_all("SELECT stxname FROM pg_statistic_ext")}
     # A function is in place when its body is the one handed over; CREATE OR REPLACE keeps
-    # the indexes built on it (a new body must give the same results).
+    # the indexes built on it (a new body must give the same results). Sessions opened before
+    # keep the old body inlined in those indexes' expressions until they reconnect (the
+    # deployment restarts them: docs/DEPLOY.md).
     bodies = {r["proname"]: r["prosrc"] for r in fetch_all(
         "SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace")}
     for name, ddl in read_indexes.items():

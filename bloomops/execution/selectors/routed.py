@@ -28,12 +28,26 @@ from bloomops.execution.sql import (
     TEMPLATES,
     TERMINAL,
     on_envelope,
-    ready_due,
+    ready_parts,
     retry_pending,
     scope_match,
-    stated_ready,
     visibility,
 )
+
+
+def stated_ready(*, retry_at: str, ready_at: str) -> str:
+    """The part of sql.ready_ts the envelope names (NULL when it names none: then the subject
+    is ready from its created_dt), over texts a read has already taken out."""
+    return f"coalesce({', '.join(ready_parts('s', retry_at, ready_at))})"
+
+
+def ready_due(stated: str, created: str) -> str:
+    """``ready_ts <= %(now)s`` over a read's plain values without writing created_dt out as
+    text for every row: fixed-width UTC text orders as the instants do, so where the
+    envelope names no instant, created_dt compared with %(now)s as a timestamptz is the same
+    test (tests/test_summaries_formulation.py compares the two)."""
+    return f"coalesce({stated} <= %(now)s, {created} <= %(now)s::timestamptz)"
+
 
 # The WITH list a statement over ``queues q`` and ``plain_subjects()`` starts with.
 QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
