@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,3 +110,29 @@ def test_claims_from_the_operator_ui_are_counted_too(tenant, users, client):
     after = scrape()
     assert after[("claim_conflict_total", "q1")] - before.get(("claim_conflict_total", "q1"),
                                                               0) == 1
+
+
+def test_metrics_carry_retry_pending_priority_classes_and_straggling(tenant, users):
+    """Every queue metric of RULES.md#metrics is scraped, not only in the JSON API: retry
+    pending, STAT and URGENT counts, straggling (per tenant: how many queues straggle)."""
+    from bloomops.execution.envelope import ts
+
+    start = clock.now()
+    clock.freeze(start)
+    make_queue("q1", required_worker_capabilities=[], straggler_threshold_seconds=60)
+    make_queue("q2", required_worker_capabilities=[], straggler_threshold_seconds=3600)
+    make_subject("q1", priority=300)
+    make_subject("q1", priority=250)
+    make_subject("q1", state="FAILED_RETRYABLE", retry_at=ts(start + timedelta(hours=1)))
+    make_subject("q2")
+    clock.advance(120)
+
+    metrics = scrape()
+    assert metrics[("stat_count", "q1")] == 1 and metrics[("urgent_count", "q1")] == 1
+    assert metrics[("retry_pending_count", "q1")] == 1
+    assert metrics[("queue_straggling", "q1")] == 1 and metrics[("queue_straggling", "q2")] == 0
+    assert metrics[("queue_straggling", "__all__")] == 1
+    assert metrics[("stat_count", "__all__")] == 1
+    api_rows = {q["queue_key"]: q for q in api_for(users["operator"]).get("/queues").json()}
+    assert api_rows["q1"]["straggling"] is True and api_rows["q2"]["straggling"] is False
+    assert api_rows["q1"]["retry_pending_count"] == metrics[("retry_pending_count", "q1")]

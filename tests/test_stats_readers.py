@@ -101,8 +101,8 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert len(q1_points) == 3
     assert re.search(r'<title>[^<]*: depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
-    # failures link to the queue's failures
-    assert '<a href="/failures/?queue=q1" class="point failures">' in html
+    # failures link to where the queue's failures went: its dead letters, holds, retries
+    assert '<a href="/workbench/?queue=q1" class="point failures">' in html
     assert 'aria-current="page">1h</a>' in html
     for r in ("24h", "7d"):
         page = client.get("/", {"range": r}).content.decode()

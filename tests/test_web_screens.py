@@ -389,16 +389,50 @@ def test_admin_page_lists_the_leases_past_expiry(client, lab):
 
 
 def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(client, lab):
+    """The fail rate leads to where the queue's failures went (RULES.md#statistics): its
+    dead letters, holds and retrying work, the retried item and the one held among them."""
     who = actor("worker_human", username="sci")
     worker = services.ensure_my_worker(lab["worker_human"])
     make_subject("q1", name="flaky one")
     lease = act("claim_queue_item", who, worker_euid=worker, queue_key="q1")
     act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
         expected_state="READY", payload={"retryable": True, "error_message": "jammed"})
-    html = signed_in(client, lab["operator"]).get("/").content.decode()
+    make_subject("q1", name="needs a decision")
+    lease = act("claim_queue_item", who, worker_euid=worker, queue_key="q1")
+    act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": True, "error_message": "unclear"})
+    act("place_execution_hold", actor("operator"), subject_euid=lease["subject_euid"],
+        expected_state="FAILED_RETRYABLE", payload={"reason": "QA decides"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/").content.decode()
     cell = html.split('data-queue="q1"')[1].split('class="num fail-rate"')[1].split("</td>")[0]
-    assert 'href="/failures/?queue=q1"' in cell and "100 %" in cell and "1 of 1" in cell
+    assert 'href="/workbench/?queue=q1"' in cell and "100 %" in cell and "2 of 2" in cell
     assert 'href="/failures/?queue=q1&amp;kind=retrying"' in html
+    landing = client.get("/workbench/?queue=q1").content.decode()
+    assert "flaky one" in landing and "needs a decision" in landing
+
+
+def test_the_leased_count_leads_to_who_holds_those_leases(client, lab):
+    """The dashboard's leased count links to the workers holding leases in that queue, each
+    with those leases only; a worker with leases elsewhere only is not listed."""
+    sci = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1", name="in the hood")
+    act("claim_queue_item", sci, worker_euid=worker, queue_key="q1")
+    svc = actor("worker_service")
+    robot = register(svc, "robot-q2", capabilities=["wetlab.qc"])
+    make_subject("q2", name="on the robot")
+    act("claim_queue_item", svc, worker_euid=robot, queue_key="q2")
+    client = signed_in(client, lab["operator"])
+    html = client.get("/").content.decode()
+    row = re.search(r'<tr data-queue="q1".*?</tr>', html, re.S).group(0)
+    cell = row.split('class="num leased"')[1].split("</td>")[0]
+    assert 'href="/workers/?queue=q1"' in cell and ">1</a>" in cell
+    page = client.get("/workers/?queue=q1").content.decode()
+    assert 'id="workers-queue"' in page and "in the hood" in page
+    assert "on the robot" not in page and "robot-q2" not in page
+    everyone = client.get("/workers/").content.decode()
+    assert "in the hood" in everyone and "on the robot" in everyone
 
 
 def test_the_inspector_names_the_worker_holding_the_lease(client, lab):

@@ -39,6 +39,13 @@ GAUGES = {
                      lambda s: s.failure_rate),
     "dead_letter_count": ("OPEN dead letters.", lambda s: s.dead_letter_count),
     "held_count": ("Held subjects routed to the queue.", lambda s: s.held_count),
+    "retry_pending_count": ("Subjects waiting for their retry window.",
+                            lambda s: s.retry_pending_count),
+    "stat_count": ("Visible subjects of priority class STAT.", lambda s: s.stat_count),
+    "urgent_count": ("Visible subjects of priority class URGENT.", lambda s: s.urgent_count),
+    "queue_straggling": ("1 when the queue has visible subjects and the oldest is older than"
+                         " its straggler_threshold_seconds (per tenant: how many queues are).",
+                         lambda s: float(s.is_straggling)),
     "worker_online_count": ("ONLINE workers able to serve the queue.",
                             lambda s: s.worker_online_count),
     "worker_rostered_count": ("People and workers able to serve the queue, online or not.",

@@ -36,6 +36,7 @@ def summary_dict(s: selectors.QueueSummary, lag: float | None, stats: Stats) -> 
         "retry_pending_count": s.retry_pending_count,
         "stat_count": s.stat_count,
         "urgent_count": s.urgent_count,
+        "straggling": s.is_straggling,
         "worker_online_count": s.worker_online_count,
         "worker_rostered_count": s.worker_rostered_count,
         "worker_free_slots": s.worker_free_slots,

@@ -101,6 +101,7 @@ class QueueSummaryOut(Schema):
     retry_pending_count: int
     stat_count: int
     urgent_count: int
+    straggling: bool
     worker_online_count: int
     worker_rostered_count: int
     worker_free_slots: int

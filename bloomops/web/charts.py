@@ -31,8 +31,9 @@ def queue_url(queue_key: str | None) -> str:
 
 
 def failures_url(queue_key: str | None) -> str:
-    """The failures view (retrying and failed work), of one queue or all."""
-    url = reverse("failures")
+    """Where a queue's failures went (RULES.md#statistics): the workbench of its dead
+    letters, holds and retrying work, of one queue or all."""
+    url = reverse("workbench")
     return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
 
 
@@ -113,24 +114,31 @@ def depth_chart(history: History, points: list[Point], name: str,
 
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
-    """Completions (bars up from the middle) and failures (bars down); a failure bar links
-    to the queue's failures (the failures view)."""
+    """Completions (bars up from the middle) and failures (bars down), each bar over its
+    bucket (from its start, its point, on); a failure bar links to where the queue's failures
+    went (``failures_url``)."""
     top = max((max(p.completions, p.failures) for p in points), default=0) or 1
     mid = (TOP + BOTTOM) / 2
     span = (history.end - history.start).total_seconds() or 1
     bar = max(1.5, (RIGHT - LEFT) * history.width / span - 1)
     scale = (mid - TOP) / top
+
+    def width(p: Point) -> str:
+        # a bucket's counts are what finished from its start on (its point) for its width;
+        # the current bucket is cut at now
+        return _n(max(0.5, min(bar, RIGHT - _x(p.at, history))))
+
     done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
                             ' fill="{}"><title>{}</title></rect>',
-                            ((_n(_x(p.at, history) - bar), _n(mid - p.completions * scale),
-                              _n(bar), _n(p.completions * scale), DONE,
+                            ((_n(_x(p.at, history)), _n(mid - p.completions * scale),
+                              width(p), _n(p.completions * scale), DONE,
                               f"{when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
                               ((failures_url(queue_key), f"{when(p.at)}: {p.failures} failed",
-                                _n(_x(p.at, history) - bar), _n(mid), _n(bar),
+                                _n(_x(p.at, history)), _n(mid), width(p),
                                 _n(p.failures * scale), FAILED)
                                for p in points if p.failures))
     total_done = sum(p.completions for p in points)

@@ -30,16 +30,20 @@ from bloomops.web.views.common import (
 @reader
 def worker_dashboard(request: HttpRequest) -> HttpResponse:
     """Workers with what each is working on; filtered by status, type and text (name, key,
-    capability) over the rows already read."""
+    capability) over the rows already read, and by queue: who holds leases in it, and those
+    leases only (the items behind the dashboard's "leased" count)."""
     status = request.GET.get("status", "").strip().upper()
     kind = request.GET.get("type", "").strip().upper()
     text = request.GET.get("q", "").strip().lower()
+    queue_key = request.GET.get("queue", "").strip()
     rows = selectors.workers()
     holding: dict[str, list[dict]] = {}
     for lease in selectors.leases(status="ACTIVE"):
-        holding.setdefault(lease["worker_euid"], []).append(lease)
+        if not queue_key or lease["props"].get("queue_lookup_key") == queue_key:
+            holding.setdefault(lease["worker_euid"], []).append(lease)
     shown = [w for w in rows
-             if (not status or w.computed_status == status)
+             if (not queue_key or w.euid in holding)
+             and (not status or w.computed_status == status)
              and (not kind or w.props.get("worker_type") == kind)
              and (not text or text in " ".join(str(v) for v in (
                  w.euid, w.worker_key, w.props.get("display_name"),
@@ -48,7 +52,8 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
         "workers": [(w, worker_operations(w.props), holding.get(w.euid, [])) for w in shown],
         "total": len(rows), "statuses": [s.value for s in WorkerStatus],
         "types": [t.value for t in WorkerType],
-        "filters": {"status": status, "type": kind, "q": request.GET.get("q", "")},
+        "filters": {"status": status, "type": kind, "q": request.GET.get("q", ""),
+                    "queue": queue_key},
     })
 
 
