@@ -30,7 +30,8 @@ def test_bars_start_at_their_bucket_point_and_stay_in_the_plot():
     history = _history(points)
     depth = str(depth_chart(history, points, "q1", "q1"))
     bars = str(throughput_chart(history, points, "q1", "q1"))
-    dots = _xs(depth, r'class="point depth"><title>[^<]*</title><circle cx="([0-9.]+)"')
+    dots = _xs(depth, r'class="point depth" tabindex="-1"><title>[^<]*</title>'
+                     r'<circle cx="([0-9.]+)"')
     done = re.findall(r'<rect class="done" x="([-0-9.]+)" y="[^"]+" width="([0-9.]+)"', bars)
     failed = re.findall(r'<rect class="failed" x="([-0-9.]+)" y="[^"]+" width="([0-9.]+)"',
                         bars)
@@ -43,3 +44,20 @@ def test_bars_start_at_their_bucket_point_and_stay_in_the_plot():
     minute = (RIGHT - LEFT) * 60 / 3600
     assert abs(float(done[1][1]) - (minute - 1)) < 0.06
     assert float(done[2][1]) < minute - 1
+
+
+def test_a_minute_without_a_sample_breaks_the_line_and_the_start_of_samples_is_said():
+    """No sample is no data, not a straight line across it; samples that begin within the
+    range are said to begin there."""
+    from bloomops.web.charts import recorded_since
+
+    begin = START + timedelta(minutes=30)
+    minutes = [0, 1, 2, 5, 6]  # the recorder was stopped for minutes 3 and 4
+    points = [Point(at=begin + timedelta(minutes=m), depth=m) for m in minutes]
+    history = _history(points)
+    svg = str(depth_chart(history, points, "q1", "q1"))
+    depth_lines = re.findall(r'<polyline class="depth"[^>]* points="([^"]+)"', svg)
+    assert [len(line.split()) for line in depth_lines] == [3, 2]
+    assert len(re.findall(r'class="point depth"', svg)) == 5
+    assert recorded_since(history) == begin
+    assert recorded_since(_history([Point(at=START + timedelta(seconds=30))])) is None

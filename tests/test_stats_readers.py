@@ -97,12 +97,16 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
         assert f'<svg class="chart" id="chart-depth-{chart}"' in html
         assert f'aria-labelledby="chart-depth-{chart}-title chart-depth-{chart}-desc"' in html
     # one point per recorded minute in the last hour, each linked to the queue's items
-    q1_points = re.findall(r'<a href="/queues/q1/" class="point depth">', html)
+    q1_points = re.findall(r'<a href="/queues/q1/" class="point depth" tabindex="-1">', html)
     assert len(q1_points) == 3
     assert re.search(r'<title>[^<]*: depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
     # failures link to where the queue's failures went: its dead letters, holds, retries
-    assert '<a href="/workbench/?queue=q1" class="point failures">' in html
+    assert '<a href="/workbench/?queue=q1" class="point failures" tabindex="-1">' in html
+    # from the keyboard: the links beside the chart's name (the points are out of tab order)
+    caption = html.split('data-chart="q1"')[1].split("</figcaption>")[0]
+    assert '<a href="/queues/q1/">q1</a>' in caption
+    assert '<a href="/workbench/?queue=q1" class="chart-failures">' in caption
     assert 'aria-current="page">1h</a>' in html
     for r in ("24h", "7d"):
         page = client.get("/", {"range": r}).content.decode()
@@ -173,3 +177,23 @@ def test_the_bench_measures_the_dashboard_with_a_fresh_snapshot(tenant, users):
     make_queue("q1", required_worker_capabilities=[])
     assert dashboard_db_time(runs=1) > 0
     assert QueueSnapshot.objects.count() == 1  # it recorded first, so the view read that
+
+
+def test_the_dashboard_says_when_the_recorder_is_not_running(client, tenant, users):
+    """Operators are told the recorder is silent (never ran, or its last snapshot is older
+    than twice its interval), with when it last stored figures; not while it runs."""
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    operator = signed_in(client, users["operator"])
+    html = operator.get("/").content.decode()
+    assert 'id="recorder-silent"' in html and "has not run yet" in html
+    record()
+    assert 'id="recorder-silent"' not in operator.get("/").content.decode()
+    taken = clock.now()
+    clock.advance(3 * settings.BLOOMOPS_RECORDER_INTERVAL)
+    html = operator.get("/").content.decode()
+    assert 'id="recorder-silent"' in html
+    assert f"last stored figures at {taken:%H:%M:%S} UTC" in html
+    client.logout()
+    bench = signed_in(client, users["worker_human"]).get("/").content.decode()
+    assert 'id="recorder-silent"' not in bench

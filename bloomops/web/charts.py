@@ -7,7 +7,7 @@ leads to the items behind it where they still exist."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -50,16 +50,31 @@ def _y(value: float, top: float, low: float = BOTTOM, high: float = TOP) -> floa
     return low - (low - high) * (value / top if top else 0)
 
 
+def _runs(points: list[Point], history: History) -> list[list[int]]:
+    """Indexes of the points in unbroken runs: a bucket without a sample (the recorder was
+    not running) breaks the line instead of being bridged by it."""
+    runs: list[list[int]] = []
+    for i, p in enumerate(points):
+        if runs and (p.at - points[i - 1].at).total_seconds() <= history.width:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
 def _line(points: list[Point], history: History, value: Callable[[Point], float],
           css: str, colour: str, href: str, describe: Callable[[Point], str],
           dashed: bool = False) -> SafeString:
     top = max((value(p) for p in points), default=0) or 1
     coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
-    line = format_html('<polyline class="{}" fill="none" stroke="{}" stroke-width="1.5"{}'
-                       ' points="{}"/>', css, colour,
-                       ' stroke-dasharray="4 3"' if dashed else "",
-                       " ".join(f"{_n(x)},{_n(y)}" for x, y in coords))
-    dots = format_html_join("", '<a href="{}" class="point {}"><title>{}</title>'
+    line = format_html_join("", '<polyline class="{}" fill="none" stroke="{}"'
+                            ' stroke-width="1.5"{} points="{}"/>',
+                            ((css, colour, ' stroke-dasharray="4 3"' if dashed else "",
+                              " ".join(f"{_n(coords[i][0])},{_n(coords[i][1])}" for i in run))
+                             for run in _runs(points, history) if len(run) > 1))
+    # Out of the tab order: a chart of an hour has sixty of them per line, all leading where
+    # the links beside the chart's name lead (the page's keyboard path).
+    dots = format_html_join("", '<a href="{}" class="point {}" tabindex="-1"><title>{}</title>'
                             '<circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
                             ((href, css, describe(p), _n(x), _n(y), colour)
                              for p, (x, y) in zip(points, coords, strict=True)))
@@ -134,7 +149,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
                               width(p), _n(p.completions * scale), DONE,
                               f"{when(p.at)}: {p.completions} completed")
                              for p in points if p.completions))
-    failed = format_html_join("", '<a href="{}" class="point failures"><title>{}</title>'
+    failed = format_html_join("", '<a href="{}" class="point failures" tabindex="-1">'
+                              '<title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
                               ((failures_url(queue_key), f"{when(p.at)}: {p.failures} failed",
@@ -159,6 +175,15 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "empty": not points,
+             "items_url": queue_url(key), "failures_url": failures_url(key),
+             "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",
              "throughput": throughput_chart(history, points, name, key) if points else ""}
             for name, key, points in entries]
+
+
+def recorded_since(history: History) -> datetime | None:
+    """When the samples in the range begin, if later than the range does (a recorder
+    started within it): the charts say so rather than look like a quiet start."""
+    first = history.lab[0].at if history.lab else None
+    return first if first and first > history.start + timedelta(seconds=history.width) else None

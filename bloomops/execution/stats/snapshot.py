@@ -49,6 +49,13 @@ class Stats:
             return None
         return max(0.0, (self.now - self.recorded_at).total_seconds())
 
+    @property
+    def recorder_silent(self) -> bool:
+        """No snapshot stored within twice the recorder's interval, or never: the recorder is
+        not running, so the history has no samples for that time and expired leases wait
+        for a sweep (its other duty)."""
+        return self.recorded_at is None or not is_fresh(self.recorded_at, self.now)
+
 
 def current(*, now: datetime | None = None, tenant: str | None = None,
             with_trend: bool = True) -> Stats:

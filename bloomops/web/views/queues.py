@@ -19,7 +19,7 @@ from bloomops.execution.states import ALL_STATES
 from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history
 from bloomops.web import services
-from bloomops.web.charts import dashboard_charts
+from bloomops.web.charts import dashboard_charts, recorded_since
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
 from bloomops.web.views.bench import bench_answer, work_view_url
 from bloomops.web.views.common import (
@@ -48,6 +48,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "refresh_seconds": getattr(settings, "BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5),
         "now": stats.as_of,
         "stats_source": stats.source,
+        "recorder_silent": stats.recorder_silent,
+        "recorded_at": stats.recorded_at,
     }
     if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
@@ -57,7 +59,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
     names = {s.queue_key: s.display_name for s in stats.overview.summaries}
     context.update(chart_range=chart_range, ranges=list(RANGES), history_empty=samples.empty,
-                   charts=dashboard_charts(samples, names))
+                   charts=dashboard_charts(samples, names),
+                   recorded_since=recorded_since(samples))
     return render(request, "web/dashboard.html", context)
 
 
