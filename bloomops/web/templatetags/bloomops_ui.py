@@ -111,10 +111,12 @@ def percent(value: float | None) -> str:
 
 @register.simple_tag
 def sparkline(series: list[int] | None, label: str = ""):
-    """A small inline SVG polyline, drawn on the server from numbers only."""
+    """A small inline SVG polyline, drawn on the server from numbers only; its accessible
+    name carries the numbers. No points or only zeros: said in words (none, not "no data":
+    a queue nothing finished in is a fact, not a gap)."""
     points = list(series or [])
-    if not points:
-        return mark_safe('<span class="muted">no data</span>')  # noqa: S308 (constant)
+    if not any(points):
+        return mark_safe('<span class="muted">none in 12 h</span>')  # noqa: S308 (constant)
     width, height = 120, 24
     top = max(points) or 1
     step = width / max(len(points) - 1, 1)
@@ -125,7 +127,8 @@ def sparkline(series: list[int] | None, label: str = ""):
         '<svg class="spark" width="{}" height="{}" viewBox="0 0 {} {}" role="img"'
         ' aria-label="{}"><polyline fill="none" stroke="currentColor" stroke-width="1.5"'
         ' points="{}"/></svg>',
-        width, height, width, height, label, coords,
+        width, height, width, height,
+        f"{label}, oldest first: {', '.join(str(v) for v in points)}", coords,
     )
 
 
