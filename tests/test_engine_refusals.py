@@ -259,6 +259,44 @@ def s_template_mismatch(svc, op):
     return lambda: act("route_subject", op, subject_euid=subject, queue_key="q_analysis")
 
 
+# A subject sent on to a queue that does not take its template (RULES.md#visibility): by a
+# completion, a retryable failure naming the next queue, an external result, a requeue.
+ANALYSIS_ONLY = {"subject_template_codes": ["data/analysis/analysis_request/1.0"]}
+
+
+def s_template_mismatch_complete(svc, op):
+    make_queue("q_analysis", **ANALYSIS_ONLY)
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"next_queue_key": "q_analysis"})
+
+
+def s_template_mismatch_fail(svc, op):
+    make_queue("q_analysis", **ANALYSIS_ONLY)
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"retryable": True, "next_queue_key": "q_analysis"})
+
+
+def s_template_mismatch_external_result(svc, op):
+    make_queue("q_analysis", **ANALYSIS_ONLY)
+    subject, worker, lease = _claimed(svc)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"external": {"run_id": "wf-1"}})
+    return lambda: act("record_external_result", svc, subject_euid=subject,
+                       expected_state="WAITING_EXTERNAL",
+                       payload={"outcome": "READY", "next_queue_key": "q_analysis"})
+
+
+def s_template_mismatch_requeue(svc, op):
+    make_queue("q_analysis", **ANALYSIS_ONLY)
+    subject = make_subject("q1")
+    return lambda: act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+                       queue_key="q_analysis", payload={"reason": "move it"})
+
+
 def s_template_mismatch_register(svc, op):
     return lambda: act("register_subject", svc, queue_key="q1", payload={
         "template_code": "content/material/library/1.0", "name": "L-1"})
@@ -436,7 +474,10 @@ SCENARIOS = {
     "HOLD_NOT_ACTIVE": [s_hold_not_active],
     "INVALID_ENVELOPE": [s_invalid_envelope],
     "OUTPUT_NOT_ALLOWED": [s_output_not_allowed],
-    "SUBJECT_TEMPLATE_MISMATCH": [s_template_mismatch, s_template_mismatch_register],
+    "SUBJECT_TEMPLATE_MISMATCH": [s_template_mismatch, s_template_mismatch_register,
+                                  s_template_mismatch_complete, s_template_mismatch_fail,
+                                  s_template_mismatch_external_result,
+                                  s_template_mismatch_requeue],
     "SUBJECT_ALREADY_ROUTED": [s_already_routed],
     "SUBJECT_TERMINAL": [s_subject_terminal],
     "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],

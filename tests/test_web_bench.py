@@ -91,6 +91,28 @@ def test_next_queue_offers_only_what_the_flow_allows(client, lab):
     assert 'also allowed: <a href="/queues/q1/">q1</a>' in queue_page
 
 
+def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
+    """A sample whose flow's next queue takes only libraries is offered to finish there,
+    not to move into a queue where it could never be seen; forcing the move is refused in
+    words and writes nothing."""
+    make_queue("pool", display_name="Pooling",
+               subject_template_codes=["content/material/library/1.0"])
+    make_queue("prep", default_next_queue_key="pool", next_queue_keys=["q2"])
+    euid = make_subject("prep")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    html = page.content.decode()
+    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == ["", "q2"]
+    assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == ""
+    data = form_for(page, f"/leases/{lease}/complete/", next_queue_key="pool")
+    before = counts()
+    response = sci.post(f"/leases/{lease}/complete/", data)
+    assert said(response) == ["Queue 'pool' does not take content/material/specimen/1.0"
+                              " subjects (it takes: content/material/library/1.0)."]
+    assert counts() == before and envelope(euid)["next_queue_key"] == "prep"
+
+
 def test_completing_outside_the_flow_is_refused_in_words_and_writes_nothing(client, lab):
     make_queue("ont", display_name="ONT prep")
     make_queue("lim", default_next_queue_key="q2", next_queue_keys=[])

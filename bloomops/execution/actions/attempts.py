@@ -21,6 +21,7 @@ from bloomops.execution.actions.steps import (
     lock_subject_of_request,
     lock_worker,
     new_record,
+    next_queue_or_refuse,
     place_hold,
     queue_or_refuse,
     record_of_lease,
@@ -115,7 +116,7 @@ class CompleteQueueExecution(LeaseAction):
         lease, env = ctx.lease, ctx.env
         assert lease is not None and env is not None
         p = ctx.payload
-        next_queue = queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
+        next_queue = next_queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
         allowed = next_queues_allowed((self.queue_of_lease(ctx) or {}).get("config") or {})
         if next_queue is not None and allowed is not None and (
                 next_queue["queue_key"] not in allowed):
@@ -216,7 +217,7 @@ class FailQueueExecution(LeaseAction):
         elif fields["retryable"] and attempts < max_attempts:
             next_key = p.get("next_queue_key") or (queue["queue_key"] if queue else None)
             if p.get("next_queue_key"):
-                queue_or_refuse(ctx, next_key)
+                next_queue_or_refuse(ctx, next_key)
             when = retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)
             ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(when),
                         next_queue_key=next_key)
@@ -268,7 +269,7 @@ class RecordExternalResult(Handler):
         record = new_record(ctx, queue=queue, status="STARTED",
                              attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
         if outcome == "READY":
-            next_queue = queue_or_refuse(ctx, p["next_queue_key"])
+            next_queue = next_queue_or_refuse(ctx, p["next_queue_key"])
             assert next_queue is not None
             ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"], ready_at=ctx.now_ts,
                         next_action_key=next_queue["config"].get("default_next_action_key"),

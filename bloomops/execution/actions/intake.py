@@ -12,7 +12,11 @@ from bloomops.execution import clock
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
 from bloomops.execution.actions.outputs import check_template_properties, is_engine_template
-from bloomops.execution.actions.steps import queue_or_refuse
+from bloomops.execution.actions.steps import (
+    queue_or_refuse,
+    refuse_unless_takes,
+    template_code_of,
+)
 from bloomops.execution.context import ActionRequest, Context, action_spec
 from bloomops.execution.envelope import new_envelope, normalize_ts
 from bloomops.execution.errors import ActionError
@@ -25,7 +29,7 @@ from bloomops.execution.guards import (
 )
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import parse_priority
-from bloomops.tapdb.templates import TemplateRef, all_templates, template_by_uid
+from bloomops.tapdb.templates import TemplateRef, all_templates
 from bloomops.tapdb.tenancy import tenant_of
 
 # What an intake sets of the new envelope; the engine builds the rest.
@@ -64,13 +68,7 @@ def _routing_queue(ctx: Context, template_code: str) -> dict:
     if config.get("enabled") is False:
         raise ActionError("QUEUE_DISABLED", queue_key=queue["queue_key"],
                           disabled_reason=config.get("disabled_reason"))
-    takes = config.get("subject_template_codes") or []
-    if template_code not in takes:
-        raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
-                          f"Queue {queue['queue_key']!r} does not take {template_code} subjects"
-                          f" (it takes: {', '.join(takes) or 'none'}).",
-                          queue_key=queue["queue_key"], template_code=template_code,
-                          queue_template_codes=takes)
+    refuse_unless_takes(queue, template_code)
     return queue
 
 
@@ -100,8 +98,7 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     """Whether the locked subject may enter the request's queue: its queue and template."""
     subject = ctx.subject
     assert subject is not None and ctx.env is not None
-    ref = template_by_uid(subject.template_uid)
-    code = ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
+    code = template_code_of(subject)
     claimed = (ctx.payload.get("template_code") or "").strip()
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",

@@ -21,6 +21,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.states import DeadLetterResolution
+from bloomops.tapdb.templates import template_by_uid
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -39,6 +40,34 @@ def queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = Tru
     if row is None:
         raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
     return row
+
+
+def template_code_of(subject: Obj) -> str:
+    """The subject's semantic template code (what queues list in subject_template_codes)."""
+    ref = template_by_uid(subject.template_uid)
+    return ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
+
+
+def refuse_unless_takes(queue: dict, template_code: str) -> None:
+    """A subject sent to a queue that does not take its template could never be seen there
+    (RULES.md#visibility): refused, whichever action sends it."""
+    takes = queue["config"].get("subject_template_codes") or []
+    if template_code not in takes:
+        raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
+                          f"Queue {queue['queue_key']!r} does not take {template_code} subjects"
+                          f" (it takes: {', '.join(takes) or 'none'}).",
+                          queue_key=queue["queue_key"], template_code=template_code,
+                          queue_template_codes=takes)
+
+
+def next_queue_or_refuse(ctx: Context, queue_key: str | None, *,
+                         required: bool = True) -> dict | None:
+    """The queue the locked subject is sent to next (a completion, a failure, an external
+    result, a requeue): it must exist and take the subject's template."""
+    queue = queue_or_refuse(ctx, queue_key, required=required)
+    if queue is not None and ctx.subject is not None:
+        refuse_unless_takes(queue, template_code_of(ctx.subject))
+    return queue
 
 
 def lock_worker(ctx: Context, euid: str | None) -> Obj:

@@ -17,6 +17,7 @@ from bloomops.execution.actions.steps import (
     end_active_leases,
     finish_record,
     new_record,
+    next_queue_or_refuse,
     place_hold,
     queue_or_refuse,
     release_hold,
@@ -143,7 +144,7 @@ class RequeueSubject(Handler):
         if not key:
             for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"]):
                 key = dl.props.get("queue_lookup_key") or key
-        queue = queue_or_refuse(ctx, key)
+        queue = next_queue_or_refuse(ctx, key)
         assert queue is not None
         was_terminal = is_terminal(env)
         if state in ("RUNNING", "WAITING_EXTERNAL"):

@@ -16,6 +16,7 @@ from bloomops.execution.selectors.base import (
 from bloomops.execution.sql import (
     ENV,
     SUBJECT_REVISION,
+    TEMPLATES,
     lease_effective_status,
     worker_active_leases,
 )
@@ -95,11 +96,12 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
                {ENV} AS execution, {ENV}->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision, t.code AS subject_template_code
         FROM generic_instance x
         LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
              AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
         LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+        LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         LEFT JOIN generic_instance_lineage lw ON lw.child_instance_uid = x.uid
              AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
         LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid

@@ -111,14 +111,19 @@ def scan(request: HttpRequest) -> HttpResponse:
 
 def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     """One leased item as the bench shows it: what, how urgent, which step, how long is
-    left, and where it may go next (only where its queue's flow allows)."""
+    left, and where it may go next: only where its queue's flow allows and a queue that
+    takes it (the engine refuses the others, SUBJECT_TEMPLATE_MISMATCH); with no such queue
+    left, the item finishes its flow."""
     env = lease["execution"] or {}
     props = lease["props"] or {}
     queue_key = props.get("queue_lookup_key") or ""
     config = (queues.get(queue_key) or {}).get("config") or {}
-    default_next = config.get("default_next_queue_key") or ""
     allowed = next_queues_allowed(config)
+    default_next = config.get("default_next_queue_key") or ""
     keys = allowed if allowed is not None else ([default_next] if default_next else [])
+    keys = [k for k in keys if lease.get("subject_template_code") in (
+        ((queues.get(k) or {}).get("config") or {}).get("subject_template_codes") or [])]
+    default_next = default_next if default_next in keys else ""
     expires = parse_ts(props.get("expires_at"))
     return {
         **lease,
