@@ -134,3 +134,44 @@ def test_next_queue_keys_are_kept_in_the_queue_configuration(tenant):
         "subject_template_codes": ["content/material/specimen/1.0"],
         "default_next_queue_key": "q2", "next_queue_keys": ["q3", "q3"], "reason": "r"})
     assert selectors.queue_config("lim")["config"]["next_queue_keys"] == ["q3"]
+
+
+@pytest.mark.django_db
+def test_a_template_another_writer_adds_is_read_as_visibility_reads_it(tenant):
+    """A template added after this process read its templates (another writer, e.g. Bloom
+    seeding its pack) is known to the completion's check as it is to visibility: a subject
+    of it completes into another queue that takes it, and not into one that does not."""
+    from django.db import connection
+
+    from bloomops.tapdb.templates import template
+    from tests.engine import SPECIMEN
+
+    specimen = template(SPECIMEN)  # the process has read its templates
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO generic_template (euid, euid_prefix, euid_seq, name,"
+            " polymorphic_discriminator, category, type, subtype, version, instance_prefix,"
+            " instance_polymorphic_identity, json_addl, bstatus)"
+            " SELECT '', '', 0, 'swab', polymorphic_discriminator, category, type, 'swab',"
+            " version, instance_prefix, instance_polymorphic_identity, json_addl, bstatus"
+            " FROM generic_template WHERE uid = %s RETURNING uid", [specimen.uid])
+        (swab_uid,) = cur.fetchone()
+    swab = "content/material/swab/1.0"
+    make_queue("q1")  # specimens only
+    make_queue("swabs", subject_template_codes=[swab])
+    make_queue("swabs_next", subject_template_codes=[swab])
+    svc = actor(*SERVICE)
+    subject = make_subject("swabs")
+    with connection.cursor() as cur:
+        cur.execute("UPDATE generic_instance SET template_uid = %s WHERE euid = %s",
+                    [swab_uid, subject])
+    worker = register(svc)
+    lease = claim(svc, worker, "swabs")
+    assert lease["subject_euid"] == subject
+    with pytest.raises(ActionError) as err:
+        act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+            worker_euid=worker, expected_state="READY", payload={"next_queue_key": "q1"})
+    assert err.value.code == "SUBJECT_TEMPLATE_MISMATCH" and swab in err.value.message
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"next_queue_key": "swabs_next"})
+    assert envelope(subject)["next_queue_key"] == "swabs_next"

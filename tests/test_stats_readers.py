@@ -194,6 +194,11 @@ def test_the_dashboard_says_when_the_recorder_is_not_running(client, tenant, use
     html = operator.get("/").content.decode()
     assert 'id="recorder-silent"' in html
     assert f"last stored figures at {taken:%H:%M:%S} UTC" in html
+    # a recorder running at a longer interval than this process's setting is judged by its own
+    record(interval=60)
+    clock.advance(30)
+    html = operator.get("/").content.decode()
+    assert 'data-source="snapshot"' in html and 'id="recorder-silent"' not in html
     client.logout()
     bench = signed_in(client, users["worker_human"]).get("/").content.decode()
     assert 'id="recorder-silent"' not in bench

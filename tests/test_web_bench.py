@@ -105,6 +105,7 @@ def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     html = page.content.decode()
     assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == ["", "q2"]
     assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == ""
+    assert "The flow's next queue, Pooling, does not take this kind of item" in html
     data = form_for(page, f"/leases/{lease}/complete/", next_queue_key="pool")
     before = counts()
     response = sci.post(f"/leases/{lease}/complete/", data)

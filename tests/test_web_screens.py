@@ -437,6 +437,11 @@ def test_the_leased_count_leads_to_who_holds_those_leases(client, lab):
     assert "on the robot" not in page and "robot-q2" not in page
     everyone = client.get("/workers/").content.decode()
     assert "in the hood" in everyone and "on the robot" in everyone
+    for unknown in ("nowhere", "a/b", '"><b>x</b>'):
+        page = client.get("/workers/", {"queue": unknown})
+        assert page.status_code == 200 and "There is no queue" in page.content.decode()
+        assert "<b>x</b>" not in page.content.decode() and "in the hood" not in (
+            page.content.decode())
 
 
 def test_the_inspector_names_the_worker_holding_the_lease(client, lab):

@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from bloomops.execution.stats.history import History, Point
+from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
 # the plot area inside a chart: a line of legend above, the time axis below
@@ -51,11 +52,13 @@ def _y(value: float, top: float, low: float = BOTTOM, high: float = TOP) -> floa
 
 
 def _runs(points: list[Point], history: History) -> list[list[int]]:
-    """Indexes of the points in unbroken runs: a bucket without a sample (the recorder was
-    not running) breaks the line instead of being bridged by it."""
+    """Indexes of the points in unbroken runs: samples missing for longer than two buckets
+    or two recorder passes (the recorder was not running) break the line instead of being
+    bridged by it; one missing bucket is a pass that came late."""
+    gap = max(2 * history.width, 2 * interval_seconds())
     runs: list[list[int]] = []
     for i, p in enumerate(points):
-        if runs and (p.at - points[i - 1].at).total_seconds() <= history.width:
+        if runs and (p.at - points[i - 1].at).total_seconds() <= gap:
             runs[-1].append(i)
         else:
             runs.append([i])
@@ -139,9 +142,11 @@ def throughput_chart(history: History, points: list[Point], name: str,
     scale = (mid - TOP) / top
 
     def width(p: Point) -> str:
-        # a bucket's counts are what finished from its start on (its point) for its width;
-        # the current bucket is cut at now
-        return _n(max(0.5, min(bar, RIGHT - _x(p.at, history))))
+        # a bucket's counts are what finished from its start on (its point) for its width:
+        # a bucket begun before the range is cut at the range's start, the current one at now
+        start = _x(p.at, history)
+        end = _x(min(p.at + timedelta(seconds=history.width), history.end), history)
+        return _n(max(0.5, min(bar, end - start - 1)))
 
     done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
                             ' fill="{}"><title>{}</title></rect>',

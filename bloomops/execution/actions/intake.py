@@ -59,7 +59,7 @@ def _check_routing(payload: dict) -> None:
                               field=name) from None
 
 
-def _routing_queue(ctx: Context, template_code: str) -> dict:
+def _routing_queue(ctx: Context, template_code: str | None) -> dict:
     """The target queue, refused when it does not exist, is disabled or does not take the
     template: a subject routed there could never be seen."""
     queue = queue_or_refuse(ctx, ctx.request.queue_key)
@@ -102,7 +102,8 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     claimed = (ctx.payload.get("template_code") or "").strip()
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
-                          f"{subject.euid} is a {code}, not a {claimed}.",
+                          f"{subject.euid} is a {code or 'subject without a template'},"
+                          f" not a {claimed}.",
                           subject_euid=subject.euid, template_code=code)
     if subject.props.get("execution") is not None:
         if is_terminal(ctx.env):
@@ -112,7 +113,8 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
             raise ActionError("SUBJECT_ALREADY_ROUTED", subject_euid=subject.euid,
                               current_state=ctx.env["state"],
                               queue_key=ctx.env.get("next_queue_key"))
-    queue = _routing_queue(ctx, code)
+    queue = _routing_queue(ctx, code)  # refuses a subject without a template
+    assert code is not None
     _check_scope(queue, subject.props)
     return queue, code
 

@@ -21,7 +21,6 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.states import DeadLetterResolution
-from bloomops.tapdb.templates import template_by_uid
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -42,19 +41,21 @@ def queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = Tru
     return row
 
 
-def template_code_of(subject: Obj) -> str:
-    """The subject's semantic template code (what queues list in subject_template_codes)."""
-    ref = template_by_uid(subject.template_uid)
-    return ref.code if ref is not None else f"{subject.type}/{subject.subtype}"
+def template_code_of(subject: Obj) -> str | None:
+    """The subject's semantic template code (what queues list in subject_template_codes),
+    read as the visibility rule reads it (``selectors.template_code``); None when no template
+    row has that uid."""
+    return selectors.template_code(subject.template_uid)
 
 
-def refuse_unless_takes(queue: dict, template_code: str) -> None:
+def refuse_unless_takes(queue: dict, template_code: str | None) -> None:
     """A subject sent to a queue that does not take its template could never be seen there
     (RULES.md#visibility): refused, whichever action sends it."""
     takes = queue["config"].get("subject_template_codes") or []
-    if template_code not in takes:
+    if template_code is None or template_code not in takes:
+        kind = f"{template_code} subjects" if template_code else "subjects without a template"
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
-                          f"Queue {queue['queue_key']!r} does not take {template_code} subjects"
+                          f"Queue {queue['queue_key']!r} does not take {kind}"
                           f" (it takes: {', '.join(takes) or 'none'}).",
                           queue_key=queue["queue_key"], template_code=template_code,
                           queue_template_codes=takes)

@@ -51,6 +51,7 @@ from bloomops.execution.selectors.subjects import (
     lineage_of,
     subject_diagnostics,
     subject_history,
+    template_code,
 )
 from bloomops.execution.selectors.workbench import (
     active_holds,
@@ -70,7 +71,7 @@ __all__ = [
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
-    "throughput_trend", "workers",
+    "template_code", "throughput_trend", "workers",
     "QueueChange", "queue_history",
     "FailureGroup", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",

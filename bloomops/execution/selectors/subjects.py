@@ -287,3 +287,12 @@ def audit_trail(instance_uid: int, *, limit: int = 200) -> list[dict[str, Any]]:
         """,
         [instance_uid, limit],
     )
+
+
+def template_code(template_uid: int | None) -> str | None:
+    """A template uid's semantic code as the visibility rule reads it (``sql.TEMPLATES``,
+    live: not the per-process template cache, which misses templates another writer adds);
+    None when no template row has that uid. One query."""
+    row = fetch_one(f"SELECT t.code FROM ({TEMPLATES}) t WHERE t.uid = %(uid)s",
+                    {"uid": template_uid})
+    return row["code"] if row else None

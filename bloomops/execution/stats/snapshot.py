@@ -40,8 +40,10 @@ class Stats:
     as_of: datetime
     source: str
     now: datetime
-    # when the recorder last stored a snapshot (fresh or not); None: never
+    # when the recorder last stored a snapshot (fresh or not); None: never; and the interval
+    # it stored with it (its own, which may differ from this process's setting)
     recorded_at: datetime | None = None
+    recorded_interval: float | None = None
 
     @property
     def snapshot_age_seconds(self) -> float | None:
@@ -54,7 +56,8 @@ class Stats:
         """No snapshot stored within twice the recorder's interval, or never: the recorder is
         not running, so the history has no samples for that time and expired leases wait
         for a sweep (its other duty)."""
-        return self.recorded_at is None or not is_fresh(self.recorded_at, self.now)
+        return self.recorded_at is None or not is_fresh(self.recorded_at, self.now,
+                                                        self.recorded_interval)
 
 
 def current(*, now: datetime | None = None, tenant: str | None = None,
@@ -69,9 +72,10 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
             and is_fresh(row["taken_at"], moment, row["interval_seconds"])):
         ov, trend = decode_overview(row["data"])
         return Stats(ov, trend, as_of=row["taken_at"], source=SNAPSHOT, now=moment,
-                     recorded_at=row["taken_at"])
+                     recorded_at=row["taken_at"], recorded_interval=row["interval_seconds"])
     stats = live(now=moment, tenant=tenant, with_trend=with_trend)
-    stats.recorded_at = row["taken_at"] if row else None
+    if row is not None:
+        stats.recorded_at, stats.recorded_interval = row["taken_at"], row["interval_seconds"]
     return stats
 
 

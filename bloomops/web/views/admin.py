@@ -36,6 +36,8 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("type", "").strip().upper()
     text = request.GET.get("q", "").strip().lower()
     queue_key = request.GET.get("queue", "").strip()
+    known_queue = bool(queue_key) and any(q["queue_key"] == queue_key
+                                          for q in selectors.queues())
     rows = selectors.workers()
     holding: dict[str, list[dict]] = {}
     for lease in selectors.leases(status="ACTIVE"):
@@ -53,7 +55,7 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
         "total": len(rows), "statuses": [s.value for s in WorkerStatus],
         "types": [t.value for t in WorkerType],
         "filters": {"status": status, "type": kind, "q": request.GET.get("q", ""),
-                    "queue": queue_key},
+                    "queue": queue_key, "queue_known": known_queue},
     })
 
 

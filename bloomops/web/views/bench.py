@@ -123,6 +123,7 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     keys = allowed if allowed is not None else ([default_next] if default_next else [])
     keys = [k for k in keys if lease.get("subject_template_code") in (
         ((queues.get(k) or {}).get("config") or {}).get("subject_template_codes") or [])]
+    passed_over = default_next if default_next and default_next not in keys else ""
     default_next = default_next if default_next in keys else ""
     expires = parse_ts(props.get("expires_at"))
     return {
@@ -137,6 +138,9 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "next_choices": [(k, ((queues.get(k) or {}).get("config") or {}).get("display_name")
                           or k) for k in keys],
         "default_next": default_next,
+        # the flow's next queue, not offered: it does not take this kind of item
+        "passed_over": ((queues.get(passed_over) or {}).get("config") or {}).get(
+            "display_name") or passed_over,
         "may_finish": not default_next,
     }
 

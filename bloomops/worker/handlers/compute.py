@@ -14,6 +14,7 @@ metadata; earlier artifacts stay linked.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from bloomops.execution.errors import ActionError
 from bloomops.worker.handling import HandlerSet, Job, Outcome, TerminalError
 from bloomops.worker.runtime import WorkerRuntime
+
+log = logging.getLogger(__name__)
 
 ARTIFACT = "data/analysis/artifact/1.0"
 
@@ -91,6 +94,11 @@ class Handlers(HandlerSet):
             except ActionError as exc:
                 if exc.code in ("CONCURRENT_UPDATE",):
                     self.pending.append(run)
+                else:
+                    # Refused for good (e.g. the next queue does not take the subject): the
+                    # subject stays WAITING_EXTERNAL, where the workbench shows it; say why.
+                    log.warning("pipeline result for %s refused: %s %s", run.subject_euid,
+                                exc.code, exc.message)
             except Exception:
                 # Not delivered (database or API away): keep it; the runtime backs off and
                 # polls again, and the fixed idempotency key makes a repeat a replay.
