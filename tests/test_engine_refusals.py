@@ -297,6 +297,14 @@ def s_template_mismatch_requeue(svc, op):
                        queue_key="q_analysis", payload={"reason": "move it"})
 
 
+def s_template_mismatch_requeue_own_queue(svc, op):
+    # another writer left it in a queue that does not take it: requeued where it is, refused
+    make_queue("q_analysis", **ANALYSIS_ONLY)
+    subject = make_subject("q_analysis")
+    return lambda: act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+                       payload={"reason": "try again"})
+
+
 def s_template_mismatch_register(svc, op):
     return lambda: act("register_subject", svc, queue_key="q1", payload={
         "template_code": "content/material/library/1.0", "name": "L-1"})
@@ -477,7 +485,8 @@ SCENARIOS = {
     "SUBJECT_TEMPLATE_MISMATCH": [s_template_mismatch, s_template_mismatch_register,
                                   s_template_mismatch_complete, s_template_mismatch_fail,
                                   s_template_mismatch_external_result,
-                                  s_template_mismatch_requeue],
+                                  s_template_mismatch_requeue,
+                                  s_template_mismatch_requeue_own_queue],
     "SUBJECT_ALREADY_ROUTED": [s_already_routed],
     "SUBJECT_TERMINAL": [s_subject_terminal],
     "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],

@@ -12,7 +12,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import services
 from tests.engine import act, actor, envelope, make_queue, make_subject, register
-from tests.web_support import has_form, signed_in
+from tests.web_support import form_for, has_form, signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -452,3 +452,20 @@ def test_the_inspector_names_the_worker_holding_the_lease(client, lab):
     html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
     lease = html.split("<h3>Active lease</h3>")[1].split("</p>")[0]
     assert f"by sci <code>{worker}</code>" in lease and "<time" in lease
+
+
+def test_the_inspector_requeues_to_a_queue_that_takes_the_subject(client, lab):
+    """A subject left in a queue that does not take its template (another writer put it
+    there) is offered the queues that do, and requeued to the one chosen."""
+    make_queue("q_analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    euid = make_subject("q_analysis", name="misrouted")
+    operator = signed_in(client, lab["operator"])
+    page = operator.get(f"/subjects/{euid}/")
+    html = page.content.decode()
+    choices = re.search(r'<select id="requeue-queue" name="queue_key">(.*?)</select>', html,
+                        re.S).group(1)
+    keys = re.findall(r'<option value="([^"]+)"', choices)
+    assert "q1" in keys and "q_analysis" not in keys
+    data = form_for(page, f"/subjects/{euid}/requeue/", queue_key="q1", reason="misrouted")
+    operator.post(f"/subjects/{euid}/requeue/", data)
+    assert envelope(euid)["next_queue_key"] == "q1"

@@ -96,7 +96,14 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     if diag is None:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
+    # where an operator may requeue it: the queues that take its template (the engine
+    # refuses the others, SUBJECT_TEMPLATE_MISMATCH)
+    requeue_to = [(q["queue_key"], q["config"].get("display_name") or q["queue_key"])
+                  for q in selectors.queues()
+                  if diag.template_code in (q["config"].get("subject_template_codes") or [])
+                  ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
     return render(request, "web/subject.html", {
+        "requeue_to": requeue_to,
         "d": diag,
         "envelope": envelope_rows(diag.execution),
         "raw_envelope": json.dumps(diag.execution, indent=2, sort_keys=True, default=str),
@@ -130,9 +137,13 @@ def _operator_action(request: HttpRequest, euid: str, action_key: str,
         if action_key == "place_execution_hold" and request.POST.get("hold_code", "").strip():
             payload["hold_code"] = request.POST["hold_code"].strip()
         hold_euid = request.POST.get("hold_euid") or None
+        # a requeue may name the queue (one that takes the subject); none: its own
+        queue_key = (request.POST.get("queue_key", "").strip() or None
+                     if action_key == "requeue_subject" else None)
         try:
             return services.perform(request.user, action_key, subject_euid=euid,
-                                    hold_euid=hold_euid, payload=payload, **guards(request))
+                                    hold_euid=hold_euid, queue_key=queue_key, payload=payload,
+                                    **guards(request))
         except ActionError as err:
             offer_approval(request, euid, err)  # the inspector offers "Request approval"
             raise
