@@ -116,6 +116,13 @@ def failure_classes_for(roles: frozenset[str] | set[str]) -> list[RetryClass]:
     return [c for c in RetryClass if c != RetryClass.OPERATOR_CANCELED or roles & CANCEL_ROLES]
 
 
+def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
+    """Whether a queue takes subjects of this template (its subject_template_codes): a subject
+    of another is never visible in it (RULES.md#visibility), so nothing may send one there."""
+    return template_code is not None and template_code in (
+        config.get("subject_template_codes") or [])
+
+
 def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:
     """The queues a completed item of this queue may move to (its default next queue first),
     or None when the queue does not limit them (no next_queue_keys configured)."""

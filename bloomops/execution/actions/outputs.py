@@ -14,6 +14,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
 )
+from bloomops.execution.policy import takes_template
 from bloomops.execution.states import (
     parse_priority,
 )
@@ -161,8 +162,7 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
         envelope = _output_envelope(i, spec.get("execution"), ctx.now_ts)
         if envelope is not None:
             target = queue_or_refuse(ctx, envelope["next_queue_key"], required=False)
-            if target is not None and code not in (target["config"].get(
-                    "subject_template_codes") or []):
+            if target is not None and not takes_template(target["config"], code):
                 raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
                                     " subjects.", "OUTPUT_NOT_ALLOWED")
             props["execution"] = envelope

@@ -20,6 +20,7 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
+from bloomops.execution.policy import takes_template
 from bloomops.execution.states import DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
@@ -51,8 +52,8 @@ def template_code_of(subject: Obj) -> str | None:
 def refuse_unless_takes(queue: dict, template_code: str | None) -> None:
     """A subject sent to a queue that does not take its template could never be seen there
     (RULES.md#visibility): refused, whichever action sends it."""
-    takes = queue["config"].get("subject_template_codes") or []
-    if template_code is None or template_code not in takes:
+    if not takes_template(queue["config"], template_code):
+        takes = queue["config"].get("subject_template_codes") or []
         kind = f"{template_code} subjects" if template_code else "subjects without a template"
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"Queue {queue['queue_key']!r} does not take {kind}"

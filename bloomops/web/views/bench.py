@@ -16,7 +16,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
-from bloomops.execution.policy import next_queues_allowed
+from bloomops.execution.policy import next_queues_allowed, takes_template
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
@@ -121,8 +121,8 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     allowed = next_queues_allowed(config)
     default_next = config.get("default_next_queue_key") or ""
     keys = allowed if allowed is not None else ([default_next] if default_next else [])
-    keys = [k for k in keys if lease.get("subject_template_code") in (
-        ((queues.get(k) or {}).get("config") or {}).get("subject_template_codes") or [])]
+    keys = [k for k in keys if takes_template((queues.get(k) or {}).get("config") or {},
+                                              lease.get("subject_template_code"))]
     passed_over = default_next if default_next and default_next not in keys else ""
     default_next = default_next if default_next in keys else ""
     expires = parse_ts(props.get("expires_at"))

@@ -18,6 +18,7 @@ from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
+from bloomops.execution.policy import takes_template
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
@@ -100,7 +101,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     # refuses the others, SUBJECT_TEMPLATE_MISMATCH)
     requeue_to = [(q["queue_key"], q["config"].get("display_name") or q["queue_key"])
                   for q in selectors.queues()
-                  if diag.template_code in (q["config"].get("subject_template_codes") or [])
+                  if takes_template(q["config"], diag.template_code)
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
     return render(request, "web/subject.html", {
         "requeue_to": requeue_to,
