@@ -46,18 +46,30 @@ def test_bars_start_at_their_bucket_point_and_stay_in_the_plot():
     assert float(done[2][1]) < minute - 1
 
 
-def test_a_minute_without_a_sample_breaks_the_line_and_the_start_of_samples_is_said():
-    """No sample is no data, not a straight line across it; samples that begin within the
-    range are said to begin there."""
+def _depth_runs(points: list[Point]) -> list[int]:
+    svg = str(depth_chart(_history(points), points, "q1", "q1"))
+    assert len(re.findall(r'class="point depth"', svg)) == len(points)
+    return [len(line.split()) for line in
+            re.findall(r'<polyline class="depth"[^>]* points="([^"]+)"', svg)]
+
+
+def test_samples_missing_for_a_while_break_the_line_and_the_start_of_samples_is_said(settings):
+    """No samples for longer than two buckets (or two recorder passes) is no data, not a
+    straight line across it; one bucket missed is a pass that came late. Samples that begin
+    within the range are said to begin there."""
     from bloomops.web.charts import recorded_since
 
     begin = START + timedelta(minutes=30)
-    minutes = [0, 1, 2, 5, 6]  # the recorder was stopped for minutes 3 and 4
-    points = [Point(at=begin + timedelta(minutes=m), depth=m) for m in minutes]
-    history = _history(points)
-    svg = str(depth_chart(history, points, "q1", "q1"))
-    depth_lines = re.findall(r'<polyline class="depth"[^>]* points="([^"]+)"', svg)
-    assert [len(line.split()) for line in depth_lines] == [3, 2]
-    assert len(re.findall(r'class="point depth"', svg)) == 5
+
+    def at(*minutes: int) -> list[Point]:
+        return [Point(at=begin + timedelta(minutes=m), depth=m) for m in minutes]
+
+    settings.BLOOMOPS_RECORDER_INTERVAL = 10
+    # minute 2 missed (bridged); minutes 5 to 7 missed (broken)
+    assert _depth_runs(at(0, 1, 3, 4, 8, 9)) == [4, 2]
+    # a recorder passing every 150 s: a 4-minute step is two of its passes
+    settings.BLOOMOPS_RECORDER_INTERVAL = 150
+    assert _depth_runs(at(0, 1, 3, 4, 8, 9)) == [6]
+    history = _history(at(0, 1, 2))
     assert recorded_since(history) == begin
     assert recorded_since(_history([Point(at=START + timedelta(seconds=30))])) is None

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts, parse_ts_or_none
@@ -110,13 +109,13 @@ def percent(value: float | None) -> str:
 
 
 @register.simple_tag
-def sparkline(series: list[int] | None, label: str = ""):
+def sparkline(series: list[int] | None, label: str = "", empty: str = "none"):
     """A small inline SVG polyline, drawn on the server from numbers only; its accessible
-    name carries the numbers. No points or only zeros: said in words (none, not "no data":
-    a queue nothing finished in is a fact, not a gap)."""
+    name carries the numbers. No points or only zeros: ``empty``, in words (nothing counted
+    is a fact, not a gap in the data)."""
     points = list(series or [])
     if not any(points):
-        return mark_safe('<span class="muted">none in 12 h</span>')  # noqa: S308 (constant)
+        return format_html('<span class="muted">{}</span>', empty)
     width, height = 120, 24
     top = max(points) or 1
     step = width / max(len(points) - 1, 1)
