@@ -22,6 +22,7 @@ from bloomops.execution.selectors.base import read_params
 from bloomops.execution.selectors.queues import minus_minutes
 from bloomops.execution.sql import (
     BLOCKED_SUBJECTS,
+    CANCEL_REQUESTED,
     DISPATCH_PRIORITY,
     ENV,
     HAS_ENVELOPE,
@@ -34,13 +35,15 @@ from bloomops.execution.sql import (
     RETRY_PENDING,
     TEMPLATES,
     TERMINAL,
+    TERMINAL_FLAG,
     held,
     lease_active,
+    on_envelope,
     priority_band,
     visibility,
 )
 from bloomops.execution.states import ALL_STATES
-from bloomops.tapdb.db import fetch_all
+from bloomops.tapdb.db import fetch_all, fetch_value
 from tests.engine import (
     SERVICE,
     act,
@@ -299,3 +302,14 @@ def test_equal_at_the_instant_a_subject_was_made(lab):
             {c: r[c] for c in SUBJECT_COLUMNS} for r in want], delta
     q1 = {r["queue_key"]: r for r in current(made)}["q1"]
     assert q1["depth"] > 0 and q1["oldest_ready_at"] <= made
+
+
+@pytest.mark.parametrize("stored", [True, False, "true", "TRUE", None, 1, "x", {"a": 1}, "absent"])
+def test_an_envelope_flag_is_json_true_and_nothing_else(stored):
+    """The flags are compared as text with their JSON type asked (cheaper than comparing
+    JSON): the string "true" is not the flag, and no stored value makes the read fail."""
+    envelope = {} if stored == "absent" else {"terminal": stored, "cancel_requested": stored}
+    for fragment in (TERMINAL_FLAG, CANCEL_REQUESTED):
+        value = fetch_value(f"SELECT {on_envelope(fragment, '(%(env)s::jsonb)')}",
+                            {"env": json.dumps(envelope)})
+        assert value is (stored is True), (fragment, stored)

@@ -80,8 +80,8 @@ READ_INDEXES: dict[str, str] = {
     # predicate.
     # Without them PostgreSQL guesses 0.5 % for "next_queue_key = X" and 50 % for each
     # boolean, expects one row where there are thousands, and picks nested loops.
-    "bloomops_envelope_flags_stats": f"""
-        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_flags_stats ON
+    "bloomops_envelope_flag_texts_stats": f"""
+        CREATE STATISTICS IF NOT EXISTS bloomops_envelope_flag_texts_stats ON
         ({_EXEC}->>'next_queue_key'), ({_EXEC}->>'state'),
         ({_unaliased(TERMINAL)}), ({_unaliased(CANCEL_REQUESTED)}),
         (coalesce({_EXEC}->>'hold_state', 'NONE'))
@@ -195,6 +195,9 @@ RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
+    # On the flags compared as JSON; the reads now compare their text (sql.env_flag), and
+    # statistics serve only the expressions they were built on.
+    ("STATISTICS", "bloomops_envelope_flags_stats"),
     # ACTIVE and EXPIRED leases by queue, for an all-time expired count now kept as a counter.
     ("INDEX", "bloomops_lease_open"),
     # Failed records by queue, for all-time failure totals now kept as counters.

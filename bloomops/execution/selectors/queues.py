@@ -22,11 +22,8 @@ from bloomops.execution.selectors.routed import (
 )
 from bloomops.execution.sql import (
     DISPATCH_PRIORITY,
-    HELD_IN_SET,
     QP,
     QUEUES,
-    held,
-    lease_active,
     priority_band,
     utc_text,
 )
@@ -150,8 +147,12 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
 # plain values (selectors/routed.py) counted.
 _SUMMARY_SUBJECTS = f"""
     WITH {QUEUES_AND_SETS}
-    SELECT q.euid, q.queue_key, q.config, a.*
+    SELECT q.euid, q.queue_key, q.config, coalesce(lc.n, 0) AS active_leases, a.*
     FROM queues q
+    LEFT JOIN (SELECT x.queue_key, count(*) AS n FROM active_leases x
+               WHERE x.tenant_id = %(tenant)s
+                 AND x.type = 'execution' AND x.subtype = 'queue_lease'
+               GROUP BY 1) lc ON lc.queue_key = q.queue_key
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE s.vis) AS depth,
                least(min(s.stated) FILTER (WHERE s.vis),
@@ -164,8 +165,7 @@ _SUMMARY_SUBJECTS = f"""
                    AS stat_count,
                count(*) FILTER (WHERE s.vis AND {priority_band("URGENT", "s.prio")})
                    AS urgent_count,
-               count(*) FILTER (WHERE NOT s.terminal
-                                  AND {held(HELD_IN_SET, "s.held_by_envelope")}) AS held_count,
+               count(*) FILTER (WHERE s.held) AS held_count,
                count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
         FROM ({plain_subjects()}) s
     ) a
@@ -175,8 +175,9 @@ _SUMMARY_SUBJECTS = f"""
 def queue_summaries(
     *, now: datetime | None = None, tenant: str | None = None
 ) -> list[QueueSummary]:
-    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Four queries in all,
-    whatever the number of queues or subjects: subjects, active leases, records (the window,
+    """Every queue with the metrics of RULES.md#metrics, in dispatch order. Three queries in
+    all, whatever the number of queues or subjects: subjects (with their active leases, read
+    once for the visibility rule and the leased count), records (the window,
     and the totals: the recorder's counters plus what finished since, ``counting.TOTALS_PARTS``)
     and open dead letters. None reads history (finished leases, records outside the window),
     unless the recorder never counted the tenant."""
@@ -193,14 +194,12 @@ def queue_summaries(
         summary.urgent_count = int(row["urgent_count"])
         summary.held_count = int(row["held_count"])
         summary.retry_pending_count = int(row["retry_pending_count"])
+        summary.active_leases = int(row["active_leases"])
         summaries.append(summary)
         by_key[summary.queue_key] = summary
     if not summaries:
         return []
     params["queue_keys"] = list(by_key)
-    for row in fetch_all(_SUMMARY_LEASES, params):
-        if row["queue_key"] in by_key:
-            by_key[row["queue_key"]].active_leases = int(row["active"])
     records = fetch_all(_SUMMARY_RECORDS, {**params, **totals_params(moment, tenant)})
     window: dict[str, dict[str, int]] = {}
     for row in records:
@@ -216,17 +215,6 @@ def queue_summaries(
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])
     return summaries
-
-# Active leases per queue, through bloomops_lease_active_queue, which holds ACTIVE leases only
-# (not the lab's history of leases that ended).
-_SUMMARY_LEASES = f"""
-    SELECT x.json_addl->'properties'->>'queue_lookup_key' AS queue_key,
-           count(*) FILTER (WHERE {lease_active()}) AS active
-    FROM generic_instance x
-    WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
-      AND x.type = 'execution' AND x.subtype = 'queue_lease'
-      AND x.json_addl->'properties'->>'status' = 'ACTIVE'
-    GROUP BY 1"""
 
 # Records finished in the throughput window by status (a range of
 # bloomops_record_queue_finished per queue, read as the recorder reads them), with the

@@ -27,6 +27,7 @@ from bloomops.execution.sql import (
     SCOPE_FIELDS,
     TEMPLATES,
     TERMINAL,
+    held,
     on_envelope,
     ready_parts,
     retry_pending,
@@ -51,15 +52,17 @@ def ready_due(stated: str, created: str) -> str:
 
 # The WITH list a statement over ``queues q`` and ``plain_subjects()`` starts with.
 QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
-    queues AS MATERIALIZED (
+    queues AS NOT MATERIALIZED (
         SELECT q.*, ARRAY(SELECT t.uid FROM ({TEMPLATES}) t
                           WHERE q.template_codes ? t.code) AS template_uids
         FROM ({QUEUES}) q)"""
 
 # The parts of the rules over the plain values the inner layers pass on.
 STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
+# Held (RULES.md#holds) once per row, for the held count and for visibility alike.
+HELD_PLAIN = f"(NOT s.terminal AND {held(HELD_IN_SET, 's.held_by_envelope')})"
 VISIBLE_PLAIN = visibility(
-    leased=LEASED_BY_SETS, held=HELD_IN_SET, routed="true", state="s.state",
+    leased=LEASED_BY_SETS, held="s.held", routed="true", state="s.state",
     terminal="s.terminal", cancel_requested="s.cancel_requested",
     held_by_envelope="s.held_by_envelope",
     ready_due=ready_due("s.stated", "s.created_dt"),
@@ -69,16 +72,22 @@ RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
                                     retry_at="s.retry_at")
 
 
+# A subject's site/platform/assay, read only for a queue scoped by it (else NULL, unread).
+_SCOPE_VALUES = ",\n                           ".join(
+    f"CASE WHEN q.{f}_scoped THEN s.props->>'{f}' END AS {f}" for f in SCOPE_FIELDS)
+
+
 def plain_subjects(extra: str = "") -> str:
     """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with uid,
     stated (the instant the envelope names, or NULL), created_dt, retry_at, prio, terminal,
-    state, held_by_envelope and vis (visible in q now). ``extra``: more conditions on the
+    state, held (RULES.md#holds: not terminal, held by envelope or lineage) and vis (visible
+    in q now). ``extra``: more conditions on the
     stored row ``s`` (the queue page's filters)."""
     return f"""
             SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.prio, s.terminal, s.state,
-                   s.held_by_envelope, {VISIBLE_PLAIN} AS vis
+                   s.held, {VISIBLE_PLAIN} AS vis
             FROM (
-            SELECT s.*, {STATED_PLAIN} AS stated
+            SELECT s.*, {STATED_PLAIN} AS stated, {HELD_PLAIN} AS held
             FROM (
                 SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
                        s.env->>'state' AS state,
@@ -89,8 +98,7 @@ def plain_subjects(extra: str = "") -> str:
                        {on_envelope(PRIORITY, "s.env")} AS prio
                 FROM (
                     SELECT s.uid, s.created_dt, s.template_listed, s.props->'execution' AS env,
-                           s.props->>'site' AS site, s.props->>'platform' AS platform,
-                           s.props->>'assay' AS assay
+                           {_SCOPE_VALUES}
                     FROM (
                         SELECT s.uid, s.created_dt,
                                s.template_uid = ANY(q.template_uids) AS template_listed,
