@@ -189,6 +189,10 @@ def lab(tenant):
         make_subject("q1", name=f"state-{state}", state=state, priority=(0, 150, 300)[i % 3])
     make_subject("q1", name="stat", priority=300)
     make_subject("q1", name="urgent", priority=250)
+    # each side of each class's bounds, and below the lowest class (the summaries read one
+    # range of the order index per class)
+    for n, priority in enumerate((200, 199.999, 299.5, 1e6, -5, -0.5)):
+        make_subject("q1", name=f"bound-{n}", priority=priority)
     # a retry window open and one still waiting; foreign timestamp forms
     make_subject("q1", name="retry-due", state="FAILED_RETRYABLE",
                  retry_at=ts(start - timedelta(minutes=5)))

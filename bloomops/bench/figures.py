@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from bloomops.execution.sql import ENV, HAS_ENVELOPE
-from bloomops.tapdb.db import fetch_all, fetch_one, fetch_value
+from bloomops.tapdb.db import execute, fetch_all, fetch_one, fetch_value
 from bloomops.tapdb.tenancy import tenant_of
 
 BENCH_ACTOR = "bench-runner"
@@ -86,9 +86,21 @@ def median_cpu_ms(fn: Callable[[], Any], runs: int) -> float | None:
 
 
 def reads(runs: int, queue_key: str) -> dict[str, Any]:
-    from bloomops.execution import selectors
 
     out: dict[str, Any] = {}
+    # Every figure is the work of the one server process measured: a parallel worker's CPU
+    # is not in that process's /proc, and a parallel plan lowers the wall time, not the work.
+    execute("SET max_parallel_workers_per_gather = 0")
+    try:
+        _reads(out, runs, queue_key)
+    finally:
+        execute("RESET max_parallel_workers_per_gather")
+    return out
+
+
+def _reads(out: dict[str, Any], runs: int, queue_key: str) -> None:
+    from bloomops.execution import selectors
+
     summaries = selectors.queue_summaries()
     out["depths"] = {s.queue_key: s.depth for s in summaries}
     floor = lambda: fetch_all(FLOOR, {"tenant": tenant_of(None)})  # noqa: E731
@@ -106,7 +118,6 @@ def reads(runs: int, queue_key: str) -> dict[str, Any]:
                                    max(runs, 15))
     out["lease_count"], out["lease_edges"] = _lease_count(runs)
     out["dashboard"] = dashboard_ms()
-    return out
 
 
 def _lease_count(runs: int) -> tuple[float, int]:

@@ -24,7 +24,6 @@ from bloomops.execution.sql import (
     DISPATCH_PRIORITY,
     QP,
     QUEUES,
-    priority_band,
     utc_text,
 )
 from bloomops.execution.stats.counting import (
@@ -161,9 +160,9 @@ _SUMMARY_SUBJECTS = f"""
                greatest(max(s.stated) FILTER (WHERE s.vis),
                         {utc_text("max(s.created_dt) FILTER (WHERE s.vis AND s.stated IS NULL)")})
                    AS newest,
-               count(*) FILTER (WHERE s.vis AND {priority_band("STAT", "s.prio")})
+               count(*) FILTER (WHERE s.vis AND s.priority_class = 'STAT')
                    AS stat_count,
-               count(*) FILTER (WHERE s.vis AND {priority_band("URGENT", "s.prio")})
+               count(*) FILTER (WHERE s.vis AND s.priority_class = 'URGENT')
                    AS urgent_count,
                count(*) FILTER (WHERE s.held) AS held_count,
                count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
@@ -185,7 +184,7 @@ def queue_summaries(
     params = read_params(moment, tenant, window_start=ts(minus_minutes(moment)))
     summaries = []
     by_key: dict[str, QueueSummary] = {}
-    for row in fetch_all(_SUMMARY_SUBJECTS, params):
+    for row in fetch_all(_SUMMARY_SUBJECTS, params, prepare="summaries"):
         summary = _queue_summary_from_row(row, moment)
         summary.depth = int(row["depth"])
         summary.oldest_ready_at = parse_ts(row["oldest"])
@@ -200,7 +199,8 @@ def queue_summaries(
     if not summaries:
         return []
     params["queue_keys"] = list(by_key)
-    records = fetch_all(_SUMMARY_RECORDS, {**params, **totals_params(moment, tenant)})
+    records = fetch_all(_SUMMARY_RECORDS, {**params, **totals_params(moment, tenant)},
+                        prepare="summary_records")
     window: dict[str, dict[str, int]] = {}
     for row in records:
         if row["part"] == "window":
@@ -211,7 +211,7 @@ def queue_summaries(
     for key, values in totals_from(records, list(by_key)).items():
         for name, value in values.items():
             setattr(by_key[key], name, value)
-    for row in fetch_all(_SUMMARY_DEAD_LETTERS, params):
+    for row in fetch_all(_SUMMARY_DEAD_LETTERS, params, prepare="summary_dead_letters"):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])
     return summaries

@@ -29,11 +29,13 @@ from bloomops.execution.sql import (
     TERMINAL,
     held,
     on_envelope,
+    priority_band,
     ready_parts,
     retry_pending,
     scope_match,
     visibility,
 )
+from bloomops.execution.states import PRIORITY_CLASSES
 
 
 def stated_ready(*, retry_at: str, ready_at: str) -> str:
@@ -77,35 +79,48 @@ _SCOPE_VALUES = ",\n                           ".join(
     f"CASE WHEN q.{f}_scoped THEN s.props->>'{f}' END AS {f}" for f in SCOPE_FIELDS)
 
 
-def plain_subjects(extra: str = "") -> str:
-    """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with uid,
-    stated (the instant the envelope names, or NULL), created_dt, retry_at, prio, terminal,
-    state, held (RULES.md#holds: not terminal, held by envelope or lineage) and vis (visible
-    in q now). ``extra``: more conditions on the
-    stored row ``s`` (the queue page's filters)."""
-    return f"""
-            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.prio, s.terminal, s.state,
-                   s.held, {VISIBLE_PLAIN} AS vis
-            FROM (
-            SELECT s.*, {STATED_PLAIN} AS stated, {HELD_PLAIN} AS held
-            FROM (
-                SELECT s.uid, s.created_dt, s.template_listed, s.site, s.platform, s.assay,
-                       s.env->>'state' AS state,
-                       {on_envelope(TERMINAL, "s.env")} AS terminal,
-                       {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
-                       {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
-                       s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at,
-                       {on_envelope(PRIORITY, "s.env")} AS prio
-                FROM (
-                    SELECT s.uid, s.created_dt, s.template_listed, s.props->'execution' AS env,
-                           {_SCOPE_VALUES}
-                    FROM (
-                        SELECT s.uid, s.created_dt,
+# RULES.md#order's priority classes as ranges of bloomops_queue_order's priority key, and
+# what lies below the lowest class: a queue's subjects are read by one range scan per class,
+# each row tagged with its class, so no row's priority is taken out of its JSON.
+_PRIORITY_BANDS = (*((f"'{c}'", priority_band(c)) for c in PRIORITY_CLASSES),
+                   ("NULL", f"({PRIORITY} < {min(PRIORITY_CLASSES.values())})"))
+
+
+def _routed_rows(extra: str) -> str:
+    """Queue ``q``'s routed subjects as stored rows, each with its priority class."""
+    return "\n                        UNION ALL".join(f"""
+                        SELECT s.uid, s.created_dt, {band} AS priority_class,
                                s.template_uid = ANY(q.template_uids) AS template_listed,
                                s.json_addl->'properties' AS props
                         FROM generic_instance s
                         WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-                          AND {ENV}->>'next_queue_key' = q.queue_key{extra}
+                          AND {ENV}->>'next_queue_key' = q.queue_key AND {cond}{extra}"""
+        for band, cond in _PRIORITY_BANDS)
+
+
+def plain_subjects(extra: str = "") -> str:
+    """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with uid,
+    stated (the instant the envelope names, or NULL), created_dt, retry_at, priority_class
+    (RULES.md#order), terminal, state, held (RULES.md#holds: not terminal, held by envelope
+    or lineage) and vis (visible in q now). ``extra``: more conditions on the stored row
+    ``s`` (the queue page's filters)."""
+    return f"""
+            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.priority_class, s.terminal,
+                   s.state, s.held, {VISIBLE_PLAIN} AS vis
+            FROM (
+            SELECT s.*, {STATED_PLAIN} AS stated, {HELD_PLAIN} AS held
+            FROM (
+                SELECT s.uid, s.created_dt, s.template_listed, s.priority_class,
+                       s.site, s.platform, s.assay, s.env->>'state' AS state,
+                       {on_envelope(TERMINAL, "s.env")} AS terminal,
+                       {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
+                       {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
+                       s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at
+                FROM (
+                    SELECT s.uid, s.created_dt, s.template_listed, s.priority_class,
+                           s.props->'execution' AS env,
+                           {_SCOPE_VALUES}
+                    FROM ({_routed_rows(extra)}
                         OFFSET 0) s
                     OFFSET 0) s
                 OFFSET 0) s
