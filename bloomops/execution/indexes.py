@@ -134,8 +134,8 @@ READ_INDEXES: dict[str, str] = {
         (({_PROPS}->>'subject_lookup_euid'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'queue_lease'
           AND ({_PROPS}->>'status') = 'ACTIVE'""",
-    # ACTIVE leases by queue (the summaries' active leases); leases that ended (the history)
-    # are not in it.
+    # A tenant's ACTIVE leases by queue (the workers' live leases, the sweeper's leases past
+    # expiry); leases that ended (the history) are not in it.
     "bloomops_lease_active_queue": f"""
         CREATE INDEX IF NOT EXISTS bloomops_lease_active_queue ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'))
