@@ -174,6 +174,6 @@ def test_the_queue_order_index_serves_the_order_the_reads_use(tenant):
                           AND {ENV}->>'next_queue_key' = 'q1'
                         ORDER BY {ORDER_BY} LIMIT 3""", [tenant])
         plan = "\n".join(r[0] for r in cur.fetchall())
-    assert "bloomops_queue_order" in plan and "Sort" not in plan, plan
+    assert "bloomops_routed_order" in plan and "Sort" not in plan, plan
     # The envelope's validity is the index's predicate: it is not evaluated again per row.
     assert "jsonb_typeof" not in plan, plan

@@ -28,13 +28,11 @@ from bloomops.execution.sql import (
     HAS_ENVELOPE,
     HELD_IN_SET,
     LEASED_BY_SETS,
-    PRIORITY,
     QP,
     QUEUES,
     READY_TS,
     RETRY_PENDING,
     TEMPLATES,
-    TERMINAL,
     TERMINAL_FLAG,
     held,
     lease_active,
@@ -56,17 +54,31 @@ from tests.engine import (
 )
 
 pytestmark = pytest.mark.django_db
+PROPS = "(s.json_addl->'properties')"
 
 # The rules over the stored row with the lease and hold sets (what the depths and a page's
-# total counted before they read plain values too).
-VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
+# total counted before they read plain values too), with the flags, the scopes and the
+# priority written as they were before the reads were made cheaper, so that a change to the
+# fragments the summaries share is compared too.
+def _json_flag(name: str) -> str:
+    return f"coalesce({ENV}->'{name}' = 'true'::jsonb, false)"
+
+
+REF_TERMINAL = (f"({_json_flag('terminal')}"
+                f" OR ({ENV}->>'state') IN ('CANCELED', 'COMPLETED', 'FAILED_TERMINAL'))")
+REF_SCOPE = " AND ".join(
+    f"(jsonb_array_length(q.{f}_scope) = 0 OR q.{f}_scope ? coalesce({PROPS}->>'{f}', ''))"
+    for f in ("site", "platform", "assay"))
+REF_PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"
+VISIBLE_BY_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET, terminal=REF_TERMINAL,
+                             cancel_requested=_json_flag("cancel_requested"), scope=REF_SCOPE)
 HELD_BY_SETS = held(HELD_IN_SET)
 
 REFERENCE_SUBJECTS = f"""
     WITH {BLOCKED_SUBJECTS},
     routed AS MATERIALIZED (
-        SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts, {PRIORITY} AS prio,
-               {VISIBLE_BY_SETS} AS vis, (NOT {TERMINAL} AND {HELD_BY_SETS}) AS held,
+        SELECT q.uid AS queue_uid, s.uid, {READY_TS} AS ready_ts, {REF_PRIORITY} AS prio,
+               {VISIBLE_BY_SETS} AS vis, (NOT {REF_TERMINAL} AND {HELD_BY_SETS}) AS held,
                {RETRY_PENDING} AS retry_pending
         FROM ({QUEUES}) q
         JOIN generic_instance s ON s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}

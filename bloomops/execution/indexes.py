@@ -72,8 +72,8 @@ READ_INDEXES: dict[str, str] = {
     # Its key order is the whole queue order (RULES.md#order, sql.ORDER_BY), so "first page"
     # and "next claim" walk the index in queue order and stop after the first visible rows,
     # with no sort. Only subjects routed to a queue are in it (completed subjects drop out).
-    "bloomops_queue_order": f"""
-        CREATE INDEX IF NOT EXISTS bloomops_queue_order ON generic_instance
+    "bloomops_routed_order": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_routed_order ON generic_instance
         (tenant_id, ({_EXEC}->>'next_queue_key'), {_ORDER_INDEX_KEYS})
         WHERE {_unaliased(HAS_ENVELOPE)}""",
     # Planner statistics (not an index) on the envelope expressions of the visibility
@@ -195,6 +195,9 @@ RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_order"),
     # Built on ::boolean casts of the flags; the reads now compare JSON (RULES.md#envelope).
     ("STATISTICS", "bloomops_envelope_stats"),
+    # Ordered by a priority cast without asking the JSON type first (any read of a row
+    # outside the index, where another writer may have stored a text, could fail on it).
+    ("INDEX", "bloomops_queue_order"),
     # On the flags compared as JSON; the reads now compare their text (sql.env_flag), and
     # statistics serve only the expressions they were built on.
     ("STATISTICS", "bloomops_envelope_flags_stats"),

@@ -17,7 +17,6 @@ ENV = "(s.json_addl->'properties'->'execution')"
 QP = "q.config"
 
 
-
 def utc_text(column: str) -> str:
     """A timestamptz column as fixed-width UTC text (the format of ``envelope.ts``), written
     with immutable functions only (to_char is not), so that an index can hold it."""
@@ -188,7 +187,6 @@ def scope_match(values: dict[str, str] | None = None) -> str:
 SCOPE_MATCH = scope_match()
 
 
-
 def env_flag(name: str) -> str:
     """An envelope flag, true only for JSON true: a cast (``::boolean``) would make one bad
     row written by anyone fail the whole statement. Compared as text, with the type asked
@@ -273,7 +271,7 @@ _ENVELOPE_CHECKS = " AND ".join([
 ENVELOPE_VALID = f"(CASE WHEN {_ENVELOPE_CHECKS} THEN true ELSE false END)"
 
 # A routed subject whose envelope the engine can read: the rows every queue read and claim
-# starts from. It is also the predicate of the partial index bloomops_queue_order, so a
+# starts from. It is also the predicate of the partial index bloomops_routed_order, so a
 # read walking that index never evaluates the validity checks per row (PostgreSQL drops a
 # condition the index predicate implies); they are paid once, when a row is written.
 HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
@@ -283,7 +281,7 @@ HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 # Planner note: the JSON tests against the queue's lists (? on eligible_states, template
 # codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
 # and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_queue_order and probes lineage row by row where hashing is cheaper. Tested
+# bloomops_routed_order and probes lineage row by row where hashing is cheaper. Tested
 # inside one CASE they count as a single 50 % guess. The conditions are the same; only the
 # estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
 # lineage exclusions stay NOT EXISTS.
@@ -328,7 +326,7 @@ LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
 # Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_queue_order).
+# claim walking bloomops_routed_order).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an
@@ -361,9 +359,11 @@ OWN_COLUMNS_VISIBLE = visibility(leased="false", held="false")
 
 
 # Queue order: priority desc, due_at asc nulls last, ready ts asc, created_dt asc, euid asc.
-# Priority as a number (RULES.md#order). The cast is safe: a routed subject whose priority is
-# not a number cannot be stored at all, because this expression is a key of the order index.
-PRIORITY = f"coalesce(({ENV}->>'priority')::numeric, 0)"
+# Priority as a number (RULES.md#order), 0 when the envelope holds none or (another writer's)
+# something else: the order index holds valid envelopes only, but a read of other rows (the
+# hidden items), or a plan that filters rows before testing validity, meets any value.
+PRIORITY = (f"coalesce(CASE WHEN jsonb_typeof({ENV}->'priority') = 'number'"
+            f" THEN ({ENV}->>'priority')::numeric END, 0)")
 
 
 def priority_band(cls: str, expr: str = PRIORITY) -> str:
@@ -380,11 +380,17 @@ ORDER_KEYS = (
     ("s.created_dt", "ASC", "o_created"),
     ("s.euid", "ASC", "o_euid"),
 )
-# The same expressions as bloomops_queue_order, so a read can walk that index.
+# The same expressions as bloomops_routed_order, so a read can walk that index.
 ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 # The order keys as output columns of an inner query, and the same order over them outside.
 ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
 ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in ORDER_KEYS)
+
+def _scope_value(field: str) -> str:
+    """A queue's scope: JSON null is no scope, as absent is. Nothing another writer stores
+    there fails a read (a text is one value, anything else matches nothing)."""
+    return f"coalesce(nullif(q.json_addl->'properties'->'{field}_scope', 'null'), '[]')"
+
 
 # Queue objects with the config fields the predicate reads as columns, computed once per
 # queue: a subject row then compares against small values instead of extracting them from
@@ -401,6 +407,5 @@ QUEUES = """
       AND q.type = 'execution' AND q.subtype = 'queue'
     OFFSET 0""".format(scopes=",".join(
     f"""
-           coalesce(q.json_addl->'properties'->'{f}_scope', '[]') AS {f}_scope,
-           jsonb_array_length(coalesce(q.json_addl->'properties'->'{f}_scope', '[]')) > 0
-               AS {f}_scoped""" for f in SCOPE_FIELDS))
+           {_scope_value(f)} AS {f}_scope, {_scope_value(f)} <> '[]' AS {f}_scoped"""
+    for f in SCOPE_FIELDS))

@@ -30,7 +30,7 @@ LINEAGE_BLOCKED = f"""
     FROM generic_instance s WHERE s.uid = %(uid)s"""
 
 # The visible subjects of a queue in order (RULES.md#order), walked lazily: lineage is probed
-# first, row by row along bloomops_queue_order (the queue's head is often crowded with
+# first, row by row along bloomops_routed_order (the queue's head is often crowded with
 # subjects already leased), then the queue's conditions on the envelope.
 _CLAIM_WALK = f"""
     SELECT s.uid FROM (

@@ -82,7 +82,7 @@ def _coverage(queue: dict, rows: list[WorkerRow], people: list[RosteredPerson],
 
 
 def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overview:
-    """Queue summaries (4 queries), workers (1 query) and the rostered people (1 query);
+    """Queue summaries (3 queries), workers (1 query) and the rostered people (1 query);
     fills the summaries' worker_online_count, worker_rostered_count and worker_free_slots."""
     moment = now or clock.now()
     summaries = queue_summaries(now=moment, tenant=tenant)

@@ -1,8 +1,9 @@
 """A queue's routed subjects as plain values, with the visibility rule over them
 (RULES.md#visibility): what the summaries, the depths and the queue page's total count.
 
-Per queue, a LATERAL walk of the queue's routed subjects through bloomops_queue_order (whose
-predicate already holds the envelope's validity, so it is not evaluated again per row). Each
+Per queue, a LATERAL walk of the queue's routed subjects through bloomops_routed_order (whose
+predicate already holds the envelope's validity, so it is not evaluated again per row), one
+range of it per priority class. Each
 layer is kept apart by OFFSET 0 so that what it computes is computed once per row and passed
 on as a plain value: the properties are taken out of the whole JSON once, the envelope out of
 them once, its fields once; then the rules of sql.py (the same fragments every read uses) run
@@ -52,12 +53,15 @@ def ready_due(stated: str, created: str) -> str:
     return f"coalesce({stated} <= %(now)s, {created} <= %(now)s::timestamptz)"
 
 
-# The WITH list a statement over ``queues q`` and ``plain_subjects()`` starts with.
+# The WITH list a statement over ``queues q`` and ``plain_subjects()`` starts with. The
+# queues are computed once (OFFSET 0) but not materialized: a stored row's small values would
+# be copied out of it again for every subject's test.
 QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
     queues AS NOT MATERIALIZED (
         SELECT q.*, ARRAY(SELECT t.uid FROM ({TEMPLATES}) t
                           WHERE q.template_codes ? t.code) AS template_uids
-        FROM ({QUEUES}) q)"""
+        FROM ({QUEUES}) q
+        OFFSET 0)"""
 
 # The parts of the rules over the plain values the inner layers pass on.
 STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
@@ -79,7 +83,7 @@ _SCOPE_VALUES = ",\n                           ".join(
     f"CASE WHEN q.{f}_scoped THEN s.props->>'{f}' END AS {f}" for f in SCOPE_FIELDS)
 
 
-# RULES.md#order's priority classes as ranges of bloomops_queue_order's priority key, and
+# RULES.md#order's priority classes as ranges of bloomops_routed_order's priority key, and
 # what lies below the lowest class: a queue's subjects are read by one range scan per class,
 # each row tagged with its class, so no row's priority is taken out of its JSON.
 _PRIORITY_BANDS = (*((f"'{c}'", priority_band(c)) for c in PRIORITY_CLASSES),

@@ -1,0 +1,75 @@
+"""What another writer may leave in a queue's config or a subject's envelope (raw SQL, no
+checks) fails no read: not of that queue, not of the others, whatever plan PostgreSQL picks
+(RULES.md#envelope, RULES.md#visibility)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+
+from bloomops.execution import selectors
+from tests.engine import SERVICE, actor, claim, make_queue, make_subject, register
+
+pytestmark = pytest.mark.django_db
+
+
+def _raw(euid: str, path: list[str], value) -> None:
+    with connection.cursor() as cur:
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, %s,"
+                    " %s::jsonb) WHERE euid = %s", [path, json.dumps(value), euid])
+
+
+def _depths() -> dict[str, int]:
+    return {s.queue_key: s.depth for s in selectors.queue_summaries()}
+
+
+@pytest.mark.parametrize("scope, visible", [
+    (None, ["rtp", "sfo"]),  # JSON null: no scope, as absent
+    ("sfo", ["sfo"]),  # a text: one value
+    (5, []),  # anything else matches nothing
+    ([], ["rtp", "sfo"]),
+])
+def test_a_scope_left_malformed_fails_no_read(tenant, scope, visible):
+    make_queue("qa")
+    mine = make_subject("qa", name="mine")
+    queue = make_queue("qz", site_scope=["sfo"])
+    for site in ("sfo", "rtp"):
+        make_subject("qz", name=f"z-{site}", props={"site": site})
+    _raw(queue["euid"], ["properties", "site_scope"], scope)
+
+    assert _depths() == {"qa": 1, "qz": len(visible)}
+    assert selectors.queue_depths() == {"qa": 1, "qz": len(visible)}
+    items, total = selectors.queue_items("qz")
+    assert total == len(visible)
+    assert sorted(i.name.removeprefix("z-") for i in items) == visible
+    assert selectors.queue_items("qa")[1] == 1
+    svc = actor(*SERVICE)
+    assert claim(svc, register(svc), "qa")["subject_euid"] == mine
+
+
+@pytest.mark.parametrize("plan", ["as planned", "no index scans"])
+def test_a_priority_left_unreadable_fails_no_read_whatever_the_plan(tenant, settings, plan):
+    """A subject whose priority is a text has an invalid envelope: hidden, with that reason,
+    and ordered as priority 0; the reads that filter rows by priority (the summaries read one
+    range of it per class) do not fail on it when the plan tests the range before validity."""
+    settings.BLOOMOPS_PREPARED_STATEMENTS = False  # a cached generic plan would ignore SET
+    make_queue("qa")
+    good = make_subject("qa", name="good", priority=250)
+    bad = make_subject("qa", name="bad", priority=250)
+    _raw(bad, ["properties", "execution", "priority"], "high")
+    if plan == "no index scans":
+        with connection.cursor() as cur:
+            cur.execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+
+    (summary,) = selectors.queue_summaries()
+    assert (summary.depth, summary.urgent_count, summary.stat_count) == (1, 1, 0)
+    assert selectors.queue_depths() == {"qa": 1}
+    items, total = selectors.queue_items("qa")
+    assert total == 1 and [i.euid for i in items] == [good]
+    hidden, _ = selectors.queue_hidden_items("qa")
+    assert [h.euid for h in hidden] == [bad]
+    assert "INVALID_ENVELOPE" in {r.code for r in hidden[0].reasons}
+    svc = actor(*SERVICE)
+    assert claim(svc, register(svc), "qa")["subject_euid"] == good
