@@ -444,6 +444,24 @@ def test_the_leased_count_leads_to_who_holds_those_leases(client, lab):
             page.content.decode())
 
 
+def test_a_queues_leases_are_found_however_many_newer_leases_other_queues_hold(lab):
+    """The workers page's queue filter asks for that queue's leases; the list's limit
+    applies to them, not to every active lease of the lab first."""
+    sci = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    make_subject("q1", name="in the hood")
+    act("claim_queue_item", sci, worker_euid=worker, queue_key="q1")
+    svc = actor("worker_service")
+    robot = register(svc, "robot-q2", capabilities=["wetlab.qc"], max_concurrent_leases=5)
+    for n in range(3):
+        make_subject("q2", name=f"on the robot {n}")
+        act("claim_queue_item", svc, worker_euid=robot, queue_key="q2")
+    newest = selectors.leases(status="ACTIVE", limit=2)
+    assert {x["props"]["queue_lookup_key"] for x in newest} == {"q2"}
+    found = selectors.leases(status="ACTIVE", queue_key="q1", limit=2)
+    assert [x["subject_name"] for x in found] == ["in the hood"]
+
+
 def test_the_inspector_names_the_worker_holding_the_lease(client, lab):
     worker = services.ensure_my_worker(lab["worker_human"])
     euid = make_subject("q1")

@@ -76,19 +76,25 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
 
 def leases(*, status: str | None = None, now: datetime | None = None,
            tenant: str | None = None, worker_euid: str | None = None,
-           limit: int = 500, oldest_first: bool = False) -> list[dict[str, Any]]:
+           queue_key: str | None = None, limit: int = 500,
+           oldest_first: bool = False) -> list[dict[str, Any]]:
     """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
     past expiry that no sweeper has marked yet. Subject and worker come from lineage; with
     the subject's envelope (``execution``). Active leases are found among the leases stored
     ACTIVE (a partial index), and a worker's by the EUID copied into its leases, lineage
-    deciding (RULES.md#leases): neither reads the lab's history of leases. One query."""
-    params = read_params(now, tenant, status=status, worker_euid=worker_euid, limit=limit)
+    deciding (RULES.md#leases): neither reads the lab's history of leases. ``queue_key``:
+    the leases taken in that queue (before the limit, not among the first ``limit``). One
+    query."""
+    params = read_params(now, tenant, status=status, worker_euid=worker_euid,
+                         queue_key=queue_key, limit=limit)
     narrow = ""
     if status == "ACTIVE":
         narrow += "\n          AND x.json_addl->'properties'->>'status' = 'ACTIVE'"
     if worker_euid:
         narrow += ("\n          AND x.json_addl->'properties'->>'worker_lookup_euid'"
                    " = %(worker_euid)s")
+    if queue_key:
+        narrow += "\n          AND x.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s"
     return fetch_all(
         f"""
         SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,

@@ -40,9 +40,8 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
                                           for q in selectors.queues())
     rows = selectors.workers()
     holding: dict[str, list[dict]] = {}
-    for lease in selectors.leases(status="ACTIVE"):
-        if not queue_key or lease["props"].get("queue_lookup_key") == queue_key:
-            holding.setdefault(lease["worker_euid"], []).append(lease)
+    for lease in selectors.leases(status="ACTIVE", queue_key=queue_key or None):
+        holding.setdefault(lease["worker_euid"], []).append(lease)
     shown = [w for w in rows
              if (not queue_key or w.euid in holding)
              and (not status or w.computed_status == status)
