@@ -208,6 +208,30 @@ def test_cancelling_an_integrity_held_subject_and_requeueing_a_dead_letter_are_g
     assert decide(bob, approval)["state"] == "READY"
 
 
+def test_a_requeue_that_would_be_refused_is_refused_before_any_approval_is_asked(lab):
+    """No one is asked to approve what would then be refused: a dead letter's requeue to a
+    queue that does not take the subject is refused as such, directly and when an approval
+    is requested; to its own queue it still needs the second person."""
+    ann = lab["ann"]
+    make_queue("q_analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    svc = actor(*SERVICE)
+    dead = make_subject("q1")
+    worker = register(svc)
+    lease = claim(svc, worker)
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    refused("SUBJECT_TEMPLATE_MISMATCH", lambda: act(
+        "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
+        queue_key="q_analysis", payload={"reason": "new aliquot"}))
+    refused("SUBJECT_TEMPLATE_MISMATCH", lambda: act(
+        "request_approval", ann, subject_euid=dead, queue_key="q_analysis", payload={
+            "action_key": "requeue_subject", "reason": "new aliquot arrived",
+            "parameters": {"reason": "new aliquot"}}))
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
+        payload={"reason": "new aliquot"}))
+
+
 def test_which_rules_apply_is_configurable(lab, settings):
     settings.BLOOMOPS_APPROVAL_RULES = ["requeue_dead_letter"]
     ann = lab["ann"]

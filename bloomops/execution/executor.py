@@ -125,6 +125,7 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
                 guard_envelope(ctx, handler)
                 if handler.guards_subject:
                     guard_subject(ctx)
+            handler.check(ctx)
             # Two-person rule (RULES.md#approvals): a gated action runs only under the approval
             # a second person just signed, which reaches here from decide_approval alone.
             if approval is None:

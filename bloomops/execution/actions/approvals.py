@@ -3,6 +3,7 @@ signature; approving runs the gated action in the same transaction), withdraw it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bloomops.accounts.signatures import display_name, signature_problem
@@ -69,10 +70,15 @@ class RequestApproval(Handler):
         HANDLERS[key].validate(gated)
 
     def run(self, ctx: Context) -> None:
+        from bloomops.execution.actions import HANDLERS
+
         assert ctx.subject is not None and ctx.env is not None
         req = ctx.request
         key = req.payload["action_key"].strip()
         ensure_role(ctx.actor.roles, action_spec(key))
+        # What the gated action itself would refuse on this subject now, refused now.
+        HANDLERS[key].check(replace(ctx, request=gated_request(req, key, gated_parameters(req)),
+                                    spec=action_spec(key), result={}, related_uids=[]))
         flags = subject_flags(ctx.subject.uid)
         rule = required_rule(key, ctx.subject, req.hold_euid, flags)
         if rule is None:

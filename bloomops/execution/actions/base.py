@@ -31,5 +31,10 @@ class Handler:
     def prepare(self, ctx: Context) -> None:
         lock_subject(ctx, ctx.request.subject_euid)
 
+    def check(self, ctx: Context) -> None:
+        """Refusals that depend on the subject as it stands, made before the approval gate
+        and when a second person's approval is requested (RULES.md#approvals), so that no
+        one is asked to approve what would then be refused."""
+
     def run(self, ctx: Context) -> None:  # pragma: no cover - every handler overrides
         raise NotImplementedError

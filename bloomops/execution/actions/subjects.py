@@ -136,16 +136,27 @@ class RequeueSubject(Handler):
             except ValueError as exc:
                 raise ActionError("VALIDATION_ERROR", str(exc), field="priority") from None
 
-    def run(self, ctx: Context) -> None:
-        env = ctx.env
-        assert env is not None and ctx.subject is not None
-        state = env["state"]
-        key = ctx.request.queue_key or env.get("next_queue_key")
+    def check(self, ctx: Context) -> None:
+        self.queue_of(ctx)
+
+    @staticmethod
+    def queue_of(ctx: Context) -> dict[str, Any]:
+        """The queue named, else the one the subject is routed to, else its dead letter's;
+        refused when there is none or it does not take the subject."""
+        assert ctx.env is not None and ctx.subject is not None
+        key = ctx.request.queue_key or ctx.env.get("next_queue_key")
         if not key:
             for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"]):
                 key = dl.props.get("queue_lookup_key") or key
         queue = next_queue_or_refuse(ctx, key)
         assert queue is not None
+        return queue
+
+    def run(self, ctx: Context) -> None:
+        env = ctx.env
+        assert env is not None and ctx.subject is not None
+        state = env["state"]
+        queue = self.queue_of(ctx)
         was_terminal = is_terminal(env)
         if state in ("RUNNING", "WAITING_EXTERNAL"):
             # Reconciling uncertain external work produces its own record: no silent rollback.
