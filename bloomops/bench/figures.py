@@ -82,22 +82,34 @@ def _backend_cpu() -> Callable[[], float] | None:
     return read
 
 
-def median_cpu_ms(fn: Callable[[], Any], runs: int) -> float | None:
-    """Median CPU time of the database server process per call (10 ms ticks)."""
+def paired(fns: dict[str, Callable[[], Any]], runs: int) -> dict[str, list[tuple]]:
+    """Each of ``fns`` called in turn, ``runs`` rounds after a warm-up round: per call, the
+    wall milliseconds and the server process's CPU milliseconds (None when the server is
+    not on this machine). Taking turns keeps a machine whose speed drifts from minute to
+    minute (other work, a neighbour) from favouring whichever was measured later."""
     cpu = _backend_cpu()
-    if cpu is None:
-        return None
-    fn()
-    samples = []
-    for _ in range(runs):
-        before = cpu()
+    for fn in fns.values():
         fn()
-        samples.append((cpu() - before) * 1000)
-    return statistics.median(samples)
+    out: dict[str, list[tuple]] = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            before = cpu() if cpu else None
+            started = time.perf_counter()
+            fn()
+            wall = (time.perf_counter() - started) * 1000
+            out[name].append((wall, (cpu() - before) * 1000 if cpu and before is not None
+                              else None))
+    return out
+
+
+def _ratio(samples: dict[str, list[tuple]], a: str, b: str, field: int) -> float | None:
+    """The median of the round-by-round ratios a / b (0: wall, 1: CPU)."""
+    ratios = [x[field] / y[field] for x, y in zip(samples[a], samples[b], strict=True)
+              if x[field] is not None and y[field]]
+    return statistics.median(ratios) if ratios else None
 
 
 def reads(runs: int, queue_key: str) -> dict[str, Any]:
-
     out: dict[str, Any] = {}
     # Every figure is the work of the one server process measured: a parallel worker's CPU
     # is not in that process's /proc, and a parallel plan lowers the wall time, not the work.
@@ -114,15 +126,19 @@ def _reads(out: dict[str, Any], runs: int, queue_key: str) -> None:
 
     summaries = selectors.queue_summaries()
     out["depths"] = {s.queue_key: s.depth for s in summaries}
-    floor = lambda: fetch_all(FLOOR, {"tenant": tenant_of(None)})  # noqa: E731
-    out["summaries"] = median_ms(selectors.queue_summaries, runs)
-    out["floor"] = median_ms(floor, runs)
-    out["floor_read"] = median_ms(lambda: fetch_all(FLOOR_READ, {"tenant": tenant_of(None)}),
-                                  runs)
-    # The same two as CPU time of the database server: steadier than wall time on a
-    # machine other work shares.
-    out["summaries_cpu"] = median_cpu_ms(selectors.queue_summaries, runs)
-    out["floor_cpu"] = median_cpu_ms(floor, runs)
+    tenant = {"tenant": tenant_of(None)}
+    # The summaries and their floors taken in turns, each ratio taken round by round; the
+    # server's CPU time beside the wall time is steadier on a machine other work shares.
+    samples = paired({"summaries": selectors.queue_summaries,
+                      "floor": lambda: fetch_all(FLOOR, tenant),
+                      "floor_read": lambda: fetch_all(FLOOR_READ, tenant)}, runs)
+    for name, values in samples.items():
+        out[name] = statistics.median(v[0] for v in values)
+        cpus = [v[1] for v in values if v[1] is not None]
+        out[f"{name}_cpu"] = statistics.median(cpus) if cpus else None
+    out["summaries_vs_floor"] = _ratio(samples, "summaries", "floor", 0)
+    out["summaries_vs_floor_cpu"] = _ratio(samples, "summaries", "floor", 1)
+    out["summaries_vs_read"] = _ratio(samples, "summaries", "floor_read", 0)
     items, total = selectors.queue_items(queue_key, limit=50)
     out["largest"] = (queue_key, total)
     out["first_page"] = median_ms(lambda: selectors.queue_items(queue_key, limit=50), runs)

@@ -302,13 +302,6 @@ class Command(BaseCommand):
         r = results[0]
         problems = [res.pop("dashboard") for res in results
                     if isinstance(res.get("dashboard"), str)]
-        for res in results:
-            res["summaries_vs_floor"] = res["summaries"] / res["floor"] if res["floor"] else 0
-            res["summaries_vs_read"] = (res["summaries"] / res["floor_read"]
-                                        if res.get("floor_read") else None)
-            res["summaries_vs_floor_cpu"] = (res["summaries_cpu"] / res["floor_cpu"]
-                                             if res["summaries_cpu"] and res["floor_cpu"]
-                                             else None)
         largest, total = r["largest"]
         w(f"\nLargest queue: {largest} ({total:,} visible); depth of all 20:"
           f" {sum(r['depths'].values()):,} visible")
