@@ -314,6 +314,8 @@ class Command(BaseCommand):
         def shown(value: Any, unit: str) -> str:
             if value is None:
                 return "n/a"
+            if unit == "x":  # a ratio against a target such as 1.5x: one more place
+                return f"{value:.2f} x"
             return f"{value:,.1f} {unit}".strip() if isinstance(value, float) else (
                 f"{value} {unit}".strip())
 
