@@ -399,5 +399,5 @@ def build(*, tenant: str | None = None, log=print) -> dict[str, float]:
             tenant=tenant, params=params))
 
         phase("lineage edges", lambda: insert_lineage(tenant, refs))
-        phase("ANALYZE", lambda: analyze())
+    phase("VACUUM ANALYZE", lambda: analyze())
     return timings
