@@ -1,5 +1,6 @@
 """Helpers for approval tests: people with passwords (a decision is signed by re-entering
-one), a subject under an integrity hold, and the three approval actions."""
+one), a subject under an integrity hold, a dead-lettered one, and the three approval
+actions."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 
 from bloomops.execution.executor import ActionRequest, Actor, execute
-from tests.engine import act, key, make_subject
+from tests.engine import SERVICE, act, actor, claim, key, make_subject, register
 
 
 def password_of(username: str) -> str:
@@ -31,6 +32,17 @@ def integrity_held(op: Actor, code: str = "QC_FAIL", queue: str = "q1") -> tuple
     hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
                payload={"hold_code": code, "reason": "control out of range"})["hold_euid"]
     return subject, hold
+
+
+def dead_lettered(queue: str = "q1") -> str:
+    """A subject a service worker failed for good: FAILED_TERMINAL with an OPEN dead letter."""
+    svc = actor(*SERVICE)
+    subject = make_subject(queue)
+    worker = register(svc)
+    lease = claim(svc, worker, queue)
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    return subject
 
 
 def request_release(op: Actor, subject: str, hold: str, **payload: Any):

@@ -17,6 +17,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import load, save_props
 from bloomops.tapdb.db import fetch_value
 from tests.approval_support import (
+    dead_lettered,
     decide,
     integrity_held,
     password_of,
@@ -24,16 +25,11 @@ from tests.approval_support import (
     request_release,
 )
 from tests.engine import (
-    SERVICE,
     act,
-    actor,
-    claim,
     counts,
     envelope,
     make_queue,
-    make_subject,
     props,
-    register,
 )
 
 
@@ -192,12 +188,7 @@ def test_cancelling_an_integrity_held_subject_and_requeueing_a_dead_letter_are_g
         "parameters": {"reason": "sample destroyed"}})["approval_euid"]
     assert decide(bob, approval)["state"] == "CANCELED"
 
-    svc = actor(*SERVICE)
-    dead = make_subject("q1")
-    worker = register(svc)
-    lease = claim(svc, worker)
-    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
-        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    dead = dead_lettered()
     assert envelope(dead)["state"] == "FAILED_TERMINAL"
     refused("APPROVAL_REQUIRED", lambda: act(
         "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
@@ -214,12 +205,7 @@ def test_a_requeue_that_would_be_refused_is_refused_before_any_approval_is_asked
     is requested; to its own queue it still needs the second person."""
     ann = lab["ann"]
     make_queue("q_analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
-    svc = actor(*SERVICE)
-    dead = make_subject("q1")
-    worker = register(svc)
-    lease = claim(svc, worker)
-    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
-        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    dead = dead_lettered()
     refused("SUBJECT_TEMPLATE_MISMATCH", lambda: act(
         "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
         queue_key="q_analysis", payload={"reason": "new aliquot"}))
