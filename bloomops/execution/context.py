@@ -166,6 +166,9 @@ class Context:
     # An approved gated action the executor runs after this handler, in the same
     # transaction (RULES.md#approvals): its request and the approval it runs under.
     follow_up: tuple[ActionRequest, dict[str, Any]] | None = None
+    # The queue the action sends its subject to, when the handler's check found it (run
+    # uses it rather than reading it again).
+    next_queue: dict[str, Any] | None = None
 
     @property
     def payload(self) -> dict[str, Any]:

@@ -137,10 +137,6 @@ class RequeueSubject(Handler):
                 raise ActionError("VALIDATION_ERROR", str(exc), field="priority") from None
 
     def check(self, ctx: Context) -> None:
-        self.queue_of(ctx)
-
-    @staticmethod
-    def queue_of(ctx: Context) -> dict[str, Any]:
         """The queue named, else the one the subject is routed to, else its dead letter's;
         refused when there is none or it does not take the subject."""
         assert ctx.env is not None and ctx.subject is not None
@@ -148,15 +144,14 @@ class RequeueSubject(Handler):
         if not key:
             for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"]):
                 key = dl.props.get("queue_lookup_key") or key
-        queue = next_queue_or_refuse(ctx, key)
-        assert queue is not None
-        return queue
+        ctx.next_queue = next_queue_or_refuse(ctx, key)
 
     def run(self, ctx: Context) -> None:
         env = ctx.env
         assert env is not None and ctx.subject is not None
         state = env["state"]
-        queue = self.queue_of(ctx)
+        queue = ctx.next_queue
+        assert queue is not None  # found by check, before the approval gate
         was_terminal = is_terminal(env)
         if state in ("RUNNING", "WAITING_EXTERNAL"):
             # Reconciling uncertain external work produces its own record: no silent rollback.
