@@ -205,9 +205,13 @@ def on_envelope(fragment: str, envelope: str) -> str:
 
 HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
 TERMINAL_FLAG = env_flag("terminal")
-# RULES.md#envelope: terminal by its flag or by its state, whichever a writer set.
-TERMINAL = "({flag} OR ({ENV}->>'state') IN ({states}))".format(
-    flag=TERMINAL_FLAG, ENV=ENV, states=", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES)))
+def terminal(flag: str = TERMINAL_FLAG, state: str = f"({ENV}->>'state')") -> str:
+    """RULES.md#envelope: terminal by its flag or by its state, whichever a writer set."""
+    states = ", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES))
+    return f"({flag} OR {state} IN ({states}))"
+
+
+TERMINAL = terminal()
 # RULES.md#retries: waiting for its retry window, and the metric "retry pending".
 def retry_waiting(retry_at: str = f"{ENV}->>'retry_at'") -> str:
     return f"coalesce({utc(retry_at)} > %(now)s, false)"

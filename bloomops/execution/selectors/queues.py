@@ -17,7 +17,7 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.selectors.routed import (
     QUEUES_AND_SETS,
-    RETRY_PENDING_PLAIN,
+    STATED,
     plain_subjects,
 )
 from bloomops.execution.sql import (
@@ -26,6 +26,7 @@ from bloomops.execution.sql import (
     QUEUES,
     utc_text,
 )
+from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.execution.stats.counting import (
     TOTALS_PARTS,
     completions,
@@ -142,6 +143,7 @@ def queue_depths(*, now: datetime | None = None, tenant: str | None = None) -> d
     return {r["queue_key"]: int(r["depth"]) for r in rows}
 
 
+_STAT, _URGENT = PRIORITY_CLASSES["STAT"], PRIORITY_CLASSES["URGENT"]
 # The summaries' subject statement (RULES.md#metrics): per queue, its routed subjects as
 # plain values (selectors/routed.py) counted.
 _SUMMARY_SUBJECTS = f"""
@@ -154,18 +156,18 @@ _SUMMARY_SUBJECTS = f"""
                GROUP BY 1) lc ON lc.queue_key = q.queue_key
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE s.vis) AS depth,
-               least(min(s.stated) FILTER (WHERE s.vis),
+               least(min({STATED}) FILTER (WHERE s.vis),
                      {utc_text("min(s.created_dt) FILTER (WHERE s.vis AND s.stated IS NULL)")})
                    AS oldest,
-               greatest(max(s.stated) FILTER (WHERE s.vis),
+               greatest(max({STATED}) FILTER (WHERE s.vis),
                         {utc_text("max(s.created_dt) FILTER (WHERE s.vis AND s.stated IS NULL)")})
                    AS newest,
-               count(*) FILTER (WHERE s.vis AND s.priority_class = 'STAT')
+               count(*) FILTER (WHERE s.vis AND s.priority_floor = {_STAT})
                    AS stat_count,
-               count(*) FILTER (WHERE s.vis AND s.priority_class = 'URGENT')
+               count(*) FILTER (WHERE s.vis AND s.priority_floor = {_URGENT})
                    AS urgent_count,
                count(*) FILTER (WHERE s.held) AS held_count,
-               count(*) FILTER (WHERE {RETRY_PENDING_PLAIN}) AS retry_pending_count
+               count(*) FILTER (WHERE s.retry_pending) AS retry_pending_count
         FROM ({plain_subjects()}) s
     ) a
     ORDER BY {DISPATCH_PRIORITY} DESC, {QP}->>'queue_key'"""

@@ -27,13 +27,14 @@ from bloomops.execution.sql import (
     QUEUES,
     SCOPE_FIELDS,
     TEMPLATES,
-    TERMINAL,
+    TERMINAL_FLAG,
     held,
     on_envelope,
     priority_band,
     ready_parts,
     retry_pending,
     scope_match,
+    terminal,
     visibility,
 )
 from bloomops.execution.states import PRIORITY_CLASSES
@@ -43,6 +44,12 @@ def stated_ready(*, retry_at: str, ready_at: str) -> str:
     """The part of sql.ready_ts the envelope names (NULL when it names none: then the subject
     is ready from its created_dt), over texts a read has already taken out."""
     return f"coalesce({', '.join(ready_parts('s', retry_at, ready_at))})"
+
+
+# The stated instant compared and ordered bytewise: our fixed-width UTC text orders as the
+# instants do, and the database's collation (C.UTF-8 through libc) would call strcoll for
+# every comparison.
+STATED = 's.stated COLLATE "C"'
 
 
 def ready_due(stated: str, created: str) -> str:
@@ -65,35 +72,35 @@ QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
 
 # The parts of the rules over the plain values the inner layers pass on.
 STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
+TERMINAL_PLAIN = terminal(flag="s.terminal_flag", state="s.state")
 # Held (RULES.md#holds) once per row, for the held count and for visibility alike.
 HELD_PLAIN = f"(NOT s.terminal AND {held(HELD_IN_SET, 's.held_by_envelope')})"
 VISIBLE_PLAIN = visibility(
     leased=LEASED_BY_SETS, held="s.held", routed="true", state="s.state",
     terminal="s.terminal", cancel_requested="s.cancel_requested",
     held_by_envelope="s.held_by_envelope",
-    ready_due=ready_due("s.stated", "s.created_dt"),
-    template_listed="s.template_listed",
-    scope=scope_match({f: f"s.{f}" for f in SCOPE_FIELDS}))
+    ready_due=ready_due(STATED, "s.created_dt"),
+    template_listed="s.placed", scope="true")
 RETRY_PENDING_PLAIN = retry_pending(state="s.state", terminal="s.terminal",
                                     retry_at="s.retry_at")
-
-
-# A subject's site/platform/assay, read only for a queue scoped by it (else NULL, unread).
-_SCOPE_VALUES = ",\n                           ".join(
-    f"CASE WHEN q.{f}_scoped THEN s.props->>'{f}' END AS {f}" for f in SCOPE_FIELDS)
+# The template listed and the scopes, decided where the properties are at hand: a subject's
+# site/platform/assay is read only for a queue scoped by it.
+_PLACED = "(s.template_listed AND {scope})".format(
+    scope=scope_match({f: f"s.props->>'{f}'" for f in SCOPE_FIELDS}))
 
 
 # RULES.md#order's priority classes as ranges of bloomops_routed_order's priority key, and
 # what lies below the lowest class: a queue's subjects are read by one range scan per class,
-# each row tagged with its class, so no row's priority is taken out of its JSON.
-_PRIORITY_BANDS = (*((f"'{c}'", priority_band(c)) for c in PRIORITY_CLASSES),
-                   ("NULL", f"({PRIORITY} < {min(PRIORITY_CLASSES.values())})"))
+# each row tagged with its class's lowest priority (a number: cheaper to compare than a
+# name), so no row's priority is taken out of its JSON.
+_PRIORITY_BANDS = (*((str(floor), priority_band(c)) for c, floor in PRIORITY_CLASSES.items()),
+                   ("NULL::int", f"({PRIORITY} < {min(PRIORITY_CLASSES.values())})"))
 
 
 def _routed_rows(extra: str) -> str:
     """Queue ``q``'s routed subjects as stored rows, each with its priority class."""
     return "\n                        UNION ALL".join(f"""
-                        SELECT s.uid, s.created_dt, {band} AS priority_class,
+                        SELECT s.uid, s.created_dt, {band} AS priority_floor,
                                s.template_uid = ANY(q.template_uids) AS template_listed,
                                s.json_addl->'properties' AS props
                         FROM generic_instance s
@@ -103,30 +110,35 @@ def _routed_rows(extra: str) -> str:
 
 
 def plain_subjects(extra: str = "") -> str:
-    """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with uid,
-    stated (the instant the envelope names, or NULL), created_dt, retry_at, priority_class
-    (RULES.md#order), terminal, state, held (RULES.md#holds: not terminal, held by envelope
-    or lineage) and vis (visible in q now). ``extra``: more conditions on the stored row
-    ``s`` (the queue page's filters)."""
+    """A sub-select over queue ``q`` (a row of ``queues``): its routed subjects with stated
+    (the instant the envelope names, or NULL; compare it as STATED), created_dt,
+    priority_floor (the lowest priority of its class, RULES.md#order; NULL below the lowest),
+    held (RULES.md#holds: not terminal, held by envelope or lineage), retry_pending
+    (RULES.md#retries) and vis (visible in q now). ``extra``: more conditions on the stored
+    row ``s`` (the queue page's filters). Each layer passes on only what the next one uses."""
     return f"""
-            SELECT s.uid, s.stated, s.created_dt, s.retry_at, s.priority_class, s.terminal,
-                   s.state, s.held, {VISIBLE_PLAIN} AS vis
+            SELECT s.stated, s.created_dt, s.priority_floor, s.held,
+                   {RETRY_PENDING_PLAIN} AS retry_pending, {VISIBLE_PLAIN} AS vis
             FROM (
-            SELECT s.*, {STATED_PLAIN} AS stated, {HELD_PLAIN} AS held
+            SELECT s.*, {HELD_PLAIN} AS held
             FROM (
-                SELECT s.uid, s.created_dt, s.template_listed, s.priority_class,
-                       s.site, s.platform, s.assay, s.env->>'state' AS state,
-                       {on_envelope(TERMINAL, "s.env")} AS terminal,
+            SELECT s.uid, s.created_dt, s.placed, s.priority_floor, s.state, s.retry_at,
+                   s.cancel_requested, s.held_by_envelope, {TERMINAL_PLAIN} AS terminal,
+                   {STATED_PLAIN} AS stated
+            FROM (
+                SELECT s.uid, s.created_dt, s.placed, s.priority_floor,
+                       s.env->>'state' AS state,
+                       {on_envelope(TERMINAL_FLAG, "s.env")} AS terminal_flag,
                        {on_envelope(CANCEL_REQUESTED, "s.env")} AS cancel_requested,
                        {on_envelope(HELD_BY_ENVELOPE, "s.env")} AS held_by_envelope,
                        s.env->>'retry_at' AS retry_at, s.env->>'ready_at' AS ready_at
                 FROM (
-                    SELECT s.uid, s.created_dt, s.template_listed, s.priority_class,
-                           s.props->'execution' AS env,
-                           {_SCOPE_VALUES}
+                    SELECT s.uid, s.created_dt, s.priority_floor, {_PLACED} AS placed,
+                           s.props->'execution' AS env
                     FROM ({_routed_rows(extra)}
                         OFFSET 0) s
                     OFFSET 0) s
                 OFFSET 0) s
+            OFFSET 0) s
             OFFSET 0) s
             OFFSET 0"""
