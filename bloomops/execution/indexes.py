@@ -13,6 +13,7 @@ from bloomops.execution.sql import (
     HAS_ENVELOPE,
     ORDER_KEYS,
     TERMINAL,
+    expires_utc,
 )
 from bloomops.execution.statements import CLAIM_FUNCTION, CLAIM_FUNCTION_DDL
 
@@ -112,6 +113,14 @@ READ_INDEXES: dict[str, str] = {
     "bloomops_active_objects": f"""
         CREATE INDEX IF NOT EXISTS bloomops_active_objects ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'expires_at'))
+        WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
+    # ACTIVE objects by their expiry as our UTC text (sql.lease_active): the unexpired leases
+    # every whole-queue read starts from (sql.BLOCKED_SUBJECTS) and the leases past expiry
+    # the sweeper marks are each one range of it, without reading the ACTIVE holds or
+    # evaluating every ACTIVE object's expiry.
+    "bloomops_active_expiry": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_active_expiry ON generic_instance
+        (({_unaliased(expires_utc("s"))}))
         WHERE NOT is_deleted AND ({_PROPS}->>'status') = 'ACTIVE'""",
     # Every ACTIVE object by uid (a few per worker and subject, however long the lab's
     # history): the sets of leased and held subjects (sql.BLOCKED_SUBJECTS) merge with it.

@@ -64,20 +64,20 @@ def _status(alias: str) -> str:
     return f"{alias}.json_addl->'properties'->>'status'"
 
 
-def _expires(alias: str) -> str:
+def expires_utc(alias: str) -> str:
     return utc(f"{alias}.json_addl->'properties'->>'expires_at'")
 
 
 def lease_active(alias: str = "x") -> str:
     """RULES.md#leases 5.1: a lease is active when ACTIVE and unexpired at %(now)s."""
     return (f"{_status(alias)} = 'ACTIVE'"
-            f" AND {_expires(alias)} > %(now)s")
+            f" AND {expires_utc(alias)} > %(now)s")
 
 
 def lease_past_expiry(alias: str = "x") -> str:
     """Stored ACTIVE but past its expiry: what the sweeper marks EXPIRED."""
     return (f"{_status(alias)} = 'ACTIVE'"
-            f" AND {_expires(alias)} <= %(now)s")
+            f" AND {expires_utc(alias)} <= %(now)s")
 
 
 def lease_expired(alias: str = "x") -> str:

@@ -227,15 +227,16 @@ _SUMMARY_RECORDS = f"""
     FROM ({finished_sql("%(window_start)s", "%(now)s")}) w
     UNION ALL {TOTALS_PARTS}"""
 
-# Open dead letters: a range of bloomops_dead_letter_open per queue (resolved ones are not read).
+# Open dead letters: a range of bloomops_dead_letter_open per queue, counted where the
+# index's keys decide (queue, OPEN), so no letter's JSON is read; resolved ones are not read.
 _SUMMARY_DEAD_LETTERS = """
-    SELECT d.json_addl->'properties'->>'queue_lookup_key' AS queue_key, count(*) AS n
-    FROM generic_instance d
-    WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
-      AND d.type = 'execution' AND d.subtype = 'dead_letter'
-      AND d.json_addl->'properties'->>'queue_lookup_key' = ANY(%(queue_keys)s)
-      AND d.json_addl->'properties'->>'resolution_state' = 'OPEN'
-    GROUP BY 1"""
+    SELECT k.queue_key, (
+        SELECT count(*) FROM generic_instance d
+        WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
+          AND d.type = 'execution' AND d.subtype = 'dead_letter'
+          AND d.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
+          AND d.json_addl->'properties'->>'resolution_state' = 'OPEN') AS n
+    FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)"""
 
 
 def minus_minutes(moment: datetime, minutes: int = THROUGHPUT_WINDOW_MINUTES) -> datetime:
