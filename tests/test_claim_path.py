@@ -62,12 +62,16 @@ def test_the_lease_count_is_the_active_leases_whatever_the_past(tenant):
 def test_the_lease_count_reads_active_leases_not_past_ones(tenant):
     """Its plan starts from the worker's active leases (bloomops_lease_worker_active) and
     probes each one's lineage edge: the worker's lease edges, past leases included, are not
-    walked."""
+    walked, and neither are the other workers' active leases (the lab's unexpired leases
+    are one range of bloomops_active_expiry, which a whole-queue read starts from)."""
     svc = actor(*SERVICE)
     make_queue("q1")
-    make_subject("q1")
-    worker = register(svc)
+    for n in range(6):
+        make_subject("q1", name=f"s{n}")
+    worker, others = register(svc), register(svc, max_concurrent_leases=5)
     claim(svc, worker)
+    for _ in range(5):
+        claim(svc, others)
     with connection.cursor() as cur:
         cur.execute("ANALYZE generic_instance, generic_instance_lineage")
         for knob in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin",
