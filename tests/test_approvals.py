@@ -306,3 +306,28 @@ def test_two_approvers_at_once_exactly_one_decision_wins(tenant):
     assert decisions == 1
     assert envelope(subject)["state"] == ("READY" if won == ["APPROVED"] else "HELD")
 
+
+
+def test_the_waiting_count_reads_the_requests_not_every_approval_decided_before(lab, settings):
+    """Every page shows how many approvals wait; a lab's decided approvals pile up for years,
+    so the count reads the requests through bloomops_approval_requested and no decided one."""
+    ann, bob = lab["ann"], lab["bob"]
+    for decision in ("APPROVED", "REJECTED", "APPROVED"):
+        subject, hold = integrity_held(ann)
+        decide(bob, request_release(ann, subject, hold)["approval_euid"], decision)
+    subject, hold = integrity_held(ann)
+    waiting = request_release(ann, subject, hold)["approval_euid"]
+    settings.BLOOMOPS_PREPARED_STATEMENTS = False
+    sent = []
+    with connection.execute_wrapper(lambda ex, sql, params, many, ctx: (
+            sent.append((sql, params)), ex(sql, params, many, ctx))[1]):
+        found = selectors.approvals_waiting()
+    assert found.count == 1 and [a.euid for a in found.rows] == [waiting]
+    ((sql, params),) = sent
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE generic_instance")
+        for knob in ("enable_seqscan", "enable_bitmapscan"):
+            cur.execute(f"SET LOCAL {knob} = off")
+        cur.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    assert "bloomops_approval_requested" in plan, plan

@@ -167,6 +167,13 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
+    # Approvals waiting for a decision (selectors.approvals_waiting, the navigation's count
+    # on every page): the approvals decided before are not in it.
+    "bloomops_approval_requested": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_approval_requested ON generic_instance
+        (tenant_id, uid)
+        WHERE NOT is_deleted AND type = 'execution' AND subtype = 'approval'
+          AND ({_PROPS}->>'status') = 'REQUESTED'""",
     # Idempotency (RULES.md#idempotency): action records by action key + idempotency key.
     "bloomops_action_idempotency": """
         CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance

@@ -61,7 +61,8 @@ class ApprovalRow:
         }
 
 
-def _rows(where: str, params: dict[str, Any], extra: str = "") -> list[dict[str, Any]]:
+def _rows(where: str, params: dict[str, Any], extra: str = "",
+          prepare: str | None = None) -> list[dict[str, Any]]:
     return fetch_all(
         f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
         " s.json_addl->'properties'->'execution'->>'state' AS subject_state,"
@@ -69,7 +70,8 @@ def _rows(where: str, params: dict[str, Any], extra: str = "") -> list[dict[str,
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
         "'subject_lookup_euid' AND s.tenant_id = a.tenant_id AND NOT s.is_deleted"
-        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid DESC LIMIT %(limit)s", params)
+        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid DESC LIMIT %(limit)s", params,
+        prepare=prepare)
 
 
 def _row(r: dict[str, Any]) -> ApprovalRow:
@@ -103,9 +105,12 @@ class Waiting:
 def approvals_waiting(*, limit: int = 10, now: datetime | None = None,
                       tenant: str | None = None) -> Waiting:
     """How many approvals wait for a decision, and the newest ``limit`` of them (the
-    navigation's count and the panels; one query)."""
-    rows = _rows(f"{EFFECTIVE_STATUS} = 'REQUESTED'", read_params(now, tenant, limit=limit),
-                 ", count(*) OVER () AS total")
+    navigation's count and the panels, on every page; one query, prepared). Written as
+    "stored REQUESTED and not past its expiry" (what an effective REQUESTED is) so that it
+    reads bloomops_approval_requested: the approvals decided before are never read."""
+    rows = _rows(f"{_STORED} = 'REQUESTED' AND NOT {_PAST}",
+                 read_params(now, tenant, limit=limit), ", count(*) OVER () AS total",
+                 prepare="approvals_waiting")
     if not rows:
         return Waiting(count=0, rows=[])
     return Waiting(count=int(rows[0]["total"]), rows=[_row(r) for r in rows])
