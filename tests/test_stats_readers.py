@@ -114,6 +114,33 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert 'aria-current="page">1h</a>' in client.get("/", {"range": "1y"}).content.decode()
 
 
+def test_the_charts_redraw_themselves_with_each_new_sample(client, tenant, users):
+    """A supervisor leaves the dashboard open: the history section asks for itself again
+    every minute, in the range chosen, and the answer is that section alone with the
+    samples taken since (a poll, which does not keep an idle session alive)."""
+    _lab_with_history()
+    client = signed_in(client, users["operator"])
+    page = client.get("/", {"range": "24h"}).content.decode()
+    section = re.search(r'<section id="history"[^>]*>', page).group(0)
+    assert 'hx-get="/?range=24h&amp;part=history"' in section
+    assert 'hx-trigger="every 60s"' in section and "data-poll" in section
+    def poll(chart_range: str) -> str:
+        return client.get("/", {"range": chart_range, "part": "history"},
+                          HTTP_HX_REQUEST="true", HTTP_X_BLOOMOPS_POLL="1").content.decode()
+
+    assert 'aria-current="page">24h</a>' in poll("24h")
+    before = poll("1h")  # a point a minute
+    assert before.startswith('<section id="history"') and 'id="queue-table"' not in before
+    clock.advance(60)
+    record()
+    after = poll("1h")
+    points = 'class="point depth"'
+    assert after.count(points) == before.count(points) + 3  # the lab, q1 and q2
+    # the queue table's own poll still answers with the table alone
+    panel = client.get("/", HTTP_HX_REQUEST="true").content.decode()
+    assert panel.startswith('<section id="dashboard-panel"') and 'id="history"' not in panel
+
+
 def test_no_samples_yet_is_said_plainly(client, tenant, users):
     make_queue("q1", required_worker_capabilities=[])
     html = signed_in(client, users["operator"]).get("/").content.decode()

@@ -32,6 +32,9 @@ from bloomops.web.views.common import (
     reader,
 )
 
+# The charts are redrawn as often as the recorder takes a sample (one a minute).
+HISTORY_REFRESH_SECONDS = 60
+
 
 @require_GET
 @reader
@@ -51,7 +54,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "recorder_silent": stats.recorder_silent,
         "recorded_at": stats.recorded_at,
     }
-    if request.htmx:
+    part = request.GET.get("part") if request.htmx else None
+    if request.htmx and part != "history":
         return render(request, "web/_dashboard_panel.html", context)
     chart_range = request.GET.get("range", "")
     if chart_range not in RANGES:
@@ -60,7 +64,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     names = {s.queue_key: s.display_name for s in stats.overview.summaries}
     context.update(chart_range=chart_range, ranges=list(RANGES), history_empty=samples.empty,
                    charts=dashboard_charts(samples, names),
-                   recorded_since=recorded_since(samples))
+                   recorded_since=recorded_since(samples),
+                   history_refresh_seconds=HISTORY_REFRESH_SECONDS)
+    if part == "history":
+        return render(request, "web/_dashboard_history.html", context)
     return render(request, "web/dashboard.html", context)
 
 
