@@ -205,6 +205,8 @@ def on_envelope(fragment: str, envelope: str) -> str:
 
 HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
 TERMINAL_FLAG = env_flag("terminal")
+
+
 def terminal(flag: str = TERMINAL_FLAG, state: str = f"({ENV}->>'state')") -> str:
     """RULES.md#envelope: terminal by its flag or by its state, whichever a writer set."""
     states = ", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES))

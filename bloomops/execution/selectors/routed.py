@@ -98,7 +98,8 @@ _PRIORITY_BANDS = (*((str(floor), priority_band(c)) for c, floor in PRIORITY_CLA
 
 
 def _routed_rows(extra: str) -> str:
-    """Queue ``q``'s routed subjects as stored rows, each with its priority class."""
+    """Queue ``q``'s routed subjects as stored rows, each tagged with its priority class
+    (``priority_floor``)."""
     return "\n                        UNION ALL".join(f"""
                         SELECT s.uid, s.created_dt, {band} AS priority_floor,
                                s.template_uid = ANY(q.template_uids) AS template_listed,
