@@ -41,3 +41,24 @@ def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noq
     expect(page.get_by_role("link", name="24h")).to_have_attribute("aria-current", "page")
     expect(page.get_by_role("group", name="Queue one: depth and oldest age")).to_be_visible()
     assert refused == []
+
+
+def test_the_charts_follow_the_samples_while_the_page_stays_open(
+        browser, site, settings):  # noqa: F811
+    settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1
+    for n in range(2):
+        make_subject("q1", name=f"Specimen open page {n}")
+        clock.advance(60)
+        record()
+    page = signed_in(browser, site, "supervisor")
+    refused = watch_csp(page)
+    points = page.get_by_role("group", name="Queue one: depth and oldest age").locator(
+        "a.point.depth")
+    expect(points).to_have_count(2)
+    make_subject("q1", name="Specimen open page 2")
+    clock.advance(60)
+    record()
+    # no reload: the history section asks for itself again and draws the new sample
+    expect(points).to_have_count(3)
+    expect(points.last.locator("title")).to_have_text(re.compile(r": depth 3$"))
+    assert refused == []

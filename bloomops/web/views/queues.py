@@ -32,9 +32,6 @@ from bloomops.web.views.common import (
     reader,
 )
 
-# The charts are redrawn as often as the recorder takes a sample (one a minute).
-HISTORY_REFRESH_SECONDS = 60
-
 
 @require_GET
 @reader
@@ -65,7 +62,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context.update(chart_range=chart_range, ranges=list(RANGES), history_empty=samples.empty,
                    charts=dashboard_charts(samples, names),
                    recorded_since=recorded_since(samples),
-                   history_refresh_seconds=HISTORY_REFRESH_SECONDS)
+                   # as often as the recorder takes a sample (one a minute)
+                   history_refresh_seconds=getattr(
+                       settings, "BLOOMOPS_HISTORY_REFRESH_SECONDS", 60))
     if part == "history":
         return render(request, "web/_dashboard_history.html", context)
     return render(request, "web/dashboard.html", context)
