@@ -108,6 +108,10 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert '<a href="/queues/q1/">q1</a>' in caption
     assert '<a href="/workbench/?queue=q1" class="chart-failures">' in caption
     assert 'aria-current="page">1h</a>' in html
+    # a queue's page leads to its charts
+    queue_page = client.get("/queues/q1/").content.decode()
+    assert 'href="/?range=24h#charts-queue-q1" id="queue-history"' in queue_page
+    assert '<figure class="chart-pair" id="charts-queue-q1"' in html
     for r in ("24h", "7d"):
         page = client.get("/", {"range": r}).content.decode()
         assert f'aria-current="page">{r}</a>' in page and 'id="chart-depth-q1"' in page
