@@ -149,6 +149,9 @@ BLOOMOPS_OUTBOX_SINK = os.environ.get("BLOOMOPS_OUTBOX_SINK", "log")
 # (readers compute live once its snapshot is older than twice this), days of history kept.
 BLOOMOPS_RECORDER_INTERVAL = max(1, _int("BLOOMOPS_RECORDER_INTERVAL", 10))
 BLOOMOPS_HISTORY_DAYS = max(1, _int("BLOOMOPS_HISTORY_DAYS", 14))
+# How often an open dashboard asks again for its table and for its charts (seconds).
+BLOOMOPS_DASHBOARD_REFRESH_SECONDS = max(1, _int("BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5))
+BLOOMOPS_HISTORY_REFRESH_SECONDS = max(1, _int("BLOOMOPS_HISTORY_REFRESH_SECONDS", 60))
 # When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
 BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 

@@ -62,3 +62,21 @@ def test_the_charts_follow_the_samples_while_the_page_stays_open(
     expect(points).to_have_count(3)
     expect(points.last.locator("title")).to_have_text(re.compile(r": depth 3$"))
     assert refused == []
+
+
+def test_a_focused_link_keeps_the_focus_while_both_panels_refresh(
+        browser, site, settings):  # noqa: F811
+    """The table and the charts poll on their own; when their swaps overlap, each panel's
+    focused control is found again (a keyboard user is not sent back to the page's top)."""
+    settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1  # the table's poll is 1 s here too
+    make_subject("q1", name="Specimen focus")
+    clock.advance(60)
+    record()
+    page = signed_in(browser, site, "supervisor")
+    page.evaluate("""() => { window.__swaps = 0;
+        document.addEventListener('htmx:afterSettle', () => { window.__swaps += 1; }); }""")
+    link = page.locator("#history nav").get_by_role("link", name="24h")
+    link.focus()
+    page.wait_for_function("() => window.__swaps >= 8", timeout=15000)
+    assert page.evaluate("() => document.activeElement.textContent") == "24h"
+    assert page.evaluate("() => document.activeElement.closest('#history') !== null")

@@ -73,3 +73,26 @@ def test_a_priority_left_unreadable_fails_no_read_whatever_the_plan(tenant, sett
     assert "INVALID_ENVELOPE" in {r.code for r in hidden[0].reasons}
     svc = actor(*SERVICE)
     assert claim(svc, register(svc), "qa")["subject_euid"] == good
+
+
+def test_a_timestamp_with_a_malformed_fraction_fails_no_summary(client, tenant, users):
+    """"2000-01-01T09:00:00.abcdefZ" passes the envelope's check in SQL (to the second) and
+    bloomops_utc's shape test as it is: the summaries read it to the second, the queue page
+    lists the item, and the dashboard (computed live here) answers."""
+    from datetime import UTC, datetime
+
+    from tests.web_support import signed_in
+
+    make_queue("qa")
+    odd = make_subject("qa", name="odd")
+    make_subject("qa", name="fine")
+    _raw(odd, ["properties", "execution", "ready_at"], "2000-01-01T09:00:00.abcdefZ")
+
+    (summary,) = selectors.queue_summaries()
+    assert summary.depth == 2
+    assert summary.oldest_ready_at == datetime(2000, 1, 1, 9, tzinfo=UTC)
+    items, total = selectors.queue_items("qa")
+    assert total == 2 and [i.name for i in items] == ["odd", "fine"]
+    page = signed_in(client, users["operator"])
+    assert page.get("/").status_code == 200
+    assert "odd" in page.get("/queues/qa/").content.decode()

@@ -93,7 +93,7 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     client = signed_in(client, users["operator"])
     html = client.get("/").content.decode()
     assert 'id="no-samples"' not in html
-    for chart in ("lab", "q1", "q2"):
+    for chart in ("_lab", "q1", "q2"):
         assert f'<svg class="chart" id="chart-depth-{chart}"' in html
         assert f'aria-labelledby="chart-depth-{chart}-title chart-depth-{chart}-desc"' in html
     # one point per recorded minute in the last hour, each linked to the queue's items
@@ -110,8 +110,8 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert 'aria-current="page">1h</a>' in html
     # a queue's page leads to its charts
     queue_page = client.get("/queues/q1/").content.decode()
-    assert 'href="/?range=24h#charts-queue-q1" id="queue-history"' in queue_page
-    assert '<figure class="chart-pair" id="charts-queue-q1"' in html
+    assert 'href="/?range=24h#charts-q1" id="queue-history"' in queue_page
+    assert '<figure class="chart-pair" id="charts-q1"' in html
     for r in ("24h", "7d"):
         page = client.get("/", {"range": r}).content.decode()
         assert f'aria-current="page">{r}</a>' in page and 'id="chart-depth-q1"' in page
@@ -140,6 +140,12 @@ def test_the_charts_redraw_themselves_with_each_new_sample(client, tenant, users
     after = poll("1h")
     points = 'class="point depth"'
     assert after.count(points) == before.count(points) + 3  # the lab, q1 and q2
+    # the charts' poll reads the samples and the queues' names, never the summaries, even
+    # when the snapshot is old and the table's own poll would compute them live
+    clock.advance(3600)
+    with CaptureQueriesContext(connection) as polled:
+        poll("1h")
+    assert not [q["sql"] for q in polled.captured_queries if "summaries" in q["sql"]]
     # the queue table's own poll still answers with the table alone
     panel = client.get("/", HTTP_HX_REQUEST="true").content.decode()
     assert panel.startswith('<section id="dashboard-panel"') and 'id="history"' not in panel

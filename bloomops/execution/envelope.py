@@ -66,6 +66,16 @@ def parse_ts_or_none(value: Any) -> datetime | None:
         return None
 
 
+def parse_stored_ts(value: Any) -> datetime | None:
+    """A timestamp from a stored envelope, as far as it can be read: the whole of it, else
+    to the second (the part the envelope's validity checks: sql.ENVELOPE_VALID), else None.
+    Another writer's "...:00.abcdefZ" passes that check and bloomops_utc's shape test."""
+    moment = parse_ts_or_none(value)
+    if moment is None and isinstance(value, str) and len(value) > 19:
+        moment = parse_ts_or_none(value[:19])
+    return moment
+
+
 def normalize_ts(value: Any) -> str | None:
     return ts(parse_ts(value))
 

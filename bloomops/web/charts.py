@@ -22,6 +22,9 @@ from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 WIDTH, HEIGHT = 360, 120
 LEFT, RIGHT, TOP, BOTTOM = 4, 356, 18, 104
 DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
+# The lab's charts in ids and anchors: no queue key starts with "_" (queue_fields.QUEUE_KEY_RE),
+# so a queue called "lab" keeps its own.
+LAB = "_lab"
 
 
 def queue_url(queue_key: str | None) -> str:
@@ -125,7 +128,7 @@ def depth_chart(history: History, points: list[Point], name: str,
                     dashed=True)
             + _line(points, history, lambda p: p.depth, "depth", DEPTH, href,
                     lambda p: f"{when(p.at)}: depth {p.depth}"))
-    return _svg(f"chart-depth-{queue_key or 'lab'}", f"{name}: depth and oldest age",
+    return _svg(f"chart-depth-{queue_key or LAB}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
                 f" over the last {history.range_key}.", body)
 
@@ -169,7 +172,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
     body = (_axis(history) + middle
             + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"))
             + done + failed)
-    return _svg(f"chart-throughput-{queue_key or 'lab'}", f"{name}: completions and failures",
+    return _svg(f"chart-throughput-{queue_key or LAB}", f"{name}: completions and failures",
                 f"{total_done} completed and {total_failed} failed over the last"
                 f" {history.range_key}.", body)
 
@@ -179,7 +182,7 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     name); a queue without samples in the range says so."""
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
-    return [{"name": name, "queue_key": key, "empty": not points,
+    return [{"name": name, "queue_key": key, "anchor": f"charts-{key or LAB}", "empty": not points,
              "items_url": queue_url(key), "failures_url": failures_url(key),
              "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",

@@ -109,9 +109,10 @@ document.addEventListener("click", function (event) {
 
 // Auto-refresh (a [data-poll] panel swapped by htmx) must never move the reader: the focused
 // control is found again in the new panel and focused without scrolling, and the page stays
-// where it was scrolled to.
+// where it was scrolled to. Kept per panel: two panels (the table, the charts) may be
+// swapped at once.
 (function () {
-  var kept = null;
+  var kept = {};
 
   function pathOf(el, root) {
     if (el.id) return { id: el.id };
@@ -137,17 +138,19 @@ document.addEventListener("click", function (event) {
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var panel = event.detail.target;
-    if (!panel || !panel.matches || !panel.matches("[data-poll]")) return;
+    if (!panel || !panel.matches || !panel.matches("[data-poll]") || !panel.id) return;
     var active = document.activeElement;
-    kept = { x: window.scrollX, y: window.scrollY, id: panel.id,
-             path: active && panel.contains(active) ? pathOf(active, panel) : null };
+    kept[panel.id] = { x: window.scrollX, y: window.scrollY,
+                       path: active && panel.contains(active) ? pathOf(active, panel) : null };
   });
 
-  document.addEventListener("htmx:afterSettle", function () {
-    if (!kept) return;
-    var k = kept;
-    kept = null;
-    var panel = k.id ? document.getElementById(k.id) : null;
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var settled = event.detail.elt;
+    var id = settled && settled.id;
+    var k = id ? kept[id] : null;
+    if (!k) return;
+    delete kept[id];
+    var panel = document.getElementById(id);
     if (k.path && panel) {
       var el = find(panel, k.path);
       if (el && el.focus) el.focus({ preventScroll: true });

@@ -35,6 +35,7 @@ from bloomops.execution.selectors.overview import Coverage, Overview, overview
 from bloomops.execution.selectors.queue_config import QueueChange, queue_history
 from bloomops.execution.selectors.queues import (
     QueueSummary,
+    display_name,
     minus_minutes,
     queue_config,
     queue_depths,
@@ -67,7 +68,8 @@ __all__ = [
     "Coverage", "Overview", "overview",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
-    "action_history", "active_holds", "audit_trail", "dead_letters", "filters_sql",
+    "action_history", "active_holds", "audit_trail", "dead_letters", "display_name",
+    "filters_sql",
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",

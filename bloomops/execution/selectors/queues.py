@@ -8,7 +8,7 @@ from typing import Any
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import (
-    parse_ts,
+    parse_stored_ts,
     ts,
 )
 from bloomops.execution.selectors.base import (
@@ -102,12 +102,17 @@ class QueueSummary:
         return bool(threshold and self.depth and self.oldest_job_age_seconds > threshold)
 
 
+def display_name(queue_key: str, config: dict[str, Any] | None) -> str:
+    """A queue as people read it: its display name, else its key."""
+    return (config or {}).get("display_name") or queue_key
+
+
 def _queue_summary_from_row(row: dict, now: datetime) -> QueueSummary:
     cfg = row["config"] or {}
     return QueueSummary(
         queue_key=row["queue_key"],
         euid=row["euid"],
-        display_name=cfg.get("display_name") or row["queue_key"],
+        display_name=display_name(row["queue_key"], cfg),
         enabled=bool(cfg.get("enabled", True)),
         manual_only=bool(cfg.get("manual_only", False)),
         dispatch_priority=int(cfg.get("dispatch_priority") or 0),
@@ -189,8 +194,8 @@ def queue_summaries(
     for row in fetch_all(_SUMMARY_SUBJECTS, params, prepare="summaries"):
         summary = _queue_summary_from_row(row, moment)
         summary.depth = int(row["depth"])
-        summary.oldest_ready_at = parse_ts(row["oldest"])
-        summary.newest_ready_at = parse_ts(row["newest"])
+        summary.oldest_ready_at = parse_stored_ts(row["oldest"])
+        summary.newest_ready_at = parse_stored_ts(row["newest"])
         summary.stat_count = int(row["stat_count"])
         summary.urgent_count = int(row["urgent_count"])
         summary.held_count = int(row["held_count"])

@@ -129,7 +129,7 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     return {
         **lease,
         "queue_key": queue_key,
-        "queue_name": config.get("display_name") or queue_key,
+        "queue_name": selectors.display_name(queue_key, config),
         "priority": env.get("priority") or 0,
         "priority_class": priority_class(env.get("priority")),
         "due_at": env.get("due_at"),

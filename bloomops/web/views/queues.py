@@ -36,6 +36,11 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def dashboard(request: HttpRequest) -> HttpResponse:
+    if request.htmx and request.GET.get("part") == "history":
+        # the charts' own poll: the samples and the queues' names, not the table's figures
+        names = {q["queue_key"]: selectors.display_name(q["queue_key"], q["config"])
+                 for q in selectors.queues()}
+        return render(request, "web/_dashboard_history.html", _history(request, names))
     roles = roles_of(request.user)
     show_trend = bool(roles & {"operator", "admin"})
     # The recorder's snapshot when fresh (one small row), else live (RULES.md#statistics).
@@ -45,29 +50,29 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "summaries": stats.overview.summaries,
         "rows": rows,
         "show_trend": show_trend,
-        "refresh_seconds": getattr(settings, "BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5),
+        "refresh_seconds": settings.BLOOMOPS_DASHBOARD_REFRESH_SECONDS,
         "now": stats.as_of,
         "stats_source": stats.source,
         "recorder_silent": stats.recorder_silent,
         "recorded_at": stats.recorded_at,
     }
-    part = request.GET.get("part") if request.htmx else None
-    if request.htmx and part != "history":
+    if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
+    names = {s.queue_key: s.display_name for s in stats.overview.summaries}
+    return render(request, "web/dashboard.html", {**context, **_history(request, names)})
+
+
+def _history(request: HttpRequest, names: dict[str, str]) -> dict:
+    """The history charts of the range asked for (RULES.md#statistics); ``names``: the
+    queues in the dashboard's order, key -> display name."""
     chart_range = request.GET.get("range", "")
     if chart_range not in RANGES:
         chart_range = "1h"
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
-    names = {s.queue_key: s.display_name for s in stats.overview.summaries}
-    context.update(chart_range=chart_range, ranges=list(RANGES), history_empty=samples.empty,
-                   charts=dashboard_charts(samples, names),
-                   recorded_since=recorded_since(samples),
-                   # as often as the recorder takes a sample (one a minute)
-                   history_refresh_seconds=getattr(
-                       settings, "BLOOMOPS_HISTORY_REFRESH_SECONDS", 60))
-    if part == "history":
-        return render(request, "web/_dashboard_history.html", context)
-    return render(request, "web/dashboard.html", context)
+    return {"chart_range": chart_range, "ranges": list(RANGES),
+            "history_empty": samples.empty, "charts": dashboard_charts(samples, names),
+            "recorded_since": recorded_since(samples),
+            "history_refresh_seconds": settings.BLOOMOPS_HISTORY_REFRESH_SECONDS}
 
 
 def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:

@@ -99,7 +99,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     # where an operator may requeue it: the queues that take its template (the engine
     # refuses the others, SUBJECT_TEMPLATE_MISMATCH)
-    requeue_to = [(q["queue_key"], q["config"].get("display_name") or q["queue_key"])
+    requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
                   for q in selectors.queues()
                   if takes_template(q["config"], diag.template_code)
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
