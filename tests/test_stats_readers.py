@@ -104,7 +104,7 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     # failures link to where the queue's failures went: its dead letters, holds, retries
     assert '<a href="/workbench/?queue=q1" class="point failures" tabindex="-1">' in html
     # from the keyboard: the links beside the chart's name (the points are out of tab order)
-    caption = html.split('data-chart="q1"')[1].split("</figcaption>")[0]
+    caption = html.split('id="charts-q1"')[1].split("</figcaption>")[0]
     assert '<a href="/queues/q1/">q1</a>' in caption
     assert '<a href="/workbench/?queue=q1" class="chart-failures">' in caption
     assert 'aria-current="page">1h</a>' in html

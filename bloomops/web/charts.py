@@ -34,6 +34,16 @@ def queue_url(queue_key: str | None) -> str:
     return reverse("queue", args=[queue_key])
 
 
+def anchor(queue_key: str | None) -> str:
+    """Where a queue's charts (the lab's: None) are on the dashboard."""
+    return f"charts-{queue_key or LAB}"
+
+
+def history_url(queue_key: str, chart_range: str = "24h") -> str:
+    """A queue's charts on the dashboard, over ``chart_range``."""
+    return f"{reverse('dashboard')}?{urlencode({'range': chart_range})}#{anchor(queue_key)}"
+
+
 def failures_url(queue_key: str | None) -> str:
     """Where a queue's failures went (RULES.md#statistics): the workbench of its dead
     letters, holds and retrying work, of one queue or all."""
@@ -182,7 +192,7 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     name); a queue without samples in the range says so."""
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
-    return [{"name": name, "queue_key": key, "anchor": f"charts-{key or LAB}", "empty": not points,
+    return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
              "items_url": queue_url(key), "failures_url": failures_url(key),
              "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",

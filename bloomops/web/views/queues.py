@@ -19,7 +19,7 @@ from bloomops.execution.states import ALL_STATES
 from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history
 from bloomops.web import services
-from bloomops.web.charts import dashboard_charts, recorded_since
+from bloomops.web.charts import dashboard_charts, history_url, recorded_since
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
 from bloomops.web.views.bench import bench_answer, work_view_url
 from bloomops.web.views.common import (
@@ -123,6 +123,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         "states": ALL_STATES,
         "choices": selectors.queue_filter_values(queue_key),
         "export_query": query.urlencode(),
+        "history_url": history_url(queue_key),
     })
 
 
