@@ -18,11 +18,16 @@ from tests.test_browser_ui import browser, signed_in, site  # noqa: F401 (fixtur
 pytestmark = [pytest.mark.browser]
 
 
+def _a_minute_of_work(name: str) -> None:
+    """One more subject in q1, a minute later, and the recorder's sample of it."""
+    make_subject("q1", name=name)
+    clock.advance(60)
+    record()
+
+
 def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noqa: F811
     for n in range(3):
-        make_subject("q1", name=f"Specimen chart {n}")
-        clock.advance(60)
-        record()
+        _a_minute_of_work(f"Specimen chart {n}")
     page = signed_in(browser, site, "supervisor")
     refused = watch_csp(page)
     page.reload()
@@ -47,17 +52,13 @@ def test_the_charts_follow_the_samples_while_the_page_stays_open(
         browser, site, settings):  # noqa: F811
     settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1
     for n in range(2):
-        make_subject("q1", name=f"Specimen open page {n}")
-        clock.advance(60)
-        record()
+        _a_minute_of_work(f"Specimen open page {n}")
     page = signed_in(browser, site, "supervisor")
     refused = watch_csp(page)
     points = page.get_by_role("group", name="Queue one: depth and oldest age").locator(
         "a.point.depth")
     expect(points).to_have_count(2)
-    make_subject("q1", name="Specimen open page 2")
-    clock.advance(60)
-    record()
+    _a_minute_of_work("Specimen open page 2")
     # no reload: the history section asks for itself again and draws the new sample
     expect(points).to_have_count(3)
     expect(points.last.locator("title")).to_have_text(re.compile(r": depth 3$"))
@@ -69,9 +70,7 @@ def test_a_focused_link_keeps_the_focus_while_both_panels_refresh(
     """The table and the charts poll on their own; when their swaps overlap, each panel's
     focused control is found again (a keyboard user is not sent back to the page's top)."""
     settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1  # the table's poll is 1 s here too
-    make_subject("q1", name="Specimen focus")
-    clock.advance(60)
-    record()
+    _a_minute_of_work("Specimen focus")
     page = signed_in(browser, site, "supervisor")
     page.evaluate("""() => { window.__swaps = 0;
         document.addEventListener('htmx:afterSettle', () => { window.__swaps += 1; }); }""")

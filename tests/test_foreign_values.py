@@ -5,12 +5,14 @@ checks) fails no read: not of that queue, not of the others, whatever plan Postg
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 
 from bloomops.execution import selectors
 from tests.engine import SERVICE, actor, claim, make_queue, make_subject, register
+from tests.web_support import signed_in
 
 pytestmark = pytest.mark.django_db
 
@@ -79,10 +81,6 @@ def test_a_timestamp_with_a_malformed_fraction_fails_no_summary(client, tenant, 
     """"2000-01-01T09:00:00.abcdefZ" passes the envelope's check in SQL (to the second) and
     bloomops_utc's shape test as it is: the summaries read it to the second, the queue page
     lists the item, and the dashboard (computed live here) answers."""
-    from datetime import UTC, datetime
-
-    from tests.web_support import signed_in
-
     make_queue("qa")
     odd = make_subject("qa", name="odd")
     make_subject("qa", name="fine")
