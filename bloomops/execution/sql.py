@@ -392,6 +392,7 @@ ORDER_BY = ", ".join(f"{expr} {direction}" for expr, direction, _ in ORDER_KEYS)
 ORDER_COLUMNS = ", ".join(f"{expr} AS {alias}" for expr, _, alias in ORDER_KEYS)
 ORDER_BY_COLUMNS = ", ".join(f"{alias} {direction}" for _, direction, alias in ORDER_KEYS)
 
+
 def _scope_value(field: str) -> str:
     """A queue's scope: JSON null is no scope, as absent is. Nothing another writer stores
     there fails a read (a text is one value, anything else matches nothing)."""
