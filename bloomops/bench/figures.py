@@ -10,6 +10,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -109,6 +110,26 @@ def _ratio(samples: dict[str, list[tuple]], a: str, b: str, field: int) -> float
     return statistics.median(ratios) if ratios else None
 
 
+def _in_page_order(sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``sql`` read through a bitmap of the index, in the order of the table's pages, not
+    in the index's order."""
+    execute("SET enable_indexscan = off")
+    try:
+        return fetch_all(sql, params)
+    finally:
+        execute("RESET enable_indexscan")
+
+
+def cheaper(a: list[tuple], b: list[tuple]) -> list[tuple]:
+    """Round by round, the lesser wall time and the lesser CPU time of two ``paired``
+    samples (a CPU figure missing on one side: the other's)."""
+    def least(x: float | None, y: float | None) -> float | None:
+        return x if y is None else y if x is None else min(x, y)
+
+    return [tuple(least(x, y) for x, y in zip(ra, rb, strict=True))
+            for ra, rb in zip(a, b, strict=True)]
+
+
 def reads(runs: int, queue_key: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     # Every figure is the work of the one server process measured: a parallel worker's CPU
@@ -129,9 +150,15 @@ def _reads(out: dict[str, Any], runs: int, queue_key: str) -> None:
     tenant = {"tenant": tenant_of(None)}
     # The summaries and their floors taken in turns, each ratio taken round by round; the
     # server's CPU time beside the wall time is steadier on a machine other work shares.
-    samples = paired({"summaries": selectors.queue_summaries,
-                      "floor": lambda: fetch_all(FLOOR, tenant),
-                      "floor_read": lambda: fetch_all(FLOOR_READ, tenant)}, runs)
+    floors = {"floor": FLOOR, "floor_read": FLOOR_READ}
+    samples = paired({"summaries": selectors.queue_summaries} | {
+        f"{name}_{how}": partial(read, sql, tenant)
+        for name, sql in floors.items()
+        for how, read in (("planned", fetch_all), ("pages", _in_page_order))}, runs)
+    # Each floor is the cheaper of its two reads, round by round: which one the planner
+    # picks turns on a sampled statistic, and a floor is what the read can cost at least.
+    for name in floors:
+        samples[name] = cheaper(samples[f"{name}_planned"], samples[f"{name}_pages"])
     for name, values in samples.items():
         out[name] = statistics.median(v[0] for v in values)
         cpus = [v[1] for v in values if v[1] is not None]

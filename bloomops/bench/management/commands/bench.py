@@ -342,8 +342,11 @@ class Command(BaseCommand):
             w(f"{label:<44}" + "".join(f"{c:>17}" for c in cells) + f"   {target}")
 
         line("20 queue summaries (queue_summaries)", "summaries", "ms")
-        line("floor: the summaries' fields of every routed", "floor", "ms")
-        line("  subject; summaries / floor", "summaries_vs_floor", "x")
+        w("floor: the summaries' fields of every routed subject, read")
+        line("  as the planner chooses", "floor_planned", "ms")
+        line("  in page order (a bitmap of the index)", "floor_pages", "ms")
+        line("  the cheaper of the two, round by round", "floor", "ms")
+        line("  summaries / floor", "summaries_vs_floor", "x")
         line("the 8 of them still read from JSON", "floor_read", "ms")
         line("  summaries / those", "summaries_vs_read", "x")
         line("summaries, database CPU", "summaries_cpu", "ms")
