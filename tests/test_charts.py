@@ -1,6 +1,6 @@
 """The history charts put each bucket where its time is: a bucket's counts are what finished
 from its start (its point) for its width, so its bars start at its point and stay inside the
-plot, the current bucket cut at now."""
+plot, the current bucket cut at now; their scales are round values a supervisor reads off."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from bloomops.execution.stats.history import History, Point
-from bloomops.web.charts import LEFT, RIGHT, depth_chart, throughput_chart
+from bloomops.web.charts import (
+    BOTTOM,
+    LEFT,
+    RIGHT,
+    TOP,
+    count_top,
+    depth_chart,
+    seconds_top,
+    throughput_chart,
+)
+from bloomops.web.templatetags.bloomops_ui import readable_seconds
 
 END = datetime(2026, 11, 22, 12, 0, 30, tzinfo=UTC)
 START = END - timedelta(hours=1)
@@ -73,3 +83,38 @@ def test_samples_missing_for_a_while_break_the_line_and_the_start_of_samples_is_
     history = _history(at(0, 1, 2))
     assert recorded_since(history) == begin
     assert recorded_since(_history([Point(at=START + timedelta(seconds=30))])) is None
+
+
+def test_each_scale_is_round_and_its_half_is_too():
+    assert [count_top(n) for n in (0, 1, 3, 5, 9, 10, 11, 299, 601, 1001)] == [
+        2, 2, 4, 6, 10, 10, 20, 400, 800, 2000]
+    for peak in (0, 45, 61, 3599, 3601, 4 * 3600 + 1, 29 * 3600, 9 * 86400, 40 * 86400):
+        top = seconds_top(peak)
+        assert top >= peak and top % 2 == 0 and readable_seconds(top // 2).count(" ") == 1
+    assert seconds_top(29 * 3600) == 2 * 86400
+    assert seconds_top(40 * 86400) == 42 * 86400
+
+
+def test_a_supervisor_reads_the_values_off_the_scales():
+    """Depth on the left (its top and half), oldest age on the right, completions above the
+    middle and failures below it; the tallest point stays inside the plot; a screen reader
+    is told the same."""
+    points = [Point(at=START + timedelta(minutes=m), depth=d, oldest_age_seconds=a,
+                    completions=c, failures=f)
+              for m, d, a, c, f in ((10, 120, 1800, 7, 0), (20, 299, 29 * 3600, 33, 2))]
+    history = _history(points)
+    depth = str(depth_chart(history, points, "q1", "q1"))
+    labels = re.findall(r'<text x="[0-9.]+" y="[0-9.]+" font-size="9" fill="([^"]+)"'
+                        r' text-anchor="(start|end)">([^<]+)</text>', depth)
+    assert [(side, text) for _, side, text in labels] == [
+        ("end", "400"), ("end", "200"), ("end", "0"), ("start", "2 d"), ("start", "1 d"),
+        ("start", "0")]
+    assert "depth on the left scale, 0 to 400, oldest age on the right, 0 to 2 d" in depth
+    ys = [float(y) for y in re.findall(r'<circle cx="[0-9.]+" cy="([0-9.]+)"', depth)]
+    assert ys and TOP <= min(ys) and max(ys) <= BOTTOM
+    depth_dot = re.search(r'depth 299</title><circle cx="[0-9.]+" cy="([0-9.]+)"', depth)
+    assert abs(float(depth_dot.group(1)) - (BOTTOM - (BOTTOM - TOP) * 299 / 400)) < 0.06
+    bars = str(throughput_chart(history, points, "q1", "q1"))
+    assert [t for t in re.findall(r'font-size="9" fill="[^"]+" text-anchor="end">([^<]+)<',
+                                  bars)] == ["40", "0", "40"]
+    assert "completions up to 40 above the middle line, failures up to 40 below it" in bars

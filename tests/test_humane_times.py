@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bloomops.execution import clock
-from bloomops.web.templatetags.bloomops_ui import humane
+from bloomops.web.templatetags.bloomops_ui import humane, readable_seconds
 
 NOW = datetime(2026, 11, 22, 9, 0, 0, tzinfo=UTC)
 
@@ -59,3 +59,11 @@ def test_worker_types_read_as_words():
     assert [worker_type_words(t) for t in ("SERVICE", "HUMAN_SESSION", "INSTRUMENT_ADAPTER",
                                            "ROBOT", None)] == [
         "service", "person", "instrument", "robot", "–"]
+
+
+@pytest.mark.parametrize(("seconds", "words"), [
+    (45, "45 s"), (120, "2 min"), (3600, "1 h"), (3720, "1 h 2 min"), (2 * 86400, "2 d"),
+    (90000, "1 d 1 h"), (-5, "0 s"), (None, "–"),
+])
+def test_durations_read_without_a_zero_part(seconds, words):
+    assert readable_seconds(seconds) == words

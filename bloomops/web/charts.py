@@ -18,9 +18,14 @@ from bloomops.execution.stats.history import History, Point
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
-# the plot area inside a chart: a line of legend above, the time axis below
+# the plot area inside a chart: a line of legend above, the time axis below, a value
+# scale on either side
 WIDTH, HEIGHT = 360, 120
-LEFT, RIGHT, TOP, BOTTOM = 4, 356, 18, 104
+LEFT, RIGHT, TOP, BOTTOM = 32, 322, 18, 104
+MIDDLE = (TOP + BOTTOM) / 2
+# The tops of the time scales: each half is a round duration too.
+ROUND_SECONDS = (20, 60, 120, 240, 600, 1200, 1800, 3600, 7200, 4 * 3600, 12 * 3600, 86400,
+                 2 * 86400, 4 * 86400, 8 * 86400, 14 * 86400, 28 * 86400)
 DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
 # The lab's charts in ids and anchors: no queue key starts with "_" (queue_fields.QUEUE_KEY_RE),
 # so a queue called "lab" keeps its own.
@@ -78,10 +83,50 @@ def _runs(points: list[Point], history: History) -> list[list[int]]:
     return runs
 
 
+def count_top(peak: float) -> int:
+    """The top of a count scale at or above ``peak``: 2, 4, 6, 8 or 10 times a power of ten,
+    so that its half is a whole number too."""
+    power = 1
+    while True:
+        for step in (2, 4, 6, 8, 10):
+            if step * power >= peak:
+                return step * power
+        power *= 10
+
+
+def seconds_top(peak: float) -> int:
+    """The top of a time scale at or above ``peak`` (``ROUND_SECONDS``, then whole fortnights)."""
+    for top in ROUND_SECONDS:
+        if top >= peak:
+            return top
+    fortnight = ROUND_SECONDS[-1] // 2
+    return -(-int(peak) // fortnight) * fortnight
+
+
+def _short(n: int) -> str:
+    return f"{n // 1000}k" if n >= 10_000 and n % 1000 == 0 else str(n)
+
+
+def _scale(labels: tuple[tuple[str, str], ...], *, right: bool = False) -> SafeString:
+    """A value scale beside the plot: (text, colour) at its top, its middle and its bottom."""
+    x, side = (RIGHT + 3, "start") if right else (LEFT - 3, "end")
+    return format_html_join("", '<text x="{}" y="{}" font-size="9" fill="{}"'
+                            ' text-anchor="{}">{}</text>',
+                            ((x, _n(y + 3), colour, side, text)
+                             for y, (text, colour) in zip((TOP, MIDDLE, BOTTOM), labels,
+                                                          strict=True)))
+
+
+def _grid(*ys: float) -> SafeString:
+    """Faint lines across the plot where a scale has a label."""
+    return format_html_join("", '<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
+                            ' stroke-opacity="0.12" stroke-dasharray="2 3"/>',
+                            ((LEFT, RIGHT, _n(y), _n(y)) for y in ys))
+
+
 def _line(points: list[Point], history: History, value: Callable[[Point], float],
-          css: str, colour: str, href: str, describe: Callable[[Point], str],
+          top: float, css: str, colour: str, href: str, describe: Callable[[Point], str],
           dashed: bool = False) -> SafeString:
-    top = max((value(p) for p in points), default=0) or 1
     coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
     line = format_html_join("", '<polyline class="{}" fill="none" stroke="{}"'
                             ' stroke-width="1.5"{} points="{}"/>',
@@ -130,17 +175,26 @@ def depth_chart(history: History, points: list[Point], name: str,
     href = queue_url(queue_key)
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
+    depth_top, age_top = count_top(peak), seconds_top(oldest)
     body = (_axis(history)
+            + _grid(TOP, MIDDLE)
+            + _scale(((_short(depth_top), DEPTH), (_short(depth_top // 2), DEPTH),
+                      ("0", DEPTH)))
+            + _scale(((readable_seconds(age_top), AGE), (readable_seconds(age_top // 2), AGE),
+                      ("0", AGE)), right=True)
             + _legend((DEPTH, f"depth (max {peak})"),
                       (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
-            + _line(points, history, lambda p: p.oldest_age_seconds, "age", AGE, href,
+            + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
+                    href,
                     lambda p: f"{when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
                     dashed=True)
-            + _line(points, history, lambda p: p.depth, "depth", DEPTH, href,
+            + _line(points, history, lambda p: p.depth, depth_top, "depth", DEPTH, href,
                     lambda p: f"{when(p.at)}: depth {p.depth}"))
     return _svg(f"chart-depth-{queue_key or LAB}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
-                f" over the last {history.range_key}.", body)
+                f" over the last {history.range_key}; depth on the left scale, 0 to"
+                f" {depth_top}, oldest age on the right, 0 to {readable_seconds(age_top)}.",
+                body)
 
 
 def throughput_chart(history: History, points: list[Point], name: str,
@@ -148,8 +202,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
     """Completions (bars up from the middle) and failures (bars down), each bar over its
     bucket (from its start, its point, on); a failure bar links to where the queue's failures
     went (``failures_url``)."""
-    top = max((max(p.completions, p.failures) for p in points), default=0) or 1
-    mid = (TOP + BOTTOM) / 2
+    top = count_top(max((max(p.completions, p.failures) for p in points), default=0))
+    mid = MIDDLE
     span = (history.end - history.start).total_seconds() or 1
     bar = max(1.5, (RIGHT - LEFT) * history.width / span - 1)
     scale = (mid - TOP) / top
@@ -180,11 +234,14 @@ def throughput_chart(history: History, points: list[Point], name: str,
     middle = format_html('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
                          ' stroke-opacity="0.3"/>', LEFT, RIGHT, _n(mid), _n(mid))
     body = (_axis(history) + middle
+            + _grid(TOP)
+            + _scale(((_short(top), DONE), ("0", "currentColor"), (_short(top), FAILED)))
             + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"))
             + done + failed)
     return _svg(f"chart-throughput-{queue_key or LAB}", f"{name}: completions and failures",
                 f"{total_done} completed and {total_failed} failed over the last"
-                f" {history.range_key}.", body)
+                f" {history.range_key}; per bucket, completions up to {top} above the"
+                f" middle line, failures up to {top} below it.", body)
 
 
 def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:

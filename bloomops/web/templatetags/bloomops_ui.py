@@ -25,7 +25,7 @@ def new_key() -> str:
 
 
 def readable_seconds(seconds: float | None) -> str:
-    """3 h 12 min, 45 s, 2 d 4 h."""
+    """3 h 12 min, 45 s, 2 d 4 h; 2 d and 1 h when the smaller part is nothing."""
     if seconds is None:
         return "–"
     seconds = int(max(0, seconds))
@@ -33,9 +33,9 @@ def readable_seconds(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days} d {hours} h"
+        return f"{days} d {hours} h" if hours else f"{days} d"
     if hours:
-        return f"{hours} h {minutes} min"
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     if minutes:
         return f"{minutes} min"
     return f"{secs} s"
@@ -76,7 +76,7 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
     delta = (moment - (now or clock.now())).total_seconds()
     if abs(delta) < 30:
         return "just now"
-    words = readable_seconds(abs(delta)).removesuffix(" 0 min").removesuffix(" 0 h")
+    words = readable_seconds(abs(delta))
     return f"in {words}" if delta > 0 else f"{words} ago"
 
 
