@@ -83,6 +83,27 @@ def test_depth_and_page_agree_when_another_writer_leases_a_subject(tenant):
     assert {s.queue_key: s.depth for s in selectors.queue_summaries()}["q1"] == 1
 
 
+def test_depth_and_page_agree_when_a_hold_is_only_in_lineage(tenant):
+    """Another writer cleared the envelope's hold but not the ACTIVE hold linked to the
+    subject: the hold still keeps it out of the page and every count (RULES.md#holds)."""
+    make_queue("q1")
+    held = make_subject("q1", name="held in lineage")
+    free = make_subject("q1", name="free")
+    act("place_execution_hold", actor("operator"), subject_euid=held, expected_state="READY",
+        payload={"reason": "check"})
+    with connection.cursor() as cur:
+        cur.execute("""UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,
+                           '{properties,execution,hold_state}', '"NONE"'),
+                           '{properties,execution,state}', '"READY"')
+                       WHERE euid = %s""", [held])
+    clock.advance(1)
+    items, total = selectors.queue_items("q1")
+    assert [i.euid for i in items] == [free] and total == 1
+    assert selectors.queue_depths()["q1"] == 1
+    summary = {s.queue_key: s for s in selectors.queue_summaries()}["q1"]
+    assert (summary.depth, summary.held_count) == (1, 1)
+
+
 def test_an_expired_lease_is_not_the_subjects_active_lease(tenant, users):
     make_queue("q1", lease_ttl_seconds=60)
     subject = make_subject("q1")

@@ -331,8 +331,8 @@ HELD_IN_SET = "(s.uid IN (SELECT uid FROM held_subjects))"
 LEASED_BY_SETS = "(s.uid IN (SELECT uid FROM leased_subjects))"
 
 
-# Per-row form: NOT EXISTS probes through lineage. Best when a read stops early (a page or a
-# claim walking bloomops_routed_order).
+# Per-row form: NOT EXISTS probes through lineage. Best when a read stops early without the
+# sets below (a claim walking bloomops_routed_order; one subject's diagnostics).
 VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 
 # Set form for reads over whole queues (depth, totals, summaries): the subjects with an

@@ -16,7 +16,11 @@ from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
 )
-from bloomops.execution.selectors.routed import QUEUES_AND_SETS, plain_subjects
+from bloomops.execution.selectors.routed import (
+    QUEUES_AND_SETS,
+    VISIBLE_IN_SETS,
+    plain_subjects,
+)
 from bloomops.execution.selectors.subjects import REASON_TEXT, Reason
 from bloomops.execution.sql import (
     CANCEL_REQUESTED,
@@ -96,7 +100,8 @@ def queue_items(
     """Visible items of a queue in execution order (RULES.md#visibility, RULES.md#order),
     one page, with the total count of visible items matching the filters. One query: the
     page walks the ordered index and stops; the total counts the queue's subjects as plain
-    values (selectors/routed.py), as the summaries do."""
+    values (selectors/routed.py), as the summaries do; both test leases and holds against
+    the sets the statement finds once."""
     params = read_params(now, tenant, queue_key=queue_key, limit=limit, offset=offset)
     extra = filters_sql(filters, params)
     routed = f"""
@@ -113,7 +118,7 @@ def queue_items(
                   FROM queues q CROSS JOIN LATERAL ({plain_subjects(extra)}) s
                   WHERE q.queue_key = %(queue_key)s),
         page AS (
-            SELECT {ITEM_COLUMNS}, {ORDER_COLUMNS} {routed} AND {VISIBLE}{extra}
+            SELECT {ITEM_COLUMNS}, {ORDER_COLUMNS} {routed} AND {VISIBLE_IN_SETS}{extra}
             ORDER BY {ORDER_BY}
             LIMIT %(limit)s OFFSET %(offset)s)
         SELECT total.n AS total, page.* FROM total LEFT JOIN page ON true

@@ -70,6 +70,10 @@ QUEUES_AND_SETS = f"""{BLOCKED_SUBJECTS},
         FROM ({QUEUES}) q
         OFFSET 0)"""
 
+# The rule over a stored row ``s`` against the sets of QUEUES_AND_SETS: for a read that has
+# the sets anyway (the queue page, which counts its total from them) and walks rows whole.
+VISIBLE_IN_SETS = visibility(leased=LEASED_BY_SETS, held=HELD_IN_SET)
+
 # The parts of the rules over the plain values the inner layers pass on.
 STATED_PLAIN = stated_ready(retry_at="s.retry_at", ready_at="s.ready_at")
 TERMINAL_PLAIN = terminal(flag="s.terminal_flag", state="s.state")
