@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.models import QueueCounter, QueueSample, QueueSnapshot
@@ -237,6 +238,34 @@ def test_completions_and_failures_land_in_the_samples(tenant):
     record()
     sample = QueueSample.objects.filter(queue_key="q1").order_by("-at").first()
     assert (sample.completions, sample.failures) == (1, 0)
+
+
+def test_a_pass_reads_what_finished_since_the_last_one_once(tenant):
+    """The summaries' totals read the records finished since the last pass; the counters and
+    the sample take them from there rather than reading them again."""
+    clock.freeze(clock.now())
+    busy_lab()
+    clock.advance(60)
+    record()
+    svc = actor("worker_service")
+    worker = register(svc)
+    lease = claim(svc, worker, "q1")
+    act("complete_queue_execution", svc, subject_euid=lease["subject_euid"], worker_euid=worker,
+        lease_euid=lease["lease_euid"], expected_state="READY")
+    before = _counters()
+    clock.advance(60)
+    with CaptureQueriesContext(connection) as ctx:
+        record()
+    # records finished in a span: the summaries' records statement (prepared), or a read
+    # of its own
+    reads = [q["sql"][:60] for q in ctx.captured_queries
+             if q["sql"].startswith("EXECUTE bloomops_summary_records")
+             or "finished_at' > " in q["sql"]]
+    assert len(reads) == 1 and reads[0].startswith("EXECUTE bloomops_summary_records"), reads
+    sample = QueueSample.objects.filter(queue_key="q1").order_by("-at").first()
+    assert (sample.completions, sample.failures) == (1, 0)
+    # the lease the first pass swept is counted now, from the same read
+    assert _counters() == {**before, ("q2", "expired_leases_total"): 1}
 
 
 def test_run_recorder_once(tenant, capsys):

@@ -61,6 +61,9 @@ class QueueSummary:
     retryable_failures_total: int = 0
     terminal_failures_total: int = 0
     now: datetime | None = None
+    # Records finished since the recorder last counted (up to counting.counted_until(now)),
+    # by status: what the totals above add to its counters, and what its next pass adds.
+    finished_since: dict[str, int] = field(default_factory=dict)
     worker_online_count: int = 0
     # filled by selectors.overview (coverage, RULES.md#metrics)
     worker_rostered_count: int = 0
@@ -215,9 +218,11 @@ def queue_summaries(
     for key, counts in window.items():
         if key in by_key:
             by_key[key].successes_window, by_key[key].failures_window = completions(counts)
-    for key, values in totals_from(records, list(by_key)).items():
+    totals, since = totals_from(records, list(by_key))
+    for key, values in totals.items():
         for name, value in values.items():
             setattr(by_key[key], name, value)
+        by_key[key].finished_since = since.get(key, {})
     for row in fetch_all(_SUMMARY_DEAD_LETTERS, params, prepare="summary_dead_letters"):
         if row["queue_key"] in by_key:
             by_key[row["queue_key"]].dead_letter_count = int(row["n"])

@@ -103,9 +103,11 @@ def totals_params(now: datetime, tenant: str | None = None) -> dict[str, str]:
     return {"key": tenant_key(tenant), "until": ts(counted_until(now))}
 
 
-def totals_from(rows: list[dict], queue_keys: list[str]) -> dict[str, dict[str, int]]:
-    """queue_key -> counter -> value, from the TOTALS_PARTS rows of a read (other rows are
-    ignored): stored counters plus the increments of what finished since."""
+def totals_from(rows: list[dict], queue_keys: list[str]
+                ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """From the TOTALS_PARTS rows of a read (other rows are ignored): queue_key -> counter ->
+    value (stored counters plus the increments of what finished since), and queue_key ->
+    status -> records finished since (what the recorder's next counters add)."""
     out: dict[str, dict[str, int]] = {k: dict.fromkeys(COUNTERS, 0) for k in queue_keys}
     since: dict[str, dict[str, int]] = defaultdict(dict)
     for row in rows:
@@ -118,4 +120,4 @@ def totals_from(rows: list[dict], queue_keys: list[str]) -> dict[str, dict[str, 
     for key, counts in since.items():
         for name, n in counter_values(counts).items():
             out[key][name] += n
-    return out
+    return out, dict(since)

@@ -115,12 +115,17 @@ def record(*, now: datetime | None = None, tenant: str | None = None,
         until = counted_until(moment)
         if since is not None and until <= since:  # nothing new to count (or the clock went back)
             until, counts = since, {}
+        elif snap is not None:
+            # The summaries' totals read what finished in (since, until] from this snapshot
+            # row, locked above: the same records, not read twice.
+            counts = {s.queue_key: s.finished_since for s in ov.summaries if s.finished_since}
         else:
             counts = finished_between(queue_keys, since, until, tenant=tenant)
         counters = _advance_counters(key, counts, queue_keys, seed=since is None)
         for s in ov.summaries:
             for name in COUNTERS:
                 setattr(s, name, counters.get((s.queue_key, name), 0))
+            s.finished_since = {}  # counted now, up to ``until``
         QueueSnapshot.objects.update_or_create(tenant=key, defaults={
             "taken_at": moment,
             "interval_seconds": max(1, round(interval or interval_seconds())),
