@@ -118,3 +118,30 @@ def test_a_supervisor_reads_the_values_off_the_scales():
     assert [t for t in re.findall(r'font-size="9" fill="[^"]+" text-anchor="end">([^<]+)<',
                                   bars)] == ["40", "0", "40"]
     assert "completions up to 40 above the middle line, failures up to 40 below it" in bars
+
+
+def test_oldest_age_is_dashed_and_depth_solid():
+    points = [Point(at=START + timedelta(minutes=m), depth=m, oldest_age_seconds=60 * m)
+              for m in (10, 11, 12)]
+    svg = str(depth_chart(_history(points), points, "q1", "q1"))
+    dashes = dict(re.findall(r'<polyline class="(age|depth)"[^>]* stroke-dasharray="([^"]+)"',
+                             svg))
+    assert dashes == {"age": "4 3", "depth": "none"}
+
+
+def test_a_wide_bucket_says_its_points_are_the_highest_and_the_lab_keeps_the_range():
+    """Over 24 h a point stands for a quarter hour of samples: it says it is their highest,
+    the bars say their width, and the lab's points lead to the queue table in that range."""
+    start = END - timedelta(hours=24)
+    points = [Point(at=start + timedelta(minutes=15 * i), depth=i, oldest_age_seconds=60,
+                    completions=1) for i in range(3)]
+    wide = History(range_key="24h", start=start, end=END, width=900, queues={"q1": points},
+                   lab=points)
+    lab = str(depth_chart(wide, points, "Lab", None))
+    assert re.search(r"<title>[^<]*: highest depth 2</title>", lab)
+    assert re.search(r"<title>[^<]*: highest oldest age 1 min</title>", lab)
+    assert 'href="/?range=24h#queue-table"' in lab
+    assert "(bars per 15 min)" in str(throughput_chart(wide, points, "Lab", None))
+    narrow = str(depth_chart(_history(points), points, "q1", "q1"))
+    assert re.search(r"<title>[^<]*: depth 2</title>", narrow)
+    assert not re.search(r"<title>[^<]*highest", narrow)

@@ -14,14 +14,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from bloomops.execution.stats.history import History, Point
+from bloomops.execution.stats.history import MINUTE, History, Point
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
 # the plot area inside a chart: a line of legend above, the time axis below, a value
 # scale on either side
 WIDTH, HEIGHT = 360, 120
-LEFT, RIGHT, TOP, BOTTOM = 32, 322, 18, 104
+LEFT, RIGHT, TOP, BOTTOM = 34, 318, 18, 104
 MIDDLE = (TOP + BOTTOM) / 2
 # The tops of the time scales: each half is a round duration too.
 ROUND_SECONDS = (20, 60, 120, 240, 600, 1200, 1800, 3600, 7200, 4 * 3600, 12 * 3600, 86400,
@@ -32,10 +32,11 @@ DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
 LAB = "_lab"
 
 
-def queue_url(queue_key: str | None) -> str:
-    """The items of a queue in order; the lab's: the queue table."""
+def queue_url(queue_key: str | None, chart_range: str) -> str:
+    """The items of a queue in order; the lab's: the queue table (the charts kept in
+    ``chart_range``)."""
     if queue_key is None:
-        return reverse("dashboard") + "#queue-table"
+        return f"{reverse('dashboard')}?{urlencode({'range': chart_range})}#queue-table"
     return reverse("queue", args=[queue_key])
 
 
@@ -109,7 +110,8 @@ def _short(n: int) -> str:
 
 def _scale(labels: tuple[tuple[str, str], ...], *, right: bool = False) -> SafeString:
     """A value scale beside the plot: (text, colour) at its top, its middle and its bottom."""
-    x, side = (RIGHT + 3, "start") if right else (LEFT - 3, "end")
+    # clear of the points drawn on the plot's edges (radius 3)
+    x, side = (RIGHT + 6, "start") if right else (LEFT - 6, "end")
     return format_html_join("", '<text x="{}" y="{}" font-size="9" fill="{}"'
                             ' text-anchor="{}">{}</text>',
                             ((x, _n(y + 3), colour, side, text)
@@ -129,8 +131,8 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
           dashed: bool = False) -> SafeString:
     coords = [(_x(p.at, history), _y(value(p), top)) for p in points]
     line = format_html_join("", '<polyline class="{}" fill="none" stroke="{}"'
-                            ' stroke-width="1.5"{} points="{}"/>',
-                            ((css, colour, ' stroke-dasharray="4 3"' if dashed else "",
+                            ' stroke-width="1.5" stroke-dasharray="{}" points="{}"/>',
+                            ((css, colour, "4 3" if dashed else "none",
                               " ".join(f"{_n(coords[i][0])},{_n(coords[i][1])}" for i in run))
                              for run in _runs(points, history) if len(run) > 1))
     # Out of the tab order: a chart of an hour has sixty of them per line, all leading where
@@ -172,7 +174,9 @@ def depth_chart(history: History, points: list[Point], name: str,
                 queue_key: str | None) -> SafeString:
     """Depth (solid) and oldest age (dashed, its own scale); a point links to the queue's
     items in order (the lab's: the queue table)."""
-    href = queue_url(queue_key)
+    href = queue_url(queue_key, history.range_key)
+    # a bucket wider than a sample shows its samples' highest
+    highest = "highest " if history.width > MINUTE else ""
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
     depth_top, age_top = count_top(peak), seconds_top(oldest)
@@ -186,10 +190,11 @@ def depth_chart(history: History, points: list[Point], name: str,
                       (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
-                    lambda p: f"{when(p.at)}: oldest {readable_seconds(p.oldest_age_seconds)}",
+                    lambda p: f"{when(p.at)}: {highest}oldest age"
+                              f" {readable_seconds(p.oldest_age_seconds)}",
                     dashed=True)
             + _line(points, history, lambda p: p.depth, depth_top, "depth", DEPTH, href,
-                    lambda p: f"{when(p.at)}: depth {p.depth}"))
+                    lambda p: f"{when(p.at)}: {highest}depth {p.depth}"))
     return _svg(f"chart-depth-{queue_key or LAB}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
                 f" over the last {history.range_key}; depth on the left scale, 0 to"
@@ -236,7 +241,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
     body = (_axis(history) + middle
             + _grid(TOP)
             + _scale(((_short(top), DONE), ("0", "currentColor"), (_short(top), FAILED)))
-            + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"))
+            + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"),
+                      ("currentColor", f"(bars per {readable_seconds(history.width)})"))
             + done + failed)
     return _svg(f"chart-throughput-{queue_key or LAB}", f"{name}: completions and failures",
                 f"{total_done} completed and {total_failed} failed over the last"
@@ -250,7 +256,7 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
-             "items_url": queue_url(key), "failures_url": failures_url(key),
+             "items_url": queue_url(key, history.range_key), "failures_url": failures_url(key),
              "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",
              "throughput": throughput_chart(history, points, name, key) if points else ""}
