@@ -34,7 +34,7 @@ def _xs(svg: str, pattern: str) -> list[float]:
 
 
 def test_bars_start_at_their_bucket_point_and_stay_in_the_plot():
-    at = [START - timedelta(seconds=30), START + timedelta(minutes=20),
+    at = [START - timedelta(seconds=30), START + timedelta(minutes=20, seconds=-30),
           END.replace(second=0)]
     points = [Point(at=a, depth=3, completions=2, failures=1) for a in at]
     history = _history(points)

@@ -20,7 +20,10 @@ from bloomops.execution.models import QueueCounter, QueueSample, QueueSnapshot
 from bloomops.execution.objects import load
 from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.codec import encode_overview
+from bloomops.execution.stats.counting import tenant_key
+from bloomops.execution.stats.history import LAB, history, write_samples
 from bloomops.execution.stats.recorder import Recorder, record
+from bloomops.web.charts import recorded_since
 from tests.engine import act, actor, claim, make_queue, make_subject, props, register
 from tests.stats_support import busy_lab
 
@@ -212,16 +215,20 @@ def test_history_keeps_minutes_then_hours_then_nothing(tenant, settings):
     assert minutes == [(60, 1), (60, 3)]
     clock.advance(47 * 3600)  # not yet 48 h old: kept by the minute
     record()
-    assert QueueSample.objects.filter(resolution=60, at__lt=start + timedelta(hours=1)).count() == 2
+    # the queue's two minutes and the lab's
+    assert QueueSample.objects.filter(resolution=60, at__lt=start + timedelta(hours=1)).count() == 4
     clock.advance(3600)
     record()
-    hourly = list(QueueSample.objects.filter(resolution=3600).values_list("at", "depth"))
-    assert hourly == [(start.replace(minute=0, second=0), 3)]  # the hour's highest
+    hourly = set(QueueSample.objects.filter(resolution=3600)
+                 .values_list("queue_key", "at", "depth"))
+    assert hourly == {(key, start.replace(minute=0, second=0), 3)  # the hour's highest
+                      for key in ("q1", LAB)}
     assert not QueueSample.objects.filter(resolution=60, at__lt=start + timedelta(hours=1))
     clock.advance(14 * 86400)
     record()
     assert not QueueSample.objects.filter(at__lt=clock.now() - timedelta(days=14)).exists()
-    assert QueueSample.objects.filter(at__gte=clock.now() - timedelta(minutes=1)).count() == 1
+    assert set(QueueSample.objects.filter(at__gte=clock.now() - timedelta(minutes=1))
+               .values_list("queue_key", flat=True)) == {"q1", LAB}
 
 
 def test_completions_and_failures_land_in_the_samples(tenant):
@@ -328,3 +335,24 @@ def test_the_recorder_outlives_a_lost_connection(committed, tenant, caplog):
     assert len(passes) == 2 and passes[0] != passes[1]  # a new connection, then a pass
     assert "database error" in caplog.text
     assert QueueSnapshot.objects.count() == 1
+
+
+def test_the_labs_chart_is_the_labs_highest_and_begins_at_its_first_sample(tenant):
+    """A subject moving from q1 to q2 within a quarter hour is one item: the lab's point for
+    that bucket is the lab's highest depth (1), not q1's highest plus q2's (2); and a point
+    whose samples begin within its bucket sits at its first sample, as the "Samples since"
+    line says."""
+    now = clock.now().replace(minute=7, second=0, microsecond=0)
+    key = tenant_key(tenant)
+    for minute, (q1, q2) in enumerate(((1, 0), (0, 1))):
+        write_samples(key, now + timedelta(minutes=minute),
+                      [selectors.QueueSummary(queue_key=k, euid="", display_name=k,
+                                              enabled=True, manual_only=False,
+                                              dispatch_priority=0, config={}, depth=d)
+                       for k, d in (("q1", q1), ("q2", q2))], {})
+    later = now + timedelta(minutes=5)
+    wide = history("24h", tenant=key, now=later)
+    assert {k: [p.depth for p in v] for k, v in wide.queues.items()} == {"q1": [1], "q2": [1]}
+    assert [(p.at, p.depth) for p in wide.lab] == [(now, 1)]
+    assert recorded_since(wide) == now
+    assert [p.depth for p in history("1h", tenant=key, now=later).lab] == [1, 1]

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from bloomops.execution.stats.history import MINUTE, History, Point
+from bloomops.execution.stats.history import LAB, MINUTE, History, Point, bucket_end
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
@@ -27,9 +27,6 @@ MIDDLE = (TOP + BOTTOM) / 2
 ROUND_SECONDS = (20, 60, 120, 240, 600, 1200, 1800, 3600, 7200, 4 * 3600, 12 * 3600, 86400,
                  2 * 86400, 4 * 86400, 8 * 86400, 14 * 86400, 28 * 86400)
 DEPTH, AGE, DONE, FAILED = "#1d4ed8", "#b45309", "#15803d", "#b91c1c"
-# The lab's charts in ids and anchors: no queue key starts with "_" (queue_fields.QUEUE_KEY_RE),
-# so a queue called "lab" keeps its own.
-LAB = "_lab"
 
 
 def queue_url(queue_key: str | None, chart_range: str) -> str:
@@ -217,7 +214,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
         # a bucket's counts are what finished from its start on (its point) for its width:
         # a bucket begun before the range is cut at the range's start, the current one at now
         start = _x(p.at, history)
-        end = _x(min(p.at + timedelta(seconds=history.width), history.end), history)
+        end = _x(min(bucket_end(p.at, history.width), history.end), history)
         return _n(max(0.5, min(bar, end - start - 1)))
 
     done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'

@@ -15,6 +15,11 @@ from bloomops.execution.stats.counting import completions
 from bloomops.tapdb.db import execute, fetch_all
 
 MINUTE, HOUR = 60, 3600
+# The lab's own sample (every queue's depths and counts summed, the oldest age the highest),
+# written beside the queues' so that a bucket's lab figure is the lab's highest, not the sum
+# of each queue's highest at different minutes. No queue key starts with "_"
+# (queue_fields.QUEUE_KEY_RE).
+LAB = "_lab"
 THIN_AFTER_HOURS = 48
 # range key -> (span, bucket width), seconds: about a hundred points or fewer per chart
 RANGES = {"1h": (3600, 60), "24h": (86400, 900), "7d": (7 * 86400, 3600)}
@@ -51,6 +56,7 @@ _THIN = f"""
 
 _SERIES = f"""
     SELECT queue_key, floor(extract(epoch FROM at) / %(width)s)::bigint AS bucket,
+           min(at) AS first_at,
            {", ".join(f"max({c}) AS {c}" for c in GAUGES)},
            {", ".join(f"sum({c}) AS {c}" for c in SUMS)}
     FROM bloomops_queue_sample
@@ -58,6 +64,11 @@ _SERIES = f"""
       AND at > %(start)s AND at <= %(now)s
     GROUP BY 1, 2 ORDER BY 1, 2
 """
+
+
+def bucket_end(at: datetime, width: int) -> datetime:
+    """Where the bucket holding ``at`` ends."""
+    return datetime.fromtimestamp((int(at.timestamp()) // width + 1) * width, tz=at.tzinfo)
 
 
 def minute_of(moment: datetime) -> datetime:
@@ -71,8 +82,7 @@ def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
     if not summaries:
         return
     done_failed = [completions(finished.get(s.queue_key, {})) for s in summaries]
-    execute(_UPSERT, {
-        "tenant": tenant, "at": minute_of(now),
+    values = {
         "queue_key": [s.queue_key for s in summaries],
         "depth": [s.depth for s in summaries],
         "oldest_age_seconds": [s.oldest_job_age_seconds for s in summaries],
@@ -81,7 +91,12 @@ def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
         "dead_letters": [s.dead_letter_count for s in summaries],
         "retry_pending": [s.retry_pending_count for s in summaries],
         "completions": [d for d, _ in done_failed],
-        "failures": [f for _, f in done_failed]})
+        "failures": [f for _, f in done_failed]}
+    for column, column_values in values.items():
+        column_values.append(LAB if column == "queue_key" else
+                             max(column_values) if column == "oldest_age_seconds" else
+                             sum(column_values))
+    execute(_UPSERT, {"tenant": tenant, "at": minute_of(now), **values})
 
 
 def prune(tenant: str, now: datetime) -> None:
@@ -123,20 +138,29 @@ class History:
 
 def history(range_key: str, *, tenant: str, now: datetime) -> History:
     """Every queue's samples over the range, bucketed (gauges: the bucket's highest; counts:
-    summed), and the lab's (depths, completions and failures summed over queues, the oldest
-    age the highest). One statement."""
+    summed), and the lab's from its own samples; where a bucket has none (samples written
+    before the lab had its own), the queues' summed, the oldest age the highest. A point is
+    at its bucket's start, or at its first sample when the samples begin later (a recorder
+    started within the bucket). One statement."""
     span, width = RANGES[range_key]
     start = now - timedelta(seconds=span)
     rows = fetch_all(_SERIES, {"tenant": tenant, "width": width, "start": start, "now": now})
     queues: dict[str, list[Point]] = {}
-    lab: dict[int, Point] = {}
+    own: dict[int, Point] = {}
+    summed: dict[int, Point] = {}
     for row in rows:
-        at = datetime.fromtimestamp(int(row["bucket"]) * width, tz=now.tzinfo)
+        bucket = int(row["bucket"])
+        at = max(datetime.fromtimestamp(bucket * width, tz=now.tzinfo), row["first_at"])
         point = Point(at=at, **{c: row[c] or 0 for c in COLUMNS})
+        if row["queue_key"] == LAB:
+            own[bucket] = point
+            continue
         queues.setdefault(row["queue_key"], []).append(point)
-        total = lab.setdefault(int(row["bucket"]), Point(at=at))
+        total = summed.setdefault(bucket, Point(at=at))
+        total.at = min(total.at, at)
         for c in ("depth", "leased", "held", "dead_letters", "retry_pending", *SUMS):
             setattr(total, c, getattr(total, c) + getattr(point, c))
         total.oldest_age_seconds = max(total.oldest_age_seconds, point.oldest_age_seconds)
+    lab = [own.get(b) or summed[b] for b in sorted(own.keys() | summed.keys())]
     return History(range_key=range_key, start=start, end=now, width=width, queues=queues,
-                   lab=[lab[b] for b in sorted(lab)])
+                   lab=lab)
