@@ -184,9 +184,32 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
     board.wait_for_timeout(2500)
     assert depth.inner_text() == "1"
     board.get_by_role("button", name="Resume auto-refresh").click()
+    expect(board.locator("#refresh-note")).to_have_text(re.compile(r"^Refreshes every \d+ s\.$"))
     board.wait_for_function(
         "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
         ".textContent.trim() === '0'", timeout=10000)
+    sci.context.close()
+    board.context.close()
+
+
+def test_a_focused_count_keeps_the_focus_when_it_changes(browser, site):
+    """A keyboard user on a queue's depth link stays there when the refresh changes the
+    number (the link's words change, its place and destination do not)."""
+    make_subject("q1", name="Specimen A")
+    make_subject("q1", name="Specimen B")
+    board = signed_in(browser, site, "supervisor")
+    depth_link = board.locator('#queue-table tr[data-queue="q1"] td.depth a')
+    depth_link.focus()
+    sci = signed_in(browser, site, "scientist")
+    sci.goto(f"{site}/queues/q1/")
+    sci.get_by_role("button", name="Claim next").click()
+    sci.wait_for_url(re.compile(r".*/my-work/\?item=.+"))
+    board.wait_for_function(
+        "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"
+        ".textContent.trim() === '1'", timeout=10000)
+    board.wait_for_timeout(300)  # the swap settled
+    assert board.evaluate("""() => document.activeElement ===
+        document.querySelector('#queue-table tr[data-queue="q1"] td.depth a')""")
     sci.context.close()
     board.context.close()
 

@@ -10,7 +10,12 @@ document.addEventListener("click", function (event) {
   button.setAttribute("aria-pressed", window.bloomopsPaused ? "true" : "false");
   button.textContent = window.bloomopsPaused ? "Resume auto-refresh" : "Pause auto-refresh";
   var note = document.getElementById("refresh-note");
-  if (note) note.textContent = window.bloomopsPaused ? "Auto-refresh paused." : "Auto-refresh on.";
+  if (note) {
+    // the server's words ("Refreshes every 5 s.") come back on resume
+    if (!note.hasAttribute("data-running")) note.setAttribute("data-running", note.textContent);
+    note.textContent = window.bloomopsPaused ? "Auto-refresh paused."
+                                             : note.getAttribute("data-running");
+  }
 });
 
 // Scan to claim (templates/web/scan.html). A barcode scanner types the EUID and presses
@@ -114,26 +119,30 @@ document.addEventListener("click", function (event) {
 (function () {
   var kept = {};
 
+  // A control is found again by its id; else a link by where it leads and what it says;
+  // else (its words changed: a count went down) by its place in the panel, if a link to the
+  // same place is still there.
   function pathOf(el, root) {
     if (el.id) return { id: el.id };
-    if (el.getAttribute("href")) return { href: el.getAttribute("href"), text: el.textContent };
     var steps = [];
     for (var node = el; node && node !== root; node = node.parentElement) {
       steps.unshift(Array.prototype.indexOf.call(node.parentElement.children, node));
     }
-    return { steps: steps };
+    return { href: el.getAttribute("href"), text: el.textContent, steps: steps };
   }
 
   function find(root, path) {
     if (path.id) return document.getElementById(path.id);
-    if (path.href) {
-      return Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
+    if (path.href !== null) {
+      var same = Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
         return a.getAttribute("href") === path.href && a.textContent === path.text;
-      }) || null;
+      });
+      if (same) return same;
     }
     var node = root;
     for (var i = 0; node && i < path.steps.length; i++) node = node.children[path.steps[i]];
-    return node || null;
+    if (!node || (path.href !== null && node.getAttribute("href") !== path.href)) return null;
+    return node;
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {
