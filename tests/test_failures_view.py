@@ -73,7 +73,7 @@ def test_the_page_shows_groups_in_words_and_filters_by_class(client, lab, failin
     assert "All failing items (3)" in html
     narrowed = client.get("/failures/?queue=q1&class=PERMANENT_INPUT").content.decode()
     assert "Items matching the filter (1)" in narrowed and "Tube C" in narrowed
-    assert "Tube A" not in narrowed.split('id="failure-items"')[1]
+    assert "Tube A" not in narrowed.split('id="failure-items"')[1].split("</table>")[0]
 
 
 def test_retry_now_on_everything_a_filter_matches_is_counted_then_confirmed(client, lab, tenant,
@@ -165,3 +165,38 @@ def test_an_item_claimed_again_is_not_listed_while_someone_works_on_it(lab, fail
     assert envelope(failing["retry_a"])["state"] == "FAILED_RETRYABLE"
     listed = {r["subject_euid"] for r in selectors.failures(kind="retrying")}
     assert listed == {failing["retry_b"]}
+
+
+def test_the_failed_attempts_of_a_range_and_where_their_subjects_are_now(client, lab, tenant,
+                                                                      failing):
+    """Where the dashboard's failure bars lead: every attempt that failed in the range (a
+    retried one too, though it is no longer failing), newest first, with its subject's state
+    now; another queue's and older attempts are not listed; an unknown range is 24 h."""
+    client = signed_in(client, lab["operator"])
+
+    def listed(query: str) -> list[str]:
+        page = client.get(f"/failures/?{query}").content.decode()
+        table = page.split('id="attempts"')[1]
+        return re.findall(r'<tr data-record="[^"]+">\s*<td>.*?</td>\s*<td>([^<]*)</td>\s*'
+                          r'<td><a href="/subjects/([^/]+)/"', table, re.S)
+
+    everything = listed("range=1h")
+    assert sorted(e for _, e in everything) == sorted(failing.values())
+    assert {q for q, _ in everything} == {"q1"}
+    clock.advance(2 * 3600)
+    assert listed("range=1h") == []
+    assert sorted(e for _, e in listed("range=24h")) == sorted(failing.values())
+    assert sorted(e for _, e in listed("range=1y")) == sorted(failing.values())
+    assert listed("queue=q2&range=24h") == []
+    # retried and completed since: its failed attempt stays listed, with where it is now
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=CAPS)
+    lease = claim(svc, worker, "q1", subject_euid=None)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        subject_euid=lease["subject_euid"], expected_state="FAILED_RETRYABLE")
+    page = client.get("/failures/?range=24h").content.decode()
+    attempts = page.split('id="attempts"')[1]
+    row = attempts.split(f'/subjects/{lease["subject_euid"]}/')[1].split("</tr>")[0]
+    assert "failed, to be retried" in row and "<td>COMPLETED</td>" in row
+    row = attempts.split(f'/subjects/{failing["dead"]}/')[1].split("</tr>")[0]
+    assert "failed for good" in row and "FAILED_TERMINAL in q1" in row

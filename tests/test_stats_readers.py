@@ -101,12 +101,17 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert len(q1_points) == 3
     assert re.search(r'<title>[^<]*: depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
-    # failures link to where the queue's failures went: its dead letters, holds, retries
-    assert '<a href="/workbench/?queue=q1" class="point failures" tabindex="-1">' in html
+    # failures link to where the queue's failures went: its failed attempts of the range
+    failures = "/failures/?queue=q1&amp;range=1h#attempts"
+    assert f'<a href="{failures}" class="point failures" tabindex="-1">' in html
     # from the keyboard: the links beside the chart's name (the points are out of tab order)
     caption = html.split('id="charts-q1"')[1].split("</figcaption>")[0]
     assert '<a href="/queues/q1/">q1</a>' in caption
-    assert '<a href="/workbench/?queue=q1" class="chart-failures">' in caption
+    assert f'<a href="{failures}" class="chart-failures">2 failed attempts' in caption
+    attempts = client.get("/failures/", {"queue": "q1", "range": "1h"}).content.decode()
+    listed = attempts.split('id="failed-attempts"')[1].split("</table>")[0]
+    assert listed.count("<tr data-record=") == 2  # what the chart counted
+    assert "failed for good" in listed and "failed, to be retried" in listed
     assert 'aria-current="page">1h</a>' in html
     # a queue's page leads to its charts
     queue_page = client.get("/queues/q1/").content.decode()

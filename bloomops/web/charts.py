@@ -47,11 +47,12 @@ def history_url(queue_key: str, chart_range: str = "24h") -> str:
     return f"{reverse('dashboard')}?{urlencode({'range': chart_range})}#{anchor(queue_key)}"
 
 
-def failures_url(queue_key: str | None) -> str:
-    """Where a queue's failures went (RULES.md#statistics): the workbench of its dead
-    letters, holds and retrying work, of one queue or all."""
-    url = reverse("workbench")
-    return f"{url}?{urlencode({'queue': queue_key})}" if queue_key else url
+def failures_url(queue_key: str | None, chart_range: str) -> str:
+    """Where a queue's failures went (RULES.md#statistics): its failed attempts over the
+    range, each with where its subject is now, below what is failing now; of one queue or
+    all."""
+    query = {"queue": queue_key, "range": chart_range} if queue_key else {"range": chart_range}
+    return f"{reverse('failures')}?{urlencode(query)}#attempts"
 
 
 def _n(value: float) -> str:
@@ -227,7 +228,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
                               '<title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
-                              ((failures_url(queue_key), f"{when(p.at)}: {p.failures} failed",
+                              ((failures_url(queue_key, history.range_key),
+                                f"{when(p.at)}: {p.failures} failed",
                                 _n(_x(p.at, history)), _n(mid), width(p),
                                 _n(p.failures * scale), FAILED)
                                for p in points if p.failures))
@@ -253,7 +255,8 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
-             "items_url": queue_url(key, history.range_key), "failures_url": failures_url(key),
+             "items_url": queue_url(key, history.range_key),
+             "failures_url": failures_url(key, history.range_key),
              "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",
              "throughput": throughput_chart(history, points, name, key) if points else ""}

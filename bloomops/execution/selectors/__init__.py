@@ -18,7 +18,12 @@ from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
 )
-from bloomops.execution.selectors.failures import FailureGroup, failures, group_failures
+from bloomops.execution.selectors.failures import (
+    FailureGroup,
+    failed_attempts,
+    failures,
+    group_failures,
+)
 from bloomops.execution.selectors.items import (
     HIDDEN_REASONS,
     HiddenItem,
@@ -75,6 +80,6 @@ __all__ = [
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "template_code", "throughput_trend", "workers",
     "QueueChange", "queue_history",
-    "FailureGroup", "failures", "group_failures",
+    "FailureGroup", "failed_attempts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
 ]

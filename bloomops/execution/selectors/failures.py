@@ -6,8 +6,10 @@ the workbench's retrying list read it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
 from bloomops.execution.sql import (
     ACTIVE_LEASE_EXISTS,
@@ -108,3 +110,48 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3) -> list[Fai
         if text and text not in group.messages and len(group.messages) < messages:
             group.messages.append(text)
     return sorted(groups.values(), key=lambda g: (-g.total, g.queue_key, g.error_class))
+
+
+# Failed attempts (execution records FAILED_RETRYABLE or FAILED_TERMINAL) of the queues that
+# finished in (since, until], newest first: a range of bloomops_record_queue_finished per
+# queue, as the recorder counts them; then where each listed subject is now.
+_FAILED_ATTEMPTS = """
+    SELECT a.*, s.name AS subject_name, s.json_addl->'properties'->'execution'->>'state'
+               AS subject_state,
+           s.json_addl->'properties'->'execution'->>'next_queue_key' AS subject_queue_key
+    FROM (
+    SELECT a.* FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)
+    CROSS JOIN LATERAL (
+        SELECT r.euid AS record_euid, k.queue_key, p->>'status' AS status,
+               p->>'finished_at' AS finished_at, p->>'attempt_number' AS attempt,
+               p->>'error_class' AS error_class, p->>'error_message' AS error_message,
+               p->>'worker_lookup_euid' AS worker_euid, p->>'subject_lookup_euid' AS subject_euid
+        FROM (SELECT r.euid, r.json_addl->'properties' AS p
+              FROM generic_instance r
+              WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+                AND r.type = 'execution' AND r.subtype = 'execution_record'
+                AND r.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
+                AND r.json_addl->'properties'->>'finished_at' > %(since)s
+                AND r.json_addl->'properties'->>'finished_at' <= %(until)s
+                AND r.json_addl->'properties'->>'status' IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
+              ORDER BY r.json_addl->'properties'->>'finished_at' DESC
+              LIMIT %(limit)s) r
+    ) a
+    ORDER BY a.finished_at DESC, a.record_euid
+    LIMIT %(limit)s) a
+    LEFT JOIN generic_instance s
+      ON s.euid = a.subject_euid AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
+    ORDER BY a.finished_at DESC, a.record_euid
+"""
+
+
+def failed_attempts(queue_keys: list[str], *, since: datetime, until: datetime,
+                    tenant: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    """The failed attempts of ``queue_keys`` that finished in (since, until], newest first
+    (at most ``limit``), each with its subject's name, state and queue now: what the
+    dashboard's failure bars count. One query."""
+    if not queue_keys:
+        return []
+    return fetch_all(_FAILED_ATTEMPTS, read_params(
+        until, tenant, queue_keys=list(queue_keys), since=ts(since), until=ts(until),
+        limit=limit))

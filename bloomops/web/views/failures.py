@@ -1,8 +1,11 @@
 """The failures view: what is retrying and what failed for good, grouped by queue and error
 class, and bulk requeue, hold or cancel on a selection or on everything a filter matches
-(the count shown and confirmed before anything is written)."""
+(the count shown and confirmed before anything is written); and the failed attempts of a
+recent range, where the dashboard's failure bars lead."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -10,9 +13,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.execution import selectors
+from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.selectors.failures import KINDS, group_failures
+from bloomops.execution.stats.history import RANGES
 from bloomops.web.bulk import BULK_ACTIONS, Pick
 from bloomops.web.views.common import (
     answer_bulk,
@@ -24,6 +28,7 @@ from bloomops.web.views.common import (
 
 VERBS = ("requeue", "hold", "cancel")
 CONFIRM_LIST = 50
+ATTEMPTS_SHOWN = 200
 
 
 def _filters(data: QueryDict) -> dict[str, str | None]:
@@ -47,16 +52,33 @@ def _matching(rows: list[dict], filters: dict[str, str | None]) -> list[dict]:
             and (not filters["kind"] or r["kind"] == filters["kind"])]
 
 
+def _attempts(request: HttpRequest, queue_key: str | None,
+              queues: list[dict]) -> dict[str, object]:
+    """The failed attempts over the chosen range (the dashboard's ranges; 24 h unless
+    another is asked for): what its failure bars count, and where each subject is now."""
+    chart_range = request.GET.get("range", "")
+    if chart_range not in RANGES:
+        chart_range = "24h"
+    until = clock.now()
+    since = until - timedelta(seconds=RANGES[chart_range][0])
+    keys = [q["queue_key"] for q in queues if queue_key in (None, q["queue_key"])]
+    rows = selectors.failed_attempts(keys, since=since, until=until, limit=ATTEMPTS_SHOWN)
+    return {"attempts": rows, "attempts_range": chart_range, "ranges": list(RANGES),
+            "attempts_capped": len(rows) >= ATTEMPTS_SHOWN}
+
+
 @require_GET
 @reader
 def failures(request: HttpRequest) -> HttpResponse:
     filters = _filters(request.GET)
     rows = selectors.failures(queue_key=filters["queue_key"])
     items = _matching(rows, filters)
+    queues = selectors.queues()
     return render(request, "web/failures.html", {
         "groups": group_failures(rows), "items": items, "filters": filters,
-        "filter_query": _query(filters), "queues": selectors.queues(), "kinds": KINDS,
+        "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
         "filtered": any(filters.values()),
+        **_attempts(request, filters["queue_key"], queues),
     })
 
 
