@@ -151,7 +151,8 @@ def _axis(history: History) -> SafeString:
         '<text x="{}" y="{}" font-size="10" fill="currentColor" text-anchor="end">now ({})'
         '</text>',
         WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4,
-        f"{history.range_key} ago", RIGHT, HEIGHT - 4, history.end.strftime("%H:%M UTC"))
+        f"{readable_seconds((history.end - history.start).total_seconds())} ago", RIGHT,
+        HEIGHT - 4, history.end.strftime("%H:%M UTC"))
 
 
 def _legend(*parts: tuple[str, str]) -> SafeString:

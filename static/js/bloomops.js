@@ -174,7 +174,9 @@ document.addEventListener("click", function (event) {
     root.querySelectorAll("time[data-humane] .local").forEach(function (span) {
       var moment = new Date(span.parentElement.getAttribute("datetime"));
       if (isNaN(moment.getTime())) return;
-      var options = { hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+      // 24-hour, as the server writes times everywhere else
+      var options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23",
+                      timeZoneName: "short" };
       if (moment.toDateString() !== new Date().toDateString()) {
         options.day = "numeric";
         options.month = "short";
