@@ -142,6 +142,7 @@ def test_a_wide_bucket_says_its_points_are_the_highest_and_the_lab_keeps_the_ran
     assert re.search(r"<title>[^<]*: highest oldest age 1 min</title>", lab)
     assert 'href="/?range=24h#queue-table"' in lab
     assert "(bars per 15 min)" in str(throughput_chart(wide, points, "Lab", None))
+    assert ">1 d ago</text>" in lab  # the time axis in words
     narrow = str(depth_chart(_history(points), points, "q1", "q1"))
     assert re.search(r"<title>[^<]*: depth 2</title>", narrow)
     assert not re.search(r"<title>[^<]*highest", narrow)
