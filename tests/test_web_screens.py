@@ -393,8 +393,9 @@ def test_admin_page_lists_the_leases_past_expiry(client, lab):
 
 
 def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(client, lab):
-    """The fail rate leads to where the queue's failures went (RULES.md#statistics): its
-    dead letters, holds and retrying work, the retried item and the one held among them."""
+    """The fail rate leads to where the queue's failures went (RULES.md#statistics): the
+    hour's failed attempts, each with where its subject is now (the one retrying, the one
+    held)."""
     who = actor("worker_human", username="sci")
     worker = services.ensure_my_worker(lab["worker_human"])
     make_subject("q1", name="flaky one")
@@ -410,10 +411,14 @@ def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(clien
     client = signed_in(client, lab["operator"])
     html = client.get("/").content.decode()
     cell = html.split('data-queue="q1"')[1].split('class="num fail-rate"')[1].split("</td>")[0]
-    assert 'href="/workbench/?queue=q1"' in cell and "100 %" in cell and "2 of 2" in cell
+    assert 'href="/failures/?queue=q1&amp;range=1h#attempts"' in cell
+    assert "100 %" in cell and "2 of 2" in cell
     assert 'href="/failures/?queue=q1&amp;kind=retrying"' in html
-    landing = client.get("/workbench/?queue=q1").content.decode()
-    assert "flaky one" in landing and "needs a decision" in landing
+    landing = client.get("/failures/?queue=q1&range=1h").content.decode()
+    attempts = landing.split('id="failed-attempts"')[1].split("</table>")[0]
+    for name, now in (("flaky one", "FAILED_RETRYABLE in q1"), ("needs a decision", "HELD")):
+        row = attempts.split(f">{name}</a>")[1].split("</tr>")[0]
+        assert "failed, to be retried" in row and now in row
 
 
 def test_the_leased_count_leads_to_who_holds_those_leases(client, lab):
