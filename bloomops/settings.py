@@ -64,7 +64,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    # /api/ only: refuses oversize bodies and NUL in path/query; errors as JSON (docs/API.md)
+    # refuses NUL in path/query (everywhere); under /api/ also oversize bodies, errors as JSON
+    # (docs/API.md)
     "bloomops.api.guard.ApiGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

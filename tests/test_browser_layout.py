@@ -6,14 +6,17 @@ desktop (1366) and tablet (768) widths."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bloomops.execution import clock
+from bloomops.execution.envelope import ts
 from tests import test_browser_ui as ui
 from tests.approval_support import integrity_held, person, request_release
-from tests.engine import SERVICE, act, actor, make_subject, register
-from tests.test_failures_view import CAPS, fail
+from tests.engine import make_subject
+from tests.test_failures_view import held_and_dead
 
 pytestmark = [pytest.mark.browser]
 
@@ -76,13 +79,9 @@ def bench(site):
     ready = make_subject("q1", name="Specimen waiting", priority=205,
                          due_at="2099-01-01T10:00:00.000000Z")
     make_subject("q1", name="Specimen also waiting")
-    held = make_subject("q1", name="Specimen held")
-    act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
-        expected_state="READY", payload={"reason": "check the label"})
-    # a failure and an approval waiting, so the failures view and the inbox have rows
-    svc = actor(*SERVICE)
-    fail(svc, register(svc, capabilities=CAPS), "Tube cracked", "q2",
-         error_class="PERMANENT_INPUT", error_message="tube cracked")
+    # one on hold, a failure and an approval waiting, so the workbench, the failures view
+    # and the inbox have rows
+    held_and_dead("q1", "q2")
     qa = person("qa-asker", "operator")
     gated, hold = integrity_held(qa)
     request_release(qa, gated, hold)
@@ -190,3 +189,24 @@ def test_no_action_hides_beyond_the_right_edge_of_a_tablet(browser, bench):
                 found[path] = hidden
         page.context.close()
     assert found == {}
+
+
+def test_a_supervisors_tables_show_every_column_on_a_tablet(browser, bench):
+    """The dashboard's queue table and the failed attempts fit a 768 px tablet whole: no
+    column (coverage, where a subject is now) is cut off behind a sideways scroll."""
+    site = bench["site"]
+    # STAT work waiting for days, as a busy lab's: the columns' badges and longest ages
+    days_ago = ts(clock.now() - timedelta(days=3, hours=5, minutes=51))
+    for key in ("q1", "q2"):
+        make_subject(key, name="Specimen STAT", priority=300, ready_at=days_ago)
+    page = page_for(browser, site, "supervisor", 768)
+    wide = {}
+    for path, table in (("/", "#queue-table"), ("/failures/?range=1h", "#failed-attempts")):
+        page.goto(f"{site}{path}")
+        assert page.locator(table).count() == 1, path
+        over = page.evaluate("css => { const t = document.querySelector(css);"
+                             " return t.scrollWidth - t.clientWidth; }", table)
+        if over > 0:
+            wide[path] = over
+    page.context.close()
+    assert wide == {}

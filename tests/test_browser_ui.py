@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from bloomops.accounts.roles import ALL_ROLES
 from bloomops.execution import selectors
 from tests.engine import envelope, make_subject
+from tests.test_failures_view import held_and_dead
 from tests.web_support import flow
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
@@ -211,6 +212,24 @@ def test_a_focused_count_keeps_the_focus_when_it_changes(browser, site):
     assert board.evaluate("""() => document.activeElement ===
         document.querySelector('#queue-table tr[data-queue="q1"] td.depth a')""")
     sci.context.close()
+    board.context.close()
+
+
+def test_the_focus_stays_on_its_own_link_of_two_alike(browser, site):
+    """Held and Dead letter of a queue lead to the same page, and with one of each they say
+    the same number: a keyboard user on Dead letter stays there through a refresh."""
+    held_and_dead("q1", "q1")
+    board = signed_in(browser, site, "supervisor")
+    row = '#queue-table tr[data-queue="q1"]'
+    assert board.locator(f"{row} td.held a").inner_text() == "1"
+    board.locator(f"{row} td.dead a").focus()
+    make_subject("q1", name="Specimen new")  # the next refresh has something to change
+    board.wait_for_function(
+        f"() => document.querySelector('{row} td.depth').textContent.trim() === '1'",
+        timeout=10000)
+    board.wait_for_timeout(300)  # the swap settled
+    assert board.evaluate(f"() => document.activeElement ==="
+                          f" document.querySelector('{row} td.dead a')")
     board.context.close()
 
 

@@ -4,13 +4,16 @@ plot, the current bucket cut at now; their scales are round values a supervisor 
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 
-from bloomops.execution.stats.history import History, Point
+from bloomops.execution.envelope import ts
+from bloomops.execution.stats.history import RANGES, History, Point, bucket_start
 from bloomops.web.charts import (
     BOTTOM,
     LEFT,
+    MIN_BAR,
     RIGHT,
     TOP,
     count_top,
@@ -146,3 +149,30 @@ def test_a_wide_bucket_says_its_points_are_the_highest_and_the_lab_keeps_the_ran
     narrow = str(depth_chart(_history(points), points, "q1", "q1"))
     assert re.search(r"<title>[^<]*: depth 2</title>", narrow)
     assert not re.search(r"<title>[^<]*highest", narrow)
+
+
+def test_every_bar_can_be_seen_and_pointed_at_and_leads_to_the_failures_it_counts():
+    """A week's hourly bars (1.7 px apart) and the bucket begun a moment ago are MIN_BAR wide
+    at least; whole buckets' bars keep to their own bucket; a failure bar leads to the failed
+    attempts it counts (the window of its samples), else to those of the range."""
+    for range_key in ("7d", "24h"):
+        span, width = RANGES[range_key]
+        start = END - timedelta(seconds=span)
+        ats = [bucket_start(END - timedelta(seconds=width * k), width) for k in (3, 2, 1, 0)]
+        points = [Point(at=a, completions=1, failures=1, counted_from=a - timedelta(seconds=20),
+                        counted_to=a + timedelta(seconds=width - 20)) for a in ats]
+        points[0].counted_from = None  # written by a seeding pass: no window
+        history = History(range_key=range_key, start=start, end=END, width=width,
+                          queues={"q1": points}, lab=points)
+        svg = str(throughput_chart(history, points, "q1", "q1"))
+        bars = [(float(x), float(w)) for x, w in re.findall(
+            r'<rect class="failed" x="([-0-9.]+)" y="[^"]+" width="([0-9.]+)"', svg)]
+        assert len(bars) == 4
+        assert all(w >= MIN_BAR and LEFT <= x <= RIGHT for x, w in bars), bars
+        whole = bars[:3]  # the current bucket's (cut at now) may reach MIN_BAR past it
+        assert all(x + w <= nxt + 0.05 for (x, w), (nxt, _) in zip(whole, bars[1:], strict=True))
+        links = re.findall(r'<a href="([^"]+)" class="point failures"', svg)
+        window = [f"&since={ts(p.counted_from).replace(':', '%3A')}"
+                  f"&until={ts(p.counted_to).replace(':', '%3A')}" for p in points[1:]]
+        assert links == [html.escape(f"/failures/?queue=q1&range={range_key}{w}#attempts")
+                         for w in ["", *window]]

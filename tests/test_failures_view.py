@@ -4,19 +4,26 @@ before anything is written."""
 
 from __future__ import annotations
 
+import importlib
 import re
+from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.messages import get_messages
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.objects import load
+from bloomops.tapdb.db import execute
 from tests.engine import SERVICE, act, actor, claim, counts, envelope, make_subject, register
 from tests.web_support import forms, signed_in
 
 pytestmark = pytest.mark.django_db
 
 CAPS = ["wetlab.extraction", "wetlab.qc"]
+# the module (the package exports its view function under the same name)
+failures_view = importlib.import_module("bloomops.web.views.failures")
 
 
 def fail(svc, worker: str, name: str, queue_key: str = "q1", **payload) -> str:
@@ -27,6 +34,17 @@ def fail(svc, worker: str, name: str, queue_key: str = "q1", **payload) -> str:
     act("fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         expected_state="READY", payload=payload)
     return euid
+
+
+def held_and_dead(held_queue: str, dead_queue: str) -> tuple[str, str]:
+    """A subject of ``held_queue`` an operator put on hold, and one of ``dead_queue`` failed
+    for good (a dead letter): their EUIDs."""
+    held = make_subject(held_queue, name="Specimen held")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
+        expected_state="READY", payload={"reason": "check the label"})
+    svc = actor(*SERVICE)
+    return held, fail(svc, register(svc, capabilities=CAPS), "Tube cracked", dead_queue,
+                      error_class="PERMANENT_INPUT", error_message="tube cracked")
 
 
 @pytest.fixture
@@ -197,6 +215,75 @@ def test_the_failed_attempts_of_a_range_and_where_their_subjects_are_now(client,
     page = client.get("/failures/?range=24h").content.decode()
     attempts = page.split('id="attempts"')[1]
     row = attempts.split(f'/subjects/{lease["subject_euid"]}/')[1].split("</tr>")[0]
-    assert "failed, to be retried" in row and "<td>COMPLETED</td>" in row
+    assert "failed, to be retried" in row and ">COMPLETED</td>" in row
     row = attempts.split(f'/subjects/{failing["dead"]}/')[1].split("</tr>")[0]
     assert "failed for good" in row and "FAILED_TERMINAL in q1" in row
+
+
+def _attempts_section(client, query: str) -> str:
+    return client.get(f"/failures/?{query}").content.decode().split('id="attempts"')[1]
+
+
+def test_a_failure_bar_leads_to_the_attempts_it_counted(client, lab, failing):
+    """``since``/``until`` (a sample's counted window, as the charts write it) narrow the
+    list to the attempts finished in (since, until]; anything that is not such a window is
+    the whole range."""
+    client = signed_in(client, lab["operator"])
+    now = clock.now()
+    finished = sorted(r["finished_at"] for r in selectors.failed_attempts(
+        ["q1"], since=now - timedelta(hours=1), until=now))
+    assert len(finished) == 3
+
+    def rows(query: str) -> str:
+        return _attempts_section(client, query)
+
+    around = {"since": ts(parse_ts(finished[0]) - timedelta(seconds=1)), "until": finished[1]}
+    section = rows(urlencode({"range": "1h", **around}))
+    assert section.count("<tr data-record=") == 2
+    assert "Failed attempts counted from " in section and "the whole last 1h" in section
+    before = {"since": ts(now - timedelta(hours=1)), "until": ts(now - timedelta(minutes=30))}
+    section = rows(urlencode({"range": "24h", **before}))
+    assert "<tr data-record=" not in section and "No attempt failed in that time" in section
+    for odd in ({"since": finished[2], "until": finished[0]},  # backwards
+                {"since": finished[0], "until": ts(now + timedelta(minutes=5))},  # future
+                {"since": "yesterday", "until": finished[2]}, {"since": finished[0]}):
+        section = rows(urlencode({"range": "1h", **odd}))
+        assert section.count("<tr data-record=") == 3 and "in the last 1h" in section, odd
+
+
+def test_an_attempt_whose_subject_is_gone_says_so(client, lab, failing):
+    execute("UPDATE generic_instance SET is_deleted = true WHERE euid = %(e)s",
+            {"e": failing["dead"]})
+    section = _attempts_section(signed_in(client, lab["operator"]), "range=1h")
+    row = section.split(f'<code>{failing["dead"]}</code>')[1].split("</tr>")[0]
+    assert ">removed</td>" in row
+    assert f'/subjects/{failing["dead"]}/' not in section
+    assert section.count(failing["dead"]) == 1  # named once, not linked
+
+
+def test_the_range_and_the_filters_keep_each_other(client, lab, failing, monkeypatch):
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/?queue=q1&kind=retrying&range=1h").content.decode()
+    form = next(f for f in forms(page) if f["action"] in ("", "/failures/"))
+    assert form["fields"]["range"] == "1h"
+    section = page.split('id="attempts"')[1]
+    assert 'href="?queue=q1&amp;kind=retrying&amp;range=7d#attempts"' in section
+    # "the newest N" only when there were more than N
+    monkeypatch.setattr(failures_view, "ATTEMPTS_SHOWN", 3)
+    assert "(3)</h2>" in _attempts_section(client, "range=1h")
+    monkeypatch.setattr(failures_view, "ATTEMPTS_SHOWN", 2)
+    assert "(the newest 2)</h2>" in _attempts_section(client, "range=1h")
+
+
+@pytest.mark.parametrize("query", ["queue=%00", "class=a%00b", "page=1&%00=x"])
+def test_a_query_no_database_can_hold_is_a_400_on_every_page(client, lab, query):
+    client = signed_in(client, lab["operator"])
+    for path in ("/failures/", "/", "/queues/q1/", "/workbench/"):
+        response = client.get(f"{path}?{query}")
+        assert response.status_code == 400, path
+        assert response.content.decode().startswith("Bad request: Query parameter")
+
+
+def test_a_page_far_past_the_last_is_an_empty_page_not_an_error(client, lab, failing):
+    response = signed_in(client, lab["operator"]).get("/queues/q1/?page=" + "9" * 25)
+    assert response.status_code == 200

@@ -5,6 +5,7 @@ and a dashboard whose database work does not grow with the lab once the snapshot
 from __future__ import annotations
 
 import re
+from html import unescape as html_unescape
 
 import pytest
 from django.conf import settings
@@ -105,9 +106,15 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     assert len(q1_points) == 3
     assert re.search(r'<title>[^<]*: depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
-    # failures link to where the queue's failures went: its failed attempts of the range
+    # failures link to where the queue's failures went: a bar to the failed attempts of its
+    # bucket, the link beside the chart to those of the range
     failures = "/failures/?queue=q1&amp;range=1h#attempts"
-    assert f'<a href="{failures}" class="point failures" tabindex="-1">' in html
+    bars = re.findall(r'<a href="(/failures/\?queue=q1&amp;range=1h&amp;since=[^"]+)"'
+                      r' class="point failures" tabindex="-1">', html)
+    assert bars
+    in_bars = sum(client.get(html_unescape(b)).content.decode().split('id="attempts"')[1]
+                  .count("<tr data-record=") for b in bars)
+    assert in_bars == 2  # what the bars counted
     # from the keyboard: the links beside the chart's name (the points are out of tab order)
     caption = html.split('id="charts-q1"')[1].split("</figcaption>")[0]
     assert '<a href="/queues/q1/">q1</a>' in caption

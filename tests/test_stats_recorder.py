@@ -356,3 +356,30 @@ def test_the_labs_chart_is_the_labs_highest_and_begins_at_its_first_sample(tenan
     assert [(p.at, p.depth) for p in wide.lab] == [(now, 1)]
     assert recorded_since(wide) == now
     assert [p.depth for p in history("1h", tenant=key, now=later).lab] == [1, 1]
+
+
+def test_a_sample_knows_which_finished_records_it_counts(tenant):
+    """Each sample keeps the window of finished records its completions and failures count,
+    the union of its passes' (a seeding pass counts nothing as its minute's: none), and an
+    hour thinned keeps the union of its minutes': what a failure bar lists."""
+    start = (clock.now() + timedelta(hours=2)).replace(minute=10, second=0, microsecond=0)
+    clock.freeze(start)
+    make_queue("q1", required_worker_capabilities=[])
+    record()
+    first = QueueSample.objects.get(queue_key="q1")
+    assert (first.counted_from, first.counted_to) == (None, None)
+    passes = []
+    for _ in range(3):  # three passes 20 s apart, two of them in the same minute
+        clock.advance(20)
+        record()
+        passes.append(QueueSnapshot.objects.get(tenant=tenant_key(None)).counted_to)
+    samples = list(QueueSample.objects.filter(queue_key="q1", resolution=60).order_by("at"))
+    windows = [(s.counted_from, s.counted_to) for s in samples]
+    seeded_to = passes[0] - timedelta(seconds=20)  # the seeding pass's own counted_to
+    minute = [w for s, w in zip(samples, windows, strict=True) if s.at == start][0]
+    assert minute == (seeded_to, passes[1])  # the first minute: the union of two passes
+    assert windows[-1] == (passes[1], passes[2])  # the next minute: its one pass
+    clock.advance(49 * 3600)
+    record()
+    hour = QueueSample.objects.get(queue_key="q1", resolution=3600)
+    assert (hour.counted_from, hour.counted_to) == (seeded_to, passes[2])

@@ -29,7 +29,8 @@ def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):
     assert keys == ["q1", "q2", "q0"]
     assert html.index('data-queue="q1"') < html.index('data-queue="q2"') < html.index(
         'data-queue="q0"')
-    assert "1 STAT" in html
+    # "1 STAT"; on a tablet the column's heading says STAT and the badge the number
+    assert '<span class="badge prio-stat">1<span class="opt"> STAT</span></span>' in html
     assert "2 h 12 min" in html  # readable oldest age
     # q1's oldest item is older than its one-hour straggler threshold
     assert 'class="straggler uncovered"' in html or 'class="straggler' in html

@@ -3,7 +3,8 @@
 Every refusal here is a 4xx with the API's error body and happens before a view runs, so it
 writes nothing. Three parts:
 
-- ``ApiGuardMiddleware`` (under ``/api/`` only): a body over ``MAX_BODY_BYTES`` is 413 before
+- ``ApiGuardMiddleware`` (under ``/api/``; on the console's pages only the query check, as a
+  plain 400): a body over ``MAX_BODY_BYTES`` is 413 before
   it is read; a NUL character in the path or a query parameter is 400 (PostgreSQL cannot hold
   NUL in text, so it would otherwise fail deep in a query); an error answer Django or
   django-ninja gives as HTML or plain text (unknown path 404, wrong method 405) becomes JSON.
@@ -21,7 +22,7 @@ import math
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
@@ -169,13 +170,19 @@ def _as_json(response: HttpResponse) -> HttpResponse:
 
 
 class ApiGuardMiddleware:
-    """The checks above for every request under ``/api/``; other paths pass untouched."""
+    """The checks above for every request under ``/api/``. Elsewhere (the console's pages)
+    a path or query parameter no query can hold (NUL, a lone surrogate) is a plain 400 too,
+    before any view passes it to the database; everything else passes untouched."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith(API_PREFIX):
+            refused = _query_problem(request)
+            if refused is not None:
+                return HttpResponseBadRequest(f"Bad request: {refused.message}",
+                                              content_type="text/plain; charset=utf-8")
             return self.get_response(request)
         refused = _body_problem(request) or _query_problem(request)
         if refused is not None:

@@ -48,7 +48,7 @@ class QueueCounter(models.Model):
 class QueueSample(models.Model):
     """One queue's figures over one minute (resolution 60) or, once thinned, one hour
     (resolution 3600): gauges as last seen (thinned: the hour's highest), completions and
-    failures summed."""
+    failures summed, with the window of finished records they count."""
 
     tenant = models.CharField(max_length=64)
     queue_key = models.CharField(max_length=200)
@@ -62,6 +62,10 @@ class QueueSample(models.Model):
     retry_pending = models.IntegerField(default=0)
     completions = models.IntegerField(default=0)
     failures = models.IntegerField(default=0)
+    # The records its completions and failures count: those finished in (counted_from,
+    # counted_to], the windows of the passes that wrote it (none for a seeding pass's).
+    counted_from = models.DateTimeField(null=True)
+    counted_to = models.DateTimeField(null=True)
 
     class Meta:
         db_table = "bloomops_queue_sample"

@@ -14,7 +14,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from bloomops.execution.stats.history import LAB, MINUTE, History, Point, bucket_end
+from bloomops.execution.envelope import ts
+from bloomops.execution.stats.history import (
+    LAB,
+    MINUTE,
+    History,
+    Point,
+    bucket_end,
+)
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
 
@@ -47,11 +54,15 @@ def history_url(queue_key: str, chart_range: str = "24h") -> str:
     return f"{reverse('dashboard')}?{urlencode({'range': chart_range})}#{anchor(queue_key)}"
 
 
-def failures_url(queue_key: str | None, chart_range: str) -> str:
+def failures_url(queue_key: str | None, chart_range: str, *,
+                 counted: tuple[datetime, datetime] | None = None) -> str:
     """Where a queue's failures went (RULES.md#statistics): its failed attempts over the
-    range, each with where its subject is now, below what is failing now; of one queue or
-    all."""
-    query = {"queue": queue_key, "range": chart_range} if queue_key else {"range": chart_range}
+    range, or those a bar counted (``counted``: finished in (from, to], a sample's window),
+    each with where its subject is now, below what is failing now; of one queue or all."""
+    query = {"queue": queue_key} if queue_key else {}
+    query["range"] = chart_range
+    if counted is not None:
+        query["since"], query["until"] = ts(counted[0]), ts(counted[1])
     return f"{reverse('failures')}?{urlencode(query)}#attempts"
 
 
@@ -201,39 +212,47 @@ def depth_chart(history: History, points: list[Point], name: str,
                 body)
 
 
+# A bar is at least this wide, so that a week's hourly bars (1.7 px apart) and the current
+# bucket's (begun a moment ago) can be seen and pointed at.
+MIN_BAR = 1.5
+
+
+def bar_box(p: Point, history: History) -> tuple[float, float]:
+    """Where a bucket's bar is drawn (x, width): over its bucket, from its start (its point),
+    a bucket begun before the range cut at the range's start and the current one at now; a
+    gap of 1 px between bars where buckets are wide enough for one; never narrower than
+    MIN_BAR (a bucket cut to less is drawn that wide, past its cut)."""
+    start = _x(p.at, history)
+    room = _x(min(bucket_end(p.at, history.width), history.end), history) - start
+    return start, max(MIN_BAR, room - 1 if room > MIN_BAR + 1 else room)
+
+
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
     """Completions (bars up from the middle) and failures (bars down), each bar over its
-    bucket (from its start, its point, on); a failure bar links to where the queue's failures
-    went (``failures_url``)."""
+    bucket (``bar_box``); a failure bar links to the failed attempts it counts, each with
+    where its subject went (``failures_url``)."""
     top = count_top(max((max(p.completions, p.failures) for p in points), default=0))
     mid = MIDDLE
-    span = (history.end - history.start).total_seconds() or 1
-    bar = max(1.5, (RIGHT - LEFT) * history.width / span - 1)
     scale = (mid - TOP) / top
-
-    def width(p: Point) -> str:
-        # a bucket's counts are what finished from its start on (its point) for its width:
-        # a bucket begun before the range is cut at the range's start, the current one at now
-        start = _x(p.at, history)
-        end = _x(min(bucket_end(p.at, history.width), history.end), history)
-        return _n(max(0.5, min(bar, end - start - 1)))
-
+    boxes = [bar_box(p, history) for p in points]
     done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
                             ' fill="{}"><title>{}</title></rect>',
-                            ((_n(_x(p.at, history)), _n(mid - p.completions * scale),
-                              width(p), _n(p.completions * scale), DONE,
+                            ((_n(x), _n(mid - p.completions * scale), _n(w),
+                              _n(p.completions * scale), DONE,
                               f"{when(p.at)}: {p.completions} completed")
-                             for p in points if p.completions))
+                             for p, (x, w) in zip(points, boxes, strict=True)
+                             if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures" tabindex="-1">'
                               '<title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
-                              ((failures_url(queue_key, history.range_key),
+                              ((failures_url(queue_key, history.range_key,
+                                             counted=p.counted),
                                 f"{when(p.at)}: {p.failures} failed",
-                                _n(_x(p.at, history)), _n(mid), width(p),
-                                _n(p.failures * scale), FAILED)
-                               for p in points if p.failures))
+                                _n(x), _n(mid), _n(w), _n(p.failures * scale), FAILED)
+                               for p, (x, w) in zip(points, boxes, strict=True)
+                               if p.failures))
     total_done = sum(p.completions for p in points)
     total_failed = sum(p.failures for p in points)
     middle = format_html('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'

@@ -119,9 +119,11 @@ document.addEventListener("click", function (event) {
 (function () {
   var kept = {};
 
-  // A control is found again by its id; else a link by where it leads and what it says;
-  // else (its words changed: a count went down) by its place in the panel, if a link to the
-  // same place is still there.
+  // A control is found again by its id; else in its place in the panel, if a link there
+  // still leads where it led and says what it said; else a link anywhere that does (rows
+  // moved); else (its words changed: a count went down) in its place, if a link there still
+  // leads where it led. Place first: two links of a row may lead to the same page and say
+  // the same number (Held and Dead letter).
   function pathOf(el, root) {
     if (el.id) return { id: el.id };
     var steps = [];
@@ -133,16 +135,15 @@ document.addEventListener("click", function (event) {
 
   function find(root, path) {
     if (path.id) return document.getElementById(path.id);
-    if (path.href !== null) {
-      var same = Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
-        return a.getAttribute("href") === path.href && a.textContent === path.text;
-      });
-      if (same) return same;
-    }
     var node = root;
     for (var i = 0; node && i < path.steps.length; i++) node = node.children[path.steps[i]];
-    if (!node || (path.href !== null && node.getAttribute("href") !== path.href)) return null;
-    return node;
+    if (path.href === null) return node || null;
+    var placed = node && node.getAttribute("href") === path.href ? node : null;
+    if (placed && placed.textContent === path.text) return placed;
+    var same = Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
+      return a.getAttribute("href") === path.href && a.textContent === path.text;
+    });
+    return same || placed;
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {

@@ -19,6 +19,7 @@ from bloomops.execution.sql import (
     SUBJECT_REVISION,
     TERMINAL,
 )
+from bloomops.execution.stats.counting import FAILED as FAILED_STATUSES
 from bloomops.tapdb.db import fetch_all
 
 RETRYING = "retrying"
@@ -112,12 +113,13 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3) -> list[Fai
     return sorted(groups.values(), key=lambda g: (-g.total, g.queue_key, g.error_class))
 
 
-# Failed attempts (execution records FAILED_RETRYABLE or FAILED_TERMINAL) of the queues that
-# finished in (since, until], newest first: a range of bloomops_record_queue_finished per
-# queue, as the recorder counts them; then where each listed subject is now.
+# Failed attempts (execution records of a status in counting.FAILED, which the charts'
+# failure bars count) of the queues that finished in (since, until], newest first: a range
+# of bloomops_record_queue_finished per queue, as the recorder counts them; then where each
+# listed subject is now (subject_found false: no longer in the tenant's live objects).
 _FAILED_ATTEMPTS = """
-    SELECT a.*, s.name AS subject_name, s.json_addl->'properties'->'execution'->>'state'
-               AS subject_state,
+    SELECT a.*, s.uid IS NOT NULL AS subject_found, s.name AS subject_name,
+           s.json_addl->'properties'->'execution'->>'state' AS subject_state,
            s.json_addl->'properties'->'execution'->>'next_queue_key' AS subject_queue_key
     FROM (
     SELECT a.* FROM unnest(%(queue_keys)s::text[]) AS k(queue_key)
@@ -133,7 +135,7 @@ _FAILED_ATTEMPTS = """
                 AND r.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
                 AND r.json_addl->'properties'->>'finished_at' > %(since)s
                 AND r.json_addl->'properties'->>'finished_at' <= %(until)s
-                AND r.json_addl->'properties'->>'status' IN ('FAILED_RETRYABLE', 'FAILED_TERMINAL')
+                AND r.json_addl->'properties'->>'status' IN ({failed})
               ORDER BY r.json_addl->'properties'->>'finished_at' DESC
               LIMIT %(limit)s) r
     ) a
@@ -142,7 +144,7 @@ _FAILED_ATTEMPTS = """
     LEFT JOIN generic_instance s
       ON s.euid = a.subject_euid AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
     ORDER BY a.finished_at DESC, a.record_euid
-"""
+""".format(failed=", ".join(f"'{status}'" for status in FAILED_STATUSES))
 
 
 def failed_attempts(queue_keys: list[str], *, since: datetime, until: datetime,

@@ -23,20 +23,33 @@ LAB = "_lab"
 THIN_AFTER_HOURS = 48
 # range key -> (span, bucket width), seconds: about a hundred points or fewer per chart
 RANGES = {"1h": (3600, 60), "24h": (86400, 900), "7d": (7 * 86400, 3600)}
+
+
+def range_key(asked: str | None, default: str) -> str:
+    """The range a page was asked for, ``default`` when it names none of RANGES."""
+    return asked if asked in RANGES else default
+
+
 GAUGES = ("depth", "oldest_age_seconds", "leased", "held", "dead_letters", "retry_pending")
 SUMS = ("completions", "failures")
 COLUMNS = GAUGES + SUMS
 
 # Every queue's sample of one minute in one statement: a column of values per field.
 _TYPES = {c: "float8" if c == "oldest_age_seconds" else "int" for c in COLUMNS}
+# A sample's counted window (QueueSample.counted_from/counted_to) grows with each pass of its
+# minute (the passes' windows follow each other), and its hour's when thinned.
+_WINDOW = ("counted_from = LEAST(bloomops_queue_sample.counted_from, EXCLUDED.counted_from),"
+           " counted_to = GREATEST(bloomops_queue_sample.counted_to, EXCLUDED.counted_to)")
 _UPSERT = f"""
-    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)})
-    SELECT %(tenant)s, u.queue_key, {MINUTE}, %(at)s, {", ".join(f"u.{c}" for c in COLUMNS)}
+    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)},
+                                       counted_from, counted_to)
+    SELECT %(tenant)s, u.queue_key, {MINUTE}, %(at)s, {", ".join(f"u.{c}" for c in COLUMNS)},
+           %(counted_from)s, %(counted_to)s
     FROM unnest(%(queue_key)s::text[], {", ".join(f"%({c})s::{_TYPES[c]}[]" for c in COLUMNS)})
         AS u(queue_key, {", ".join(COLUMNS)})
     ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in GAUGES)},
-    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}
+    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}, {_WINDOW}
 """
 
 _THIN = f"""
@@ -45,18 +58,21 @@ _THIN = f"""
         WHERE tenant = %(tenant)s AND resolution = {MINUTE} AND at < %(thin_before)s
         RETURNING *
     )
-    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)})
+    INSERT INTO bloomops_queue_sample (tenant, queue_key, resolution, at, {", ".join(COLUMNS)},
+                                       counted_from, counted_to)
     SELECT tenant, queue_key, {HOUR}, date_trunc('hour', at),
-           {", ".join(f"max({c})" for c in GAUGES)}, {", ".join(f"sum({c})" for c in SUMS)}
+           {", ".join(f"max({c})" for c in GAUGES)}, {", ".join(f"sum({c})" for c in SUMS)},
+           min(counted_from), max(counted_to)
     FROM old GROUP BY tenant, queue_key, date_trunc('hour', at)
     ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
     {", ".join(f"{c} = GREATEST(bloomops_queue_sample.{c}, EXCLUDED.{c})" for c in GAUGES)},
-    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}
+    {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}, {_WINDOW}
 """
 
 _SERIES = f"""
     SELECT queue_key, floor(extract(epoch FROM at) / %(width)s)::bigint AS bucket,
-           min(at) AS first_at,
+           min(at) AS first_at, min(counted_from) AS counted_from,
+           max(counted_to) AS counted_to,
            {", ".join(f"max({c}) AS {c}" for c in GAUGES)},
            {", ".join(f"sum({c}) AS {c}" for c in SUMS)}
     FROM bloomops_queue_sample
@@ -66,9 +82,15 @@ _SERIES = f"""
 """
 
 
+def bucket_start(at: datetime, width: int) -> datetime:
+    """Where the bucket holding ``at`` begins (buckets are whole multiples of ``width``
+    seconds since the epoch, as _SERIES groups them)."""
+    return datetime.fromtimestamp(int(at.timestamp()) // width * width, tz=at.tzinfo)
+
+
 def bucket_end(at: datetime, width: int) -> datetime:
     """Where the bucket holding ``at`` ends."""
-    return datetime.fromtimestamp((int(at.timestamp()) // width + 1) * width, tz=at.tzinfo)
+    return bucket_start(at, width) + timedelta(seconds=width)
 
 
 def minute_of(moment: datetime) -> datetime:
@@ -76,9 +98,11 @@ def minute_of(moment: datetime) -> datetime:
 
 
 def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
-                  finished: dict[str, dict[str, int]]) -> None:
+                  finished: dict[str, dict[str, int]],
+                  counted: tuple[datetime, datetime] | None = None) -> None:
     """Each queue's sample of the current minute: the gauges as they are now, plus what
-    finished since the recorder's last pass. One statement."""
+    finished since the recorder's last pass (``finished``: the records finished in
+    ``counted``, (from, to]). One statement."""
     if not summaries:
         return
     done_failed = [completions(finished.get(s.queue_key, {})) for s in summaries]
@@ -96,7 +120,9 @@ def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
         column_values.append(LAB if column == "queue_key" else
                              max(column_values) if column == "oldest_age_seconds" else
                              sum(column_values))
-    execute(_UPSERT, {"tenant": tenant, "at": minute_of(now), **values})
+    counted_from, counted_to = counted or (None, None)
+    execute(_UPSERT, {"tenant": tenant, "at": minute_of(now), "counted_from": counted_from,
+                      "counted_to": counted_to, **values})
 
 
 def prune(tenant: str, now: datetime) -> None:
@@ -120,6 +146,15 @@ class Point:
     retry_pending: int = 0
     completions: int = 0
     failures: int = 0
+    # the finished records its completions and failures count: (counted_from, counted_to]
+    counted_from: datetime | None = None
+    counted_to: datetime | None = None
+
+    @property
+    def counted(self) -> tuple[datetime, datetime] | None:
+        if self.counted_from is None or self.counted_to is None:
+            return None
+        return self.counted_from, self.counted_to
 
 
 @dataclass
@@ -151,7 +186,8 @@ def history(range_key: str, *, tenant: str, now: datetime) -> History:
     for row in rows:
         bucket = int(row["bucket"])
         at = max(datetime.fromtimestamp(bucket * width, tz=now.tzinfo), row["first_at"])
-        point = Point(at=at, **{c: row[c] or 0 for c in COLUMNS})
+        point = Point(at=at, counted_from=row["counted_from"], counted_to=row["counted_to"],
+                      **{c: row[c] or 0 for c in COLUMNS})
         if row["queue_key"] == LAB:
             own[bucket] = point
             continue
@@ -161,6 +197,10 @@ def history(range_key: str, *, tenant: str, now: datetime) -> History:
         for c in ("depth", "leased", "held", "dead_letters", "retry_pending", *SUMS):
             setattr(total, c, getattr(total, c) + getattr(point, c))
         total.oldest_age_seconds = max(total.oldest_age_seconds, point.oldest_age_seconds)
+        if point.counted:
+            total.counted_from = min(total.counted_from or point.counted_from,
+                                     point.counted_from)
+            total.counted_to = max(total.counted_to or point.counted_to, point.counted_to)
     lab = [own.get(b) or summed[b] for b in sorted(own.keys() | summed.keys())]
     return History(range_key=range_key, start=start, end=now, width=width, queues=queues,
                    lab=lab)

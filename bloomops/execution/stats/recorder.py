@@ -130,7 +130,8 @@ def record(*, now: datetime | None = None, tenant: str | None = None,
             "taken_at": moment,
             "interval_seconds": max(1, round(interval or interval_seconds())),
             "data": encode_overview(ov, trend), "counted_to": until, "stale": False})
-        history.write_samples(key, moment, ov.summaries, counts if since is not None else {})
+        history.write_samples(key, moment, ov.summaries, counts if since is not None else {},
+                              (since, until) if since is not None and until > since else None)
         history.prune(key, moment)
     return Pass(at=moment, expired=expired, queues=len(ov.summaries), seeded=since is None)
 

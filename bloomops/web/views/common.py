@@ -105,9 +105,13 @@ def is_operator(request: HttpRequest) -> bool:
     return bool(roles_of(request.user) & {"operator", "admin"})
 
 
+# Far beyond any queue's last page, and small enough that its offset is a bigint.
+LAST_PAGE = 10**9
+
+
 def page_number(request: HttpRequest) -> int:
     try:
-        return max(1, int(request.GET.get("page", "1")))
+        return min(LAST_PAGE, max(1, int(request.GET.get("page", "1"))))
     except ValueError:
         return 1
 

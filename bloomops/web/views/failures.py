@@ -5,7 +5,7 @@ recent range, where the dashboard's failure bars lead."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -15,8 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import KINDS, group_failures
-from bloomops.execution.stats.history import RANGES
+from bloomops.execution.stats.history import RANGES, range_key
 from bloomops.web.bulk import BULK_ACTIONS, Pick
 from bloomops.web.views.common import (
     answer_bulk,
@@ -52,19 +53,32 @@ def _matching(rows: list[dict], filters: dict[str, str | None]) -> list[dict]:
             and (not filters["kind"] or r["kind"] == filters["kind"])]
 
 
+def _counted(data: QueryDict, now: datetime) -> tuple[datetime, datetime] | None:
+    """The window a failure bar counted (``since``/``until``, in the form the charts write,
+    ``envelope.ts``), when it is one: since before until, until not in the future; None
+    for anything else (then the whole range is listed)."""
+    since, until = (parse_ts_or_none(data.get(name)) for name in ("since", "until"))
+    if since is None or until is None or not since < until <= now:
+        return None
+    return since, until
+
+
 def _attempts(request: HttpRequest, queue_key: str | None,
               queues: list[dict]) -> dict[str, object]:
     """The failed attempts over the chosen range (the dashboard's ranges; 24 h unless
-    another is asked for): what its failure bars count, and where each subject is now."""
-    chart_range = request.GET.get("range", "")
-    if chart_range not in RANGES:
-        chart_range = "24h"
+    another is asked for), or those a failure bar counted: what the charts' failure bars
+    count, and where each subject is now."""
+    chart_range = range_key(request.GET.get("range"), "24h")
     until = clock.now()
-    since = until - timedelta(seconds=RANGES[chart_range][0])
+    counted = _counted(request.GET, until)
+    since, until = counted or (until - timedelta(seconds=RANGES[chart_range][0]), until)
     keys = [q["queue_key"] for q in queues if queue_key in (None, q["queue_key"])]
-    rows = selectors.failed_attempts(keys, since=since, until=until, limit=ATTEMPTS_SHOWN)
-    return {"attempts": rows, "attempts_range": chart_range, "ranges": list(RANGES),
-            "attempts_capped": len(rows) >= ATTEMPTS_SHOWN}
+    # one more than shown: whether there were more to show
+    rows = selectors.failed_attempts(keys, since=since, until=until,
+                                     limit=ATTEMPTS_SHOWN + 1)
+    return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range,
+            "ranges": list(RANGES), "attempts_counted": counted,
+            "attempts_capped": len(rows) > ATTEMPTS_SHOWN}
 
 
 @require_GET

@@ -17,7 +17,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import ALL_STATES
 from bloomops.execution.stats import snapshot
-from bloomops.execution.stats.history import RANGES, history
+from bloomops.execution.stats.history import RANGES, history, range_key
 from bloomops.web import services
 from bloomops.web.charts import dashboard_charts, history_url, recorded_since
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
@@ -65,9 +65,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 def _history(request: HttpRequest, names: dict[str, str]) -> dict:
     """The history charts of the range asked for (RULES.md#statistics); ``names``: the
     queues in the dashboard's order, key -> display name."""
-    chart_range = request.GET.get("range", "")
-    if chart_range not in RANGES:
-        chart_range = "1h"
+    chart_range = range_key(request.GET.get("range"), "1h")
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
     return {"chart_range": chart_range, "ranges": list(RANGES),
             "history_empty": samples.empty, "charts": dashboard_charts(samples, names),
