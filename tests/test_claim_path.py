@@ -5,6 +5,7 @@ lineage decides."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -14,8 +15,9 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.actions.claim import ClaimQueueItem
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
+from bloomops.execution.sql import BLOCKED_SUBJECTS
 from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
-from bloomops.tapdb.db import fetch_one, fetch_value
+from bloomops.tapdb.db import fetch_all, fetch_one, fetch_value
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
 
 
@@ -163,3 +165,32 @@ def test_the_claim_walk_offers_by_the_copy_and_lineage_decides(tenant):
            ON s.uid = l.parent_instance_uid WHERE s.euid = %s AND NOT l.is_deleted
            AND l.relationship_type = 'execution_subject_lease'""", [first])
     assert holders == 1
+
+
+@pytest.mark.django_db
+def test_the_leased_set_probes_each_active_lease_never_every_lease_edge(tenant):
+    """The set of leased subjects every whole-queue read starts from (sql.BLOCKED_SUBJECTS:
+    the summaries, depths, a queue page's total) probes each active lease's subject edge; it
+    never reads the subject-lease edges of the lab's history (one per claim ever made), even
+    when the planner would rather hash or merge than loop."""
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    for n in range(8):
+        make_subject("q1", name=f"s{n}")
+    worker = register(svc, max_concurrent_leases=5)
+    for _ in range(6):
+        _release(svc, worker, claim(svc, worker))
+    active = claim(svc, worker)
+    statement = f"WITH {BLOCKED_SUBJECTS} SELECT uid FROM leased_subjects"
+    params = {"now": ts(clock.now())}
+    assert [r["uid"] for r in fetch_all(statement, params)] == [
+        _uid(active["subject_euid"])]
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE generic_instance, generic_instance_lineage")
+        for knob in ("enable_nestloop", "enable_seqscan"):
+            cur.execute(f"SET LOCAL {knob} = off")
+        cur.execute("EXPLAIN " + statement, params)
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    leased = plan.split("CTE leased_subjects")[1].split("CTE held_subjects")[0]
+    assert "Hash Join" not in leased and "Merge Join" not in leased, plan
+    assert re.search(r"\(child_instance_uid = x(_[0-9]+)?\.uid\)", leased), plan

@@ -341,6 +341,10 @@ VISIBLE = visibility(leased=ACTIVE_LEASE_EXISTS, held=ACTIVE_HOLD_EXISTS)
 # fragments above (LEASE_ACTIVE is shared), and like them whatever tenant the lease or hold
 # carries: lineage decides, so another writer's lease blocks a claim here too. The active
 # leases themselves (active_leases) are kept for the summaries' leased count of the tenant.
+# Each active lease's subject edge is a probe of its own (the LATERAL ... OFFSET 0): joined
+# plainly, the planner may hash the active leases and scan every subject-lease edge ever
+# written, one per claim in the lab's history (+1M history: 256,000 edges, 53 ms against
+# 14 ms for 8,176 probes).
 BLOCKED_SUBJECTS = f"""
     active_leases AS MATERIALIZED (
         SELECT x.uid, x.tenant_id, x.type, x.subtype,
@@ -348,10 +352,13 @@ BLOCKED_SUBJECTS = f"""
         FROM generic_instance x
         WHERE NOT x.is_deleted AND {LEASE_ACTIVE}),
     leased_subjects AS MATERIALIZED (
-        SELECT l.parent_instance_uid AS uid
+        SELECT l.uid
         FROM active_leases x
-        JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid AND NOT l.is_deleted
-         AND l.relationship_type = 'execution_subject_lease'),
+        CROSS JOIN LATERAL (
+            SELECT l.parent_instance_uid AS uid FROM generic_instance_lineage l
+            WHERE l.child_instance_uid = x.uid AND NOT l.is_deleted
+              AND l.relationship_type = 'execution_subject_lease'
+            OFFSET 0) l),
     held_subjects AS MATERIALIZED (
         SELECT l.parent_instance_uid AS uid
         FROM generic_instance x
