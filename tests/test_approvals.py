@@ -31,6 +31,7 @@ from tests.engine import (
     make_queue,
     props,
 )
+from tests.plans import plan_of
 
 
 @pytest.fixture
@@ -324,10 +325,5 @@ def test_the_waiting_count_reads_the_requests_not_every_approval_decided_before(
         found = selectors.approvals_waiting()
     assert found.count == 1 and [a.euid for a in found.rows] == [waiting]
     ((sql, params),) = sent
-    with connection.cursor() as cur:
-        cur.execute("ANALYZE generic_instance")
-        for knob in ("enable_seqscan", "enable_bitmapscan"):
-            cur.execute(f"SET LOCAL {knob} = off")
-        cur.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(r[0] for r in cur.fetchall())
+    plan = plan_of(sql, params, off=("seqscan", "bitmapscan"), analyze=("generic_instance",))
     assert "bloomops_approval_requested" in plan, plan

@@ -19,6 +19,9 @@ from bloomops.execution.sql import BLOCKED_SUBJECTS
 from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
 from bloomops.tapdb.db import fetch_all, fetch_one, fetch_value
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
+from tests.plans import plan_of
+
+TABLES = ("generic_instance", "generic_instance_lineage")
 
 
 def _release(svc, worker: str, lease: dict) -> None:
@@ -74,14 +77,9 @@ def test_the_lease_count_reads_active_leases_not_past_ones(tenant):
     claim(svc, worker)
     for _ in range(5):
         claim(svc, others)
-    with connection.cursor() as cur:
-        cur.execute("ANALYZE generic_instance, generic_instance_lineage")
-        for knob in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin",
-                     "enable_mergejoin"):
-            cur.execute(f"SET LOCAL {knob} = off")
-        cur.execute("EXPLAIN " + WORKER_ACTIVE_LEASE_COUNT,
-                    {"worker_uid": _uid(worker), "worker_euid": worker, "now": ts(clock.now())})
-        plan = "\n".join(r[0] for r in cur.fetchall())
+    plan = plan_of(WORKER_ACTIVE_LEASE_COUNT,
+                   {"worker_uid": _uid(worker), "worker_euid": worker, "now": ts(clock.now())},
+                   off=("seqscan", "bitmapscan", "hashjoin", "mergejoin"), analyze=TABLES)
     assert "bloomops_lease_worker_active" in plan, plan
     assert "(child_instance_uid = x.uid)" in plan, plan
 
@@ -185,12 +183,7 @@ def test_the_leased_set_probes_each_active_lease_never_every_lease_edge(tenant):
     params = {"now": ts(clock.now())}
     assert [r["uid"] for r in fetch_all(statement, params)] == [
         _uid(active["subject_euid"])]
-    with connection.cursor() as cur:
-        cur.execute("ANALYZE generic_instance, generic_instance_lineage")
-        for knob in ("enable_nestloop", "enable_seqscan"):
-            cur.execute(f"SET LOCAL {knob} = off")
-        cur.execute("EXPLAIN " + statement, params)
-        plan = "\n".join(r[0] for r in cur.fetchall())
+    plan = plan_of(statement, params, off=("nestloop", "seqscan"), analyze=TABLES)
     leased = plan.split("CTE leased_subjects")[1].split("CTE held_subjects")[0]
     assert "Hash Join" not in leased and "Merge Join" not in leased, plan
     assert re.search(r"\(child_instance_uid = x(_[0-9]+)?\.uid\)", leased), plan
