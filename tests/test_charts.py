@@ -159,9 +159,9 @@ def test_every_bar_can_be_seen_and_pointed_at_and_leads_to_the_failures_it_count
         span, width = RANGES[range_key]
         start = END - timedelta(seconds=span)
         ats = [bucket_start(END - timedelta(seconds=width * k), width) for k in (3, 2, 1, 0)]
-        points = [Point(at=a, completions=1, failures=1, counted_from=a - timedelta(seconds=20),
-                        counted_to=a + timedelta(seconds=width - 20)) for a in ats]
-        points[0].counted_from = None  # written by a seeding pass: no window
+        points = [Point(at=a, completions=1, failures=1, counted=(
+            a - timedelta(seconds=20), a + timedelta(seconds=width - 20))) for a in ats]
+        points[0].counted = None  # written by a seeding pass: no window
         history = History(range_key=range_key, start=start, end=END, width=width,
                           queues={"q1": points}, lab=points)
         svg = str(throughput_chart(history, points, "q1", "q1"))
@@ -172,7 +172,7 @@ def test_every_bar_can_be_seen_and_pointed_at_and_leads_to_the_failures_it_count
         whole = bars[:3]  # the current bucket's (cut at now) may reach MIN_BAR past it
         assert all(x + w <= nxt + 0.05 for (x, w), (nxt, _) in zip(whole, bars[1:], strict=True))
         links = re.findall(r'<a href="([^"]+)" class="point failures"', svg)
-        window = [f"&since={ts(p.counted_from).replace(':', '%3A')}"
-                  f"&until={ts(p.counted_to).replace(':', '%3A')}" for p in points[1:]]
+        window = [f"&since={ts(p.counted[0]).replace(':', '%3A')}"
+                  f"&until={ts(p.counted[1]).replace(':', '%3A')}" for p in points[1:]]
         assert links == [html.escape(f"/failures/?queue=q1&range={range_key}{w}#attempts")
                          for w in ["", *window]]

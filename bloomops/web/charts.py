@@ -20,6 +20,7 @@ from bloomops.execution.stats.history import (
     MINUTE,
     History,
     Point,
+    Window,
     bucket_end,
 )
 from bloomops.execution.stats.snapshot import interval_seconds
@@ -55,7 +56,7 @@ def history_url(queue_key: str, chart_range: str = "24h") -> str:
 
 
 def failures_url(queue_key: str | None, chart_range: str, *,
-                 counted: tuple[datetime, datetime] | None = None) -> str:
+                 counted: Window | None = None) -> str:
     """Where a queue's failures went (RULES.md#statistics): its failed attempts over the
     range, or those a bar counted (``counted``: finished in (from, to], a sample's window),
     each with where its subject is now, below what is failing now; of one queue or all."""

@@ -99,7 +99,7 @@ def minute_of(moment: datetime) -> datetime:
 
 def write_samples(tenant: str, now: datetime, summaries: list[QueueSummary],
                   finished: dict[str, dict[str, int]],
-                  counted: tuple[datetime, datetime] | None = None) -> None:
+                  counted: Window | None = None) -> None:
     """Each queue's sample of the current minute: the gauges as they are now, plus what
     finished since the recorder's last pass (``finished``: the records finished in
     ``counted``, (from, to]). One statement."""
@@ -135,6 +135,20 @@ def prune(tenant: str, now: datetime) -> None:
              "before": now - timedelta(days=int(settings.BLOOMOPS_HISTORY_DAYS))})
 
 
+Window = tuple[datetime, datetime]
+
+
+def _window(start: datetime | None, end: datetime | None) -> Window | None:
+    return (start, end) if start is not None and end is not None else None
+
+
+def _union(a: Window | None, b: Window | None) -> Window | None:
+    """Two counted windows as one (the passes' windows follow each other)."""
+    if a is None or b is None:
+        return a or b
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
 @dataclass
 class Point:
     at: datetime
@@ -146,15 +160,9 @@ class Point:
     retry_pending: int = 0
     completions: int = 0
     failures: int = 0
-    # the finished records its completions and failures count: (counted_from, counted_to]
-    counted_from: datetime | None = None
-    counted_to: datetime | None = None
-
-    @property
-    def counted(self) -> tuple[datetime, datetime] | None:
-        if self.counted_from is None or self.counted_to is None:
-            return None
-        return self.counted_from, self.counted_to
+    # the finished records its completions and failures count, those finished in (from, to]
+    # (None: samples written without one, by a seeding pass or before samples kept it)
+    counted: Window | None = None
 
 
 @dataclass
@@ -186,7 +194,7 @@ def history(range_key: str, *, tenant: str, now: datetime) -> History:
     for row in rows:
         bucket = int(row["bucket"])
         at = max(datetime.fromtimestamp(bucket * width, tz=now.tzinfo), row["first_at"])
-        point = Point(at=at, counted_from=row["counted_from"], counted_to=row["counted_to"],
+        point = Point(at=at, counted=_window(row["counted_from"], row["counted_to"]),
                       **{c: row[c] or 0 for c in COLUMNS})
         if row["queue_key"] == LAB:
             own[bucket] = point
@@ -197,10 +205,7 @@ def history(range_key: str, *, tenant: str, now: datetime) -> History:
         for c in ("depth", "leased", "held", "dead_letters", "retry_pending", *SUMS):
             setattr(total, c, getattr(total, c) + getattr(point, c))
         total.oldest_age_seconds = max(total.oldest_age_seconds, point.oldest_age_seconds)
-        if point.counted:
-            total.counted_from = min(total.counted_from or point.counted_from,
-                                     point.counted_from)
-            total.counted_to = max(total.counted_to or point.counted_to, point.counted_to)
+        total.counted = _union(total.counted, point.counted)
     lab = [own.get(b) or summed[b] for b in sorted(own.keys() | summed.keys())]
     return History(range_key=range_key, start=start, end=now, width=width, queues=queues,
                    lab=lab)
