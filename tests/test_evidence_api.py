@@ -96,3 +96,33 @@ def test_malformed_requests_are_refused_and_write_nothing(users, subject):
     response = api.post(f"/subjects/{subject}/evidence/verify", data)
     assert response.status_code == 400 and other in response.json()["error"]["message"]
     assert counts() == after_export
+
+
+@pytest.mark.parametrize("depth", [65, 600, 5000])
+def test_a_bundle_nested_too_deeply_is_400_not_500(users, subject, depth):
+    """A file nesting deeper than any bundle (in its body or inside a real bundle's
+    values) is refused by name; it was a 500 (RecursionError) from 600 levels."""
+    api = api_for(users["operator"])
+    bare = "[" * depth + "]" * depth
+    response = api.post(f"/subjects/{subject}/evidence/verify", bare.encode())
+    assert response.status_code == 400 and "nests deeper than 64" in response.content.decode()
+    doc = json.loads(api.get(f"/subjects/{subject}/evidence").content)
+    before = counts()
+    doc["subject"]["properties"]["site"] = "DEEP"
+    deep = "[" * (depth - 3) + "]" * (depth - 3)
+    text = canonical_bytes(doc).decode().replace('"DEEP"', deep)
+    response = api.post(f"/subjects/{subject}/evidence/verify", text.encode())
+    assert response.status_code == 400, response.content
+    assert "nests deeper than 64" in response.json()["error"]["message"]
+    assert counts() == before
+
+
+def test_a_bundle_with_a_key_twice_is_not_verified(users, subject):
+    """A reader of the file would see one of the two values; the verdict cannot vouch for
+    both."""
+    api = api_for(users["operator"])
+    data = api.get(f"/subjects/{subject}/evidence").content.decode()
+    twice = data.replace('{"', '{"format":"x","', 1)
+    response = api.post(f"/subjects/{subject}/evidence/verify", twice.encode())
+    assert response.status_code == 400
+    assert "'format' is given twice" in response.json()["error"]["message"]

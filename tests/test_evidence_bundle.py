@@ -186,5 +186,6 @@ def test_a_malformed_hash_is_refused_and_writes_nothing(history, sha):
 
 
 def test_not_a_bundle_is_refused_by_name(history):
-    assert verify_bundle(b"\xff", history["tenant"]).problems == ["file: not UTF-8 JSON"]
+    assert verify_bundle(b"\xff", history["tenant"]).problems == [
+        "file: not a bundle's JSON (it is not UTF-8 text)"]
     assert "not a bloomops.evidence/1" in verify_bundle(b"{}", history["tenant"]).problems[0]

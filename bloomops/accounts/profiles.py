@@ -53,7 +53,7 @@ def parse_tokens(raw: str, field: str) -> list[str]:
         value = part.strip()
         if not value:
             continue
-        if not TOKEN.match(value):
+        if not TOKEN.fullmatch(value):
             raise ProfileError("VALIDATION_ERROR", f"{value[:40]!r} is not a valid value: use"
                                " letters, digits and . _ : / - (up to 100).", field)
         if value not in out:

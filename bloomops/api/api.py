@@ -41,8 +41,10 @@ class BearerToken(HttpBearer):
     them again). So a caller whose role may not act learns FORBIDDEN, not which fields the
     action needs."""
 
-    def __init__(self, action_key: str | None = None) -> None:
+    def __init__(self, action_key: str | None = None, refusal: str | None = None) -> None:
         self.action_key = action_key
+        # Words for FORBIDDEN where the endpoint is more than the one action it checks.
+        self.refusal = refusal
         super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str):
@@ -54,7 +56,12 @@ class BearerToken(HttpBearer):
             if not roles:
                 raise ActionError("FORBIDDEN", "Your account has no bloomops role.")
         else:
-            ensure_role(roles, action_spec(self.action_key))
+            try:
+                ensure_role(roles, action_spec(self.action_key))
+            except ActionError as exc:
+                if self.refusal is None:
+                    raise
+                raise ActionError("FORBIDDEN", self.refusal) from exc
         request.user = user
         return user
 
@@ -78,8 +85,9 @@ Infinity, NUL characters or lone surrogates in text, malformed JSON; and
 {_codes(400, "VALIDATION_ERROR")}), 401 (UNAUTHENTICATED),
 403 (FORBIDDEN; {_codes(403, "FORBIDDEN")}), 404 (NOT_FOUND, also for an unknown path
 under /api/), 405
-(METHOD_NOT_ALLOWED), 413 (PAYLOAD_TOO_LARGE: a body over {MAX_BODY_BYTES // 1024 // 1024}
-MiB) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
+(METHOD_NOT_ALLOWED), 411 (LENGTH_REQUIRED: a chunked body), 413 (PAYLOAD_TOO_LARGE: a body
+over {MAX_BODY_BYTES // 1024 // 1024} MiB), 415 (UNSUPPORTED_MEDIA_TYPE: a body not sent as
+application/json) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
 
 **Requests** are validated against this document exactly: required fields, strict types
 (no coercion), enums and bounds as given; see docs/API.md "Requests" and "Limits".
@@ -394,7 +402,10 @@ for _path, (_key, _schema, _summary) in ACTIONS.items():
     _register(_path, _key, _schema, _summary)
 
 # Both intake actions allow the same roles (tapdb/packs/actions.json); each item is checked.
-intake.add_batch_route(actions, ACTION_RESPONSES, BearerToken("route_subject"), build_request)
+# route_subject and register_subject allow the same roles (tapdb/packs/actions.json).
+intake.add_batch_route(actions, ACTION_RESPONSES, BearerToken(
+    "route_subject", "Your role may not bring work in (route or register subjects)."),
+    build_request)
 
 router.add_router("/actions", actions)
 api.add_router("/execution", router)

@@ -19,7 +19,9 @@ def _field(loc: list[str]) -> str:
     parts = list(loc)
     while parts and parts[0] in _LOCATION_PREFIXES:
         parts.pop(0)
-    return ".".join(parts)
+    # pydantic names the validator it was in after the field ("function-before[...]",
+    # "constrained-int"); our fields are snake_case, so such a step is no field's name.
+    return ".".join(p for p in parts if "[" not in p and "-" not in p)
 
 
 def validation_refusal(exc: ValidationError) -> RequestRefused:

@@ -17,16 +17,15 @@ writes nothing. Three parts:
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
-from bloomops.execution.guards import text_problem
+from bloomops.execution.guards import load_json, text_problem
 
 API_PREFIX = "/api/"
 # The largest request body the API reads (documented in docs/API.md). An action's payload is
@@ -37,6 +36,10 @@ MAX_BODY_BYTES = 1024 * 1024
 HTTP_ONLY_CODES: dict[str, tuple[int, str]] = {
     "METHOD_NOT_ALLOWED": (405, "This path does not accept that HTTP method."),
     "PAYLOAD_TOO_LARGE": (413, f"The request body is larger than {MAX_BODY_BYTES} bytes."),
+    "UNSUPPORTED_MEDIA_TYPE": (415, "The request body must be sent as Content-Type"
+                                    " application/json (UTF-8)."),
+    "LENGTH_REQUIRED": (411, "The request body must come with a Content-Length (a chunked"
+                             " body is not read)."),
 }
 
 
@@ -70,16 +73,13 @@ def _check_text(value: str, where: str) -> None:
         raise RequestRefused("VALIDATION_ERROR", f"{where} {problem}.", field=where)
 
 
-def _check_json(value: Any, where: str) -> None:
-    # Iterative: a deeply nested body must not exhaust the stack of the checker itself.
-    stack: list[tuple[Any, str]] = [(value, where)]
+def _check_texts(value: Any) -> None:
+    # Iterative: load_json bounds the depth, but a checker needs no stack of its own.
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, at = stack.pop()
         if isinstance(item, str):
             _check_text(item, at or "body")
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise RequestRefused("VALIDATION_ERROR", f"{at or 'body'} must be a finite"
-                                 " number.", field=at or "body")
         elif isinstance(item, dict):
             for key, inner in item.items():
                 _check_text(key, f"{at} key")
@@ -88,24 +88,19 @@ def _check_json(value: Any, where: str) -> None:
             stack.extend((inner, f"{at}[{i}]") for i, inner in enumerate(item))
 
 
-def _refuse_constant(name: str) -> float:
-    raise RequestRefused("VALIDATION_ERROR", f"{name} is not a number JSON allows; send a"
-                         " finite number.", field="body")
-
-
 class StrictJsonParser(Parser):
-    """django-ninja's body parser with the checks above. The refusal travels to the API's
-    exception handler as the cause of ninja's own "cannot parse" HttpError."""
+    """django-ninja's body parser, reading as ``guards.load_json`` does (UTF-8, no key
+    twice, finite numbers, bounded depth), then refusing NUL and lone surrogates in any
+    string or key. The refusal travels to the API's exception handler as the cause of
+    ninja's own "cannot parse" HttpError."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         try:
-            data = json.loads(request.body, parse_constant=_refuse_constant)
-        except RequestRefused:
-            raise
-        except (ValueError, RecursionError) as exc:
-            raise RequestRefused("VALIDATION_ERROR", f"The body is not valid JSON: {exc}",
+            data = load_json(request.body)
+        except ValueError as exc:
+            raise RequestRefused("VALIDATION_ERROR", f"The body is not valid JSON: {exc}.",
                                  field="body") from None
-        _check_json(data, "")
+        _check_texts(data)
         return data
 
 
@@ -113,6 +108,13 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
     if "\x00" in request.path:
         return RequestRefused("VALIDATION_ERROR", "The path contains a NUL character.",
                               field="path")
+    # Django reads a query's bytes that are not UTF-8 as U+FFFD: a filter would then search
+    # for a value nobody sent.
+    try:
+        unquote_to_bytes(request.META.get("QUERY_STRING", "")).decode("utf-8")
+    except UnicodeDecodeError:
+        return RequestRefused("VALIDATION_ERROR", "The query is not UTF-8 text.",
+                              field="query")
     try:
         params = list(request.GET.lists())
     except SuspiciousOperation as exc:  # e.g. more query fields than Django parses
@@ -139,6 +141,12 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
     if length > MAX_BODY_BYTES:
         return RequestRefused("PAYLOAD_TOO_LARGE", limit_bytes=MAX_BODY_BYTES,
                               content_length=length)
+    if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return RequestRefused("LENGTH_REQUIRED")
+    if length and (request.content_type != "application/json" or request.content_params.get(
+            "charset", "utf-8").lower() not in ("utf-8", "utf8")):
+        return RequestRefused("UNSUPPORTED_MEDIA_TYPE",
+                              content_type=request.META.get("CONTENT_TYPE", "")[:100])
     return None
 
 
@@ -187,4 +195,12 @@ class ApiGuardMiddleware:
         refused = _body_problem(request) or _query_problem(request)
         if refused is not None:
             return JsonResponse(refused.as_dict(), status=refused.status)
-        return _as_json(self.get_response(request))
+        if request.method != "HEAD":
+            return _as_json(self.get_response(request))
+        # HEAD is GET without the body (RFC 9110), wherever GET is answered.
+        request.method = "GET"
+        response = _as_json(self.get_response(request))
+        if not response.streaming:
+            response["Content-Length"] = str(len(response.content))
+            response.content = b""
+        return response

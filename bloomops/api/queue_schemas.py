@@ -17,12 +17,12 @@ from bloomops.api.action_schemas import (
 )
 from bloomops.execution.actions.queue_fields import (
     HELP,
+    QUEUE_KEY_PATTERN,
     RANGES,
     RETRY_MODES,
     RETRY_RANGES,
 )
 
-QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
 QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
 
 
@@ -72,8 +72,8 @@ class QueueSettingsIn(ActionEnvelope):
     output_template_codes: list[NonEmptyText] | None = Field(
         None, description=HELP["output_template_codes"])
     retry_policy: RetryPolicyIn | None = Field(None, description=HELP["retry_policy"])
-    default_next_queue_key: str | None = Field(None, max_length=100,
-                                               description=HELP["default_next_queue_key"])
+    default_next_queue_key: QueueKeyText | None = Field(
+        None, description=HELP["default_next_queue_key"])
     default_next_action_key: str | None = text(200, HELP["default_next_action_key"])
     next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=100,
                                                        description=HELP["next_queue_keys"])

@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
+from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
     EVIDENCE_ACTION,
     EVIDENCE_REL,
@@ -171,9 +172,9 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
     Every problem names the entry and field (RULES.md#evidence)."""
     verdict = Verdict(subject_euid=None, sha256=sha256_hex(data))
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        verdict.problems.append("file: not UTF-8 JSON")
+        doc = load_json(data)
+    except ValueError as exc:
+        verdict.problems.append(f"file: not a bundle's JSON ({exc})")
         return verdict
     subject = doc.get("subject") if isinstance(doc, dict) else None
     if not isinstance(subject, dict) or doc.get("format") != FORMAT \

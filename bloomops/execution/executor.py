@@ -40,6 +40,7 @@ from bloomops.execution.context import (
 from bloomops.execution.counters import count_refusal, count_replay
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
+    check_not_applicable,
     check_payload,
     check_request_fields,
     guard_envelope,
@@ -86,6 +87,7 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
         raise ActionError("VALIDATION_ERROR", "The idempotency key is too long (200 max).",
                           field="idempotency_key")
     check_request_fields(req)
+    check_not_applicable(req, handler.not_applicable)
     check_payload(req.payload, handler.fields)
     handler.validate(req)
     now = req.now or clock.now()

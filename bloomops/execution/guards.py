@@ -13,7 +13,7 @@ from typing import Any
 from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Actor, Context
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import LEASE, REL, WORKER, Obj, is_kind, load, parent_of
+from bloomops.execution.objects import LEASE, REL, Obj, is_kind, is_subject, load, parent_of
 from bloomops.execution.people import username_of_human_key
 from bloomops.execution.policy import lease_effective_status
 
@@ -21,6 +21,74 @@ from bloomops.execution.policy import lease_effective_status
 # action record is evidence, not a file store (RULES.md#requests).
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_PAYLOAD_DEPTH = 8
+# How deep any JSON we read may nest: a request nests its payload's 8 levels in a few more,
+# an evidence bundle its records' in a few more. Deeper, pydantic cannot serialize it (255)
+# nor Python's json parse it (about 1,000), each an error no caller should meet as a 500.
+MAX_JSON_DEPTH = 64
+# Longer integers are no count or revision PostgreSQL's bigint holds (Python would refuse
+# past 4,300 digits with advice about its own settings).
+MAX_INTEGER_DIGITS = 40
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice[:60]!r} is given twice")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows; send a finite number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is too large to be a finite number")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer has more than {MAX_INTEGER_DIGITS} digits")
+    return int(text)
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply ``value`` nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((inner, depth) for inner in
+                         (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def load_json(data: bytes | str) -> Any:
+    """JSON as bloomops reads it from outside (a request body, a form's JSON, a bundle file):
+    UTF-8 without a byte-order mark, no key twice (the reader would act on one of them, the
+    sender may mean the other), only finite numbers, nesting up to MAX_JSON_DEPTH. Raises
+    ValueError saying why."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("it is not UTF-8 text") from None
+    if data.startswith("\ufeff"):
+        raise ValueError("it starts with a byte-order mark")
+    try:
+        value = json.loads(data, object_pairs_hook=_object, parse_constant=_constant,
+                           parse_float=_float, parse_int=_int)
+    except RecursionError:
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels") from None
+    if nesting_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels")
+    return value
 
 
 def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
@@ -43,6 +111,14 @@ def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
     if size > MAX_PAYLOAD_BYTES:
         raise ActionError("VALIDATION_ERROR", f"payload is too large ({size} bytes;"
                           f" {MAX_PAYLOAD_BYTES} max).", field="payload")
+
+
+def check_not_applicable(req: ActionRequest, names: tuple[str, ...]) -> None:
+    sent = [n for n in names if getattr(req, n) is not None]
+    if sent:
+        raise ActionError("VALIDATION_ERROR", f"{sent[0]} does not apply to"
+                          f" {req.action_key}: it has no existing subject, lease or hold to"
+                          " check it against.", field=sent[0], not_applicable=sent)
 
 
 REQUEST_TEXT_FIELDS = tuple(f for f in ENVELOPE_FIELDS if f != "expected_revision")
@@ -216,7 +292,7 @@ def lock_subject(ctx: Context, euid: str | None) -> None:
     subject = load(euid=euid, tenant=ctx.tenant, lock=True)
     if subject is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
-    if subject.kind() in {WORKER} or subject.type in {"execution", "execution_queue"}:
+    if not is_subject(subject):
         raise ActionError("VALIDATION_ERROR", "That object is not a work-bearing subject.",
                           subject_euid=euid)
     ctx.subject = subject

@@ -156,6 +156,15 @@ def is_kind(obj: Obj | None, kind: str) -> bool:
 WORKER = "system/worker"
 LEASE = "execution/queue_lease"
 HOLD = "execution/hold"
+# Never a work-bearing subject: the engine's own objects (leases, holds, records, action
+# records, queues) and workers. ``is_subject`` for a loaded row, SUBJECT_SQL for row ``s``.
+ENGINE_TYPES = ("execution", "execution_queue")
+SUBJECT_SQL = (f"(s.type NOT IN ({', '.join(repr(t) for t in ENGINE_TYPES)})"
+               f" AND (s.type, s.subtype) <> {tuple(WORKER.split('/'))!r})")
+
+
+def is_subject(obj: Obj) -> bool:
+    return obj.kind() != WORKER and obj.type not in ENGINE_TYPES
 
 
 QUEUE_CODE = "data/execution/queue/1.0"

@@ -49,7 +49,7 @@ def runtime_role() -> str | None:
     name = settings.DATABASE_ROLES["runtime"]["USER"]
     if not name or name == settings.DATABASE_ROLES["owner"]["USER"]:
         return None
-    if not _ROLE_NAME.match(name):
+    if not _ROLE_NAME.fullmatch(name):
         raise RuntimeRoleError(f"runtime role name {name!r}: use lower-case letters, digits, _")
     return name
 

@@ -15,6 +15,7 @@ from bloomops.execution.actions.queue_fields import (
     RETRY_RANGES,
 )
 from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import load_json
 from bloomops.execution.states import ALL_STATES
 
 TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
@@ -95,7 +96,7 @@ def encode(payload: dict[str, Any]) -> str:
 
 def decode(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw)
+        value = load_json(raw)
     except ValueError:
         value = None
     if not isinstance(value, dict):

@@ -24,6 +24,9 @@ class Handler:
     # Makes, changes or retires a queue: the statistics snapshot is marked stale in the same
     # transaction, so every reader computes live until the recorder's next pass.
     changes_queues = False
+    # Request envelope fields this action has nothing to apply to (it makes its subject or
+    # acts on a worker alone): refused when sent, as a guard that would silently not guard.
+    not_applicable: tuple[str, ...] = ()
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)

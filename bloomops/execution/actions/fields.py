@@ -8,7 +8,10 @@ from bloomops.execution.errors import ActionError
 
 
 def text_field(payload: dict, name: str, *, required: bool = False,
-               max_len: int = 2000) -> str | None:
+               max_len: int = 2000, line: bool = False) -> str | None:
+    """Text, stripped; blank is missing. ``line``: a key or name people read in a list must
+    be one printable line: a control character (a terminal escape, a newline) or an
+    invisible one (zero-width space) would make it look like another."""
     value = payload.get(name)
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
@@ -18,6 +21,9 @@ def text_field(payload: dict, name: str, *, required: bool = False,
         raise ActionError("VALIDATION_ERROR", f"{name} must be text.", field=name)
     if len(value) > max_len:
         raise ActionError("VALIDATION_ERROR", f"{name} is too long ({max_len} max).", field=name)
+    if line and not value.strip().isprintable():
+        raise ActionError("VALIDATION_ERROR", f"{name} may hold only printable characters on"
+                          " one line (no control or invisible characters).", field=name)
     return value.strip()
 
 

@@ -166,6 +166,8 @@ class RouteSubject(Handler):
 
 
 class RegisterSubject(Handler):
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "expected_state",
+                      "expected_revision")
     """A new object of a template the queue takes, with declared properties, routed at once:
     for labs whose objects no other system creates."""
 

@@ -27,7 +27,10 @@ MUTABLE_FIELDS = (
 # shared database, owns and rewrites its own queue keys).
 MANAGED_BY = "bloomops"
 
-QUEUE_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
+# "(?!\n)": Python's "$" also matches before a final newline; JSON Schema readers (the API
+# document) know no "\Z", and this reads the same in both.
+QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}(?!\n)$"
+QUEUE_KEY_RE = re.compile(QUEUE_KEY_PATTERN)
 BOOL_FIELDS = ("manual_only", "operator_visible", "strict_order", "diagnostics_enabled")
 LIST_FIELDS = ("required_worker_capabilities", "site_scope", "platform_scope", "assay_scope")
 # Sane ranges: (minimum, maximum).
@@ -141,7 +144,8 @@ def clean_settings(payload: dict) -> dict[str, Any]:
     """The mutable queue fields present in ``payload``, checked and normalised."""
     out: dict[str, Any] = {}
     if "display_name" in payload:
-        out["display_name"] = text_field(payload, "display_name", required=True, max_len=200)
+        out["display_name"] = text_field(payload, "display_name", required=True, max_len=200,
+                                         line=True)
     for name in BOOL_FIELDS:
         if name in payload:
             if not isinstance(payload[name], bool):
@@ -183,9 +187,8 @@ def clean_settings(payload: dict) -> dict[str, Any]:
             if len(keys) > 100:
                 raise ActionError("VALIDATION_ERROR", "next_queue_keys: up to 100 queues.",
                                   field="next_queue_keys")
-            for each in keys:
-                queue_key_field({"next_queue_keys": each}, "next_queue_keys")
-            keys = list(dict.fromkeys(keys))
+            keys = list(dict.fromkeys(queue_key_field({"next_queue_keys": each},
+                                                      "next_queue_keys") for each in keys))
         out["next_queue_keys"] = keys
     if "default_next_action_key" in payload:
         out["default_next_action_key"] = text_field(payload, "default_next_action_key",

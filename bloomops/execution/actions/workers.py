@@ -47,6 +47,8 @@ WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 
 
 class RegisterWorker(Handler):
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state", "expected_revision")
     fields = ("worker_key", "worker_type", *WORKER_FIELDS, *PROFILE_FIELDS)
     guards_subject = False
 
@@ -54,7 +56,7 @@ class RegisterWorker(Handler):
         common_checks(req)
         p = req.payload
         for name in WORKER_FIELDS:
-            text_field(p, name, max_len=300)
+            text_field(p, name, max_len=300, line=True)
         wtype = p.get("worker_type", WorkerType.SERVICE)
         if wtype not in {t.value for t in WorkerType}:
             raise ActionError("VALIDATION_ERROR", "worker_type must be SERVICE, HUMAN_SESSION"
@@ -63,7 +65,7 @@ class RegisterWorker(Handler):
         if wtype == WorkerType.HUMAN_SESSION:
             self._validate_human(req)
         else:
-            key = text_field(p, "worker_key", required=True, max_len=300) or ""
+            key = text_field(p, "worker_key", required=True, max_len=300, line=True) or ""
             if username_of_human_key(key) is not None:
                 raise ActionError("VALIDATION_ERROR", "human:// keys belong to people's"
                                   " HUMAN_SESSION workers.", field="worker_key")
@@ -82,7 +84,7 @@ class RegisterWorker(Handler):
         if "admin" not in req.actor.roles and "worker_human" not in req.actor.roles:
             raise ActionError("FORBIDDEN", "Only human workers register HUMAN_SESSION workers.")
         own = human_worker_key(req.actor.username)
-        key = text_field(p, "worker_key", max_len=300) or own
+        key = text_field(p, "worker_key", max_len=300, line=True) or own
         person = username_of_human_key(key)
         if person is None:
             raise ActionError("VALIDATION_ERROR", "A HUMAN_SESSION worker's key is"
@@ -164,6 +166,8 @@ class RegisterWorker(Handler):
 
 
 class HeartbeatWorker(Handler):
+    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "expected_state",
+                      "expected_revision")
     fields = ("status", *WORKER_FIELDS, "last_error_class")
     guards_subject = False
 
@@ -211,6 +215,8 @@ class HeartbeatWorker(Handler):
 
 
 class SetWorkerStatus(Handler):
+    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "expected_state",
+                      "expected_revision")
     fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}

@@ -10,6 +10,7 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import envelope_problems, parse_ts_or_none, ts
 from bloomops.execution.errors import PLAIN
+from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.selectors.base import (
     EnvelopeView,
     read_params,
@@ -112,6 +113,7 @@ DIAG_SQL = f"""
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
     LEFT JOIN ({QUEUES}) q ON {QP}->>'queue_key' = {ENV}->>'next_queue_key'
     WHERE s.euid = %(euid)s AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
+      AND {SUBJECT_SQL}
 """
 
 

@@ -4,8 +4,6 @@ asking for an approval from the subject inspector after a gated action was refus
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -15,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.execution import selectors
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.guards import load_json
 from bloomops.web import services
 from bloomops.web.views.common import answer, guards, reader, reason_of
 
@@ -81,7 +80,7 @@ def take_offer(request: HttpRequest, euid: str) -> dict | None:
 def request_approval(request: HttpRequest, euid: str) -> HttpResponse:
     def run() -> ActionResult:
         try:
-            parameters = json.loads(request.POST.get("parameters") or "{}")
+            parameters = load_json(request.POST.get("parameters") or "{}")
         except ValueError:
             raise ActionError("VALIDATION_ERROR", "The page sent invalid parameters.",
                               field="parameters") from None

@@ -100,7 +100,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
 def intake_confirm(request: HttpRequest) -> HttpResponse:
     """The rows the preview accepted, each run as its own action; the others are skipped."""
     batch_key = request.POST.get("batch_key", "")
-    if not BATCH_KEY.match(batch_key):
+    if not BATCH_KEY.fullmatch(batch_key):
         return _page(request, error="The confirmation lost its batch; preview again.",
                      status=400)
     try:
@@ -142,7 +142,7 @@ def _keep(request: HttpRequest, batch_key: str, results: list[dict]) -> None:
 @require_GET
 @intake_role
 def intake_results_csv(request: HttpRequest, batch_key: str) -> HttpResponse:
-    results = request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.match(
+    results = request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.fullmatch(
         batch_key) else None
     if results is None:
         raise Http404("No such intake results in this session.")
