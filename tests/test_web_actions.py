@@ -197,7 +197,8 @@ def test_fail_with_a_retry_class(client, lab):
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
                     error_class="TRANSIENT_DEPENDENCY", error_message="centrifuge busy")
     response = client.post(f"/leases/{lease['euid']}/fail/", data)
-    assert any("now FAILED_RETRYABLE" in m for m in said(response))
+    assert said(response)[-1] == (f"Recorded the failure of {lease['subject_euid']}: it goes"
+                                  " back to its queue to be tried again after a pause.")
     env = envelope(lease["subject_euid"])
     assert env["state"] == "FAILED_RETRYABLE" and env["retry_at"]
 
@@ -210,6 +211,20 @@ def test_fail_permanently_dead_letters(client, lab):
     client.post(f"/leases/{lease['euid']}/fail/", data)
     assert envelope(lease["subject_euid"])["state"] == "FAILED_TERMINAL"
     assert lease["subject_euid"] in client.get("/workbench/").content.decode()
+
+
+@pytest.mark.parametrize("message", ["", "   "])
+def test_a_failure_without_words_is_refused_and_writes_nothing(client, lab, message):
+    """The form requires the words; a request without them (the browser check removed, an
+    old page) is refused by the server too: the next person and QA read them."""
+    client = signed_in(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
+                    error_class="TRANSIENT_DEPENDENCY", error_message=message)
+    before = counts()
+    response = client.post(f"/leases/{lease['euid']}/fail/", data)
+    assert said(response)[-1].startswith("Say what went wrong")
+    assert counts() == before and envelope(lease["subject_euid"])["state"] != "FAILED_RETRYABLE"
 
 
 def test_fail_with_an_unknown_class_is_refused(client, lab):

@@ -114,6 +114,65 @@ def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     assert counts() == before and envelope(euid)["next_queue_key"] == "prep"
 
 
+def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
+    """Library prep at the bench: the flow's next queue takes libraries, not the sample, so
+    the default completion makes a library of the sample (carrying its site, platform and
+    assay, its priority and due date) and routes it there for the pool step; the sample is
+    finished. Was: only "finish the flow", and nothing reached the next queue."""
+    library = "content/material/library/1.0"
+    make_queue("pool", display_name="Pooling", subject_template_codes=[library],
+               default_next_action_key="wetlab.pool", site_scope=["sfo"])
+    make_queue("prep", display_name="Library prep", default_next_queue_key="pool",
+               output_template_codes=[library])
+    euid = make_subject("prep", name="Sample 7", priority=205,
+                        due_at="2099-01-01T10:00:00.000000Z")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    html = page.content.decode()
+    make = f"make|pool|{library}"
+    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [make, ""]
+    assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == make
+    assert "Pooling (pool): make a new library" in html
+    assert "does not take this kind of item" not in html
+    assert selectors.queue_depths()["pool"] == 0
+    response = sci.post(f"/leases/{lease}/complete/",
+                        form_for(page, f"/leases/{lease}/complete/"))
+    [words] = said(response)
+    made = re.search(r"made (Z-\S+) \(library\) for pool", words).group(1)
+    assert envelope(euid)["state"] == "COMPLETED"
+    output = selectors.subject_diagnostics(made)
+    assert output.name == "Library of Sample 7" and output.template_code == library
+    assert {k: output.props[k] for k in ("site", "platform", "assay", "derived_from_euid")} == {
+        "site": "sfo", "platform": "illumina", "assay": "wgs", "derived_from_euid": euid}
+    assert (output.state, output.queue_key, output.visible) == ("READY", "pool", True)
+    assert output.execution["next_action_key"] == "wetlab.pool"
+    assert output.execution["priority"] == 205
+    assert output.execution["due_at"] == "2099-01-01T10:00:00.000000Z"
+    assert selectors.queue_depths()["pool"] == 1
+
+
+def test_a_forged_make_choice_is_refused_and_writes_nothing(client, lab):
+    """The choice names the queue and template; the engine still decides: a template the
+    step's queue does not declare, or a claim that is not the person's, makes nothing."""
+    library = "content/material/library/1.0"
+    make_queue("pool", subject_template_codes=[library])
+    make_queue("prep", default_next_queue_key="pool", output_template_codes=[library])
+    euid = make_subject("prep")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    before = counts()
+    forged = form_for(page, f"/leases/{lease}/complete/",
+                      next_queue_key="make|pool|content/material/pool/1.0")
+    response = sci.post(f"/leases/{lease}/complete/", forged)
+    assert "declares no content/material/pool/1.0 outputs" in said(response)[0]
+    other = form_for(page, f"/leases/{lease}/complete/", next_queue_key=f"make|pool|{library}")
+    response = sci.post("/leases/Z-XX-NOTMINE/complete/", other)
+    assert "no longer yours" in said(response)[-1]
+    assert counts() == before and envelope(euid)["state"] != "COMPLETED"
+
+
 def test_completing_outside_the_flow_is_refused_in_words_and_writes_nothing(client, lab):
     make_queue("ont", display_name="ONT prep")
     make_queue("lim", default_next_queue_key="q2", next_queue_keys=[])

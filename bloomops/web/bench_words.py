@@ -54,6 +54,25 @@ def step_label(action_key: str | None, config: dict[str, Any] | None = None) -> 
     return text[:1].upper() + text[1:]
 
 
+# Where a failed or held item stands afterwards, as the person who reported it reads it.
+AFTER_FAILURE = {
+    "FAILED_RETRYABLE": "it goes back to its queue to be tried again after a pause",
+    "FAILED_TERMINAL": "it will not be tried again; QA sees it among the dead letters",
+    "HELD": "it is on hold until QA releases it",
+}
+
+
+def state_words(state: str | None) -> str:
+    return AFTER_FAILURE.get(state or "", f"now {state}")
+
+
+def template_words(code: str) -> str:
+    """What a template's objects are, in words ("content/material/extracted_sample/1.0" ->
+    "extracted sample")."""
+    parts = code.split("/")
+    return (parts[2] if len(parts) >= 3 else code).replace("_", " ")
+
+
 def bench_refusal(code: str, message: str) -> str:
     return BENCH_REFUSALS.get(code, message)
 

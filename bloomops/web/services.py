@@ -7,10 +7,13 @@ import uuid
 from typing import Any
 
 from bloomops.execution import people, selectors
+from bloomops.execution.actions.outputs import routed_output
+from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import WorkerType
 from bloomops.tapdb.tenancy import tenant_of
+from bloomops.web.bench_words import template_words
 
 
 def human_worker_key(user) -> str:
@@ -76,3 +79,40 @@ def matches(row: dict, text: str) -> bool:
         row.get("error_class") or props.get("error_class"), props.get("hold_code"),
     ) if v)
     return text in haystack.lower()
+
+
+# A completion choice on My work that makes the step's output for the next queue (the item
+# itself finishes): "make|<queue_key>|<template_code>"; a plain queue key moves the item.
+_MAKE = "make"
+
+
+def make_choice(queue_key: str, template_code: str) -> str:
+    return f"{_MAKE}|{queue_key}|{template_code}"
+
+
+def parse_make_choice(value: str) -> tuple[str, str] | None:
+    parts = value.split("|")
+    if len(parts) == 3 and parts[0] == _MAKE and all(parts[1:]):
+        return parts[1], parts[2]
+    return None
+
+
+def made_for_next_queue(user, lease_euid: str, queue_key: str, template_code: str) -> dict:
+    """The payload of a completion that makes a ``template_code`` object of the user's leased
+    item and routes it to ``queue_key`` (``outputs.routed_output``); the executor checks the
+    lease, that the step's queue declares the template and that the queue takes it."""
+    worker = my_worker_euid(user)
+    lease = next((x for x in selectors.leases(status="ACTIVE", worker_euid=worker)
+                  if x["euid"] == lease_euid), None) if worker else None
+    if lease is None:
+        raise ActionError("LEASE_NOT_ACTIVE", "This claim is no longer yours to complete.",
+                          lease_euid=lease_euid)
+    subject = selectors.subject_diagnostics(lease["subject_euid"])
+    queue = selectors.queue_config(queue_key)
+    if subject is None or queue is None:
+        raise ActionError("NOT_FOUND", f"No queue {queue_key!r} to make it for.",
+                          queue_key=queue_key)
+    words = template_words(template_code)
+    name = f"{words[:1].upper()}{words[1:]} of {subject.name or subject.euid}"
+    return {"outputs": [routed_output(template_code, name, {
+        "euid": subject.euid, "props": subject.props, "execution": subject.execution}, queue)]}

@@ -173,3 +173,24 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
         ctx.link_many(edges)
         created.append(obj.euid)
     return created
+
+
+# What an output made for the next queue takes over from its subject, where the output's
+# template declares it: the scopes a queue selects on, so that it is visible where its
+# subject was (RULES.md#outputs).
+CARRIED_PROPERTIES = ("site", "platform", "assay")
+
+
+def routed_output(template_code: str, name: str, subject: dict, next_queue: dict) -> dict:
+    """An ``outputs`` entry that makes a ``template_code`` object from ``subject`` (``euid``,
+    ``props``, ``execution``) and routes it READY to ``next_queue`` (``queue_key``,
+    ``config``) for that queue's first step, at the subject's priority and due date."""
+    declared = template(template_code).properties
+    carried = {k: (subject.get("props") or {}).get(k) for k in CARRIED_PROPERTIES}
+    carried["derived_from_euid"] = subject["euid"]
+    env = subject.get("execution") or {}
+    return {"template_code": template_code, "name": name,
+            "properties": {k: v for k, v in carried.items() if k in declared and v is not None},
+            "execution": {"state": "READY", "next_queue_key": next_queue["queue_key"],
+                          "next_action_key": next_queue["config"].get("default_next_action_key"),
+                          "priority": env.get("priority"), "due_at": env.get("due_at")}}

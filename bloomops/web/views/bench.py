@@ -119,12 +119,23 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     queue_key = props.get("queue_lookup_key") or ""
     config = (queues.get(queue_key) or {}).get("config") or {}
     allowed = next_queues_allowed(config)
-    default_next = config.get("default_next_queue_key") or ""
-    keys = allowed if allowed is not None else ([default_next] if default_next else [])
-    keys = [k for k in keys if takes_template((queues.get(k) or {}).get("config") or {},
-                                              lease.get("subject_template_code"))]
-    passed_over = default_next if default_next and default_next not in keys else ""
-    default_next = default_next if default_next in keys else ""
+    flow_next = config.get("default_next_queue_key") or ""
+    flow = allowed if allowed is not None else ([flow_next] if flow_next else [])
+
+    def config_of(key: str) -> dict:
+        return (queues.get(key) or {}).get("config") or {}
+
+    keys = [k for k in flow if takes_template(config_of(k), lease.get("subject_template_code"))]
+    # A next queue that does not take the item may take what the step makes of it (a
+    # library from a sample): completing makes that object and routes it there.
+    makes = [(k, code) for k in flow if k not in keys
+             for code in config.get("output_template_codes") or []
+             if takes_template(config_of(k), code)]
+    passed_over = flow_next if flow_next and flow_next not in keys else ""
+    default_next = flow_next if flow_next in keys else ""
+    default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")
+    if default_make:
+        passed_over = ""
     expires = parse_ts(props.get("expires_at"))
     return {
         **lease,
@@ -135,12 +146,12 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "due_at": env.get("due_at"),
         "step": bench_words.step_label(env.get("next_action_key"), config),
         "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
-        "next_choices": [(k, ((queues.get(k) or {}).get("config") or {}).get("display_name")
-                          or k) for k in keys],
-        "default_next": default_next,
-        # the flow's next queue, not offered: it does not take this kind of item
-        "passed_over": ((queues.get(passed_over) or {}).get("config") or {}).get(
-            "display_name") or passed_over,
+        "next_choices": [(k, config_of(k).get("display_name") or k) for k in keys],
+        "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
+                          bench_words.template_words(code)) for k, code in makes],
+        "default_next": default_next or default_make,
+        # the flow's next queue, not offered: it takes neither this item nor what it makes
+        "passed_over": config_of(passed_over).get("display_name") or passed_over,
         "may_finish": not default_next,
     }
 
@@ -234,18 +245,40 @@ def release_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
 @require_POST
 def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
-    next_queue = request.POST.get("next_queue_key", "").strip()
-    payload = {"next_queue_key": next_queue} if next_queue else {}
+    choice = request.POST.get("next_queue_key", "").strip()
+    made = services.parse_make_choice(choice)
+    if made is not None:
+        def run() -> ActionResult:
+            payload = services.made_for_next_queue(request.user, lease_euid, *made)
+            return as_human(request, "complete_queue_execution", lease_euid=lease_euid,
+                            payload=payload, **guards(request))
+
+        words = bench_words.template_words(made[1])
+        return bench_answer(
+            request, run, lambda r: f"Completed {r['subject_euid']}: made"
+            f" {', '.join(r['output_euids'])} ({words}) for {made[0]}.",
+            reverse("my_work"), lambda r: reverse("my_work"))
+    payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
         lambda r: f"Completed {r['subject_euid']}"
-        + (f"; it moved to {next_queue}." if next_queue else "; its flow is finished."))
+        + (f"; it moved to {choice}." if choice else "; its flow is finished."))
 
 
 @require_POST
 def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     payload = {"error_class": request.POST.get("error_class", "").strip() or None,
                "error_message": request.POST.get("error_message", "").strip() or None}
+    if not payload["error_message"]:
+        # A person's failure is read by the next person and by QA: it says what went wrong
+        # (a service worker's error class alone is enough for the engine).
+        return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"))
     return _lease_action(
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
-        lambda r: f"Recorded the failure of {r['subject_euid']}: now {r['state']}.")
+        lambda r: f"Recorded the failure of {r['subject_euid']}:"
+                  f" {bench_words.state_words(r['state'])}.")
+
+
+def _refuse_blank_failure() -> ActionResult:
+    raise ActionError("VALIDATION_ERROR", "Say what went wrong: the failure is recorded with"
+                      " your words for whoever picks the item up next.", field="error_message")
