@@ -130,3 +130,23 @@ def test_select_all_and_bulk_hold_on_the_workbench(browser, site):  # noqa: F811
         e: ("QC_FAIL", "reagent lot recalled") for e in items}
     expect(page.locator("#holds")).to_contain_text("reagent lot recalled")
     page.context.close()
+
+
+def test_the_requeue_dialog_names_the_queue_chosen(browser, site):  # noqa: F811
+    """It said "goes back to q1 (or the queue chosen)" whatever was chosen."""
+    euid = make_subject("q1", name="Specimen to move")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "check", "hold_code": "LABEL_ISSUE"})
+    act("release_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="HELD", payload={"reason": "checked"})
+    page = signed_in(browser, site, "qa")
+    page.goto(f"{site}/subjects/{euid}/")
+    page.get_by_label("To queue").select_option("q2")
+    page.get_by_label("Requeue reason").fill("wrong line")
+    before = counts()
+    page.get_by_role("button", name="Requeue", exact=True).click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text(f"{euid} goes to Queue two (q2) as ready for anyone to claim")
+    page.get_by_role("button", name="Go back").click()
+    assert counts() == before
+    page.context.close()

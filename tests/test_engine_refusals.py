@@ -327,6 +327,37 @@ def s_out_of_scope(svc, op):
         "properties": {"site": "sfo"}})
 
 
+# Sent on to a queue whose site/platform/assay scope the subject is outside: never
+# visible there either (RULES.md#visibility), by a requeue, a completion or a step's output.
+def s_out_of_scope_requeue(svc, op):
+    make_queue("q_rtp", site_scope=["rtp"])
+    subject = make_subject("q1")  # site sfo
+    return lambda: act("requeue_subject", op, subject_euid=subject, expected_state="READY",
+                       queue_key="q_rtp", payload={"reason": "move it"})
+
+
+def s_out_of_scope_complete(svc, op):
+    make_queue("q_ont", platform_scope=["ont"])
+    subject, worker, lease = _claimed(svc)  # platform illumina
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"next_queue_key": "q_ont"})
+
+
+def s_out_of_scope_output(svc, op):
+    library = "content/material/library/1.0"
+    make_queue("q_lib_rtp", subject_template_codes=[library], site_scope=["rtp"])
+    make_queue("q_prep", output_template_codes=[library])
+    make_subject("q_prep")
+    lease = claim(svc, register(svc), "q_prep")
+    worker = lease["worker_euid"]
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"outputs": [{"template_code": library, "name": "L",
+                                             "properties": {"site": "sfo"},
+                                             "execution": {"next_queue_key": "q_lib_rtp"}}]})
+
+
 def s_forbidden_human_routes(svc, op):
     subject = make_subject(None, state="PENDING")
     return lambda: act("route_subject", actor("worker_human"), subject_euid=subject,
@@ -489,7 +520,8 @@ SCENARIOS = {
                                   s_template_mismatch_requeue_own_queue],
     "SUBJECT_ALREADY_ROUTED": [s_already_routed],
     "SUBJECT_TERMINAL": [s_subject_terminal],
-    "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope],
+    "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope, s_out_of_scope_requeue, s_out_of_scope_complete,
+                             s_out_of_scope_output],
     "EVIDENCE_MISMATCH": [s_evidence_mismatch],
     "QUEUE_EXISTS": [s_queue_exists],
     "QUEUE_NOT_MANAGED": [s_queue_not_managed],

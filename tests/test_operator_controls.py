@@ -72,7 +72,8 @@ def test_inspector_destructive_forms_spell_out_the_consequence(client, lab):
     html = page(client, lab["operator"], f"/subjects/{euid}/")
     assert confirm_of(html, f"/subjects/{euid}/hold/") is None  # placing a hold is undone
     assert "ends for good" in confirm_of(html, f"/subjects/{euid}/cancel/")
-    assert "goes back to q1" in confirm_of(html, f"/subjects/{euid}/requeue/")
+    # the queue as chosen in the form (operator.js fills {queue} when the dialog opens)
+    assert "goes to {queue} as ready" in confirm_of(html, f"/subjects/{euid}/requeue/")
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "check"})
     html = page(client, lab["operator"], f"/subjects/{euid}/")
@@ -275,6 +276,34 @@ def test_the_workbench_sends_integrity_holds_to_an_approval_not_a_release(client
     assert 'name="pick"' not in rows[integrity]
     assert "needs a second person" in rows[integrity]
     assert f'href="/subjects/{integrity}/"' in rows[integrity]
+
+
+def test_the_workbench_asks_for_approval_to_requeue_a_dead_letter(client, lab):
+    """Under the rule requeue_dead_letter (on by default), Requeue was offered on every dead
+    letter and always refused, the reason typed lost: each row now asks for the approval
+    with that reason, and says when one is waiting; there is no bulk requeue to refuse."""
+    worker = services.ensure_my_worker(lab["worker_human"])
+    sci = actor("worker_human", username="sci")
+    euid = make_subject("q1")
+    lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=euid)
+    act("fail_queue_execution", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "bad"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workbench/").content.decode()
+    row = html.split(f'data-euid="{euid}"')[1].split("</tr>")[0]
+    assert f"/subjects/{euid}/requeue/" not in row and 'name="pick"' not in row
+    assert 'id="bulk-dead"' not in html
+    assert "Requeueing a dead-lettered subject needs a second person's approval" in html
+    [ask] = [f for f in forms(row) if f["action"] == f"/subjects/{euid}/request-approval/"]
+    assert ask["fields"]["action_key"] == "requeue_subject"
+    response = client.post(ask["action"], {**ask["fields"], "reason": "reagent lot replaced"})
+    assert response.url == "/workbench/"
+    [approval] = selectors.approvals(status="REQUESTED", subject_euid=euid)
+    assert approval.props["action_key"] == "requeue_subject"
+    assert approval.props["reason"] == "reagent lot replaced"
+    row = client.get("/workbench/").content.decode().split(f'data-euid="{euid}"')[1]
+    assert "Requeue requested: waiting for a second person" in row.split("</tr>")[0]
+    assert envelope(euid)["state"] == "FAILED_TERMINAL"
 
 
 def test_which_holds_gate_follows_the_labs_rules(settings):

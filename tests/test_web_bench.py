@@ -114,6 +114,20 @@ def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     assert counts() == before and envelope(euid)["next_queue_key"] == "prep"
 
 
+def test_next_queue_offers_only_queues_that_have_the_item_in_scope(client, lab):
+    """A queue serving another platform would never show the item (the engine refuses the
+    move, SUBJECT_OUT_OF_SCOPE): it is not offered."""
+    make_queue("ont", display_name="ONT prep", platform_scope=["ont"])
+    make_queue("ilmn", display_name="Illumina prep", platform_scope=["illumina"])
+    make_queue("qc", default_next_queue_key="ont", next_queue_keys=["ilmn"])
+    euid = make_subject("qc")  # platform illumina
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [
+        "", "ilmn"]
+
+
 def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
     """Library prep at the bench: the flow's next queue takes libraries, not the sample, so
     the default completion makes a library of the sample (carrying its site, platform and

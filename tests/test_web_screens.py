@@ -289,13 +289,16 @@ def test_workbench_lists_dead_letters_and_holds_with_filters(client, lab):
     client = signed_in(client, lab["operator"])
     html = client.get("/workbench/").content.decode()
     assert "dead one" in html and "bad input" in html and "held one" in html
-    assert "awaiting QA" in html and "Requeue selected" in html and "Release selected" in html
+    # Requeueing a dead letter needs a second person by default: each row asks for it.
+    assert "awaiting QA" in html and "Release selected" in html
+    assert "Ask for approval to requeue" in html and "Requeue selected" not in html
     html = client.get("/workbench/?queue=q2").content.decode()
     assert "held one" in html and "dead one" not in html
     html = client.get("/workbench/?q=bad+input").content.decode()
     assert "dead one" in html and "held one" not in html
     sci = signed_in(client, lab["worker_human"]).get("/workbench/").content.decode()
     assert "dead one" in sci and "Requeue selected" not in sci
+    assert "Ask for approval to requeue" not in sci
 
 
 def test_admin_page_lists_active_leases_with_force_expire_for_admins(client, lab):
@@ -482,6 +485,8 @@ def test_the_inspector_requeues_to_a_queue_that_takes_the_subject(client, lab):
     """A subject left in a queue that does not take its template (another writer put it
     there) is offered the queues that do, and requeued to the one chosen."""
     make_queue("q_analysis", subject_template_codes=["data/analysis/analysis_request/1.0"])
+    # takes specimens, but not of this site: the subject would be invisible there too
+    make_queue("q_rtp", site_scope=["rtp"])
     euid = make_subject("q_analysis", name="misrouted")
     operator = signed_in(client, lab["operator"])
     page = operator.get(f"/subjects/{euid}/")
@@ -489,7 +494,9 @@ def test_the_inspector_requeues_to_a_queue_that_takes_the_subject(client, lab):
     choices = re.search(r'<select id="requeue-queue" name="queue_key">(.*?)</select>', html,
                         re.S).group(1)
     keys = re.findall(r'<option value="([^"]+)"', choices)
-    assert "q1" in keys and "q_analysis" not in keys
+    assert "q1" in keys and "q_analysis" not in keys and "q_rtp" not in keys
+    # the confirmation names the queue chosen (operator.js fills {queue} from the list)
+    assert 'data-confirm="' + euid + ' goes to {queue} as ready' in html
     data = form_for(page, f"/subjects/{euid}/requeue/", queue_key="q1", reason="misrouted")
     operator.post(f"/subjects/{euid}/requeue/", data)
     assert envelope(euid)["next_queue_key"] == "q1"

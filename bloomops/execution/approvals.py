@@ -142,6 +142,14 @@ def hold_gates(hold_code: str | None) -> frozenset[str]:
     return frozenset(key for key in GATED_ACTIONS if lab_rule(key, flags))
 
 
+def dead_letter_gate() -> str | None:
+    """The words of the rule that puts requeueing any dead-lettered subject behind a second
+    person under the lab's rules, or None (for a screen listing many dead letters)."""
+    rule = lab_rule(RULES["requeue_dead_letter"],
+                    SubjectFlags(active_holds={}, dead_lettered=True))
+    return RULE_TEXT[rule] if rule else None
+
+
 def gated_actions(subject_uid: int) -> dict[str, str]:
     """For a screen: each gated action that needs a second person on this subject now, with
     the words of its rule. Fail-closed: a policy that cannot be evaluated gates them all."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,6 +115,32 @@ CANCEL_ROLES = frozenset({"operator", "admin", "worker_service"})
 def failure_classes_for(roles: frozenset[str] | set[str]) -> list[RetryClass]:
     """The retry classes a caller with these roles may record a failure with."""
     return [c for c in RetryClass if c != RetryClass.OPERATOR_CANCELED or roles & CANCEL_ROLES]
+
+
+def _scope_values(scope: Any) -> list[str] | None:
+    """A queue's scope as the texts it admits; None when it admits any (absent, null, [])."""
+    if scope is None or scope == []:
+        return None
+    if isinstance(scope, str):
+        return [scope]
+    if isinstance(scope, dict):
+        return list(scope)
+    return [v for v in scope if isinstance(v, str)] if isinstance(scope, list) else []
+
+
+def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The first of site/platform/assay (sql.SCOPE_FIELDS) whose queue scope this subject's
+    property is outside, with the scope's values; None when within every one (the SQL twin
+    is sql.scope_match: a property read as text, absent as '')."""
+    for field in ("site", "platform", "assay"):
+        values = _scope_values(config.get(f"{field}_scope"))
+        if values is None:
+            continue
+        value = props.get(field)
+        text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+        if text not in values:
+            return field, values
+    return None
 
 
 def takes_template(config: dict[str, Any], template_code: str | None) -> bool:

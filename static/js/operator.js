@@ -60,6 +60,11 @@
       if (count === 0) return;  // the server says "select at least one item"
       text = text.split("{count}").join(String(count));
     }
+    // {queue}: the queue chosen in the form's queue list, as the list names it.
+    var queueList = form.querySelector('select[name="queue_key"]');
+    if (text.indexOf("{queue}") >= 0 && queueList && queueList.selectedIndex >= 0) {
+      text = text.split("{queue}").join(queueList.options[queueList.selectedIndex].text);
+    }
     event.preventDefault();
     if (!dialog) build();
     // The action in words: data-confirm-label where the button's text alone is ambiguous

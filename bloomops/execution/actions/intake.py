@@ -14,6 +14,7 @@ from bloomops.execution.actions.fields import common_checks, obj_field, require,
 from bloomops.execution.actions.outputs import check_template_properties, is_engine_template
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
+    refuse_unless_in_scope,
     refuse_unless_takes,
     template_code_of,
 )
@@ -34,8 +35,6 @@ from bloomops.tapdb.tenancy import tenant_of
 
 # What an intake sets of the new envelope; the engine builds the rest.
 ROUTING_FIELDS = ("next_action_key", "priority", "ready_at", "due_at")
-# The scope properties a queue may restrict (RULES.md#visibility), by the queue's field.
-SCOPES = (("site", "site_scope"), ("platform", "platform_scope"), ("assay", "assay_scope"))
 NAME_MAX = 300
 # The most items one intake batch (API or manifest) runs: each is its own action, so a batch
 # is bounded to what one request may reasonably take (docs/API.md, Intake).
@@ -72,17 +71,6 @@ def _routing_queue(ctx: Context, template_code: str | None) -> dict:
     return queue
 
 
-def _check_scope(queue: dict, props: dict) -> None:
-    for prop, scope_field in SCOPES:
-        scope = queue["config"].get(scope_field) or []
-        if scope and props.get(prop) not in scope:
-            raise ActionError("SUBJECT_OUT_OF_SCOPE",
-                              f"Queue {queue['queue_key']!r} serves {prop} {', '.join(scope)};"
-                              f" this subject's {prop} is {props.get(prop)!r}.",
-                              queue_key=queue["queue_key"], property=prop,
-                              value=props.get(prop), scope=scope)
-
-
 def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
     p = ctx.payload
     return new_envelope(
@@ -115,7 +103,7 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
                               queue_key=ctx.env.get("next_queue_key"))
     queue = _routing_queue(ctx, code)  # refuses a subject without a template
     assert code is not None
-    _check_scope(queue, subject.props)
+    refuse_unless_in_scope(queue, subject.props)
     return queue, code
 
 
@@ -133,7 +121,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
         "VALIDATION_ERROR", f"properties: {message}", field="properties"))
     props = {k: v for k, v in ref.properties.items() if k != "execution"}
     props.update(given)
-    _check_scope(queue, props)
+    refuse_unless_in_scope(queue, props)
     return queue, code, props
 
 

@@ -14,7 +14,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
 )
-from bloomops.execution.policy import takes_template
+from bloomops.execution.policy import scope_problem, takes_template
 from bloomops.execution.states import (
     parse_priority,
 )
@@ -165,6 +165,11 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
             if target is not None and not takes_template(target["config"], code):
                 raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
                                     " subjects.", "OUTPUT_NOT_ALLOWED")
+            outside = target and scope_problem(target["config"], props)
+            if outside:
+                raise _output_error(i, f"queue {target['queue_key']!r} serves {outside[0]}"
+                                    f" {', '.join(outside[1])}; this output's {outside[0]} is"
+                                    f" {props.get(outside[0])!r}.", "SUBJECT_OUT_OF_SCOPE")
             props["execution"] = envelope
         obj = ctx.create(code, name=spec["name"].strip(), properties=props)
         edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, obj, "subject_output")]

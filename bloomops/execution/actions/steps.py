@@ -20,7 +20,7 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
-from bloomops.execution.policy import takes_template
+from bloomops.execution.policy import scope_problem, takes_template
 from bloomops.execution.states import DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
@@ -62,13 +62,27 @@ def refuse_unless_takes(queue: dict, template_code: str | None) -> None:
                           queue_template_codes=takes)
 
 
+def refuse_unless_in_scope(queue: dict, props: dict) -> None:
+    """A subject outside a queue's site/platform/assay scope is never visible there either
+    (RULES.md#visibility): refused, whichever action sends it."""
+    problem = scope_problem(queue["config"], props)
+    if problem is not None:
+        prop, scope = problem
+        raise ActionError("SUBJECT_OUT_OF_SCOPE",
+                          f"Queue {queue['queue_key']!r} serves {prop} {', '.join(scope)};"
+                          f" this subject's {prop} is {props.get(prop)!r}.",
+                          queue_key=queue["queue_key"], property=prop,
+                          value=props.get(prop), scope=scope)
+
+
 def next_queue_or_refuse(ctx: Context, queue_key: str | None, *,
                          required: bool = True) -> dict | None:
     """The queue the locked subject is sent to next (a completion, a failure, an external
-    result, a requeue): it must exist and take the subject's template."""
+    result, a requeue): it must exist, take the subject's template and have it in scope."""
     queue = queue_or_refuse(ctx, queue_key, required=required)
     if queue is not None and ctx.subject is not None:
         refuse_unless_takes(queue, template_code_of(ctx.subject))
+        refuse_unless_in_scope(queue, ctx.subject.props)
     return queue
 
 

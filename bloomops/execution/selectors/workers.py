@@ -15,6 +15,7 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.sql import (
     ENV,
+    SCOPE_FIELDS,
     SUBJECT_REVISION,
     TEMPLATES,
     lease_effective_status,
@@ -102,7 +103,9 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
                {ENV} AS execution, {ENV}->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision, t.code AS subject_template_code
+               {SUBJECT_REVISION} AS subject_revision, t.code AS subject_template_code,
+               jsonb_build_object({", ".join(f"'{f}', s.json_addl->'properties'->'{f}'"
+                                             for f in SCOPE_FIELDS)}) AS subject_scope
         FROM generic_instance x
         LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
              AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted

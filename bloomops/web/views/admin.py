@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import hold_codes
-from bloomops.execution.approvals import hold_gates
+from bloomops.execution.approvals import dead_letter_gate, hold_gates
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
@@ -103,8 +103,15 @@ def workbench(request: HttpRequest) -> HttpResponse:
         dead = [d for d in dead if services.matches(d, text)]
         holds = [h for h in holds if services.matches(h, text)]
         retrying = [r for r in retrying if services.matches(r, text)]
+    requeue_gate = dead_letter_gate()
+    asked = {a.props.get("subject_lookup_euid") for a in selectors.approvals(
+        status="REQUESTED") if a.props.get("action_key") == "requeue_subject"} \
+        if requeue_gate and dead else set()
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
+        # requeueing a dead letter needs a second person: each row asks for one instead
+        "requeue_gate": requeue_gate,
+        "requeue_asked": asked,
         "holds": holds,
         "retrying": retrying,
         "hold_codes": hold_codes(),

@@ -16,7 +16,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
-from bloomops.execution.policy import next_queues_allowed, takes_template
+from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
@@ -125,12 +125,19 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     def config_of(key: str) -> dict:
         return (queues.get(key) or {}).get("config") or {}
 
-    keys = [k for k in flow if takes_template(config_of(k), lease.get("subject_template_code"))]
+    scope = lease.get("subject_scope") or {}
+
+    def takes(key: str, code: str | None) -> bool:
+        # what the engine refuses to send there: another template, or out of its scope
+        return takes_template(config_of(key), code) and scope_problem(
+            config_of(key), scope) is None
+
+    keys = [k for k in flow if takes(k, lease.get("subject_template_code"))]
     # A next queue that does not take the item may take what the step makes of it (a
-    # library from a sample): completing makes that object and routes it there.
+    # library from a sample, carrying the sample's scope): completing makes that object
+    # and routes it there.
     makes = [(k, code) for k in flow if k not in keys
-             for code in config.get("output_template_codes") or []
-             if takes_template(config_of(k), code)]
+             for code in config.get("output_template_codes") or [] if takes(k, code)]
     passed_over = flow_next if flow_next and flow_next not in keys else ""
     default_next = flow_next if flow_next in keys else ""
     default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")

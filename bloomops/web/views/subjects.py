@@ -18,7 +18,7 @@ from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
-from bloomops.execution.policy import takes_template
+from bloomops.execution.policy import scope_problem, takes_template
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
@@ -97,11 +97,12 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     if diag is None:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
-    # where an operator may requeue it: the queues that take its template (the engine
-    # refuses the others, SUBJECT_TEMPLATE_MISMATCH)
+    # where an operator may requeue it: the queues that take its template and have it in
+    # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
     requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
                   for q in selectors.queues()
                   if takes_template(q["config"], diag.template_code)
+                  and scope_problem(q["config"], diag.props) is None
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
     return render(request, "web/subject.html", {
         "requeue_to": requeue_to,
