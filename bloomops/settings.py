@@ -174,8 +174,12 @@ BLOOMOPS_INTEGRITY_HOLD_CODES = [
 ]
 BLOOMOPS_APPROVAL_TTL_SECONDS = _int("BLOOMOPS_APPROVAL_TTL_SECONDS", 86400)
 
+# A password is also a person's electronic signature (docs/RULES.md#approvals): no common,
+# all-digit or name-like ones.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
+                 "CommonPasswordValidator", "NumericPasswordValidator")
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"

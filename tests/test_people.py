@@ -282,6 +282,10 @@ NEW_REFUSED = [
     ({"username": "no spaces!"}, "username"),
     ({"username": ""}, "username"),
     ({"password": "short"}, "too short"),
+    # the password signs approvals: no guessable ones
+    ({"password": "password123"}, "too common"),
+    ({"password": "8402917365"}, "entirely numeric"),
+    ({"username": "mariacurie", "password": "mariacurie1"}, "too similar to the username"),
     ({"reason": ""}, "needs a reason"),
     ({"roles": ["root"]}, "roles"),
     ({"username": "nul\x00name"}, "username"),

@@ -83,6 +83,24 @@ def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, des
     assert envelope(desk["subject"])["state"] == "READY"
 
 
+def test_a_mistyped_signature_keeps_the_reason_not_the_password(client, desk):
+    """The reason typed was gone after "The password does not match."; it is shown once
+    more, the password never."""
+    approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    bob = signed_in(client, desk["bob"])
+    data = form_for(bob.get("/approvals/"), f"/approvals/{approval}/decide/",
+                    reason="re-quant record checked", password="not-my-password",
+                    decision="APPROVED")
+    before = counts()
+    page = bob.post(f"/approvals/{approval}/decide/", data, follow=True)
+    assert any("password does not match" in m for m in said(page))
+    assert counts() == before
+    form = form_for(page, f"/approvals/{approval}/decide/")
+    assert form["reason"] == "re-quant record checked"
+    assert "not-my-password" not in page.content.decode()
+    assert form_for(bob.get("/approvals/"), f"/approvals/{approval}/decide/")["reason"] == ""
+
+
 def test_people_without_the_role_see_no_inbox_and_cannot_sign(client, desk):
     approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
     scientist = desk["users"]["worker_human"]
