@@ -187,6 +187,29 @@ def test_a_forged_make_choice_is_refused_and_writes_nothing(client, lab):
     assert counts() == before and envelope(euid)["state"] != "COMPLETED"
 
 
+@pytest.mark.parametrize(("first", "fields", "words"), [
+    ("complete", {}, "it was already completed"),
+    ("release", {}, "it was already released back to its queue"),
+    ("fail", {"error_class": "TRANSIENT_DEPENDENCY", "error_message": "busy"},
+     "a failure was already recorded for it"),
+])
+def test_an_older_tab_is_told_what_already_ended_the_claim(client, lab, first, fields, words):
+    """A second tab acting on a claim the person already ended was told "My work says why",
+    and My work said nothing (one's own endings are not news there)."""
+    euid = make_subject("q1")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    old_page = sci.get("/my-work/")
+    sci.post(f"/leases/{lease}/{first}/",
+             form_for(old_page, f"/leases/{lease}/{first}/", **fields))
+    before = counts()
+    response = sci.post(f"/leases/{lease}/renew/", form_for(old_page, f"/leases/{lease}/renew/"))
+    said_now = said(response)[-1]
+    assert said_now.startswith(f"This item is no longer yours: {words} (")
+    assert said_now.endswith("). Nothing more was done.") and "My work says why" not in said_now
+    assert counts() == before
+
+
 def test_completing_outside_the_flow_is_refused_in_words_and_writes_nothing(client, lab):
     make_queue("ont", display_name="ONT prep")
     make_queue("lim", default_next_queue_key="q2", next_queue_keys=[])

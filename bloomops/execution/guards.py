@@ -258,7 +258,9 @@ def guard_lease(ctx: Context) -> None:
         raise ActionError("LEASE_EXPIRED", lease_euid=lease.euid,
                           expires_at=lease.props.get("expires_at"))
     if status != "ACTIVE":
-        raise ActionError("LEASE_NOT_ACTIVE", lease_euid=lease.euid, lease_status=status)
+        raise ActionError("LEASE_NOT_ACTIVE", lease_euid=lease.euid, lease_status=status,
+                          released_at=lease.props.get("released_at"),
+                          release_reason=lease.props.get("release_reason"))
 
 
 def _linked(parent: Obj, child: Obj, rel: str) -> bool:

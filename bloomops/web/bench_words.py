@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import failure_classes_for
 from bloomops.execution.states import RETRY_CLASS_WORDS
+from bloomops.web.templatetags.bloomops_ui import local_clock
 
 # Refusals whose engine words a person at the bench should not have to decode.
 BENCH_REFUSALS: dict[str, str] = {
@@ -15,7 +17,6 @@ BENCH_REFUSALS: dict[str, str] = {
                           " take work again.",
     "WORKER_NOT_ELIGIBLE": "Your profile does not cover this queue (its steps, site, platform"
                            " or assay). Ask an admin if you should do this work.",
-    "LEASE_NOT_ACTIVE": "This item is no longer yours: its claim has ended. My work says why.",
 }
 
 TIMED_OUT = "your claim ran out before it was renewed; the item went back to its queue"
@@ -73,8 +74,29 @@ def template_words(code: str) -> str:
     return (parts[2] if len(parts) >= 3 else code).replace("_", " ")
 
 
-def bench_refusal(code: str, message: str) -> str:
+def bench_refusal(code: str, message: str, details: dict[str, Any] | None = None) -> str:
+    if code == "LEASE_NOT_ACTIVE":
+        return ended_claim(details or {})
     return BENCH_REFUSALS.get(code, message)
+
+
+def ended_claim(details: dict[str, Any]) -> str:
+    """Why an action on a claim that has ended did nothing, from the claim's own record (an
+    older page or another tab: often the person ended it themselves)."""
+    status, reason = details.get("lease_status"), details.get("release_reason") or ""
+    if status == "COMPLETED":
+        what = "it was already completed"
+    elif status == "RELEASED" and reason in RETRY_CLASS_WORDS:
+        what = "a failure was already recorded for it"
+    elif status == "RELEASED":
+        what = "it was already released back to its queue"
+    elif status == "EXPIRED" and not reason.startswith("FORCED_EXPIRY"):
+        what = TIMED_OUT
+    else:
+        what = ENDINGS.get(reason.partition(":")[0]) or "its claim had ended"
+    moment = parse_ts_or_none(details.get("released_at"))
+    at = f" ({local_clock(moment)})" if moment else ""
+    return f"This item is no longer yours: {what}{at}. Nothing more was done."
 
 
 def lost_notice(row: dict[str, Any], username: str) -> dict[str, Any] | None:

@@ -63,7 +63,7 @@ def _scan_page(request: HttpRequest, context: dict, status: int = 200) -> HttpRe
 
 def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
                   diagnose: bool = False) -> HttpResponse:
-    context = {"euid": euid, "error": bench_words.bench_refusal(err.code, err.message)}
+    context = {"euid": euid, "error": bench_words.bench_refusal(err.code, err.message, err.details)}
     if diagnose:
         mine = services.my_worker_euid(request.user)
         diag = selectors.subject_diagnostics(euid, worker_euid=mine)
@@ -205,7 +205,7 @@ def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
         try:
             return run()
         except ActionError as err:
-            words = bench_words.bench_refusal(err.code, err.message)
+            words = bench_words.bench_refusal(err.code, err.message, err.details)
             if words == err.message:
                 raise
             raise ActionError(err.code, words, **err.details) from None
