@@ -94,6 +94,19 @@ def test_the_page_shows_groups_in_words_and_filters_by_class(client, lab, failin
     assert "Tube A" not in narrowed.split('id="failure-items"')[1].split("</table>")[0]
 
 
+def test_a_retry_whose_time_has_come_reads_as_claimable_not_expired(client, lab, failing):
+    """Past its retry time an item is claimable again; the page said "retrying expired", as
+    if it had given up."""
+    client = signed_in(client, lab["operator"])
+    items = client.get("/failures/").content.decode().split('id="failure-items"')[1]
+    row = items.split(f'data-euid="{failing["retry_a"]}"')[1].split("</tr>")[0]
+    assert "retrying <time" in row and "expired" not in row
+    clock.advance(7 * 86400)
+    items = client.get("/failures/").content.decode().split('id="failure-items"')[1]
+    row = items.split(f'data-euid="{failing["retry_a"]}"')[1].split("</tr>")[0]
+    assert "retrying: due now, claimable" in row and "expired" not in row
+
+
 def test_retry_now_on_everything_a_filter_matches_is_counted_then_confirmed(client, lab, tenant,
                                                                           failing):
     client = signed_in(client, lab["operator"])

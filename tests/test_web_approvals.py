@@ -79,7 +79,11 @@ def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, des
     data = form_for(theirs, f"/approvals/{approval}/decide/", reason="checked",
                     password=password_of("bob"), decision="APPROVED")
     done = client.post(f"/approvals/{approval}/decide/", data, follow=True)
-    assert any(m.startswith("Approved and signed") for m in said(done))
+    assert said(done)[-1].startswith(f"Approved and signed: Releasing an integrity hold done"
+                                     f" on {desk['subject']}")
+    recent = done.content.decode().split('id="approvals-recent"')[1]
+    assert "Releasing an integrity hold" in recent and "release_execution_hold</code>" not in recent
+    assert "signed by password re-entry; reason: checked" in recent
     assert envelope(desk["subject"])["state"] == "READY"
 
 

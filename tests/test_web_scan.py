@@ -116,3 +116,21 @@ def test_htmx_scan_by_a_role_that_may_not_claim_is_refused_in_place(client, lab)
     response = client.post("/scan/", data, **HTMX)
     assert response.status_code == 403 and "Not claimed" in response.content.decode()
     assert counts() == before
+
+
+@pytest.mark.parametrize(("envelope", "words", "not_said"), [
+    ({"state": "COMPLETED", "terminal": True, "next_queue_key": None},
+     "It is finished: its work was completed", ["terminal state", "not routed"]),
+    ({"state": "HELD", "hold_state": "ACTIVE", "hold_reason": "label smudged"},
+     "An active hold: label smudged", ["is not eligible"]),
+    ({"state": "PENDING"}, "It has not been sent to any queue yet", ["is not eligible"]),
+])
+def test_a_scan_refused_by_the_item_s_state_says_it_in_words(client, lab, envelope, words,
+                                                             not_said):
+    """Was "The subject is in terminal state COMPLETED. The subject is not routed to a
+    queue." and "State HELD is not eligible in q1 (READY, FAILED_RETRYABLE)."."""
+    euid = make_subject("q1", **envelope)
+    client = signed_in(client, lab["worker_human"])
+    html = client.post("/scan/", scan_form(client, euid), **HTMX).content.decode()
+    assert words in html
+    assert not [w for w in not_said if w in html]

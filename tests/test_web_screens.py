@@ -500,3 +500,15 @@ def test_the_inspector_requeues_to_a_queue_that_takes_the_subject(client, lab):
     data = form_for(page, f"/subjects/{euid}/requeue/", queue_key="q1", reason="misrouted")
     operator.post(f"/subjects/{euid}/requeue/", data)
     assert envelope(euid)["next_queue_key"] == "q1"
+
+
+def test_the_inspector_says_when_a_retry_is_due_humanely(client, lab):
+    """Was "RETRY_WINDOW_NOT_REACHED Retry is not due until 2026-11-25T15:40:00.635467Z"."""
+    euid = make_subject("q1", state="FAILED_RETRYABLE",
+                        retry_at="2099-01-01T10:00:00.635467Z")
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    reasons = html.split('id="reasons"')[1].split("</ul>")[0]
+    assert "Retry is not due until <time" in reasons
+    assert "635467" not in reasons
+    api = selectors.subject_diagnostics(euid)
+    assert "2099-01-01T10:00:00.635467Z" in api.reasons[0].message  # the API's message keeps it

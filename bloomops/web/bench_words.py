@@ -134,15 +134,41 @@ def standing_notice(standing: dict[str, Any] | None) -> dict[str, Any] | None:
             "when": standing.get("executed_at")}
 
 
+# Why a scanned item's state keeps it out of the queue, in the bench's words.
+FINISHED_WORDS = {
+    "COMPLETED": "It is finished: its work was completed",
+    "CANCELED": "Its work was canceled",
+    "FAILED_TERMINAL": "It failed for good; QA decides what happens to it (dead letters)",
+}
+STATE_WORDS = {
+    "HELD": "It is on hold",
+    "PENDING": "It has not been sent to any queue yet",
+    "WAITING_EXTERNAL": "It is waiting for a result from outside the lab's queues",
+    "RUNNING": "Someone is working on it",
+}
+# Reasons another one already says in better words.
+_SAID_BY = {"NEXT_QUEUE_KEY_MISSING": "TERMINAL_STATE", "STATE_NOT_ELIGIBLE": "TERMINAL_STATE"}
+
+
 def scan_reasons(diagnostics: Any, mine: str | None = None) -> list[dict[str, Any]]:
     """Why a scanned item is not claimable, for the bench: who has it (a name, not an EUID)
     and until when, when a retry or the item is due (a time the template renders humanely);
     other reasons in the engine's words."""
     env = diagnostics.execution or {}
     lease = (diagnostics.active_lease or {}).get("props") or {}
+    codes = {r.code for r in diagnostics.reasons}
     out = []
     for reason in diagnostics.reasons:
-        if reason.code == "ACTIVE_LEASE" and mine and lease.get("worker_lookup_euid") == mine:
+        if _SAID_BY.get(reason.code) in codes or (
+                reason.code == "STATE_NOT_ELIGIBLE" and "ACTIVE_HOLD" in codes):
+            continue
+        if reason.code == "TERMINAL_STATE":
+            out.append({"code": reason.code, "text": FINISHED_WORDS.get(
+                diagnostics.state, reason.message.rstrip(".")), "when": None})
+        elif reason.code == "STATE_NOT_ELIGIBLE" and diagnostics.state in STATE_WORDS:
+            out.append({"code": reason.code, "text": STATE_WORDS[diagnostics.state],
+                        "when": None})
+        elif reason.code == "ACTIVE_LEASE" and mine and lease.get("worker_lookup_euid") == mine:
             out.append({"code": reason.code, "text": "You already have it: your claim ends",
                         "when": lease.get("expires_at"), "mine": True})
         elif reason.code == "ACTIVE_LEASE":

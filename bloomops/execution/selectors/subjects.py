@@ -33,6 +33,10 @@ from bloomops.tapdb.db import fetch_all, fetch_one
 class Reason:
     code: str
     message: str
+    # For a screen: the message up to its instant, and the instant (stored UTC text), so the
+    # instant can be shown humanely; the message says both for the API.
+    lead: str = ""
+    when: str | None = None
 
 
 # The "why not in queue" reasons (RULES.md#visibility), in plain words. subject_diagnostics adds the
@@ -160,9 +164,9 @@ def subject_diagnostics(
     if lease:
         if lease_is_active(lease["props"], now_ts):
             derived = "LEASED"
-            reasons.append(Reason("ACTIVE_LEASE", "Leased by worker "
-                                  f"{lease['props'].get('worker_lookup_euid')} until "
-                                  f"{lease['props'].get('expires_at')}."))
+            lead = f"Leased by worker {lease['props'].get('worker_lookup_euid')} until"
+            reasons.append(Reason("ACTIVE_LEASE", f"{lead} {lease['props'].get('expires_at')}.",
+                                  lead, lease["props"].get("expires_at")))
         else:
             # Stored ACTIVE but past expiry: inactive for every read (RULES.md#leases).
             derived = "LEASE_EXPIRED"
@@ -179,9 +183,11 @@ def subject_diagnostics(
         retry = ts(parse_ts_or_none(env.get("retry_at")))
         if retry and retry > now_ts:
             reasons.append(Reason("RETRY_WINDOW_NOT_REACHED",
-                                  f"Retry is not due until {env['retry_at']}."))
+                                  f"Retry is not due until {env['retry_at']}.",
+                                  "Retry is not due until", env["retry_at"]))
         elif row["ready_ts"] > now_ts:
-            reasons.append(Reason("NOT_READY_YET", f"Not ready until {row['ready_ts']}."))
+            reasons.append(Reason("NOT_READY_YET", f"Not ready until {row['ready_ts']}.",
+                                  "Not ready until", row["ready_ts"]))
         if not row["template_ok"]:
             reasons.append(Reason("TEMPLATE_NOT_ACCEPTED", f"{queue['queue_key']} does not take"
                                   f" {row['template_code']} subjects."))

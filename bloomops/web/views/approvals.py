@@ -11,6 +11,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.approvals import RULE_TEXT, RULES
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.guards import load_json
@@ -57,8 +58,10 @@ def decide_approval(request: HttpRequest, approval_euid: str) -> HttpResponse:
 
     def said(result: ActionResult) -> str:
         if result["approval_status"] == "APPROVED":
-            return (f"Approved and signed: {result['gated_action_key']} ran on"
-                    f" {result['subject_euid']} (now {result['state']}).")
+            key = result["gated_action_key"]
+            what = next((RULE_TEXT[r] for r, gated in RULES.items() if gated == key), key)
+            return (f"Approved and signed: {what} done on {result['subject_euid']}"
+                    f" (now {result['state']}).")
         return f"Rejected and signed: {result['subject_euid']} stays as it was."
 
     return answer(request, run, said, reverse("approvals"))
