@@ -21,8 +21,8 @@ def test_admin_previews_the_diff_then_saves(browser, site):  # noqa: F811
     page.locator("#queue-settings-link").click()
     page.get_by_role("link", name="Line").click()
     page.wait_for_url(f"{site}/settings/queues/line/")
-    page.get_by_label("lease_ttl_seconds").fill("1800")
-    page.get_by_label("strict_order").check()
+    page.get_by_label("Lease TTL seconds").fill("1800")
+    page.get_by_label("Strict order").check()
     page.locator("#preview-button").click()
     diff = page.locator("#diff")
     assert diff.locator('tr[data-field="lease_ttl_seconds"]').inner_text().split() == [

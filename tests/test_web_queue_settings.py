@@ -170,3 +170,17 @@ def test_the_next_queues_a_flow_allows_are_set_on_the_settings_page(client, worl
     assert bad.status_code == 200 and "next_queue_keys must be lowercase" in html
     assert 'id="diff"' not in html
     assert counts() == before and cfg()["next_queue_keys"] == ["qc"]
+
+
+def test_settings_are_labelled_in_words_with_their_key(client, lab):
+    """The labels were the raw keys (queue_key, retry_policy.initial_delay_seconds)."""
+    from bloomops.web.queue_form import form_fields
+
+    fields = {f["name"]: f for f in form_fields({})}
+    assert fields["default_next_queue_key"]["label"] == "Default next queue key"
+    assert fields["retry_initial_delay_seconds"]["help"] == (
+        "Seconds before the first retry (1 to 86400).")
+    client.force_login(lab["admin"])
+    html = client.get("/settings/new-queue/").content.decode()
+    assert '<label for="queue_key">Queue key</label> <code class="muted key">queue_key</code>' \
+        in html

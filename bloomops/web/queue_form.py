@@ -36,8 +36,25 @@ def _number(raw: str, name: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+# What each retry number means, for the settings page (the engine's bounds follow).
+RETRY_HELP = {
+    "initial_delay_seconds": "Seconds before the first retry",
+    "backoff_factor": "Each further wait is the one before times this",
+    "max_delay_seconds": "Longest wait between retries, in seconds",
+    "jitter_ratio": "Random share added to each wait, so retries spread out",
+}
+
+
+def field_label(name: str) -> str:
+    """A setting's name in words ("default_next_queue_key" -> "Default next queue key");
+    the page shows the key beside it, as the lab's queue file names it."""
+    words = name.replace("_", " ").replace("ttl", "TTL")
+    return words[:1].upper() + words[1:]
+
+
 def form_fields(cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the settings page shows: each field with its kind, current value and help."""
+    """What the settings page shows: each field with its label, kind, current value and
+    help."""
     out: list[dict[str, Any]] = []
     for name in TEXT_FIELDS:
         out.append({"name": name, "kind": "text", "value": cfg.get(name) or "",
@@ -58,7 +75,9 @@ def form_fields(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         low, high = RETRY_RANGES[name]
         out.append({"name": f"retry_{name}", "kind": "number", "value": policy.get(name),
                     "min": low, "max": high, "step": "any",
-                    "help": f"retry_policy.{name} ({low} to {high})"})
+                    "help": f"{RETRY_HELP[name]} ({low} to {high})."})
+    for field in out:
+        field["label"] = field_label(field["name"])
     return out
 
 
