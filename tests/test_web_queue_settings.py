@@ -184,3 +184,16 @@ def test_settings_are_labelled_in_words_with_their_key(client, lab):
     html = client.get("/settings/new-queue/").content.decode()
     assert '<label for="queue_key">Queue key</label> <code class="muted key">queue_key</code>' \
         in html
+
+
+def test_the_preview_warns_of_a_next_queue_that_does_not_exist(client, world):
+    """A typo in the next queue was saved without a word; every completion to it would be
+    refused. The preview names it (not refused: a lab may create that queue next)."""
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    typo = client.post("/settings/queues/cfg/", settings_form(
+        page, default_next_queue_key="ilmn_seq_pol")).content.decode()
+    assert 'id="unknown-queues"' in typo and "No queue ilmn_seq_pol exists yet" in typo
+    fine = client.post("/settings/queues/cfg/", settings_form(
+        page, default_next_queue_key="cfg")).content.decode()
+    assert 'id="diff"' in fine and 'id="unknown-queues"' not in fine

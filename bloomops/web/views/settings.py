@@ -62,7 +62,12 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
         messages.info(request, "Nothing would change: every field has that value already.")
         return _page(request, row)
     preview = [(k, row["config"].get(k), v) for k, v in sorted(changes.items())]
-    return _page(request, row, preview=preview, changes=encode(changes),
+    # A next queue may be created after this one (a lab's file names them in any order), so
+    # an unknown key is not refused; but a typo would send every completion nowhere.
+    known = {q["queue_key"] for q in selectors.queues()}
+    named = [changes.get("default_next_queue_key"), *(changes.get("next_queue_keys") or [])]
+    unknown = sorted({k for k in named if k and k not in known})
+    return _page(request, row, preview=preview, changes=encode(changes), unknown=unknown,
                  reason=reason_of(request), seen_revision=guards(request)["expected_revision"])
 
 
