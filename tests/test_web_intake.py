@@ -132,3 +132,22 @@ def test_confirm_refuses_a_forged_batch_key_and_a_changed_row_is_refused_by_the_
     assert 'data-outcome="REFUSED"' in r.content.decode()
     assert "IDEMPOTENCY_CONFLICT" in r.content.decode()
     assert counts() == before
+
+
+def test_the_preview_warns_of_a_name_already_registered_or_given_twice(intake_lab):
+    """The same manifest uploaded again previewed "OK: will register" for every row, and
+    confirming it registered every specimen twice. The rows still run (a name need not be
+    unique), but the preview says so."""
+    client = signed_in(Client(), intake_lab["operator"])
+    existing = make_subject("q1", name="Walk3 Specimen A")
+    manifest = (HEADER + ",Walk3 Specimen A,specimen,q1,,,sfo,,\n"
+                + ",Tube 20,specimen,q1,,,sfo,,\n"
+                + ",Tube 20,specimen,q1,,,rtp,,\n"
+                + ",Tube 21,specimen,q1,,,sfo,,\n")
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3, 4, 5)}
+    assert f"&#x27;Walk3 Specimen A&#x27; is already registered ({existing})" in rows[2]
+    assert "Warning" not in rows[3]
+    assert "line 3 has the same name" in rows[4]
+    assert "Warning" not in rows[5]
+    assert html.count('data-ok="yes"') == 4

@@ -35,6 +35,8 @@ class Row:
     line: int
     values: dict[str, str]
     problem: str | None = None
+    # Said in the preview, not refused: the row still runs when confirmed.
+    warning: str | None = None
     request: ActionRequest | None = None
     outcome: dict[str, Any] = field(default_factory=dict)
 
@@ -143,6 +145,24 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
             idempotency_key=f"intake:{batch_key}:{row.line}",
             subject_euid=v.get("euid") or None, queue_key=v.get("queue") or None,
             payload=payload)
+
+
+def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
+    """A new subject named like one already registered, or like an earlier row: most often
+    the same manifest uploaded again, which would register every specimen twice."""
+    first: dict[str, int] = {}
+    for row in rows:
+        if row.problem or row.action_key != "register_subject":
+            continue
+        name = row.values["name"]
+        said = []
+        if existing.get(name):
+            said.append(f"{name!r} is already registered ({', '.join(existing[name][:3])})")
+        if name in first:
+            said.append(f"line {first[name]} has the same name")
+        first.setdefault(name, row.line)
+        if said:
+            row.warning = "; ".join(said) + ": check this is not the same specimen twice."
 
 
 def _cell(value: Any) -> str:

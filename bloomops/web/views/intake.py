@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
+from bloomops.execution import selectors
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, preview
 from bloomops.execution.context import Actor, action_spec
 from bloomops.execution.errors import ActionError
@@ -89,6 +90,8 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
             row.outcome = preview(row.request)
         except ActionError as exc:
             row.problem = exc.message
+    manifest.warn_of_duplicates(rows, selectors.subjects_named(
+        [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
     ok = [r.line for r in rows if not r.problem]
     return _page(request, rows=rows, manifest=text, batch_key=batch_key,
                  accepted=",".join(map(str, ok)), ok_count=len(ok),
