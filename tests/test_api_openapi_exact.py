@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from bloomops.api.action_schemas import REQUEST_FIELDS, REQUEST_SCHEMAS
+from bloomops.api.action_schemas import REQUEST_FIELDS
 from bloomops.api.api import ACTIONS
+from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.execution.actions import ACTIONS as REGISTRY
 from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
 from tests.api_helpers import api_for

@@ -45,9 +45,12 @@ def page_for(browser, site: str, username: str, width: int, *, axe: bool = False
     return page
 
 
-def small_targets(page) -> list[str]:
-    """Visible controls smaller than 44x44 px (with every disclosure opened)."""
+def small_targets(page, within: str = "") -> list[str]:
+    """Visible controls smaller than 44x44 px (with every disclosure opened), in the element
+    ``within`` selects (default: the page)."""
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    css = ", ".join(f"{within} {c.strip()}" for c in CONTROLS.split(",")) if within \
+        else CONTROLS
     return page.evaluate(
         """([css, least]) => [...document.querySelectorAll(css)].filter(el => {
             const r = el.getBoundingClientRect();
@@ -63,7 +66,7 @@ def small_targets(page) -> list[str]:
             const size = Math.round(r.width) + 'x' + Math.round(r.height);
             return `${el.tagName.toLowerCase()} "${name}" ${size}`;
         })""",
-        [CONTROLS, TOUCH],
+        [css, TOUCH],
     )
 
 
@@ -104,6 +107,28 @@ def test_every_bench_control_is_a_touch_target(browser, bench, width):
         assert small_targets(page) == [], (path, width)
         assert overflow(page) <= 0, (path, width, overflow(page))
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [768, 375])
+def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, width):
+    """A scientist signs in and lands on the dashboard, the list of queues: its inputs were
+    32 px tall, its queue links 36 px and its numbers 9x16 px."""
+    from bloomops.execution.stats.recorder import record
+
+    record()  # a sample: the dashboard draws its charts too
+    site = bench["site"]
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(f"{site}/accounts/login/")
+    assert small_targets(page, ".signin") == []
+    page.get_by_label("Username").fill("scientist")
+    page.get_by_label("Password").fill(ui.PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/")
+    assert small_targets(page, "#queue-table") == [], width
+    assert page.locator("figure.chart-pair").count() > 1  # the lab's and the queues'
+    assert overflow(page) <= 0, (width, overflow(page))
+    context.close()
 
 
 def screens(site: str, subject: str) -> list[str]:

@@ -92,6 +92,8 @@ def test_queue_detail_lists_visible_items_in_execution_order(client, lab):
     assert response.status_code == 200
     assert html.index(">stat<") < html.index(">urgent<") < html.index(">routine old<")
     assert 'class="badge prio-stat">STAT' in html and "prio-urgent" in html
+    # the number too: it orders items of one class (ROUTINE 20 before ROUTINE 10)
+    assert f'URGENT</span> <span class="prio-number">{PRIORITY_CLASSES["URGENT"]}</span>' in html
     assert 'title="2030-01-01 00:00:00 UTC"' in html  # due time, exact on hover
     assert "3 visible items" in html
     assert 'id="claim-next"' in html and ">Claim</button>" in html

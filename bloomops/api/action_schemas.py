@@ -394,8 +394,9 @@ class RecordEvidenceIn(ActionEnvelope):
                                description="sha256 (lowercase hex) of the bundle's bytes.")
 
 
-# The request schema of each action, by the key of the engine's action registry.
-REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
+# The request schema of each core action, by the key of the engine's action registry (every
+# action's, with the queue configuration's and the approvals': api/request_schemas.py).
+CORE_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
     "claim_queue_item": ClaimIn, "renew_queue_lease": RenewLeaseIn,
     "release_queue_lease": ReleaseLeaseIn, "complete_queue_execution": CompleteIn,
@@ -406,11 +407,3 @@ REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     "route_subject": RouteSubjectIn, "register_subject": RegisterSubjectIn,
     "record_evidence_bundle": RecordEvidenceIn,
 }
-
-# The queue configuration actions' schemas live beside (a module of their own for size).
-from bloomops.api.queue_schemas import QUEUE_SCHEMAS  # noqa: E402
-
-REQUEST_SCHEMAS.update(QUEUE_SCHEMAS)
-from bloomops.api.approval_schemas import APPROVAL_SCHEMAS  # noqa: E402
-
-REQUEST_SCHEMAS.update(APPROVAL_SCHEMAS)

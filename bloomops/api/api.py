@@ -20,6 +20,7 @@ from bloomops.api import errors, intake
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
 from bloomops.api.readmodel import summary_dict
+from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
@@ -348,7 +349,7 @@ def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
 
 # path -> (action key, request schema, summary), from the engine's action registry.
 ACTIONS: dict[str, tuple[str, type[A.ActionEnvelope], str]] = {
-    d.path: (key, A.REQUEST_SCHEMAS[key], d.summary) for key, d in ACTION_REGISTRY.items()}
+    d.path: (key, REQUEST_SCHEMAS[key], d.summary) for key, d in ACTION_REGISTRY.items()}
 
 
 def build_request(action_key: str, body: A.ActionEnvelope, user,

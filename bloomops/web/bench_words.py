@@ -8,7 +8,7 @@ from typing import Any
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import failure_classes_for
 from bloomops.execution.states import RETRY_CLASS_WORDS
-from bloomops.web.templatetags.bloomops_ui import local_clock
+from bloomops.web.timewords import local_clock
 
 # Refusals whose engine words a person at the bench should not have to decode.
 BENCH_REFUSALS: dict[str, str] = {

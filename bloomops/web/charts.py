@@ -24,7 +24,8 @@ from bloomops.execution.stats.history import (
     bucket_end,
 )
 from bloomops.execution.stats.snapshot import interval_seconds
-from bloomops.web.templatetags.bloomops_ui import readable_seconds, when
+from bloomops.web.templatetags.bloomops_ui import when
+from bloomops.web.timewords import readable_seconds
 
 # the plot area inside a chart: a line of legend above, the time axis below, a value
 # scale on either side

@@ -36,9 +36,10 @@ def sql_page_data(rows: list[Any], total: int, offset: int) -> TableListData:
     return TableListData(SqlPage(rows, total, offset))
 
 
+# The class and the number within it: two ROUTINE items are in the order of their numbers.
 PRIORITY_BADGE = (
     '<span class="badge prio-{{ record.priority_class|lower }}">{{ record.priority_class }}'
-    "</span>"
+    '</span> <span class="prio-number">{{ record.priority }}</span>'
 )
 SUBJECT_LINK = (
     '<a href="{% url \'subject\' record.euid %}"><code>{{ record.euid }}</code></a>'

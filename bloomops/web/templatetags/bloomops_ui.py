@@ -7,13 +7,13 @@ import uuid
 from datetime import UTC, datetime
 
 from django import template
-from django.utils import timezone
 from django.utils.html import format_html
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts, parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.web.bulk import Pick
+from bloomops.web.timewords import local_clock, readable_seconds, relative
 
 register = template.Library()
 
@@ -22,23 +22,6 @@ register = template.Library()
 def new_key() -> str:
     """A fresh idempotency key, minted when the page is rendered."""
     return uuid.uuid4().hex
-
-
-def readable_seconds(seconds: float | None) -> str:
-    """3 h 12 min, 45 s, 2 d 4 h; 2 d and 1 h when the smaller part is nothing."""
-    if seconds is None:
-        return "–"
-    seconds = int(max(0, seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    if minutes:
-        return f"{minutes} min"
-    return f"{secs} s"
 
 
 @register.filter
@@ -69,24 +52,6 @@ def when(value: datetime | str | None) -> str:
     """A timestamp as 2026-01-05 12:00 UTC."""
     moment = parse_ts(value)
     return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "–"
-
-
-def relative(moment: datetime, now: datetime | None = None) -> str:
-    """"in 12 min", "3 h ago", "just now" (under 30 s either way)."""
-    delta = (moment - (now or clock.now())).total_seconds()
-    if abs(delta) < 30:
-        return "just now"
-    words = readable_seconds(abs(delta))
-    return f"in {words}" if delta > 0 else f"{words} ago"
-
-
-def local_clock(moment: datetime, now: datetime | None = None) -> str:
-    """Wall-clock time in the server's zone with the zone's name; the date too unless it is
-    today. static/js/bloomops.js rewrites it in the reader's own zone."""
-    local = timezone.localtime(moment)
-    today = timezone.localtime(now or clock.now()).date()
-    shown = local.strftime("%H:%M") if local.date() == today else local.strftime("%d %b %H:%M")
-    return f"{shown} {local.tzname()}"
 
 
 @register.filter

@@ -20,7 +20,7 @@ from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
-from bloomops.web.templatetags.bloomops_ui import local_clock, relative
+from bloomops.web.timewords import local_clock, relative
 from bloomops.web.views.common import (
     answer,
     as_human,
