@@ -134,3 +134,132 @@ def test_the_intake_batch_refusal_names_what_was_refused(apis):
     assert r.status_code == 403 and error_code(r) == "FORBIDDEN"
     message = r.json()["error"]["message"]
     assert "route or register subjects" in message and "route subject." not in message
+
+
+# ------------------------------------------------------------------ instants and numbers
+
+
+@pytest.mark.parametrize("due", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00",
+                                 "0001-01-01T00:00:00Z", "0999-06-01T00:00:00Z"])
+def test_an_instant_outside_four_digit_years_is_refused(apis, due):
+    """9999-12-31 at -05:00 overflowed to a 500; year 1 was stored as "1-01-01..." (no
+    padding), an envelope the engine then called invalid."""
+    before = counts()
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Tube", due_at=due)
+    assert "within the years 1000 to 9998" in refused_field(r, "due_at")
+    assert counts() == before
+
+
+def test_a_bad_instant_in_a_batch_is_that_item_s_refusal(apis):
+    """A 500 in the middle of a batch kept the items before it and answered none."""
+    items = [{"action": "register_subject", "request": {
+        "idempotency_key": f"b-{i}", "queue_key": "q1", "template_code": SPECIMEN,
+        "name": f"Tube {i}", **extra}} for i, extra in enumerate(
+            [{}, {"due_at": "9999-12-31T23:59:59-05:00"}])]
+    r = apis["operator"].post("/actions/intake-batch", {"items": items})
+    assert r.status_code == 200, r.content
+    assert [i["ok"] for i in r.json()["items"]] == [True, False]
+    assert r.json()["items"][1]["error"]["details"]["field"] == "due_at"
+
+
+def _claimed_in_prep(apis, **queue):
+    library = "content/material/library/1.0"
+    make_queue("pool", subject_template_codes=[library])
+    make_queue("prep", output_template_codes=[library], **queue)
+    subject = make_subject("prep")
+    api = apis["worker_service"]
+    worker = api.act("register-worker", worker_key="w-out").json()["worker_euid"]
+    lease = api.act("claim", worker_euid=worker, queue_key="prep").json()
+    return api, worker, lease, subject, library
+
+
+@pytest.mark.parametrize("execution,problem", [
+    ({"next_queue_key": "pool", "due_at": "0001-01-01T00:00:00-05:00"}, "within the years"),
+    ({"next_queue_key": "pool", "priority": 10**30}, "priority must be within"),
+    ({"next_queue_key": "pool", "priority": "99999999999999999999999999999999999999"},
+     "priority must be"),
+    ({"next_queue_key": "pool", "priority": [1]}, "priority must be"),
+])
+def test_an_output_s_envelope_is_bounded_as_an_intake_s(apis, execution, problem):
+    """An output's priority 10**30 was stored and sorted ahead of every STAT item."""
+    api, worker, lease, subject, library = _claimed_in_prep(apis)
+    before = counts()
+    r = api.act("complete", worker_euid=worker, lease_euid=lease["lease_euid"],
+                expected_state="READY",
+                outputs=[{"template_code": library, "name": "L", "execution": execution}])
+    assert r.status_code == 400 and problem in r.json()["error"]["message"], r.content
+    assert counts() == before
+
+
+def test_a_failure_naming_a_queue_that_does_not_exist_is_refused_whatever_its_class(apis):
+    api, worker, lease, subject, library = _claimed_in_prep(apis)
+    before = counts()
+    r = api.act("fail", worker_euid=worker, lease_euid=lease["lease_euid"],
+                expected_state="READY", error_class="PERMANENT_INPUT",
+                next_queue_key="no_such_queue")
+    assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
+    assert counts() == before
+
+
+def test_a_partial_retry_policy_may_not_put_the_cap_below_the_initial_delay(apis):
+    admin = apis["admin"]
+    r = admin.act("create-queue", queue_key="rq", subject_template_codes=[SPECIMEN],
+                  reason="x", retry_policy={"initial_delay_seconds": 60})
+    assert r.status_code == 200, r.content
+    before = counts()
+    r = admin.act("update-queue", queue_key="rq", expected_revision=1, reason="x",
+                  retry_policy={"max_delay_seconds": 30})
+    assert "below initial_delay_seconds" in refused_field(r, "retry_policy.max_delay_seconds")
+    assert counts() == before
+
+
+# ------------------------------------------------------------------ more that does not apply
+
+
+def test_a_renewal_names_its_own_subject_or_none(apis):
+    """A renewal with another subject's EUID, a state and a revision renewed the lease and
+    checked none of them."""
+    api, worker, lease, subject, library = _claimed_in_prep(apis)
+    other = make_subject("prep")
+    before = counts()
+    r = api.act("renew-lease", worker_euid=worker, lease_euid=lease["lease_euid"],
+                subject_euid=other)
+    assert r.status_code == 409 and error_code(r) == "LEASE_NOT_OWNED"
+    r = api.act("renew-lease", worker_euid=worker, lease_euid=lease["lease_euid"],
+                expected_state="CANCELED")
+    refused_field(r, "expected_state")
+    assert counts() == before
+    r = api.act("renew-lease", worker_euid=worker, lease_euid=lease["lease_euid"],
+                subject_euid=subject)
+    assert r.status_code == 200, r.content
+
+
+@pytest.mark.parametrize("path,fields,field", [
+    ("create-queue", {"queue_key": "nq", "subject_template_codes": [SPECIMEN],
+                      "subject_euid": "Z-MX-1"}, "subject_euid"),
+    ("create-queue", {"queue_key": "nq", "subject_template_codes": [SPECIMEN],
+                      "expected_state": "HELD"}, "expected_state"),
+    ("requeue", {"worker_euid": "Z-AX-1"}, "worker_euid"),
+    ("hold", {"lease_euid": "Z-LS-1"}, "lease_euid"),
+])
+def test_operator_and_admin_actions_refuse_what_they_do_not_act_on(apis, path, fields, field):
+    subject = make_subject("q1")
+    before = counts()
+    body = {"reason": "x", **fields}
+    if path in ("requeue", "hold"):
+        body.update(subject_euid=subject, expected_state="READY")
+    r = apis["admin"].act(path, **body)
+    assert "does not apply to" in refused_field(r, field)
+    assert counts() == before
+
+
+def test_an_expected_state_is_checked_wherever_the_action_has_its_subject(apis):
+    """request-approval on a dead-lettered subject with expected_state READY was accepted."""
+    subject = make_subject("q1", state="FAILED_TERMINAL", terminal=True)
+    before = counts()
+    r = apis["operator"].act("request-approval", subject_euid=subject, expected_state="READY",
+                             action_key="requeue_subject", reason="retry it",
+                             parameters={"reason": "retry it"})
+    assert r.status_code == 409 and error_code(r) == "STATE_CONFLICT"
+    assert counts() == before

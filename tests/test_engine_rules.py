@@ -179,6 +179,25 @@ def test_release_hold_returns_a_retrying_subject_to_failed_retryable(tenant):
                payload={"reason": "lot fine"})["state"] == "FAILED_RETRYABLE"
 
 
+@pytest.mark.parametrize(("state", "queue_key", "after"), [
+    ("PENDING", None, "PENDING"), ("WAITING_EXTERNAL", "q1", "WAITING_EXTERNAL"),
+    ("RUNNING", "q1", "READY")])
+def test_release_hold_returns_the_subject_where_it_was(tenant, state, queue_key, after):
+    """A PENDING subject held and released came back READY with no queue: in no queue's
+    work, and refused by route_subject as already routed."""
+    op = actor("operator")
+    make_queue("q1")
+    subject = make_subject(queue_key, state=state)
+    act("place_execution_hold", op, subject_euid=subject, expected_state=state,
+        payload={"reason": "check"})
+    released = act("release_execution_hold", op, subject_euid=subject, expected_state="HELD",
+                   payload={"reason": "fine"})
+    assert released["state"] == after
+    if after == "PENDING":
+        routed = act("route_subject", op, subject_euid=subject, queue_key="q1")
+        assert routed["state"] == "READY"
+
+
 def test_hold_cancels_the_active_lease(tenant):
     svc, op = actor(*SERVICE), actor("operator")
     make_queue("q1")

@@ -126,3 +126,17 @@ def test_a_bundle_with_a_key_twice_is_not_verified(users, subject):
     response = api.post(f"/subjects/{subject}/evidence/verify", twice.encode())
     assert response.status_code == 400
     assert "'format' is given twice" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("section", ["leases", "action_records", "outputs", "lineage"])
+@pytest.mark.parametrize("value", [1, True, 0, "x", {"a": 1}])
+def test_a_bundle_whose_section_is_not_a_list_is_not_a_bundle(users, subject, section, value):
+    """It was a 500 (TypeError: 'int' object is not iterable)."""
+    api = api_for(users["operator"])
+    doc = json.loads(api.get(f"/subjects/{subject}/evidence").content)
+    doc[section] = value
+    before = counts()
+    response = api.post(f"/subjects/{subject}/evidence/verify", canonical_bytes(doc))
+    assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert f"({section} is not a list)" in response.json()["error"]["message"]
+    assert counts() == before

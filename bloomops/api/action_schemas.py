@@ -28,6 +28,7 @@ from bloomops.execution.people import HUMAN_KEY_PREFIX, PROFILE_FIELDS
 from bloomops.execution.states import (
     ALL_STATES,
     PRIORITY_CLASSES,
+    PRIORITY_RANGE,
     TRANSIENT_CLASSES,
     RetryClass,
     WorkerType,
@@ -45,7 +46,7 @@ ReportedWorkerStatus = Literal["ONLINE", "OFFLINE", "DRAINING"]
 # characters, revisions up to 2^31, other integers within PostgreSQL's bigint.
 ID_MAX = 200
 REVISION_MAX = 2**31
-BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+BIGINT_MIN, BIGINT_MAX = PRIORITY_RANGE  # PostgreSQL's bigint, where priorities are kept
 # "Has a character that is not white space": the engine strips text and treats blank as
 # missing. Python's regex engine, so the schema, pydantic and str.strip() agree on "space".
 NON_BLANK = r"\S"

@@ -76,8 +76,24 @@ def parse_stored_ts(value: Any) -> datetime | None:
     return moment
 
 
+# The years a request's instant may name: stored as fixed-width text (four digits) whose
+# order is time order, and convertible to UTC without leaving what Python's dates hold.
+YEARS = (1000, 9998)
+
+
 def normalize_ts(value: Any) -> str | None:
-    return ts(parse_ts(value))
+    """A request's instant as the envelope stores it (UTC, fixed width); ValueError when it
+    is not an ISO 8601 instant within YEARS."""
+    moment = parse_ts(value)
+    if moment is None:
+        return None
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not YEARS[0] <= utc.year <= YEARS[1]:
+        raise ValueError(f"{str(value)[:40]!r} is outside the years {YEARS[0]} to {YEARS[1]}")
+    return ts(utc)
 
 
 HOLD_STATES = ("NONE", "ACTIVE", "TERMINAL")

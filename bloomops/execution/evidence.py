@@ -181,6 +181,12 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
             or not isinstance(subject.get("euid"), str):
         verdict.problems.append(f"file: not a {FORMAT} evidence bundle")
         return verdict
+    misshapen = [name for name in (*APPEND_ONLY, *SNAPSHOTS)
+                 if doc.get(name) is not None and not isinstance(doc[name], list)]
+    if misshapen:
+        verdict.problems.append(f"file: not a {FORMAT} evidence bundle ({misshapen[0]} is"
+                                " not a list)")
+        return verdict
     verdict.subject_euid = subject["euid"]
     if canonical_bytes(doc) != data:
         verdict.problems.append("file: not in canonical form (it was re-written or edited)")

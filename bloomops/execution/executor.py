@@ -125,8 +125,7 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
             if ctx.subject is not None:
                 ctx.env = ctx.subject.envelope
                 guard_envelope(ctx, handler)
-                if handler.guards_subject:
-                    guard_subject(ctx)
+                guard_subject(ctx, allowed_states=handler.guards_subject)
             handler.check(ctx)
             # Two-person rule (RULES.md#approvals): a gated action runs only under the approval
             # a second person just signed, which reaches here from decide_approval alone.

@@ -197,7 +197,9 @@ def guard_envelope(ctx: Context, handler: Any) -> None:
     ctx.result["repaired_fields"] = [f for f, _ in problems]
 
 
-def guard_subject(ctx: Context) -> None:
+def guard_subject(ctx: Context, *, allowed_states: bool = True) -> None:
+    """The state and revision the caller expected, whenever the action has its subject;
+    ``allowed_states``: also the states the action's template runs from."""
     req, subject = ctx.request, ctx.subject
     assert subject is not None and ctx.env is not None
     state = ctx.env["state"]
@@ -217,7 +219,7 @@ def guard_subject(ctx: Context) -> None:
             expected_revision=req.expected_revision,
             current_revision=revision,
         )
-    if state not in ctx.spec.runs_from:
+    if allowed_states and state not in ctx.spec.runs_from:
         if state == "HELD":
             raise ActionError("SUBJECT_HELD", current_state=state)
         raise ActionError(
@@ -246,6 +248,12 @@ def guard_lease(ctx: Context) -> None:
     if ctx.subject is not None and not _linked(ctx.subject, lease, "subject_lease"):
         raise ActionError("LEASE_NOT_OWNED", "This lease is not a lease of that subject.",
                           lease_euid=lease.euid)
+    if ctx.subject is None and req.subject_euid:
+        # an action that does not load its subject (a renewal) still names the right one
+        leased = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+        if leased is None or leased.euid != req.subject_euid:
+            raise ActionError("LEASE_NOT_OWNED", "This lease is not a lease of that subject.",
+                              lease_euid=lease.euid, subject_euid=req.subject_euid)
     worker = parent_of(lease.uid, REL["worker_lease"], tenant=ctx.tenant)
     if req.worker_euid and (worker is None or worker.euid != req.worker_euid):
         raise ActionError("LEASE_NOT_OWNED", lease_euid=lease.euid, worker_euid=req.worker_euid)

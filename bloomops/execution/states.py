@@ -104,18 +104,27 @@ def priority_class(priority: int | float | None) -> str:
     return "ROUTINE"
 
 
+# A priority is stored as a number PostgreSQL's bigint holds (the order index casts it).
+PRIORITY_RANGE = (-(2**63), 2**63 - 1)
+
+
 def parse_priority(value: object) -> int:
-    """Accept STAT/URGENT/ROUTINE (any case) or a plain integer; refuse anything else."""
+    """Accept STAT/URGENT/ROUTINE (any case) or a plain integer within PRIORITY_RANGE (a
+    manifest's text too); refuse anything else."""
     if value is None or value == "":
         return 0
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer")
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text.upper() in PRIORITY_CLASSES:
-        return PRIORITY_CLASSES[text.upper()]
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer") from None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.upper() in PRIORITY_CLASSES:
+            return PRIORITY_CLASSES[text.upper()]
+        if len(text) > 20:
+            raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer")
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer") from None
+    if not PRIORITY_RANGE[0] <= value <= PRIORITY_RANGE[1]:
+        raise ValueError(f"priority must be within {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]}")
+    return value

@@ -48,6 +48,7 @@ def gated_parameters(req: ActionRequest) -> dict[str, Any]:
 
 
 class RequestApproval(Handler):
+    not_applicable = ("worker_euid", "lease_euid")
     fields = ("action_key", "parameters", "reason")
     guards_subject = False
 

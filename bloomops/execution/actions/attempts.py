@@ -46,6 +46,7 @@ from bloomops.execution.states import (
 
 
 class RenewQueueLease(Handler):
+    not_applicable = ("hold_euid", "expected_state", "expected_revision")
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
@@ -72,6 +73,7 @@ class RenewQueueLease(Handler):
 
 
 class LeaseAction(Handler):
+    not_applicable = ("hold_euid",)
     """Actions that end the attempt of a leased subject."""
 
     def validate(self, req: ActionRequest) -> None:
@@ -190,6 +192,10 @@ class FailQueueExecution(LeaseAction):
             raise ActionError("FORBIDDEN", "Only an operator cancels an item; record what went"
                               " wrong with another class, or ask an operator to cancel it.",
                               field="error_class")
+        # Where a retry would go is checked whatever the failure turns out to be: a request
+        # naming a queue that cannot take the subject is wrong even when no retry follows.
+        if p.get("next_queue_key"):
+            next_queue_or_refuse(ctx, p["next_queue_key"])
         queue = self.queue_of_lease(ctx)
         cfg = queue["config"] if queue else {}
         record = record_of_lease(lease)
@@ -216,8 +222,6 @@ class FailQueueExecution(LeaseAction):
             ctx.result["hold_euid"] = hold.euid
         elif fields["retryable"] and attempts < max_attempts:
             next_key = p.get("next_queue_key") or (queue["queue_key"] if queue else None)
-            if p.get("next_queue_key"):
-                next_queue_or_refuse(ctx, next_key)
             when = retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)
             ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(when),
                         next_queue_key=next_key)

@@ -19,7 +19,7 @@ from bloomops.execution.actions.steps import (
     template_code_of,
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec
-from bloomops.execution.envelope import new_envelope, normalize_ts
+from bloomops.execution.envelope import YEARS, new_envelope, normalize_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_payload,
@@ -54,7 +54,8 @@ def _check_routing(payload: dict) -> None:
                 raise ValueError
             normalize_ts(value)
         except ValueError:
-            raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp.",
+            raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp"
+                              f" within the years {YEARS[0]} to {YEARS[1]}.",
                               field=name) from None
 
 

@@ -72,7 +72,7 @@ def check_template_properties(ref: TemplateRef, props: Any,
 def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
     """The envelope the engine builds for a produced object from the few fields a step may
     set; every value checked (types, states, timestamps)."""
-    from bloomops.execution.envelope import new_envelope, normalize_ts
+    from bloomops.execution.envelope import YEARS, new_envelope, normalize_ts
 
     if ex is None:
         return None
@@ -105,7 +105,8 @@ def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, An
                 raise ValueError
             fields[name] = normalize_ts(value)
         except ValueError:
-            raise _output_error(i, f"execution.{name} must be an ISO 8601 timestamp.") from None
+            raise _output_error(i, f"execution.{name} must be an ISO 8601 timestamp within"
+                                f" the years {YEARS[0]} to {YEARS[1]}.") from None
     if fields["ready_at"] is None:
         fields["ready_at"] = now_ts
     return new_envelope(**fields)

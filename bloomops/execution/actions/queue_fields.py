@@ -140,6 +140,14 @@ def _retry_policy(value: Any) -> dict | None:
     return policy
 
 
+def merged_retry_policy(current: dict | None, change: dict) -> dict:
+    """A partial retry policy changes only the numbers it names; the whole that results is
+    checked again (a new cap below the current initial delay is refused)."""
+    merged = _retry_policy({**(current or {}), **change})
+    assert merged is not None
+    return merged
+
+
 def clean_settings(payload: dict) -> dict[str, Any]:
     """The mutable queue fields present in ``payload``, checked and normalised."""
     out: dict[str, Any] = {}

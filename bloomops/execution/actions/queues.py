@@ -14,6 +14,7 @@ from bloomops.execution.actions.queue_fields import (
     clean_new_queue,
     clean_settings,
     diff,
+    merged_retry_policy,
     queue_key_field,
 )
 from bloomops.execution.context import ActionRequest, Context
@@ -80,15 +81,16 @@ def lock_managed_queue(ctx: Context) -> Obj:
 def _wanted_settings(current: dict[str, Any], payload: dict) -> dict[str, Any]:
     wanted = clean_settings(payload)
     if "retry_policy" in wanted:
-        # A partial retry policy changes only the numbers it names.
-        wanted["retry_policy"] = {**(current.get("retry_policy") or {}), **wanted["retry_policy"]}
+        wanted["retry_policy"] = merged_retry_policy(current.get("retry_policy"),
+                                                     wanted["retry_policy"])
     return wanted
 
 
 def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
     props = queue_properties(**{k: v for k, v in fields.items() if k != "retry_policy"})
     if "retry_policy" in fields:
-        props["retry_policy"] = {**(props.get("retry_policy") or {}), **fields["retry_policy"]}
+        props["retry_policy"] = merged_retry_policy(props.get("retry_policy"),
+                                                    fields["retry_policy"])
     props.update(managed_by=MANAGED_BY, revision=1, created_at=ctx.now_ts,
                  created_by=ctx.actor.username, **extra)
     props.setdefault("strict_order", False)
@@ -112,6 +114,9 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
 
 
 class CreateQueue(Handler):
+    # a queue's action acts on no subject, worker, lease or hold
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state", "expected_revision")
     changes_queues = True
     # The key is the request envelope's queue_key.
     fields = ("subject_template_codes", *MUTABLE_FIELDS, "reason")
@@ -137,6 +142,9 @@ class CreateQueue(Handler):
 
 
 class UpdateQueue(Handler):
+    # a queue's action acts on no subject, worker, lease or hold
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state")
     changes_queues = True
     # The immutable fields are accepted only to be refused with REPLACEMENT_REQUIRED when they
     # differ: a client that tries gets the way forward, not "unknown field".
@@ -174,6 +182,9 @@ class UpdateQueue(Handler):
 
 
 class SetQueueEnabled(Handler):
+    # a queue's action acts on no subject, worker, lease or hold
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state")
     changes_queues = True
     fields = ("enabled", "reason")
     guards_subject = False
@@ -204,6 +215,9 @@ class SetQueueEnabled(Handler):
 
 
 class ReplaceQueue(Handler):
+    # a queue's action acts on no subject, worker, lease or hold
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state")
     """Retire a queue object and create its successor in one transaction. The old object
     stays in TapDB (soft-deleted, so its key is free and no read serves it), with its leases,
     records, holds and action records, linked to the successor by lineage."""
@@ -240,8 +254,8 @@ class ReplaceQueue(Handler):
         inherited = {k: old.props[k] for k in MUTABLE_FIELDS if k in old.props}
         fields = {**inherited, **_new_queue(ctx.request, self._new_key(ctx.request))}
         if "retry_policy" in ctx.payload:
-            fields["retry_policy"] = {**(old.props.get("retry_policy") or {}),
-                                      **fields["retry_policy"]}
+            fields["retry_policy"] = merged_retry_policy(old.props.get("retry_policy"),
+                                                         fields["retry_policy"])
         before = dict(old.props)
         # Retired first: the successor may take the same key (one live queue per key).
         retire(old)

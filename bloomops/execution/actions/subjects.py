@@ -63,7 +63,13 @@ def _reason(req: ActionRequest) -> None:
     text_field(req.payload, "reason", required=True, max_len=2000)
 
 
+# The states a released subject returns to (RULES.md#holds): where it was when held.
+RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE", "WAITING_EXTERNAL")
+
+
 class PlaceExecutionHold(Handler):
+    # an operator's action on the subject: no worker's lease to name
+    not_applicable = ("worker_euid", "lease_euid")
     fields = ("hold_code", "reason")
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -77,7 +83,9 @@ class PlaceExecutionHold(Handler):
         # A hold must be placeable whatever the routing; only an explicit queue must exist.
         queue = queue_or_refuse(ctx, ctx.request.queue_key, required=False) or (
             selectors.queue_config(env.get("next_queue_key") or "", tenant=ctx.tenant))
-        before = "FAILED_RETRYABLE" if env["state"] == "FAILED_RETRYABLE" else "READY"
+        # Released, it returns to where it was (RULES.md#holds): a PENDING subject was in no
+        # queue and goes back to none; one RUNNING loses its lease here, so it is READY again.
+        before = "READY" if env["state"] == "RUNNING" else env["state"]
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
         code = _hold_code(ctx.payload)
@@ -87,6 +95,8 @@ class PlaceExecutionHold(Handler):
 
 
 class ReleaseExecutionHold(Handler):
+    # an operator's action on the subject: no worker's lease to name
+    not_applicable = ("worker_euid", "lease_euid")
     fields = ("reason",)
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -113,7 +123,7 @@ class ReleaseExecutionHold(Handler):
             release_hold(ctx, hold, ctx.payload["reason"].strip())
         remaining = [h for h in active if h not in chosen]
         if not remaining:
-            ctx.set_env(state="FAILED_RETRYABLE" if before == "FAILED_RETRYABLE" else "READY",
+            ctx.set_env(state=before if before in RESTORED_STATES else "READY",
                         hold_state="NONE", hold_reason=None)
         ctx.result.update(hold_euids=[h.euid for h in chosen],
                           hold_euid=chosen[0].euid if chosen else None,
@@ -121,6 +131,8 @@ class ReleaseExecutionHold(Handler):
 
 
 class RequeueSubject(Handler):
+    # an operator's action on the subject: no worker's lease to name
+    not_applicable = ("worker_euid", "lease_euid")
     fields = ("reason", "reset_attempts", "priority", "next_action_key")
     repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:
@@ -180,6 +192,8 @@ class RequeueSubject(Handler):
 
 
 class CancelSubjectExecution(Handler):
+    # an operator's action on the subject: no worker's lease to name
+    not_applicable = ("worker_euid", "lease_euid")
     fields = ("reason",)
     repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:
