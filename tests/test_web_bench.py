@@ -103,13 +103,20 @@ def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     lease = claim(sci, euid)
     page = sci.get("/my-work/")
     html = page.content.decode()
-    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == ["", "q2"]
-    assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == ""
-    assert "The flow's next queue, Pooling, does not take this kind of item" in html
+    # Somewhere to go but no default: the person chooses (finishing is a choice too, never
+    # what a tap does unasked).
+    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [
+        "choose", "", "q2"]
+    assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == "choose"
+    assert "The flow's next queue, Pooling, does not take this item" in html
+    before = counts()
+    unchosen = sci.post(f"/leases/{lease}/complete/", form_for(page, f"/leases/{lease}/complete/"))
+    assert said(unchosen)[-1].startswith("Choose where the item goes next")
+    assert counts() == before
     data = form_for(page, f"/leases/{lease}/complete/", next_queue_key="pool")
     before = counts()
     response = sci.post(f"/leases/{lease}/complete/", data)
-    assert said(response) == ["Queue 'pool' does not take content/material/specimen/1.0"
+    assert said(response)[-1:] == ["Queue 'pool' does not take content/material/specimen/1.0"
                               " subjects (it takes: content/material/library/1.0)."]
     assert counts() == before and envelope(euid)["next_queue_key"] == "prep"
 
@@ -125,7 +132,26 @@ def test_next_queue_offers_only_queues_that_have_the_item_in_scope(client, lab):
     lease = claim(sci, euid)
     html = sci.get("/my-work/").content.decode()
     assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [
-        "", "ilmn"]
+        "choose", "", "ilmn"]
+
+
+def test_a_flow_whose_default_cannot_take_the_item_offers_every_queue_that_can(client, lab):
+    """An ONT extract after a QC whose default is the Illumina line, the QC listing no next
+    queues (any may follow): the bench offered only "finish the flow", its default."""
+    make_queue("ilmn", display_name="Illumina prep", platform_scope=["illumina"])
+    make_queue("ont", display_name="ONT prep", platform_scope=["ont"])
+    make_queue("qc", default_next_queue_key="ilmn")
+    euid = make_subject("qc", props={"platform": "ont"})
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    html = page.content.decode()
+    offered = options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key")
+    assert offered[:2] == ["choose", ""] and "ont" in offered and "ilmn" not in offered
+    response = sci.post(f"/leases/{lease}/complete/",
+                        form_for(page, f"/leases/{lease}/complete/", next_queue_key="ont"))
+    assert said(response)[-1] == f"Completed {euid}; it moved to ont."
+    assert envelope(euid)["next_queue_key"] == "ont"
 
 
 def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
@@ -183,8 +209,16 @@ def test_a_forged_make_choice_is_refused_and_writes_nothing(client, lab):
     assert "declares no content/material/pool/1.0 outputs" in said(response)[0]
     other = form_for(page, f"/leases/{lease}/complete/", next_queue_key=f"make|pool|{library}")
     response = sci.post("/leases/Z-XX-NOTMINE/complete/", other)
-    assert "no longer yours" in said(response)[-1]
-    assert counts() == before and envelope(euid)["state"] != "COMPLETED"
+    assert said(response)[-1] == "This claim is not yours."
+    assert counts() == before
+    # the same choice from an older tab, once the claim was completed: how and when
+    sci.post(f"/leases/{lease}/complete/", other)
+    again = form_for(page, f"/leases/{lease}/complete/", next_queue_key=f"make|pool|{library}")
+    response = sci.post(f"/leases/{lease}/complete/", again)
+    assert said(response)[-1].startswith("This item is no longer yours: it was already"
+                                         " completed (")
+    before = counts()
+    assert counts() == before and envelope(euid)["state"] == "COMPLETED"
 
 
 @pytest.mark.parametrize(("first", "fields", "words"), [

@@ -266,9 +266,15 @@ def guard_lease(ctx: Context) -> None:
         raise ActionError("LEASE_EXPIRED", lease_euid=lease.euid,
                           expires_at=lease.props.get("expires_at"))
     if status != "ACTIVE":
-        raise ActionError("LEASE_NOT_ACTIVE", lease_euid=lease.euid, lease_status=status,
-                          released_at=lease.props.get("released_at"),
-                          release_reason=lease.props.get("release_reason"))
+        raise lease_not_active(lease, status)
+
+
+def lease_not_active(lease: Obj, status: str) -> ActionError:
+    """The refusal of an action on a claim that has ended: how and when (bench words tell a
+    person which of their own actions ended it)."""
+    return ActionError("LEASE_NOT_ACTIVE", lease_euid=lease.euid, lease_status=status,
+                       released_at=lease.props.get("released_at"),
+                       release_reason=lease.props.get("release_reason"))
 
 
 def _linked(parent: Obj, child: Obj, rel: str) -> bool:

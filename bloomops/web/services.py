@@ -6,11 +6,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from bloomops.execution import people, selectors
+from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.outputs import routed_output
+from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
-from bloomops.execution.objects import worker_by_key
+from bloomops.execution.guards import lease_not_active
+from bloomops.execution.objects import LEASE, is_kind, load, worker_by_key
+from bloomops.execution.policy import lease_effective_status
 from bloomops.execution.states import WorkerType
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web.bench_words import template_words
@@ -105,8 +108,13 @@ def made_for_next_queue(user, lease_euid: str, queue_key: str, template_code: st
     lease = next((x for x in selectors.leases(status="ACTIVE", worker_euid=worker)
                   if x["euid"] == lease_euid), None) if worker else None
     if lease is None:
-        raise ActionError("LEASE_NOT_ACTIVE", "This claim is no longer yours to complete.",
-                          lease_euid=lease_euid)
+        # Ended already (an older tab: say how and when, as every action on it does), or
+        # never the person's.
+        ended = load(euid=lease_euid, tenant=tenant_of())
+        if ended is not None and is_kind(ended, LEASE) and worker and ended.props.get(
+                "worker_lookup_euid") == worker:
+            raise lease_not_active(ended, lease_effective_status(ended.props, ts(clock.now())))
+        raise ActionError("LEASE_NOT_OWNED", "This claim is not yours.", lease_euid=lease_euid)
     subject = selectors.subject_diagnostics(lease["subject_euid"])
     queue = selectors.queue_config(queue_key)
     if subject is None or queue is None:

@@ -138,6 +138,12 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     # and routes it there.
     makes = [(k, code) for k in flow if k not in keys
              for code in config.get("output_template_codes") or [] if takes(k, code)]
+    if allowed is None and flow_next and not keys and not makes:
+        # The flow goes on, but its default cannot take this item (an ONT sample after a
+        # QC whose default is the Illumina line); the queue lists no next queues, so any
+        # may follow (RULES.md#queue-configuration): every queue that takes it in scope.
+        keys = [k for k in queues if k != queue_key
+                and takes(k, lease.get("subject_template_code"))]
     passed_over = flow_next if flow_next and flow_next not in keys else ""
     default_next = flow_next if flow_next in keys else ""
     default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")
@@ -157,6 +163,9 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
                           bench_words.template_words(code)) for k, code in makes],
         "default_next": default_next or default_make,
+        # no default to go to, but somewhere to go: the person chooses (finishing the flow
+        # is then a choice too, never what a tap does unasked)
+        "must_choose": not (default_next or default_make) and bool(keys or makes),
         # the flow's next queue, not offered: it takes neither this item nor what it makes
         "passed_over": config_of(passed_over).get("display_name") or passed_over,
         "may_finish": not default_next,
@@ -194,6 +203,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
         "warn_seconds": WARN_SECONDS,
+        "choose": CHOOSE,
     })
 
 
@@ -253,6 +263,8 @@ def release_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 @require_POST
 def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     choice = request.POST.get("next_queue_key", "").strip()
+    if choice == CHOOSE:
+        return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"))
     made = services.parse_make_choice(choice)
     if made is not None:
         def run() -> ActionResult:
@@ -284,6 +296,15 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
         lambda r: f"Recorded the failure of {r['subject_euid']}:"
                   f" {bench_words.state_words(r['state'])}.")
+
+
+# The Next queue list's first option when the person must choose (no default to go to).
+CHOOSE = "choose"
+
+
+def _refuse_no_choice() -> ActionResult:
+    raise ActionError("VALIDATION_ERROR", "Choose where the item goes next (or finish its"
+                      " flow) before completing it.", field="next_queue_key")
 
 
 def _refuse_blank_failure() -> ActionResult:
