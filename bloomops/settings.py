@@ -180,7 +180,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}
     for name in ("UserAttributeSimilarityValidator", "MinimumLengthValidator",
                  "CommonPasswordValidator", "NumericPasswordValidator")
-]
+] + [{"NAME": "bloomops.accounts.passwords.LabPasswordValidator"}]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"

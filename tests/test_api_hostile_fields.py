@@ -54,19 +54,34 @@ def test_next_queue_keys_are_stored_as_the_engine_reads_them(tenant, users):
 
 
 @pytest.mark.parametrize("key", ["atk://A\u200b", "atk://\u0085x\u001b[31m", "a\nb",
-                                 "atk://\u2028x"])
+                                 "atk://\u2028x", "atk://svc-1\u3164", "atk://svc-1\u2800",
+                                 "atk://svc-1\u034f", "atk://svc-1\ufe0f",
+                                 "atk://cafe\u0301"])
 def test_a_worker_key_with_invisible_or_control_characters_is_refused(apis, key):
     """A zero-width space made a key read exactly like another account's worker in every
     list; a terminal escape coloured every log line that printed it."""
     before = counts()
     r = apis["worker_service"].act("register-worker", worker_key=key)
-    assert "printable" in refused_field(r, "worker_key")
+    message = refused_field(r, "worker_key")
+    assert "printable" in message or "composed form (NFC)" in message
     r = apis["worker_service"].act("register-worker", worker_key="atk://B",
                                    display_name=f"Extractor {key}")
     refused_field(r, "display_name")
     assert counts() == before
     assert apis["worker_service"].act("register-worker",
                                       worker_key="atk://Ünïcödé 1").status_code == 200
+
+
+@pytest.mark.parametrize("values", [["wetlab.qc\n\u200b"], ["\u001b[31mred"], ["ok", "x\u3164"]])
+def test_capabilities_and_scopes_are_readable_lines_too(apis, values):
+    before = counts()
+    r = apis["worker_service"].act("register-worker", worker_key="atk://caps",
+                                   capabilities=values)
+    refused_field(r, "capabilities")
+    r = apis["admin"].act("create-queue", queue_key="capq", subject_template_codes=[SPECIMEN],
+                          reason="x", site_scope=values)
+    refused_field(r, "site_scope")
+    assert counts() == before
 
 
 def test_a_queue_display_name_must_be_one_printable_line(apis):
@@ -120,6 +135,10 @@ def test_the_engine_s_own_objects_are_not_subjects(apis):
     assert reader.get(f"/subjects/{subject}").status_code == 200
     for euid in (worker, claim["lease_euid"], claim["action_euid"]):
         r = reader.get(f"/subjects/{euid}")
+        assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
+        r = reader.get(f"/subjects/{euid}/evidence")  # was 400 for a worker, 404 for others
+        assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
+        r = reader.act("hold", subject_euid=euid, expected_state="READY", reason="x")
         assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
 
 

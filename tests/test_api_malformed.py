@@ -375,3 +375,13 @@ def test_head_is_answered_wherever_get_is(lab):
     assert head["Content-Length"] == str(len(get.content))
     post_only = api.client.head(f"{ACTIONS}/claim", **api._headers())
     assert post_only.status_code == 405 and post_only["Allow"] == "POST"
+
+
+def test_a_query_parameter_given_twice_is_400(lab):
+    """?site=sfo&site=rtp answered for one of them."""
+    api = lab["apis"]["operator"]
+    r = api.client.get("/api/v1/execution/queues/q1/items", {"site": ["sfo", "rtp"]},
+                       **api._headers())
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "site" and "given 2 times" in err["message"]
+    assert api.get("/queues/q1/items", site="sfo").status_code == 200

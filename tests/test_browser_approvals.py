@@ -57,6 +57,8 @@ def test_a_second_operator_signs_the_release_of_an_integrity_hold(browser, site)
     expect(approver.locator(".badge.state")).to_have_text("READY")
     expect(approver.locator("#subject-approvals")).to_contain_text(
         "approved by supervisor (supervisor)")
+    expect(approver.locator("#subject-approvals")).to_contain_text(
+        "Releasing an integrity hold")  # what it was for, in words
     history = approver.locator("#actions")
     expect(history.locator("tr:has-text('decide_approval')")).to_contain_text("supervisor")
     expect(history.locator("tr:has-text('decide_approval')")).to_contain_text(

@@ -233,6 +233,15 @@ def test_the_failed_attempts_of_a_range_and_where_their_subjects_are_now(client,
     assert "failed for good" in row and "FAILED_TERMINAL in q1" in row
 
 
+def test_an_attempt_put_on_hold_for_a_decision_is_not_called_a_retry(client, lab):
+    svc = actor(*SERVICE)
+    held = fail(svc, register(svc, capabilities=CAPS), "Tube D",
+                error_class="BUSINESS_RULE_HOLD", error_message="needs a decision")
+    page = signed_in(client, lab["operator"]).get("/failures/?range=24h").content.decode()
+    row = page.split('id="attempts"')[1].split(f"/subjects/{held}/")[1].split("</tr>")[0]
+    assert "put on hold for a decision" in row and "to be retried" not in row
+
+
 def _attempts_section(client, query: str) -> str:
     return client.get(f"/failures/?{query}").content.decode().split('id="attempts"')[1]
 

@@ -153,7 +153,7 @@ def test_route_refuses_engine_objects_unknown_queue_disabled_queue(tenant):
     euid = raw_sql_object(SPECIMEN, "S", {})
     before = counts()
     for fields, code in [
-        (dict(subject_euid=q["euid"], queue_key="q1"), "VALIDATION_ERROR"),
+        (dict(subject_euid=q["euid"], queue_key="q1"), "NOT_FOUND"),  # no subject at all
         (dict(subject_euid=euid, queue_key="nope"), "NOT_FOUND"),
         (dict(subject_euid=euid, queue_key="off"), "QUEUE_DISABLED"),
         (dict(subject_euid=euid), "VALIDATION_ERROR"),

@@ -83,6 +83,17 @@ def test_inspector_destructive_forms_spell_out_the_consequence(client, lab):
     assert reasons and all("required" in attrs for _, attrs in reasons)
 
 
+def test_holding_a_claimed_item_asks_first_naming_who_has_it(client, lab):
+    """The hold ended the scientist's claim without a word to the operator placing it."""
+    euid = make_subject("q1")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+        subject_euid=euid)
+    html = page(client, lab["operator"], f"/subjects/{euid}/")
+    said_first = confirm_of(html, f"/subjects/{euid}/hold/")
+    assert said_first.startswith("sci has " + euid + " claimed: the claim ends now")
+
+
 def test_hold_codes_offered_are_the_configured_ones(client, lab, settings):
     settings.BLOOMOPS_HOLD_CODES = ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
     euid = make_subject("q1")

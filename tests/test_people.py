@@ -286,6 +286,8 @@ NEW_REFUSED = [
     ({"password": "password123"}, "too common"),
     ({"password": "8402917365"}, "entirely numeric"),
     ({"username": "mariacurie", "password": "mariacurie1"}, "too similar to the username"),
+    ({"username": "jdoe", "password": "jdoe2026!xq"}, "contains the username"),
+    ({"password": "bloomops"}, "demo"),
     ({"reason": ""}, "needs a reason"),
     ({"roles": ["root"]}, "roles"),
     ({"username": "nul\x00name"}, "username"),

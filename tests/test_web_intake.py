@@ -140,13 +140,14 @@ def test_the_preview_warns_of_a_name_already_registered_or_given_twice(intake_la
     unique), but the preview says so."""
     client = signed_in(Client(), intake_lab["operator"])
     existing = make_subject("q1", name="Walk3 Specimen A")
-    manifest = (HEADER + ",Walk3 Specimen A,specimen,q1,,,sfo,,\n"
+    manifest = (HEADER + ",walk3 specimen a,specimen,q1,,,sfo,,\n"
                 + ",Tube 20,specimen,q1,,,sfo,,\n"
-                + ",Tube 20,specimen,q1,,,rtp,,\n"
+                + ",TUBE 20 ,specimen,q1,,,rtp,,\n"
                 + ",Tube 21,specimen,q1,,,sfo,,\n")
     html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
     rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3, 4, 5)}
-    assert f"&#x27;Walk3 Specimen A&#x27; is already registered ({existing})" in rows[2]
+    # in any case: the same tube typed twice
+    assert f"&#x27;walk3 specimen a&#x27; is already registered ({existing})" in rows[2]
     assert "Warning" not in rows[3]
     assert "line 3 has the same name" in rows[4]
     assert "Warning" not in rows[5]

@@ -91,7 +91,7 @@ def test_queue_detail_lists_visible_items_in_execution_order(client, lab):
     html = response.content.decode()
     assert response.status_code == 200
     assert html.index(">stat<") < html.index(">urgent<") < html.index(">routine old<")
-    assert 'class="badge prio-stat">STAT' in html and "prio-urgent" in html
+    assert 'class="badge prio-stat">STAT</span>' in html and "prio-urgent" in html
     # the number too: it orders items of one class (ROUTINE 20 before ROUTINE 10)
     assert f'URGENT</span> <span class="prio-number">{PRIORITY_CLASSES["URGENT"]}</span>' in html
     assert 'title="2030-01-01 00:00:00 UTC"' in html  # due time, exact on hover
@@ -510,7 +510,7 @@ def test_the_inspector_says_when_a_retry_is_due_humanely(client, lab):
                         retry_at="2099-01-01T10:00:00.635467Z")
     html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
     reasons = html.split('id="reasons"')[1].split("</ul>")[0]
-    assert "Retry is not due until <time" in reasons
+    assert "The retry is due <time" in reasons
     assert "635467" not in reasons
     api = selectors.subject_diagnostics(euid)
     assert "2099-01-01T10:00:00.635467Z" in api.reasons[0].message  # the API's message keeps it

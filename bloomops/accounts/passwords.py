@@ -29,3 +29,23 @@ def uses_demo_password(user) -> bool:
     """Whether the account's stored password is the demo password."""
     encoded = getattr(user, "password", "") or ""
     return bool(encoded) and _hash_is_demo(encoded, settings.DEMO_PASSWORD)
+
+
+class LabPasswordValidator:
+    """A password is also its person's electronic signature (docs/RULES.md#approvals): not
+    the published demo password (sign-in refuses it once DEBUG is off) and not one that
+    holds the username (Django's similarity check lets "jdoe2026!" through for jdoe)."""
+
+    def validate(self, password: str, user=None) -> None:
+        from django.core.exceptions import ValidationError
+
+        if is_demo_password(password):
+            raise ValidationError("This is the demo's published password; choose another.",
+                                  code="password_is_demo")
+        name = (getattr(user, "username", "") or "").casefold()
+        if len(name) >= 3 and name in password.casefold():
+            raise ValidationError("The password contains the username.",
+                                  code="password_has_username")
+
+    def get_help_text(self) -> str:
+        return "Not the demo password, and not containing your username."

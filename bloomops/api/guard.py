@@ -82,7 +82,7 @@ def _check_texts(value: Any) -> None:
             _check_text(item, at or "body")
         elif isinstance(item, dict):
             for key, inner in item.items():
-                _check_text(key, f"{at} key")
+                _check_text(key, f"{at} key" if at else "key")
                 stack.append((inner, f"{at}.{key[:40]}" if at else key[:40]))
         elif isinstance(item, list):
             stack.extend((inner, f"{at}[{i}]") for i, inner in enumerate(item))
@@ -126,6 +126,17 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
                 name = key.replace("\x00", "")[:40]
                 return RequestRefused("VALIDATION_ERROR", f"Query parameter {name!r}"
                                       f" {problem}.", field=name)
+    return None
+
+
+def _repeated_parameter(request: HttpRequest) -> RequestRefused | None:
+    """Every API query parameter is one value: given twice, a reader would use one of them
+    and the sender may mean the other (as a JSON key given twice)."""
+    for key, values in request.GET.lists():
+        if len(values) > 1:
+            name = key[:40]
+            return RequestRefused("VALIDATION_ERROR", f"Query parameter {name!r} is given"
+                                  f" {len(values)} times; give it once.", field=name)
     return None
 
 
@@ -192,7 +203,8 @@ class ApiGuardMiddleware:
                 return HttpResponseBadRequest(f"Bad request: {refused.message}",
                                               content_type="text/plain; charset=utf-8")
             return self.get_response(request)
-        refused = _body_problem(request) or _query_problem(request)
+        refused = (_body_problem(request) or _query_problem(request)
+                   or _repeated_parameter(request))
         if refused is not None:
             return JsonResponse(refused.as_dict(), status=refused.status)
         if request.method != "HEAD":

@@ -309,7 +309,8 @@ def lock_subject(ctx: Context, euid: str | None) -> None:
     if subject is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
     if not is_subject(subject):
-        raise ActionError("VALIDATION_ERROR", "That object is not a work-bearing subject.",
-                          subject_euid=euid)
+        # as every read answers for it (GET /subjects/{euid}): not a subject at all
+        raise ActionError("NOT_FOUND", "No such subject: that object is the engine's own (or"
+                          " a worker), not a work-bearing subject.", subject_euid=euid)
     ctx.subject = subject
     ctx.target = subject

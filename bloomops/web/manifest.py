@@ -155,12 +155,13 @@ def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
         if row.problem or row.action_key != "register_subject":
             continue
         name = row.values["name"]
+        key = name.strip().lower()  # "Specimen 0021" and "specimen 0021" are one tube
         said = []
-        if existing.get(name):
-            said.append(f"{name!r} is already registered ({', '.join(existing[name][:3])})")
-        if name in first:
-            said.append(f"line {first[name]} has the same name")
-        first.setdefault(name, row.line)
+        if existing.get(key):
+            said.append(f"{name!r} is already registered ({', '.join(existing[key][:3])})")
+        if key in first:
+            said.append(f"line {first[key]} has the same name")
+        first.setdefault(key, row.line)
         if said:
             row.warning = "; ".join(said) + ": check this is not the same specimen twice."
 

@@ -38,8 +38,9 @@ def sql_page_data(rows: list[Any], total: int, offset: int) -> TableListData:
 
 # The class and the number within it: two ROUTINE items are in the order of their numbers.
 PRIORITY_BADGE = (
-    '<span class="badge prio-{{ record.priority_class|lower }}">{{ record.priority_class }}'
-    '</span> <span class="prio-number">{{ record.priority }}</span>'
+    '<span class="prio"><span class="badge prio-{{ record.priority_class|lower }}">'
+    '{{ record.priority_class }}</span> <span class="prio-number">{{ record.priority }}</span>'
+    '</span>'
 )
 SUBJECT_LINK = (
     '<a href="{% url \'subject\' record.euid %}"><code>{{ record.euid }}</code></a>'

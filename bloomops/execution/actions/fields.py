@@ -3,8 +3,31 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
+
+# Characters that show as nothing (Unicode's default-ignorable code points, and the blank
+# fillers and braille blank that render as a space): in a key or a name people read in a
+# list, they make one look like another.
+_UNSEEN = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+           (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+           (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+           (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+           (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+def line_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a key or a name people read in a list, or None: one printable
+    line, nothing that shows as nothing, in Unicode's composed form (NFC: "café" typed two
+    ways is one key)."""
+    if not value.isprintable() or any(lo <= ord(c) <= hi for c in value for lo, hi in _UNSEEN):
+        return ("may hold only printable characters on one line (no control or invisible"
+                " characters)")
+    if not unicodedata.is_normalized("NFC", value):
+        return "must be in Unicode's composed form (NFC)"
+    return None
 
 
 def text_field(payload: dict, name: str, *, required: bool = False,
@@ -21,18 +44,25 @@ def text_field(payload: dict, name: str, *, required: bool = False,
         raise ActionError("VALIDATION_ERROR", f"{name} must be text.", field=name)
     if len(value) > max_len:
         raise ActionError("VALIDATION_ERROR", f"{name} is too long ({max_len} max).", field=name)
-    if line and not value.strip().isprintable():
-        raise ActionError("VALIDATION_ERROR", f"{name} may hold only printable characters on"
-                          " one line (no control or invisible characters).", field=name)
+    problem = line_problem(value.strip()) if line else None
+    if problem:
+        raise ActionError("VALIDATION_ERROR", f"{name} {problem}.", field=name)
     return value.strip()
 
 
 def str_list_field(payload: dict, name: str) -> list[str] | None:
+    """A list of non-empty texts, each one a line people can read (capabilities, scopes,
+    template codes, queue keys: values matched exactly, so nothing invisible)."""
     value = payload.get(name)
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ActionError("VALIDATION_ERROR", f"{name} must be a list of text.", field=name)
+    for item in value:
+        problem = line_problem(item)
+        if problem:
+            raise ActionError("VALIDATION_ERROR", f"{name}: {item[:40]!r} {problem}.",
+                              field=name)
     return list(value)
 
 

@@ -164,9 +164,11 @@ def subject_diagnostics(
     if lease:
         if lease_is_active(lease["props"], now_ts):
             derived = "LEASED"
-            lead = f"Leased by worker {lease['props'].get('worker_lookup_euid')} until"
-            reasons.append(Reason("ACTIVE_LEASE", f"{lead} {lease['props'].get('expires_at')}.",
-                                  lead, lease["props"].get("expires_at")))
+            who = lease["props"].get("worker_lookup_euid")
+            reasons.append(Reason(
+                "ACTIVE_LEASE", f"Leased by worker {who} until {lease['props'].get('expires_at')}.",
+                f"{lease.get('worker_name') or who} has it; the claim ends",
+                lease["props"].get("expires_at")))
         else:
             # Stored ACTIVE but past expiry: inactive for every read (RULES.md#leases).
             derived = "LEASE_EXPIRED"
@@ -184,10 +186,10 @@ def subject_diagnostics(
         if retry and retry > now_ts:
             reasons.append(Reason("RETRY_WINDOW_NOT_REACHED",
                                   f"Retry is not due until {env['retry_at']}.",
-                                  "Retry is not due until", env["retry_at"]))
+                                  "The retry is due", env["retry_at"]))
         elif row["ready_ts"] > now_ts:
             reasons.append(Reason("NOT_READY_YET", f"Not ready until {row['ready_ts']}.",
-                                  "Not ready until", row["ready_ts"]))
+                                  "It becomes ready", row["ready_ts"]))
         if not row["template_ok"]:
             reasons.append(Reason("TEMPLATE_NOT_ACCEPTED", f"{queue['queue_key']} does not take"
                                   f" {row['template_code']} subjects."))
@@ -307,16 +309,18 @@ def template_code(template_uid: int | None) -> str | None:
 
 
 def subjects_named(names: list[str], *, tenant: str | None = None) -> dict[str, list[str]]:
-    """Work-bearing objects by name, oldest first, for the names given (an intake preview
-    warns of a name already registered). One query."""
+    """Work-bearing objects whose name is one of ``names`` in any case, by the lowercased
+    name, oldest first (an intake preview warns of a name already registered). One query;
+    it reads every object's name (TapDB indexes none), so it serves a preview, not a hot
+    path."""
     if not names:
         return {}
     rows = fetch_all(
-        f"""SELECT s.name, s.euid FROM generic_instance s
-            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND s.name = ANY(%(names)s)
-              AND {SUBJECT_SQL}
+        f"""SELECT lower(s.name) AS name, s.euid FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted
+              AND lower(s.name) = ANY(%(names)s) AND {SUBJECT_SQL}
             ORDER BY s.uid""",
-        read_params(None, tenant, names=sorted(set(names))))
+        read_params(None, tenant, names=sorted({n.strip().lower() for n in names})))
     found: dict[str, list[str]] = {}
     for row in rows:
         found.setdefault(row["name"], []).append(row["euid"])
