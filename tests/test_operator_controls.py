@@ -116,7 +116,8 @@ def test_inspector_shows_the_envelope_in_words_and_lineage_as_links(client, lab,
     table = re.search(r'<table class="grid envelope" id="envelope">(.*?)</table>', html,
                       re.S).group(1)
     labels = re.findall(r'<th scope="row">([^<]*)</th>', table)
-    assert "Next queue" in labels and "Queue cache" in labels and "Attempts so far" in labels
+    assert "Next queue" in labels and "Queue cache" in labels
+    assert "Failed attempts (toward the limit)" in labels
     assert not [label for label in labels if "_" in label]  # words, not snake_case keys
     assert "{&#x27;" not in table and "{'" not in table  # no Python dict repr
     assert '<details id="raw-envelope">' in html and "&quot;next_queue_key&quot;" in html
@@ -287,6 +288,14 @@ def test_the_workbench_sends_integrity_holds_to_an_approval_not_a_release(client
     assert 'name="pick"' not in rows[integrity]
     assert "needs a second person" in rows[integrity]
     assert f'href="/subjects/{integrity}/"' in rows[integrity]
+    # once asked, the row says it waits (it kept saying "Ask on its page")
+    [hold] = [h["euid"] for h in selectors.active_holds() if h["subject_euid"] == integrity]
+    act("request_approval", op, subject_euid=integrity, hold_euid=hold,
+        payload={"action_key": "release_execution_hold", "reason": "rerun passed",
+                 "parameters": {"reason": "rerun passed"}})
+    html = page(client, lab["operator"], "/workbench/")
+    row = html.split(f'data-euid="{integrity}"')[1].split("</tr>")[0]
+    assert "Release requested: waiting for a second person" in row and "Ask on its" not in row
 
 
 def test_the_workbench_asks_for_approval_to_requeue_a_dead_letter(client, lab):

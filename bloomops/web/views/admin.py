@@ -104,14 +104,17 @@ def workbench(request: HttpRequest) -> HttpResponse:
         holds = [h for h in holds if services.matches(h, text)]
         retrying = [r for r in retrying if services.matches(r, text)]
     requeue_gate = dead_letter_gate()
-    asked = {a.props.get("subject_lookup_euid") for a in selectors.approvals(
-        status="REQUESTED") if a.props.get("action_key") == "requeue_subject"} \
-        if requeue_gate and dead else set()
+    # what is asked already, waiting for a second person: (subject, gated action)
+    asked = {(a.props.get("subject_lookup_euid"), a.props.get("action_key"))
+             for a in selectors.approvals(status="REQUESTED")} \
+        if (requeue_gate and dead) or any(h["gated"] for h in holds) else set()
+    for h in holds:
+        h["asked"] = (h["subject_euid"], "release_execution_hold") in asked
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead
         "requeue_gate": requeue_gate,
-        "requeue_asked": asked,
+        "requeue_asked": {euid for euid, key in asked if key == "requeue_subject"},
         "holds": holds,
         "retrying": retrying,
         "hold_codes": hold_codes(),

@@ -48,7 +48,7 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
 ENVELOPE_LABELS = {
     "state": "State", "revision": "Revision", "next_queue_key": "Next queue",
     "next_action_key": "Next step", "priority": "Priority", "ready_at": "Ready from",
-    "due_at": "Due", "attempt_count": "Attempts so far",
+    "due_at": "Due", "attempt_count": "Failed attempts (toward the limit)",
     "max_attempts_override": "Attempt limit (this subject)", "retry_at": "Next retry",
     "hold_state": "Hold", "hold_reason": "Hold reason", "cancel_requested": "Cancel requested",
     "terminal": "Finished for good", "last_execution_record_euid": "Last execution record",
