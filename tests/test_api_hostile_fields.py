@@ -282,3 +282,51 @@ def test_an_expected_state_is_checked_wherever_the_action_has_its_subject(apis):
                              parameters={"reason": "retry it"})
     assert r.status_code == 409 and error_code(r) == "STATE_CONFLICT"
     assert counts() == before
+
+
+def test_a_heartbeat_holds_worker_texts_to_the_registration_s_rule(apis):
+    """Refused at registration, a name with a terminal escape came in by heartbeat."""
+    api = apis["worker_service"]
+    worker = api.act("register-worker", worker_key="w-hb").json()["worker_euid"]
+    before = counts()
+    r = api.act("heartbeat-worker", worker_euid=worker, display_name="Extractor\x1b[2J")
+    refused_field(r, "display_name")
+    assert counts() == before
+    assert api.act("heartbeat-worker", worker_euid=worker,
+                   display_name="  Extractor 2 ").status_code == 200
+    assert apis["operator"].get("/workers").json()  # readable still
+    from bloomops.execution.objects import load
+    from bloomops.tapdb.tenancy import tenant_of
+
+    assert load(euid=worker, tenant=tenant_of()).props["display_name"] == "Extractor 2"
+
+
+@pytest.mark.parametrize("path,fields,field", [
+    ("complete", {"queue_key": "pool"}, "queue_key"),  # a slip for next_queue_key
+    ("expire-lease", {"subject_euid": "Z-MX-1", "reason": "x"}, "subject_euid"),
+])
+def test_a_lease_action_refuses_what_it_would_not_check(apis, path, fields, field):
+    api, worker, lease, subject, library = _claimed_in_prep(apis)
+    before = counts()
+    who = apis["admin"] if path == "expire-lease" else api
+    body = {"lease_euid": lease["lease_euid"], **fields}
+    if path == "complete":
+        body.update(worker_euid=worker, expected_state="READY")
+    r = who.act(path, **body)
+    assert "does not apply to" in refused_field(r, field)
+    assert counts() == before
+
+
+def test_a_field_name_the_caller_wrote_is_named_back(apis):
+    r = apis["operator"].act("hold", subject_euid=make_subject("q1"), reason="x",
+                             expected_state="READY", **{"expected-state": "READY"})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "expected-state"
+
+
+def test_head_on_an_evidence_export_is_refused_it_would_record_one(apis, users):
+    subject = make_subject("q1")
+    api = apis["operator"]
+    before = counts()
+    r = api.client.head(f"/api/v1/execution/subjects/{subject}/evidence", **api._headers())
+    assert r.status_code == 405 and r["Allow"] == "GET"
+    assert counts() == before

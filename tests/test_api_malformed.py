@@ -385,3 +385,11 @@ def test_a_query_parameter_given_twice_is_400(lab):
     err = refused(r, 400, "VALIDATION_ERROR")
     assert err["details"]["field"] == "site" and "given 2 times" in err["message"]
     assert api.get("/queues/q1/items", site="sfo").status_code == 200
+
+
+def test_a_query_of_raw_bytes_that_are_not_utf8_is_400(lab):
+    """WSGI hands the query over as latin-1 text: a raw 0xFF passed as "ÿ"."""
+    api = lab["apis"]["operator"]
+    r = api.client.get("/api/v1/execution/queues/q1/items", QUERY_STRING="site=\xff",
+                       **api._headers())
+    assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == "query"

@@ -344,3 +344,16 @@ def test_every_error_code_is_listed_in_the_description_and_docs(doc):
     for code in [*HTTP_STATUS, *HTTP_ONLY_CODES]:
         assert code in doc["info"]["description"], code
         assert code in api_md, code
+
+
+def test_the_document_leaves_out_the_envelope_fields_an_action_refuses(doc):
+    """register-subject refused an expected_state the document still offered it."""
+    from bloomops.execution.actions import HANDLERS
+
+    schemas = doc["components"]["schemas"]
+    offered = set(schemas["RegisterSubjectIn"]["properties"])
+    assert "expected_state" not in offered and "worker_euid" not in offered
+    assert "queue_key" in offered
+    for key, schema in REQUEST_SCHEMAS.items():
+        props = set(schemas[schema.__name__]["properties"])
+        assert not props & set(HANDLERS[key].not_applicable), key

@@ -180,8 +180,9 @@ def test_release_hold_returns_a_retrying_subject_to_failed_retryable(tenant):
 
 
 @pytest.mark.parametrize(("state", "queue_key", "after"), [
-    ("PENDING", None, "PENDING"), ("WAITING_EXTERNAL", "q1", "WAITING_EXTERNAL"),
-    ("RUNNING", "q1", "READY")])
+    ("PENDING", None, "PENDING"), ("RUNNING", "q1", "READY"),
+    # the result refused while held is not sent again: claimable, as before
+    ("WAITING_EXTERNAL", "q1", "READY")])
 def test_release_hold_returns_the_subject_where_it_was(tenant, state, queue_key, after):
     """A PENDING subject held and released came back READY with no queue: in no queue's
     work, and refused by route_subject as already routed."""

@@ -27,8 +27,8 @@ from bloomops.execution.context import ENVELOPE_FIELDS
 from bloomops.execution.people import HUMAN_KEY_PREFIX, PROFILE_FIELDS
 from bloomops.execution.states import (
     ALL_STATES,
+    BIGINT_RANGE,
     PRIORITY_CLASSES,
-    PRIORITY_RANGE,
     TRANSIENT_CLASSES,
     RetryClass,
     WorkerType,
@@ -46,7 +46,7 @@ ReportedWorkerStatus = Literal["ONLINE", "OFFLINE", "DRAINING"]
 # characters, revisions up to 2^31, other integers within PostgreSQL's bigint.
 ID_MAX = 200
 REVISION_MAX = 2**31
-BIGINT_MIN, BIGINT_MAX = PRIORITY_RANGE  # PostgreSQL's bigint, where priorities are kept
+BIGINT_MIN, BIGINT_MAX = BIGINT_RANGE
 # "Has a character that is not white space": the engine strips text and treats blank as
 # missing. Python's regex engine, so the schema, pydantic and str.strip() agree on "space".
 NON_BLANK = r"\S"
@@ -122,12 +122,17 @@ class ActionEnvelope(StrictSchema):
     # Rules between fields that the engine enforces (its handlers' validate), stated as
     # JSON Schema keywords of the request body so that the document says them too.
     json_rules: ClassVar[dict[str, Any]] = {}
+    # Envelope fields the action refuses (its handler's ``not_applicable``, set by
+    # api/request_schemas.py): left out of the document, which says what the server takes.
+    not_applicable: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
         schema = handler(core_schema)
         body = handler.resolve_ref_schema(schema)
         props = body.get("properties", {})
+        for name in cls.not_applicable:
+            props.pop(name, None)
         own = {k: v for k, v in props.items() if k not in REQUEST_FIELDS}
         if "payload" in props:
             # The engine refuses payload keys the action does not declare.

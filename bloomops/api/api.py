@@ -403,7 +403,6 @@ for _path, (_key, _schema, _summary) in ACTIONS.items():
     _register(_path, _key, _schema, _summary)
 
 # Both intake actions allow the same roles (tapdb/packs/actions.json); each item is checked.
-# route_subject and register_subject allow the same roles (tapdb/packs/actions.json).
 intake.add_batch_route(actions, ACTION_RESPONSES, BearerToken(
     "route_subject", "Your role may not bring work in (route or register subjects)."),
     build_request)

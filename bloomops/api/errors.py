@@ -3,6 +3,7 @@ the error body ``{"error": {"code", "message", "details"}}`` with its status."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ninja import NinjaAPI
@@ -15,13 +16,16 @@ from bloomops.execution.errors import ActionError
 _LOCATION_PREFIXES = ("body", "query", "path", "filters")
 
 
+_VALIDATOR_STEP = re.compile(r"^(function-\w+\[.*\]|constrained-\w+|[a-z-]+\[.*\])$")
+
+
 def _field(loc: list[str]) -> str:
     parts = list(loc)
     while parts and parts[0] in _LOCATION_PREFIXES:
         parts.pop(0)
     # pydantic names the validator it was in after the field ("function-before[...]",
-    # "constrained-int"); our fields are snake_case, so such a step is no field's name.
-    return ".".join(p for p in parts if "[" not in p and "-" not in p)
+    # "constrained-int", "list[str]"); a caller's own key ("expected-state") stays.
+    return ".".join(p for p in parts if not _VALIDATOR_STEP.match(p))
 
 
 def validation_refusal(exc: ValidationError) -> RequestRefused:

@@ -17,6 +17,7 @@ writes nothing. Three parts:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -111,7 +112,9 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
     # Django reads a query's bytes that are not UTF-8 as U+FFFD: a filter would then search
     # for a value nobody sent.
     try:
-        unquote_to_bytes(request.META.get("QUERY_STRING", "")).decode("utf-8")
+        # WSGI hands the raw query over as latin-1 text: its bytes are those characters
+        raw = request.META.get("QUERY_STRING", "").encode("latin-1", "replace")
+        unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError:
         return RequestRefused("VALIDATION_ERROR", "The query is not UTF-8 text.",
                               field="query")
@@ -161,6 +164,10 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
     return None
 
 
+# The GETs that write (an evidence export is recorded, docs/RULES.md#evidence): HEAD on them
+# would write too, so it is refused.
+WRITING_GETS = re.compile(r"/subjects/[^/]+/evidence/?$")
+
 # Error statuses Django or ninja may answer without the API's body, and their codes.
 CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDDEN",
                   404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
@@ -209,6 +216,12 @@ class ApiGuardMiddleware:
             return JsonResponse(refused.as_dict(), status=refused.status)
         if request.method != "HEAD":
             return _as_json(self.get_response(request))
+        if WRITING_GETS.search(request.path):
+            refused = RequestRefused("METHOD_NOT_ALLOWED", "HEAD would record an export that"
+                                     " nobody receives; send GET.", allowed_methods=["GET"])
+            response = JsonResponse(refused.as_dict(), status=refused.status)
+            response["Allow"] = "GET"
+            return response
         # HEAD is GET without the body (RFC 9110), wherever GET is answered.
         request.method = "GET"
         response = _as_json(self.get_response(request))

@@ -5,6 +5,11 @@ approvals' (``approval_schemas``). Apart from them, since those build on action_
 from bloomops.api.action_schemas import CORE_SCHEMAS, ActionEnvelope
 from bloomops.api.approval_schemas import APPROVAL_SCHEMAS
 from bloomops.api.queue_schemas import QUEUE_SCHEMAS
+from bloomops.execution.actions import HANDLERS
 
 REQUEST_SCHEMAS: dict[str, type[ActionEnvelope]] = {
     **CORE_SCHEMAS, **QUEUE_SCHEMAS, **APPROVAL_SCHEMAS}
+
+# The document leaves out what each action refuses (one schema class per action).
+for _key, _schema in REQUEST_SCHEMAS.items():
+    _schema.not_applicable = HANDLERS[_key].not_applicable

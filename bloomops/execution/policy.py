@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bloomops.execution.envelope import parse_ts_or_none, ts
+from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
     TERMINAL_STATES,
     TRANSIENT_CLASSES,
@@ -132,7 +133,7 @@ def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, l
     """The first of site/platform/assay (sql.SCOPE_FIELDS) whose queue scope this subject's
     property is outside, with the scope's values; None when within every one (the SQL twin
     is sql.scope_match: a property read as text, absent as '')."""
-    for field in ("site", "platform", "assay"):
+    for field in SCOPE_FIELDS:
         values = _scope_values(config.get(f"{field}_scope"))
         if values is None:
             continue

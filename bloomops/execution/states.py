@@ -104,8 +104,10 @@ def priority_class(priority: int | float | None) -> str:
     return "ROUTINE"
 
 
-# A priority is stored as a number PostgreSQL's bigint holds (the order index casts it).
-PRIORITY_RANGE = (-(2**63), 2**63 - 1)
+# What PostgreSQL's bigint holds; a priority is stored as such a number (the order index
+# casts it).
+BIGINT_RANGE = (-(2**63), 2**63 - 1)
+PRIORITY_RANGE = BIGINT_RANGE
 
 
 def parse_priority(value: object) -> int:

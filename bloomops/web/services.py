@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from bloomops.execution import clock, people, selectors
+from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.outputs import routed_output
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
@@ -15,6 +16,7 @@ from bloomops.execution.guards import lease_not_active
 from bloomops.execution.objects import LEASE, is_kind, load, worker_by_key
 from bloomops.execution.policy import lease_effective_status
 from bloomops.execution.states import WorkerType
+from bloomops.tapdb.templates import all_templates
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web.bench_words import template_words
 
@@ -42,7 +44,9 @@ def ensure_my_worker(user) -> str:
         payload={
             "worker_key": human_worker_key(user),
             "worker_type": WorkerType.HUMAN_SESSION.value,
-            "display_name": user.get_full_name() or user.get_username(),
+            # a person's name as the account holds it ("José" typed decomposed, a no-break
+            # space): made a line a worker's name may be, or the person could not work
+            "display_name": readable_line(user.get_full_name()) or user.get_username(),
         },
     ))
     return result["worker_euid"]
@@ -115,6 +119,9 @@ def made_for_next_queue(user, lease_euid: str, queue_key: str, template_code: st
                 "worker_lookup_euid") == worker:
             raise lease_not_active(ended, lease_effective_status(ended.props, ts(clock.now())))
         raise ActionError("LEASE_NOT_OWNED", "This claim is not yours.", lease_euid=lease_euid)
+    if template_code not in all_templates():  # a choice the page never offered
+        raise ActionError("VALIDATION_ERROR", f"No template {template_code[:100]!r} to make.",
+                          field="next_queue_key")
     subject = selectors.subject_diagnostics(lease["subject_euid"])
     queue = selectors.queue_config(queue_key)
     if subject is None or queue is None:

@@ -46,7 +46,7 @@ from bloomops.execution.states import (
 
 
 class RenewQueueLease(Handler):
-    not_applicable = ("hold_euid", "expected_state", "expected_revision")
+    not_applicable = ("hold_euid", "queue_key", "expected_state", "expected_revision")
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
@@ -73,8 +73,11 @@ class RenewQueueLease(Handler):
 
 
 class LeaseAction(Handler):
-    not_applicable = ("hold_euid",)
     """Actions that end the attempt of a leased subject."""
+
+    # ``queue_key`` too: a completion's next queue is ``next_queue_key`` (a slip for it
+    # would route to the default without a word)
+    not_applicable = ("hold_euid", "queue_key")
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -240,6 +243,7 @@ class FailQueueExecution(LeaseAction):
 
 
 class RecordExternalResult(Handler):
+    not_applicable = ("lease_euid", "hold_euid")
     fields = ("outcome", "next_queue_key", "result_snapshot", "outputs", "error_message")
     OUTCOMES = ("READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL")
 

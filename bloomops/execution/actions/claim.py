@@ -58,6 +58,7 @@ def _claim_candidate(ctx: Context, queue_key: str, max_blocked: int) -> int | No
 
 
 class ClaimQueueItem(Handler):
+    not_applicable = ("lease_euid", "hold_euid")
     guards_subject = False
     MAX_CANDIDATES = 20
 

@@ -30,6 +30,15 @@ def line_problem(value: str) -> str | None:
     return None
 
 
+def readable_line(value: str) -> str:
+    """``value`` made one that line_problem accepts: composed (NFC), without what shows as
+    nothing or is not printable (a name the lab's own account records hold, not a caller's)."""
+    value = unicodedata.normalize("NFC", value)
+    kept = "".join(c if c.isprintable() else " " for c in value
+                   if not any(lo <= ord(c) <= hi for lo, hi in _UNSEEN))
+    return " ".join(kept.split())
+
+
 def text_field(payload: dict, name: str, *, required: bool = False,
                max_len: int = 2000, line: bool = False) -> str | None:
     """Text, stripped; blank is missing. ``line``: a key or name people read in a list must

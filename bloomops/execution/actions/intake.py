@@ -127,6 +127,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
 
 
 class RouteSubject(Handler):
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid")
     """An existing object into a queue: only one without an envelope or PENDING; a routed
     subject moves by its steps, a finished one by requeue."""
 
@@ -155,10 +156,11 @@ class RouteSubject(Handler):
 
 
 class RegisterSubject(Handler):
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "expected_state",
-                      "expected_revision")
     """A new object of a template the queue takes, with declared properties, routed at once:
     for labs whose objects no other system creates."""
+
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "expected_state",
+                      "expected_revision")
 
     fields = ("template_code", "name", "properties", *ROUTING_FIELDS)
     guards_subject = False

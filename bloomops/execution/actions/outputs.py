@@ -8,13 +8,14 @@ from typing import Any
 
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
+    refuse_unless_in_scope,
 )
 from bloomops.execution.context import Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
 )
-from bloomops.execution.policy import scope_problem, takes_template
+from bloomops.execution.policy import takes_template
 from bloomops.execution.states import (
     parse_priority,
 )
@@ -166,11 +167,12 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
             if target is not None and not takes_template(target["config"], code):
                 raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
                                     " subjects.", "OUTPUT_NOT_ALLOWED")
-            outside = target and scope_problem(target["config"], props)
-            if outside:
-                raise _output_error(i, f"queue {target['queue_key']!r} serves {outside[0]}"
-                                    f" {', '.join(outside[1])}; this output's {outside[0]} is"
-                                    f" {props.get(outside[0])!r}.", "SUBJECT_OUT_OF_SCOPE")
+            if target is not None:
+                try:
+                    refuse_unless_in_scope(target, props)
+                except ActionError as err:
+                    raise ActionError(err.code, f"outputs[{i}]: {err.message}",
+                                      field="outputs", index=i, **err.details) from None
             props["execution"] = envelope
         obj = ctx.create(code, name=spec["name"].strip(), properties=props)
         edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, obj, "subject_output")]
@@ -187,16 +189,30 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
 CARRIED_PROPERTIES = ("site", "platform", "assay")
 
 
+def carried_properties(template_code: str, subject_props: dict, subject_euid: str) -> dict:
+    """What an output of ``template_code`` takes over from its subject: the scope properties
+    and ``derived_from_euid``, those its template declares."""
+    declared = template(template_code).properties
+    carried = {k: subject_props.get(k) for k in CARRIED_PROPERTIES}
+    carried["derived_from_euid"] = subject_euid
+    return {k: v for k, v in carried.items() if k in declared and v is not None}
+
+
 def routed_output(template_code: str, name: str, subject: dict, next_queue: dict) -> dict:
     """An ``outputs`` entry that makes a ``template_code`` object from ``subject`` (``euid``,
     ``props``, ``execution``) and routes it READY to ``next_queue`` (``queue_key``,
     ``config``) for that queue's first step, at the subject's priority and due date."""
-    declared = template(template_code).properties
-    carried = {k: (subject.get("props") or {}).get(k) for k in CARRIED_PROPERTIES}
-    carried["derived_from_euid"] = subject["euid"]
     env = subject.get("execution") or {}
     return {"template_code": template_code, "name": name,
-            "properties": {k: v for k, v in carried.items() if k in declared and v is not None},
+            "properties": carried_properties(template_code, subject.get("props") or {},
+                                             subject["euid"]),
             "execution": {"state": "READY", "next_queue_key": next_queue["queue_key"],
                           "next_action_key": next_queue["config"].get("default_next_action_key"),
-                          "priority": env.get("priority"), "due_at": env.get("due_at")}}
+                          "priority": _whole(env.get("priority")), "due_at": env.get("due_at")}}
+
+
+def _whole(priority: Any) -> Any:
+    # another writer's 205.0 is the priority 205 (the order index reads it as a number)
+    if isinstance(priority, float) and priority.is_integer():
+        return int(priority)
+    return priority

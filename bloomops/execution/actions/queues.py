@@ -215,12 +215,13 @@ class SetQueueEnabled(Handler):
 
 
 class ReplaceQueue(Handler):
-    # a queue's action acts on no subject, worker, lease or hold
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state")
     """Retire a queue object and create its successor in one transaction. The old object
     stays in TapDB (soft-deleted, so its key is free and no read serves it), with its leases,
     records, holds and action records, linked to the successor by lineage."""
+
+    # a queue's action acts on no subject, worker, lease or hold
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state")
     changes_queues = True
 
     # queue_key names the queue replaced; new_queue_key the successor's key (default: same).

@@ -63,13 +63,15 @@ def _reason(req: ActionRequest) -> None:
     text_field(req.payload, "reason", required=True, max_len=2000)
 
 
-# The states a released subject returns to (RULES.md#holds): where it was when held.
-RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE", "WAITING_EXTERNAL")
+# The states a released subject returns to (RULES.md#holds): where it was when held. Not
+# WAITING_EXTERNAL: the outside result refused while it was held is not sent again, so it
+# becomes READY (claimable) as before.
+RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE")
 
 
 class PlaceExecutionHold(Handler):
-    # an operator's action on the subject: no worker's lease to name
-    not_applicable = ("worker_euid", "lease_euid")
+    # an operator's action on the subject: no worker's lease to name; the hold is new
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid")
     fields = ("hold_code", "reason")
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -83,9 +85,9 @@ class PlaceExecutionHold(Handler):
         # A hold must be placeable whatever the routing; only an explicit queue must exist.
         queue = queue_or_refuse(ctx, ctx.request.queue_key, required=False) or (
             selectors.queue_config(env.get("next_queue_key") or "", tenant=ctx.tenant))
-        # Released, it returns to where it was (RULES.md#holds): a PENDING subject was in no
-        # queue and goes back to none; one RUNNING loses its lease here, so it is READY again.
-        before = "READY" if env["state"] == "RUNNING" else env["state"]
+        # Released, it returns to where it was (RESTORED_STATES): a PENDING subject was in no
+        # queue and goes back to none.
+        before = env["state"]
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
         code = _hold_code(ctx.payload)

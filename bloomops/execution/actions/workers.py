@@ -174,8 +174,9 @@ class HeartbeatWorker(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "worker_euid")
-        for name in WORKER_FIELDS + ("last_error_class",):
-            text_field(req.payload, name, max_len=300)
+        for name in WORKER_FIELDS:  # as registration checks them
+            text_field(req.payload, name, max_len=300, line=True)
+        text_field(req.payload, "last_error_class", max_len=300)
         status = req.payload.get("status")
         if status is not None and status not in (WorkerStatus.ONLINE, WorkerStatus.OFFLINE,
                                                  WorkerStatus.DRAINING):
@@ -195,8 +196,9 @@ class HeartbeatWorker(Handler):
             # Configuration changes reach a person's worker the next time they act.
             props.update(current_profile(person))
         for name in WORKER_FIELDS:
-            if ctx.payload.get(name):
-                props[name] = ctx.payload[name]
+            value = text_field(ctx.payload, name, max_len=300, line=True)
+            if value:
+                props[name] = value
         if ctx.payload.get("last_error_class"):
             props.update(last_error_class=ctx.payload["last_error_class"],
                          last_error_at=ctx.now_ts)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
@@ -137,12 +138,14 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     # library from a sample, carrying the sample's scope): completing makes that object
     # and routes it there.
     makes = [(k, code) for k in flow if k not in keys
-             for code in config.get("output_template_codes") or [] if takes(k, code)]
+             for code in config.get("output_template_codes") or []
+             if takes_template(config_of(k), code) and scope_problem(config_of(k), (
+                 carried_properties(code, scope, lease["subject_euid"]))) is None]
     if allowed is None and flow_next and not keys and not makes:
         # The flow goes on, but its default cannot take this item (an ONT sample after a
         # QC whose default is the Illumina line); the queue lists no next queues, so any
         # may follow (RULES.md#queue-configuration): every queue that takes it in scope.
-        keys = [k for k in queues if k != queue_key
+        keys = [k for k in queues if k != queue_key and config_of(k).get("enabled", True)
                 and takes(k, lease.get("subject_template_code"))]
     passed_over = flow_next if flow_next and flow_next not in keys else ""
     default_next = flow_next if flow_next in keys else ""
@@ -299,7 +302,7 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
 
 # The Next queue list's first option when the person must choose (no default to go to).
-CHOOSE = "choose"
+CHOOSE = "-choose"  # no queue key starts with "-" (queue_fields.QUEUE_KEY_PATTERN)
 
 
 def _refuse_no_choice() -> ActionResult:
