@@ -133,6 +133,8 @@ def test_the_engine_s_own_objects_are_not_subjects(apis):
     assert claim["subject_euid"] == subject
     reader = apis["operator"]
     assert reader.get(f"/subjects/{subject}").status_code == 200
+    human = apis["worker_human"]
+    own = human.act("register-worker", worker_type="HUMAN_SESSION").json()["worker_euid"]
     for euid in (worker, claim["lease_euid"], claim["action_euid"]):
         r = reader.get(f"/subjects/{euid}")
         assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
@@ -140,6 +142,8 @@ def test_the_engine_s_own_objects_are_not_subjects(apis):
         assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
         r = reader.act("hold", subject_euid=euid, expected_state="READY", reason="x")
         assert r.status_code == 404 and error_code(r) == "NOT_FOUND", euid
+        r = human.act("claim", worker_euid=own, subject_euid=euid)  # was 409 NOT_VISIBLE
+        assert r.status_code == 404 and error_code(r) == "NOT_FOUND", (euid, r.content)
 
 
 # ------------------------------------------------------------------ words

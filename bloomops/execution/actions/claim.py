@@ -23,6 +23,7 @@ from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
+    is_subject,
     load,
 )
 from bloomops.execution.people import current_profile, username_of_human_key
@@ -97,7 +98,7 @@ class ClaimQueueItem(Handler):
             return [queue]
         if req.subject_euid:
             subject = load(euid=req.subject_euid, tenant=ctx.tenant)
-            if subject is None:
+            if subject is None or not is_subject(subject):
                 raise ActionError("NOT_FOUND", "No such subject.", subject_euid=req.subject_euid)
             key = subject.envelope.get("next_queue_key")
             if not key:

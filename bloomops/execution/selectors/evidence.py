@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -15,13 +16,13 @@ EVIDENCE_REL = "execution_subject_evidence"
 
 
 def subject_row(euid: str, tenant: str | None) -> dict[str, Any] | None:
-    """A subject as stored (any object but an execution object or action record)."""
+    """A subject as stored (objects.SUBJECT_SQL: not the engine's own, not a worker)."""
     return fetch_one(
         f"""SELECT s.uid, s.euid, s.name, s.created_dt, s.json_addl->'properties' AS props,
                {TEMPLATE_CODE} AS template_code
         FROM generic_instance s JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         WHERE s.euid = %(euid)s AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
-          AND s.type NOT IN ('execution', 'execution_queue')""",
+          AND {SUBJECT_SQL}""",
         {"euid": euid, "tenant": tenant},
     )
 
