@@ -163,8 +163,12 @@ SUBJECT_SQL = (f"(s.type NOT IN ({', '.join(repr(t) for t in ENGINE_TYPES)})"
                f" AND (s.type, s.subtype) <> {tuple(WORKER.split('/'))!r})")
 
 
+def is_subject_kind(type_: str | None, subtype: str | None) -> bool:
+    return type_ not in ENGINE_TYPES and f"{type_}/{subtype}" != WORKER
+
+
 def is_subject(obj: Obj) -> bool:
-    return obj.kind() != WORKER and obj.type not in ENGINE_TYPES
+    return is_subject_kind(obj.type, obj.subtype)
 
 
 QUEUE_CODE = "data/execution/queue/1.0"

@@ -18,6 +18,7 @@ from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
+from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import scope_problem, takes_template
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
@@ -83,10 +84,9 @@ def envelope_rows(env: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _lineage(edges: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # Execution objects (leases, holds, records, action records) and workers are not
+    # The engine's objects (leases, holds, records, action records) and workers are not
     # subjects; anything else is, and the inspector links to it.
-    return [{**e, "is_subject": e["type"] not in ("execution", "execution_queue", "system")}
-            for e in edges]
+    return [{**e, "is_subject": is_subject_kind(e["type"], e["subtype"])} for e in edges]
 
 
 @require_GET
