@@ -334,3 +334,71 @@ def test_head_on_an_evidence_export_is_refused_it_would_record_one(apis, users):
     r = api.client.head(f"/api/v1/execution/subjects/{subject}/evidence", **api._headers())
     assert r.status_code == 405 and r["Allow"] == "GET"
     assert counts() == before
+
+
+def test_a_chosen_claim_of_an_unknown_subject_naming_a_queue_is_404(apis):
+    """With a queue_key it was a 500 (an assertion in the claim's walk)."""
+    human = apis["worker_human"]
+    own = human.act("register-worker", worker_type="HUMAN_SESSION").json()["worker_euid"]
+    before = counts()
+    r = human.act("claim", worker_euid=own, subject_euid="Z-NOPE-4", queue_key="q1")
+    assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
+    assert counts() == before
+
+
+@pytest.mark.parametrize("path,fields,field", [
+    ("cancel", {"hold_euid": "Z-NOPE"}, "hold_euid"),
+    ("cancel", {"queue_key": "nonexistent"}, "queue_key"),
+    ("release-hold", {"queue_key": "nonexistent"}, "queue_key"),
+])
+def test_an_operator_action_refuses_a_field_it_would_ignore(apis, path, fields, field):
+    subject = make_subject("q1")
+    state = "READY"
+    if path == "release-hold":
+        apis["operator"].act("hold", subject_euid=subject, expected_state="READY", reason="x")
+        state = "HELD"
+    before = counts()
+    r = apis["admin"].act(path, subject_euid=subject, expected_state=state, reason="x",
+                          **fields)
+    assert "does not apply to" in refused_field(r, field)
+    assert counts() == before
+
+
+def test_a_hold_names_the_subject_s_own_queue_or_none(apis):
+    """A hold named another queue and was listed there, not where the subject is."""
+    make_queue("other")
+    subject = make_subject("q1")
+    before = counts()
+    r = apis["operator"].act("hold", subject_euid=subject, expected_state="READY", reason="x",
+                             queue_key="other")
+    assert "is in q1, not other" in refused_field(r, "queue_key")
+    assert counts() == before
+
+
+def test_releasing_another_subject_s_hold_says_so(apis):
+    a, b = make_subject("q1"), make_subject("q1")
+    op = apis["operator"]
+    hold_b = op.act("hold", subject_euid=b, expected_state="READY", reason="x").json()
+    op.act("hold", subject_euid=a, expected_state="READY", reason="x")
+    r = op.act("release-hold", subject_euid=a, expected_state="HELD",
+               hold_euid=hold_b["hold_euid"], reason="x")
+    assert r.status_code == 404 and f"No such hold on {a}" in r.json()["error"]["message"]
+
+
+def test_a_heartbeat_s_error_class_is_a_readable_line_too(apis):
+    api = apis["worker_service"]
+    worker = api.act("register-worker", worker_key="w-ec").json()["worker_euid"]
+    r = api.act("heartbeat-worker", worker_euid=worker,
+                last_error_class="\x1b[31mRED\u200b\u202eevil")
+    refused_field(r, "last_error_class")
+
+
+def test_an_external_result_names_a_next_queue_only_to_move_there(apis):
+    """With outcome FAILED_RETRYABLE the next queue was dropped unchecked (out of scope too)."""
+    subject = make_subject("q1", state="WAITING_EXTERNAL")
+    before = counts()
+    r = apis["admin"].act("external-result", subject_euid=subject,
+                          expected_state="WAITING_EXTERNAL", outcome="FAILED_RETRYABLE",
+                          next_queue_key="q1")
+    assert "applies only to outcome READY" in refused_field(r, "next_queue_key")
+    assert counts() == before

@@ -214,7 +214,7 @@ def test_fail_permanently_dead_letters(client, lab):
     assert lease["subject_euid"] in client.get("/workbench/").content.decode()
 
 
-@pytest.mark.parametrize("message", ["", "   "])
+@pytest.mark.parametrize("message", ["", "   ", "\u200b\u200b"])
 def test_a_failure_without_words_is_refused_and_writes_nothing(client, lab, message):
     """The form requires the words; a request without them (the browser check removed, an
     old page) is refused by the server too: the next person and QA read them."""

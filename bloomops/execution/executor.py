@@ -87,9 +87,9 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
         raise ActionError("VALIDATION_ERROR", "The idempotency key is too long (200 max).",
                           field="idempotency_key")
     check_request_fields(req)
-    check_not_applicable(req, handler.not_applicable)
     check_payload(req.payload, handler.fields)
     handler.validate(req)
+    check_not_applicable(req, handler.not_applicable)
     now = req.now or clock.now()
     ctx = Context(request=req, spec=spec, actor=req.actor, now=now, tenant=tenant)
     payload_hash = req.payload_hash()

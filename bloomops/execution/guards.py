@@ -117,8 +117,8 @@ def check_not_applicable(req: ActionRequest, names: tuple[str, ...]) -> None:
     sent = [n for n in names if getattr(req, n) is not None]
     if sent:
         raise ActionError("VALIDATION_ERROR", f"{sent[0]} does not apply to"
-                          f" {req.action_key}: it has no existing subject, lease or hold to"
-                          " check it against.", field=sent[0], not_applicable=sent)
+                          f" {req.action_key}: the action does not use it, so nothing would"
+                          " check it.", field=sent[0], not_applicable=sent)
 
 
 REQUEST_TEXT_FIELDS = tuple(f for f in ENVELOPE_FIELDS if f != "expected_revision")

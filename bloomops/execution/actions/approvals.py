@@ -121,7 +121,7 @@ class _OnApproval(Handler):
     """Decide and cancel: the approval names its subject, locked first (subject -> approval,
     the executor's lock order), so two deciders of one approval queue behind each other."""
 
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid")
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "queue_key")
 
     guards_subject = False
 

@@ -257,6 +257,10 @@ class RecordExternalResult(Handler):
         if outcome == "READY" and not req.payload.get("next_queue_key"):
             raise ActionError("VALIDATION_ERROR", "next_queue_key is required for READY.",
                               field="next_queue_key")
+        if outcome != "READY" and req.payload.get("next_queue_key"):
+            # only a READY result moves the subject on; elsewhere it would go unchecked
+            raise ActionError("VALIDATION_ERROR", "next_queue_key applies only to outcome"
+                              " READY.", field="next_queue_key")
         obj_field(req.payload, "result_snapshot")
         text_field(req.payload, "error_message", max_len=4000)
         validate_outputs(req.payload)

@@ -137,7 +137,9 @@ class ClaimQueueItem(Handler):
                 continue
             if req.subject_euid:
                 subject = load(euid=req.subject_euid, tenant=ctx.tenant, lock=True)
-                assert subject is not None
+                if subject is None or not is_subject(subject):
+                    raise ActionError("NOT_FOUND", "No such subject.",
+                                      subject_euid=req.subject_euid)
                 if not selectors.is_visible(subject.uid, queue["queue_key"], now=ctx.now,
                                             tenant=ctx.tenant):
                     diag = selectors.subject_diagnostics(subject.euid, now=ctx.now,

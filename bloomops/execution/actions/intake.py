@@ -22,6 +22,7 @@ from bloomops.execution.context import ActionRequest, Context, action_spec
 from bloomops.execution.envelope import YEARS, new_envelope, normalize_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
+    check_not_applicable,
     check_payload,
     check_request_fields,
     guard_envelope,
@@ -159,8 +160,8 @@ class RegisterSubject(Handler):
     """A new object of a template the queue takes, with declared properties, routed at once:
     for labs whose objects no other system creates."""
 
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "expected_state",
-                      "expected_revision")
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+                      "expected_state", "expected_revision")
 
     fields = ("template_code", "name", "properties", *ROUTING_FIELDS)
     guards_subject = False
@@ -202,6 +203,7 @@ def preview(req: ActionRequest) -> dict[str, Any]:
     check_request_fields(req)
     check_payload(req.payload, handler.fields)
     handler.validate(req)
+    check_not_applicable(req, handler.not_applicable)
     ctx = Context(request=req, spec=spec, actor=req.actor, now=clock.now(),
                   tenant=tenant_of(req.tenant))
     if isinstance(handler, RegisterSubject):

@@ -82,9 +82,14 @@ class PlaceExecutionHold(Handler):
     def run(self, ctx: Context) -> None:
         env = ctx.env
         assert env is not None
-        # A hold must be placeable whatever the routing; only an explicit queue must exist.
-        queue = queue_or_refuse(ctx, ctx.request.queue_key, required=False) or (
-            selectors.queue_config(env.get("next_queue_key") or "", tenant=ctx.tenant))
+        # A hold must be placeable whatever the routing; only an explicit queue must exist,
+        # and be the subject's when it has one (the hold is listed under that queue).
+        named, own = ctx.request.queue_key, env.get("next_queue_key")
+        if named and own and named != own:
+            raise ActionError("VALIDATION_ERROR", f"queue_key: {ctx.subject.euid} is in {own},"
+                              f" not {named}.", field="queue_key")
+        queue = queue_or_refuse(ctx, named, required=False) or (
+            selectors.queue_config(own or "", tenant=ctx.tenant))
         # Released, it returns to where it was (RESTORED_STATES): a PENDING subject was in no
         # queue and goes back to none.
         before = env["state"]
@@ -98,7 +103,7 @@ class PlaceExecutionHold(Handler):
 
 class ReleaseExecutionHold(Handler):
     # an operator's action on the subject: no worker's lease to name
-    not_applicable = ("worker_euid", "lease_euid")
+    not_applicable = ("worker_euid", "lease_euid", "queue_key")
     fields = ("reason",)
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -115,6 +120,9 @@ class ReleaseExecutionHold(Handler):
                 hold = load(euid=ctx.request.hold_euid, tenant=ctx.tenant)
                 if not is_kind(hold, HOLD):
                     raise ActionError("NOT_FOUND", "No such hold.",
+                                      hold_euid=ctx.request.hold_euid)
+                if hold.props.get("status") == "ACTIVE":  # another subject's
+                    raise ActionError("NOT_FOUND", f"No such hold on {ctx.subject.euid}.",
                                       hold_euid=ctx.request.hold_euid)
                 raise ActionError("HOLD_NOT_ACTIVE", hold_euid=ctx.request.hold_euid)
         else:
@@ -194,8 +202,8 @@ class RequeueSubject(Handler):
 
 
 class CancelSubjectExecution(Handler):
-    # an operator's action on the subject: no worker's lease to name
-    not_applicable = ("worker_euid", "lease_euid")
+    # an operator's action on the subject: no worker's lease to name; it ends every hold
+    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "queue_key")
     fields = ("reason",)
     repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:

@@ -47,7 +47,7 @@ WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 
 
 class RegisterWorker(Handler):
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
+    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
                       "expected_state", "expected_revision")
     fields = ("worker_key", "worker_type", *WORKER_FIELDS, *PROFILE_FIELDS)
     guards_subject = False
@@ -166,8 +166,8 @@ class RegisterWorker(Handler):
 
 
 class HeartbeatWorker(Handler):
-    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "expected_state",
-                      "expected_revision")
+    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "queue_key",
+                      "expected_state", "expected_revision")
     fields = ("status", *WORKER_FIELDS, "last_error_class")
     guards_subject = False
 
@@ -176,7 +176,7 @@ class HeartbeatWorker(Handler):
         require(req, "worker_euid")
         for name in WORKER_FIELDS:  # as registration checks them
             text_field(req.payload, name, max_len=300, line=True)
-        text_field(req.payload, "last_error_class", max_len=300)
+        text_field(req.payload, "last_error_class", max_len=300, line=True)
         status = req.payload.get("status")
         if status is not None and status not in (WorkerStatus.ONLINE, WorkerStatus.OFFLINE,
                                                  WorkerStatus.DRAINING):
@@ -217,8 +217,8 @@ class HeartbeatWorker(Handler):
 
 
 class SetWorkerStatus(Handler):
-    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "expected_state",
-                      "expected_revision")
+    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "queue_key",
+                      "expected_state", "expected_revision")
     fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}

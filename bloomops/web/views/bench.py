@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
@@ -291,7 +292,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     payload = {"error_class": request.POST.get("error_class", "").strip() or None,
                "error_message": request.POST.get("error_message", "").strip() or None}
-    if not payload["error_message"]:
+    if not readable_line(payload["error_message"] or ""):  # nothing a reader would see
         # A person's failure is read by the next person and by QA: it says what went wrong
         # (a service worker's error class alone is enough for the engine).
         return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"))
