@@ -348,11 +348,13 @@ class ExternalResultIn(SubjectEnvelope):
         "if": {"required": ["outcome"], "properties": {"outcome": {"const": "READY"}}},
         "then": {"required": ["next_queue_key"],
                  "properties": {"next_queue_key": _NON_EMPTY_TEXT}},
+        "else": {"properties": {"next_queue_key": {"anyOf": [
+            {"type": "null"}, {"type": "string", "maxLength": 0}]}}},
     }
 
     outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]
     next_queue_key: str | None = Field(None, max_length=200, description=(
-        "Required when outcome is READY."))
+        "Required when outcome is READY, and only then."))
     result_snapshot: dict[str, Any] | None = None
     outputs: list[OutputSpec] | None = None
     error_message: str | None = text(4000)
