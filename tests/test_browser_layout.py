@@ -131,6 +131,16 @@ def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, w
     context.close()
 
 
+def test_signing_an_approval_on_a_tablet_uses_touch_targets(browser, bench):
+    """The reason, password and the two sign buttons were 30-33 px tall at 768 px."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 768)
+    page.goto(f"{site}/approvals/")
+    assert page.locator("form.sign").count() >= 1
+    assert small_targets(page, "form.sign") == []
+    page.context.close()
+
+
 def screens(site: str, subject: str) -> list[str]:
     return ["/", "/queues/q1/", "/queues/q1/?state=HELD", "/scan/", "/my-work/",
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
