@@ -11,6 +11,7 @@ from typing import Any
 
 from bloomops.execution.envelope import read_envelope
 from bloomops.tapdb.db import execute, fetch_all, fetch_one
+from bloomops.tapdb.templates import TemplateRef
 
 REL = {
     "subject_lease": "execution_subject_lease",
@@ -161,6 +162,13 @@ HOLD = "execution/hold"
 ENGINE_TYPES = ("execution", "execution_queue")
 SUBJECT_SQL = (f"(s.type NOT IN ({', '.join(repr(t) for t in ENGINE_TYPES)})"
                f" AND (s.type, s.subtype) <> {tuple(WORKER.split('/'))!r})")
+
+
+def is_engine_template(ref: TemplateRef) -> bool:
+    """Queues, leases, records, holds, dead letters, workers, actions and events are the
+    engine's own objects: only its actions make them, never a step's outputs, an intake or
+    a queue's subjects."""
+    return ref.semantic_category in ("actor", "action", "message") or ref.type in ENGINE_TYPES
 
 
 def is_subject_kind(type_: str | None, subtype: str | None) -> bool:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
-from bloomops.execution.actions.outputs import is_engine_template
 from bloomops.execution.context import ActionRequest, Actor
+from bloomops.execution.objects import is_engine_template
 from bloomops.execution.selectors import queue_config
 from bloomops.tapdb.templates import all_templates
 

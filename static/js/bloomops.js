@@ -235,6 +235,6 @@ document.addEventListener("change", function (event) {
   var destination = select.form.querySelector("button .destination");
   if (!destination) return;
   var option = select.options[select.selectedIndex];
-  if (option && option.value === "-choose") destination.textContent = "";
+  if (option && option.hasAttribute("data-placeholder")) destination.textContent = "";
   else destination.textContent = option && option.value ? "→ " + option.textContent : "and finish";
 });

@@ -18,11 +18,15 @@ _UNSEEN = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160
            (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
 
+def _unseen(c: str) -> bool:
+    return any(lo <= ord(c) <= hi for lo, hi in _UNSEEN)
+
+
 def line_problem(value: str) -> str | None:
     """Why ``value`` cannot be a key or a name people read in a list, or None: one printable
     line, nothing that shows as nothing, in Unicode's composed form (NFC: "café" typed two
     ways is one key)."""
-    if not value.isprintable() or any(lo <= ord(c) <= hi for c in value for lo, hi in _UNSEEN):
+    if not value.isprintable() or any(_unseen(c) for c in value):
         return ("may hold only printable characters on one line (no control or invisible"
                 " characters)")
     if not unicodedata.is_normalized("NFC", value):
@@ -34,8 +38,7 @@ def readable_line(value: str) -> str:
     """``value`` made one that line_problem accepts: composed (NFC), without what shows as
     nothing or is not printable (a name the lab's own account records hold, not a caller's)."""
     value = unicodedata.normalize("NFC", value)
-    kept = "".join(c if c.isprintable() else " " for c in value
-                   if not any(lo <= ord(c) <= hi for lo, hi in _UNSEEN))
+    kept = "".join(c if c.isprintable() else " " for c in value if not _unseen(c))
     return " ".join(kept.split())
 
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from bloomops.execution import clock
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
-from bloomops.execution.actions.outputs import check_template_properties, is_engine_template
+from bloomops.execution.actions.outputs import check_template_properties
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
@@ -29,6 +29,7 @@ from bloomops.execution.guards import (
     guard_subject,
     lock_subject,
 )
+from bloomops.execution.objects import is_engine_template
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import parse_priority
 from bloomops.tapdb.templates import TemplateRef, all_templates

@@ -14,8 +14,10 @@ from bloomops.execution.context import Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
+    is_engine_template,
 )
 from bloomops.execution.policy import takes_template
+from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
     parse_priority,
 )
@@ -26,13 +28,6 @@ OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
 # What a produced object's envelope may say; the engine builds the rest (RULES.md#outputs).
 OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priority", "due_at",
                            "ready_at")
-
-
-def is_engine_template(ref: TemplateRef) -> bool:
-    """Queues, leases, records, holds, dead letters, workers, actions and events are the
-    engine's own objects: only its actions make them, never a step's outputs."""
-    return ref.semantic_category in ("actor", "action", "message") or ref.type in (
-        "execution", "execution_queue")
 
 
 def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> ActionError:
@@ -186,7 +181,7 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
 # What an output made for the next queue takes over from its subject, where the output's
 # template declares it: the scopes a queue selects on, so that it is visible where its
 # subject was (RULES.md#outputs).
-CARRIED_PROPERTIES = ("site", "platform", "assay")
+CARRIED_PROPERTIES = SCOPE_FIELDS
 
 
 def carried_properties(template_code: str, subject_props: dict, subject_euid: str) -> dict:

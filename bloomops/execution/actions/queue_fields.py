@@ -10,6 +10,7 @@ from typing import Any
 
 from bloomops.execution.actions.fields import int_field, str_list_field, text_field
 from bloomops.execution.errors import ActionError
+from bloomops.execution.objects import is_engine_template
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.templates import all_templates
 
@@ -95,8 +96,7 @@ def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | N
     if unknown:
         raise ActionError("VALIDATION_ERROR", f"{name}: no template {', '.join(unknown)}.",
                           field=name, unknown=unknown)
-    engine = [c for c in codes if known[c].type in ("execution", "execution_queue")
-              or known[c].semantic_category in ("actor", "action", "message")]
+    engine = [c for c in codes if is_engine_template(known[c])]
     if engine:
         raise ActionError("VALIDATION_ERROR", f"{name}: {', '.join(engine)} are the engine's"
                           " own objects.", field=name)

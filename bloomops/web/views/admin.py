@@ -90,6 +90,10 @@ STATUS_WORDS = {
 
 
 
+# The waiting approvals the workbench marks rows by (a lab has a handful at a time).
+MAX_WAITING_SHOWN = 1000
+
+
 @require_GET
 @reader
 def workbench(request: HttpRequest) -> HttpResponse:
@@ -104,12 +108,15 @@ def workbench(request: HttpRequest) -> HttpResponse:
         holds = [h for h in holds if services.matches(h, text)]
         retrying = [r for r in retrying if services.matches(r, text)]
     requeue_gate = dead_letter_gate()
-    # what is asked already, waiting for a second person: (subject, gated action)
-    asked = {(a.props.get("subject_lookup_euid"), a.props.get("action_key"))
-             for a in selectors.approvals(status="REQUESTED")} \
-        if (requeue_gate and dead) or any(h["gated"] for h in holds) else set()
+    # what is asked already, waiting for a second person (the waiting approvals only: the
+    # decided ones pile up for years): requeues by subject, releases by hold
+    waiting = selectors.approvals_waiting(limit=MAX_WAITING_SHOWN).rows \
+        if (requeue_gate and dead) or any(h["gated"] for h in holds) else []
+    asked = {(a.props.get("subject_lookup_euid"), a.props.get("action_key")) for a in waiting}
+    held_asked = {e for a in waiting for e, _ in a.holds
+                  if a.props.get("action_key") == "release_execution_hold"}
     for h in holds:
-        h["asked"] = (h["subject_euid"], "release_execution_hold") in asked
+        h["asked"] = h["euid"] in held_asked
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead

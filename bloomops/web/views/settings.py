@@ -15,6 +15,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_settings
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.objects import is_engine_template
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import decode, encode, form_fields, read_form
@@ -115,7 +116,7 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         return refused
     templates = sorted(code for code, ref in all_templates().items()
                        if ref.semantic_category in ("content", "data")
-                       and ref.type not in ("execution", "execution_queue"))
+                       and not is_engine_template(ref))
     if request.method == "GET":
         return render(request, "web/queue_new.html", {"templates": templates, "help": HELP})
     queue_key = request.POST.get("queue_key", "").strip()
