@@ -18,7 +18,7 @@ from bloomops.api import action_schemas as A
 from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake
 from bloomops.api import schemas as S
-from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser
+from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
 from bloomops.api.readmodel import summary_dict
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.api.tokens import user_for_token
@@ -81,8 +81,8 @@ a read model (the same selectors the operator UI uses).
 `python manage.py create_api_token USERNAME`.
 
 **Errors**: `{{"error": {{"code": "...", "message": "...", "details": {{...}}}}}}` with 400
-(VALIDATION_ERROR: missing or unknown fields, wrong types, out-of-range numbers, NaN or
-Infinity, NUL characters or lone surrogates in text, malformed JSON; and
+(VALIDATION_ERROR: missing or unknown fields or query parameters, wrong types, out-of-range
+numbers, NaN or Infinity, NUL characters or lone surrogates in text, malformed JSON; and
 {_codes(400, "VALIDATION_ERROR")}), 401 (UNAUTHENTICATED),
 403 (FORBIDDEN; {_codes(403, "FORBIDDEN")}), 404 (NOT_FOUND, also for an unknown path
 under /api/), 405
@@ -122,6 +122,7 @@ ERRORS = {**READ_ERRORS, 404: S.ErrorOut, 413: S.ErrorOut}
 
 router = Router(tags=["read models"])
 actions = Router(tags=["actions"])
+router.add_decorator(refuse_unknown_query, mode="view")
 
 
 # ------------------------------------------------------------------------------ reads

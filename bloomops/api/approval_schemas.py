@@ -45,6 +45,7 @@ APPROVAL_SCHEMAS: dict[str, type[ActionEnvelope]] = {
 # ------------------------------------------------------------------ reads (GET /approvals)
 from ninja import Schema  # noqa: E402
 
+from bloomops.api.schemas import query_integer  # noqa: E402
 from bloomops.execution.approvals import STATUSES  # noqa: E402
 
 
@@ -53,7 +54,7 @@ class ApprovalFilters(Schema):
         "Effective status: REQUESTED waits for a decision; EXPIRED is REQUESTED past"
         " expires_at."))
     subject_euid: str | None = Field(None, max_length=200)
-    limit: int = Field(200, ge=1, le=1000)
+    limit: query_integer(200, 1, 1000)  # type: ignore[valid-type]
 
 
 class ApprovalOut(Schema):

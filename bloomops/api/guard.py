@@ -1,7 +1,7 @@
 """Request-level checks of the JSON API: what a request must be before any view reads it.
 
 Every refusal here is a 4xx with the API's error body and happens before a view runs, so it
-writes nothing. Three parts:
+writes nothing. Four parts:
 
 - ``ApiGuardMiddleware`` (under ``/api/``; on the console's pages only the query check, as a
   plain 400): a body over ``MAX_BODY_BYTES`` is 413 before
@@ -11,6 +11,7 @@ writes nothing. Three parts:
 - ``StrictJsonParser``: the JSON body parser of the API. Python's ``json`` accepts NaN,
   Infinity and numbers that overflow to infinity, and lone UTF-16 surrogates; none of them
   can be stored faithfully, so they are refused, as is NUL in any string or key.
+- ``refuse_unknown_query``: a query parameter the path does not take is 400.
 - ``RequestRefused``: a refusal with the API's error body, for the engine's codes and the
   two that exist only at the HTTP layer (PAYLOAD_TOO_LARGE, METHOD_NOT_ALLOWED).
 """
@@ -18,6 +19,8 @@ writes nothing. Three parts:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -162,6 +165,32 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
         return RequestRefused("UNSUPPORTED_MEDIA_TYPE",
                               content_type=request.META.get("CONTENT_TYPE", "")[:100])
     return None
+
+
+def refuse_unknown_query(run: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A router decorator (ninja's "view" mode, around an operation's ``run``): a query
+    parameter the path does not take is refused, not ignored. Ignored, a misspelt filter
+    (``?stauts=EXPIRED``) answers a list that looks filtered and is not. The parameters a
+    path takes are its query schema's fields, so the OpenAPI document and this check cannot
+    disagree."""
+    operation = run.__self__  # type: ignore[attr-defined]
+    takes = sorted({name for model in operation.models
+                    if model.__ninja_param_source__ == "query"
+                    for name in model.__ninja_flatten_map__})
+
+    @wraps(run)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        unknown = sorted(set(request.GET) - set(takes))
+        if not unknown:
+            return run(request, *args, **kwargs)
+        name = unknown[0][:40]
+        return error_response(
+            "VALIDATION_ERROR", f"Unknown query parameter {name!r}. "
+            + (f"This path takes: {', '.join(takes)}." if takes
+               else "This path takes no query parameters."),
+            field=name, unknown_parameters=[u[:40] for u in unknown[:20]], allowed=takes)
+
+    return checked
 
 
 # The GETs that write (an evidence export is recorded, docs/RULES.md#evidence): HEAD on them

@@ -1,10 +1,12 @@
 """Read parameters and response schemas of API v1 (pydantic, through django-ninja). The
 actions' request schemas are in ``action_schemas``."""
 
+import re
 from typing import Annotated, Any, Literal
 
 from ninja import Path, Schema
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX
 from bloomops.execution.states import DeadLetterResolution, LeaseStatus
@@ -24,14 +26,29 @@ class ErrorOut(Schema):
 
 
 # ------------------------------------------------------------------ read parameters
-# Query values arrive as text, so these coerce "50" to 50 (not strict) but bound every number.
+# Query values arrive as text, so "50" is taken as 50; every number is bounded. Which
+# parameters a path takes is checked before this (guard.refuse_unknown_query).
 
 PathId = Annotated[str, Path(max_length=ID_MAX)]
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def _digits(value: Any) -> Any:
+    """A query number written as decimal digits only: pydantic would also read "1.0",
+    " 5", "+5" and "1_0" (as 10), none of which a caller who means a count writes."""
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        raise PydanticCustomError("int_parsing", "Write a whole number in decimal digits"
+                                  " (e.g. 50).")
+    return value
+
+
+def query_integer(default: int, minimum: int, maximum: int) -> Any:
+    return Annotated[int, Field(default, ge=minimum, le=maximum), BeforeValidator(_digits)]
 
 
 class ItemFilters(Schema):
-    limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0, le=BIGINT_MAX)
+    limit: query_integer(50, 1, 500)  # type: ignore[valid-type]
+    offset: query_integer(0, 0, BIGINT_MAX)  # type: ignore[valid-type]
     site: str | None = Field(None, max_length=ID_MAX)
     platform: str | None = Field(None, max_length=ID_MAX)
     assay: str | None = Field(None, max_length=ID_MAX)
@@ -47,7 +64,7 @@ class LeaseFilters(Schema):
         "Effective status: ACTIVE is active and unexpired, EXPIRED includes ACTIVE leases"
         " past expiry."))
     worker_euid: str | None = Field(None, max_length=ID_MAX)
-    limit: int = Field(500, ge=1, le=1000)
+    limit: query_integer(500, 1, 1000)  # type: ignore[valid-type]
 
 
 class DeadLetterFilters(Schema):
