@@ -19,7 +19,12 @@ from bloomops.execution.approvals import (
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
 from bloomops.execution.errors import ActionError
-from bloomops.execution.guards import check_payload, check_request_fields, lock_subject
+from bloomops.execution.guards import (
+    check_not_applicable,
+    check_payload,
+    check_request_fields,
+    lock_subject,
+)
 from bloomops.execution.objects import REL, Obj, children_of, is_kind, load, save_props
 from bloomops.tapdb.instances import link
 
@@ -48,7 +53,8 @@ def gated_parameters(req: ActionRequest) -> dict[str, Any]:
 
 
 class RequestApproval(Handler):
-    not_applicable = ("worker_euid", "lease_euid")
+    uses = frozenset({
+        "subject_euid", "hold_euid", "queue_key", "expected_state", "expected_revision"})
     fields = ("action_key", "parameters", "reason")
     guards_subject = False
 
@@ -69,6 +75,9 @@ class RequestApproval(Handler):
         check_request_fields(gated)
         check_payload(gated.payload, HANDLERS[key].fields)
         HANDLERS[key].validate(gated)
+        # A hold or queue the gated action does not use would be signed for and then
+        # refused when the approval runs it.
+        check_not_applicable(gated, HANDLERS[key].not_applicable)
 
     def run(self, ctx: Context) -> None:
         from bloomops.execution.actions import HANDLERS
@@ -121,7 +130,7 @@ class _OnApproval(Handler):
     """Decide and cancel: the approval names its subject, locked first (subject -> approval,
     the executor's lock order), so two deciders of one approval queue behind each other."""
 
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "queue_key")
+    uses = frozenset({"subject_euid", "expected_state", "expected_revision"})
 
     guards_subject = False
 

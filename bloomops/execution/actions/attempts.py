@@ -46,7 +46,7 @@ from bloomops.execution.states import (
 
 
 class RenewQueueLease(Handler):
-    not_applicable = ("hold_euid", "queue_key", "expected_state", "expected_revision")
+    uses = frozenset({"subject_euid", "worker_euid", "lease_euid"})
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:
@@ -77,7 +77,8 @@ class LeaseAction(Handler):
 
     # ``queue_key`` too: a completion's next queue is ``next_queue_key`` (a slip for it
     # would route to the default without a word)
-    not_applicable = ("hold_euid", "queue_key")
+    uses = frozenset({
+        "subject_euid", "worker_euid", "lease_euid", "expected_state", "expected_revision"})
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -243,7 +244,8 @@ class FailQueueExecution(LeaseAction):
 
 
 class RecordExternalResult(Handler):
-    not_applicable = ("lease_euid", "hold_euid")
+    uses = frozenset({
+        "subject_euid", "worker_euid", "queue_key", "expected_state", "expected_revision"})
     fields = ("outcome", "next_queue_key", "result_snapshot", "outputs", "error_message")
     OUTCOMES = ("READY", "COMPLETED", "FAILED_RETRYABLE", "FAILED_TERMINAL")
 
@@ -276,8 +278,13 @@ class RecordExternalResult(Handler):
         p = ctx.payload
         outcome = p["outcome"]
         dispatch = ctx.subject.props.get("external_dispatch") or {}
-        queue = queue_or_refuse(ctx, dispatch.get("queue_key") or ctx.request.queue_key,
-                                required=False)
+        named, dispatched = ctx.request.queue_key, dispatch.get("queue_key")
+        if named and dispatched and named != dispatched:
+            # queue_key names the queue the work came from, where the subject does not say
+            raise ActionError("VALIDATION_ERROR", f"The external work was dispatched from"
+                              f" queue {dispatched!r}, not {named!r}.", field="queue_key",
+                              dispatched_from=dispatched)
+        queue = queue_or_refuse(ctx, dispatched or named, required=False)
         record = new_record(ctx, queue=queue, status="STARTED",
                              attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
         if outcome == "READY":

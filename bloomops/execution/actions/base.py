@@ -7,7 +7,7 @@ from __future__ import annotations
 from bloomops.execution.actions.fields import (
     common_checks,
 )
-from bloomops.execution.context import ActionRequest, Context
+from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Context
 from bloomops.execution.guards import lock_subject
 
 
@@ -24,9 +24,14 @@ class Handler:
     # Makes, changes or retires a queue: the statistics snapshot is marked stale in the same
     # transaction, so every reader computes live until the recorder's next pass.
     changes_queues = False
-    # Request envelope fields this action has nothing to apply to (it makes its subject or
-    # acts on a worker alone): refused when sent, as a guard that would silently not guard.
-    not_applicable: tuple[str, ...] = ()
+    # The request envelope fields (context.ENVELOPE_FIELDS) this action reads and checks.
+    # Any other one sent is refused (``not_applicable``): a guard that would silently not
+    # guard. tests/test_action_fields.py sends each of them wrong to every action.
+    uses: frozenset[str] = frozenset()
+
+    @property
+    def not_applicable(self) -> tuple[str, ...]:
+        return tuple(name for name in ENVELOPE_FIELDS if name not in self.uses)
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)

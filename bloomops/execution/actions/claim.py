@@ -59,7 +59,8 @@ def _claim_candidate(ctx: Context, queue_key: str, max_blocked: int) -> int | No
 
 
 class ClaimQueueItem(Handler):
-    not_applicable = ("lease_euid", "hold_euid")
+    uses = frozenset({
+        "subject_euid", "worker_euid", "queue_key", "expected_state", "expected_revision"})
     guards_subject = False
     MAX_CANDIDATES = 20
 

@@ -18,7 +18,7 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 
 class RecordEvidenceBundle(Handler):
     fields = ("bundle_sha256",)
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "queue_key")
+    uses = frozenset({"subject_euid", "expected_state", "expected_revision"})
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)

@@ -129,7 +129,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
 
 
 class RouteSubject(Handler):
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid")
+    uses = frozenset({"subject_euid", "queue_key", "expected_state", "expected_revision"})
     """An existing object into a queue: only one without an envelope or PENDING; a routed
     subject moves by its steps, a finished one by requeue."""
 
@@ -161,8 +161,7 @@ class RegisterSubject(Handler):
     """A new object of a template the queue takes, with declared properties, routed at once:
     for labs whose objects no other system creates."""
 
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state", "expected_revision")
+    uses = frozenset({"queue_key"})
 
     fields = ("template_code", "name", "properties", *ROUTING_FIELDS)
     guards_subject = False

@@ -29,8 +29,7 @@ from bloomops.tapdb.db import fetch_all
 class ExpireQueueLease(Handler):
     fields = ("reason",)
     # it ends the lease it names; a subject or worker named beside it would not be checked
-    not_applicable = ("subject_euid", "worker_euid", "hold_euid", "queue_key",
-                      "expected_state", "expected_revision")
+    uses = frozenset({"lease_euid"})
     guards_subject = False
 
     def validate(self, req: ActionRequest) -> None:

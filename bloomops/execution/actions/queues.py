@@ -115,8 +115,7 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
 
 class CreateQueue(Handler):
     # a queue's action acts on no subject, worker, lease or hold
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state", "expected_revision")
+    uses = frozenset({"queue_key"})
     changes_queues = True
     # The key is the request envelope's queue_key.
     fields = ("subject_template_codes", *MUTABLE_FIELDS, "reason")
@@ -143,8 +142,7 @@ class CreateQueue(Handler):
 
 class UpdateQueue(Handler):
     # a queue's action acts on no subject, worker, lease or hold
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state")
+    uses = frozenset({"queue_key", "expected_revision"})
     changes_queues = True
     # The immutable fields are accepted only to be refused with REPLACEMENT_REQUIRED when they
     # differ: a client that tries gets the way forward, not "unknown field".
@@ -183,8 +181,7 @@ class UpdateQueue(Handler):
 
 class SetQueueEnabled(Handler):
     # a queue's action acts on no subject, worker, lease or hold
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state")
+    uses = frozenset({"queue_key", "expected_revision"})
     changes_queues = True
     fields = ("enabled", "reason")
     guards_subject = False
@@ -220,8 +217,7 @@ class ReplaceQueue(Handler):
     records, holds and action records, linked to the successor by lineage."""
 
     # a queue's action acts on no subject, worker, lease or hold
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid",
-                      "expected_state")
+    uses = frozenset({"queue_key", "expected_revision"})
     changes_queues = True
 
     # queue_key names the queue replaced; new_queue_key the successor's key (default: same).

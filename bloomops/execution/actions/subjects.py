@@ -71,7 +71,7 @@ RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE")
 
 class PlaceExecutionHold(Handler):
     # an operator's action on the subject: no worker's lease to name; the hold is new
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid")
+    uses = frozenset({"subject_euid", "queue_key", "expected_state", "expected_revision"})
     fields = ("hold_code", "reason")
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -103,7 +103,7 @@ class PlaceExecutionHold(Handler):
 
 class ReleaseExecutionHold(Handler):
     # an operator's action on the subject: no worker's lease to name
-    not_applicable = ("worker_euid", "lease_euid", "queue_key")
+    uses = frozenset({"subject_euid", "hold_euid", "expected_state", "expected_revision"})
     fields = ("reason",)
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
@@ -141,8 +141,9 @@ class ReleaseExecutionHold(Handler):
 
 
 class RequeueSubject(Handler):
-    # an operator's action on the subject: no worker's lease to name
-    not_applicable = ("worker_euid", "lease_euid")
+    # An operator's action on the subject: no worker's lease to name, and no one hold it
+    # acts on (release-hold releases a hold).
+    uses = frozenset({"subject_euid", "queue_key", "expected_state", "expected_revision"})
     fields = ("reason", "reset_attempts", "priority", "next_action_key")
     repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:
@@ -203,7 +204,7 @@ class RequeueSubject(Handler):
 
 class CancelSubjectExecution(Handler):
     # an operator's action on the subject: no worker's lease to name; it ends every hold
-    not_applicable = ("worker_euid", "lease_euid", "hold_euid", "queue_key")
+    uses = frozenset({"subject_euid", "expected_state", "expected_revision"})
     fields = ("reason",)
     repairs_envelope = True
     def validate(self, req: ActionRequest) -> None:

@@ -47,8 +47,7 @@ WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 
 
 class RegisterWorker(Handler):
-    not_applicable = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
-                      "expected_state", "expected_revision")
+    uses = frozenset()
     fields = ("worker_key", "worker_type", *WORKER_FIELDS, *PROFILE_FIELDS)
     guards_subject = False
 
@@ -166,8 +165,7 @@ class RegisterWorker(Handler):
 
 
 class HeartbeatWorker(Handler):
-    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "queue_key",
-                      "expected_state", "expected_revision")
+    uses = frozenset({"worker_euid"})
     fields = ("status", *WORKER_FIELDS, "last_error_class")
     guards_subject = False
 
@@ -217,8 +215,7 @@ class HeartbeatWorker(Handler):
 
 
 class SetWorkerStatus(Handler):
-    not_applicable = ("subject_euid", "lease_euid", "hold_euid", "queue_key",
-                      "expected_state", "expected_revision")
+    uses = frozenset({"worker_euid"})
     fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}
