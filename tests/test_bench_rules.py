@@ -175,3 +175,29 @@ def test_a_template_another_writer_adds_is_read_as_visibility_reads_it(tenant):
     act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         expected_state="READY", payload={"next_queue_key": "swabs_next"})
     assert envelope(subject)["next_queue_key"] == "swabs_next"
+
+
+@pytest.mark.django_db
+def test_an_external_result_moves_the_item_where_its_step_s_flow_allows(tenant):
+    """An external system reporting READY finishes the step its queue dispatched: it was
+    free to send the item to any queue the flow of that step does not list."""
+    svc = actor(*SERVICE)
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
+    for other in ("q2", "q3", "ont"):
+        make_queue(other)
+    subject = make_subject("lim")
+    worker = register(svc)
+    lease = claim(svc, worker, "lim")
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"external": {"run_id": "wf-7"}})
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        act("record_external_result", svc, subject_euid=subject,
+            expected_state="WAITING_EXTERNAL", payload={"outcome": "READY",
+                                                        "next_queue_key": "ont"})
+    assert err.value.code == "NEXT_QUEUE_NOT_ALLOWED"
+    assert err.value.details["allowed"] == ["q2", "q3"]
+    assert counts() == before
+    act("record_external_result", svc, subject_euid=subject, expected_state="WAITING_EXTERNAL",
+        payload={"outcome": "READY", "next_queue_key": "q3"})
+    assert envelope(subject)["next_queue_key"] == "q3"

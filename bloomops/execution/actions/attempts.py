@@ -25,6 +25,7 @@ from bloomops.execution.actions.steps import (
     place_hold,
     queue_or_refuse,
     record_of_lease,
+    refuse_unless_flow_allows,
 )
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.envelope import ts
@@ -36,7 +37,6 @@ from bloomops.execution.objects import (
 from bloomops.execution.policy import (
     classify_failure,
     failure_classes_for,
-    next_queues_allowed,
     retry_at,
 )
 from bloomops.execution.states import (
@@ -123,13 +123,7 @@ class CompleteQueueExecution(LeaseAction):
         assert lease is not None and env is not None
         p = ctx.payload
         next_queue = next_queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
-        allowed = next_queues_allowed((self.queue_of_lease(ctx) or {}).get("config") or {})
-        if next_queue is not None and allowed is not None and (
-                next_queue["queue_key"] not in allowed):
-            raise ActionError("NEXT_QUEUE_NOT_ALLOWED", "This queue's flow moves items to "
-                              + (", ".join(allowed) or "no other queue") + ", not to "
-                              + next_queue["queue_key"] + ".", field="next_queue_key",
-                              allowed=allowed)
+        refuse_unless_flow_allows(self.queue_of_lease(ctx), next_queue)
         record = record_of_lease(lease)
         close_lease(ctx, lease, "COMPLETED", "COMPLETED")
         external = p.get("external")
@@ -289,6 +283,7 @@ class RecordExternalResult(Handler):
                              attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
         if outcome == "READY":
             next_queue = next_queue_or_refuse(ctx, p["next_queue_key"])
+            refuse_unless_flow_allows(queue, next_queue)
             assert next_queue is not None
             ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"], ready_at=ctx.now_ts,
                         next_action_key=next_queue["config"].get("default_next_action_key"),

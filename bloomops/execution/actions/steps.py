@@ -20,7 +20,7 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
-from bloomops.execution.policy import scope_problem, takes_template
+from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
 from bloomops.execution.states import DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
@@ -73,6 +73,18 @@ def refuse_unless_in_scope(queue: dict, props: dict) -> None:
                           f" this subject's {prop} is {props.get(prop)!r}.",
                           queue_key=queue["queue_key"], property=prop,
                           value=props.get(prop), scope=scope)
+
+
+def refuse_unless_flow_allows(step_queue: dict | None, next_queue: dict | None) -> None:
+    """A step's queue that lists its next queues (``next_queue_keys``) moves a finished
+    item to those alone, whether its worker completes it or an external system reports it
+    READY later (RULES.md#queue-configuration)."""
+    allowed = next_queues_allowed((step_queue or {}).get("config") or {})
+    if next_queue is not None and allowed is not None and next_queue["queue_key"] not in allowed:
+        raise ActionError("NEXT_QUEUE_NOT_ALLOWED", "This queue's flow moves items to "
+                          + (", ".join(allowed) or "no other queue") + ", not to "
+                          + next_queue["queue_key"] + ".", field="next_queue_key",
+                          allowed=allowed)
 
 
 def next_queue_or_refuse(ctx: Context, queue_key: str | None, *,
