@@ -197,6 +197,31 @@ SCENARIOS: dict[str, Callable[[], Request]] = {
 # is wrong when it exists already.
 WRONG_FOR: dict[tuple[str, str], Any] = {("create_queue", "queue_key"): "q1"}
 
+# What each wrong value is refused with: what it names does not exist, or the subject is
+# not in the state or at the revision the caller expects...
+REFUSED = {"subject_euid": "NOT_FOUND", "worker_euid": "NOT_FOUND", "lease_euid": "NOT_FOUND",
+           "hold_euid": "NOT_FOUND", "queue_key": "NOT_FOUND",
+           "expected_state": "STATE_CONFLICT", "expected_revision": "REVISION_CONFLICT"}
+# ... except where the field is held to another one of the request first.
+REFUSED_FOR: dict[tuple[str, str], str] = {
+    # only human workers and instrument adapters choose their subject
+    ("claim_queue_item", "subject_euid"): "FORBIDDEN",
+    # a lease's own worker and subject
+    **{(key, "worker_euid"): "LEASE_NOT_OWNED" for key in (
+        "renew_queue_lease", "release_queue_lease", "complete_queue_execution",
+        "fail_queue_execution")},
+    ("renew_queue_lease", "subject_euid"): "LEASE_NOT_OWNED",
+    # an approval's own subject
+    ("decide_approval", "subject_euid"): "VALIDATION_ERROR",
+    ("cancel_approval", "subject_euid"): "VALIDATION_ERROR",
+    # a hold is listed in its subject's queue; an external result came from one queue
+    ("place_execution_hold", "queue_key"): "VALIDATION_ERROR",
+    ("record_external_result", "queue_key"): "VALIDATION_ERROR",
+    # the approval asked is of releasing a hold, which no queue is named for
+    ("request_approval", "queue_key"): "VALIDATION_ERROR",
+    ("create_queue", "queue_key"): "QUEUE_EXISTS",
+}
+
 
 @pytest.mark.parametrize("action_key", sorted(HANDLERS))
 def test_every_envelope_field_is_checked_or_refused(tenant, action_key):
@@ -213,6 +238,8 @@ def test_every_envelope_field_is_checked_or_refused(tenant, action_key):
         not_taken = f"{name} does not apply to {action_key}:" in refused.value.message
         if name in uses:
             assert not not_taken, refused.value
+            assert refused.value.code == REFUSED_FOR.get((action_key, name), REFUSED[name]), (
+                name, refused.value)
         else:
             assert refused.value.code == "VALIDATION_ERROR", (name, refused.value)
             assert refused.value.details["field"] == name
@@ -257,3 +284,38 @@ def test_an_external_result_names_the_queue_that_dispatched_the_work_or_none(ten
     assert refused.value.details["field"] == "queue_key"
     assert counts() == before
     assert send("record_external_result", request, queue_key="q1")["state"] == "COMPLETED"
+
+
+def _another_subject_s_hold(action_key: str, request: Request) -> dict[str, Any]:
+    _, hold = integrity_held(actor("operator"))
+    return {"hold_euid": hold}
+
+
+def _a_retired_worker(action_key: str, request: Request) -> dict[str, Any]:
+    svc = _svc()
+    worker = register(svc)
+    act("set_worker_status", actor("admin"), worker_euid=worker,
+        payload={"operation": "retire", "reason": "replaced"})
+    return {"worker_euid": worker}
+
+
+# A value that names something real that this request may not act through. (A retired
+# worker's heartbeat is taken: it answers the worker with its status, which stops it.)
+@pytest.mark.parametrize("action_key,wrong,code", [
+    ("release_execution_hold", _another_subject_s_hold, "NOT_FOUND"),
+    ("request_approval", _another_subject_s_hold, "NOT_FOUND"),
+    ("claim_queue_item", _a_retired_worker, "WORKER_UNAVAILABLE"),
+    ("renew_queue_lease", _a_retired_worker, "LEASE_NOT_OWNED"),
+    ("complete_queue_execution", _a_retired_worker, "LEASE_NOT_OWNED"),
+    ("record_external_result", _a_retired_worker, "WORKER_UNAVAILABLE"),
+])
+def test_a_real_object_the_request_may_not_act_through_is_refused(
+        tenant, action_key, wrong, code):
+    make_queue("q1", required_worker_capabilities=[])
+    request = SCENARIOS[action_key]()
+    changed = wrong(action_key, request)
+    before = counts()
+    with pytest.raises(ActionError) as refused:
+        send(action_key, request, **changed)
+    assert refused.value.code == code, refused.value
+    assert counts() == before

@@ -97,3 +97,64 @@ def test_digits_are_read_as_the_number_they_write(lab):
     assert page.status_code == 200
     assert (page.json()["limit"], page.json()["offset"]) == (1, 1)
     assert len(page.json()["items"]) == 1
+
+
+def _sample(name: str, schema: dict, lab: dict) -> str:
+    real = {"worker_euid": lab["worker"], "subject_euid": lab["subject"], "queue_key": "q1",
+            "site": "sfo", "platform": "illumina", "assay": "wgs"}
+    if name in real:
+        return real[name]
+    options = schema.get("enum") or [o["enum"][0] for o in schema.get("anyOf", [])
+                                     if "enum" in o]
+    return str(options[0]) if options else str(schema.get("default", 1))
+
+
+def test_every_parameter_a_path_documents_is_taken(lab):
+    """All of a path's parameters at once, each a value it takes."""
+    api = lab["apis"]["admin"]
+    values = {"queue_key": "q1", "euid": lab["subject"], "worker_euid": lab["worker"]}
+    tried = 0
+    for method, path, takes in _operations(api):
+        if method != "get" or not takes:
+            continue
+        document = api.client.get("/api/v1/openapi.json").json()
+        schemas = {p["name"]: p.get("schema", {}) for p in
+                   document["paths"][path]["get"]["parameters"] if p["in"] == "query"}
+        url = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
+        query = {name: _sample(name, schemas[name], lab) for name in takes}
+        r = api.client.get(url, query, **api._headers())
+        assert r.status_code == 200, (path, query, r.content)
+        tried += 1
+    assert tried >= 5
+
+
+@pytest.mark.parametrize("path,name", [
+    ("/queues/q1/items", "site"), ("/queues/q1/items", "platform"),
+    ("/queues/q1/items", "assay"), ("/leases", "worker_euid"),
+    ("/dead-letter", "queue_key"), ("/approvals", "subject_euid"),
+    ("/subjects/{subject}", "worker_euid"),
+])
+def test_an_empty_filter_is_refused(lab, path, name):
+    """site= was read as no filter on one path and as the empty value on another."""
+    api = lab["apis"]["operator"]
+    err = refused(api.get(path.format(subject=lab["subject"]), **{name: ""}), 400,
+                  "VALIDATION_ERROR")
+    assert err["details"]["field"] == name
+
+
+def test_a_subject_explained_for_an_unknown_worker_is_404(lab):
+    """It answered as if that worker could claim the subject."""
+    api = lab["apis"]["operator"]
+    r = api.get(f"/subjects/{lab['subject']}", worker_euid="Z-AX-999999")
+    assert refused(r, 404, "NOT_FOUND")["details"]["worker_euid"] == "Z-AX-999999"
+    ok = api.get(f"/subjects/{lab['subject']}", worker_euid=lab["worker"])
+    assert ok.status_code == 200 and ok.json()["visible"] is True
+
+
+def test_a_long_number_is_refused_by_its_range_not_its_writing(lab):
+    api = lab["apis"]["operator"]
+    assert api.get("/leases", limit="0" * 19 + "1").status_code == 200
+    err = refused(api.get("/queues/q1/items", offset="9" * 20), 400, "VALIDATION_ERROR")
+    assert "decimal digits" not in err["message"]
+    err = refused(api.get("/leases", limit="1" * 101), 400, "VALIDATION_ERROR")
+    assert "At most 100 digits" in err["message"]

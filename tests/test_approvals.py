@@ -16,6 +16,7 @@ from bloomops.execution.approvals import check_settings
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import load, save_props
 from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.tenancy import tenant_of
 from tests.approval_support import (
     dead_lettered,
     decide,
@@ -327,3 +328,17 @@ def test_the_waiting_count_reads_the_requests_not_every_approval_decided_before(
     ((sql, params),) = sent
     plan = plan_of(sql, params, off=("seqscan", "bitmapscan"), analyze=("generic_instance",))
     assert "bloomops_approval_requested" in plan, plan
+
+
+def test_an_approval_asked_with_a_field_its_action_never_used_still_runs(lab):
+    """Before requeues refused a hold_euid (they never read one), an approval of a requeue
+    could be asked with one. Signed now, it runs without it, as it was asked."""
+    ann, bob = lab["ann"], lab["bob"]
+    dead = dead_lettered()
+    approval = act("request_approval", ann, subject_euid=dead, payload={
+        "action_key": "requeue_subject", "reason": "new aliquot arrived",
+        "parameters": {"reason": "new aliquot"}})["approval_euid"]
+    stored = load(euid=approval, tenant=tenant_of())
+    assert stored is not None
+    save_props(stored, {**stored.props, "hold_lookup_euid": "Z-HD-1"})
+    assert decide(bob, approval)["state"] == "READY"

@@ -19,7 +19,7 @@ from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
-from bloomops.api.readmodel import summary_dict
+from bloomops.api.readmodel import subject_dict, summary_dict
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
@@ -202,16 +202,9 @@ def get_subject(request, euid: S.PathId, filters: Query[S.SubjectQuery]):
     d = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if d is None:
         raise ActionError("NOT_FOUND", "No such subject.", subject_euid=euid)
-    return {
-        "euid": d.euid, "name": d.name, "template_code": d.template_code, "state": d.state,
-        "revision": d.revision, "execution": d.execution,
-        "properties": {k: v for k, v in d.props.items() if k != "execution"},
-        "queue_key": d.queue_key, "visible": d.visible, "derived_state": d.derived_state,
-        "reasons": [{"code": r.code, "message": r.message} for r in d.reasons],
-        "active_lease": ({"lease_euid": d.active_lease["euid"], **d.active_lease["props"]}
-                         if d.active_lease else None),
-        "active_holds": [{"hold_euid": h["euid"], **h["props"]} for h in d.active_holds],
-    }
+    if worker_euid and d.worker is None:  # else it would read as claimable by that worker
+        raise ActionError("NOT_FOUND", "No such worker.", worker_euid=worker_euid)
+    return subject_dict(d)
 
 
 def _rows(rows: list[dict], key: str) -> list[dict]:

@@ -45,7 +45,7 @@ APPROVAL_SCHEMAS: dict[str, type[ActionEnvelope]] = {
 # ------------------------------------------------------------------ reads (GET /approvals)
 from ninja import Schema  # noqa: E402
 
-from bloomops.api.schemas import query_integer  # noqa: E402
+from bloomops.api.schemas import query_integer, query_text  # noqa: E402
 from bloomops.execution.approvals import STATUSES  # noqa: E402
 
 
@@ -53,7 +53,7 @@ class ApprovalFilters(Schema):
     status: Literal[STATUSES] | None = Field(None, description=(  # type: ignore[valid-type]
         "Effective status: REQUESTED waits for a decision; EXPIRED is REQUESTED past"
         " expires_at."))
-    subject_euid: str | None = Field(None, max_length=200)
+    subject_euid: str | None = query_text()
     limit: query_integer(200, 1, 1000)  # type: ignore[valid-type]
 
 

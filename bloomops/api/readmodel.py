@@ -1,6 +1,6 @@
-"""How the API words a queue summary. The numbers are the engine's (the recorder's snapshot or
-``selectors.overview`` live, as the dashboard and /metrics read them, RULES.md#statistics);
-this module only names them for JSON."""
+"""How the API words a queue summary and a subject's diagnostics. The numbers are the
+engine's (the recorder's snapshot or ``selectors.overview`` live, as the dashboard and
+/metrics read them, RULES.md#statistics); this module only names them for JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.envelope import ts
+from bloomops.execution.selectors.subjects import Diagnostics
 from bloomops.execution.stats.snapshot import Stats
 
 
@@ -43,4 +44,18 @@ def summary_dict(s: selectors.QueueSummary, lag: float | None, stats: Stats) -> 
         "worker_heartbeat_lag_seconds": lag,
         "oldest_ready_at": ts(s.oldest_ready_at),
         "newest_ready_at": ts(s.newest_ready_at),
+    }
+
+
+def subject_dict(d: Diagnostics) -> dict[str, Any]:
+    """A subject's diagnostics as GET /subjects/{euid} answers them."""
+    return {
+        "euid": d.euid, "name": d.name, "template_code": d.template_code, "state": d.state,
+        "revision": d.revision, "execution": d.execution,
+        "properties": {k: v for k, v in d.props.items() if k != "execution"},
+        "queue_key": d.queue_key, "visible": d.visible, "derived_state": d.derived_state,
+        "reasons": [{"code": r.code, "message": r.message} for r in d.reasons],
+        "active_lease": ({"lease_euid": d.active_lease["euid"], **d.active_lease["props"]}
+                         if d.active_lease else None),
+        "active_holds": [{"hold_euid": h["euid"], **h["props"]} for h in d.active_holds],
     }

@@ -30,7 +30,9 @@ class ErrorOut(Schema):
 # parameters a path takes is checked before this (guard.refuse_unknown_query).
 
 PathId = Annotated[str, Path(max_length=ID_MAX)]
-_DIGITS = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"[0-9]+")
+# Far past any bound below, so an over-long number is refused by its range, in its words.
+_DIGITS_MAX = 100
 
 
 def _digits(value: Any) -> Any:
@@ -39,6 +41,8 @@ def _digits(value: Any) -> Any:
     if isinstance(value, str) and not _DIGITS.fullmatch(value):
         raise PydanticCustomError("int_parsing", "Write a whole number in decimal digits"
                                   " (e.g. 50).")
+    if isinstance(value, str) and len(value) > _DIGITS_MAX:
+        raise PydanticCustomError("int_parsing", f"At most {_DIGITS_MAX} digits.")
     return value
 
 
@@ -46,16 +50,22 @@ def query_integer(default: int, minimum: int, maximum: int) -> Any:
     return Annotated[int, Field(default, ge=minimum, le=maximum), BeforeValidator(_digits)]
 
 
+def query_text(max_length: int = ID_MAX, description: str | None = None) -> Any:
+    """An optional filter: left out, it filters nothing; given, it is a value (an empty
+    one would be taken as no filter by one path and as a value by another)."""
+    return Field(None, min_length=1, max_length=max_length, description=description)
+
+
 class ItemFilters(Schema):
     limit: query_integer(50, 1, 500)  # type: ignore[valid-type]
     offset: query_integer(0, 0, BIGINT_MAX)  # type: ignore[valid-type]
-    site: str | None = Field(None, max_length=ID_MAX)
-    platform: str | None = Field(None, max_length=ID_MAX)
-    assay: str | None = Field(None, max_length=ID_MAX)
+    site: str | None = query_text()
+    platform: str | None = query_text()
+    assay: str | None = query_text()
 
 
 class SubjectQuery(Schema):
-    worker_euid: str | None = Field(None, max_length=ID_MAX, description=(
+    worker_euid: str | None = query_text(description=(
         "Explain visibility for this worker too (eligibility reasons)."))
 
 
@@ -63,13 +73,13 @@ class LeaseFilters(Schema):
     status: LeaseStatusName | None = Field(None, description=(
         "Effective status: ACTIVE is active and unexpired, EXPIRED includes ACTIVE leases"
         " past expiry."))
-    worker_euid: str | None = Field(None, max_length=ID_MAX)
+    worker_euid: str | None = query_text()
     limit: query_integer(500, 1, 1000)  # type: ignore[valid-type]
 
 
 class DeadLetterFilters(Schema):
     resolution: DeadLetterResolutionName = "OPEN"
-    queue_key: str | None = Field(None, max_length=ID_MAX)
+    queue_key: str | None = query_text()
 
 
 class ActionOut(Schema):

@@ -214,10 +214,16 @@ class DecideApproval(_OnApproval):
         ctx.result.update(approval_status=decision, signature=signature,
                           requested_by=p["requested_by"], gated_action_key=p["action_key"])
         if decision == "APPROVED":
+            from bloomops.execution.actions import HANDLERS
+
+            # An approval asked before its action refused the fields it does not use may
+            # still carry one (a hold on a requeue): never checked then, it is left out.
+            uses = HANDLERS[p["action_key"]].uses
             gated = ActionRequest(
                 action_key=p["action_key"], actor=ctx.actor,
                 idempotency_key=f"approval:{approval.euid}", subject_euid=ctx.subject.euid,
-                hold_euid=p.get("hold_lookup_euid"), queue_key=p.get("queue_key"),
+                hold_euid=p.get("hold_lookup_euid") if "hold_euid" in uses else None,
+                queue_key=p.get("queue_key") if "queue_key" in uses else None,
                 expected_state=ctx.env["state"], expected_revision=revision,
                 payload=dict(p.get("parameters") or {}), tenant=ctx.request.tenant,
                 now=ctx.now)

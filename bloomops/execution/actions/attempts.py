@@ -25,6 +25,7 @@ from bloomops.execution.actions.steps import (
     place_hold,
     queue_or_refuse,
     record_of_lease,
+    refuse_stopped_worker,
     refuse_unless_flow_allows,
 )
 from bloomops.execution.context import ActionRequest, Context
@@ -41,7 +42,6 @@ from bloomops.execution.policy import (
 )
 from bloomops.execution.states import (
     RetryClass,
-    WorkerStatus,
 )
 
 
@@ -59,9 +59,7 @@ class RenewQueueLease(Handler):
     def run(self, ctx: Context) -> None:
         lease, worker = ctx.lease, ctx.worker
         assert lease is not None and worker is not None
-        if worker.props.get("status") in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
-            raise ActionError("WORKER_UNAVAILABLE", "A disabled worker may not renew leases.",
-                              worker_euid=worker.euid)
+        refuse_stopped_worker(worker, "renew leases")
         props = dict(lease.props)
         ttl = int(props.get("ttl_seconds") or 900)
         props.update(heartbeat_at=ctx.now_ts, expires_at=ts(ctx.now + timedelta(seconds=ttl)))
@@ -264,7 +262,8 @@ class RecordExternalResult(Handler):
     def prepare(self, ctx: Context) -> None:
         lock_subject(ctx, ctx.request.subject_euid)
         if ctx.request.worker_euid:
-            lock_worker(ctx, ctx.request.worker_euid)
+            refuse_stopped_worker(lock_worker(ctx, ctx.request.worker_euid),
+                                  "report external results")
 
     def run(self, ctx: Context) -> None:
         env = ctx.env

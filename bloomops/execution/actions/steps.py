@@ -21,7 +21,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
-from bloomops.execution.states import DeadLetterResolution
+from bloomops.execution.states import DeadLetterResolution, WorkerStatus
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -108,6 +108,14 @@ def lock_worker(ctx: Context, euid: str | None) -> Obj:
     ensure_controls_worker(ctx.actor, worker)
     ctx.worker = worker
     return worker
+
+
+def refuse_stopped_worker(worker: Obj, doing: str) -> None:
+    """A disabled or retired worker does nothing more; a draining one finishes the work it
+    has (renews, reports), it only takes none."""
+    if worker.props.get("status") in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+        raise ActionError("WORKER_UNAVAILABLE", f"A {worker.props['status'].lower()} worker"
+                          f" may not {doing}.", worker_euid=worker.euid)
 
 
 def lock_subject_of_request(ctx: Context) -> None:

@@ -28,6 +28,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     HOLD,
     REL,
+    Obj,
     children_of,
     is_kind,
     load,
@@ -110,23 +111,34 @@ class ReleaseExecutionHold(Handler):
         require(req, "subject_euid", "expected_state")
         _reason(req)
 
-    def run(self, ctx: Context) -> None:
-        assert ctx.subject is not None and ctx.env is not None
+    @staticmethod
+    def _holds(ctx: Context) -> tuple[list[Obj], list[Obj]]:
+        """The subject's active holds, and those released: the one named, else all."""
+        assert ctx.subject is not None
         active = children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
                              lock=True)
-        if ctx.request.hold_euid:
-            chosen = [h for h in active if h.euid == ctx.request.hold_euid]
-            if not chosen:
-                hold = load(euid=ctx.request.hold_euid, tenant=ctx.tenant)
-                if not is_kind(hold, HOLD):
-                    raise ActionError("NOT_FOUND", "No such hold.",
-                                      hold_euid=ctx.request.hold_euid)
-                if hold.props.get("status") == "ACTIVE":  # another subject's
-                    raise ActionError("NOT_FOUND", f"No such hold on {ctx.subject.euid}.",
-                                      hold_euid=ctx.request.hold_euid)
-                raise ActionError("HOLD_NOT_ACTIVE", hold_euid=ctx.request.hold_euid)
-        else:
-            chosen = active
+        named = ctx.request.hold_euid
+        if not named:
+            return active, active
+        chosen = [h for h in active if h.euid == named]
+        if not chosen:
+            hold = load(euid=named, tenant=ctx.tenant)
+            if not is_kind(hold, HOLD):
+                raise ActionError("NOT_FOUND", "No such hold.", hold_euid=named)
+            assert hold is not None
+            if hold.props.get("status") == "ACTIVE":  # another subject's
+                raise ActionError("NOT_FOUND", f"No such hold on {ctx.subject.euid}.",
+                                  hold_euid=named)
+            raise ActionError("HOLD_NOT_ACTIVE", hold_euid=named)
+        return active, chosen
+
+    def check(self, ctx: Context) -> None:
+        # before the approval gate, and when an approval of the release is asked
+        self._holds(ctx)
+
+    def run(self, ctx: Context) -> None:
+        assert ctx.subject is not None and ctx.env is not None
+        active, chosen = self._holds(ctx)
         before = "READY"
         for hold in chosen:
             before = hold.props.get("state_before_hold") or before
