@@ -73,8 +73,8 @@ class RenewQueueLease(Handler):
 class LeaseAction(Handler):
     """Actions that end the attempt of a leased subject."""
 
-    # ``queue_key`` too: a completion's next queue is ``next_queue_key`` (a slip for it
-    # would route to the default without a word)
+    # Not ``queue_key``: a completion's next queue is ``next_queue_key`` (a slip for it
+    # would route to the default without a word).
     uses = frozenset({
         "subject_euid", "worker_euid", "lease_euid", "expected_state", "expected_revision"})
 
