@@ -337,6 +337,28 @@ def test_the_recorder_outlives_a_lost_connection(committed, tenant, caplog):
     assert QueueSnapshot.objects.count() == 1
 
 
+def test_the_recorder_outlives_a_pass_that_fails(committed, tenant, caplog):
+    """A pass that failed otherwise than in the database (a row another writer left of a
+    type no reader expects) ended the recorder: readers computed live from then on."""
+    make_queue("q1", required_worker_capabilities=[])
+    stop = threading.Event()
+    passes: list[str] = []
+
+    class Watched(Recorder):
+        def tick(self):
+            passes.append("pass")
+            if len(passes) == 1:
+                raise TypeError("a value of a type no reader expects")
+            stop.set()
+            return super().tick()
+
+    with caplog.at_level(logging.ERROR, logger="bloomops.recorder"):
+        Watched(interval=0.01).run(stop)
+    assert passes == ["pass", "pass"]
+    assert "a pass failed" in caplog.text
+    assert QueueSnapshot.objects.count() == 1
+
+
 def test_the_labs_chart_is_the_labs_highest_and_begins_at_its_first_sample(tenant):
     """A subject moving from q1 to q2 within a quarter hour is one item: the lab's point for
     that bucket is the lab's highest depth (1), not q1's highest plus q2's (2); and a point

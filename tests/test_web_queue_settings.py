@@ -41,7 +41,9 @@ def cfg(key="cfg"):
 
 SCREENS = ["/settings/queues/", "/settings/queues/cfg/", "/settings/new-queue/"]
 POSTS = {
-    "preview": ("/settings/queues/cfg/", {"lease_ttl_seconds": "60", "expected_revision": "1"}),
+    "preview": ("/settings/queues/cfg/", {"lease_ttl_seconds": "60", "expected_revision": "1",
+                                          "display_name": "Config queue",
+                                          "eligible_states": ["READY", "FAILED_RETRYABLE"]}),
     "save": ("/settings/queues/cfg/save/", {"changes": '{"lease_ttl_seconds": 60}',
                                             "reason": "forged", "expected_revision": "1"}),
     "disable": ("/settings/queues/cfg/enabled/", {"enabled": "false", "reason": "forged",
@@ -167,7 +169,7 @@ def test_the_next_queues_a_flow_allows_are_set_on_the_settings_page(client, worl
     bad = client.post("/settings/queues/cfg/", settings_form(
         client.get("/settings/queues/cfg/"), next_queue_keys="Not A Key!"))
     html = bad.content.decode()
-    assert bad.status_code == 200 and "next_queue_keys must be lowercase" in html
+    assert bad.status_code == 400 and "next_queue_keys must be lowercase" in html
     assert 'id="diff"' not in html
     assert counts() == before and cfg()["next_queue_keys"] == ["qc"]
 

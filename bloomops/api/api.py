@@ -19,7 +19,7 @@ from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
-from bloomops.api.readmodel import subject_dict, summary_dict
+from bloomops.api.readmodel import lease_dict, subject_dict, summary_dict
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
@@ -310,15 +310,7 @@ def get_worker(request, worker_euid: S.PathId):
 def list_leases(request, filters: Query[S.LeaseFilters]):
     rows = selectors.leases(status=filters.status, worker_euid=filters.worker_euid,
                             limit=filters.limit)
-    return [{
-        "lease_euid": r["euid"], "status": r["effective_status"],
-        "stored_status": r["props"].get("status"), "subject_euid": r["subject_euid"],
-        "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
-        "worker_euid": r["worker_euid"], "queue_key": r["props"].get("queue_lookup_key"),
-        "attempt_number": r["props"].get("attempt_number"),
-        "claimed_at": r["props"].get("claimed_at"), "expires_at": r["props"].get("expires_at"),
-        "properties": r["props"],
-    } for r in rows]
+    return [lease_dict(r) for r in rows]
 
 
 @router.get("/dead-letter", response={200: list[S.DeadLetterOut], **READ_ERRORS},

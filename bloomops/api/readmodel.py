@@ -1,4 +1,4 @@
-"""How the API words a queue summary and a subject's diagnostics. The numbers are the
+"""How the API words a queue summary, a subject's diagnostics and a lease. The numbers are the
 engine's (the recorder's snapshot or ``selectors.overview`` live, as the dashboard and
 /metrics read them, RULES.md#statistics); this module only names them for JSON."""
 
@@ -58,4 +58,24 @@ def subject_dict(d: Diagnostics) -> dict[str, Any]:
         "active_lease": ({"lease_euid": d.active_lease["euid"], **d.active_lease["props"]}
                          if d.active_lease else None),
         "active_holds": [{"hold_euid": h["euid"], **h["props"]} for h in d.active_holds],
+    }
+
+
+def _as(kind: type, value: Any) -> Any:
+    """``value`` where it is of the type the answer documents, else None: a lease another
+    writer stored with a number for a timestamp is listed, not a failed list."""
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None
+
+
+def lease_dict(r: dict[str, Any]) -> dict[str, Any]:
+    """A lease as GET /leases lists it (``selectors.leases`` row)."""
+    props = r["props"] if isinstance(r["props"], dict) else {}
+    return {
+        "lease_euid": r["euid"], "status": r["effective_status"],
+        "stored_status": _as(str, props.get("status")), "subject_euid": r["subject_euid"],
+        "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
+        "worker_euid": r["worker_euid"], "queue_key": _as(str, props.get("queue_lookup_key")),
+        "attempt_number": _as(int, props.get("attempt_number")),
+        "claimed_at": _as(str, props.get("claimed_at")),
+        "expires_at": _as(str, props.get("expires_at")), "properties": props,
     }

@@ -170,11 +170,17 @@ def new_envelope(**fields: Any) -> dict[str, Any]:
     return env
 
 
+def properties_of(json_addl: Any) -> dict[str, Any]:
+    """An object's properties: {} where another writer stored something other than an
+    object there (a text, a list), so no reader trips over it."""
+    props = json_addl.get("properties") if isinstance(json_addl, dict) else None
+    return dict(props) if isinstance(props, dict) else {}
+
+
 def read_envelope(json_addl: dict | None) -> dict[str, Any]:
     """The envelope of a subject, with defaults for any field a writer left out or wrote
     with a wrong type (see ``envelope_problems``), so no reader ever trips over a value."""
-    props = (json_addl or {}).get("properties") or {}
-    return clean_envelope(props.get("execution"))
+    return clean_envelope(properties_of(json_addl).get("execution"))
 
 
 def clean_envelope(raw: Any) -> dict[str, Any]:

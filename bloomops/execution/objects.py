@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bloomops.execution.envelope import read_envelope
+from bloomops.execution.envelope import properties_of, read_envelope
 from bloomops.tapdb.db import execute, fetch_all, fetch_one
 from bloomops.tapdb.templates import TemplateRef
 
@@ -50,7 +50,7 @@ class Obj:
     props: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.props = dict((self.json_addl or {}).get("properties") or {})
+        self.props = properties_of(self.json_addl)
 
     @property
     def envelope(self) -> dict[str, Any]:

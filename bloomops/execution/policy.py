@@ -18,6 +18,39 @@ from bloomops.execution.states import (
     WorkerType,
 )
 
+# The worker fields the engine reads, by the type it reads them as. Another writer (Bloom,
+# on the same database) may store anything there: a field of another type is read as
+# absent, so a bad worker row falls back to its own defaults and no reader of all workers
+# (the dashboard, /metrics, the recorder) fails on it.
+_WORKER_TEXTS = ("worker_key", "worker_type", "status", "display_name", "host",
+                 "build_version", "process_identity", "heartbeat_at", "last_error_class",
+                 "last_error_at")
+_WORKER_COUNTS = ("max_concurrent_leases", "heartbeat_ttl_seconds")
+_WORKER_LISTS = ("capabilities", "site_scope", "platform_scope", "assay_scope")
+
+
+def readable_worker(props: Any) -> dict[str, Any]:
+    """A worker's stored properties with every field the engine reads of its type."""
+    if not isinstance(props, dict):
+        return {}
+    out = dict(props)
+    for name in _WORKER_TEXTS:
+        if name in out and not isinstance(out[name], str):
+            del out[name]
+    for name in _WORKER_COUNTS:
+        value = out.get(name)
+        if name in out and (isinstance(value, bool) or not isinstance(value, int)
+                            or value < 1):
+            del out[name]
+    for name in _WORKER_LISTS:
+        value = out.get(name)
+        if name in out:
+            out[name] = [v for v in value if isinstance(v, str)] if isinstance(
+                value, list) else []
+    if not isinstance(out.get("drain_requested", False), bool):
+        del out["drain_requested"]
+    return out
+
 
 def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> bool:
     """An empty scope on either side means "any"."""

@@ -3,6 +3,7 @@ refusal never stops the others), and the words that report the outcome."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +34,35 @@ class Pick:
 
     @classmethod
     def parse(cls, raw: str) -> Pick | None:
+        """None for an empty pick; ValueError for one the page cannot have sent (a guard
+        read loosely would be a guard dropped)."""
         euid, _, rest = raw.partition("|")
         state, _, revision = rest.partition("|")
         if not euid.strip():
             return None
-        return cls(euid.strip(), state or None, int(revision) if revision.isdigit() else None)
+        if revision and not _REVISION.fullmatch(revision):
+            raise ValueError(revision)
+        return cls(euid.strip(), state or None, int(revision) if revision else None)
 
     def encode(self) -> str:
         return f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
+
+
+_REVISION = re.compile(r"[0-9]{1,12}")
+UNREADABLE_PICK = "The page sent a selection it could not read: reload it and select again."
+
+
+def picks_from(raw: list[str]) -> list[Pick]:
+    """The subjects selected, each once (ValueError: a pick the page cannot have sent, or
+    one subject picked twice with different guards)."""
+    picks: dict[str, Pick] = {}
+    for item in raw:
+        pick = Pick.parse(item)
+        if pick is None:
+            continue
+        if picks.setdefault(pick.euid, pick) != pick:
+            raise ValueError(pick.euid)
+    return list(picks.values())
 
 
 # A refusal of one of these payload fields is the same for every item: said once, and the

@@ -52,28 +52,36 @@ def field_label(name: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def form_fields(cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the settings page shows: each field with its label, kind, current value and
-    help."""
+def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
+    """What the settings page shows: each field with its label, kind, value and help. The
+    value is the queue's, or what the admin ``typed`` (a refused preview shows the form as
+    it was sent, not as stored)."""
+    def shown(name: str, stored: Any) -> Any:
+        return typed.get(name, "") if typed is not None else stored
+
     out: list[dict[str, Any]] = []
     for name in TEXT_FIELDS:
-        out.append({"name": name, "kind": "text", "value": cfg.get(name) or "",
+        out.append({"name": name, "kind": "text", "value": shown(name, cfg.get(name) or ""),
                     "help": HELP[name]})
     for name, (low, high) in RANGES.items():
-        out.append({"name": name, "kind": "number", "value": cfg.get(name), "min": low,
-                    "max": high, "help": HELP[name]})
+        out.append({"name": name, "kind": "number", "value": shown(name, cfg.get(name)),
+                    "min": low, "max": high, "help": HELP[name]})
     for name in BOOL_FIELDS:
-        out.append({"name": name, "kind": "bool", "value": bool(cfg.get(name)),
-                    "help": HELP[name]})
+        out.append({"name": name, "kind": "bool", "help": HELP[name],
+                    "value": typed.get(name) == "on" if typed is not None else bool(
+                        cfg.get(name))})
+    states = (typed.getlist("eligible_states") if typed is not None
+              else cfg.get("eligible_states") or [])
     out.append({"name": "eligible_states", "kind": "states", "help": HELP["eligible_states"],
-                "choices": [(s, s in (cfg.get("eligible_states") or [])) for s in ALL_STATES]})
+                "choices": [(s, s in states) for s in ALL_STATES]})
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
-        out.append({"name": name, "kind": "list", "value": ", ".join(cfg.get(name) or []),
-                    "help": HELP[name]})
+        out.append({"name": name, "kind": "list", "help": HELP[name],
+                    "value": shown(name, ", ".join(cfg.get(name) or []))})
     policy = cfg.get("retry_policy") or {}
     for name in RETRY_NUMBERS:
         low, high = RETRY_RANGES[name]
-        out.append({"name": f"retry_{name}", "kind": "number", "value": policy.get(name),
+        out.append({"name": f"retry_{name}", "kind": "number",
+                    "value": shown(f"retry_{name}", policy.get(name)),
                     "min": low, "max": high, "step": "any",
                     "help": f"{RETRY_HELP[name]} ({low} to {high})."})
     for field in out:

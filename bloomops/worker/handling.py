@@ -85,14 +85,18 @@ class Job:
     revision: int
     subject: dict[str, Any]
     queue_config: dict[str, Any]
+    # Set when the worker is stopping or this job's lease is lost: the work is to end now.
     stop: threading.Event
+    # Set when the lease is found gone (expired, taken, the worker disabled): the result
+    # would be refused, so nothing is reported.
+    lost: threading.Event = field(default_factory=threading.Event)
 
     @property
     def properties(self) -> dict[str, Any]:
         return self.subject.get("properties") or {}
 
     def sleep(self, seconds: float) -> None:
-        """Simulated work that a stop request interrupts (the lease is then released)."""
+        """Simulated work that a stop request or a lost lease interrupts."""
         if self.stop.wait(max(0.0, seconds)):
             raise Interrupted()
 

@@ -41,15 +41,13 @@ from bloomops.worker.handling import (
     TerminalError,
     unexpected_failure,
 )
+from bloomops.worker.renewal import LEASE_GONE, keep_alive
 from bloomops.worker.transport import Transport
 
 T = TypeVar("T")
 
 log = logging.getLogger("bloomops.worker")
 
-# Refusals of an attempt's end meaning the lease is no longer this worker's to end.
-LEASE_GONE = frozenset({"LEASE_EXPIRED", "LEASE_NOT_OWNED", "LEASE_NOT_ACTIVE", "STATE_CONFLICT",
-                        "REVISION_CONFLICT", "SUBJECT_HELD", "NOT_VISIBLE"})
 POLL_MIN_SECONDS = 0.1
 POLL_MAX_SECONDS = 5.0
 HEARTBEAT_CAP_SECONDS = 30.0
@@ -110,6 +108,7 @@ class WorkerRuntime:
         self.status: str | None = None
         self._last_heartbeat = 0.0
         self._hb_lock = threading.Lock()
+        self._job_stop: threading.Event | None = None
 
     # ---------------------------------------------------------------- plumbing
 
@@ -119,6 +118,8 @@ class WorkerRuntime:
     def request_stop(self, *_: Any) -> None:
         log.info("worker %s: stop requested, draining", self.worker_key)
         self.stop_event.set()
+        if self._job_stop is not None:
+            self._job_stop.set()
 
     def call(self, what: str, fn: Callable[[], T], *, persist: bool = True) -> T:
         """fn() with faults retried (faults.retrying); refusals (ActionError) are raised."""
@@ -244,12 +245,15 @@ class WorkerRuntime:
         execution = subject.get("execution")
         if not isinstance(config, dict) or not isinstance(execution, dict):
             raise TypeError("queue config and subject execution envelope must be objects")
+        stop = self._job_stop = threading.Event()
+        if self.stop_event.is_set():
+            stop.set()
         return Job(subject_euid=claim["subject_euid"], lease_euid=claim["lease_euid"],
                    worker_euid=self.worker_euid or "", queue_key=claim["queue_key"],
                    action_key=claim.get("next_action_key"),
                    attempt_number=int(claim.get("attempt_number") or 1),
                    state=claim["state"], revision=int(claim["revision"]), subject=subject,
-                   queue_config=config, stop=self.stop_event)
+                   queue_config=config, stop=stop)
 
     def _process(self, claim: dict) -> None:
         try:
@@ -279,6 +283,12 @@ class WorkerRuntime:
                 failure = unexpected_failure(exc.cause if isinstance(exc, Fault) else exc)
         else:
             outcome, failure, interrupted = self._run_handler(job)
+            if job.lost.is_set():
+                # someone else may own the item now: its result would only be refused
+                self.stats.lost += 1
+                log.warning("worker %s: lease %s lost during the work on %s; nothing"
+                            " reported", self.worker_key, job.lease_euid, job.subject_euid)
+                return
         if interrupted:
             self._report_or_drop("release_queue_lease", common, {"reason": "WORKER_STOPPING"})
             self.stats.released += 1
@@ -288,6 +298,11 @@ class WorkerRuntime:
             try:
                 result = self._report("complete_queue_execution", common, outcome.payload())
             except ActionError as exc:
+                if exc.code == "WORKER_UNAVAILABLE":  # disabled meanwhile: give it back
+                    self._report_or_drop("release_queue_lease", common,
+                                         {"reason": "WORKER_UNAVAILABLE"})
+                    self.stats.released += 1
+                    return
                 # The result itself was refused (an output or next queue the engine does
                 # not accept): the lease is still ours, so end the attempt as a failure that
                 # operators see, instead of holding the lease until its TTL.
@@ -313,7 +328,7 @@ class WorkerRuntime:
         except (TypeError, ValueError):
             ttl = 900.0
         done = threading.Event()
-        renewer = threading.Thread(target=self._keep_alive, args=(job, ttl, done),
+        renewer = threading.Thread(target=keep_alive, args=(self, job, ttl, done),
                                    name=f"renew-{job.lease_euid}", daemon=True)
         renewer.start()
         try:
@@ -369,30 +384,6 @@ class WorkerRuntime:
             log.warning("worker %s: %s for %s refused: %s", self.worker_key, action_key,
                         common["subject_euid"], exc)
             return None
-
-    def _keep_alive(self, job: Job, ttl: float, done: threading.Event) -> None:
-        transport = self.transport_factory() if self.transport_factory else self.transport
-        interval = max(0.05, min(ttl / 3, self.heartbeat_interval))
-        try:
-            while not done.wait(interval):
-                try:
-                    transport.act("renew_queue_lease", worker_euid=job.worker_euid,
-                                  lease_euid=job.lease_euid, idempotency_key=self.key("renew"))
-                    self.heartbeat(transport)
-                except ActionError as exc:
-                    log.warning("worker %s: renew refused: %s", self.worker_key, exc)
-                    return
-                except Exception as exc:
-                    # Try again next interval; the lease outlives a short outage.
-                    faults.drop_broken_connection(exc)
-                    self.stats.faults += 1
-                    log.warning("worker %s: renew failed (%s)", self.worker_key,
-                                faults.describe(exc))
-        finally:
-            # This thread's own database connection (DirectTransport) must not leak.
-            from django.db import connection
-
-            connection.close()
 
     def _sign_off(self) -> None:
         if self.worker_euid is None or self.status in ("DISABLED", "RETIRED"):

@@ -119,6 +119,8 @@ class CompleteQueueExecution(LeaseAction):
     def run(self, ctx: Context) -> None:
         lease, env = ctx.lease, ctx.env
         assert lease is not None and env is not None
+        if ctx.worker is not None:  # its result is not taken; release and fail give it back
+            refuse_stopped_worker(ctx.worker, "complete work")
         p = ctx.payload
         next_queue = next_queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
         refuse_unless_flow_allows(self.queue_of_lease(ctx), next_queue)

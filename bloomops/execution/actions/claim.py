@@ -29,6 +29,7 @@ from bloomops.execution.objects import (
 from bloomops.execution.people import current_profile, username_of_human_key
 from bloomops.execution.policy import (
     eligibility_problems,
+    readable_worker,
     worker_status_problem,
 )
 from bloomops.execution.statements import (
@@ -70,6 +71,8 @@ class ClaimQueueItem(Handler):
 
     def prepare(self, ctx: Context) -> None:
         worker = lock_worker(ctx, ctx.request.worker_euid)
+        # decided on the fields as the engine reads them (a claim writes no worker property)
+        worker.props = readable_worker(worker.props)
         person = username_of_human_key(worker.props.get("worker_key") or "")
         if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
             # The person's profile as it is now decides (RULES.md#human-workers), not the one

@@ -8,7 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import envelope_problems, parse_ts_or_none, ts
+from bloomops.execution.envelope import (
+    envelope_problems,
+    parse_ts_or_none,
+    properties_of,
+    ts,
+)
 from bloomops.execution.errors import PLAIN
 from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.selectors.base import (
@@ -135,6 +140,7 @@ def subject_diagnostics(
         eligibility_problems,
         is_terminal,
         lease_is_active,
+        readable_worker,
         worker_status_problem,
     )
 
@@ -199,6 +205,8 @@ def subject_diagnostics(
         if not queue.get("enabled", True):
             reasons.append(Reason("QUEUE_DISABLED", f"Queue {queue['queue_key']} is disabled."))
     worker = row["worker"]
+    if worker:
+        worker = {**worker, "props": readable_worker(worker.get("props"))}
     if worker and queue is not None:
         problem = worker_status_problem(worker["props"])
         if problem:
@@ -212,7 +220,8 @@ def subject_diagnostics(
         derived = "VISIBLE_IN_QUEUE"
     return Diagnostics(
         uid=row["uid"], euid=row["euid"], name=row["name"], template_code=row["template_code"],
-        execution=env, props=row["props"] or {}, created_dt=row["created_dt"],
+        execution=env, props=properties_of({"properties": row["props"]}),
+        created_dt=row["created_dt"],
         queue_key=env.get("next_queue_key"), queue=queue, visible=visible,
         derived_state=derived, reasons=reasons,
         active_lease=lease, active_holds=holds, worker=worker,

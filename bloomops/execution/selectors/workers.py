@@ -8,8 +8,9 @@ from typing import Any
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import (
-    parse_ts,
+    parse_ts_or_none,
 )
+from bloomops.execution.policy import readable_worker
 from bloomops.execution.selectors.base import (
     read_params,
 )
@@ -62,8 +63,8 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
     )
     out = []
     for row in rows:
-        props = row["props"] or {}
-        hb = parse_ts(props.get("heartbeat_at"))
+        props = readable_worker(row["props"])
+        hb = parse_ts_or_none(props.get("heartbeat_at"))
         lag = (moment - hb).total_seconds() if hb else None
         status = props.get("status") or "OFFLINE"
         ttl = float(props.get("heartbeat_ttl_seconds") or 60)

@@ -164,6 +164,14 @@ class Recorder:
             return None
         return record(tenant=self.tenant, interval=self.interval)
 
+    @staticmethod
+    def _rollback() -> None:
+        """End a transaction a failed pass may have left open (the lock is the session's)."""
+        try:
+            connection.rollback()
+        except DatabaseError:
+            _drop_connection()
+
     def release(self) -> None:
         if self.holding:
             fetch_value("SELECT pg_advisory_unlock(hashtext(%s))", [self.lock_name])
@@ -183,6 +191,13 @@ class Recorder:
                             backoff)
                 self.holding = False
                 _drop_connection()
+                stop.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
+                continue
+            except Exception:  # noqa: BLE001 - one bad pass must not end the recorder
+                # Readers compute live while the snapshot is stale; the next pass may pass.
+                log.exception("recorder: a pass failed; trying again in %.0f s", backoff)
+                self._rollback()
                 stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
                 continue

@@ -10,7 +10,7 @@ from django import template
 from django.utils.html import format_html
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import parse_ts, parse_ts_or_none
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.web.bulk import Pick
 from bloomops.web.timewords import local_clock, readable_seconds, relative
@@ -32,7 +32,7 @@ def duration(seconds: float | None) -> str:
 @register.filter
 def age(value: datetime | str | None) -> str:
     """How long ago a timestamp (datetime or envelope text) was."""
-    moment = parse_ts(value)
+    moment = parse_ts_or_none(value)
     if moment is None:
         return "–"
     return readable_seconds((clock.now() - moment).total_seconds())
@@ -40,7 +40,7 @@ def age(value: datetime | str | None) -> str:
 
 @register.filter
 def time_left(value: datetime | str | None) -> str:
-    moment = parse_ts(value)
+    moment = parse_ts_or_none(value)
     if moment is None:
         return "–"
     left = (moment - clock.now()).total_seconds()
@@ -50,7 +50,7 @@ def time_left(value: datetime | str | None) -> str:
 @register.filter
 def when(value: datetime | str | None) -> str:
     """A timestamp as 2026-01-05 12:00 UTC."""
-    moment = parse_ts(value)
+    moment = parse_ts_or_none(value)
     return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "–"
 
 

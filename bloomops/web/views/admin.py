@@ -14,7 +14,7 @@ from bloomops.execution.approvals import dead_letter_gate, hold_gates
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
-from bloomops.web.bulk import BULK_ACTIONS, Pick
+from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, picks_from
 from bloomops.web.offers import subject_states, worker_operations
 from bloomops.web.views.common import (
     answer,
@@ -139,7 +139,11 @@ def workbench_bulk(request: HttpRequest) -> HttpResponse:
     if verb not in BULK_ACTIONS:
         messages.error(request, "Choose requeue, release, hold or cancel.")
         return redirect(back_url(request, default))
-    picks = [p for p in map(Pick.parse, request.POST.getlist("pick")) if p]
+    try:
+        picks = picks_from(request.POST.getlist("pick"))
+    except ValueError:
+        messages.error(request, UNREADABLE_PICK)
+        return redirect(back_url(request, default))
     if not picks:
         messages.error(request, "Select at least one item.")
         return redirect(back_url(request, default))

@@ -41,11 +41,14 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
 @sensitive_post_parameters("password")
 @require_POST
 def decide_approval(request: HttpRequest, approval_euid: str) -> HttpResponse:
-    decision = request.POST.get("decision", "")
-
     def run() -> ActionResult:
-        fields = guards(request)
         try:
+            fields = guards(request)
+            decisions = request.POST.getlist("decision")
+            if len(decisions) != 1:  # a signature means one thing
+                raise ActionError("VALIDATION_ERROR", "The page sent no single decision:"
+                                  " approve or reject.", field="decision")
+            decision = decisions[0]
             return services.perform(
                 request.user, "decide_approval", idempotency_key=fields["idempotency_key"],
                 payload={"approval_euid": approval_euid, "decision": decision,

@@ -15,7 +15,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.outputs import carried_properties
-from bloomops.execution.envelope import parse_ts
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
@@ -153,7 +153,7 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")
     if default_make:
         passed_over = ""
-    expires = parse_ts(props.get("expires_at"))
+    expires = parse_ts_or_none(props.get("expires_at"))
     return {
         **lease,
         "queue_key": queue_key,
@@ -244,7 +244,7 @@ def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payloa
 
 
 def _until(expires_at: str | None) -> str:
-    moment = parse_ts(expires_at)
+    moment = parse_ts_or_none(expires_at)
     if moment is None:
         return ""
     return f"{relative(moment).removeprefix('in ')}, until {local_clock(moment)}"

@@ -41,9 +41,12 @@ def forbidden(request: HttpRequest, message: str) -> HttpResponse:
 
 
 def back_url(request: HttpRequest, default: str) -> str:
+    """Where to go after a form: the page's own ``next`` when it is a path on this site,
+    else ``default``. A bare word would be taken by ``redirect`` for a URL name and fail
+    after the action was written."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, {request.get_host()},
-                                                  require_https=request.is_secure()):
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+            target, {request.get_host()}, require_https=request.is_secure()):
         return target
     return default
 
@@ -52,10 +55,9 @@ def guards(request: HttpRequest) -> dict:
     """The fields every action form carries: its idempotency key (minted when the page was
     rendered) and the state and revision the page showed."""
     raw = (request.POST.get("expected_revision") or "").strip()
-    try:
-        revision = int(raw) if raw else None
-    except ValueError:
-        raise ActionError("VALIDATION_ERROR", "The page sent an invalid revision.") from None
+    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
+        raise ActionError("VALIDATION_ERROR", "The page sent an invalid revision.")
+    revision = int(raw) if raw else None
     return {
         "idempotency_key": request.POST.get("idempotency_key", "").strip(),
         "expected_state": request.POST.get("expected_state") or None,

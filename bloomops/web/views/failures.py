@@ -18,7 +18,7 @@ from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
-from bloomops.web.bulk import BULK_ACTIONS, Pick
+from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from
 from bloomops.web.views.common import (
     answer_bulk,
     forbidden,
@@ -114,7 +114,11 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
                  for r in _matching(listed, filters)]
     else:
-        picks = [p for p in map(Pick.parse, request.POST.getlist("pick")) if p]
+        try:
+            picks = picks_from(request.POST.getlist("pick"))
+        except ValueError:
+            messages.error(request, UNREADABLE_PICK)
+            return redirect(back)
     if not picks:
         messages.error(request, "Nothing selected: tick items or act on the whole filter.")
         return redirect(back)

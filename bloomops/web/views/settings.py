@@ -4,6 +4,8 @@ it is saved, disable/enable with a reason, the change history; and a new queue
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -35,12 +37,14 @@ def _queue(queue_key: str) -> dict:
     return row
 
 
-def _page(request: HttpRequest, row: dict, **extra) -> HttpResponse:
+def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
+          **extra) -> HttpResponse:
     cfg = row["config"]
     return render(request, "web/queue_settings.html", {
-        "queue": row, "cfg": cfg, "fields": form_fields(cfg), "help": HELP,
+        "queue": row, "cfg": cfg, "fields": form_fields(cfg, typed), "help": HELP,
         "managed": cfg.get("managed_by") == MANAGED_BY,
-        "history": selectors.queue_history(row["queue_key"]), **extra})
+        "typed_reason": typed.get("reason", "") if typed is not None else "",
+        "history": selectors.queue_history(row["queue_key"]), **extra}, status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -53,12 +57,13 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     if request.method == "GET":
         return _page(request, row)
     try:
+        seen_revision = guards(request)["expected_revision"]
         changes = read_form(request.POST, row["config"])
         # The engine's own checks, so a preview never offers a change the save would refuse.
         clean_settings(changes)
     except ActionError as err:
         messages.error(request, err.message)
-        return _page(request, row)
+        return _page(request, row, typed=request.POST, status=400)
     if not changes:
         messages.info(request, "Nothing would change: every field has that value already.")
         return _page(request, row)
@@ -69,7 +74,7 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     named = [changes.get("default_next_queue_key"), *(changes.get("next_queue_keys") or [])]
     unknown = sorted({k for k in named if k and k not in known})
     return _page(request, row, preview=preview, changes=encode(changes), unknown=unknown,
-                 reason=reason_of(request), seen_revision=guards(request)["expected_revision"])
+                 reason=reason_of(request), seen_revision=seen_revision)
 
 
 @require_POST
@@ -99,10 +104,14 @@ def queue_enabled(request: HttpRequest, queue_key: str) -> HttpResponse:
 
     def run() -> ActionResult:
         g = guards(request)
+        enabled = request.POST.get("enabled")
+        if enabled not in ("true", "false"):  # a slip must not disable a queue
+            raise ActionError("VALIDATION_ERROR", "The page sent neither enable nor disable.",
+                              field="enabled")
         return services.perform(request.user, "set_queue_enabled", queue_key=queue_key,
                                 idempotency_key=g["idempotency_key"],
                                 expected_revision=g["expected_revision"],
-                                payload={"enabled": request.POST.get("enabled") == "true",
+                                payload={"enabled": enabled == "true",
                                          "reason": reason_of(request)})
 
     return answer(request, run, lambda r: "Queue enabled." if r["changes"]["enabled"][1]
