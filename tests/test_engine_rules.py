@@ -36,6 +36,20 @@ def test_priority_classes_map_to_ordered_numbers():
         parse_priority("ASAP")
 
 
+@pytest.mark.parametrize("text", ["\u0663", "1_0", "12.0", "0x10", "1e2"])
+def test_a_priority_is_written_in_ascii_digits(text):
+    """int() alone reads Arabic-Indic digits and "1_0" (as 10)."""
+    with pytest.raises(ValueError, match="or an integer"):
+        parse_priority(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 30, "-" + "9" * 30, "9223372036854775808"])
+def test_a_priority_too_large_is_told_its_range(text):
+    """It was told to be "an integer", which it is."""
+    with pytest.raises(ValueError, match="priority must be within"):
+        parse_priority(text)
+
+
 def test_queue_order_is_priority_due_ready_created_euid(tenant):
     make_queue("q1")
     routine_late = make_subject("q1", name="r-late", priority=0,

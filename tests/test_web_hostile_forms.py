@@ -141,3 +141,37 @@ def test_a_decision_sent_twice_is_no_decision(client, lab):
     assert "The page sent no single decision: approve or reject." in said(response)
     assert counts() == before
     assert selectors.approvals(status="REQUESTED")[0].euid == approval
+
+
+def test_a_refused_action_gives_the_typed_reason_back_once(client, lab):
+    """The inspector's reason field came back empty after a refusal (a stale page)."""
+    subject = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{subject}/"), f"/subjects/{subject}/cancel/",
+                    reason="Sample withdrawn by the clinic, see ticket 4411")
+    act("place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="READY", payload={"reason": "someone else was quicker"})
+    before = counts()
+    refused = client.post(f"/subjects/{subject}/cancel/", data)
+    assert refused.status_code == 302 and counts() == before
+    page = client.get(refused["Location"]).content.decode()
+    assert "This subject changed" in page
+    assert 'value="Sample withdrawn by the clinic, see ticket 4411"' in page
+    again = client.get(refused["Location"]).content.decode()
+    assert "ticket 4411" not in again  # given back once, not kept forever
+
+
+def test_a_refused_failure_gives_the_typed_words_back(client, lab):
+    from bloomops.web import services
+
+    subject = make_subject("q1")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    sci = actor("worker_human", username="sci")
+    lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=subject)
+    client = signed_in(client, lab["worker_human"])
+    url = f"/leases/{lease['lease_euid']}/fail/"
+    data = form_for(client.get("/my-work/"), url, error_message="Tube cracked in the rotor",
+                    expected_state="HELD")
+    refused = client.post(url, data)
+    page = client.get("/my-work/").content.decode()
+    assert refused.status_code == 302 and 'value="Tube cracked in the rotor"' in page

@@ -94,6 +94,11 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
     rows = list(csv.DictReader(io.StringIO(download.content.decode())))
     assert [r["outcome"] for r in rows] == ["ROUTED", "REGISTERED", "SKIPPED", "SKIPPED",
                                             "SKIPPED", "SKIPPED"]
+    # Each skipped row says why, as its preview did (it said "Not accepted at preview").
+    assert "already in a queue's work" in rows[2]["message"]
+    assert "does not take content/material/specimen/1.0" in rows[3]["message"]
+    assert all(r["message"] and "Not accepted at preview" not in r["message"]
+               for r in rows[2:])
     assert rows[0]["subject_euid"] == pending and rows[1]["name"] == "Tube 9"
     assert rows[1]["subject_euid"].startswith("Z-")
     # Another person's session has no such results.

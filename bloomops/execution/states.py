@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 
@@ -110,6 +111,9 @@ BIGINT_RANGE = (-(2**63), 2**63 - 1)
 PRIORITY_RANGE = BIGINT_RANGE
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_priority(value: object) -> int:
     """Accept STAT/URGENT/ROUTINE (any case) or a plain integer within PRIORITY_RANGE (a
     manifest's text too); refuse anything else."""
@@ -121,12 +125,13 @@ def parse_priority(value: object) -> int:
         text = value.strip()
         if text.upper() in PRIORITY_CLASSES:
             return PRIORITY_CLASSES[text.upper()]
-        if len(text) > 20:
+        # ASCII digits only: int() would also read "1_0" and other scripts' digits
+        if not _INTEGER.fullmatch(text):
             raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer")
-        try:
+        if len(text.lstrip("+-")) > 20:  # an integer, of more digits than any allowed
+            value = PRIORITY_RANGE[1] + 1
+        else:
             value = int(text)
-        except ValueError:
-            raise ValueError("priority must be STAT, URGENT, ROUTINE or an integer") from None
     if not PRIORITY_RANGE[0] <= value <= PRIORITY_RANGE[1]:
         raise ValueError(f"priority must be within {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]}")
     return value

@@ -1,33 +1,23 @@
-"""What every read shares: its parameters (now, tenant), the envelope fields of a row and
-the columns of a queue item."""
+"""What every read shares: its parameters (``params.read_params``, imported from here), the
+envelope fields of a row and the columns of a queue item."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from bloomops.execution import clock
 from bloomops.execution.envelope import (
     parse_ts,
-    ts,
 )
+from bloomops.execution.params import read_params  # noqa: F401 - the selectors' import
 from bloomops.execution.sql import (
     ENV,
     READY_TS,
     TEMPLATE_CODE,
 )
 from bloomops.execution.states import priority_class
-from bloomops.tapdb.tenancy import tenant_of
 
 THROUGHPUT_WINDOW_MINUTES = 60
-
-
-def read_params(now: datetime | None, tenant: str | None, **extra: Any) -> dict[str, Any]:
-    return {
-        "now": ts(now or clock.now()),
-        "tenant": tenant_of(tenant),
-        **extra,
-    }
 
 ITEM_COLUMNS = f"""
     s.uid, s.euid, s.name, s.created_dt, {ENV} AS execution,

@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from bloomops.execution.envelope import ts
-from bloomops.execution.selectors.base import read_params
+from bloomops.execution.params import read_params
 from bloomops.execution.sql import utc_text
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.tenancy import tenant_of

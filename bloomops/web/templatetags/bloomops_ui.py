@@ -13,6 +13,7 @@ from bloomops.execution import clock
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.web.bulk import Pick
+from bloomops.web.drafts import draft_key
 from bloomops.web.timewords import local_clock, readable_seconds, relative
 
 register = template.Library()
@@ -148,3 +149,12 @@ def pick_value(row) -> str:
     def get(name: str):
         return row.get(name) if isinstance(row, dict) else getattr(row, name, None)
     return Pick(get("subject_euid"), get("subject_state"), get("subject_revision")).encode()
+
+
+@register.simple_tag(takes_context=True)
+def draft(context: template.Context, action: str, name: str = "reason") -> str:
+    """What the person typed into the form posting to ``action`` before it was refused
+    (views.common.keep_draft), given back once."""
+    request = context.get("request")
+    session = getattr(request, "session", None)
+    return session.pop(draft_key(action, name), "") if session is not None else ""

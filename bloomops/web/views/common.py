@@ -17,6 +17,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
 from bloomops.web.bulk import Pick, outcome_messages, run_bulk
+from bloomops.web.drafts import keep_draft
 
 FILTERS = ("site", "platform", "assay")
 EXPORT_LIMIT = 10000
@@ -80,6 +81,7 @@ def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Calla
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
         messages.error(request, err.message)
+        keep_draft(request)
         return redirect(back_url(request, default))
     if result.replayed:
         messages.info(request, "Already done: this form was submitted before, so nothing"

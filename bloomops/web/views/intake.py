@@ -117,7 +117,7 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         result = {"line": row.line, "euid": v.get("euid", ""), "name": v.get("name", ""),
                   "queue": v.get("queue", "")}
         if str(row.line) not in accepted or row.request is None:
-            result.update(outcome="SKIPPED", message=row.problem or "Not accepted at preview.")
+            result.update(outcome="SKIPPED", message=row.problem or _why_skipped(row))
         else:
             try:
                 done = execute(row.request)
@@ -132,6 +132,17 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     _keep(request, batch_key, results)
     return _page(request, results=results, batch_key=batch_key,
                  done_count=sum(1 for r in results if r["outcome"] in ("ROUTED", "REGISTERED")))
+
+
+def _why_skipped(row: manifest.Row) -> str:
+    """The preview's words for a row it did not accept, asked again (the confirmation
+    carries which rows were accepted, not why the others were not)."""
+    if row.request is not None:
+        try:
+            preview(row.request)
+        except ActionError as exc:
+            return exc.message
+    return "Not accepted at preview (it would be now: preview the file again to take it)."
 
 
 def _keep(request: HttpRequest, batch_key: str, results: list[dict]) -> None:
