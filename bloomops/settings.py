@@ -94,6 +94,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "bloomops.accounts.context_processors.roles",
+                "bloomops.web.drafts.drafts",
             ],
         },
     },

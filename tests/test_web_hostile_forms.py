@@ -157,8 +157,37 @@ def test_a_refused_action_gives_the_typed_reason_back_once(client, lab):
     page = client.get(refused["Location"]).content.decode()
     assert "This subject changed" in page
     assert 'value="Sample withdrawn by the clinic, see ticket 4411"' in page
+    assert "Your reason was not recorded: \u201cSample withdrawn" in page
     again = client.get(refused["Location"]).content.decode()
     assert "ticket 4411" not in again  # given back once, not kept forever
+
+
+def test_a_draft_never_reaches_a_later_page(client, lab):
+    """A refused reason whose form was gone from the next page stayed in the session and
+    filled the same form days later: one click from a cancel nobody chose."""
+    subject = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{subject}/"), f"/subjects/{subject}/cancel/",
+                    reason="WB-CANCEL: customer withdrew the study", next="/workbench/")
+    act("place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="READY", payload={"reason": "someone else was quicker"})
+    refused = client.post(f"/subjects/{subject}/cancel/", data)
+    workbench = client.get(refused["Location"]).content.decode()  # no cancel form of it here
+    assert "Your reason was not recorded: \u201cWB-CANCEL" in workbench
+    later = client.get(f"/subjects/{subject}/").content.decode()
+    assert "WB-CANCEL" not in later
+
+
+def test_a_refused_hold_keeps_its_code(client, lab):
+    subject = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{subject}/"), f"/subjects/{subject}/hold/",
+                    reason="contamination suspected", hold_code="QC_FAIL",
+                    expected_revision="99")
+    refused = client.post(f"/subjects/{subject}/hold/", data)
+    page = client.get(refused["Location"]).content.decode()
+    assert '<option value="QC_FAIL" selected>' in page
+    assert 'value="contamination suspected"' in page
 
 
 def test_a_refused_failure_gives_the_typed_words_back(client, lab):
@@ -175,3 +204,4 @@ def test_a_refused_failure_gives_the_typed_words_back(client, lab):
     refused = client.post(url, data)
     page = client.get("/my-work/").content.decode()
     assert refused.status_code == 302 and 'value="Tube cracked in the rotor"' in page
+    assert "What you wrote went wrong was not recorded: \u201cTube cracked" in page

@@ -1,20 +1,45 @@
 """The words a person typed into a form that was refused, kept in their session for the
-page shown next, where the template tag ``draft`` puts them back once. Never a password."""
+next page rendered, and only that one: the refusal's message repeats them (the form may be
+gone from that page), and the template tag ``draft`` puts them back into the form when it is
+there. A draft never reaches a later page, where it would fill a form nobody chose to fill
+(a cancel reason carried to another cancel). Never a password."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import messages
 from django.http import HttpRequest
 
-DRAFT_FIELDS = ("reason", "error_message")
+from bloomops.execution.actions.fields import readable_line
+
+# The fields kept, and how the refusal's message names the words of each.
+DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What you wrote went wrong",
+                "hold_code": None}
+SESSION_KEY = "refused_form_drafts"
 
 
 def draft_key(action: str, name: str) -> str:
-    """The session key of a field of the form posting to ``action`` (a path)."""
-    return f"draft:{action}:{name}"
+    """A field of the form posting to ``action`` (a path)."""
+    return f"{action}:{name}"
 
 
 def keep_draft(request: HttpRequest) -> None:
-    for name in DRAFT_FIELDS:
-        value = request.POST.get(name, "").strip()
-        if value:
-            request.session[draft_key(request.path, name)] = value[:4000]
+    # words nobody would see (spaces, zero-width characters) are not worth giving back
+    kept = {draft_key(request.path, name): value[:4000]
+            for name in DRAFT_FIELDS
+            if readable_line(value := request.POST.get(name, "").strip())}
+    if not kept:
+        return
+    request.session[SESSION_KEY] = kept
+    for name, words in DRAFT_FIELDS.items():
+        value = kept.get(draft_key(request.path, name))
+        if words and value:
+            messages.info(request, f"{words} was not recorded: \u201c{value[:500]}\u201d")
+
+
+def drafts(request: HttpRequest) -> dict[str, Any]:
+    """Context processor: the drafts of the refusal just answered, taken out of the session
+    by whichever page renders next."""
+    session = getattr(request, "session", None)
+    return {"refused_drafts": session.pop(SESSION_KEY, {}) if session is not None else {}}

@@ -154,7 +154,5 @@ def pick_value(row) -> str:
 @register.simple_tag(takes_context=True)
 def draft(context: template.Context, action: str, name: str = "reason") -> str:
     """What the person typed into the form posting to ``action`` before it was refused
-    (views.common.keep_draft), given back once."""
-    request = context.get("request")
-    session = getattr(request, "session", None)
-    return session.pop(draft_key(action, name), "") if session is not None else ""
+    (web/drafts.py), on the page rendered right after the refusal only."""
+    return (context.get("refused_drafts") or {}).get(draft_key(action, name), "")
