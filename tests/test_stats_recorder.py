@@ -24,7 +24,16 @@ from bloomops.execution.stats.counting import tenant_key
 from bloomops.execution.stats.history import LAB, history, write_samples
 from bloomops.execution.stats.recorder import Recorder, record
 from bloomops.web.charts import recorded_since
-from tests.engine import act, actor, claim, make_queue, make_subject, props, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
 from tests.stats_support import busy_lab
 
 pytestmark = pytest.mark.django_db
@@ -81,6 +90,21 @@ def test_a_queue_change_sends_readers_live_until_the_next_pass(tenant):
     # other actions leave the snapshot fresh
     make_subject("q1")
     assert snapshot.current().source == snapshot.SNAPSHOT
+
+
+def test_a_worker_status_change_sends_readers_live_until_the_next_pass(tenant):
+    """The dashboard's coverage still counted a worker the admin had just disabled, until
+    the recorder's next pass."""
+    clock.freeze(clock.now())
+    make_queue("q1", required_worker_capabilities=[])
+    worker = register(actor(*SERVICE))
+    record()
+    assert snapshot.current().overview.summaries[0].worker_online_count == 1
+    act("set_worker_status", actor("admin"), worker_euid=worker,
+        payload={"operation": "disable", "reason": "bad reagent lot"})
+    stats = snapshot.current()
+    assert stats.source == snapshot.LIVE
+    assert stats.overview.summaries[0].worker_online_count == 0
 
 
 def test_a_snapshot_from_the_future_is_not_trusted(tenant):

@@ -152,7 +152,7 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
                 ctx.result.setdefault("state", ctx.env["state"])
                 ctx.result.setdefault("revision", ctx.env["revision"])
             action = record_action(ctx, scope, payload_hash)
-            if handler.changes_queues:
+            if handler.changes_statistics:
                 QueueSnapshot.objects.filter(tenant=tenant_key(tenant)).update(stale=True)
             if ctx.emit and req.action_key not in NOT_EMITTED:
                 emit_event(ctx, action)

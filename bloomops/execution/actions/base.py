@@ -21,9 +21,11 @@ class Handler:
     # May run on a subject whose stored envelope is broken, rebuilding it (the operator's
     # way out); every other action refuses such a subject with INVALID_ENVELOPE.
     repairs_envelope = False
-    # Makes, changes or retires a queue: the statistics snapshot is marked stale in the same
-    # transaction, so every reader computes live until the recorder's next pass.
-    changes_queues = False
+    # Changes what the recorded statistics show beyond the counts (a queue made, changed or
+    # retired; a worker drained, disabled, enabled or retired: the coverage figures): the
+    # snapshot is marked stale in the same transaction, so every reader computes live until
+    # the recorder's next pass.
+    changes_statistics = False
     # The request envelope fields (context.ENVELOPE_FIELDS) this action reads and checks.
     # Any other one sent is refused (``not_applicable``): a guard that would silently not
     # guard. tests/test_action_fields.py sends each of them wrong to every action.

@@ -116,7 +116,7 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
 class CreateQueue(Handler):
     # a queue's action acts on no subject, worker, lease or hold
     uses = frozenset({"queue_key"})
-    changes_queues = True
+    changes_statistics = True
     # The key is the request envelope's queue_key.
     fields = ("subject_template_codes", *MUTABLE_FIELDS, "reason")
     guards_subject = False
@@ -143,7 +143,7 @@ class CreateQueue(Handler):
 class UpdateQueue(Handler):
     # a queue's action acts on no subject, worker, lease or hold
     uses = frozenset({"queue_key", "expected_revision"})
-    changes_queues = True
+    changes_statistics = True
     # The immutable fields are accepted only to be refused with REPLACEMENT_REQUIRED when they
     # differ: a client that tries gets the way forward, not "unknown field".
     fields = (*MUTABLE_FIELDS, "subject_template_codes", "new_queue_key", "reason")
@@ -182,7 +182,7 @@ class UpdateQueue(Handler):
 class SetQueueEnabled(Handler):
     # a queue's action acts on no subject, worker, lease or hold
     uses = frozenset({"queue_key", "expected_revision"})
-    changes_queues = True
+    changes_statistics = True
     fields = ("enabled", "reason")
     guards_subject = False
 
@@ -218,7 +218,7 @@ class ReplaceQueue(Handler):
 
     # a queue's action acts on no subject, worker, lease or hold
     uses = frozenset({"queue_key", "expected_revision"})
-    changes_queues = True
+    changes_statistics = True
 
     # queue_key names the queue replaced; new_queue_key the successor's key (default: same).
     fields = ("new_queue_key", "subject_template_codes", *MUTABLE_FIELDS, "reason")

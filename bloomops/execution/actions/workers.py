@@ -216,6 +216,7 @@ class HeartbeatWorker(Handler):
 
 class SetWorkerStatus(Handler):
     uses = frozenset({"worker_euid"})
+    changes_statistics = True
     fields = ("operation", "reason")
     guards_subject = False
     OPERATIONS = {"drain", "disable", "enable", "retire"}
