@@ -101,10 +101,31 @@ def test_a_refused_settings_preview_shows_what_was_typed(client, managed):
     response = client.post("/settings/queues/cfg/", data)
     assert response.status_code == 400
     html = response.content.decode()
-    assert "lease_ttl_seconds must be a number." in html
+    assert "Lease TTL seconds (lease_ttl_seconds) must be a number." in html
     assert 'value="My carefully typed name"' in html and 'value="abc"' in html
     assert 'value="longer leases"' in html
     assert selectors.queue_config("cfg")["config"]["display_name"] == "Config queue"
+
+
+def test_every_unreadable_number_is_named_in_one_refusal(client, managed):
+    """Only the first was named, by its key; fixing it, the next was dropped unseen."""
+    client = signed_in(client, managed["admin"])
+    data = form_for(client.get("/settings/queues/cfg/"), "/settings/queues/cfg/",
+                    lease_ttl_seconds="abc", retry_backoff_factor="two", reason="r")
+    html = client.post("/settings/queues/cfg/", data).content.decode()
+    assert ("Lease TTL seconds (lease_ttl_seconds), Retry backoff factor"
+            " (retry_policy.backoff_factor) must be numbers.") in html
+    assert 'value="two"' in html
+
+
+@pytest.mark.parametrize("written", ["1e3", "nan", "inf", "\u0661\u0662\u0660", "1,5"])
+def test_a_setting_s_number_is_written_in_decimal_digits(client, managed, written):
+    client = signed_in(client, managed["admin"])
+    data = form_for(client.get("/settings/queues/cfg/"), "/settings/queues/cfg/",
+                    lease_ttl_seconds=written)
+    response = client.post("/settings/queues/cfg/", data)
+    assert response.status_code == 400
+    assert "(lease_ttl_seconds) must be a number." in response.content.decode()
 
 
 @pytest.mark.parametrize("enabled", [None, "TRUE", "1", "on", "yes"])

@@ -28,12 +28,24 @@ def _split(raw: str) -> list[str]:
     return [v for v in re.split(r"[,\s]+", raw.strip()) if v]
 
 
-def _number(raw: str, name: str) -> int | float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ActionError("VALIDATION_ERROR", f"{name} must be a number.", field=name) from None
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
+
+
+def _number(raw: str) -> int | float | None:
+    """A decimal number as people write one (not "1e3", "nan" or other scripts' digits,
+    which float() would also read), or None."""
+    if not _DECIMAL.fullmatch(raw):
+        return None
+    value = float(raw)
     return int(value) if value.is_integer() else value
+
+
+def _numbers_refused(names: list[str]) -> ActionError:
+    """Every number the form could not read, by its label and key, in one refusal."""
+    named = [f"{field_label(n.replace('retry_policy.', 'retry_'))} ({n})" for n in names]
+    return ActionError("VALIDATION_ERROR", ", ".join(named)
+                       + (" must be a number." if len(named) == 1 else " must be numbers."),
+                       field=names[0], fields=names)
 
 
 # What each retry number means, for the settings page (the engine's bounds follow).
@@ -95,10 +107,13 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     for name in TEXT_FIELDS:
         raw = post.get(name, "").strip()
         wanted[name] = raw or (None if name != "display_name" else "")
+    unreadable: list[str] = []
     for name in RANGES:
         raw = post.get(name, "").strip()
         if raw:
-            wanted[name] = _number(raw, name)
+            wanted[name] = _number(raw)
+            if wanted[name] is None:
+                unreadable.append(name)
     for name in BOOL_FIELDS:
         wanted[name] = post.get(name) == "on"
     wanted["eligible_states"] = [s for s in ALL_STATES if s in post.getlist("eligible_states")]
@@ -108,7 +123,11 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     for name in RETRY_NUMBERS:
         raw = post.get(f"retry_{name}", "").strip()
         if raw:
-            policy[name] = _number(raw, f"retry_policy.{name}")
+            policy[name] = _number(raw)
+            if policy[name] is None:
+                unreadable.append(f"retry_policy.{name}")
+    if unreadable:
+        raise _numbers_refused(unreadable)
     wanted["retry_policy"] = policy
     # A setting the queue never had and the form leaves empty (false, no list) is no change.
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
