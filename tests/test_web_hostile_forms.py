@@ -177,6 +177,9 @@ def test_a_refused_action_gives_the_typed_reason_back_once(client, lab):
     assert refused.status_code == 302 and counts() == before
     page = client.get(refused["Location"]).content.decode()
     assert "This subject changed" in page
+    # who changed it, and why: what the person needs to decide again
+    assert f"{subject}: This subject changed" in page
+    assert "Last change: place hold by operator, just now: \u201csomeone else was quicker" in page
     assert 'value="Sample withdrawn by the clinic, see ticket 4411"' in page
     assert "Your reason was not recorded: \u201cSample withdrawn" in page
     again = client.get(refused["Location"]).content.decode()
