@@ -11,6 +11,7 @@ from typing import Any
 from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
+    STOPPED_WORKER_STATUSES,
     TERMINAL_STATES,
     TRANSIENT_CLASSES,
     RetryClass,
@@ -123,7 +124,7 @@ def free_slots(max_concurrent_leases: int, active_leases: int) -> int:
 
 def worker_status_problem(worker: dict[str, Any]) -> str | None:
     status = worker.get("status")
-    if status in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+    if status in STOPPED_WORKER_STATUSES:
         return f"The worker is {status.lower()}."
     if status == WorkerStatus.DRAINING or worker.get("drain_requested"):
         return "The worker is draining and takes no new work."

@@ -47,6 +47,11 @@ class WorkerStatus(StrEnum):
     RETIRED = "RETIRED"
 
 
+# An admin stopped the worker: it takes, renews and completes nothing (a draining one
+# finishes what it has), and its own heartbeat does not change that.
+STOPPED_WORKER_STATUSES = frozenset({WorkerStatus.DISABLED, WorkerStatus.RETIRED})
+
+
 class WorkerType(StrEnum):
     SERVICE = "SERVICE"
     HUMAN_SESSION = "HUMAN_SESSION"

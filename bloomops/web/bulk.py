@@ -40,15 +40,25 @@ class Pick:
         state, _, revision = rest.partition("|")
         if not euid.strip():
             return None
-        if revision and not _REVISION.fullmatch(revision):
-            raise ValueError(revision)
-        return cls(euid.strip(), state or None, int(revision) if revision else None)
+        return cls(euid.strip(), state or None, page_revision(revision))
 
     def encode(self) -> str:
         return f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
 
 
 _REVISION = re.compile(r"[0-9]{1,12}")
+
+
+def page_revision(text: str) -> int | None:
+    """A revision a page carries (its guard), or None when it carries none. ValueError for
+    anything else: ASCII digits only ("²" passes isdigit() and fails int(); int() reads
+    "٣" as 3)."""
+    text = text.strip()
+    if not text:
+        return None
+    if not _REVISION.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
 UNREADABLE_PICK = "The page sent a selection it could not read: reload it and select again."
 
 

@@ -21,7 +21,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
-from bloomops.execution.states import DeadLetterResolution, WorkerStatus
+from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -113,7 +113,7 @@ def lock_worker(ctx: Context, euid: str | None) -> Obj:
 def refuse_stopped_worker(worker: Obj, doing: str) -> None:
     """A disabled or retired worker does nothing more; a draining one finishes the work it
     has (renews, reports), it only takes none."""
-    if worker.props.get("status") in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+    if worker.props.get("status") in STOPPED_WORKER_STATUSES:
         raise ActionError("WORKER_UNAVAILABLE", f"A {worker.props['status'].lower()} worker"
                           f" may not {doing}.", worker_euid=worker.euid)
 

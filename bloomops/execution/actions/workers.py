@@ -37,6 +37,7 @@ from bloomops.execution.people import (
     username_of_human_key,
 )
 from bloomops.execution.states import (
+    STOPPED_WORKER_STATUSES,
     WorkerStatus,
     WorkerType,
 )
@@ -202,7 +203,7 @@ class HeartbeatWorker(Handler):
                          last_error_at=ctx.now_ts)
         reported = ctx.payload.get("status")
         current = props.get("status")
-        if current not in (WorkerStatus.DISABLED, WorkerStatus.RETIRED):
+        if current not in STOPPED_WORKER_STATUSES:
             if reported:
                 props["status"] = reported
             elif current == WorkerStatus.OFFLINE:

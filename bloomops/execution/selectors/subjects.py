@@ -295,6 +295,24 @@ def action_history(instance_uid: int) -> list[dict[str, Any]]:
     )
 
 
+def last_action(euid: str, *, tenant: str | None = None) -> dict[str, Any] | None:
+    """The newest action record executed on an instance, by its EUID (who, when, what,
+    why), or None. One query."""
+    return fetch_one(
+        """
+        SELECT a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
+               a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason
+        FROM generic_instance x
+        JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid
+             AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
+        JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
+        WHERE x.euid = %(euid)s AND x.tenant_id = %(tenant)s AND NOT x.is_deleted
+        ORDER BY a.uid DESC LIMIT 1
+        """,
+        read_params(None, tenant, euid=euid),
+    )
+
+
 def audit_trail(instance_uid: int, *, limit: int = 200) -> list[dict[str, Any]]:
     """TapDB's own audit rows for an instance (its triggers write them). One query."""
     return fetch_all(

@@ -21,7 +21,6 @@ from bloomops.web.views.common import answer, guards, reader, reason_of
 # Where the inspector keeps the request a refused gated action named, until it is shown.
 OFFER_KEY = "approval_offer:{euid}"
 # A decision's reason typed before a refusal (a mistyped password), shown again once.
-DRAFT_KEY = "approval_reason:{euid}"
 DECIDED_SHOWN = 20
 
 
@@ -30,10 +29,8 @@ DECIDED_SHOWN = 20
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
     recent = [a for a in selectors.approvals(limit=DECIDED_SHOWN + 50) if not a.waiting]
     waiting = selectors.approvals(status="REQUESTED")
-    drafts = {a.euid: request.session.pop(DRAFT_KEY.format(euid=a.euid), "") for a in waiting}
     return render(request, "web/approvals.html", {
         "waiting": waiting,
-        "drafts": drafts,
         "recent": recent[:DECIDED_SHOWN],
     })
 
@@ -42,22 +39,18 @@ def approvals_inbox(request: HttpRequest) -> HttpResponse:
 @require_POST
 def decide_approval(request: HttpRequest, approval_euid: str) -> HttpResponse:
     def run() -> ActionResult:
-        try:
-            fields = guards(request)
-            decisions = request.POST.getlist("decision")
-            if len(decisions) != 1:  # a signature means one thing
-                raise ActionError("VALIDATION_ERROR", "The page sent no single decision:"
-                                  " approve or reject.", field="decision")
-            decision = decisions[0]
-            return services.perform(
-                request.user, "decide_approval", idempotency_key=fields["idempotency_key"],
-                payload={"approval_euid": approval_euid, "decision": decision,
-                         "reason": reason_of(request)},
-                signature_password=request.POST.get("password", ""), origin=request)
-        except ActionError:
-            # The reason is kept for the page shown next; the password never is.
-            request.session[DRAFT_KEY.format(euid=approval_euid)] = reason_of(request)[:2000]
-            raise
+        # A refusal keeps the reason for the page shown next (answer: web/drafts.py); the
+        # password never.
+        fields = guards(request)
+        decisions = request.POST.getlist("decision")
+        if len(decisions) != 1:  # a signature means one thing
+            raise ActionError("VALIDATION_ERROR", "The page sent no single decision:"
+                              " approve or reject.", field="decision")
+        return services.perform(
+            request.user, "decide_approval", idempotency_key=fields["idempotency_key"],
+            payload={"approval_euid": approval_euid, "decision": decisions[0],
+                     "reason": reason_of(request)},
+            signature_password=request.POST.get("password", ""), origin=request)
 
     def said(result: ActionResult) -> str:
         if result["approval_status"] == "APPROVED":

@@ -16,7 +16,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
-from bloomops.web.bulk import Pick, outcome_messages, run_bulk
+from bloomops.web.bulk import Pick, outcome_messages, page_revision, run_bulk
 from bloomops.web.drafts import keep_draft
 
 FILTERS = ("site", "platform", "assay")
@@ -55,10 +55,10 @@ def back_url(request: HttpRequest, default: str) -> str:
 def guards(request: HttpRequest) -> dict:
     """The fields every action form carries: its idempotency key (minted when the page was
     rendered) and the state and revision the page showed."""
-    raw = (request.POST.get("expected_revision") or "").strip()
-    if raw and not (raw.isascii() and raw.isdigit() and len(raw) <= 12):
-        raise ActionError("VALIDATION_ERROR", "The page sent an invalid revision.")
-    revision = int(raw) if raw else None
+    try:
+        revision = page_revision(request.POST.get("expected_revision") or "")
+    except ValueError:
+        raise ActionError("VALIDATION_ERROR", "The page sent an invalid revision.") from None
     return {
         "idempotency_key": request.POST.get("idempotency_key", "").strip(),
         "expected_state": request.POST.get("expected_state") or None,

@@ -161,11 +161,9 @@ def _operator_action(request: HttpRequest, euid: str, action_key: str,
 def last_change(euid: str) -> str:
     """Who last acted on the subject, when and why: what a person whose page was stale
     needs to decide again (the conflict itself says only what the subject is now)."""
-    found = selectors.subject_diagnostics(euid)
-    rows = selectors.action_history(found.uid) if found else []
-    if not rows:
+    row = selectors.last_action(euid)
+    if row is None:
         return ""
-    row = rows[-1]
     try:
         name = action_spec(row["action_key"]).name
     except ActionError:  # another writer's action
