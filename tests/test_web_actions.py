@@ -439,6 +439,29 @@ def test_workbench_bulk_reports_each_refusal(client, lab):
     assert "Choose requeue, release, hold or cancel." in said(bogus)
 
 
+def test_a_bulk_refusal_of_a_changed_item_names_its_last_change(client, lab):
+    """The workbench said only what each refused item is now; the person who picked it
+    needs who changed it, when and why to decide again (as the inspector says)."""
+    op = actor("operator", username="op")
+    held = [make_subject("q1") for _ in range(2)]
+    for euid in held:
+        act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+            payload={"reason": "batch QA"})
+    client = signed_in(client, lab["operator"])
+    picks = [f"{e}|HELD|{envelope(e)['revision']}" for e in held]
+    act("release_execution_hold", actor("operator", username="dana"), subject_euid=held[0],
+        expected_state="HELD", payload={"reason": "QA passed at the bench"})
+    response = client.post("/workbench/bulk/", {
+        "action": "cancel", "idempotency_key": "bulk-c", "reason": "study withdrawn",
+        "pick": picks})
+    messages = said(response)
+    refusal = next(m for m in messages if m.startswith(f"{held[0]}: This subject changed"))
+    assert ("Last change: release hold by dana, just now: \u201cQA passed at the bench"
+            in refusal)
+    assert any(m.startswith(f"Canceled 1: {held[1]}") for m in messages)
+    assert envelope(held[0])["state"] == "READY"
+
+
 # ---------------------------------------------------------------- admin actions
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
+from bloomops.execution.errors import STALE_CODES
 from bloomops.tapdb.tenancy import tenant_of
 
 ALL = "__all__"
 # Refusals of a claim that mean "someone else got there first / nothing for you".
-CLAIM_CONFLICT_CODES = frozenset({"NO_WORK", "NOT_VISIBLE", "CONCURRENT_UPDATE",
-                                  "STATE_CONFLICT", "REVISION_CONFLICT"})
+CLAIM_CONFLICT_CODES = STALE_CODES | {"NO_WORK", "NOT_VISIBLE", "CONCURRENT_UPDATE"}
 
 EVENTS = CollectorRegistry(auto_describe=True)
 CLAIM_CONFLICTS = Counter("claim_conflict", "Claims refused with NO_WORK or a conflict"

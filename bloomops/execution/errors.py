@@ -47,6 +47,10 @@ HTTP_STATUS: dict[str, int] = {
     "NEXT_QUEUE_NOT_ALLOWED": 409,
 }
 
+# The refusals of a request whose page or caller saw an older subject (expected_state,
+# expected_revision): the person must see what changed before deciding again.
+STALE_CODES = frozenset({"STATE_CONFLICT", "REVISION_CONFLICT"})
+
 # What an operator reads when the code comes back (the UI shows these, the API returns
 # them as the message when the raiser gave none).
 PLAIN: dict[str, str] = {

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.web import services
 
 # What each bulk verb runs, and the words for the confirmation and the outcome.
@@ -109,7 +109,8 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
             if err.code == "VALIDATION_ERROR" and err.details.get("field") in FORM_FIELDS:
                 out.invalid = err.message
                 return out
-            out.refused.append((pick.euid, err.message))
+            out.refused.append((pick.euid, err.message + (
+                services.last_change(pick.euid) if err.code in STALE_CODES else "")))
             continue
         if result.replayed:
             out.replayed += 1

@@ -9,7 +9,8 @@ from typing import Any
 from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.outputs import routed_output
-from bloomops.execution.envelope import ts
+from bloomops.execution.context import action_spec
+from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.guards import lease_not_active
@@ -19,6 +20,7 @@ from bloomops.execution.states import WorkerType
 from bloomops.tapdb.templates import all_templates
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web.bench_words import template_words
+from bloomops.web.timewords import relative
 
 
 def human_worker_key(user) -> str:
@@ -131,3 +133,19 @@ def made_for_next_queue(user, lease_euid: str, queue_key: str, template_code: st
     name = f"{words[:1].upper()}{words[1:]} of {subject.name or subject.euid}"
     return {"outputs": [routed_output(template_code, name, {
         "euid": subject.euid, "props": subject.props, "execution": subject.execution}, queue)]}
+
+
+def last_change(euid: str) -> str:
+    """Who last acted on the subject, when and why: what a person whose page was stale
+    needs to decide again (a conflict itself says only what the subject is now)."""
+    row = selectors.last_action(euid)
+    if row is None:
+        return ""
+    try:
+        name = action_spec(row["action_key"]).name
+    except ActionError:  # another writer's action
+        name = row["action_key"]
+    moment = parse_ts_or_none(row["executed_at"])
+    why = f": \u201c{row['reason']}\u201d" if row.get("reason") else ""
+    return (f" Last change: {name.lower()} by {row['executed_by'] or 'someone'}"
+            f"{', ' + relative(moment) if moment else ''}{why}.")

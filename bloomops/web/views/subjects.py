@@ -14,16 +14,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
-from bloomops.execution.context import Actor, action_spec
-from bloomops.execution.envelope import parse_ts_or_none
-from bloomops.execution.errors import ActionError
+from bloomops.execution.context import Actor
+from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import scope_problem, takes_template
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
-from bloomops.web.timewords import relative
 from bloomops.web.views.approvals import offer_approval, take_offer
 from bloomops.web.views.common import (
     answer,
@@ -150,28 +148,12 @@ def _operator_action(request: HttpRequest, euid: str, action_key: str,
                                     **guards(request))
         except ActionError as err:
             offer_approval(request, euid, err)  # the inspector offers "Request approval"
-            if err.code in ("STATE_CONFLICT", "REVISION_CONFLICT"):
-                raise ActionError(err.code, f"{euid}: {err.message}{last_change(euid)}",
+            if err.code in STALE_CODES:
+                raise ActionError(err.code, f"{euid}: {err.message}{services.last_change(euid)}",
                                   **err.details) from None
             raise
 
     return answer(request, run, success, reverse("subject", args=[euid]))
-
-
-def last_change(euid: str) -> str:
-    """Who last acted on the subject, when and why: what a person whose page was stale
-    needs to decide again (the conflict itself says only what the subject is now)."""
-    row = selectors.last_action(euid)
-    if row is None:
-        return ""
-    try:
-        name = action_spec(row["action_key"]).name
-    except ActionError:  # another writer's action
-        name = row["action_key"]
-    moment = parse_ts_or_none(row["executed_at"])
-    why = f": \u201c{row['reason']}\u201d" if row.get("reason") else ""
-    return (f" Last change: {name.lower()} by {row['executed_by'] or 'someone'}"
-            f"{', ' + relative(moment) if moment else ''}{why}.")
 
 
 @require_POST
