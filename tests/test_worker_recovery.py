@@ -14,8 +14,9 @@ import pytest
 
 from bloomops.execution import selectors
 from bloomops.worker.management.commands.run_demo_workers import Supervisor
+from bloomops.worker.management.commands.run_worker import EXIT_STOPPED_BY_ADMIN
 from tests.conftest import make_user
-from tests.engine import envelope, make_queue, make_subject
+from tests.engine import act, actor, envelope, make_queue, make_subject
 from tests.worker_support import (
     database_outage,
     embedded_server,
@@ -150,4 +151,51 @@ def test_supervisor_backs_off_a_child_that_keeps_exiting():
                    every=0.05)
     assert delays == [0.1, 0.2, 0.4, 0.4]
     assert child.restarts == 4
+    supervisor.terminate()
+
+
+def test_a_worker_an_admin_disabled_exits_as_stopped_and_is_not_restarted(qc_lab):
+    """The demo supervisor started a disabled worker again and again (back-off up to 30 s):
+    each start registered it once more, an action record each time, to see it stop."""
+    qc_lab("dq")
+    first = start_worker("parked", *QC_WORKER, "--exit-when-idle", user="svc-rec")
+    first.wait(timeout=90)  # nothing to do: it exits once idle
+    code, out = stop_worker(first)
+    assert code == 0, out
+    (worker,) = selectors.workers()
+    act("set_worker_status", actor("admin", username="adm"), worker_euid=worker.euid,
+        payload={"operation": "disable", "reason": "bench moved"})
+    before = len(selectors.action_history(worker.uid))
+    again = start_worker("parked", *QC_WORKER, user="svc-rec")
+    again.wait(timeout=90)
+    code, out = stop_worker(again)
+    assert code == EXIT_STOPPED_BY_ADMIN, out
+    assert "is DISABLED by an admin" in out
+    # it registered (the engine must hear of the new process) and did nothing else
+    actions = selectors.action_history(worker.uid)[before:]
+    assert [a["action_key"] for a in actions] == ["register_worker"]
+    assert selectors.workers(euid=worker.euid)[0].props["status"] == "DISABLED"
+
+
+def test_supervisor_parks_a_child_stopped_by_an_admin_until_it_may_restart():
+    allowed = threading.Event()
+    asked = []
+
+    def may_restart(name: str) -> bool:
+        asked.append(name)
+        return allowed.is_set()
+
+    stopped = [sys.executable, "-c", f"raise SystemExit({EXIT_STOPPED_BY_ADMIN})"]
+    supervisor = Supervisor({"d": stopped}, restart_min=0.05, may_restart=may_restart,
+                            parked_poll=0.05)
+    (child,) = supervisor.children
+    supervisor.check()
+    child.process.wait()
+    wait_until(lambda: (supervisor.check(), len(asked) >= 3)[1], "the parked child's polls",
+               every=0.02)
+    assert child.parked and child.restarts == 0  # asked, and never started while refused
+    allowed.set()
+    wait_until(lambda: (supervisor.check(), child.restarts == 1)[1], "the restart",
+               every=0.02)
+    assert not child.parked
     supervisor.terminate()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bloomops.execution.errors import ActionError
-from bloomops.execution.states import RetryClass
+from bloomops.execution.states import STOPPED_WORKER_STATUSES, RetryClass
 from bloomops.worker import faults
 from bloomops.worker.faults import Backoff, Fault
 from bloomops.worker.handling import (
@@ -147,10 +147,18 @@ class WorkerRuntime:
             raise
         self.status = result.get("status")
 
+    @property
+    def stopped_by_admin(self) -> bool:
+        """An admin disabled or retired this worker: it must not work until enabled."""
+        return self.status in STOPPED_WORKER_STATUSES
+
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> Stats:
         if not self._register():
+            return self.stats
+        if self.stopped_by_admin:
+            log.warning("worker %s is %s by an admin: not working", self.worker_key, self.status)
             return self.stats
         idle = Backoff(self.poll_min, self.poll_max)
         faulted = Backoff(self.fault_min, self.fault_max)
@@ -210,7 +218,7 @@ class WorkerRuntime:
     def _turn(self) -> str:
         """One turn of the loop: "stop", "draining", "idle" (nothing claimed) or "worked"."""
         self.call("heartbeat", self.heartbeat)
-        if self.status in ("DISABLED", "RETIRED"):
+        if self.stopped_by_admin:
             return "stop"
         self.call("poll", lambda: self.handlers.poll(self))
         if self.status == "DRAINING":
@@ -386,7 +394,7 @@ class WorkerRuntime:
             return None
 
     def _sign_off(self) -> None:
-        if self.worker_euid is None or self.status in ("DISABLED", "RETIRED"):
+        if self.worker_euid is None or self.stopped_by_admin:
             return
         try:  # one try: a worker that is leaving does not wait out an outage
             self.call("sign-off", lambda: self.heartbeat(status="OFFLINE", force=True),

@@ -5,8 +5,9 @@ work some queues: extraction, post-extraction QC (occasionally holding a sample)
 dispatch with a simulated pipeline callback, and analysis QC, each with occasional retryable
 failures. Library prep, pooling and run start are left to the humans, and the workers are
 slow, so the human queues stay stocked. A worker that exits (crash, kill, lost database) is
-started again after a backoff; SIGTERM/SIGINT stop every worker (they drain and sign off
-OFFLINE). BLOOMOPS_DEMO_WORKERS=0 makes `make run` skip this.
+started again after a backoff; one an admin disabled or retired is started again only once
+it is enabled. SIGTERM/SIGINT stop every worker (they drain and sign off OFFLINE).
+BLOOMOPS_DEMO_WORKERS=0 makes `make run` skip this.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from bloomops.execution.objects import worker_by_key
+from bloomops.execution.states import STOPPED_WORKER_STATUSES
+from bloomops.tapdb.tenancy import tenant_of
+from bloomops.worker.management.commands.run_worker import EXIT_STOPPED_BY_ADMIN
 
 log = logging.getLogger("bloomops.worker")
 
@@ -41,6 +48,8 @@ RESTART_MAX_SECONDS = 30.0
 # A child that ran this long before exiting was healthy: its next restart starts the
 # backoff afresh instead of waiting as long as after a crash loop.
 HEALTHY_AFTER_SECONDS = 60.0
+# How often a child an admin stopped is asked about again (may_restart).
+PARKED_POLL_SECONDS = 10.0
 
 
 @dataclass
@@ -52,21 +61,28 @@ class Child:
     restart_at: float = 0.0
     delay: float = 0.0
     restarts: int = 0
+    # exited with EXIT_STOPPED_BY_ADMIN: started again only when may_restart says so
+    parked: bool = False
 
 
 class Supervisor:
     """Keeps one process per command running until stopped. An exited child is restarted
     after RESTART_MIN doubling to RESTART_MAX seconds (reset once it has run
-    HEALTHY_AFTER seconds), so a child that cannot start does not spin."""
+    HEALTHY_AFTER seconds), so a child that cannot start does not spin. A child that exits
+    with EXIT_STOPPED_BY_ADMIN is parked: started again once ``may_restart(name)`` is true
+    (asked every ``parked_poll`` seconds), never without it. Starting a disabled worker again
+    would only register it again (an action record each time) to see it stop."""
 
     def __init__(self, commands: dict[str, list[str]], *,
                  restart_min: float = RESTART_MIN_SECONDS,
                  restart_max: float = RESTART_MAX_SECONDS,
                  healthy_after: float = HEALTHY_AFTER_SECONDS, stop_timeout: float = 30.0,
-                 **popen_options) -> None:
+                 may_restart: Callable[[str], bool] | None = None,
+                 parked_poll: float = PARKED_POLL_SECONDS, **popen_options) -> None:
         self.children = [Child(name, cmd) for name, cmd in commands.items()]
         self.restart_min, self.restart_max = restart_min, restart_max
         self.healthy_after = healthy_after
+        self.may_restart, self.parked_poll = may_restart, parked_poll
         self.stop_timeout = stop_timeout
         self.popen_options = popen_options
         self.stop = threading.Event()
@@ -82,6 +98,17 @@ class Supervisor:
         for child in self.children:
             if child.process is None:
                 self._start(child)
+            elif child.process.poll() == EXIT_STOPPED_BY_ADMIN and not child.restart_at:
+                child.parked, child.restart_at, child.delay = True, now + self.parked_poll, 0.0
+                log.warning("supervisor: %s was stopped by an admin; not started again until"
+                            " it is enabled", child.name)
+            elif child.parked and now >= child.restart_at:
+                if self.may_restart is not None and self.may_restart(child.name):
+                    child.parked, child.restart_at = False, 0.0
+                    child.restarts += 1
+                    self._start(child)
+                else:
+                    child.restart_at = now + self.parked_poll
             elif child.process.poll() is not None and not child.restart_at:
                 ran = now - child.started
                 child.delay = (self.restart_min if ran >= self.healthy_after or not child.delay
@@ -137,7 +164,7 @@ class Command(BaseCommand):
                 sys.executable, str(settings.BASE_DIR / "manage.py"), "run_worker",
                 "--worker-key", key, "--display-name", name, "--handlers", module,
                 "--capabilities", caps, "--user", o["user"], "--seed", str(100 + i), *extra]
-        supervisor = Supervisor(commands)
+        supervisor = Supervisor(commands, may_restart=_enabled)
 
         def _stop(*_):
             supervisor.stop.set()
@@ -147,3 +174,14 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(commands)} demo workers starting"
                           " (BLOOMOPS_DEMO_WORKERS=0 turns them off)")
         supervisor.run()
+
+
+def _enabled(worker_key: str) -> bool:
+    """Whether an admin has enabled the worker again (a read; False while it cannot be
+    read, so a lost database never starts a worker an admin stopped)."""
+    try:
+        worker = worker_by_key(worker_key, tenant=tenant_of())
+    except Exception:  # noqa: BLE001 - the next poll asks again
+        log.warning("supervisor: could not read worker %s", worker_key, exc_info=True)
+        return False
+    return worker is not None and worker.props.get("status") not in STOPPED_WORKER_STATUSES

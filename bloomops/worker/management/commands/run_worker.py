@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import signal
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -14,6 +15,10 @@ from bloomops.execution.errors import ActionError
 from bloomops.worker.faults import Fault
 from bloomops.worker.runtime import WorkerRuntime
 from bloomops.worker.transport import DirectTransport, HttpTransport
+
+# The exit status of a worker an admin disabled or retired: a supervisor must not start it
+# again until it is enabled (systemd: RestartPreventExitStatus=3; docs/DEPLOY.md).
+EXIT_STOPPED_BY_ADMIN = 3
 
 
 def _list(value: str | None) -> list[str] | None:
@@ -88,3 +93,7 @@ class Command(BaseCommand):
             # that repeats): nothing waiting would cure. A supervisor may start it again.
             raise CommandError(f"worker {o['worker_key']} could not register: {exc}") from None
         self.stdout.write(f"worker {o['worker_key']} stopped: {stats}")
+        if runtime.stopped_by_admin:
+            self.stderr.write(f"worker {o['worker_key']} is {runtime.status} by an admin: not"
+                              " starting again until it is enabled.")
+            sys.exit(EXIT_STOPPED_BY_ADMIN)
