@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.sql import (
     CANCEL_REQUESTED,
     ENVELOPE_VALID,
@@ -167,6 +168,19 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
+    # Work-bearing objects by name in any case (selectors.subjects_named: the intake
+    # preview's warning of a name already registered), so a preview reads the names asked
+    # about, not every object's. Engine objects (leases, records, actions...) are not in it.
+    "bloomops_subject_name": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_subject_name ON generic_instance
+        (tenant_id, lower(name))
+        WHERE NOT is_deleted AND {_unaliased(SUBJECT_SQL)}""",
+    # The planner takes no statistics from a partial index's expressions: without these it
+    # expects a third of the table for 200 names and reads every row in uid order (110 ms
+    # at 155,000 instances; 2.5 ms with them).
+    "bloomops_subject_name_stats": """
+        CREATE STATISTICS IF NOT EXISTS bloomops_subject_name_stats ON (lower(name))
+        FROM generic_instance""",
     # Approvals waiting for a decision (selectors.approvals_waiting, the navigation's count
     # on every page): the approvals decided before are not in it.
     "bloomops_approval_requested": f"""

@@ -337,9 +337,8 @@ def template_code(template_uid: int | None) -> str | None:
 
 def subjects_named(names: list[str], *, tenant: str | None = None) -> dict[str, list[str]]:
     """Work-bearing objects whose name is one of ``names`` in any case, by the lowercased
-    name, oldest first (an intake preview warns of a name already registered). One query;
-    it reads every object's name (TapDB indexes none), so it serves a preview, not a hot
-    path."""
+    name, oldest first (an intake preview warns of a name already registered). One query,
+    on the names asked about (bloomops_subject_name)."""
     if not names:
         return {}
     rows = fetch_all(
