@@ -67,3 +67,23 @@ def test_a_human_worker_sees_no_intake_and_is_refused(browser, site):  # noqa: F
     response = page.goto(f"{site}/intake/")
     assert response is not None and response.status == 403
     page.context.close()
+
+
+def test_on_a_tablet_each_row_says_why_without_scrolling(browser, site):  # noqa: F811
+    """At 768 px the check of each row sat past the table's edge: the preview said "2 with
+    problems" and the person had to scroll sideways, row by row, to learn which and why."""
+    manifest = ("euid,name,template,queue,priority,due_date,site,platform,assay\n"
+                ",Tube with a rather long name for a tube,specimen,no_such_queue,,,sfo,ont,wgs\n"
+                ",Tube C,specimen,q1,99999999999999999999999,,sfo,,\n")
+    page = signed_in(browser, site, "qa", width=768)
+    page.goto(f"{site}/intake/")
+    page.get_by_label("or paste it").fill(manifest)
+    page.get_by_role("button", name="Preview").click()
+    page.wait_for_url(f"{site}/intake/preview/")
+    for line, why in ((2, "no_such_queue"), (3, "priority must be within")):
+        check = page.locator(f'#intake-preview tr[data-line="{line}"] td.check')
+        assert why in check.inner_text()
+        box = check.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 768, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 768
+    page.context.close()
