@@ -29,9 +29,10 @@ def readable_seconds(seconds: float | None) -> str:
 
 
 def relative(moment: datetime, now: datetime | None = None) -> str:
-    """"in 12 min", "3 h ago", "just now" (under 30 s either way)."""
+    """"in 12 min", "3 h ago", "25 s ago", "just now" (under 10 s either way: a worker's
+    heartbeat 29 s ago is not "just now" beside a lag of 29 s)."""
     delta = (moment - (now or clock.now())).total_seconds()
-    if abs(delta) < 30:
+    if abs(delta) < 10:
         return "just now"
     words = readable_seconds(abs(delta))
     return f"in {words}" if delta > 0 else f"{words} ago"
