@@ -140,3 +140,15 @@ def test_a_bundle_whose_section_is_not_a_list_is_not_a_bundle(users, subject, se
     assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
     assert f"({section} is not a list)" in response.json()["error"]["message"]
     assert counts() == before
+
+
+def test_a_bundle_whose_subject_euid_holds_a_nul_is_a_400(users, subject):
+    """It was a 500: the NUL reached PostgreSQL."""
+    api = api_for(users["operator"])
+    doc = json.loads(api.get(f"/subjects/{subject}/evidence").content)
+    doc["subject"]["euid"] = "Z\u0000"
+    before = counts()
+    response = api.post(f"/subjects/{subject}/evidence/verify", canonical_bytes(doc))
+    assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+    assert "subject.euid is not an EUID" in response.json()["error"]["message"]
+    assert counts() == before

@@ -189,3 +189,13 @@ def test_not_a_bundle_is_refused_by_name(history):
     assert verify_bundle(b"\xff", history["tenant"]).problems == [
         "file: not a bundle's JSON (it is not UTF-8 text)"]
     assert "not a bloomops.evidence/1" in verify_bundle(b"{}", history["tenant"]).problems[0]
+
+
+@pytest.mark.parametrize("euid", ["Z\u0000", "", "Z-MX-1\n", "Z-MX\u200b-1"])
+def test_a_subject_euid_no_bundle_can_hold_is_refused_by_name(history, euid):
+    """A NUL in the file's subject EUID reached PostgreSQL, which refuses it: a 500 from the
+    API and a traceback from manage.py verify_evidence."""
+    doc = json.loads(export_evidence(history["subject"], history["op"]).data)
+    doc["subject"]["euid"] = euid
+    assert verify_bundle(canonical_bytes(doc), history["tenant"]).problems == [
+        "file: not a bloomops.evidence/1 evidence bundle (subject.euid is not an EUID)"]

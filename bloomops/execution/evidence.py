@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from bloomops.execution.actions.fields import line_problem
 from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
@@ -180,6 +181,10 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
     if not isinstance(subject, dict) or doc.get("format") != FORMAT \
             or not isinstance(subject.get("euid"), str):
         verdict.problems.append(f"file: not a {FORMAT} evidence bundle")
+        return verdict
+    if not subject["euid"] or line_problem(subject["euid"]):  # PostgreSQL refuses a NUL
+        verdict.problems.append(f"file: not a {FORMAT} evidence bundle (subject.euid is not"
+                                " an EUID)")
         return verdict
     misshapen = [name for name in (*APPEND_ONLY, *SNAPSHOTS)
                  if doc.get(name) is not None and not isinstance(doc[name], list)]
