@@ -220,6 +220,25 @@ def test_a_requeue_that_would_be_refused_is_refused_before_any_approval_is_asked
         payload={"reason": "new aliquot"}))
 
 
+@pytest.mark.parametrize("value", [{"a": [1, {"b": "<script>x</script>"}]}, "x" * 201,
+                                   "step\none", "step\u200b", 7])
+def test_a_requeue_s_next_step_is_checked_alike_when_asked_and_when_run(lab, value):
+    """Through an approval a requeue stored any next_action_key (an object, 5,000
+    characters): the subject's envelope was then invalid, unclaimable and its evidence
+    unexportable. The engine checks it as the action itself, on every path."""
+    ann = lab["ann"]
+    dead = dead_lettered()
+    before = counts()
+    refused("VALIDATION_ERROR", lambda: act(
+        "request_approval", ann, subject_euid=dead, payload={
+            "action_key": "requeue_subject", "reason": "new aliquot arrived",
+            "parameters": {"reason": "new aliquot", "next_action_key": value}}))
+    refused("VALIDATION_ERROR", lambda: act(
+        "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
+        payload={"reason": "new aliquot", "next_action_key": value}))
+    assert counts() == before
+
+
 def test_which_rules_apply_is_configurable(lab, settings):
     settings.BLOOMOPS_APPROVAL_RULES = ["requeue_dead_letter"]
     ann = lab["ann"]

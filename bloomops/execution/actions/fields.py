@@ -62,6 +62,23 @@ def text_field(payload: dict, name: str, *, required: bool = False,
     return value.strip()
 
 
+# The longest key (a step's action key, a queue key) a caller may name.
+KEY_MAX = 200
+
+
+def key_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a key a caller names (next_action_key, next_queue_key), or
+    None: text of 1 to KEY_MAX characters on one printable line."""
+    if not isinstance(value, str) or not 0 < len(value) <= KEY_MAX:
+        return f"must be text of 1 to {KEY_MAX} characters"
+    return line_problem(value)
+
+
+def key_field(payload: dict, name: str) -> str | None:
+    """A key the payload names (key_problem), stripped; None when it names none."""
+    return text_field(payload, name, max_len=KEY_MAX, line=True)
+
+
 def str_list_field(payload: dict, name: str) -> list[str] | None:
     """A list of non-empty texts, each one a line people can read (capabilities, scopes,
     template codes, queue keys: values matched exactly, so nothing invisible)."""

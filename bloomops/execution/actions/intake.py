@@ -10,7 +10,13 @@ from django.db import transaction
 
 from bloomops.execution import clock
 from bloomops.execution.actions.base import Handler
-from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
+from bloomops.execution.actions.fields import (
+    common_checks,
+    key_field,
+    obj_field,
+    require,
+    text_field,
+)
 from bloomops.execution.actions.outputs import check_template_properties
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
@@ -44,7 +50,7 @@ MAX_INTAKE_ITEMS = 200
 
 
 def _check_routing(payload: dict) -> None:
-    text_field(payload, "next_action_key", max_len=200)
+    key_field(payload, "next_action_key")
     try:
         parse_priority(payload.get("priority"))
     except ValueError as exc:

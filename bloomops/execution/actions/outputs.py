@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bloomops.execution.actions.fields import key_problem
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
@@ -81,8 +82,9 @@ def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, An
     fields: dict[str, Any] = {}
     for name in ("next_queue_key", "next_action_key"):
         value = ex.get(name)
-        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 200):
-            raise _output_error(i, f"execution.{name} must be text.")
+        problem = key_problem(value) if value is not None else None
+        if problem:
+            raise _output_error(i, f"execution.{name} {problem}.")
         fields[name] = value
     state = ex.get("state") or ("READY" if fields["next_queue_key"] else "PENDING")
     if state not in ("READY", "PENDING"):

@@ -10,6 +10,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     common_checks,
+    key_field,
     require,
     text_field,
 )
@@ -165,6 +166,7 @@ class RequeueSubject(Handler):
         if req.payload.get("reset_attempts") not in (None, True, False):
             raise ActionError("VALIDATION_ERROR", "reset_attempts must be true or false.",
                               field="reset_attempts")
+        key_field(req.payload, "next_action_key")
         if "priority" in req.payload:
             try:
                 parse_priority(req.payload["priority"])
@@ -203,7 +205,7 @@ class RequeueSubject(Handler):
             state="READY", next_queue_key=queue["queue_key"], terminal=False,
             cancel_requested=False, retry_at=None, ready_at=ctx.now_ts, hold_state="NONE",
             hold_reason=None,
-            next_action_key=ctx.payload.get("next_action_key")
+            next_action_key=key_field(ctx.payload, "next_action_key")
             or queue["config"].get("default_next_action_key") or env.get("next_action_key"))
         if ctx.payload.get("reset_attempts", was_terminal):
             changes["attempt_count"] = 0
