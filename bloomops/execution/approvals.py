@@ -20,6 +20,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
 from bloomops.execution.sql import hold_active
 from bloomops.tapdb.db import fetch_all
+from bloomops.tapdb.tenancy import tenant_of
 
 APPROVAL_CODE = "data/execution/approval/1.0"
 
@@ -69,7 +70,8 @@ SELECT x.uid, x.euid, l.relationship_type AS rel,
        x.json_addl->'properties'->>'hold_code' AS hold_code
 FROM generic_instance_lineage l
 JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-WHERE l.parent_instance_uid = %s AND NOT l.is_deleted AND (
+     AND x.tenant_id = %(tenant)s
+WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
   (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
       AND x.json_addl->'properties'->>'resolution_state' = 'OPEN'))
@@ -78,7 +80,7 @@ ORDER BY x.uid"""
 
 def subject_flags(subject_uid: int) -> SubjectFlags:
     """The one read of the policy."""
-    rows = fetch_all(_FLAGS, [subject_uid])
+    rows = fetch_all(_FLAGS, {"subject": subject_uid, "tenant": tenant_of()})
     return SubjectFlags(
         active_holds={r["euid"]: r["hold_code"] or "" for r in rows
                       if r["rel"] == REL["subject_hold"]},

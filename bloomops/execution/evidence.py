@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from bloomops.execution.actions.fields import line_problem
 from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
@@ -182,7 +181,8 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
             or not isinstance(subject.get("euid"), str):
         verdict.problems.append(f"file: not a {FORMAT} evidence bundle")
         return verdict
-    if not subject["euid"] or line_problem(subject["euid"]):  # PostgreSQL refuses a NUL
+    # No EUID holds a control or invisible character (and PostgreSQL refuses a NUL).
+    if not subject["euid"] or not subject["euid"].isprintable():
         verdict.problems.append(f"file: not a {FORMAT} evidence bundle (subject.euid is not"
                                 " an EUID)")
         return verdict

@@ -12,6 +12,7 @@ from typing import Any
 from bloomops.execution.envelope import properties_of, read_envelope
 from bloomops.tapdb.db import execute, fetch_all, fetch_one
 from bloomops.tapdb.templates import TemplateRef
+from bloomops.tapdb.tenancy import tenant_of
 
 REL = {
     "subject_lease": "execution_subject_lease",
@@ -124,16 +125,17 @@ def parent_of(child_uid: int, rel: str, *, tenant: str, lock: bool = False) -> O
 def children_of(
     parent_uid: int, rel: str, *, where_status: str | None = None, lock: bool = False
 ) -> list[Obj]:
-    """Children through live edges of one relationship type (optionally by status)."""
-    status = " AND x.json_addl->'properties'->>'status' = %s" if where_status else ""
-    params: list[Any] = [parent_uid, rel] + ([where_status] if where_status else [])
+    """Children through live edges of one relationship type (optionally by status), of the
+    deployment's tenant only: another tenant's row linked to ours is never read or written."""
+    status = " AND x.json_addl->'properties'->>'status' = %(status)s" if where_status else ""
     rows = fetch_all(
         f"SELECT x.uid, x.euid, x.name, x.template_uid, x.type, x.subtype, x.json_addl,"
         f" x.created_dt FROM generic_instance_lineage l"
         f" JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted"
-        f" WHERE l.parent_instance_uid = %s AND l.relationship_type = %s AND NOT l.is_deleted"
-        f"{status} ORDER BY x.uid{' FOR UPDATE OF x' if lock else ''}",
-        params,
+        f" AND x.tenant_id = %(tenant)s"
+        f" WHERE l.parent_instance_uid = %(parent)s AND l.relationship_type = %(rel)s"
+        f" AND NOT l.is_deleted{status} ORDER BY x.uid{' FOR UPDATE OF x' if lock else ''}",
+        {"parent": parent_uid, "rel": rel, "status": where_status, "tenant": tenant_of()},
     )
     return [Obj(**r) for r in rows]
 

@@ -22,12 +22,13 @@ _WORKER_LEASES = """
     JOIN generic_instance_lineage lw ON lw.parent_instance_uid = w.uid
          AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
     JOIN generic_instance x ON x.uid = lw.child_instance_uid AND NOT x.is_deleted
-         AND x.type = 'execution' AND x.subtype = 'queue_lease'
+         AND x.type = 'execution' AND x.subtype = 'queue_lease' AND x.tenant_id = %(tenant)s
     LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
          AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
-    LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid"""
+    LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+         AND s.tenant_id = %(tenant)s"""
 _OF_WORKER = """
-    WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND x.tenant_id = %(tenant)s"""
+    WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s"""
 
 
 def lost_leases(worker_euid: str, *, now: datetime | None = None,
@@ -82,6 +83,7 @@ def worker_standing(worker_euid: str, *, tenant: str | None = None) -> dict[str,
             JOIN generic_instance r ON r.uid = e.parent_instance_uid AND NOT r.is_deleted
             WHERE e.child_instance_uid = w.uid AND e.relationship_type = 'executed_on'
               AND NOT e.is_deleted AND r.subtype = 'set_worker_status'
+              AND r.tenant_id = %(tenant)s
             ORDER BY r.uid DESC LIMIT 1
         ) a ON true
         WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s AND NOT w.is_deleted

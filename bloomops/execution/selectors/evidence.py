@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bloomops.execution.objects import SUBJECT_SQL
+from bloomops.execution.params import read_params
 from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -34,11 +35,12 @@ def evidence_action_records(instance_uid: int) -> list[dict[str, Any]]:
         SELECT DISTINCT a.uid, a.euid, a.subtype AS action_key, a.created_dt, a.json_addl
         FROM generic_instance_lineage l
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
-        WHERE l.child_instance_uid = %s AND l.relationship_type = 'executed_on'
-          AND NOT l.is_deleted AND a.subtype <> %s
+             AND a.tenant_id = %(tenant)s
+        WHERE l.child_instance_uid = %(uid)s AND l.relationship_type = 'executed_on'
+          AND NOT l.is_deleted AND a.subtype <> %(evidence)s
         ORDER BY a.uid
         """,
-        [instance_uid, EVIDENCE_ACTION],
+        read_params(None, None, uid=instance_uid, evidence=EVIDENCE_ACTION),
     )
 
 
@@ -63,12 +65,13 @@ def recorded_bundles(subject_uid: int, sha256: str | None = None) -> list[dict[s
         SELECT x.euid, x.json_addl->'properties' AS props
         FROM generic_instance_lineage l
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+             AND x.tenant_id = %(tenant)s
         WHERE l.parent_instance_uid = %(uid)s AND l.relationship_type = %(rel)s
           AND NOT l.is_deleted
           AND (%(sha)s::text IS NULL OR x.json_addl->'properties'->>'bundle_sha256' = %(sha)s)
         ORDER BY x.uid
         """,
-        {"uid": subject_uid, "rel": EVIDENCE_REL, "sha": sha256},
+        read_params(None, None, uid=subject_uid, rel=EVIDENCE_REL, sha=sha256),
     )
 
 
@@ -80,9 +83,10 @@ def evidence_approvals(subject_uid: int) -> list[dict[str, Any]]:
         SELECT x.uid, x.euid, x.name, x.created_dt, x.json_addl->'properties' AS props
         FROM generic_instance_lineage l
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-        WHERE l.parent_instance_uid = %s AND NOT l.is_deleted
+             AND x.tenant_id = %(tenant)s
+        WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
           AND l.relationship_type = 'execution_subject_approval'
         ORDER BY x.uid
         """,
-        [subject_uid],
+        read_params(None, None, uid=subject_uid),
     )

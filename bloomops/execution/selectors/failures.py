@@ -41,6 +41,7 @@ _FAILURES = f"""
             SELECT x.json_addl->'properties' AS props
             FROM generic_instance_lineage l
             JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+                 AND x.tenant_id = %(tenant)s
             WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
               AND l.relationship_type = 'execution_subject_record'
               AND x.json_addl->'properties'->>'status' = 'FAILED_RETRYABLE'
@@ -59,6 +60,7 @@ _FAILURES = f"""
         JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
              AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
         JOIN generic_instance s ON s.uid = l.parent_instance_uid AND NOT s.is_deleted
+             AND s.tenant_id = %(tenant)s
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
           AND d.type = 'execution' AND d.subtype = 'dead_letter'
           AND d.json_addl->'properties'->>'resolution_state' = 'OPEN'

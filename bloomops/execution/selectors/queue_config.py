@@ -42,7 +42,7 @@ def queue_history(queue_key: str, *, tenant: str | None = None,
             SELECT p.uid, p.euid FROM chain c
             JOIN generic_instance_lineage l ON l.child_instance_uid = c.uid
              AND l.relationship_type = %(rel)s AND NOT l.is_deleted
-            JOIN generic_instance p ON p.uid = l.parent_instance_uid
+            JOIN generic_instance p ON p.uid = l.parent_instance_uid AND p.tenant_id = %(tenant)s
         )
         SELECT DISTINCT ON (a.uid) a.euid, a.subtype AS action_key, c.euid AS queue_euid,
                a.json_addl AS body
@@ -50,7 +50,7 @@ def queue_history(queue_key: str, *, tenant: str | None = None,
         JOIN generic_instance_lineage e ON e.child_instance_uid = c.uid
          AND e.relationship_type = 'executed_on' AND NOT e.is_deleted
         JOIN generic_instance a ON a.uid = e.parent_instance_uid AND NOT a.is_deleted
-         AND a.type = 'execution_queue'
+         AND a.type = 'execution_queue' AND a.tenant_id = %(tenant)s
         ORDER BY a.uid DESC
         LIMIT %(limit)s
         """,

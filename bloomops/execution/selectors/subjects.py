@@ -99,9 +99,11 @@ DIAG_SQL = f"""
                        SELECT coalesce(w.json_addl->'properties'->>'display_name',
                                        w.json_addl->'properties'->>'worker_key')
                          FROM generic_instance w
-                        WHERE w.euid = x.json_addl->'properties'->>'worker_lookup_euid'))
+                        WHERE w.euid = x.json_addl->'properties'->>'worker_lookup_euid'
+                          AND w.tenant_id = %(tenant)s))
               FROM generic_instance_lineage l
               JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+                   AND x.tenant_id = %(tenant)s
              WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
                AND l.relationship_type = 'execution_subject_lease'
                AND x.json_addl->'properties'->>'status' = 'ACTIVE'
@@ -111,6 +113,7 @@ DIAG_SQL = f"""
                                       ORDER BY x.uid), '[]'::jsonb)
               FROM generic_instance_lineage l
               JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
+                   AND x.tenant_id = %(tenant)s
              WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
                AND l.relationship_type = 'execution_subject_hold'
                AND x.json_addl->'properties'->>'status' = 'ACTIVE') AS active_holds,
@@ -230,20 +233,21 @@ def subject_diagnostics(
 
 def subject_history(subject_uid: int) -> dict[str, list[dict[str, Any]]]:
     """Leases, execution records, holds, dead letters and outputs of a subject, found through
-    lineage only (RULES.md#objects). One query."""
+    lineage only (RULES.md#objects), of the deployment's tenant. One query."""
     rows = fetch_all(
         """
         SELECT l.relationship_type AS rel, x.uid, x.euid, x.name, x.created_dt,
                x.json_addl->'properties' AS props
         FROM generic_instance_lineage l
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
-        WHERE l.parent_instance_uid = %s AND NOT l.is_deleted
+             AND x.tenant_id = %(tenant)s
+        WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
           AND l.relationship_type IN ('execution_subject_lease', 'execution_subject_record',
                 'execution_subject_hold', 'execution_subject_dead_letter',
                 'execution_subject_output')
         ORDER BY x.uid
         """,
-        [subject_uid],
+        read_params(None, None, uid=subject_uid),
     )
     out: dict[str, list[dict[str, Any]]] = {
         "leases": [], "records": [], "holds": [], "dead_letters": [], "outputs": []
@@ -261,20 +265,23 @@ def subject_history(subject_uid: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def lineage_of(instance_uid: int) -> list[dict[str, Any]]:
-    """Every live lineage edge touching an instance, both directions. One query."""
+    """Every live lineage edge touching an instance, both directions, to objects of the
+    deployment's tenant. One query."""
     return fetch_all(
         """
         SELECT 'child' AS direction, l.relationship_type, x.euid, x.name, x.type, x.subtype,
                l.created_dt
         FROM generic_instance_lineage l JOIN generic_instance x ON x.uid = l.child_instance_uid
+             AND x.tenant_id = %(tenant)s
         WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
         UNION ALL
         SELECT 'parent', l.relationship_type, x.euid, x.name, x.type, x.subtype, l.created_dt
         FROM generic_instance_lineage l JOIN generic_instance x ON x.uid = l.parent_instance_uid
+             AND x.tenant_id = %(tenant)s
         WHERE l.child_instance_uid = %(uid)s AND NOT l.is_deleted
         ORDER BY 7, 1
         """,
-        {"uid": instance_uid},
+        read_params(None, None, uid=instance_uid),
     )
 
 
@@ -287,11 +294,12 @@ def action_history(instance_uid: int) -> list[dict[str, Any]]:
                a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload
         FROM generic_instance_lineage l
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
-        WHERE l.child_instance_uid = %s AND l.relationship_type = 'executed_on'
+             AND a.tenant_id = %(tenant)s
+        WHERE l.child_instance_uid = %(uid)s AND l.relationship_type = 'executed_on'
           AND NOT l.is_deleted
         ORDER BY a.uid
         """,
-        [instance_uid],
+        read_params(None, None, uid=instance_uid),
     )
 
 
@@ -306,6 +314,7 @@ def last_action(euid: str, *, tenant: str | None = None) -> dict[str, Any] | Non
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid
              AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
+             AND a.tenant_id = %(tenant)s
         WHERE x.euid = %(euid)s AND x.tenant_id = %(tenant)s AND NOT x.is_deleted
         ORDER BY a.uid DESC LIMIT 1
         """,

@@ -26,6 +26,7 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
         LEFT JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
              AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
         LEFT JOIN generic_instance s ON s.uid = l.parent_instance_uid
+             AND s.tenant_id = %(tenant)s
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
           AND d.type = 'execution' AND d.subtype = 'dead_letter'
           AND (%(resolution)s::text IS NULL
@@ -50,7 +51,7 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
         FROM generic_instance h
         JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
              AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted
-        JOIN generic_instance s ON s.uid = l.parent_instance_uid
+        JOIN generic_instance s ON s.uid = l.parent_instance_uid AND s.tenant_id = %(tenant)s
         WHERE h.tenant_id = %(tenant)s AND NOT h.is_deleted
           AND h.type = 'execution' AND h.subtype = 'hold'
           AND h.json_addl->'properties'->>'status' = 'ACTIVE'

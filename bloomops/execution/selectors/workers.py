@@ -111,10 +111,12 @@ def leases(*, status: str | None = None, now: datetime | None = None,
         LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
              AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
         LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+             AND s.tenant_id = %(tenant)s
         LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
         LEFT JOIN generic_instance_lineage lw ON lw.child_instance_uid = x.uid
              AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
         LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid
+             AND w.tenant_id = %(tenant)s
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
           AND x.type = 'execution' AND x.subtype = 'queue_lease'{narrow}
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)

@@ -1,0 +1,92 @@
+"""Another tenant's rows linked to ours by lineage (a shared TapDB database, another writer)
+are never shown, exported or changed: every read that follows lineage to an object keeps to
+the deployment's tenant (docs/RULES.md#objects)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bloomops.execution.actions.steps import HOLD_CODE
+from bloomops.execution.exports import export_evidence
+from bloomops.execution.objects import load
+from bloomops.tapdb.instances import create_instance, link
+from tests.api_helpers import api_for
+from tests.engine import act, actor, make_queue, make_subject
+
+ROOT = Path(__file__).resolve().parent.parent
+_LINEAGE_JOIN = re.compile(
+    r"JOIN generic_instance (\w+)\s+ON \1\.uid = \w+\.(?:child|parent)_instance_uid")
+# The visibility tests (whether a subject has an active lease or hold) count any row linked
+# to it: a foreign row can only keep our subject from being offered, never be shown or
+# changed, and these run on every claim as measured (docs/RULES.md#objects). The bench
+# reads its own generated data.
+EXEMPT = ("bloomops/execution/sql.py", "bloomops/bench/")
+
+
+def _sql_texts(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            yield node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                                       for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+
+
+def test_every_object_reached_through_lineage_is_of_the_tenant():
+    unfiltered = []
+    for path in sorted((ROOT / "bloomops").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        if name.startswith(EXEMPT):
+            continue
+        for line, text in _sql_texts(path):
+            for match in _LINEAGE_JOIN.finditer(text):
+                if f"{match.group(1)}.tenant_id = %(tenant)s" not in text:
+                    unfiltered.append(f"{name}:{line} ({match.group(1)})")
+    assert unfiltered == []
+
+
+@pytest.fixture
+def foreign_hold(db, tenant):
+    """Our subject, held by our operator, with another tenant's ACTIVE hold linked to it."""
+    make_queue("q1")
+    subject = make_subject("q1")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=subject,
+        expected_state="READY", payload={"reason": "our hold"})
+    other = str(uuid.uuid4())
+    hold = create_instance(HOLD_CODE, name="OTHER TENANT Jane Doe", tenant_id=other,
+                           properties={"status": "ACTIVE", "hold_code": "INTEGRITY",
+                                       "note": "other-tenant-secret"})
+    link(load(euid=subject, tenant=tenant).uid, hold.uid, "execution_subject_hold",
+         tenant_id=other)
+    return subject, hold.euid
+
+
+def test_another_tenants_linked_row_is_never_shown(client, users, foreign_hold):
+    subject, hold = foreign_hold
+    client.force_login(users["operator"])
+    page = client.get(f"/subjects/{subject}/").content.decode()
+    api = api_for(users["worker_human"])
+    history = api.get(f"/subjects/{subject}/history").content.decode()
+    bundle = export_evidence(subject, actor("operator", username="qa")).data.decode()
+    for shown in (page, history, bundle):
+        assert hold not in shown and "other-tenant-secret" not in shown
+        assert "OTHER TENANT" not in shown
+
+
+def test_another_tenants_linked_row_is_never_changed(foreign_hold):
+    """A cancel ended every active hold linked to the subject, another tenant's too, and
+    wrote our operator's name and reason into it."""
+    subject, hold = foreign_hold
+    done = act("cancel_subject_execution", actor("operator", username="qa"),
+               subject_euid=subject, expected_state="HELD", payload={"reason": "withdrawn"})
+    assert hold not in done["holds_ended"] and len(done["holds_ended"]) == 1
+    from bloomops.tapdb.db import fetch_one
+
+    row = fetch_one("SELECT json_addl->'properties' AS p FROM generic_instance WHERE euid = %s",
+                    [hold])
+    assert row["p"]["status"] == "ACTIVE" and "release_reason" not in row["p"]
