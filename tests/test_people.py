@@ -291,6 +291,11 @@ NEW_REFUSED = [
     ({"reason": ""}, "needs a reason"),
     ({"roles": ["root"]}, "roles"),
     ({"username": "nul\x00name"}, "username"),
+    # the signer of an approval must not read as someone else (a second account of one
+    # admin, named like a colleague)
+    ({"username": "SCI"}, "already exists (sci)"),
+    ({"username": "sc\u0456"}, "another script"),  # Cyrillic і
+    ({"username": "ｓｃｉ"}, "already exists"),  # full-width letters: read as sci
 ]
 
 

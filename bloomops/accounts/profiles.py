@@ -140,6 +140,24 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
             reason=change.reason.strip(), before=before, after=after)
 
 
+# A username is who signs an approval (RULES.md#approvals): it must not read as someone
+# else's. Letters of another script ("supervisоr" with a Cyrillic о) or another case
+# ("Supervisor") would, so new usernames are ASCII and unique in any case.
+USERNAME = re.compile(r"[A-Za-z0-9.@+_-]+")
+
+
+def username_problem(username: str, model) -> str | None:
+    """Why a new account may not have this username, or None."""
+    if not USERNAME.fullmatch(username):
+        return ("A username may hold only the letters a-z and A-Z, digits and . @ + - _: a"
+                " letter of another script can look like someone else's name.")
+    taken = model.objects.filter(username__iexact=username).values_list("username", flat=True)
+    if taken:
+        return (f"A user with that username already exists ({taken[0]}): one name in two"
+                " cases would read as one person.")
+    return None
+
+
 def add_person(username: str, *, first_name: str, last_name: str, password: str,
                roles: list[str], reason: str, admin_username: str) -> ProfileChange:
     """A new account with its roles (no profile of its own: the lab-wide default), recorded
@@ -156,6 +174,9 @@ def add_person(username: str, *, first_name: str, last_name: str, password: str,
         field, messages = next(iter(err.message_dict.items()))
         raise ProfileError("VALIDATION_ERROR", " ".join(messages),
                            "username" if field == "username" else None) from None
+    problem = username_problem(username, model)
+    if problem:
+        raise ProfileError("VALIDATION_ERROR", problem, "username")
     try:
         validate_password(password, probe)
     except ValidationError as err:

@@ -108,7 +108,8 @@ def _change_of(form: PersonForm, target) -> PersonChange:
 
 
 class NewPersonForm(forms.Form):
-    username = forms.CharField(max_length=150)
+    username = forms.CharField(max_length=150, help_text=(
+        "Letters a-z and A-Z, digits and . @ + - _; no two people's may differ only in case."))
     first_name = forms.CharField(max_length=150, required=False)
     last_name = forms.CharField(max_length=150, required=False)
     password = forms.CharField(widget=forms.PasswordInput, max_length=128,
