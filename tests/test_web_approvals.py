@@ -118,3 +118,25 @@ def test_people_without_the_role_see_no_inbox_and_cannot_sign(client, desk):
         "password": "pw-sci"})
     assert response.status_code == 403 and counts() == before
     assert envelope(desk["subject"])["state"] == "HELD"
+
+
+def test_the_signer_sees_every_parameter_of_the_requeue_they_approve(client, desk):
+    """The inbox showed only the rule ("Requeueing a dead-lettered subject"): a requeue to
+    another queue at STAT, with its attempts reset and another next step, was signed
+    blind."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    make_queue("q_rework", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    act("request_approval", desk["ann_actor"], subject_euid=dead, queue_key="q_rework",
+        payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                 "parameters": {"reason": "new aliquot", "priority": "STAT",
+                                "reset_attempts": True, "next_action_key": "qc_rerun"}})
+    client = signed_in(client, desk["bob"])
+    row = client.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert ("to queue q_rework · priority STAT (300) · attempts reset to 0"
+            " · next step qc_rerun") in row
+    subject_page = client.get(f"/subjects/{dead}/").content.decode()
+    assert "to queue q_rework · priority STAT (300)" in subject_page

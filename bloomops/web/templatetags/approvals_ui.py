@@ -9,6 +9,7 @@ from django import template
 
 from bloomops.execution import selectors
 from bloomops.execution.approvals import RULE_TEXT
+from bloomops.execution.states import parse_priority, priority_class
 
 register = template.Library()
 PANEL_ROWS = 10
@@ -47,3 +48,28 @@ def json_text(value) -> str:
 def rule_words(rule: str | None) -> str:
     """What an approval is for, in words ("Releasing an integrity hold")."""
     return RULE_TEXT.get(rule or "", rule or "–")
+
+
+@register.filter
+def terms(props: dict | None) -> str:
+    """What the gated action will do beyond its rule, every parameter the signer signs for
+    ("to queue lib_prep · priority STAT (300) · attempts reset · next step qc_rerun"):
+    nobody approves blindly (RULES.md#approvals). Empty when it takes none."""
+    props = props or {}
+    params = props.get("parameters") if isinstance(props.get("parameters"), dict) else {}
+    words = []
+    if props.get("action_key") == "requeue_subject":
+        words.append(f"to queue {props['queue_key']}" if props.get("queue_key")
+                     else "to its own queue")
+    if params.get("priority") is not None:
+        try:
+            value = parse_priority(params["priority"])
+        except ValueError:
+            value = None
+        words.append(f"priority {params['priority']}" if value is None
+                     else f"priority {priority_class(value)} ({value})")
+    if "reset_attempts" in params:
+        words.append("attempts reset to 0" if params["reset_attempts"] else "attempts kept")
+    if params.get("next_action_key"):
+        words.append(f"next step {params['next_action_key']}")
+    return " · ".join(words)
