@@ -8,6 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 
 from bloomops.execution.chain import canonical_bytes
 from bloomops.execution.errors import ActionError
@@ -199,3 +200,25 @@ def test_a_subject_euid_no_bundle_can_hold_is_refused_by_name(history, euid):
     doc["subject"]["euid"] = euid
     assert verify_bundle(canonical_bytes(doc), history["tenant"]).problems == [
         "file: not a bloomops.evidence/1 evidence bundle (subject.euid is not an EUID)"]
+
+
+@pytest.mark.parametrize("section,field", [("approvals", "decided_by"),
+                                           ("holds", "released_by_lookup_euid"),
+                                           ("leases", "worker_lookup_euid"),
+                                           ("execution_records", "status")])
+def test_a_final_object_changed_is_tampering_whatever_acted_since(history, section, field):
+    """A decided approval's signer rewritten in the database read as "changed by a later
+    action" once any unrelated action followed: a decided approval, a released hold, an
+    ended lease or a finished record is never changed again by the executor."""
+    export = export_evidence(history["subject"], history["op"])
+    [entry] = [e for e in json.loads(export.data)[section]]
+    with connection.cursor() as cur:
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                    " ARRAY['properties', %s], '\"admin\"') WHERE euid = %s",
+                    [field, entry["euid"]])
+    act("place_execution_hold", history["op"], subject_euid=history["subject"],
+        expected_state="READY", payload={"reason": "unrelated later hold"})
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any(p.startswith(f"database: {section}[{entry['euid']}].properties.{field}")
+               for p in verdict.problems), verdict.problems

@@ -28,6 +28,13 @@ APPEND_ONLY = ("action_records", "lineage", "audit")
 # Snapshots of objects the executor changes: they may differ later only together with new
 # action records (every legitimate change is an action).
 SNAPSHOTS = ("leases", "execution_records", "holds", "dead_letters", "outputs", "approvals")
+# The field of a snapshot's object, per section, and its value while the executor may still
+# change the object: once it is anything else (a lease ended, a record finished, a hold
+# released, a letter resolved, an approval decided or withdrawn), nothing changes it again,
+# so no later action explains a difference.
+_OPEN_WHILE = {"leases": ("status", "ACTIVE"), "execution_records": ("status", "STARTED"),
+               "holds": ("status", "ACTIVE"), "dead_letters": ("resolution_state", "OPEN"),
+               "approvals": ("status", "REQUESTED")}
 _HISTORY = {"leases": "leases", "execution_records": "records", "holds": "holds",
             "dead_letters": "dead_letters", "outputs": "outputs"}
 
@@ -146,9 +153,21 @@ def _entry_id(section: str, entry: Any) -> str:
     return str(entry.get("euid"))
 
 
-def _compare(doc: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str], bool]:
-    """(changed or removed entries, entries added since, whether actions were added since)."""
+def _final(section: str, entry: Any) -> bool:
+    """Whether the file's snapshot is of an object the executor no longer changes."""
+    if section not in _OPEN_WHILE or not isinstance(entry, dict):
+        return False
+    props = entry.get("properties")
+    name, open_value = _OPEN_WHILE[section]
+    return isinstance(props, dict) and props.get(name) not in (None, open_value)
+
+
+def _compare(doc: dict[str, Any], now: dict[str, Any]
+             ) -> tuple[list[str], list[str], list[str], bool]:
+    """(changed or removed entries, changed snapshots a later action may explain, entries
+    added since, whether actions were added since)."""
     changed: list[str] = []
+    explicable: list[str] = []
     added: list[str] = []
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
@@ -158,13 +177,16 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[
             if key not in theirs:
                 changed.append(f"{where}: in the file, no longer in the database")
             elif (diff := _first_difference(where, entry, theirs[key])) is not None:
-                changed.append(diff)
+                # A later action explains a changed snapshot, never a vanished object or
+                # one that was final.
+                open_snapshot = section in SNAPSHOTS and not _final(section, entry)
+                (explicable if open_snapshot else changed).append(diff)
         added += [f"{section}[{key}]: added since" for key in theirs if key not in mine]
     diff = _first_difference("subject", doc.get("subject"), now.get("subject"))
     if diff:
-        changed.append(diff)
+        explicable.append(diff)
     acted_since = any(a.startswith("action_records[") for a in added)
-    return changed, added, acted_since
+    return changed, explicable, added, acted_since
 
 
 def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
@@ -217,14 +239,11 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
                                 f" bundle recorded for {verdict.subject_euid}{detail}")
     else:
         source = "database"
-    changed, added, acted_since = _compare(doc, now.document)
+    changed, explicable, added, acted_since = _compare(doc, now.document)
     if acted_since:
-        # A later action explains a changed snapshot, never a vanished object.
-        snapshot_changes = [c for c in changed
-                            if (c.split("[", 1)[0] in SNAPSHOTS or c.startswith("subject"))
-                            and not c.endswith("no longer in the database")]
-        changed = [c for c in changed if c not in snapshot_changes]
-        verdict.later += [f"{c} (changed by a later action)" for c in snapshot_changes]
+        verdict.later += [f"{c} (changed by a later action)" for c in explicable]
+    else:
+        changed += explicable
     verdict.problems += [f"{source}: {c}" for c in changed]
     verdict.later += added
     verdict.problems += [f"database: {b}" for b in
