@@ -98,6 +98,24 @@ def test_metrics_token_protection(tenant, users, settings):
     settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
     assert Client().get("/metrics").status_code == 401
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+    for wrong in ("scrape-secreT", "scrape-secret-and-more", "", "ｓcrape-secret"):
+        assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {wrong}").status_code == 401
+
+
+def test_with_a_metrics_token_only_the_api_token_of_someone_with_a_role_also_scrapes(
+        tenant, users, settings):
+    """An account without any bloomops role scraped the lab's queue keys with its token."""
+    from django.contrib.auth.models import User
+
+    from bloomops.api.tokens import create_token
+
+    settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
+    nobody = User.objects.create_user("no-role", password="x-long-password-1")
+    _, without_role = create_token(nobody.username)
+    _, operator = create_token(users["operator"].username)
+    assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {without_role}"
+                        ).status_code == 401
+    assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {operator}").status_code == 200
 
 
 def test_claims_from_the_operator_ui_are_counted_too(tenant, users, client):

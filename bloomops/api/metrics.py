@@ -11,6 +11,8 @@ counters (bloomops.execution.counters).
 
 from __future__ import annotations
 
+import hmac
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
@@ -154,13 +156,16 @@ def render_metrics() -> bytes:
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Open by default (like most exporters); set BLOOMOPS_METRICS_TOKEN to require
-    ``Authorization: Bearer <that token>`` or any valid API token."""
+    ``Authorization: Bearer <that token>`` or the API token of a person with a role."""
     required = getattr(settings, "BLOOMOPS_METRICS_TOKEN", "")
     if required:
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        from bloomops.accounts.roles import roles_of
         from bloomops.api.tokens import user_for_token
 
-        if token != required and user_for_token(token) is None:
+        # compared in constant time: the comparison must not tell how much of a guess is right
+        if not hmac.compare_digest(token.encode(), required.encode()) \
+                and not roles_of(user_for_token(token)):
             return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
