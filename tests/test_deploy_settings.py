@@ -68,6 +68,14 @@ def test_check_deploy_reports_a_server_connecting_as_the_owner():
     assert result.returncode != 0 and "bloomops.W001" in result.stderr + result.stdout
 
 
+@pytest.mark.django_db
+def test_check_deploy_reports_an_environment_that_forces_the_owner():
+    """With two URLs but BLOOMOPS_DB_ROLE=owner in the environment every process connects as
+    the owner, and check --deploy said "no issues"."""
+    result = check_deploy(production_env(BLOOMOPS_DB_ROLE="owner"))
+    assert result.returncode != 0 and "bloomops.W001" in result.stderr + result.stdout
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
