@@ -50,7 +50,7 @@ def test_operator_uploads_a_manifest_previews_confirms_and_downloads_results(
     with page.expect_download() as info:
         page.get_by_role("link", name="Download the result CSV").click()
     path = info.value.path()
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         rows = list(csv.DictReader(io.StringIO(fh.read())))
     assert [r["outcome"] for r in rows] == ["ROUTED", "REGISTERED", "SKIPPED"]
     new_euid = rows[1]["subject_euid"]

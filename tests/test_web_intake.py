@@ -90,8 +90,9 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
     csv_url = next(part.split('"')[1] for part in html.split("href=")[1:]
                    if "results.csv" in part.split('"')[1])
     download = client.get(csv_url)
-    assert download["Content-Type"] == "text/csv"
-    rows = list(csv.DictReader(io.StringIO(download.content.decode())))
+    assert download["Content-Type"] == "text/csv; charset=utf-8"
+    assert download.content.startswith("\ufeff".encode())
+    rows = list(csv.DictReader(io.StringIO(download.content.decode("utf-8-sig"))))
     assert [r["outcome"] for r in rows] == ["ROUTED", "REGISTERED", "SKIPPED", "SKIPPED",
                                             "SKIPPED", "SKIPPED"]
     # Each skipped row says why, as its preview did (it said "Not accepted at preview").

@@ -157,15 +157,18 @@ def test_queue_detail_unknown_queue_is_404(client, lab):
 
 
 def test_csv_export_of_the_filtered_view(client, lab):
-    make_subject("q1", name="=HYPERLINK(1)", props={"site": "sfo"})
+    make_subject("q1", name="=HYPERLINK(1)", props={"site": "sfo"}, priority=-5)
     make_subject("q1", name="rtp item", props={"site": "rtp"})
     response = signed_in(client, lab["operator"]).get("/queues/q1/export.csv?site=sfo")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    # a byte-order mark: Excel reads the file as UTF-8, not as the machine's code page
+    assert response.content.startswith("\ufeff".encode())
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert rows[0][:3] == ["position", "euid", "name"]
     assert len(rows) == 2
     assert rows[1][2] == "'=HYPERLINK(1)"  # no spreadsheet formula injection
+    assert rows[1][rows[0].index("priority")] == "-5"  # a number stays a number
     assert rows[1][9] == "sfo"
 
 
@@ -175,7 +178,7 @@ def test_csv_export_of_a_hidden_state_carries_the_reasons(client, lab):
     act("place_execution_hold", op, subject_euid=held, expected_state="READY",
         payload={"reason": "why not"})
     rows = list(csv.reader(io.StringIO(signed_in(client, lab["operator"]).get(
-        "/queues/q1/export.csv?state=HELD").content.decode())))
+        "/queues/q1/export.csv?state=HELD").content.decode("utf-8-sig"))))
     assert rows[0][-1] == "not_visible_because"
     assert rows[1][0] == held and "An active hold." in rows[1][-1]
 

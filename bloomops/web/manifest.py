@@ -14,6 +14,7 @@ from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.objects import is_engine_template
 from bloomops.execution.selectors import queue_config
 from bloomops.tapdb.templates import all_templates
+from bloomops.web.spreadsheets import csv_cell
 
 COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
            "assay")
@@ -166,19 +167,10 @@ def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
             row.warning = "; ".join(said) + ": check this is not the same specimen twice."
 
 
-def _cell(value: Any) -> str:
-    """Text a spreadsheet will not run as a formula."""
-    text = "" if value is None else str(value)
-    if text[:1] in ("=", "+", "@", "\t", "\r") or (text[:1] == "-" and not
-                                                    text[1:].replace(".", "").isdigit()):
-        return "'" + text
-    return text
-
-
 def results_csv(results: list[dict[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(RESULT_COLUMNS)
     for r in results:
-        writer.writerow([_cell(r.get(c)) for c in RESULT_COLUMNS])
+        writer.writerow([csv_cell(r.get(c)) for c in RESULT_COLUMNS])
     return out.getvalue()

@@ -20,6 +20,7 @@ from bloomops.execution.context import Actor, action_spec
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import execute
 from bloomops.web import manifest
+from bloomops.web.spreadsheets import csv_response
 from bloomops.web.views.common import forbidden
 
 SESSION_PREFIX = "intake_results:"
@@ -160,6 +161,6 @@ def intake_results_csv(request: HttpRequest, batch_key: str) -> HttpResponse:
         batch_key) else None
     if results is None:
         raise Http404("No such intake results in this session.")
-    response = HttpResponse(manifest.results_csv(results), content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="intake-{batch_key[:8]}.csv"'
+    response = csv_response(f"intake-{batch_key[:8]}.csv")
+    response.write(manifest.results_csv(results))
     return response

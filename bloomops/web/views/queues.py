@@ -20,6 +20,7 @@ from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history, range_key
 from bloomops.web import services
 from bloomops.web.charts import dashboard_charts, history_url, recorded_since
+from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
 from bloomops.web.views.bench import bench_answer, work_view_url
 from bloomops.web.views.common import (
@@ -125,20 +126,13 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
     })
 
 
-def _csv_cell(value) -> str:
-    text = "" if value is None else str(value)
-    # Spreadsheet formula injection: a cell never starts with a formula character.
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
 @require_GET
 @reader
 def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     if selectors.queue_config(queue_key) is None:
         raise Http404("No such queue.")
     filters, state = _queue_filters(request)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{queue_key}.csv"'
+    response = csv_response(f"{queue_key}.csv")
     out = csv.writer(response)
     head = ["euid", "name", "state", "priority_class", "priority", "ready_at", "due_at",
             "attempts", "site", "platform", "assay"]
@@ -155,7 +149,7 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
                it.due_at.isoformat() if it.due_at else "", it.attempt_count, it.site,
                it.platform, it.assay]
         row = [*row, " ".join(r.message for r in it.reasons)] if state else [it.position, *row]
-        out.writerow([_csv_cell(v) for v in row])
+        out.writerow([csv_cell(v) for v in row])
     return response
 
 
