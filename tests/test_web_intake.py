@@ -180,3 +180,17 @@ def test_the_name_check_reads_the_names_asked_about_not_every_object(intake_lab,
     ((sql, params),) = sent
     plan = plan_of(sql, params, off=("seqscan", "bitmapscan"), analyze=("generic_instance",))
     assert "bloomops_subject_name" in plan, plan
+
+
+def test_refusals_name_the_manifest_s_columns_and_the_form_explains_priorities(intake_lab):
+    """Refusals said template_code, queue_key and due_at; the person wrote template, queue
+    and due_date. The form said "or a number" and nothing of what a number means."""
+    client = signed_in(Client(), intake_lab["operator"])
+    form = client.get("/intake/").content.decode()
+    assert "200 and above is URGENT, 300 and above is STAT" in form
+    manifest = (HEADER + ",Tube 1,,q1,,,sfo,,\n"
+                + ",Tube 2,specimen,q1,,next tuesday,sfo,,\n")
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
+    assert "template is required" in rows[2] and "template_code" not in rows[2]
+    assert "due_date must be an ISO 8601 timestamp" in rows[3] and "due_at" not in rows[3]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
+from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import is_engine_template
 from bloomops.execution.selectors import queue_config
 from bloomops.tapdb.templates import all_templates
@@ -18,13 +20,23 @@ from bloomops.web.spreadsheets import csv_cell
 
 COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
            "assay")
-# Other spellings a lab's export may use for a column.
+# Other spellings a lab's export may use for a column (the engine's own field names among
+# them: in_columns says a refusal with the column's name).
 ALIASES = {"due": "due_date", "due_at": "due_date", "queue_key": "queue",
            "template_code": "template", "subject_euid": "euid"}
 SCOPE_COLUMNS = ("site", "platform", "assay")
 MAX_MANIFEST_BYTES = 1024 * 1024
 RESULT_COLUMNS = ("line", "euid", "name", "queue", "outcome", "subject_euid", "state",
                   "error_code", "message")
+
+
+def in_columns(err: ActionError) -> str:
+    """A refusal in the manifest's words: the engine names its fields (template_code,
+    queue_key, due_at), the person wrote columns (template, queue, due_date)."""
+    message = err.message
+    for engine_name, column in ALIASES.items():
+        message = re.sub(rf"\b{engine_name}\b", column, message)
+    return message
 
 
 class ManifestError(ValueError):

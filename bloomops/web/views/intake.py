@@ -19,6 +19,7 @@ from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, preview
 from bloomops.execution.context import Actor, action_spec
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import execute
+from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import manifest
 from bloomops.web.spreadsheets import csv_response
 from bloomops.web.views.common import forbidden
@@ -46,6 +47,9 @@ def intake_role(view: Callable) -> Callable:
 def _page(request: HttpRequest, **context) -> HttpResponse:
     context.setdefault("columns", manifest.COLUMNS)
     context.setdefault("max_rows", MAX_INTAKE_ITEMS)
+    # "URGENT 200, STAT 300": what a number means (RULES.md#order), lowest band first
+    context.setdefault("priority_bands", sorted(
+        ((floor, name) for name, floor in PRIORITY_CLASSES.items() if floor > 0)))
     status = context.pop("status", 200)
     return render(request, "web/intake.html", context, status=status)
 
@@ -90,7 +94,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
         try:
             row.outcome = preview(row.request)
         except ActionError as exc:
-            row.problem = exc.message
+            row.problem = manifest.in_columns(exc)
     manifest.warn_of_duplicates(rows, selectors.subjects_named(
         [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
     ok = [r.line for r in rows if not r.problem]
@@ -123,7 +127,8 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
             try:
                 done = execute(row.request)
             except ActionError as exc:
-                result.update(outcome="REFUSED", error_code=exc.code, message=exc.message)
+                result.update(outcome="REFUSED", error_code=exc.code,
+                              message=manifest.in_columns(exc))
             else:
                 verb = "ROUTED" if row.action_key == "route_subject" else "REGISTERED"
                 result.update(outcome=verb, subject_euid=done.get("subject_euid"),
@@ -142,7 +147,7 @@ def _why_skipped(row: manifest.Row) -> str:
         try:
             preview(row.request)
         except ActionError as exc:
-            return exc.message
+            return manifest.in_columns(exc)
     return "Not accepted at preview (it would be now: preview the file again to take it)."
 
 
