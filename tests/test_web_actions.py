@@ -145,7 +145,7 @@ def test_scan_of_an_unknown_euid(client, lab):
                                               euid="Z-MX-404404"))
     assert response.status_code == 404 and "No such subject." in response.content.decode()
     empty = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=""))
-    assert empty.status_code == 400 and "Scan or type an EUID." in empty.content.decode()
+    assert empty.status_code == 400 and "Scan or type an EUID or a name." in empty.content.decode()
 
 
 def test_scan_of_a_subject_the_worker_may_not_serve(client, lab):

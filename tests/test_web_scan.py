@@ -95,7 +95,7 @@ def test_a_scan_sent_twice_claims_once_and_shows_the_claim_again(client, lab, he
     assert counts() == before and leases_of(euid) == 1
 
 
-@pytest.mark.parametrize("euid", ["Z-MX-\x00", "Z-MX-" + "7" * 200, "Z-MX-\x1b[2J"],
+@pytest.mark.parametrize("euid", ["Z-MX-\x00", "Z-MX-" + "7" * 300, "Z-MX-\x1b[2J"],
                          ids=["nul", "oversize", "control"])
 @pytest.mark.parametrize("headers", [{}, HTMX], ids=["plain", "htmx"])
 def test_a_malformed_scan_is_refused_plainly(client, lab, euid, headers):
@@ -104,7 +104,7 @@ def test_a_malformed_scan_is_refused_plainly(client, lab, euid, headers):
     before = counts()
     response = client.post("/scan/", data, **headers)
     assert response.status_code == 400
-    assert "That is not an EUID; scan the label again." in response.content.decode()
+    assert "That is not an EUID or a name; scan the label again." in response.content.decode()
     assert counts() == before
 
 
@@ -134,3 +134,39 @@ def test_a_scan_refused_by_the_item_s_state_says_it_in_words(client, lab, envelo
     html = client.post("/scan/", scan_form(client, euid), **HTMX).content.decode()
     assert words in html
     assert not [w for w in not_said if w in html]
+
+
+def test_a_tube_labelled_with_the_lab_s_own_name_is_claimed_by_it(client, lab):
+    """A lab whose tubes carry their own IDs scanned "SPEC-001" and was told "No subject
+    SPEC-001": only our EUIDs were read."""
+    euid = make_subject("q1", name="Spec-001")
+    client = signed_in(client, lab["worker_human"])
+    response = client.post("/scan/", scan_form(client, "spec-001 "), **HTMX)
+    assert response.status_code == 200
+    assert f"Claimed Spec-001 ({euid})" in response.content.decode()
+    assert leases_of(euid) == 1
+
+
+def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):
+    first, second = make_subject("q1", name="Tube 7"), make_subject("q1", name="TUBE 7")
+    client = signed_in(client, lab["worker_human"])
+    services.ensure_my_worker(lab["worker_human"])
+    before = counts()
+    response = client.post("/scan/", scan_form(client, "tube 7"), **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert f"2 subjects are named \u201ctube 7\u201d ({first}, {second}): scan its EUID." in html
+    assert counts() == before
+
+
+def test_inspect_finds_a_subject_by_its_name_and_never_fails_on_odd_text(client, lab):
+    euid = make_subject("q1", name="Plate A/01")
+    other = make_subject("q1", name="Spec-002")
+    client = signed_in(client, lab["operator"])
+    assert client.get("/subjects/", {"euid": "plate a/01"})["Location"] == f"/subjects/{euid}/"
+    by_name = client.get("/subjects/", {"euid": "spec-002"}, follow=True)
+    assert by_name.redirect_chain[-1][0] == f"/subjects/{other}/"
+    # "/" in a text that is no name was a 500 (no URL could carry it)
+    for odd in ("A/B", "x?y", "Z-MX-1#", "%2F"):
+        response = client.get("/subjects/", {"euid": odd}, follow=True)
+        assert response.status_code == 404, odd

@@ -90,17 +90,31 @@ def scan(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         claimed = request.session.pop(SCAN_CLAIMED, None)
         return _scan_page(request, {"claimed": _scan_banner(claimed) if claimed else None})
-    euid = request.POST.get("euid", "").strip().upper()
+    label = request.POST.get("euid", "").strip()
+    euid = label.upper()
     if not euid:
         return _scan_refusal(request, euid, ActionError("VALIDATION_ERROR",
-                                                        "Scan or type an EUID."))
-    if len(euid) > EUID_MAX_LENGTH or not euid.isprintable():
+                                                        "Scan or type an EUID or a name."))
+    if len(label) > services.LABEL_MAX or not euid.isprintable():
         shown = "".join(c for c in euid if c.isprintable())[:EUID_MAX_LENGTH]
         return _scan_refusal(request, shown, ActionError(
-            "VALIDATION_ERROR", "That is not an EUID; scan the label again."))
+            "VALIDATION_ERROR", "That is not an EUID or a name; scan the label again."))
+    key = guards(request)["idempotency_key"]
     try:
-        result = as_human(request, "claim_queue_item", subject_euid=euid,
-                           idempotency_key=guards(request)["idempotency_key"])
+        try:
+            result = as_human(request, "claim_queue_item", subject_euid=euid,
+                               idempotency_key=key)
+        except ActionError as err:
+            # Not an EUID: the lab's own name on the tube, when exactly one subject has it.
+            if err.code != "NOT_FOUND" or not (named := services.subjects_labelled(label)):
+                raise
+            if len(named) > 1:
+                raise ActionError("VALIDATION_ERROR", f"{len(named)} subjects are named"
+                                  f" \u201c{label}\u201d ({', '.join(named[:5])}"
+                                  f"{' …' if len(named) > 5 else ''}): scan its EUID.") from None
+            euid = named[0]
+            result = as_human(request, "claim_queue_item", subject_euid=euid,
+                              idempotency_key=key)
     except ActionError as err:
         if err.code == "FORBIDDEN" and not request.htmx:
             return forbidden(request, err.message)

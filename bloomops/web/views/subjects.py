@@ -38,10 +38,24 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def subject_lookup(request: HttpRequest) -> HttpResponse:
-    euid = request.GET.get("euid", "").strip().upper()
-    if not euid:
+    """An EUID, or the lab's own name of a subject: its page (the page finds a name when no
+    EUID matches). A text no URL can carry is looked up by name here."""
+    label = request.GET.get("euid", "").strip()
+    if not label:
         return redirect("dashboard")
-    return redirect("subject", euid=euid)
+    if "/" not in label and label.isprintable():
+        return redirect("subject", euid=label.upper())
+    return _not_found(request, label)
+
+
+def _not_found(request: HttpRequest, label: str) -> HttpResponse:
+    """No subject has this EUID: the one subject named so, or the ones to choose from."""
+    named = services.subjects_labelled(label)
+    if len(named) == 1:
+        return redirect("subject", euid=named[0])
+    shown = "".join(c for c in label if c.isprintable())[:services.LABEL_MAX]
+    return render(request, "web/subject_missing.html", {"euid": shown, "named": named},
+                  status=404)
 
 
 # The envelope's fields in words (docs/RULES.md#envelope); a field another writer added shows
@@ -95,7 +109,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user) if is_human(request) else None
     diag = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if diag is None:
-        return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
+        return _not_found(request, euid)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     # where an operator may requeue it: the queues that take its template and have it in
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
