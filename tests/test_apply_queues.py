@@ -142,3 +142,44 @@ def test_a_file_without_a_reason_states_where_the_change_came_from(tenant, tmp_p
     path.write_text(FILE.replace('reason = "lab configuration v1"', line))
     run(path)
     assert selectors.queue_history("extract")[0].reason == "apply_queues lab.toml"
+
+
+def test_every_mistake_of_a_file_is_said_in_one_run(tenant, tmp_path):
+    """A file with five mistakes took five runs to learn them, one at a time."""
+    path = tmp_path / "mistakes.toml"
+    path.write_text("""
+[[queue]]
+queue_key = "lib_prep"
+subject_template_codes = ["content/material/specimen/1.0"]
+lease_ttl_seconds = 10
+required_worker_capabilities = "wetlab.prep"
+straggler_threshold_seconds = -5
+
+[[queue]]
+queue_key = "Lib_QC"
+subject_template_codes = ["content/material/specimen/1.0"]
+""")
+    before = counts()
+    with pytest.raises(CommandError) as err:
+        run(path)
+    said = str(err.value)
+    for field in ("[lease_ttl_seconds]", "[required_worker_capabilities]",
+                  "[straggler_threshold_seconds]", "queue #2 (Lib_QC)"):
+        assert field in said, said
+    assert counts() == before
+
+
+def test_short_template_names_and_a_next_queue_nobody_made(tenant, tmp_path):
+    """The intake took "specimen"; apply_queues and the settings refused it. A next queue
+    that exists nowhere was taken without a word, and the flow then went nowhere."""
+    path = tmp_path / "short.toml"
+    path.write_text("""
+[[queue]]
+queue_key = "extract"
+subject_template_codes = ["specimen"]
+default_next_queue_key = "sequencng"
+""")
+    out = run(path)
+    assert "warning           extract: No queue sequencng exists yet" in out
+    assert cfg("extract")["subject_template_codes"] == ["content/material/specimen/1.0"]
+    assert check(path)[0] == 0  # the short name plans no change once applied

@@ -195,7 +195,24 @@ def test_the_preview_warns_of_a_next_queue_that_does_not_exist(client, world):
     page = client.get("/settings/queues/cfg/")
     typo = client.post("/settings/queues/cfg/", settings_form(
         page, default_next_queue_key="ilmn_seq_pol")).content.decode()
-    assert 'id="unknown-queues"' in typo and "No queue ilmn_seq_pol exists yet" in typo
+    assert 'id="flow-warnings"' in typo and "No queue ilmn_seq_pol exists yet" in typo
     fine = client.post("/settings/queues/cfg/", settings_form(
         page, default_next_queue_key="cfg")).content.decode()
-    assert 'id="diff"' in fine and 'id="unknown-queues"' not in fine
+    assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine
+
+
+def test_the_preview_warns_of_a_next_queue_that_can_take_nothing_from_this_one(client, world):
+    """A specimen queue sent on to a queue of extracted samples, with no output templates:
+    saved without a word, and the bench then could only finish each item."""
+    act("create_queue", actor("admin", username="adm"), queue_key="lib_qc",
+        payload={"subject_template_codes": ["content/material/extracted_sample/1.0"],
+                 "reason": "first", "display_name": "Library QC"})
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    stuck = client.post("/settings/queues/cfg/", settings_form(
+        page, default_next_queue_key="lib_qc")).content.decode()
+    assert "Library QC takes none of this queue&#x27;s subjects or outputs" in stuck
+    fine = client.post("/settings/queues/cfg/", settings_form(
+        page, default_next_queue_key="lib_qc",
+        output_template_codes="extracted_sample")).content.decode()
+    assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine

@@ -173,6 +173,27 @@ def is_engine_template(ref: TemplateRef) -> bool:
     return ref.semantic_category in ("actor", "action", "message") or ref.type in ENGINE_TYPES
 
 
+def full_template_code(value: str, preferred: list[str] | tuple[str, ...] = ()) -> str:
+    """A template code as given, or the full code of a short name a person writes
+    (``specimen``, ``extracted_sample``): the one work-bearing template of that subtype,
+    first among ``preferred`` (a queue's own); the value unchanged when none or several
+    match, so the check that follows names it as it was written."""
+    if not value or "/" in value:
+        return value
+    from bloomops.tapdb.templates import all_templates
+
+    templates = all_templates()
+    name = value.strip().lower()
+    for pool in (preferred, templates):
+        matches = [c for c in pool if c in templates and templates[c].subtype == name
+                   and not is_engine_template(templates[c])]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            break
+    return value
+
+
 def is_subject_kind(type_: str | None, subtype: str | None) -> bool:
     return type_ not in ENGINE_TYPES and f"{type_}/{subtype}" != WORKER
 

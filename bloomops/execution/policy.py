@@ -195,6 +195,29 @@ def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:
     return list(dict.fromkeys(([default] if default else []) + list(listed)))
 
 
+def flow_warnings(key: str, config: dict[str, Any],
+                  queues: dict[str, dict[str, Any]]) -> list[str]:
+    """What is allowed in queue ``key``'s flow (``config``, as it would be saved) but most
+    often a mistake, in words: a next queue no one has made (a typo sends every completion
+    nowhere), or one that takes neither this queue's subjects nor what its steps make (an
+    item could never move there). ``queues``: every queue's config by key."""
+    named = [config.get("default_next_queue_key"), *(config.get("next_queue_keys") or [])]
+    said = []
+    for next_key in dict.fromkeys(k for k in named if k and k != key):
+        target = queues.get(next_key)
+        if target is None:
+            said.append(f"No queue {next_key} exists yet: completions sent there are refused"
+                        " until it does. Check the spelling.")
+            continue
+        carried = [*(config.get("subject_template_codes") or []),
+                   *(config.get("output_template_codes") or [])]
+        if carried and not any(takes_template(target, code) for code in carried):
+            said.append(f"{target.get('display_name') or next_key} takes none of this"
+                        " queue's subjects or outputs: no item can move there (give this"
+                        " queue output templates it takes, or choose another).")
+    return said
+
+
 def retry_delay_seconds(
     policy: dict[str, Any], attempt_count: int, rng: random.Random | None = None
 ) -> float:

@@ -20,6 +20,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
+from bloomops.execution.policy import flow_warnings
 
 # Who the actions of a file apply are recorded as when no user is named.
 CONFIG_ACTOR = Actor(username="apply_queues", roles=frozenset({"admin"}))
@@ -49,6 +50,8 @@ class Plan:
     blocked: list[str] = field(default_factory=list)
     # In the database, not in the file: left as they are (queues are never deleted).
     unlisted: list[str] = field(default_factory=list)
+    # Allowed, but most often a mistake (a next queue no one has made).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def differs(self) -> bool:
@@ -58,7 +61,8 @@ class Plan:
         out = [s.line() for s in self.steps]
         out += [f"{'cannot change':<17} {b}" for b in self.blocked]
         out += [f"{'not in file':<17} {k}: left as it is" for k in self.unlisted]
-        return out or ["No changes: the database matches the file."]
+        out = out or ["No changes: the database matches the file."]
+        return out + [f"{'warning':<17} {w}" for w in self.warnings]
 
 
 def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
@@ -71,29 +75,40 @@ def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
     if not isinstance(specs, list) or not specs:
         raise QueueFileError(f"{path}: no [[queue]] tables.")
     seen: set[str] = set()
+    problems = []
     for i, spec in enumerate(specs, 1):
         unknown = sorted(set(spec) - set(FILE_FIELDS))
         if unknown:
-            raise QueueFileError(f"{path}: queue #{i}: unknown fields {unknown}.")
+            problems.append(f"queue #{i}: unknown fields {unknown}.")
         key = spec.get("queue_key")
         if key in seen:
-            raise QueueFileError(f"{path}: queue {key!r} is defined twice.")
+            problems.append(f"queue {key!r} is defined twice.")
         seen.add(key)
+    if problems:
+        raise QueueFileError("\n".join(f"{path}: {p}" for p in problems))
     # Every configuration change says why: the file's reason, else which file it came from.
     reason = str(data.get("reason") or "").strip() or f"apply_queues {Path(path).name}"
     return specs, reason
 
 
-def _checked(spec: dict[str, Any], number: int) -> dict[str, Any]:
-    try:
-        fields = clean_new_queue({k: v for k, v in spec.items()
-                                  if k not in ("enabled", "disabled_reason")})
-    except ActionError as exc:
-        raise QueueFileError(f"queue #{number} ({spec.get('queue_key')}): {exc.message}"
-                             f" [{exc.details.get('field')}]") from None
+def _problems(spec: dict[str, Any], number: int) -> list[str]:
+    """Every field of one queue the engine refuses, each said once: a field refused is left
+    out and the rest checked again (a file with five mistakes took five runs to learn them)."""
+    left = {k: v for k, v in spec.items() if k not in ("enabled", "disabled_reason")}
+    said = []
+    while True:
+        try:
+            clean_new_queue(left)
+            break
+        except ActionError as exc:
+            name = exc.details.get("field")
+            said.append(f"queue #{number} ({spec.get('queue_key')}): {exc.message} [{name}]")
+            if name not in left or name in ("queue_key", "subject_template_codes"):
+                break  # required: nothing more can be checked without it
+            left.pop(name)
     if "enabled" in spec and not isinstance(spec["enabled"], bool):
-        raise QueueFileError(f"queue #{number}: enabled must be true or false.")
-    return fields
+        said.append(f"queue #{number}: enabled must be true or false.")
+    return said
 
 
 def _short(changes: dict[str, list[Any]]) -> str:
@@ -104,8 +119,16 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None) -> Plan:
     """What applying ``specs`` would do, in order, without writing."""
     result = Plan()
     current = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=tenant)}
-    for number, spec in enumerate(specs, 1):
-        fields = _checked(spec, number)
+    problems = [p for number, spec in enumerate(specs, 1) for p in _problems(spec, number)]
+    if problems:
+        raise QueueFileError("\n".join(problems))
+    checked = [clean_new_queue({k: v for k, v in spec.items()
+                                if k not in ("enabled", "disabled_reason")}) for spec in specs]
+    after = {**current, **{f["queue_key"]: {**current.get(f["queue_key"], {}), **f}
+                           for f in checked}}
+    result.warnings = [f"{f['queue_key']}: {w}" for f in checked
+                       for w in flow_warnings(f["queue_key"], after[f["queue_key"]], after)]
+    for spec, fields in zip(specs, checked, strict=True):
         key = fields["queue_key"]
         cfg = current.get(key)
         enabled = spec.get("enabled", True)

@@ -13,9 +13,8 @@ from typing import Any
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import is_engine_template
+from bloomops.execution.objects import full_template_code
 from bloomops.execution.selectors import queue_config
-from bloomops.tapdb.templates import all_templates
 from bloomops.web.spreadsheets import csv_cell
 
 COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
@@ -113,13 +112,8 @@ def _template_code(value: str, queue_key: str) -> str:
     if not value or "/" in value:
         return value
     queue = queue_config(queue_key) if queue_key else None
-    codes = (queue or {}).get("config", {}).get("subject_template_codes") or []
-    templates = all_templates()
-    matches = [c for c in codes if c in templates and templates[c].subtype == value.lower()]
-    if not matches:  # not one the queue takes: named in full, so the refusal says so
-        matches = [c for c, ref in templates.items() if ref.subtype == value.lower()
-                   and not is_engine_template(ref)]
-    return matches[0] if len(matches) == 1 else value
+    return full_template_code(
+        value, (queue or {}).get("config", {}).get("subject_template_codes") or [])
 
 
 def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from bloomops.execution.actions.fields import int_field, str_list_field, text_field
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import is_engine_template
+from bloomops.execution.objects import full_template_code, is_engine_template
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.templates import all_templates
 
@@ -83,7 +83,10 @@ HELP = {
 
 
 def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | None:
+    """Template codes, each in full or as a short name a person writes (``specimen``)."""
     codes = str_list_field(payload, name)
+    if codes is not None:
+        codes = [full_template_code(c) for c in codes]
     if codes is None:
         if required:
             raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)

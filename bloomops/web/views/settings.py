@@ -18,6 +18,7 @@ from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_sett
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
+from bloomops.execution.policy import flow_warnings
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import decode, encode, form_fields, read_form
@@ -59,8 +60,11 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     try:
         seen_revision = guards(request)["expected_revision"]
         changes = read_form(request.POST, row["config"])
-        # The engine's own checks, so a preview never offers a change the save would refuse.
-        clean_settings(changes)
+        # The engine's own checks, so a preview never offers a change the save would refuse,
+        # and its values as the save stores them (a template's short name in full).
+        cleaned = clean_settings(changes)
+        changes = {k: cleaned.get(k, v) for k, v in changes.items()
+                   if cleaned.get(k, v) != row["config"].get(k)}
     except ActionError as err:
         messages.error(request, err.message)
         return _page(request, row, typed=request.POST, status=400)
@@ -69,11 +73,10 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
         return _page(request, row)
     preview = [(k, row["config"].get(k), v) for k, v in sorted(changes.items())]
     # A next queue may be created after this one (a lab's file names them in any order), so
-    # an unknown key is not refused; but a typo would send every completion nowhere.
-    known = {q["queue_key"] for q in selectors.queues()}
-    named = [changes.get("default_next_queue_key"), *(changes.get("next_queue_keys") or [])]
-    unknown = sorted({k for k in named if k and k not in known})
-    return _page(request, row, preview=preview, changes=encode(changes), unknown=unknown,
+    # these are said, not refused.
+    queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
+    warnings = flow_warnings(queue_key, {**row["config"], **changes}, queues)
+    return _page(request, row, preview=preview, changes=encode(changes), warnings=warnings,
                  reason=reason_of(request), seen_revision=seen_revision)
 
 
