@@ -4,6 +4,8 @@ nothing, and a person's human worker takes its profile from there."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group, User
 
@@ -95,6 +97,9 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
     fields.pop("use_default", None)
     response = client.post("/people/sci/", fields)
     assert response.status_code == 302
+    # saved (a queue may ask for it later), but a step no queue asks for is most often a typo
+    told = client.get(response["Location"]).content.decode()
+    assert "No queue asks for compute.qc yet: check the spelling." in told
     stored = PersonProfile.objects.get(user=users["worker_human"])
     assert stored.capabilities == ["wetlab.qc", "compute.qc"]  # order kept, duplicate dropped
     assert stored.site_scope == ["sfo", "bos"] and stored.platform_scope == []
@@ -336,3 +341,27 @@ def test_a_revoked_capability_allows_no_further_claim(tenant, users):
     with pytest.raises(ActionError) as refused:  # no heartbeat in between
         act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
     assert refused.value.code == "WORKER_NOT_ELIGIBLE"
+
+
+@pytest.mark.parametrize(("configured", "said"), [
+    ({"role:worker_human": {"capabilitiez": ["wetlab.qc"]}}, "no field 'capabilitiez'"),
+    ({"role:scientist": {"capabilities": ["wetlab.qc"]}}, "'role:scientist' is not"),
+    ({"*": {"capabilities": "wetlab.qc"}}, "capabilities must be a list of texts"),
+    ({"*": {"max_concurrent_leases": "5"}}, "max_concurrent_leases must be a positive"),
+    ({"*": ["wetlab.qc"]}, "must be an object"),
+    (["wetlab.qc"], "must be a JSON object"),
+])
+def test_a_lab_default_profile_nobody_would_get_stops_the_start(settings, configured, said):
+    """A misspelt field or role in BLOOMOPS_HUMAN_PROFILES passed `check` and was silently
+    ignored: the lab believed its scientists had capabilities they did not."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from bloomops.execution.people import check_settings
+
+    settings.BLOOMOPS_HUMAN_PROFILES = configured
+    with pytest.raises(ImproperlyConfigured, match=re.escape(said)):
+        check_settings()
+    settings.BLOOMOPS_HUMAN_PROFILES = {"*": {"max_concurrent_leases": 3},
+                                        "role:worker_human": {"capabilities": ["wetlab.qc"]},
+                                        "user:ann": {"site_scope": ["sfo"]}}
+    check_settings()

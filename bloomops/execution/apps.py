@@ -7,6 +7,7 @@ class ExecutionConfig(AppConfig):
     verbose_name = "Execution queue engine"
 
     def ready(self) -> None:
-        from bloomops.execution.approvals import check_settings
+        from bloomops.execution import approvals, people
 
-        check_settings()
+        approvals.check_settings()
+        people.check_settings()

@@ -42,6 +42,38 @@ def username_of_human_key(worker_key: str) -> str | None:
     return None
 
 
+def check_settings() -> None:
+    """Refuse to start with a BLOOMOPS_HUMAN_PROFILES the defaults would silently ignore in
+    part (a misspelt field or role is a profile nobody gets)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    configured = settings.BLOOMOPS_HUMAN_PROFILES
+    if not isinstance(configured, dict):
+        raise ImproperlyConfigured("BLOOMOPS_HUMAN_PROFILES must be a JSON object.")
+    for key, entry in configured.items():
+        kind, _, name = str(key).partition(":")
+        if not (key == "*" or (kind == "role" and name in ALL_ROLES)
+                or (kind == "user" and name)):
+            raise ImproperlyConfigured(
+                f"BLOOMOPS_HUMAN_PROFILES: {key!r} is not \"*\", \"role:<role>\" (one of"
+                f" {', '.join(ALL_ROLES)}) or \"user:<username>\".")
+        if not isinstance(entry, dict):
+            raise ImproperlyConfigured(f"BLOOMOPS_HUMAN_PROFILES[{key!r}] must be an object.")
+        for field, value in entry.items():
+            if field not in PROFILE_FIELDS:
+                raise ImproperlyConfigured(
+                    f"BLOOMOPS_HUMAN_PROFILES[{key!r}]: no field {field!r}; fields:"
+                    f" {', '.join(PROFILE_FIELDS)}.")
+            wanted_list = isinstance(HUMAN_DEFAULTS[field], list)
+            if (wanted_list and not (isinstance(value, list)
+                                     and all(isinstance(v, str) and v for v in value))) or (
+                    not wanted_list and (isinstance(value, bool) or not isinstance(value, int)
+                                         or value < 1)):
+                raise ImproperlyConfigured(
+                    f"BLOOMOPS_HUMAN_PROFILES[{key!r}].{field} must be"
+                    f" {'a list of texts' if wanted_list else 'a positive integer'}.")
+
+
 def default_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
     """The lab-wide default of a person without a profile of their own: the defaults, then
     BLOOMOPS_HUMAN_CAPABILITIES, then BLOOMOPS_HUMAN_PROFILES entries for "*", each of the

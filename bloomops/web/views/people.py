@@ -170,16 +170,27 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
                     messages.success(request, f"{username} changed: "
                                      + ", ".join(done.changed_fields()) + ". Their worker takes"
                                      " the new profile the next time they act.")
+                    unasked = sorted(set(done.after.get("capabilities") or [])
+                                     - set(_asked_for()))
+                    if unasked:  # allowed (a queue may ask for it later), most often a typo
+                        messages.warning(request, "No queue asks for "
+                                         + ", ".join(unasked) + " yet: check the spelling.")
                 return redirect(reverse("person", args=[username]))
         else:
             status = 400
     else:
         form = PersonForm(initial=_initial(target))
-    known = sorted({c for q in selectors.queues()
-                    for c in (q["config"].get("required_worker_capabilities") or [])})
+    known = _asked_for()
     return render(request, "web/person.html", {
         "person": target, "form": form, "known_capabilities": known,
         "profile_fields": [form[name] for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
+
+
+def _asked_for() -> list[str]:
+    """The capabilities the lab's queues ask for (a person's own list is checked against
+    them)."""
+    return sorted({c for q in selectors.queues()
+                   for c in (q["config"].get("required_worker_capabilities") or [])})
