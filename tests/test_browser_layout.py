@@ -148,9 +148,12 @@ def screens(site: str, subject: str) -> list[str]:
             "/settings/new-queue/", "/failures/", "/approvals/"]
 
 
-def test_no_screen_scrolls_sideways_on_a_tablet(browser, bench):
+@pytest.mark.parametrize("width", [768, 375])
+def test_no_screen_scrolls_sideways_on_a_tablet_or_a_phone(browser, bench, width):
+    """At 375 px a person's page scrolled sideways: a fieldset is as wide as its widest
+    field unless told otherwise."""
     site = bench["site"]
-    page = page_for(browser, site, "admin", 768)
+    page = page_for(browser, site, "admin", width)
     claim_one(page, site)
     wide = {}
     for path in screens(site, bench["subject"]):
