@@ -176,7 +176,7 @@ def test_the_name_check_reads_the_names_asked_about_not_every_object(intake_lab,
     with connection.execute_wrapper(lambda ex, sql, params, many, ctx: (
             sent.append((sql, params)), ex(sql, params, many, ctx))[1]):
         found = selectors.subjects_named(["WALK3 specimen a ", "nobody"])
-    assert found == {"walk3 specimen a": [existing]}
+    assert found == {"WALK3 specimen a": [existing]}
     ((sql, params),) = sent
     plan = plan_of(sql, params, off=("seqscan", "bitmapscan"), analyze=("generic_instance",))
     assert "bloomops_subject_name" in plan, plan

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.test import Client
 
 from bloomops.execution import selectors
 from bloomops.web import services
@@ -155,8 +156,34 @@ def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):
     response = client.post("/scan/", scan_form(client, "tube 7"), **HTMX)
     html = response.content.decode()
     assert response.status_code == 400
-    assert f"2 subjects are named \u201ctube 7\u201d ({first}, {second}): scan its EUID." in html
+    assert (f"2 subjects go by \u201ctube 7\u201d ({first}, {second}): scan the EUID of the one"
+            " you hold.") in html
     assert counts() == before
+
+
+def test_a_name_that_is_another_subject_s_euid_claims_neither(client, lab):
+    """Tubes another system labelled carry EUIDs of the same form as ours: a tube named
+    like one of our subjects' EUID claimed that other subject without a word."""
+    ours = make_subject("q1")
+    theirs = make_subject("q1", name=ours.lower())
+    client = signed_in(client, lab["worker_human"])
+    services.ensure_my_worker(lab["worker_human"])
+    before = counts()
+    response = client.post("/scan/", scan_form(client, ours.lower()), **HTMX)
+    assert response.status_code == 400 and f"({ours}, {theirs})" in response.content.decode()
+    assert counts() == before
+
+
+@pytest.mark.parametrize("name", ["L" * 250, "ΟΔΌΣ 7", "İstanbul-3", "Straße 4"])
+def test_every_name_a_subject_may_have_is_found_as_typed(client, lab, name):
+    """Names of 201-300 characters were refused as EUIDs; PostgreSQL and Python lower some
+    letters differently, and Inspect upper-cased the text before looking for the name."""
+    euid = make_subject("q1", name=name)
+    operator = signed_in(Client(), lab["operator"])
+    assert operator.get("/subjects/", {"euid": name})["Location"] == f"/subjects/{euid}/"
+    client = signed_in(client, lab["worker_human"])
+    response = client.post("/scan/", scan_form(client, name), **HTMX)
+    assert response.status_code == 200 and leases_of(euid) == 1
 
 
 def test_inspect_finds_a_subject_by_its_name_and_never_fails_on_odd_text(client, lab):
@@ -164,8 +191,7 @@ def test_inspect_finds_a_subject_by_its_name_and_never_fails_on_odd_text(client,
     other = make_subject("q1", name="Spec-002")
     client = signed_in(client, lab["operator"])
     assert client.get("/subjects/", {"euid": "plate a/01"})["Location"] == f"/subjects/{euid}/"
-    by_name = client.get("/subjects/", {"euid": "spec-002"}, follow=True)
-    assert by_name.redirect_chain[-1][0] == f"/subjects/{other}/"
+    assert client.get("/subjects/", {"euid": "spec-002"})["Location"] == f"/subjects/{other}/"
     # "/" in a text that is no name was a 500 (no URL could carry it)
     for odd in ("A/B", "x?y", "Z-MX-1#", "%2F"):
         response = client.get("/subjects/", {"euid": odd}, follow=True)

@@ -155,8 +155,9 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
 
 
 def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
-    """A new subject named like one already registered, or like an earlier row: most often
-    the same manifest uploaded again, which would register every specimen twice."""
+    """A new subject named like one already registered (``existing``: subjects_named of the
+    rows' names, by the name as asked), or like an earlier row: most often the same manifest
+    uploaded again, which would register every specimen twice."""
     first: dict[str, int] = {}
     for row in rows:
         if row.problem or row.action_key != "register_subject":
@@ -164,8 +165,8 @@ def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
         name = row.values["name"]
         key = name.strip().lower()  # "Specimen 0021" and "specimen 0021" are one tube
         said = []
-        if existing.get(key):
-            said.append(f"{name!r} is already registered ({', '.join(existing[key][:3])})")
+        if known := existing.get(name.strip()):
+            said.append(f"{name!r} is already registered ({', '.join(known[:3])})")
         if key in first:
             said.append(f"line {first[key]} has the same name")
         first.setdefault(key, row.line)

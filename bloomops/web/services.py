@@ -149,16 +149,3 @@ def last_change(euid: str) -> str:
     why = f": \u201c{row['reason']}\u201d" if row.get("reason") else ""
     return (f" Last change: {name.lower()} by {row['executed_by'] or 'someone'}"
             f"{', ' + relative(moment) if moment else ''}{why}.")
-
-
-# The longest label a lab's own name may be (register_subject's name limit).
-LABEL_MAX = 300
-
-
-def subjects_labelled(label: str) -> list[str]:
-    """EUIDs of the subjects whose name is ``label`` in any case, oldest first: a lab whose
-    tubes carry their own IDs scans or types those, not our EUIDs. One indexed query."""
-    label = label.strip()
-    if not label or len(label) > LABEL_MAX or not label.isprintable():
-        return []
-    return selectors.subjects_named([label]).get(label.lower(), [])

@@ -58,6 +58,7 @@ from bloomops.execution.selectors.subjects import (
     lineage_of,
     subject_diagnostics,
     subject_history,
+    subjects_labelled,
     subjects_named,
     template_code,
 )
@@ -80,7 +81,7 @@ __all__ = [
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
-    "subjects_named", "template_code", "throughput_trend", "workers",
+    "subjects_labelled", "subjects_named", "template_code", "throughput_trend", "workers",
     "QueueChange", "queue_history",
     "FailureGroup", "failed_attempts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",

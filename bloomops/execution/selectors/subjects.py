@@ -345,18 +345,38 @@ def template_code(template_uid: int | None) -> str | None:
 
 
 def subjects_named(names: list[str], *, tenant: str | None = None) -> dict[str, list[str]]:
-    """Work-bearing objects whose name is one of ``names`` in any case, by the lowercased
-    name, oldest first (an intake preview warns of a name already registered). One query,
-    on the names asked about (bloomops_subject_name)."""
-    if not names:
+    """Work-bearing objects whose name is one of ``names`` in any case, by the name as
+    asked (stripped), oldest first (an intake preview warns of a name already registered).
+    Both sides are lowercased by PostgreSQL: Python lowers some letters otherwise ("ΟΔΌΣ",
+    "İ"). One query, on the names asked about (bloomops_subject_name)."""
+    asked = sorted({n.strip() for n in names if n.strip()})
+    if not asked:
         return {}
     rows = fetch_all(
-        f"""SELECT lower(s.name) AS name, s.euid FROM generic_instance s
-            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted
-              AND lower(s.name) = ANY(%(names)s) AND {SUBJECT_SQL}
+        f"""SELECT a.asked, s.euid
+            FROM unnest(%(names)s::text[]) AS a(asked)
+            JOIN generic_instance s ON lower(s.name) = lower(a.asked)
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {SUBJECT_SQL}
             ORDER BY s.uid""",
-        read_params(None, tenant, names=sorted({n.strip().lower() for n in names})))
+        read_params(None, tenant, names=asked))
     found: dict[str, list[str]] = {}
     for row in rows:
-        found.setdefault(row["name"], []).append(row["euid"])
+        found.setdefault(row["asked"], []).append(row["euid"])
     return found
+
+
+def subjects_labelled(label: str, *, tenant: str | None = None) -> list[str]:
+    """The subjects a scanned or typed label means, oldest first: the one whose EUID it is
+    and every one the lab named so (any case). More than one: the label is ambiguous, even
+    when one of them has it as its EUID (another system's tubes carry EUIDs of the same
+    form as their names). One query (the EUID and name indexes)."""
+    label = label.strip()
+    if not label or not label.isprintable():
+        return []
+    rows = fetch_all(
+        f"""SELECT s.euid FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {SUBJECT_SQL}
+              AND (s.euid = upper(%(label)s) OR lower(s.name) = lower(%(label)s))
+            ORDER BY s.uid""",
+        read_params(None, tenant, label=label))
+    return [r["euid"] for r in rows]

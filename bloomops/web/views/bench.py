@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import readable_line
+from bloomops.execution.actions.intake import NAME_MAX
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError
@@ -91,30 +92,26 @@ def scan(request: HttpRequest) -> HttpResponse:
         claimed = request.session.pop(SCAN_CLAIMED, None)
         return _scan_page(request, {"claimed": _scan_banner(claimed) if claimed else None})
     label = request.POST.get("euid", "").strip()
-    euid = label.upper()
-    if not euid:
-        return _scan_refusal(request, euid, ActionError("VALIDATION_ERROR",
-                                                        "Scan or type an EUID or a name."))
-    if len(label) > services.LABEL_MAX or not euid.isprintable():
-        shown = "".join(c for c in euid if c.isprintable())[:EUID_MAX_LENGTH]
+    if not label:
+        return _scan_refusal(request, label, ActionError("VALIDATION_ERROR",
+                                                         "Scan or type an EUID or a name."))
+    if len(label) > NAME_MAX or not label.isprintable():
+        shown = "".join(c for c in label if c.isprintable())[:EUID_MAX_LENGTH]
         return _scan_refusal(request, shown, ActionError(
             "VALIDATION_ERROR", "That is not an EUID or a name; scan the label again."))
-    key = guards(request)["idempotency_key"]
+    # Our EUID, or the lab's own name on the tube: claimed only when it means one subject.
+    meant = selectors.subjects_labelled(label)
+    euid = meant[0] if len(meant) == 1 else label.upper()
     try:
-        try:
-            result = as_human(request, "claim_queue_item", subject_euid=euid,
-                               idempotency_key=key)
-        except ActionError as err:
-            # Not an EUID: the lab's own name on the tube, when exactly one subject has it.
-            if err.code != "NOT_FOUND" or not (named := services.subjects_labelled(label)):
-                raise
-            if len(named) > 1:
-                raise ActionError("VALIDATION_ERROR", f"{len(named)} subjects are named"
-                                  f" \u201c{label}\u201d ({', '.join(named[:5])}"
-                                  f"{' …' if len(named) > 5 else ''}): scan its EUID.") from None
-            euid = named[0]
-            result = as_human(request, "claim_queue_item", subject_euid=euid,
-                              idempotency_key=key)
+        if len(meant) > 1:
+            raise ActionError("VALIDATION_ERROR", f"{len(meant)} subjects go by"
+                              f" \u201c{label}\u201d ({', '.join(meant[:5])}"
+                              f"{' …' if len(meant) > 5 else ''}): scan the EUID of the one"
+                              " you hold.")
+        if not meant and len(label) > EUID_MAX_LENGTH:
+            raise ActionError("NOT_FOUND", "No subject has this EUID or name.")
+        result = as_human(request, "claim_queue_item", subject_euid=euid,
+                          idempotency_key=guards(request)["idempotency_key"])
     except ActionError as err:
         if err.code == "FORBIDDEN" and not request.htmx:
             return forbidden(request, err.message)

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import selectors
+from bloomops.execution.actions.intake import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import STALE_CODES, ActionError
@@ -38,23 +39,17 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def subject_lookup(request: HttpRequest) -> HttpResponse:
-    """An EUID, or the lab's own name of a subject: its page (the page finds a name when no
-    EUID matches). A text no URL can carry is looked up by name here."""
+    """An EUID, or the lab's own name of a subject: its page when the text means one
+    subject; the ones to choose from when it means several (a name shared, or one subject's
+    name that is another's EUID)."""
     label = request.GET.get("euid", "").strip()
     if not label:
         return redirect("dashboard")
-    if "/" not in label and label.isprintable():
-        return redirect("subject", euid=label.upper())
-    return _not_found(request, label)
-
-
-def _not_found(request: HttpRequest, label: str) -> HttpResponse:
-    """No subject has this EUID: the one subject named so, or the ones to choose from."""
-    named = services.subjects_labelled(label)
-    if len(named) == 1:
-        return redirect("subject", euid=named[0])
-    shown = "".join(c for c in label if c.isprintable())[:services.LABEL_MAX]
-    return render(request, "web/subject_missing.html", {"euid": shown, "named": named},
+    meant = selectors.subjects_labelled(label)
+    if len(meant) == 1:
+        return redirect("subject", euid=meant[0])
+    shown = "".join(c for c in label if c.isprintable())[:NAME_MAX]
+    return render(request, "web/subject_missing.html", {"euid": shown, "named": meant},
                   status=404)
 
 
@@ -109,7 +104,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user) if is_human(request) else None
     diag = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if diag is None:
-        return _not_found(request, euid)
+        return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     # where an operator may requeue it: the queues that take its template and have it in
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
