@@ -222,3 +222,21 @@ def test_a_final_object_changed_is_tampering_whatever_acted_since(history, secti
     assert not verdict.ok
     assert any(p.startswith(f"database: {section}[{entry['euid']}].properties.{field}")
                for p in verdict.problems), verdict.problems
+
+
+def test_a_worker_restart_is_history_not_tampering(tenant):
+    """A crash-restart ends the leases of the worker's previous process; the restart's
+    action record was not linked to their subjects, so the subject's bundle read the ended
+    lease as tampering."""
+    make_queue("q1")
+    svc, op = actor(*SERVICE), person("qa-lead", "operator")
+    worker = register(svc, worker_key="wk-1", process_identity="proc-A")
+    subject = make_subject("q1")
+    claim(svc, worker)
+    export = export_evidence(subject, op)
+    register(svc, worker_key="wk-1", process_identity="proc-B")
+    verdict = verify_bundle(export.data, tenant)
+    assert verdict.ok, verdict.problems
+    assert any("changed by a later action" in line for line in verdict.later)
+    assert any(a["action_key"] == "register_worker"
+               for a in build_bundle(subject, tenant).document["action_records"])

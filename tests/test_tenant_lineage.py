@@ -90,3 +90,26 @@ def test_another_tenants_linked_row_is_never_changed(foreign_hold):
     row = fetch_one("SELECT json_addl->'properties' AS p FROM generic_instance WHERE euid = %s",
                     [hold])
     assert row["p"]["status"] == "ACTIVE" and "release_reason" not in row["p"]
+
+
+def test_the_sweeper_writes_no_edge_to_another_tenants_row(db, tenant):
+    """The sweeper linked its action record to every lineage parent of an expired lease,
+    whoever's: an edge written into another tenant's history."""
+    from bloomops.execution import clock
+    from bloomops.tapdb.db import fetch_value
+    from tests.engine import SERVICE, claim, register
+
+    make_queue("q1", lease_ttl_seconds=30)
+    make_subject("q1")
+    svc = actor(*SERVICE)
+    lease = claim(svc, register(svc))["lease_euid"]
+    other = str(uuid.uuid4())
+    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
+                             properties={})
+    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
+         tenant_id=other)
+    clock.advance(31)
+    assert act("expire_queue_lease", actor("admin"))["expired_lease_euids"] == [lease]
+    assert fetch_value("SELECT count(*) FROM generic_instance_lineage WHERE"
+                       " child_instance_uid = %s AND relationship_type = 'executed_on'",
+                       [theirs.uid]) == 0

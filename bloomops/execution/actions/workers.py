@@ -27,6 +27,7 @@ from bloomops.execution.objects import (
     REL,
     Obj,
     children_of,
+    parent_of,
     save_props,
     worker_by_key,
 )
@@ -162,6 +163,10 @@ class RegisterWorker(Handler):
             close_lease(ctx, lease, "ABANDONED", reason)
             finish_record(ctx, record_of_lease(lease), "CANCELED", error_message=reason)
             abandoned.append(lease.euid)
+            # recorded in the subject's history too: its evidence explains the ended lease
+            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+            if subject is not None:
+                ctx.related_uids.append(subject.uid)
         return abandoned
 
 
