@@ -83,3 +83,18 @@ def test_our_action_policy_applies_to_another_writers_action_template(tenant):
     with pytest.raises(Exception) as err:
         claim(actor("operator"), register(svc))
     assert getattr(err.value, "code", None) == "FORBIDDEN"
+
+
+def test_a_short_template_name_two_templates_share_is_said_as_such(tenant):
+    """With a second template of subtype specimen (another writer's type), "specimen" was
+    refused as "no template specimen": a file that applied yesterday failed without saying
+    why."""
+    from bloomops.execution.errors import ActionError
+    from tests.engine import act
+
+    _foreign_template("BX", "sample", "specimen", "content")
+    with pytest.raises(ActionError) as err:
+        act("create_queue", actor("admin", username="adm"), queue_key="amb",
+            payload={"subject_template_codes": ["specimen"], "reason": "x"})
+    assert "specimen names 2 templates (" in err.value.message
+    assert "content/sample/specimen/1.0" in err.value.message

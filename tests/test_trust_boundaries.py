@@ -100,6 +100,7 @@ def test_a_step_creates_only_what_its_queue_declares(flow):
     ({"execution": {"next_queue_key": "q2", "priority": "SOON"}}, "priority"),
     ({"execution": {"next_queue_key": "q2", "due_at": "tomorrow"}}, "due_at"),
     ({"execution": {"next_queue_key": 7}}, "next_queue_key must be text"),
+    ({"execution": {"next_action_key": "qc\nrerun"}}, "next_action_key may hold only printable"),
     ({"unexpected": 1}, "unknown field"),
 ])
 def test_output_fields_are_checked_against_the_template(flow, output, words):
@@ -444,3 +445,24 @@ def test_requeue_with_a_null_priority_keeps_the_priority(flow):
     act("requeue_subject", op, subject_euid=subject, expected_state="READY",
         payload={"reason": "lower it", "priority": "ROUTINE"})
     assert envelope(subject)["priority"] == 0
+
+
+@pytest.mark.parametrize("value", ["qc\nrerun", "qc\x1b[2J", "qc\u200b", "x" * 201])
+def test_a_step_key_is_one_printable_line_wherever_it_is_named(flow, value):
+    """A completion's next step and a queue's default next step took any text (a newline,
+    a terminal escape, a zero-width space) and stored it in the envelope as sent."""
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_action_key=value))
+    _refused("VALIDATION_ERROR", lambda: act(
+        "update_queue", actor("admin", username="adm"), queue_key="q2",
+        expected_revision=1, payload={"default_next_action_key": value, "reason": "x"}))
+
+
+def test_a_step_key_is_stored_stripped(flow):
+    svc = flow
+    make_queue("q3")
+    subject, worker, lease = _claimed(svc)
+    _complete(svc, worker, lease, next_queue_key="q3", next_action_key=" qc_rerun ")
+    assert envelope(subject)["next_queue_key"] == "q3"
+    assert envelope(subject)["next_action_key"] == "qc_rerun"

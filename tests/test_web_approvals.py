@@ -140,3 +140,19 @@ def test_the_signer_sees_every_parameter_of_the_requeue_they_approve(client, des
             " · next step qc_rerun") in row
     subject_page = client.get(f"/subjects/{dead}/").content.decode()
     assert "to queue q_rework · priority STAT (300)" in subject_page
+
+
+def test_the_signer_sees_the_defaults_the_requeue_will_take(client, desk):
+    """Asked with its reason only, a dead letter's requeue read "to its own queue", and
+    then reset the subject's attempts to 0: a default signed for unseen."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    act("request_approval", desk["ann_actor"], subject_euid=dead,
+        payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                 "parameters": {"reason": "new aliquot"}})
+    client = signed_in(client, desk["bob"])
+    row = client.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert "to its own queue · attempts reset to 0" in row

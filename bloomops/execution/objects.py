@@ -173,20 +173,26 @@ def is_engine_template(ref: TemplateRef) -> bool:
     return ref.semantic_category in ("actor", "action", "message") or ref.type in ENGINE_TYPES
 
 
-def full_template_code(value: str, preferred: list[str] | tuple[str, ...] = ()) -> str:
-    """A template code as given, or the full code of a short name a person writes
-    (``specimen``, ``extracted_sample``): the one work-bearing template of that subtype,
-    first among ``preferred`` (a queue's own); the value unchanged when none or several
-    match, so the check that follows names it as it was written."""
-    if not value or "/" in value:
-        return value
+def templates_named(value: str, among: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """The work-bearing templates a short name a person writes (``specimen``) may mean:
+    those of that subtype, within ``among`` when given."""
     from bloomops.tapdb.templates import all_templates
 
     templates = all_templates()
     name = value.strip().lower()
-    for pool in (preferred, templates):
-        matches = [c for c in pool if c in templates and templates[c].subtype == name
-                   and not is_engine_template(templates[c])]
+    return [c for c in (templates if among is None else among)
+            if c in templates and templates[c].subtype == name
+            and not is_engine_template(templates[c])]
+
+
+def full_template_code(value: str, preferred: list[str] | tuple[str, ...] = ()) -> str:
+    """A template code as given, or the full code of a short name (templates_named): the
+    one match, first among ``preferred`` (a queue's own); the value unchanged when none or
+    several match, so the check that follows names it as it was written."""
+    if not value or "/" in value:
+        return value
+    for among in (preferred, None):
+        matches = templates_named(value, among)
         if len(matches) == 1:
             return matches[0]
         if matches:

@@ -15,10 +15,15 @@ def csv_cell(value: Any) -> str:
     """Text a spreadsheet will not run as a formula ('=1+1' is kept as text); a negative
     number stays a number."""
     text = "" if value is None else str(value)
-    if text[:1] in ("=", "+", "@", "\t", "\r") or (text[:1] == "-" and not
-                                                    text[1:].replace(".", "").isdigit()):
+    if text[:1] in _FORMULA_STARTS or (text[:1] == "-" and not
+                                       text[1:].replace(".", "").isdigit()):
         return "'" + text
     return text
+
+
+# What a spreadsheet may read as the start of a formula: the ASCII signs, their full-width
+# forms (some spreadsheets fold them), and the blanks a cell may begin with.
+_FORMULA_STARTS = frozenset("=+@\t\r\n\uff1d\uff0b\uff0d\uff20")
 
 
 def csv_response(filename: str) -> HttpResponse:

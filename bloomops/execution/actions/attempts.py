@@ -9,6 +9,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     common_checks,
+    key_field,
     obj_field,
     require,
     text_field,
@@ -107,8 +108,8 @@ class CompleteQueueExecution(LeaseAction):
     def validate(self, req: ActionRequest) -> None:
         super().validate(req)
         p = req.payload
-        text_field(p, "next_queue_key", max_len=200)
-        text_field(p, "next_action_key", max_len=200)
+        key_field(p, "next_queue_key")
+        key_field(p, "next_action_key")
         obj_field(p, "result_snapshot")
         obj_field(p, "external")
         if p.get("external") is not None and p.get("next_queue_key"):
@@ -137,7 +138,7 @@ class CompleteQueueExecution(LeaseAction):
             ctx.subject.props = props  # type: ignore[union-attr]
         elif next_queue is not None:
             ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"],
-                        next_action_key=p.get("next_action_key")
+                        next_action_key=key_field(p, "next_action_key")
                         or next_queue["config"].get("default_next_action_key"),
                         ready_at=ctx.now_ts, retry_at=None, attempt_count=0, terminal=False)
         else:

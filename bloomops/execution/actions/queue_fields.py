@@ -8,9 +8,13 @@ import math
 import re
 from typing import Any
 
-from bloomops.execution.actions.fields import int_field, str_list_field, text_field
+from bloomops.execution.actions.fields import int_field, key_field, str_list_field, text_field
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import full_template_code, is_engine_template
+from bloomops.execution.objects import (
+    full_template_code,
+    is_engine_template,
+    templates_named,
+)
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.templates import all_templates
 
@@ -96,6 +100,12 @@ def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | N
                           field=name)
     known = all_templates()
     unknown = [c for c in codes if c not in known]
+    ambiguous = {c: templates_named(c) for c in unknown if len(templates_named(c)) > 1}
+    if ambiguous:
+        said = "; ".join(f"{c} names {len(m)} templates ({', '.join(m)})"
+                         for c, m in ambiguous.items())
+        raise ActionError("VALIDATION_ERROR", f"{name}: {said}: write the one meant in full.",
+                          field=name, unknown=unknown)
     if unknown:
         raise ActionError("VALIDATION_ERROR", f"{name}: no template {', '.join(unknown)}.",
                           field=name, unknown=unknown)
@@ -202,8 +212,7 @@ def clean_settings(payload: dict) -> dict[str, Any]:
                                                       "next_queue_keys") for each in keys))
         out["next_queue_keys"] = keys
     if "default_next_action_key" in payload:
-        out["default_next_action_key"] = text_field(payload, "default_next_action_key",
-                                                     max_len=200)
+        out["default_next_action_key"] = key_field(payload, "default_next_action_key")
     return out
 
 

@@ -9,7 +9,7 @@ from django import template
 
 from bloomops.execution import selectors
 from bloomops.execution.approvals import RULE_TEXT
-from bloomops.execution.states import parse_priority, priority_class
+from bloomops.execution.states import TERMINAL_STATES, parse_priority, priority_class
 
 register = template.Library()
 PANEL_ROWS = 10
@@ -51,14 +51,16 @@ def rule_words(rule: str | None) -> str:
 
 
 @register.filter
-def terms(props: dict | None) -> str:
+def terms(approval) -> str:
     """What the gated action will do beyond its rule, every parameter the signer signs for
-    ("to queue lib_prep · priority STAT (300) · attempts reset · next step qc_rerun"):
-    nobody approves blindly (RULES.md#approvals). Empty when it takes none."""
-    props = props or {}
+    ("to queue lib_prep · priority STAT (300) · attempts reset to 0 · next step qc_rerun"),
+    defaults included: nobody approves blindly (RULES.md#approvals). Empty when it takes
+    none. ``approval``: a row of selectors.approvals (its props and its subject's state)."""
+    props = getattr(approval, "props", None) or {}
     params = props.get("parameters") if isinstance(props.get("parameters"), dict) else {}
     words = []
-    if props.get("action_key") == "requeue_subject":
+    requeue = props.get("action_key") == "requeue_subject"
+    if requeue:
         words.append(f"to queue {props['queue_key']}" if props.get("queue_key")
                      else "to its own queue")
     if params.get("priority") is not None:
@@ -68,8 +70,11 @@ def terms(props: dict | None) -> str:
             value = None
         words.append(f"priority {params['priority']}" if value is None
                      else f"priority {priority_class(value)} ({value})")
-    if "reset_attempts" in params:
-        words.append("attempts reset to 0" if params["reset_attempts"] else "attempts kept")
+    # a requeue resets a finished subject's attempts unless told not to (RULES.md#retries)
+    reset = params.get("reset_attempts", getattr(approval, "subject_state", None)
+                       in TERMINAL_STATES) if requeue else params.get("reset_attempts")
+    if requeue or "reset_attempts" in params:
+        words.append("attempts reset to 0" if reset else "attempts kept")
     if params.get("next_action_key"):
         words.append(f"next step {params['next_action_key']}")
     return " · ".join(words)

@@ -1,0 +1,18 @@
+"""Cells of the console's CSV downloads: nothing a spreadsheet runs as a formula, numbers
+kept as numbers (web/spreadsheets.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bloomops.web.spreadsheets import csv_cell
+
+
+@pytest.mark.parametrize(("value", "cell"), [
+    ("=HYPERLINK(1)", "'=HYPERLINK(1)"), ("+1", "'+1"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("-1+1", "'-1+1"), ("\t=1", "'\t=1"), ("\r=1", "'\r=1"), ("\n=1", "'\n=1"),
+    ("\uff1d1+1", "'\uff1d1+1"), ("\uff0b1", "'\uff0b1"),  # full-width = and +
+    ("-5", "-5"), ("-5.5", "-5.5"), ("Tube 1", "Tube 1"), (None, ""), (300, "300"),
+])
+def test_no_cell_starts_a_formula_and_numbers_stay_numbers(value, cell):
+    assert csv_cell(value) == cell
