@@ -113,3 +113,20 @@ def test_the_sweeper_writes_no_edge_to_another_tenants_row(db, tenant):
     assert fetch_value("SELECT count(*) FROM generic_instance_lineage WHERE"
                        " child_instance_uid = %s AND relationship_type = 'executed_on'",
                        [theirs.uid]) == 0
+
+
+def test_another_tenants_edge_to_our_lease_shows_it_once(db, tenant):
+    from bloomops.execution import selectors
+    from tests.engine import SERVICE, claim, register
+
+    make_queue("q1")
+    subject = make_subject("q1")
+    svc = actor(*SERVICE)
+    lease = claim(svc, register(svc))["lease_euid"]
+    other = str(uuid.uuid4())
+    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
+                             properties={})
+    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
+         tenant_id=other)
+    rows = [r for r in selectors.leases() if r["euid"] == lease]
+    assert [r["subject_euid"] for r in rows] == [subject]

@@ -23,10 +23,13 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
                {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance d
-        LEFT JOIN generic_instance_lineage l ON l.child_instance_uid = d.uid
-             AND l.relationship_type = 'execution_subject_dead_letter' AND NOT l.is_deleted
-        LEFT JOIN generic_instance s ON s.uid = l.parent_instance_uid
-             AND s.tenant_id = %(tenant)s
+        LEFT JOIN LATERAL (  -- its subject of this tenant, one row
+            SELECT s.* FROM generic_instance_lineage l
+            JOIN generic_instance s ON s.uid = l.parent_instance_uid
+                 AND s.tenant_id = %(tenant)s
+            WHERE l.child_instance_uid = d.uid AND NOT l.is_deleted
+              AND l.relationship_type = 'execution_subject_dead_letter'
+            ORDER BY l.uid LIMIT 1) s ON true
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
           AND d.type = 'execution' AND d.subtype = 'dead_letter'
           AND (%(resolution)s::text IS NULL

@@ -108,15 +108,23 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                jsonb_build_object({", ".join(f"'{f}', s.json_addl->'properties'->'{f}'"
                                              for f in SCOPE_FIELDS)}) AS subject_scope
         FROM generic_instance x
-        LEFT JOIN generic_instance_lineage ls ON ls.child_instance_uid = x.uid
-             AND ls.relationship_type = 'execution_subject_lease' AND NOT ls.is_deleted
-        LEFT JOIN generic_instance s ON s.uid = ls.parent_instance_uid
-             AND s.tenant_id = %(tenant)s
+        -- the lease's subject and worker of this tenant, each one row (another tenant's
+        -- edge to the lease must not show it twice)
+        LEFT JOIN LATERAL (
+            SELECT s.* FROM generic_instance_lineage ls
+            JOIN generic_instance s ON s.uid = ls.parent_instance_uid
+                 AND s.tenant_id = %(tenant)s
+            WHERE ls.child_instance_uid = x.uid AND NOT ls.is_deleted
+              AND ls.relationship_type = 'execution_subject_lease'
+            ORDER BY ls.uid LIMIT 1) s ON true
         LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        LEFT JOIN generic_instance_lineage lw ON lw.child_instance_uid = x.uid
-             AND lw.relationship_type = 'execution_worker_lease' AND NOT lw.is_deleted
-        LEFT JOIN generic_instance w ON w.uid = lw.parent_instance_uid
-             AND w.tenant_id = %(tenant)s
+        LEFT JOIN LATERAL (
+            SELECT w.* FROM generic_instance_lineage lw
+            JOIN generic_instance w ON w.uid = lw.parent_instance_uid
+                 AND w.tenant_id = %(tenant)s
+            WHERE lw.child_instance_uid = x.uid AND NOT lw.is_deleted
+              AND lw.relationship_type = 'execution_worker_lease'
+            ORDER BY lw.uid LIMIT 1) w ON true
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
           AND x.type = 'execution' AND x.subtype = 'queue_lease'{narrow}
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
