@@ -92,6 +92,16 @@ def test_another_tenants_linked_row_is_never_changed(foreign_hold):
     assert row["p"]["status"] == "ACTIVE" and "release_reason" not in row["p"]
 
 
+def _their_subject_of(lease: str, tenant: str):
+    """Another tenant's subject, linked by its writer as the parent of our lease."""
+    other = str(uuid.uuid4())
+    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
+                             properties={})
+    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
+         tenant_id=other)
+    return theirs
+
+
 def test_the_sweeper_writes_no_edge_to_another_tenants_row(db, tenant):
     """The sweeper linked its action record to every lineage parent of an expired lease,
     whoever's: an edge written into another tenant's history."""
@@ -103,11 +113,7 @@ def test_the_sweeper_writes_no_edge_to_another_tenants_row(db, tenant):
     make_subject("q1")
     svc = actor(*SERVICE)
     lease = claim(svc, register(svc))["lease_euid"]
-    other = str(uuid.uuid4())
-    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
-                             properties={})
-    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
-         tenant_id=other)
+    theirs = _their_subject_of(lease, tenant)
     clock.advance(31)
     assert act("expire_queue_lease", actor("admin"))["expired_lease_euids"] == [lease]
     assert fetch_value("SELECT count(*) FROM generic_instance_lineage WHERE"
@@ -123,10 +129,6 @@ def test_another_tenants_edge_to_our_lease_shows_it_once(db, tenant):
     subject = make_subject("q1")
     svc = actor(*SERVICE)
     lease = claim(svc, register(svc))["lease_euid"]
-    other = str(uuid.uuid4())
-    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
-                             properties={})
-    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
-         tenant_id=other)
+    _their_subject_of(lease, tenant)
     rows = [r for r in selectors.leases() if r["euid"] == lease]
     assert [r["subject_euid"] for r in rows] == [subject]

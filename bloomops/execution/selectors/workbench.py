@@ -9,6 +9,7 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.sql import (
     SUBJECT_REVISION,
+    tenant_parent,
 )
 from bloomops.tapdb.db import fetch_all
 
@@ -23,13 +24,7 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
                {SUBJECT_REVISION} AS subject_revision
         FROM generic_instance d
-        LEFT JOIN LATERAL (  -- its subject of this tenant, one row
-            SELECT s.* FROM generic_instance_lineage l
-            JOIN generic_instance s ON s.uid = l.parent_instance_uid
-                 AND s.tenant_id = %(tenant)s
-            WHERE l.child_instance_uid = d.uid AND NOT l.is_deleted
-              AND l.relationship_type = 'execution_subject_dead_letter'
-            ORDER BY l.uid LIMIT 1) s ON true
+        {tenant_parent("d.uid", "execution_subject_dead_letter", "s")}
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
           AND d.type = 'execution' AND d.subtype = 'dead_letter'
           AND (%(resolution)s::text IS NULL

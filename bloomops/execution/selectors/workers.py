@@ -20,6 +20,7 @@ from bloomops.execution.sql import (
     SUBJECT_REVISION,
     TEMPLATES,
     lease_effective_status,
+    tenant_parent,
     worker_active_leases,
 )
 from bloomops.tapdb.db import fetch_all
@@ -108,23 +109,9 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                jsonb_build_object({", ".join(f"'{f}', s.json_addl->'properties'->'{f}'"
                                              for f in SCOPE_FIELDS)}) AS subject_scope
         FROM generic_instance x
-        -- the lease's subject and worker of this tenant, each one row (another tenant's
-        -- edge to the lease must not show it twice)
-        LEFT JOIN LATERAL (
-            SELECT s.* FROM generic_instance_lineage ls
-            JOIN generic_instance s ON s.uid = ls.parent_instance_uid
-                 AND s.tenant_id = %(tenant)s
-            WHERE ls.child_instance_uid = x.uid AND NOT ls.is_deleted
-              AND ls.relationship_type = 'execution_subject_lease'
-            ORDER BY ls.uid LIMIT 1) s ON true
+        {tenant_parent("x.uid", "execution_subject_lease", "s")}
         LEFT JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
-        LEFT JOIN LATERAL (
-            SELECT w.* FROM generic_instance_lineage lw
-            JOIN generic_instance w ON w.uid = lw.parent_instance_uid
-                 AND w.tenant_id = %(tenant)s
-            WHERE lw.child_instance_uid = x.uid AND NOT lw.is_deleted
-              AND lw.relationship_type = 'execution_worker_lease'
-            ORDER BY lw.uid LIMIT 1) w ON true
+        {tenant_parent("x.uid", "execution_worker_lease", "w")}
         WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted
           AND x.type = 'execution' AND x.subtype = 'queue_lease'{narrow}
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
