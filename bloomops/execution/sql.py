@@ -159,19 +159,6 @@ ACTIVE_HOLD_EXISTS = f"""EXISTS (
     JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
     WHERE {hold_active()})"""
 
-def tenant_parent(child: str, rel: str, alias: str) -> str:
-    """A LEFT JOIN LATERAL of ``child``'s (a uid expression) lineage parent through ``rel``,
-    of the tenant, as row ``alias``: one row, so another tenant's edge to the child never
-    shows it twice (RULES.md#objects)."""
-    return f"""LEFT JOIN LATERAL (
-            SELECT {alias}.* FROM generic_instance_lineage e
-            JOIN generic_instance {alias} ON {alias}.uid = e.parent_instance_uid
-                 AND {alias}.tenant_id = %(tenant)s
-            WHERE e.child_instance_uid = {child} AND NOT e.is_deleted
-              AND e.relationship_type = '{rel}'
-            ORDER BY e.uid LIMIT 1) {alias} ON true"""
-
-
 # Templates with their semantic code.
 TEMPLATES = """
     SELECT t.uid, (coalesce(t.json_addl->>'semantic_category', t.category) || '/' || t.type

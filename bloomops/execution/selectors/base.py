@@ -1,5 +1,6 @@
 """What every read shares: its parameters (``params.read_params``, imported from here), the
-envelope fields of a row and the columns of a queue item."""
+envelope fields of a row, the columns of a queue item, and an object's lineage parent of the
+tenant."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ from bloomops.execution.sql import (
 from bloomops.execution.states import priority_class
 
 THROUGHPUT_WINDOW_MINUTES = 60
+
+
+def tenant_parent(child: str, rel: str, alias: str) -> str:
+    """A LEFT JOIN LATERAL of ``child``'s (a uid expression) lineage parent through ``rel``,
+    of the tenant, as row ``alias``: one row, so another tenant's edge to the child never
+    shows it twice (RULES.md#objects)."""
+    return f"""LEFT JOIN LATERAL (
+            SELECT {alias}.* FROM generic_instance_lineage e
+            JOIN generic_instance {alias} ON {alias}.uid = e.parent_instance_uid
+                 AND {alias}.tenant_id = %(tenant)s
+            WHERE e.child_instance_uid = {child} AND NOT e.is_deleted
+              AND e.relationship_type = '{rel}'
+            ORDER BY e.uid LIMIT 1) {alias} ON true"""
 
 ITEM_COLUMNS = f"""
     s.uid, s.euid, s.name, s.created_dt, {ENV} AS execution,

@@ -6,10 +6,10 @@ from typing import Any
 
 from bloomops.execution.selectors.base import (
     read_params,
+    tenant_parent,
 )
 from bloomops.execution.sql import (
     SUBJECT_REVISION,
-    tenant_parent,
 )
 from bloomops.tapdb.db import fetch_all
 

@@ -13,6 +13,7 @@ from bloomops.execution.envelope import (
 from bloomops.execution.policy import readable_worker
 from bloomops.execution.selectors.base import (
     read_params,
+    tenant_parent,
 )
 from bloomops.execution.sql import (
     ENV,
@@ -20,7 +21,6 @@ from bloomops.execution.sql import (
     SUBJECT_REVISION,
     TEMPLATES,
     lease_effective_status,
-    tenant_parent,
     worker_active_leases,
 )
 from bloomops.tapdb.db import fetch_all
