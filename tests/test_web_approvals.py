@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
+from django.test import Client
 
 from bloomops.execution import selectors
 from tests.approval_support import integrity_held, password_of, person, request_release
@@ -156,3 +157,36 @@ def test_the_signer_sees_the_defaults_the_requeue_will_take(client, desk):
     client = signed_in(client, desk["bob"])
     row = client.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
     assert "to its own queue · attempts reset to 0" in row
+
+
+def test_a_requeue_is_asked_with_its_queue_priority_and_attempts(client, desk):
+    """The request form had only "Why requeue": a requeue could not be asked to another
+    queue or at STAT, and the approver signed "to its own queue" against a reason that
+    said otherwise."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    make_queue("q_rework", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    ann = signed_in(client, desk["ann"])
+    page = ann.get(f"/subjects/{dead}/")
+    ask = next(f for f in forms(page.content.decode())
+               if f["action"] == f"/subjects/{dead}/request-approval/"
+               and f["fields"].get("action_key") == "requeue_subject")
+    data = {**ask["fields"], "queue_key": "q_rework", "priority": "STAT",
+            "reset_attempts": "no", "reason": "re-extract on the rework line at STAT"}
+    before = counts()
+    bad = ann.post(f"/subjects/{dead}/request-approval/", {**data, "reset_attempts": "maybe"},
+                   follow=True)
+    assert "Choose whether the failed attempts are reset." in said(bad)
+    assert counts() == before
+    done = ann.post(f"/subjects/{dead}/request-approval/", data, follow=True)
+    assert any(m.startswith("Approval requested") for m in said(done))
+    [approval] = selectors.approvals(subject_euid=dead)
+    assert approval.props["queue_key"] == "q_rework"
+    assert approval.props["parameters"]["priority"] == "STAT"
+    assert approval.props["parameters"]["reset_attempts"] is False
+    bob = signed_in(Client(), desk["bob"])
+    row = bob.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert "to queue q_rework · priority STAT (300) · attempts kept" in row

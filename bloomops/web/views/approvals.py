@@ -4,6 +4,8 @@ asking for an approval from the subject inspector after a gated action was refus
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -93,14 +95,31 @@ def request_approval(request: HttpRequest, euid: str) -> HttpResponse:
         except ValueError:
             raise ActionError("VALIDATION_ERROR", "The page sent invalid parameters.",
                               field="parameters") from None
+        action_key = request.POST.get("action_key", "")
+        if action_key == "requeue_subject" and isinstance(parameters, dict):
+            parameters.update(_requeue_terms(request))
         return services.perform(
             request.user, "request_approval",
             idempotency_key=guards(request)["idempotency_key"], subject_euid=euid,
             hold_euid=request.POST.get("hold_euid") or None,
             queue_key=request.POST.get("queue_key") or None,
-            payload={"action_key": request.POST.get("action_key", ""),
+            payload={"action_key": action_key,
                      "parameters": parameters, "reason": reason_of(request)})
 
     return answer(request, run, lambda r: f"Approval requested ({r['approval_euid']}): a"
                   " second person decides it in Approvals.", reverse("subject", args=[euid]))
 
+
+def _requeue_terms(request: HttpRequest) -> dict[str, Any]:
+    """The priority and attempts the form chose for a requeue to be approved (empty: as the
+    requeue does by default); the engine checks them as it checks the requeue's own."""
+    terms: dict[str, Any] = {}
+    if priority := request.POST.get("priority", "").strip():
+        terms["priority"] = priority
+    reset = request.POST.get("reset_attempts", "")
+    if reset not in ("", "yes", "no"):
+        raise ActionError("VALIDATION_ERROR", "Choose whether the failed attempts are reset.",
+                          field="reset_attempts")
+    if reset:
+        terms["reset_attempts"] = reset == "yes"
+    return terms
