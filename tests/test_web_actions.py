@@ -103,7 +103,8 @@ def test_max_leases_is_explained(client, lab):
                                                          "/queues/q1/claim-next/"))
     response = client.post("/queues/q1/claim-next/", form_for(client.get("/queues/q1/"),
                                                                 "/queues/q1/claim-next/"))
-    assert any("already holds 5 of 5" in m for m in said(response))
+    assert any("You already hold 5 of the 5 items you may hold at once." in m
+               for m in said(response))
 
 
 # ---------------------------------------------------------------- scan to claim
@@ -143,7 +144,8 @@ def test_scan_of_an_unknown_euid(client, lab):
     client = signed_in(client, lab["worker_human"])
     response = client.post("/scan/", form_for(client.get("/scan/"), "/scan/",
                                               euid="Z-MX-404404"))
-    assert response.status_code == 404 and "No such subject." in response.content.decode()
+    assert response.status_code == 404
+    assert "No subject has this EUID or name." in response.content.decode()
     empty = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=""))
     assert empty.status_code == 400 and "Scan or type an EUID or a name." in empty.content.decode()
 

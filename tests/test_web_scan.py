@@ -58,7 +58,8 @@ def test_htmx_refusal_is_the_outcome_with_its_status_and_writes_nothing(client, 
     response = client.post("/scan/", data, **HTMX)
     html = response.content.decode()
     assert response.status_code == 404
-    assert "Not claimed: <code>Z-MX-404404</code>" in html and "No such subject." in html
+    assert "Not claimed: <code>Z-MX-404404</code>" in html
+    assert "No subject has this EUID or name." in html
     assert fresh_key(html) != data["idempotency_key"]
     assert counts() == before
     assert leases_of(held_back) == 0
@@ -196,3 +197,24 @@ def test_inspect_finds_a_subject_by_its_name_and_never_fails_on_odd_text(client,
     for odd in ("A/B", "x?y", "Z-MX-1#", "%2F"):
         response = client.get("/subjects/", {"euid": odd}, follow=True)
         assert response.status_code == 404, odd
+
+
+
+def test_at_the_limit_a_scan_still_says_what_it_found_first(client, lab, settings):
+    """At 5 of 5 items an unknown label read "The worker already holds 5 of 5 allowed
+    leases" (a name to check first, and words of the system, not of the person); a label
+    shows as scanned, not upper-cased (µ became Μ); an item already yours says so first."""
+    settings.BLOOMOPS_HUMAN_PROFILES = {"*": {"max_concurrent_leases": 1}}
+    mine = make_subject("q1", name="échantillon µ-7")
+    client = signed_in(client, lab["worker_human"])
+    assert client.post("/scan/", scan_form(client, mine), **HTMX).status_code == 200
+    unknown = client.post("/scan/", scan_form(client, "Specimen 9999"), **HTMX)
+    html = unknown.content.decode()
+    assert unknown.status_code == 404 and "No subject has this EUID or name." in html
+    assert "Not claimed: <code>Specimen 9999</code>" in html
+    again = client.post("/scan/", scan_form(client, "échantillon µ-7"), **HTMX).content.decode()
+    assert "You already have this item: act on it in My work." in again
+    other = make_subject("q1", name="Tube 8")
+    full = client.post("/scan/", scan_form(client, "tube 8"), **HTMX).content.decode()
+    assert "You already hold 1 of the 1 items you may hold at once." in full
+    assert leases_of(other) == 0

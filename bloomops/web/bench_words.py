@@ -77,6 +77,12 @@ def template_words(code: str) -> str:
 def bench_refusal(code: str, message: str, details: dict[str, Any] | None = None) -> str:
     if code == "LEASE_NOT_ACTIVE":
         return ended_claim(details or {})
+    if code == "MAX_LEASES_REACHED":  # the person's own limit, in their words
+        d = details or {}
+        count = (f"{d['held']} of the {d['limit']} items" if "held" in d and "limit" in d
+                 else "as many items as")
+        return (f"You already hold {count} you may hold at once. Complete or release one in"
+                " My work, then try again.")
     return BENCH_REFUSALS.get(code, message)
 
 

@@ -92,7 +92,8 @@ class ClaimQueueItem(Handler):
         held = _count_active_leases(ctx, worker)
         if held >= limit:
             raise ActionError("MAX_LEASES_REACHED", f"The worker already holds {held} of"
-                              f" {limit} allowed leases.", worker_euid=worker.euid)
+                              f" {limit} allowed leases.", worker_euid=worker.euid,
+                              held=held, limit=limit)
 
     def _queues(self, ctx: Context) -> list[dict]:
         req = ctx.request

@@ -75,11 +75,12 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
             lease = diag.active_lease or {}
             holder = (lease.get("props") or {}).get("worker_lookup_euid")
             context["reasons"] = bench_words.scan_reasons(diag, mine)
-            if holder and holder == mine:
-                context["my_lease"] = lease.get("euid")
             if err.code == "NOT_VISIBLE" and context["reasons"]:
                 # The engine's message repeats the reasons with EUIDs and raw times.
                 context["error"] = "It is not available to claim right now:"
+            if holder and holder == mine:  # first: whatever else the refusal said
+                context["my_lease"] = lease.get("euid")
+                context["error"] = "You already have this item: act on it in My work."
     return _scan_page(request, context, status=err.http_status)
 
 
@@ -108,14 +109,16 @@ def scan(request: HttpRequest) -> HttpResponse:
                               f" \u201c{label}\u201d ({', '.join(meant[:5])}"
                               f"{' …' if len(meant) > 5 else ''}): scan the EUID of the one"
                               " you hold.")
-        if not meant and len(label) > EUID_MAX_LENGTH:
+        if not meant:  # said before anything about the person's own limits
             raise ActionError("NOT_FOUND", "No subject has this EUID or name.")
         result = as_human(request, "claim_queue_item", subject_euid=euid,
                           idempotency_key=guards(request)["idempotency_key"])
     except ActionError as err:
         if err.code == "FORBIDDEN" and not request.htmx:
             return forbidden(request, err.message)
-        return _scan_refusal(request, euid, err, diagnose=err.code != "FORBIDDEN")
+        # the headline names the subject meant, or the label as it was scanned
+        return _scan_refusal(request, euid if len(meant) == 1 else label, err,
+                             diagnose=err.code != "FORBIDDEN" and len(meant) == 1)
     if request.htmx:
         return _scan_page(request, {"claimed": _scan_banner(_scan_claimed(result))})
     request.session[SCAN_CLAIMED] = _scan_claimed(result)
