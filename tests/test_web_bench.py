@@ -91,6 +91,18 @@ def test_next_queue_offers_only_what_the_flow_allows(client, lab):
     assert 'also allowed: <a href="/queues/q1/">q1</a>' in queue_page
 
 
+def test_a_next_queue_that_does_not_exist_is_said_as_such(client, lab):
+    """With the flow's next queue misspelt, every card said it "does not take this item
+    (its kind, site, platform or assay)": the real cause was that no such queue exists."""
+    make_queue("prep", default_next_queue_key="nope_queue")
+    euid = make_subject("prep")
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert "The flow's next queue, nope_queue, does not exist" in html
+    assert "does not take this item" not in html
+
+
 def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     """A sample whose flow's next queue takes only libraries is offered to finish there,
     not to move into a queue where it could never be seen; forcing the move is refused in

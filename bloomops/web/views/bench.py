@@ -186,6 +186,7 @@ def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "must_choose": not (default_next or default_make) and bool(keys or makes),
         # the flow's next queue, not offered: it takes neither this item nor what it makes
         "passed_over": config_of(passed_over).get("display_name") or passed_over,
+        "passed_over_missing": bool(passed_over) and passed_over not in queues,
         "may_finish": not default_next,
     }
 
