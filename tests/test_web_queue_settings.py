@@ -196,6 +196,8 @@ def test_the_preview_warns_of_a_next_queue_that_does_not_exist(client, world):
     typo = client.post("/settings/queues/cfg/", settings_form(
         page, default_next_queue_key="ilmn_seq_pol")).content.decode()
     assert 'id="flow-warnings"' in typo and "No queue ilmn_seq_pol exists yet" in typo
+    # the form below the preview keeps what was typed, where the warning is fixed
+    assert 'value="ilmn_seq_pol"' in typo[typo.index('id="settings-form"'):]
     fine = client.post("/settings/queues/cfg/", settings_form(
         page, default_next_queue_key="cfg")).content.decode()
     assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine

@@ -76,8 +76,9 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     # these are said, not refused.
     queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
     warnings = flow_warnings(queue_key, {**row["config"], **changes}, queues)
-    return _page(request, row, preview=preview, changes=encode(changes), warnings=warnings,
-                 reason=reason_of(request), seen_revision=seen_revision)
+    # the form below keeps what was typed: a warning is fixed there, not typed again
+    return _page(request, row, typed=request.POST, preview=preview, changes=encode(changes),
+                 warnings=warnings, reason=reason_of(request), seen_revision=seen_revision)
 
 
 @require_POST
