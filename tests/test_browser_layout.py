@@ -131,13 +131,18 @@ def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, w
     context.close()
 
 
-def test_signing_an_approval_on_a_tablet_uses_touch_targets(browser, bench):
-    """The reason, password and the two sign buttons were 30-33 px tall at 768 px."""
+@pytest.mark.parametrize("width", [768, 375])
+def test_signing_an_approval_on_a_tablet_uses_touch_targets(browser, bench, width):
+    """The reason, password and the two sign buttons were 30-33 px tall at 768 px; at
+    375 px they sat past the edge of a table scrolled inside itself."""
     site = bench["site"]
-    page = page_for(browser, site, "supervisor", 768)
+    page = page_for(browser, site, "supervisor", width)
     page.goto(f"{site}/approvals/")
     assert page.locator("form.sign").count() >= 1
     assert small_targets(page, "form.sign") == []
+    for name in ("Approve and sign", "Reject and sign"):
+        box = page.get_by_role("button", name=name).first.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
     page.context.close()
 
 
