@@ -157,8 +157,11 @@ def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):
     response = client.post("/scan/", scan_form(client, "tube 7"), **HTMX)
     html = response.content.decode()
     assert response.status_code == 400
-    assert (f"2 subjects go by \u201ctube 7\u201d ({first}, {second}): scan the EUID of the one"
-            " you hold.") in html
+    assert "2 subjects go by \u201ctube 7\u201d: " in html
+    # what tells them apart: name, state, queue, site, when registered
+    assert f"{first} (Tube 7, READY in q1, sfo, registered " in html
+    assert f"{second} (TUBE 7, READY in q1, sfo, registered " in html
+    assert "Scan the EUID of the one you hold, or ask QA to rename one." in html
     assert counts() == before
 
 
@@ -171,7 +174,8 @@ def test_a_name_that_is_another_subject_s_euid_claims_neither(client, lab):
     services.ensure_my_worker(lab["worker_human"])
     before = counts()
     response = client.post("/scan/", scan_form(client, ours.lower()), **HTMX)
-    assert response.status_code == 400 and f"({ours}, {theirs})" in response.content.decode()
+    html = response.content.decode()
+    assert response.status_code == 400 and f"{ours} (" in html and f"{theirs} (" in html
     assert counts() == before
 
 
@@ -218,3 +222,15 @@ def test_at_the_limit_a_scan_still_says_what_it_found_first(client, lab, setting
     full = client.post("/scan/", scan_form(client, "tube 8"), **HTMX).content.decode()
     assert "You already hold 1 of the 1 items you may hold at once." in full
     assert leases_of(other) == 0
+
+
+def test_inspect_of_a_shared_name_lists_what_tells_the_subjects_apart(client, lab):
+    first, second = make_subject("q1", name="Tube 9"), make_subject("q1", name="tube 9")
+    operator = signed_in(client, lab["operator"])
+    response = operator.get("/subjects/", {"euid": "TUBE 9"})
+    html = response.content.decode()
+    assert response.status_code == 404 and "2 subjects go by TUBE 9" in html
+    table = html[html.index('id="named-subjects"'):]
+    for euid, name in ((first, "Tube 9"), (second, "tube 9")):
+        assert f'href="/subjects/{euid}/"' in table and f"<td>{name}</td>" in table
+    assert table.count("<td>READY</td>") == 2 and table.count("<td>q1</td>") == 2

@@ -190,3 +190,14 @@ def scan_reasons(diagnostics: Any, mine: str | None = None) -> list[dict[str, An
         else:
             out.append({"code": reason.code, "text": reason.message.rstrip("."), "when": None})
     return out
+
+
+def told_apart(subject: dict[str, Any]) -> str:
+    """One of several subjects a label means, as a person tells them apart: "Z-MX-2 (Tube 7,
+    READY in extraction, sfo, registered 12 Nov 09:14 UTC)"."""
+    where = f" in {subject['queue_key']}" if subject.get("queue_key") else ""
+    site = f", {subject['site']}" if subject.get("site") else ""
+    made = subject.get("created_dt")
+    when = f", registered {local_clock(made)}" if made else ""
+    return (f"{subject['euid']} ({subject.get('name') or 'no name'},"
+            f" {subject.get('state') or 'not in a queue'}{where}{site}{when})")

@@ -365,18 +365,21 @@ def subjects_named(names: list[str], *, tenant: str | None = None) -> dict[str, 
     return found
 
 
-def subjects_labelled(label: str, *, tenant: str | None = None) -> list[str]:
-    """The subjects a scanned or typed label means, oldest first: the one whose EUID it is
-    and every one the lab named so (any case). More than one: the label is ambiguous, even
-    when one of them has it as its EUID (another system's tubes carry EUIDs of the same
-    form as their names). One query (the EUID and name indexes)."""
+def subjects_labelled(label: str, *, tenant: str | None = None) -> list[dict[str, Any]]:
+    """The subjects a scanned or typed label means, oldest first, each with what tells them
+    apart (euid, name, state, queue_key, site, created_dt): the one whose EUID it is and
+    every one the lab named so (any case). More than one: the label is ambiguous, even when
+    one of them has it as its EUID (another system's tubes carry EUIDs of the same form as
+    their names). One query (the EUID and name indexes)."""
     label = label.strip()
     if not label or not label.isprintable():
         return []
-    rows = fetch_all(
-        f"""SELECT s.euid FROM generic_instance s
+    return fetch_all(
+        f"""SELECT s.euid, s.name, s.created_dt, {ENV}->>'state' AS state,
+                   {ENV}->>'next_queue_key' AS queue_key,
+                   s.json_addl->'properties'->>'site' AS site
+            FROM generic_instance s
             WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {SUBJECT_SQL}
               AND (s.euid = upper(%(label)s) OR lower(s.name) = lower(%(label)s))
             ORDER BY s.uid""",
         read_params(None, tenant, label=label))
-    return [r["euid"] for r in rows]

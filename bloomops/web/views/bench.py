@@ -102,13 +102,14 @@ def scan(request: HttpRequest) -> HttpResponse:
             "VALIDATION_ERROR", "That is not an EUID or a name; scan the label again."))
     # Our EUID, or the lab's own name on the tube: claimed only when it means one subject.
     meant = selectors.subjects_labelled(label)
-    euid = meant[0] if len(meant) == 1 else label.upper()
+    euid = meant[0]["euid"] if len(meant) == 1 else label.upper()
     try:
         if len(meant) > 1:
             raise ActionError("VALIDATION_ERROR", f"{len(meant)} subjects go by"
-                              f" \u201c{label}\u201d ({', '.join(meant[:5])}"
-                              f"{' …' if len(meant) > 5 else ''}): scan the EUID of the one"
-                              " you hold.")
+                              f" \u201c{label}\u201d: "
+                              + "; ".join(bench_words.told_apart(m) for m in meant[:5])
+                              + f"{' …' if len(meant) > 5 else ''}. Scan the EUID of the one"
+                              " you hold, or ask QA to rename one.")
         if not meant:  # said before anything about the person's own limits
             raise ActionError("NOT_FOUND", "No subject has this EUID or name.")
         result = as_human(request, "claim_queue_item", subject_euid=euid,

@@ -48,7 +48,7 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
         return redirect("dashboard")
     meant = selectors.subjects_labelled(label)
     if len(meant) == 1:
-        return redirect("subject", euid=meant[0])
+        return redirect("subject", euid=meant[0]["euid"])
     shown = "".join(c for c in label if c.isprintable())[:NAME_MAX]
     return render(request, "web/subject_missing.html", {"euid": shown, "named": meant},
                   status=404)
