@@ -190,3 +190,22 @@ def test_a_requeue_is_asked_with_its_queue_priority_and_attempts(client, desk):
     bob = signed_in(Client(), desk["bob"])
     row = bob.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
     assert "to queue q_rework · priority STAT (300) · attempts kept" in row
+
+
+def test_the_inbox_shows_what_the_decision_weighs(client, desk):
+    """An integrity hold's release showed only "QC_FAIL", a requeue nothing of the failure:
+    the approver had to open each subject to learn why it was held or why it failed."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    act("request_approval", desk["ann_actor"], subject_euid=dead,
+        payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                 "parameters": {"reason": "new aliquot"}})
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    held = html.split(f"{desk['subject']}</code>")[1].split("</tr>")[0]
+    assert "Held because: control out of range" in held
+    failed = html.split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert "Failed for good: tube cracked" in failed

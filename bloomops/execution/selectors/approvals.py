@@ -30,6 +30,10 @@ class ApprovalRow:
     created_dt: datetime
     subject_state: str | None
     subject_name: str | None = None
+    # what the approver weighs besides the request (approvals(context=True)): the reasons
+    # the holds were placed with, and why the subject failed for good
+    hold_reasons: tuple[str, ...] = ()
+    failure: str | None = None
 
     @property
     def waiting(self) -> bool:
@@ -77,18 +81,37 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
 def _row(r: dict[str, Any]) -> ApprovalRow:
     return ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
                        created_dt=r["created_dt"], subject_state=r["subject_state"],
-                       subject_name=r["subject_name"])
+                       subject_name=r["subject_name"],
+                       hold_reasons=tuple(x for x in r.get("hold_reasons") or [] if x),
+                       failure=r.get("failure"))
+
+
+# The holds' own reasons (by the EUIDs the request names) and the newest dead letter's
+# error, of the tenant: what a decision weighs, read for the inbox only (not for the count
+# on every page).
+_CONTEXT = f""",
+    (SELECT jsonb_agg(h.json_addl->'properties'->>'reason' ORDER BY h.uid)
+     FROM generic_instance h
+     WHERE h.euid IN (SELECT jsonb_array_elements_text({_P}->'hold_euids'))
+       AND h.tenant_id = %(tenant)s AND NOT h.is_deleted) AS hold_reasons,
+    (SELECT d.json_addl->'properties'->>'error_message'
+     FROM generic_instance_lineage l
+     JOIN generic_instance d ON d.uid = l.child_instance_uid AND d.tenant_id = %(tenant)s
+     WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
+       AND l.relationship_type = 'execution_subject_dead_letter'
+     ORDER BY d.uid DESC LIMIT 1) AS failure"""
 
 
 def approvals(*, status: str | None = None, subject_euid: str | None = None,
-              limit: int = 200, now: datetime | None = None,
-              tenant: str | None = None) -> list[ApprovalRow]:
-    """Approvals newest first, by effective status and/or subject (one query)."""
+              limit: int = 200, now: datetime | None = None, tenant: str | None = None,
+              context: bool = False) -> list[ApprovalRow]:
+    """Approvals newest first, by effective status and/or subject (one query); with
+    ``context``, each with the holds' reasons and the subject's failure (the inbox)."""
     params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit)
     return [_row(r) for r in _rows(
         f"(%(status)s::text IS NULL OR {EFFECTIVE_STATUS} = %(status)s)"
         f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)",
-        params)]
+        params, _CONTEXT if context else "")]
 
 
 @dataclass(frozen=True)

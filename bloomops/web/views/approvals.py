@@ -30,7 +30,7 @@ DECIDED_SHOWN = 20
 @reader
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
     recent = [a for a in selectors.approvals(limit=DECIDED_SHOWN + 50) if not a.waiting]
-    waiting = selectors.approvals(status="REQUESTED")
+    waiting = selectors.approvals(status="REQUESTED", context=True)
     return render(request, "web/approvals.html", {
         "waiting": waiting,
         "recent": recent[:DECIDED_SHOWN],
