@@ -309,3 +309,20 @@ def test_a_query_no_database_can_hold_is_a_400_on_every_page(client, lab, query)
 def test_a_page_far_past_the_last_is_an_empty_page_not_an_error(client, lab, failing):
     response = signed_in(client, lab["operator"]).get("/queues/q1/?page=" + "9" * 25)
     assert response.status_code == 200
+
+
+def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, lab, failing):
+    """Retry now on a dead letter was refused (it needs an approval) only after the reason
+    was typed and confirmed, in plain text without a way to the subject."""
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/").content.decode()
+    dead = next(v for v in _picks(page) if v.startswith(failing["dead"]))
+    retry = next(v for v in _picks(page) if v.startswith(failing["retry_a"]))
+    confirm = client.post("/failures/bulk/", {**bulk_form(page), "verb": "requeue",
+                                              "scope": "selected", "pick": [dead, retry]})
+    html = confirm.content.decode()
+    warning = html[html.index('id="gated-picks"'):].split("</p>")[0]
+    assert "Requeueing a dead-lettered subject needs a second person" in warning
+    assert "1 of these will be refused here" in warning
+    assert f'href="/subjects/{failing["dead"]}/"' in warning
+    assert failing["retry_a"] not in warning

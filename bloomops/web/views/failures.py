@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
+from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
@@ -125,7 +126,11 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
     reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
     if not confirmed or not reason:
         names = {r["subject_euid"]: r["subject_name"] for r in listed}
+        # said before the reason is typed: these will be refused, one by one, when run
+        gate = dead_letter_gate() if verb == "requeue" else None
+        gated = [p.euid for p in picks if gate and p.state == "FAILED_TERMINAL"]
         return render(request, "web/failures_confirm.html", {
+            "gate": gate, "gated": gated,
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
             "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
             "more": max(0, len(picks) - CONFIRM_LIST),
