@@ -50,7 +50,7 @@ def test_claim_next_countdown_warning_and_the_force_expiry_notice(browser, site)
     # Renew in one tap: the warning goes, the time is back.
     item.get_by_role("button", name="Renew").click()
     page.wait_for_url(WORK_VIEW)
-    expect(page.locator(".messages")).to_contain_text("Renewed: " + euid)
+    expect(page.locator(".messages")).to_contain_text(f"({euid}) is yours for another")
     expect(item.locator(".expiry-warning")).to_have_text("")
 
     # An admin force-expires it: the person's next tap says what happened, by whom, why.
@@ -87,7 +87,7 @@ def test_next_queue_offers_only_the_flow_and_completes_there(browser, site):
     expect(complete).to_have_text("Complete → Queue one (q1)")  # where it goes, before the tap
     complete.click()
     page.wait_for_url(f"{site}/my-work/")
-    expect(page.locator(".messages")).to_contain_text(f"Completed {euid}; it moved to q1.")
+    expect(page.locator(".messages")).to_contain_text(f"({euid}); it moved to q1.")
     page.context.close()
 
 

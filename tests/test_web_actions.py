@@ -179,7 +179,8 @@ def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
     assert "15 min" in html or "14 min" in html  # time left of the lease
     response = client.post(f"/leases/{lease['euid']}/complete/",
                            form_for(page, f"/leases/{lease['euid']}/complete/"))
-    assert f"Completed {lease['subject_euid']}; it moved to q2." in said(response)
+    # the item as the cards name it: its name, then its EUID
+    assert f"Completed s ({lease['subject_euid']}); it moved to q2." in said(response)
     assert envelope(lease["subject_euid"])["next_queue_key"] == "q2"
     assert lease["subject_euid"] in client.get("/queues/q2/").content.decode()
 
@@ -200,7 +201,7 @@ def test_fail_with_a_retry_class(client, lab):
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/fail/",
                     error_class="TRANSIENT_DEPENDENCY", error_message="centrifuge busy")
     response = client.post(f"/leases/{lease['euid']}/fail/", data)
-    assert said(response)[-1] == (f"Recorded the failure of {lease['subject_euid']}: it goes"
+    assert said(response)[-1] == (f"Recorded the failure of s ({lease['subject_euid']}): it goes"
                                   " back to its queue to be tried again after a pause.")
     env = envelope(lease["subject_euid"])
     assert env["state"] == "FAILED_RETRYABLE" and env["retry_at"]
@@ -247,7 +248,7 @@ def test_renew_extends_the_lease(client, lab):
     clock.advance(600)
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/renew/")
     response = client.post(f"/leases/{lease['euid']}/renew/", data)
-    assert any(m.startswith(f"Renewed: {lease['subject_euid']} is yours for another")
+    assert any(m.startswith(f"Renewed: s ({lease['subject_euid']}) is yours for another")
                for m in said(response))
     renewed = active_leases(lab["worker_human"])[0]
     assert renewed["props"]["expires_at"] > lease["props"]["expires_at"]

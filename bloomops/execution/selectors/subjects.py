@@ -383,3 +383,11 @@ def subjects_labelled(label: str, *, tenant: str | None = None) -> list[dict[str
               AND (s.euid = upper(%(label)s) OR lower(s.name) = lower(%(label)s))
             ORDER BY s.uid""",
         read_params(None, tenant, label=label))
+
+
+def subject_name(euid: str, *, tenant: str | None = None) -> str | None:
+    """A subject's name, as people know it, or None. One query."""
+    row = fetch_one("SELECT s.name FROM generic_instance s WHERE s.euid = %(euid)s"
+                    " AND s.tenant_id = %(tenant)s AND NOT s.is_deleted",
+                    read_params(None, tenant, euid=euid))
+    return row["name"] if row else None
