@@ -149,3 +149,11 @@ def last_change(euid: str) -> str:
     why = f": \u201c{row['reason']}\u201d" if row.get("reason") else ""
     return (f" Last change: {name.lower()} by {row['executed_by'] or 'someone'}"
             f"{', ' + relative(moment) if moment else ''}{why}.")
+
+
+def item_called(result: Any) -> str:
+    """The item an action's result is about, as the person's cards name it: "Specimen 0082
+    (Z-MX-2JB)" (the EUID alone when it has no name)."""
+    euid = result["subject_euid"]
+    name = selectors.subject_name(euid) if euid else None
+    return f"{name} ({euid})" if name else str(euid)

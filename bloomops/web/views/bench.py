@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -260,14 +259,6 @@ def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payloa
                         (lambda r: reverse("my_work")) if ends else None)
 
 
-def _called(result: Any) -> str:
-    """The item an action's result is about, as the person's cards name it: "Specimen 0082
-    (Z-MX-2JB)" (the EUID alone when it has no name)."""
-    euid = result["subject_euid"]
-    name = selectors.subject_name(euid) if euid else None
-    return f"{name} ({euid})" if name else str(euid)
-
-
 def _until(expires_at: str | None) -> str:
     moment = parse_ts_or_none(expires_at)
     if moment is None:
@@ -278,7 +269,7 @@ def _until(expires_at: str | None) -> str:
 @require_POST
 def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     return _lease_action(request, lease_euid, "renew_queue_lease", {},
-                         lambda r: f"Renewed: {_called(r)} is yours for another"
+                         lambda r: f"Renewed: {services.item_called(r)} is yours for another"
                                    f" {_until(r['expires_at'])}.", ends=False)
 
 
@@ -286,7 +277,7 @@ def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 def release_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     payload = {"reason": reason_of(request)} if reason_of(request) else {}
     return _lease_action(request, lease_euid, "release_queue_lease", payload,
-                         lambda r: f"Released {_called(r)} back to its queue.")
+                         lambda r: f"Released {services.item_called(r)} back to its queue.")
 
 
 @require_POST
@@ -303,13 +294,13 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
         words = bench_words.template_words(made[1])
         return bench_answer(
-            request, run, lambda r: f"Completed {_called(r)}: made"
+            request, run, lambda r: f"Completed {services.item_called(r)}: made"
             f" {', '.join(r['output_euids'])} ({words}) for {made[0]}.",
             reverse("my_work"), lambda r: reverse("my_work"))
     payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
-        lambda r: f"Completed {_called(r)}"
+        lambda r: f"Completed {services.item_called(r)}"
         + (f"; it moved to {choice}." if choice else "; its flow is finished."))
 
 
@@ -323,7 +314,7 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"))
     return _lease_action(
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
-        lambda r: f"Recorded the failure of {_called(r)}:"
+        lambda r: f"Recorded the failure of {services.item_called(r)}:"
                   f" {bench_words.state_words(r['state'])}.")
 
 

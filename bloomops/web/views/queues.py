@@ -161,5 +161,6 @@ def claim_next(request: HttpRequest, queue_key: str) -> HttpResponse:
                          idempotency_key=g["idempotency_key"])
 
     # Straight to the claimed item's work view: what it is, its step, complete or fail.
-    return bench_answer(request, run, lambda r: f"Claimed {r['subject_euid']} from {queue_key}.",
+    return bench_answer(request, run,
+                        lambda r: f"Claimed {services.item_called(r)} from {queue_key}.",
                         reverse("my_work"), work_view_url)

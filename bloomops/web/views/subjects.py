@@ -139,7 +139,8 @@ def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
     def run() -> ActionResult:
         return as_human(request, "claim_queue_item", subject_euid=euid, **guards(request))
 
-    return answer(request, run, lambda r: f"Claimed {euid} ({r['queue_key']}).",
+    return answer(request, run, lambda r: f"Claimed {services.item_called(r)}"
+                  f" ({r['queue_key']}).",
                    reverse("my_work"))
 
 
