@@ -49,7 +49,7 @@ def test_claim_next_registers_the_human_worker_and_claims_the_head(client, lab):
     assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [head]
     assert action_count("heartbeat_worker") == 1  # the worker heartbeats when its user acts
     html = client.get("/queues/q1/").content.decode()
-    assert "first" not in html and "1 visible item" in html
+    assert f'data-euid="{head}"' not in html and "1 visible item" in html
 
 
 def test_double_submit_replays_instead_of_claiming_twice(client, lab):
