@@ -209,3 +209,15 @@ def test_the_inbox_shows_what_the_decision_weighs(client, desk):
     assert "Held because: control out of range" in held
     failed = html.split(f"{dead}</code>")[1].split("</tr>")[0]
     assert "Failed for good: tube cracked" in failed
+
+
+def test_the_navigation_counts_only_what_the_person_may_decide(client, desk):
+    """The requester's own request lit their navigation badge: a call to act on something
+    only another person may decide."""
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    ann = signed_in(client, desk["ann"]).get("/").content.decode()
+    nav = ann[ann.index('id="nav-approvals"'):].split("</a>")[0]
+    assert "badge" not in nav
+    bob = signed_in(Client(), desk["bob"]).get("/").content.decode()
+    nav = bob[bob.index('id="nav-approvals"'):].split("</a>")[0]
+    assert '<span class="badge warn" title="waiting for a decision">1</span>' in nav

@@ -93,6 +93,9 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
     assert download["Content-Type"] == "text/csv; charset=utf-8"
     assert download.content.startswith("\ufeff".encode())
     rows = list(csv.DictReader(io.StringIO(download.content.decode("utf-8-sig"))))
+    # the file stands alone: each row as it was asked (priority, due date) and what came of it
+    assert [(r["priority"], r["due_date"]) for r in rows[:2]] == [
+        ("STAT", "2030-01-02"), ("URGENT", "")]
     assert [r["outcome"] for r in rows] == ["ROUTED", "REGISTERED", "SKIPPED", "SKIPPED",
                                             "SKIPPED", "SKIPPED"]
     # Each skipped row says why, as its preview did (it said "Not accepted at preview").

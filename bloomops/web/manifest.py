@@ -25,8 +25,8 @@ ALIASES = {"due": "due_date", "due_at": "due_date", "queue_key": "queue",
            "template_code": "template", "subject_euid": "euid"}
 SCOPE_COLUMNS = ("site", "platform", "assay")
 MAX_MANIFEST_BYTES = 1024 * 1024
-RESULT_COLUMNS = ("line", "euid", "name", "queue", "outcome", "subject_euid", "state",
-                  "error_code", "message")
+RESULT_COLUMNS = ("line", "euid", "name", "queue", "priority", "due_date", "outcome",
+                  "subject_euid", "state", "error_code", "message")
 
 
 def in_columns(err: ActionError) -> str:

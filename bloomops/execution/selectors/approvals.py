@@ -118,6 +118,8 @@ def approvals(*, status: str | None = None, subject_euid: str | None = None,
 class Waiting:
     count: int
     rows: list[ApprovalRow]
+    # of ``count``, those someone else asked: what ``for_user`` may decide
+    others: int = 0
 
     @property
     def holds(self) -> list[ApprovalRow]:
@@ -126,14 +128,18 @@ class Waiting:
 
 
 def approvals_waiting(*, limit: int = 10, now: datetime | None = None,
-                      tenant: str | None = None) -> Waiting:
-    """How many approvals wait for a decision, and the newest ``limit`` of them (the
-    navigation's count and the panels, on every page; one query, prepared). Written as
-    "stored REQUESTED and not past its expiry" (what an effective REQUESTED is) so that it
-    reads bloomops_approval_requested: the approvals decided before are never read."""
+                      tenant: str | None = None, for_user: str | None = None) -> Waiting:
+    """How many approvals wait for a decision (and how many of them someone other than
+    ``for_user`` asked), and the newest ``limit`` of them (the navigation's count and the
+    panels, on every page; one query, prepared). Written as "stored REQUESTED and not past
+    its expiry" (what an effective REQUESTED is) so that it reads
+    bloomops_approval_requested: the approvals decided before are never read."""
     rows = _rows(f"{_STORED} = 'REQUESTED' AND NOT {_PAST}",
-                 read_params(now, tenant, limit=limit), ", count(*) OVER () AS total",
+                 read_params(now, tenant, limit=limit, me=for_user),
+                 ", count(*) OVER () AS total, count(*) FILTER (WHERE"
+                 f" {_P}->>'requested_by' IS DISTINCT FROM %(me)s) OVER () AS others",
                  prepare="approvals_waiting")
     if not rows:
         return Waiting(count=0, rows=[])
-    return Waiting(count=int(rows[0]["total"]), rows=[_row(r) for r in rows])
+    return Waiting(count=int(rows[0]["total"]), rows=[_row(r) for r in rows],
+                   others=int(rows[0]["others"]))

@@ -20,7 +20,9 @@ def _waiting(context) -> selectors.Waiting:
     request = context.get("request")
     cached = getattr(request, "_bloomops_approvals_waiting", None)
     if cached is None:
-        cached = selectors.approvals_waiting(limit=PANEL_ROWS)
+        user = getattr(request, "user", None)
+        cached = selectors.approvals_waiting(
+            limit=PANEL_ROWS, for_user=user.get_username() if user is not None else None)
         if request is not None:
             request._bloomops_approvals_waiting = cached
     return cached
@@ -28,7 +30,9 @@ def _waiting(context) -> selectors.Waiting:
 
 @register.simple_tag(takes_context=True)
 def approvals_waiting_count(context) -> int:
-    return _waiting(context).count
+    """The navigation's call to act: the approvals waiting that the person may decide
+    (someone else asked them; their own wait for another person)."""
+    return _waiting(context).others
 
 
 @register.inclusion_tag("web/_approvals_panel.html", takes_context=True)

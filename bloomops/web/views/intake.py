@@ -120,7 +120,8 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     for row in rows:
         v = row.values
         result = {"line": row.line, "euid": v.get("euid", ""), "name": v.get("name", ""),
-                  "queue": v.get("queue", "")}
+                  "queue": v.get("queue", ""), "priority": v.get("priority", ""),
+                  "due_date": v.get("due_date", "")}
         if str(row.line) not in accepted or row.request is None:
             result.update(outcome="SKIPPED", message=row.problem or _why_skipped(row))
         else:
