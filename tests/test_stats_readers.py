@@ -204,7 +204,7 @@ def test_a_fresh_snapshot_makes_the_dashboard_independent_of_the_labs_size(
     # No subject is read: the snapshot row and the samples, and beside them only the count
     # of approvals waiting in the navigation (a read of approvals, not of subjects).
     with CaptureQueriesContext(connection) as waiting:
-        selectors.approvals_waiting()
+        selectors.approvals_waiting(for_user=users["operator"].get_username())
     tapdb = [s for s in large if "generic_instance" in s or s.startswith("EXECUTE ")]
     assert tapdb == _normalised(waiting.captured_queries)
 
