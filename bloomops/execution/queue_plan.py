@@ -91,14 +91,16 @@ def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
     return specs, reason
 
 
-def _problems(spec: dict[str, Any], number: int) -> list[str]:
-    """Every field of one queue the engine refuses, each said once: a field refused is left
-    out and the rest checked again (a file with five mistakes took five runs to learn them)."""
+def _checked(spec: dict[str, Any], number: int) -> tuple[dict[str, Any], list[str]]:
+    """One queue's fields as the engine takes them, and every field it refuses, each said
+    once: a field refused is left out and the rest checked again (a file with five mistakes
+    took five runs to learn them)."""
     left = {k: v for k, v in spec.items() if k not in ("enabled", "disabled_reason")}
-    said = []
+    said: list[str] = []
+    fields: dict[str, Any] = {}
     while True:
         try:
-            clean_new_queue(left)
+            fields = clean_new_queue(left)
             break
         except ActionError as exc:
             name = exc.details.get("field")
@@ -108,7 +110,7 @@ def _problems(spec: dict[str, Any], number: int) -> list[str]:
             left.pop(name)
     if "enabled" in spec and not isinstance(spec["enabled"], bool):
         said.append(f"queue #{number}: enabled must be true or false.")
-    return said
+    return fields, said
 
 
 def _short(changes: dict[str, list[Any]]) -> str:
@@ -119,11 +121,11 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None) -> Plan:
     """What applying ``specs`` would do, in order, without writing."""
     result = Plan()
     current = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=tenant)}
-    problems = [p for number, spec in enumerate(specs, 1) for p in _problems(spec, number)]
+    results = [_checked(spec, number) for number, spec in enumerate(specs, 1)]
+    problems = [p for _, said in results for p in said]
     if problems:
         raise QueueFileError("\n".join(problems))
-    checked = [clean_new_queue({k: v for k, v in spec.items()
-                                if k not in ("enabled", "disabled_reason")}) for spec in specs]
+    checked = [fields for fields, _ in results]
     after = {**current, **{f["queue_key"]: {**current.get(f["queue_key"], {}), **f}
                            for f in checked}}
     result.warnings = [f"{f['queue_key']}: {w}" for f in checked

@@ -100,7 +100,8 @@ def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | N
                           field=name)
     known = all_templates()
     unknown = [c for c in codes if c not in known]
-    ambiguous = {c: templates_named(c) for c in unknown if len(templates_named(c)) > 1}
+    named = {c: templates_named(c) for c in unknown}
+    ambiguous = {c: m for c, m in named.items() if len(m) > 1}
     if ambiguous:
         said = "; ".join(f"{c} names {len(m)} templates ({', '.join(m)})"
                          for c, m in ambiguous.items())

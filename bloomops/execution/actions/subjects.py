@@ -153,6 +153,12 @@ class ReleaseExecutionHold(Handler):
                           active_holds_remaining=len(remaining))
 
 
+def resets_attempts(payload: dict[str, Any], terminal: bool) -> bool:
+    """Whether a requeue sets the attempt count back to 0: as the payload says, else when
+    the subject had finished for good (a new start after a dead letter)."""
+    return bool(payload.get("reset_attempts", terminal))
+
+
 class RequeueSubject(Handler):
     # An operator's action on the subject: no worker's lease to name, and no one hold it
     # acts on (release-hold releases a hold).
@@ -207,7 +213,7 @@ class RequeueSubject(Handler):
             hold_reason=None,
             next_action_key=key_field(ctx.payload, "next_action_key")
             or queue["config"].get("default_next_action_key") or env.get("next_action_key"))
-        if ctx.payload.get("reset_attempts", was_terminal):
+        if resets_attempts(ctx.payload, was_terminal):
             changes["attempt_count"] = 0
         if ctx.payload.get("priority") is not None:  # null: the priority stays as it is
             changes["priority"] = parse_priority(ctx.payload["priority"])

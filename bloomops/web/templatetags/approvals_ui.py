@@ -8,6 +8,7 @@ import json
 from django import template
 
 from bloomops.execution import selectors
+from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import RULE_TEXT
 from bloomops.execution.states import TERMINAL_STATES, parse_priority, priority_class
 
@@ -74,9 +75,9 @@ def terms(approval) -> str:
             value = None
         words.append(f"priority {params['priority']}" if value is None
                      else f"priority {priority_class(value)} ({value})")
-    # a requeue resets a finished subject's attempts unless told not to (RULES.md#retries)
-    reset = params.get("reset_attempts", getattr(approval, "subject_state", None)
-                       in TERMINAL_STATES) if requeue else params.get("reset_attempts")
+    # the requeue's own rule, on the subject as the inbox read it
+    reset = resets_attempts(params, getattr(approval, "subject_state", None)
+                            in TERMINAL_STATES) if requeue else params.get("reset_attempts")
     if requeue or "reset_attempts" in params:
         words.append("attempts reset to 0" if reset else "attempts kept")
     if params.get("next_action_key"):
