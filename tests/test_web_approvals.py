@@ -159,6 +159,33 @@ def test_the_signer_sees_the_defaults_the_requeue_will_take(client, desk):
     assert "to its own queue · attempts reset to 0" in row
 
 
+def test_the_terms_judge_terminal_as_the_requeue_does(client, desk):
+    """The inbox judged "finished for good" by the subject's state alone, the requeue by its
+    flag or its state (RULES.md#envelope): on another writer's terminal envelope whose state
+    is not a terminal one, the signer read "attempts kept" and the approved requeue reset
+    them to 0."""
+    from django.db import connection
+
+    from tests.approval_support import dead_lettered, decide
+    from tests.engine import act, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    with connection.cursor() as cur:  # another TapDB writer: terminal by flag only
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                    " '{properties,execution,state}', '\"FAILED_RETRYABLE\"') WHERE euid = %s",
+                    [dead])
+    assert envelope(dead)["terminal"] is True and envelope(dead)["attempt_count"] == 1
+    asked = act("request_approval", desk["ann_actor"], subject_euid=dead,
+                payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                         "parameters": {"reason": "new aliquot"}})
+    client = signed_in(client, desk["bob"])
+    row = client.get("/approvals/").content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert "to its own queue · attempts reset to 0" in row
+    decide(desk["bob_actor"], asked["approval_euid"])
+    assert envelope(dead)["state"] == "READY" and envelope(dead)["attempt_count"] == 0
+
+
 def test_a_requeue_is_asked_with_its_queue_priority_and_attempts(client, desk):
     """The request form had only "Why requeue": a requeue could not be asked to another
     queue or at STAT, and the approver signed "to its own queue" against a reason that

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import utc
+from bloomops.execution.sql import TERMINAL, utc
 from bloomops.tapdb.db import fetch_all
 
 _P = "a.json_addl->'properties'"
@@ -30,6 +30,8 @@ class ApprovalRow:
     created_dt: datetime
     subject_state: str | None
     subject_name: str | None = None
+    # RULES.md#envelope's terminal, as the requeue itself will judge it (by flag or state)
+    subject_terminal: bool = False
     # what the approver weighs besides the request (approvals(context=True)): the reasons
     # the holds were placed with, and why the subject failed for good
     hold_reasons: tuple[str, ...] = ()
@@ -70,6 +72,7 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
     return fetch_all(
         f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
         " s.json_addl->'properties'->'execution'->>'state' AS subject_state,"
+        f" coalesce({TERMINAL}, false) AS subject_terminal,"
         " s.name AS subject_name" + extra +
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
@@ -81,7 +84,7 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
 def _row(r: dict[str, Any]) -> ApprovalRow:
     return ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
                        created_dt=r["created_dt"], subject_state=r["subject_state"],
-                       subject_name=r["subject_name"],
+                       subject_name=r["subject_name"], subject_terminal=r["subject_terminal"],
                        hold_reasons=tuple(x for x in r.get("hold_reasons") or [] if x),
                        failure=r.get("failure"))
 

@@ -10,7 +10,7 @@ from django import template
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import RULE_TEXT
-from bloomops.execution.states import TERMINAL_STATES, parse_priority, priority_class
+from bloomops.execution.states import parse_priority, priority_class
 
 register = template.Library()
 PANEL_ROWS = 10
@@ -76,8 +76,8 @@ def terms(approval) -> str:
         words.append(f"priority {params['priority']}" if value is None
                      else f"priority {priority_class(value)} ({value})")
     # the requeue's own rule, on the subject as the inbox read it
-    reset = resets_attempts(params, getattr(approval, "subject_state", None)
-                            in TERMINAL_STATES) if requeue else params.get("reset_attempts")
+    reset = resets_attempts(params, bool(getattr(approval, "subject_terminal", False))
+                            ) if requeue else params.get("reset_attempts")
     if requeue or "reset_attempts" in params:
         words.append("attempts reset to 0" if reset else "attempts kept")
     if params.get("next_action_key"):
