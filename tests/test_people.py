@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.contrib.messages import get_messages
 
 from bloomops.accounts.models import PersonProfile, ProfileChange
 from bloomops.execution.errors import ActionError
@@ -120,6 +121,28 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
     assert client.post("/people/sci/", fields).status_code == 302
     assert not PersonProfile.objects.filter(user=users["worker_human"]).exists()
     assert ProfileChange.objects.count() == 2
+
+
+def test_a_scope_no_queue_names_is_saved_with_a_warning(client, users):
+    """A misspelt site ("sfx") was saved without a word, and kept the person from every queue
+    scoped by site: a scope meets a queue's only where the two overlap."""
+    make_queue("q1", required_worker_capabilities=["wetlab.qc"], site_scope=["sfo", "bos"],
+               assay_scope=["wgs"])
+    client = signed_in(client, users["admin"])
+    page = client.get("/people/sci/").content.decode()
+    assert "Named by the queues' scopes: bos, sfo" in page
+    fields = _page_form(client, "sci", capabilities="wetlab.qc", site_scope="sfx, bos",
+                        assay_scope="wgs", platform_scope="ont", max_concurrent_leases="3",
+                        reason="moves to the Boston bench")
+    fields.pop("use_default", None)
+    response = client.post("/people/sci/", fields)
+    assert response.status_code == 302
+    told = [str(m) for m in get_messages(response.wsgi_request)]
+    assert [m for m in told if m.startswith("No queue")] == [  # wgs, wetlab.qc: named
+        "No queue is scoped to site sfx yet: check the spelling.",
+        "No queue is scoped to platform ont yet: check the spelling."]
+    stored = PersonProfile.objects.get(user=users["worker_human"])
+    assert stored.site_scope == ["sfx", "bos"]  # saved as typed: a queue may name it later
 
 
 def test_saving_an_unchanged_page_records_nothing(client, users):

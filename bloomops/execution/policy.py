@@ -152,7 +152,7 @@ def failure_classes_for(roles: frozenset[str] | set[str]) -> list[RetryClass]:
     return [c for c in RetryClass if c != RetryClass.OPERATOR_CANCELED or roles & CANCEL_ROLES]
 
 
-def _scope_values(scope: Any) -> list[str] | None:
+def scope_values(scope: Any) -> list[str] | None:
     """A queue's scope as the texts it admits; None when it admits any (absent, null, [])."""
     if scope is None or scope == []:
         return None
@@ -168,7 +168,7 @@ def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, l
     property is outside, with the scope's values; None when within every one (the SQL twin
     is sql.scope_match: a property read as text, absent as '')."""
     for field in SCOPE_FIELDS:
-        values = _scope_values(config.get(f"{field}_scope"))
+        values = scope_values(config.get(f"{field}_scope"))
         if values is None:
             continue
         value = props.get(field)

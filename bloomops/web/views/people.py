@@ -26,7 +26,7 @@ from bloomops.accounts.profiles import (
     parse_tokens,
 )
 from bloomops.accounts.roles import ALL_ROLES, roles_of
-from bloomops.execution import people, selectors
+from bloomops.execution import people, policy, selectors
 from bloomops.web.views.common import forbidden
 
 HISTORY_LIMIT = 50
@@ -170,27 +170,52 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
                     messages.success(request, f"{username} changed: "
                                      + ", ".join(done.changed_fields()) + ". Their worker takes"
                                      " the new profile the next time they act.")
-                    unasked = sorted(set(done.after.get("capabilities") or [])
-                                     - set(_asked_for()))
-                    if unasked:  # allowed (a queue may ask for it later), most often a typo
-                        messages.warning(request, "No queue asks for "
-                                         + ", ".join(unasked) + " yet: check the spelling.")
+                    for warning in _unnamed(done.after):
+                        messages.warning(request, warning)
                 return redirect(reverse("person", args=[username]))
         else:
             status = 400
     else:
         form = PersonForm(initial=_initial(target))
-    known = _asked_for()
+    named = _named_by_queues()
     return render(request, "web/person.html", {
-        "person": target, "form": form, "known_capabilities": known,
-        "profile_fields": [form[name] for name in PROFILE_FORM_FIELDS],
+        "person": target, "form": form,
+        "profile_fields": [(form[name], named.get(name, [])) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
 
 
-def _asked_for() -> list[str]:
-    """The capabilities the lab's queues ask for (a person's own list is checked against
-    them)."""
-    return sorted({c for q in selectors.queues()
-                   for c in (q["config"].get("required_worker_capabilities") or [])})
+# What the queues name, in a sentence per profile list.
+_NAMED_AS = {"capabilities": "No queue asks for {values} yet",
+             "site_scope": "No queue is scoped to site {values} yet",
+             "platform_scope": "No queue is scoped to platform {values} yet",
+             "assay_scope": "No queue is scoped to assay {values} yet"}
+
+
+def _named_by_queues() -> dict[str, list[str]]:
+    """Per profile list, the values the lab's queues name: the steps they ask for and the
+    sites, platforms and assays they are scoped to. A person's list is checked against them."""
+    named: dict[str, set[str]] = {name: set() for name in _NAMED_AS}
+    for q in selectors.queues():
+        named["capabilities"].update(q["config"].get("required_worker_capabilities") or [])
+        for name in SCOPE_FIELDS:
+            named[name].update(policy.scope_values(q["config"].get(name)) or [])
+    return {name: sorted(values) for name, values in named.items()}
+
+
+def _unnamed(profile: dict | None) -> list[str]:
+    """A warning for each list of a saved profile holding values no queue names. They are
+    saved (a queue may name them later), but most often they are typos: a scope meets a
+    queue's only where they overlap (policy.eligibility_problems), so a misspelt site keeps
+    the person from every queue scoped by site."""
+    if not profile:
+        return []
+    named = _named_by_queues()
+    warnings = []
+    for name, sentence in _NAMED_AS.items():
+        unnamed = [v for v in profile.get(name) or [] if v not in named[name]]
+        if unnamed:
+            warnings.append(sentence.format(values=", ".join(unnamed))
+                            + ": check the spelling.")
+    return warnings
