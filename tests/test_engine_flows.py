@@ -136,3 +136,22 @@ def test_artifact_reprocessing_compatibility(lab, tenant):
     assert len(after["records"]) == len(before["records"]) + 1
     assert {r["t"] for r in fetch_all(
         "SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public'")} == tables_before
+
+
+def test_a_requeue_told_reset_attempts_null_takes_the_default(tenant, settings):
+    """A JSON client writing out what it leaves unset sent ``"reset_attempts": null``: the
+    dead letter came back with its attempts kept, one new failure from the next dead
+    letter, where leaving the field out resets them (RULES.md#retries)."""
+    from tests.approval_support import dead_lettered
+
+    settings.BLOOMOPS_APPROVAL_RULES = []  # the requeue itself, not its approval
+    make_queue("q1", required_worker_capabilities=[])
+    attempts = {}
+    for told in ("absent", None, False, True):
+        dead = dead_lettered("q1")
+        payload = {"reason": "new aliquot"} | ({} if told == "absent" else
+                                                {"reset_attempts": told})
+        act("requeue_subject", actor("operator"), subject_euid=dead,
+            expected_state="FAILED_TERMINAL", payload=payload)
+        attempts[told] = envelope(dead)["attempt_count"]
+    assert attempts == {"absent": 0, None: 0, False: 1, True: 0}

@@ -138,3 +138,53 @@ def test_a_worker_another_system_registered_is_shown_and_only_admins_act_through
     client.force_login(users["operator"])
     html = client.get("/workers/").content.decode()
     assert "Bloom&#x27;s worker" in html and "no owner · admin only" in html
+
+
+def test_a_retrying_subject_held_only_in_lineage_is_not_listed_as_retrying(tenant):
+    """The failures view's retrying list took "held" from the envelope alone: a subject
+    another writer's hold still keeps out (RULES.md#holds) was listed as retrying, with a
+    "retry now" it could not do."""
+    from bloomops.execution import selectors
+
+    make_queue("q1", retry_policy={"mode": "FIXED", "initial_delay_seconds": 600})
+    svc = actor(*SERVICE)
+    subjects = [make_subject("q1", name=n) for n in ("held in lineage", "retrying")]
+    worker = register(svc)
+    for _ in subjects:
+        lease = claim(svc, worker, "q1")
+        act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+            expected_state="READY", payload={"retryable": True, "error_message": "lost"})
+    held = subjects[0]
+    act("place_execution_hold", actor("operator"), subject_euid=held,
+        expected_state="FAILED_RETRYABLE", payload={"reason": "check"})
+    with connection.cursor() as cur:  # another writer cleared the envelope's hold only
+        cur.execute("""UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,
+                           '{properties,execution,hold_state}', '"NONE"'),
+                           '{properties,execution,state}', '"FAILED_RETRYABLE"')
+                       WHERE euid = %s""", [held])
+    assert [r["subject_euid"] for r in selectors.failures(kind="retrying")] == [subjects[1]]
+
+
+def test_the_approvals_inbox_reads_its_subject_without_a_tenant(no_tenant, client):
+    """On Bloom's rows (no tenant) the inbox joined the subject by ``tenant_id =
+    a.tenant_id``, which NULL never equals: the subject's state, name and failure read
+    empty, and a dead letter's requeue read "attempts kept" while the requeue reset them."""
+    from django.contrib.auth.models import User
+
+    from tests.approval_support import dead_lettered, person
+    from tests.web_support import signed_in
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    ann = person("ann", "operator")
+    person("bob", "operator")
+    act("request_approval", ann, subject_euid=dead,
+        payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                 "parameters": {"reason": "new aliquot"}})
+    [row] = [a for a in selectors.approvals(context=True)
+             if a.props.get("subject_lookup_euid") == dead]
+    assert (row.subject_state, row.subject_terminal, row.failure) == (
+        "FAILED_TERMINAL", True, "tube cracked")
+    page = signed_in(client, User.objects.get(username="bob")).get("/approvals/")
+    inbox = page.content.decode().split(f"{dead}</code>")[1].split("</tr>")[0]
+    assert "FAILED_TERMINAL" in inbox and "to its own queue · attempts reset to 0" in inbox

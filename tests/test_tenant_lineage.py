@@ -19,8 +19,9 @@ from tests.api_helpers import api_for
 from tests.engine import act, actor, make_queue, make_subject
 
 ROOT = Path(__file__).resolve().parent.parent
-_LINEAGE_JOIN = re.compile(
-    r"JOIN generic_instance (\w+)\s+ON \1\.uid = \w+\.(?:child|parent)_instance_uid")
+# An object reached through a lineage edge, or by an EUID another object names.
+_LINEAGE_JOIN = re.compile(r"JOIN generic_instance (\w+)\s+ON \1\.(?:uid = \w+\."
+                           r"(?:child|parent)_instance_uid|euid = )")
 # The visibility tests (whether a subject has an active lease or hold) count any row linked
 # to it: a foreign row can only keep our subject from being offered, never be shown or
 # changed, and these run on every claim as measured (docs/RULES.md#objects). The bench
@@ -48,6 +49,19 @@ def test_every_object_reached_through_lineage_is_of_the_tenant():
                 if f"{match.group(1)}.tenant_id = %(tenant)s" not in text:
                     unfiltered.append(f"{name}:{line} ({match.group(1)})")
     assert unfiltered == []
+
+
+_TENANT_BY_COLUMN = re.compile(r"tenant_id\s*=\s*\w+\.tenant_id|\w+\.tenant_id\s*=\s*\w+\.tenant_id")
+
+
+def test_no_statement_matches_tenants_column_to_column():
+    """With no tenant (Bloom's rows, tenant_id NULL) ``x.tenant_id = y.tenant_id`` is never
+    true: the approvals inbox lost its subject that way. Every statement names the tenant
+    as ``= %(tenant)s``, which tapdb/tenancy.py turns into ``IS NULL``."""
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for path in sorted((ROOT / "bloomops").rglob("*.py"))
+             for line, text in _sql_texts(path) if _TENANT_BY_COLUMN.search(text)]
+    assert found == []
 
 
 @pytest.fixture

@@ -154,9 +154,11 @@ class ReleaseExecutionHold(Handler):
 
 
 def resets_attempts(payload: dict[str, Any], terminal: bool) -> bool:
-    """Whether a requeue sets the attempt count back to 0: as the payload says, else when
-    the subject had finished for good (a new start after a dead letter)."""
-    return bool(payload.get("reset_attempts", terminal))
+    """Whether a requeue sets the attempt count back to 0: as the payload says, else (absent
+    or null, as a JSON client writes out what it leaves unset) when the subject had finished
+    for good (a new start after a dead letter)."""
+    said = payload.get("reset_attempts")
+    return terminal if said is None else bool(said)
 
 
 class RequeueSubject(Handler):

@@ -76,7 +76,7 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
         " s.name AS subject_name" + extra +
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
-        "'subject_lookup_euid' AND s.tenant_id = a.tenant_id AND NOT s.is_deleted"
+        "'subject_lookup_euid' AND s.tenant_id = %(tenant)s AND NOT s.is_deleted"
         f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid DESC LIMIT %(limit)s", params,
         prepare=prepare)
 

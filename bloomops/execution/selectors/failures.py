@@ -14,7 +14,7 @@ from bloomops.execution.selectors.base import read_params
 from bloomops.execution.sql import (
     ACTIVE_LEASE_EXISTS,
     ENV,
-    HELD_BY_ENVELOPE,
+    HELD,
     ROUTED,
     SUBJECT_REVISION,
     TERMINAL,
@@ -48,7 +48,7 @@ _FAILURES = f"""
             ORDER BY x.uid DESC LIMIT 1) r ON true
         WHERE s.tenant_id = %(tenant)s AND {ROUTED}
           AND {ENV}->>'state' = 'FAILED_RETRYABLE' AND NOT {TERMINAL}
-          AND NOT {HELD_BY_ENVELOPE} AND NOT {ACTIVE_LEASE_EXISTS}
+          AND NOT {HELD} AND NOT {ACTIVE_LEASE_EXISTS}
         UNION ALL
         SELECT '{FAILED}', s.euid, s.name, {ENV}->>'state', {SUBJECT_REVISION},
                d.json_addl->'properties'->>'queue_lookup_key', NULL,
