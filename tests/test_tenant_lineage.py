@@ -51,7 +51,7 @@ def test_every_object_reached_through_lineage_is_of_the_tenant():
     assert unfiltered == []
 
 
-_TENANT_BY_COLUMN = re.compile(r"tenant_id\s*=\s*\w+\.tenant_id|\w+\.tenant_id\s*=\s*\w+\.tenant_id")
+_TENANT_BY_COLUMN = re.compile(r"tenant_id\s*=\s*\w+\.tenant_id")
 
 
 def test_no_statement_matches_tenants_column_to_column():
