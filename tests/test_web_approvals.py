@@ -248,3 +248,18 @@ def test_the_navigation_counts_only_what_the_person_may_decide(client, desk):
     bob = signed_in(Client(), desk["bob"]).get("/").content.decode()
     nav = bob[bob.index('id="nav-approvals"'):].split("</a>")[0]
     assert '<span class="badge warn" title="waiting for a decision">1</span>' in nav
+
+
+def test_recent_decisions_stay_listed_behind_many_waiting_requests(client, desk):
+    """The recent decisions were picked out of the newest 70 approvals after the read: with
+    70 requests waiting, the panel said nothing had been decided."""
+    from tests.approval_support import decide
+
+    rejected = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    decide(desk["bob_actor"], rejected, "REJECTED")
+    for _ in range(70):
+        subject, hold = integrity_held(desk["ann_actor"])
+        request_release(desk["ann_actor"], subject, hold)
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    recent = html[html.index('id="approvals-recent"'):]
+    assert rejected in recent and "REJECTED" in recent

@@ -107,12 +107,15 @@ _CONTEXT = f""",
 
 def approvals(*, status: str | None = None, subject_euid: str | None = None,
               limit: int = 200, now: datetime | None = None, tenant: str | None = None,
-              context: bool = False) -> list[ApprovalRow]:
-    """Approvals newest first, by effective status and/or subject (one query); with
-    ``context``, each with the holds' reasons and the subject's failure (the inbox)."""
-    params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit)
+              context: bool = False, decided: bool = False) -> list[ApprovalRow]:
+    """Approvals newest first, by effective status and/or subject (one query); ``decided``:
+    only those no longer waiting (the limit counts them alone); with ``context``, each with
+    the holds' reasons and the subject's failure (the inbox)."""
+    params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit,
+                         decided=decided)
     return [_row(r) for r in _rows(
         f"(%(status)s::text IS NULL OR {EFFECTIVE_STATUS} = %(status)s)"
+        f" AND (NOT %(decided)s OR {EFFECTIVE_STATUS} <> 'REQUESTED')"
         f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)",
         params, _CONTEXT if context else "")]
 

@@ -22,18 +22,16 @@ from bloomops.web.views.common import answer, guards, reader, reason_of
 
 # Where the inspector keeps the request a refused gated action named, until it is shown.
 OFFER_KEY = "approval_offer:{euid}"
-# A decision's reason typed before a refusal (a mistyped password), shown again once.
+# The approvals no longer waiting shown below the waiting ones, newest first.
 DECIDED_SHOWN = 20
 
 
 @require_GET
 @reader
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
-    recent = [a for a in selectors.approvals(limit=DECIDED_SHOWN + 50) if not a.waiting]
-    waiting = selectors.approvals(status="REQUESTED", context=True)
     return render(request, "web/approvals.html", {
-        "waiting": waiting,
-        "recent": recent[:DECIDED_SHOWN],
+        "waiting": selectors.approvals(status="REQUESTED", context=True),
+        "recent": selectors.approvals(decided=True, limit=DECIDED_SHOWN),
     })
 
 
