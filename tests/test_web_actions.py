@@ -525,6 +525,25 @@ def test_admin_runs_the_sweeper(client, lab):
     assert selectors.leases(status="EXPIRED")[0]["props"]["status"] == "EXPIRED"
 
 
+def test_leases_waiting_for_the_sweeper_are_found_however_many_ended_after_them(lab):
+    """The admin page took the newest 500 expired leases and kept those still stored ACTIVE:
+    behind 500 leases ended since, one waiting for the sweeper was never listed."""
+    from tests.engine import SERVICE, claim, register
+
+    make_queue("q_short", required_worker_capabilities=[], lease_ttl_seconds=60)
+    make_queue("q_long", required_worker_capabilities=[], lease_ttl_seconds=3600)
+    svc = actor(*SERVICE)
+    worker = register(svc, max_concurrent_leases=2)
+    make_subject("q_short")
+    waiting = claim(svc, worker, "q_short")["lease_euid"]
+    make_subject("q_long")
+    ended = claim(svc, worker, "q_long")["lease_euid"]
+    act("expire_queue_lease", actor("admin"), lease_euid=ended, payload={"reason": "stuck"})
+    clock.advance(120)
+    assert [x["euid"] for x in selectors.leases(status="EXPIRED", limit=1)] == [ended]
+    assert [x["euid"] for x in selectors.leases(unswept=True, limit=1)] == [waiting]
+
+
 def test_unsafe_next_targets_are_ignored(client, lab):
     euid = make_subject("q1")
     client = signed_in(client, lab["operator"])

@@ -20,7 +20,9 @@ from bloomops.execution.sql import (
     SCOPE_FIELDS,
     SUBJECT_REVISION,
     TEMPLATES,
+    lease_active,
     lease_effective_status,
+    lease_past_expiry,
     worker_active_leases,
 )
 from bloomops.tapdb.db import fetch_all
@@ -80,19 +82,22 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
 def leases(*, status: str | None = None, now: datetime | None = None,
            tenant: str | None = None, worker_euid: str | None = None,
            queue_key: str | None = None, limit: int = 500,
-           oldest_first: bool = False) -> list[dict[str, Any]]:
+           oldest_first: bool = False, unswept: bool = False) -> list[dict[str, Any]]:
     """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
     past expiry that no sweeper has marked yet. Subject and worker come from lineage; with
     the subject's envelope (``execution``). Active leases are found among the leases stored
     ACTIVE (a partial index), and a worker's by the EUID copied into its leases, lineage
     deciding (RULES.md#leases): neither reads the lab's history of leases. ``queue_key``:
-    the leases taken in that queue (before the limit, not among the first ``limit``). One
-    query."""
+    the leases taken in that queue (before the limit, not among the first ``limit``).
+    ``unswept``: only the leases stored ACTIVE past their expiry, that no sweeper has marked
+    yet (found among the ACTIVE ones too). One query."""
     params = read_params(now, tenant, status=status, worker_euid=worker_euid,
                          queue_key=queue_key, limit=limit)
     narrow = ""
     if status == "ACTIVE":
-        narrow += "\n          AND x.json_addl->'properties'->>'status' = 'ACTIVE'"
+        narrow += f"\n          AND {lease_active('x')}"
+    if unswept:
+        narrow += f"\n          AND {lease_past_expiry('x')}"
     if worker_euid:
         narrow += ("\n          AND x.json_addl->'properties'->>'worker_lookup_euid'"
                    " = %(worker_euid)s")

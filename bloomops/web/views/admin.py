@@ -156,8 +156,7 @@ def workbench_bulk(request: HttpRequest) -> HttpResponse:
 def admin_tools(request: HttpRequest) -> HttpResponse:
     return render(request, "web/admin_tools.html", {
         "active": selectors.leases(status="ACTIVE"),
-        "expired": [x for x in selectors.leases(status="EXPIRED")
-                    if x["props"].get("status") == "ACTIVE"],
+        "expired": selectors.leases(unswept=True),
     })
 
 
