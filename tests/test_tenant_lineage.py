@@ -146,3 +146,26 @@ def test_another_tenants_edge_to_our_lease_shows_it_once(db, tenant):
     _their_subject_of(lease, tenant)
     rows = [r for r in selectors.leases() if r["euid"] == lease]
     assert [r["subject_euid"] for r in rows] == [subject]
+
+
+def test_another_tenants_older_row_does_not_hide_our_leases_subject(db, tenant):
+    """A lease's subject was its first lineage parent of any tenant, filtered afterwards:
+    with another tenant's older subject linked to our lease, the worker could no longer
+    renew its own lease."""
+    from tests.engine import SERVICE, claim, envelope, register
+
+    other = str(uuid.uuid4())
+    theirs = create_instance("content/material/specimen/1.0", name="theirs", tenant_id=other,
+                             properties={})
+    make_queue("q1")
+    subject = make_subject("q1")
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    lease = claim(svc, worker)["lease_euid"]
+    link(theirs.uid, load(euid=lease, tenant=tenant).uid, "execution_subject_lease",
+         tenant_id=other)
+    act("renew_queue_lease", svc, lease_euid=lease, worker_euid=worker, subject_euid=subject,
+        payload={})
+    act("complete_queue_execution", svc, lease_euid=lease, worker_euid=worker,
+        expected_state="READY", payload={})
+    assert envelope(subject)["state"] == "COMPLETED"

@@ -112,12 +112,18 @@ def linked(parent_uid: int, child_uid: int, rel: str) -> bool:
     )
 
 
-def parent_of(child_uid: int, rel: str, *, tenant: str, lock: bool = False) -> Obj | None:
+def parent_of(child_uid: int, rel: str, *, tenant: str | None,
+              lock: bool = False) -> Obj | None:
+    """The first live parent of the tenant through ``rel``: the tenant is chosen before the
+    first, so another tenant's edge to our object never hides our own parent
+    (RULES.md#objects, as selectors.base.tenant_parent for reads)."""
     row = fetch_one(
-        "SELECT parent_instance_uid AS uid FROM generic_instance_lineage"
-        " WHERE child_instance_uid = %s AND relationship_type = %s AND NOT is_deleted"
-        " ORDER BY uid LIMIT 1",
-        [child_uid, rel],
+        "SELECT l.parent_instance_uid AS uid FROM generic_instance_lineage l"
+        " JOIN generic_instance p ON p.uid = l.parent_instance_uid AND NOT p.is_deleted"
+        " AND p.tenant_id = %(tenant)s"
+        " WHERE l.child_instance_uid = %(child)s AND l.relationship_type = %(rel)s"
+        " AND NOT l.is_deleted ORDER BY l.uid LIMIT 1",
+        {"child": child_uid, "rel": rel, "tenant": tenant},
     )
     return load(uid=row["uid"], tenant=tenant, lock=lock) if row else None
 
