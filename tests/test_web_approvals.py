@@ -176,6 +176,8 @@ def test_the_terms_judge_terminal_as_the_requeue_does(client, desk):
                     " '{properties,execution,state}', '\"FAILED_RETRYABLE\"') WHERE euid = %s",
                     [dead])
     assert envelope(dead)["terminal"] is True and envelope(dead)["attempt_count"] == 1
+    form = signed_in(Client(), desk["ann"]).get(f"/subjects/{dead}/").content.decode()
+    assert "reset to 0 (the default for finished work)" in form
     asked = act("request_approval", desk["ann_actor"], subject_euid=dead,
                 payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
                          "parameters": {"reason": "new aliquot"}})

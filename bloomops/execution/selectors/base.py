@@ -11,6 +11,7 @@ from bloomops.execution.envelope import (
     parse_ts,
 )
 from bloomops.execution.params import read_params  # noqa: F401 - the selectors' import
+from bloomops.execution.policy import is_terminal
 from bloomops.execution.sql import (
     ENV,
     READY_TS,
@@ -53,6 +54,11 @@ class EnvelopeView:
     @property
     def revision(self) -> int:
         return int(self.execution.get("revision") or 0)
+
+    @property
+    def terminal(self) -> bool:
+        """RULES.md#envelope: by its flag or by its state (policy.is_terminal)."""
+        return is_terminal(self.execution)
 
     @property
     def priority(self) -> int:

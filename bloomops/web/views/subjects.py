@@ -21,7 +21,6 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import scope_problem, takes_template
-from bloomops.execution.states import TERMINAL_STATES
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
@@ -122,7 +121,6 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "hold_codes": hold_codes(),
         "default_hold_code": DEFAULT_HOLD_CODE,
         "can": subject_states(),
-        "terminal_states": TERMINAL_STATES,
         "history": selectors.subject_history(diag.uid),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
         "actions": selectors.action_history(diag.uid),
