@@ -326,3 +326,26 @@ def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, 
     assert "1 of these will be refused here" in warning
     assert f'href="/subjects/{failing["dead"]}/"' in warning
     assert failing["retry_a"] not in warning
+
+
+def test_which_requeues_need_a_second_person_is_judged_by_the_dead_letter(client, lab, failing):
+    """The confirmation judged the gate by the state the page had posted, not by the
+    engine's condition (an open dead letter): a dead letter another writer left in another
+    state read as free to requeue, and was then refused."""
+    from django.db import connection
+
+    with connection.cursor() as cur:  # the dead letter stays open; the state is another's
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                    " '{properties,execution,state}', '\"FAILED_RETRYABLE\"') WHERE euid = %s",
+                    [failing["dead"]])
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/").content.decode()
+    dead = next(v for v in _picks(page) if v.startswith(failing["dead"]))
+    retry = next(v for v in _picks(page) if v.startswith(failing["retry_a"]))
+    assert "|FAILED_RETRYABLE|" in dead
+    confirm = client.post("/failures/bulk/", {**bulk_form(page), "verb": "requeue",
+                                              "scope": "selected", "pick": [dead, retry]})
+    html = confirm.content.decode()
+    warning = html[html.index('id="gated-picks"'):].split("</p>")[0]
+    assert "1 of these will be refused here" in warning
+    assert f'href="/subjects/{failing["dead"]}/"' in warning

@@ -17,7 +17,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import parse_ts_or_none
-from bloomops.execution.selectors.failures import KINDS, group_failures
+from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from
 from bloomops.web.views.common import (
@@ -126,9 +126,11 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
     reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
     if not confirmed or not reason:
         names = {r["subject_euid"]: r["subject_name"] for r in listed}
-        # said before the reason is typed: these will be refused, one by one, when run
+        # said before the reason is typed: these will be refused, one by one, when run (the
+        # gate's condition, an open dead letter, is what a "failed" row of the list is)
         gate = dead_letter_gate() if verb == "requeue" else None
-        gated = [p.euid for p in picks if gate and p.state == "FAILED_TERMINAL"]
+        dead = {r["subject_euid"] for r in listed if r["kind"] == FAILED}
+        gated = [p.euid for p in picks if gate and p.euid in dead]
         return render(request, "web/failures_confirm.html", {
             "gate": gate, "gated": gated,
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
