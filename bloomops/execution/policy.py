@@ -185,6 +185,14 @@ def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
         config.get("subject_template_codes") or [])
 
 
+def queue_takes(config: dict[str, Any], template_code: str | None,
+                props: dict[str, Any]) -> bool:
+    """Whether a queue takes this subject at all: its template, within its scopes. What the
+    engine refuses to send elsewhere (steps.next_queue_or_refuse), for the pages that offer
+    only the queues it would accept."""
+    return takes_template(config, template_code) and scope_problem(config, props) is None
+
+
 def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:
     """The queues a completed item of this queue may move to (its default next queue first),
     or None when the queue does not limit them (no next_queue_keys configured)."""

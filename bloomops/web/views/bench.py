@@ -4,7 +4,6 @@ release, complete, fail)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -15,14 +14,12 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.intake import NAME_MAX
-from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
-from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
 from bloomops.execution.selectors import bench as bench_selectors
-from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
+from bloomops.web.bench_items import work_item
 from bloomops.web.timewords import local_clock, relative
 from bloomops.web.views.common import (
     answer,
@@ -126,72 +123,6 @@ def scan(request: HttpRequest) -> HttpResponse:
     return redirect("scan")
 
 
-def _work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
-    """One leased item as the bench shows it: what, how urgent, which step, how long is
-    left, and where it may go next: only where its queue's flow allows and a queue that
-    takes it (the engine refuses the others, SUBJECT_TEMPLATE_MISMATCH); with no such queue
-    left, the item finishes its flow."""
-    env = lease["execution"] or {}
-    props = lease["props"] or {}
-    queue_key = props.get("queue_lookup_key") or ""
-    config = (queues.get(queue_key) or {}).get("config") or {}
-    allowed = next_queues_allowed(config)
-    flow_next = config.get("default_next_queue_key") or ""
-    flow = allowed if allowed is not None else ([flow_next] if flow_next else [])
-
-    def config_of(key: str) -> dict:
-        return (queues.get(key) or {}).get("config") or {}
-
-    scope = lease.get("subject_scope") or {}
-
-    def takes(key: str, code: str | None) -> bool:
-        # what the engine refuses to send there: another template, or out of its scope
-        return takes_template(config_of(key), code) and scope_problem(
-            config_of(key), scope) is None
-
-    keys = [k for k in flow if takes(k, lease.get("subject_template_code"))]
-    # A next queue that does not take the item may take what the step makes of it (a
-    # library from a sample, carrying the sample's scope): completing makes that object
-    # and routes it there.
-    makes = [(k, code) for k in flow if k not in keys
-             for code in config.get("output_template_codes") or []
-             if takes_template(config_of(k), code) and scope_problem(config_of(k), (
-                 carried_properties(code, scope, lease["subject_euid"]))) is None]
-    if allowed is None and flow_next and not keys and not makes:
-        # The flow goes on, but its default cannot take this item (an ONT sample after a
-        # QC whose default is the Illumina line); the queue lists no next queues, so any
-        # may follow (RULES.md#queue-configuration): every queue that takes it in scope.
-        keys = [k for k in queues if k != queue_key and config_of(k).get("enabled", True)
-                and takes(k, lease.get("subject_template_code"))]
-    passed_over = flow_next if flow_next and flow_next not in keys else ""
-    default_next = flow_next if flow_next in keys else ""
-    default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")
-    if default_make:
-        passed_over = ""
-    expires = parse_ts_or_none(props.get("expires_at"))
-    return {
-        **lease,
-        "queue_key": queue_key,
-        "queue_name": selectors.display_name(queue_key, config),
-        "priority": env.get("priority") or 0,
-        "priority_class": priority_class(env.get("priority")),
-        "due_at": env.get("due_at"),
-        "step": bench_words.step_label(env.get("next_action_key"), config),
-        "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
-        "next_choices": [(k, config_of(k).get("display_name") or k) for k in keys],
-        "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
-                          bench_words.template_words(code)) for k, code in makes],
-        "default_next": default_next or default_make,
-        # no default to go to, but somewhere to go: the person chooses (finishing the flow
-        # is then a choice too, never what a tap does unasked)
-        "must_choose": not (default_next or default_make) and bool(keys or makes),
-        # the flow's next queue, not offered: it takes neither this item nor what it makes
-        "passed_over": config_of(passed_over).get("display_name") or passed_over,
-        "passed_over_missing": bool(passed_over) and passed_over not in queues,
-        "may_finish": not default_next,
-    }
-
-
 @require_GET
 @reader
 def my_work(request: HttpRequest) -> HttpResponse:
@@ -200,7 +131,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user)
     now = clock.now()
     queues = {q["queue_key"]: q for q in selectors.queues()}
-    items = [_work_item(x, queues, now) for x in selectors.leases(
+    items = [work_item(x, queues, now) for x in selectors.leases(
         status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)] \
         if worker_euid else []
     focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]

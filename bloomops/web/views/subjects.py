@@ -20,7 +20,7 @@ from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
-from bloomops.execution.policy import scope_problem, takes_template
+from bloomops.execution.policy import queue_takes
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
@@ -110,8 +110,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
     requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
                   for q in selectors.queues()
-                  if takes_template(q["config"], diag.template_code)
-                  and scope_problem(q["config"], diag.props) is None
+                  if queue_takes(q["config"], diag.template_code, diag.props)
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
     return render(request, "web/subject.html", {
         "requeue_to": requeue_to,
