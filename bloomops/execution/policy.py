@@ -80,6 +80,18 @@ def is_terminal(env: dict[str, Any]) -> bool:
     return env.get("terminal") is True or env.get("state") in TERMINAL_STATES
 
 
+def is_held(env: dict[str, Any], active_holds: list[Any]) -> bool:
+    """RULES.md#holds (the SQL twin is sql.held): by the envelope's hold_state or by an
+    ACTIVE hold in lineage, ``active_holds`` as a read found them."""
+    return bool(active_holds) or env.get("hold_state") == "ACTIVE"
+
+
+def retry_waiting(env: dict[str, Any], now_ts: str) -> bool:
+    """RULES.md#retries (the SQL twin is sql.retry_waiting): its retry window not reached."""
+    retry = ts(parse_ts_or_none(env.get("retry_at")))
+    return retry is not None and retry > now_ts
+
+
 def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[tuple[str, str]]:
     """Why this worker may not claim from this queue, as (code, plain message) pairs; empty
     when it may. Lease-count and drain checks live with the worker status checks."""

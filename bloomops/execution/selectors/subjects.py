@@ -10,7 +10,6 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import (
     envelope_problems,
-    parse_ts_or_none,
     properties_of,
     ts,
 )
@@ -30,6 +29,7 @@ from bloomops.execution.sql import (
     TEMPLATE_CODE,
     TEMPLATES,
     VISIBLE,
+    hold_active,
 )
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -116,7 +116,7 @@ DIAG_SQL = f"""
                    AND x.tenant_id = %(tenant)s
              WHERE l.parent_instance_uid = s.uid AND NOT l.is_deleted
                AND l.relationship_type = 'execution_subject_hold'
-               AND x.json_addl->'properties'->>'status' = 'ACTIVE') AS active_holds,
+               AND {hold_active("x")}) AS active_holds,
            (SELECT jsonb_build_object('euid', w.euid, 'props', w.json_addl->'properties')
               FROM generic_instance w
              WHERE w.euid = %(worker_euid)s AND w.tenant_id = %(tenant)s
@@ -141,9 +141,11 @@ def subject_diagnostics(
     from bloomops.execution.envelope import read_envelope
     from bloomops.execution.policy import (
         eligibility_problems,
+        is_held,
         is_terminal,
         lease_is_active,
         readable_worker,
+        retry_waiting,
         worker_status_problem,
     )
 
@@ -166,7 +168,7 @@ def subject_diagnostics(
         reasons.append(Reason("TERMINAL_STATE", f"The subject is in terminal state {state}."))
     if env.get("cancel_requested"):
         reasons.append(Reason("CANCEL_REQUESTED", "Cancellation was requested."))
-    if holds or env.get("hold_state") == "ACTIVE":
+    if is_held(env, holds):
         why = "; ".join(h["props"].get("reason") or "" for h in holds) or env.get("hold_reason")
         reasons.append(Reason("ACTIVE_HOLD", f"An active hold: {why}."))
     derived = None
@@ -191,8 +193,7 @@ def subject_diagnostics(
             eligible = ", ".join(queue.get("eligible_states") or [])
             reasons.append(Reason("STATE_NOT_ELIGIBLE", f"State {state} is not eligible in"
                                   f" {queue['queue_key']} ({eligible})."))
-        retry = ts(parse_ts_or_none(env.get("retry_at")))
-        if retry and retry > now_ts:
+        if retry_waiting(env, now_ts):
             reasons.append(Reason("RETRY_WINDOW_NOT_REACHED",
                                   f"Retry is not due until {env['retry_at']}.",
                                   "The retry is due", env["retry_at"]))

@@ -8,9 +8,7 @@ from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
 )
-from bloomops.execution.sql import (
-    SUBJECT_REVISION,
-)
+from bloomops.execution.sql import SUBJECT_REVISION, hold_active
 from bloomops.tapdb.db import fetch_all
 
 
@@ -52,7 +50,7 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
         JOIN generic_instance s ON s.uid = l.parent_instance_uid AND s.tenant_id = %(tenant)s
         WHERE h.tenant_id = %(tenant)s AND NOT h.is_deleted
           AND h.type = 'execution' AND h.subtype = 'hold'
-          AND h.json_addl->'properties'->>'status' = 'ACTIVE'
+          AND {hold_active("h")}
           AND (%(queue_key)s::text IS NULL
                OR h.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
         ORDER BY h.uid DESC LIMIT %(limit)s
