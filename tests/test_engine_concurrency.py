@@ -144,3 +144,105 @@ def test_stress_eight_workers_two_hundred_subjects(tenant):
     assert set(_active_leases_per_subject(tenant).values()) == {1}
     assert sum(1 for batch in outcomes if batch) >= 2  # the work really was shared
     assert selectors.queue_depths()["q1"] == 0
+
+
+@pytest.mark.usefixtures("committed")
+@pytest.mark.parametrize("action", [
+    ("complete_queue_execution", {"expected_state": "READY"}),
+    ("renew_queue_lease", {}),
+])
+def test_a_lease_action_held_up_past_its_lease_does_not_step_over_the_next_claim(tenant,
+                                                                                 action):
+    """A completion or renewal read its time before waiting for its locks. Held up (here by
+    a duplicate of it in flight; a starved process does the same) until its lease had run
+    out and another worker had claimed the subject, it was judged at that earlier time: a
+    completion completed over the new lease (the step ran twice), a renewal kept two leases
+    active on one subject (RULES.md#leases: a late call is told LEASE_EXPIRED)."""
+    import time
+
+    from bloomops.execution.context import ActionRequest
+    from bloomops.execution.executor import execute
+    from bloomops.execution.journal import idempotency_scope
+    from tests.engine import envelope
+
+    svc = actor(*SERVICE)
+    make_queue("q1", lease_ttl_seconds=30)
+    subject = make_subject("q1")
+    first, second = register(svc), register(svc)
+    lease = claim(svc, first)["lease_euid"]
+    clock.advance(29)  # the completion is sent inside its lease
+    action_key, fields = action
+    late = ActionRequest(action_key=action_key, actor=svc, idempotency_key="late",
+                         lease_euid=lease, worker_euid=first, payload={}, **fields)
+    hold = f"{tenant}|{action_key}|{idempotency_scope(late)}|late"
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(hashtext(%s))", [hold])
+    outcome: list = []
+
+    def send() -> None:
+        try:
+            outcome.append(execute(late))
+        except ActionError as err:
+            outcome.append(err)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    try:
+        for _ in range(500):  # until it waits for the lock
+            if fetch_value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                           " AND NOT granted"):
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the completion never waited for its lock")
+        clock.advance(2)  # the lease runs out; another worker claims the subject
+        taken = claim(svc, second)
+        assert taken["subject_euid"] == subject
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(hashtext(%s))", [hold])
+        thread.join()
+    [answer] = outcome
+    assert isinstance(answer, ActionError) and answer.code == "LEASE_EXPIRED"
+    assert envelope(subject)["state"] == "READY"
+    assert props(taken["lease_euid"])["status"] == "ACTIVE"
+    assert [x["euid"] for x in selectors.leases(status="ACTIVE")
+            if x["subject_euid"] == subject] == [taken["lease_euid"]]
+
+
+@pytest.mark.usefixtures("committed")
+def test_the_sweeper_need_not_wait_for_a_subject_an_action_has_locked(tenant, settings):
+    """An action locks its subject, then the lease; the sweeper locks the lease, then links
+    its record to the subject, whose foreign key check waited for the action's lock: a
+    deadlock, one of them refused. The engine's row locks leave keys alone (NO KEY UPDATE),
+    so the link no longer waits."""
+    from django.db import transaction
+
+    from bloomops.execution.objects import load
+
+    settings.BLOOMOPS_LOCK_TIMEOUT_MS = 500
+    svc = actor(*SERVICE)
+    make_queue("q1", lease_ttl_seconds=30)
+    subject = make_subject("q1")
+    lease = claim(svc, register(svc))["lease_euid"]
+    clock.advance(31)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_subject() -> None:  # as a completion of it holds it, waiting for the lease
+        with transaction.atomic():
+            assert load(euid=subject, tenant=tenant, lock=True) is not None
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    thread = threading.Thread(target=hold_subject)
+    thread.start()
+    try:
+        assert locked.wait(10)
+        swept = act("expire_queue_lease", actor("admin"))
+    finally:
+        release.set()
+        thread.join()
+    assert swept["expired_lease_euids"] == [lease]

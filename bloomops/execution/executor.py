@@ -5,9 +5,9 @@ execute(request):
   2. validate the request (handler.validate), compute the payload hash
   3. in one transaction: SET LOCAL session.current_username; serialise on the idempotency
      key; replay the stored result (same hash) or refuse IDEMPOTENCY_CONFLICT (other hash)
-  4. lock the subject row FOR UPDATE, then the lease; guard the lease (active, unexpired,
-     lineage-linked to subject and worker), then expected_state, expected_revision and the
-     template's allowed_from_states
+  4. lock the subject row, then the lease (FOR NO KEY UPDATE), reading the time after each
+     wait; guard the lease (active, unexpired, lineage-linked to subject and worker), then
+     expected_state, expected_revision and the template's allowed_from_states
   5. the approval gate (RULES.md#approvals), then run the handler (envelope change, new
      objects, lineage); an approving decide_approval runs its gated action here
   6. revision += 1 when the envelope changed; the action record (type execution_queue,
@@ -118,6 +118,12 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
                 _log(req, ctx, result, started, replayed=True)
                 return result
             handler.prepare(ctx)
+            if req.now is None:
+                # The action's time is read after the locks it waited for: a claim that
+                # leased this subject once this lease ran out has committed by now, so a late
+                # completion or renewal judged at the time read before the wait (still
+                # inside the lease) would step over it (RULES.md#leases).
+                ctx.now = clock.now()
             # The lease is the worker's credential: a late call on an expired lease is told
             # LEASE_EXPIRED (RULES.md#leases) even though the subject has moved on since.
             if spec.requires_lease:

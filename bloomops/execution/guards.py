@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from bloomops.execution import clock
 from bloomops.execution.context import ENVELOPE_FIELDS, ActionRequest, Actor, Context
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.errors import ActionError
@@ -241,6 +242,8 @@ def guard_lease(ctx: Context) -> None:
     and the caller controls the worker."""
     req = ctx.request
     lease = load(euid=req.lease_euid, tenant=ctx.tenant, lock=True) if req.lease_euid else None
+    if req.now is None:  # judged at a time read after the wait for its lock (executor.py)
+        ctx.now = clock.now()
     if not is_kind(lease, LEASE):
         raise ActionError("NOT_FOUND", "No such lease.", lease_euid=req.lease_euid)
     assert lease is not None

@@ -75,7 +75,10 @@ def load(
     if euid is None and uid is None:
         return None
     where = "euid = %(key)s" if euid is not None else "uid = %(key)s"
-    suffix = " FOR UPDATE" + (" NOWAIT" if nowait else "") if lock else ""
+    # NO KEY UPDATE: no action changes a row's key, and a lineage edge's foreign key check
+    # (KEY SHARE) on a row another action has locked then need not wait for it (a forced
+    # expiry linking a subject whose completion waits on the lease was a deadlock)
+    suffix = " FOR NO KEY UPDATE" + (" NOWAIT" if nowait else "") if lock else ""
     return _obj(
         fetch_one(
             f"SELECT {_COLUMNS} FROM generic_instance WHERE {where}"
@@ -140,7 +143,7 @@ def children_of(
         f" JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted"
         f" AND x.tenant_id = %(tenant)s"
         f" WHERE l.parent_instance_uid = %(parent)s AND l.relationship_type = %(rel)s"
-        f" AND NOT l.is_deleted{status} ORDER BY x.uid{' FOR UPDATE OF x' if lock else ''}",
+        f" AND NOT l.is_deleted{status} ORDER BY x.uid{' FOR NO KEY UPDATE OF x' if lock else ''}",
         {"parent": parent_uid, "rel": rel, "status": where_status, "tenant": tenant_of()},
     )
     return [Obj(**r) for r in rows]
@@ -152,7 +155,7 @@ def worker_by_key(worker_key: str, *, tenant: str | None, lock: bool = False) ->
             f"SELECT {_COLUMNS} FROM generic_instance WHERE tenant_id = %(tenant)s"
             " AND NOT is_deleted AND type = 'system' AND subtype = 'worker'"
             " AND json_addl->'properties'->>'worker_key' = %(key)s"
-            f"{' FOR UPDATE' if lock else ''}",
+            f"{' FOR NO KEY UPDATE' if lock else ''}",
             {"tenant": tenant, "key": worker_key},
         )
     )

@@ -46,14 +46,14 @@ _CLAIM_WALK = f"""
     ORDER BY {ORDER_BY_COLUMNS}"""
 
 # One candidate locked, skipping it when another claimer holds it, its own columns evaluated
-# again on its newest version (as FOR UPDATE does).
+# again on its newest version (as a row lock does).
 _CLAIM_LOCK = f"""
     SELECT s.uid INTO v_locked FROM generic_instance s
     JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
     WHERE s.uid = %(uid)s AND s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
       AND {OWN_COLUMNS_VISIBLE}
-    FOR UPDATE OF s SKIP LOCKED"""
+    FOR NO KEY UPDATE OF s SKIP LOCKED"""
 
 
 def _in_function(sql: str, *, tenant: str | None = "= p_tenant") -> str:
@@ -133,7 +133,7 @@ LEASES_PAST_EXPIRY = f"""
     FROM generic_instance x
     WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND x.type = 'execution'
       AND x.subtype = 'queue_lease' AND {lease_past_expiry()}
-    ORDER BY x.uid FOR UPDATE OF x SKIP LOCKED"""
+    ORDER BY x.uid FOR NO KEY UPDATE OF x SKIP LOCKED"""
 
 # An earlier action record of the same request (RULES.md#idempotency).
 FIND_REPLAY = """

@@ -34,6 +34,11 @@ from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import lock_subject
 from bloomops.execution.objects import (
+    LEASE,
+    REL,
+    is_kind,
+    load,
+    parent_of,
     save_props,
 )
 from bloomops.execution.policy import (
@@ -55,7 +60,13 @@ class RenewQueueLease(Handler):
         require(req, "lease_euid", "worker_euid")
 
     def prepare(self, ctx: Context) -> None:
-        pass
+        # The leased subject's row is locked first, as every lease action does (then the
+        # lease): a claim of it (which locks it) is then either done, and this renewal is
+        # judged after it, or waits, so no lease is renewed past a claim that replaced it.
+        lease = load(euid=ctx.request.lease_euid, tenant=ctx.tenant)
+        if is_kind(lease, LEASE):
+            assert lease is not None
+            parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant, lock=True)
 
     def run(self, ctx: Context) -> None:
         lease, worker = ctx.lease, ctx.worker

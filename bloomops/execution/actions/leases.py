@@ -44,11 +44,14 @@ class ExpireQueueLease(Handler):
     def run(self, ctx: Context) -> None:
         req = ctx.request
         if req.lease_euid:
-            lease = load(euid=req.lease_euid, tenant=ctx.tenant, lock=True)
-            if not is_kind(lease, LEASE):
+            found = load(euid=req.lease_euid, tenant=ctx.tenant)
+            if not is_kind(found, LEASE):
                 raise ActionError("NOT_FOUND", "No such lease.", lease_euid=req.lease_euid)
+            assert found is not None
+            # the subject first, then the lease: the order of every lease action
+            subject = parent_of(found.uid, REL["subject_lease"], tenant=ctx.tenant, lock=True)
+            lease = load(uid=found.uid, tenant=ctx.tenant, lock=True)
             assert lease is not None
-            subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
             subjects = [subject.uid] if subject else []
             leases = [lease] if lease.props.get("status") == "ACTIVE" else []
             reason = "FORCED_EXPIRY: " + ctx.payload["reason"].strip()

@@ -53,7 +53,7 @@ def _queue_row(ctx: Context, queue_key: str, *, lock: bool) -> Obj | None:
         " FROM generic_instance WHERE tenant_id = %(tenant)s AND NOT is_deleted"
         " AND type = 'execution' AND subtype = 'queue'"
         " AND json_addl->'properties'->>'queue_key' = %(key)s"
-        + (" FOR UPDATE" if lock else ""),
+        + (" FOR NO KEY UPDATE" if lock else ""),
         {"tenant": ctx.tenant, "key": queue_key},
     )
     return Obj(**row) if row else None
