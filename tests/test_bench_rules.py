@@ -50,6 +50,35 @@ def s_next_queue_not_allowed(svc, op):
                        payload={"next_queue_key": "ont"})
 
 
+def s_retry_elsewhere_not_allowed(svc, op):
+    """A retryable failure naming another queue for its retry left the queue's flow behind:
+    the subject retried on a line the flow never leads to."""
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
+    make_queue("q2")
+    make_queue("ont")
+    subject = make_subject("lim")
+    worker = register(svc)
+    lease = claim(svc, worker, "lim")
+    return lambda: act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY", subject_euid=subject,
+                       payload={"error_class": "TRANSIENT_SYSTEM", "next_queue_key": "ont"})
+
+
+def test_a_retry_may_stay_in_its_queue_or_follow_the_flow(db, tenant):
+    svc = actor(*SERVICE)
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"],
+               required_worker_capabilities=[])
+    make_queue("q3", required_worker_capabilities=[])
+    worker = register(svc, max_concurrent_leases=2)
+    for target in ("lim", "q3"):
+        subject = make_subject("lim")
+        lease = claim(svc, worker, "lim")
+        act("fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+            expected_state="READY", subject_euid=subject,
+            payload={"error_class": "TRANSIENT_SYSTEM", "next_queue_key": target})
+        assert envelope(subject)["next_queue_key"] == target
+
+
 def test_the_allowed_next_queues_are_the_default_then_the_listed():
     assert next_queues_allowed({}) is None
     assert next_queues_allowed({"default_next_queue_key": "q2"}) is None

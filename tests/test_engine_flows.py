@@ -15,6 +15,7 @@ from bloomops.demo.data import (
     SPECIMEN,
 )
 from bloomops.execution import selectors
+from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, load
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.instances import children
@@ -155,3 +156,63 @@ def test_a_requeue_told_reset_attempts_null_takes_the_default(tenant, settings):
             expected_state="FAILED_TERMINAL", payload=payload)
         attempts[told] = envelope(dead)["attempt_count"]
     assert attempts == {"absent": 0, None: 0, False: 1, True: 0}
+
+
+def _sent_outside(svc, worker, queue_key: str) -> str:
+    """A subject whose step went to an outside system: WAITING_EXTERNAL."""
+    subject = make_subject(queue_key)
+    lease = claim(svc, worker, queue_key)
+    act("complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"external": {"run_id": "wf-1"}})
+    assert envelope(subject)["state"] == "WAITING_EXTERNAL"
+    return subject
+
+
+def test_an_external_retryable_failure_at_the_attempt_limit_fails_for_good(tenant):
+    """A retryable failure reported as an external result ignored the attempt limit: the
+    item went on retrying (attempts 1, 2, 3, 4, 5 of 2) and never reached a dead letter
+    (RULES.md#retries)."""
+    from bloomops.execution import clock
+
+    make_queue("q1", required_worker_capabilities=[], max_attempts_default=2,
+               retry_policy={"mode": "FIXED", "initial_delay_seconds": 1})
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    subject = _sent_outside(svc, worker, "q1")
+    outcomes = []
+    for _ in range(2):
+        if envelope(subject)["state"] != "WAITING_EXTERNAL":
+            clock.advance(2)
+            lease = claim(svc, worker, "q1")
+            act("complete_queue_execution", svc, worker_euid=worker,
+                lease_euid=lease["lease_euid"], expected_state=envelope(subject)["state"],
+                payload={"external": {"run_id": "wf-2"}})
+        done = act("record_external_result", svc, subject_euid=subject,
+                   expected_state="WAITING_EXTERNAL",
+                   payload={"outcome": "FAILED_RETRYABLE", "error_message": "sequencer down"})
+        outcomes.append((done["state"], envelope(subject)["attempt_count"]))
+    assert outcomes == [("FAILED_RETRYABLE", 1), ("FAILED_TERMINAL", 2)]
+    [letter] = selectors.dead_letters()
+    assert letter["subject_euid"] == subject
+    assert letter["props"]["error_message"] == "sequencer down"
+
+
+def test_an_external_result_ends_a_lease_taken_while_the_subject_waited(tenant):
+    """On another writer's queue offering WAITING_EXTERNAL items, a claim leased one; the
+    external result then finished the subject and left that lease ACTIVE on it, whose worker
+    could complete the step over the result. The result ends the attempt: the lease too."""
+    make_queue("q1", required_worker_capabilities=[],
+               eligible_states=["READY", "FAILED_RETRYABLE", "WAITING_EXTERNAL"])
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    subject = _sent_outside(svc, worker, "q1")
+    late = claim(svc, worker, "q1")
+    assert late["subject_euid"] == subject
+    act("record_external_result", svc, subject_euid=subject, expected_state="WAITING_EXTERNAL",
+        payload={"outcome": "COMPLETED"})
+    assert envelope(subject)["state"] == "COMPLETED"
+    assert [x for x in selectors.leases(status="ACTIVE") if x["subject_euid"] == subject] == []
+    with pytest.raises(ActionError) as refused:
+        act("complete_queue_execution", svc, worker_euid=worker, lease_euid=late["lease_euid"],
+            expected_state="WAITING_EXTERNAL", payload={})
+    assert refused.value.code == "LEASE_NOT_ACTIVE"

@@ -580,7 +580,8 @@ SCENARIOS["VALIDATION_ERROR"] += [
     s_validation_drain_without_reason, s_validation_disable_blank_reason,
     s_validation_unknown_hold_code]
 SCENARIOS["FORBIDDEN"] += [bench_rules.s_forbidden_human_cancels]
-SCENARIOS["NEXT_QUEUE_NOT_ALLOWED"] = [bench_rules.s_next_queue_not_allowed]
+SCENARIOS["NEXT_QUEUE_NOT_ALLOWED"] = [bench_rules.s_next_queue_not_allowed,
+                                      bench_rules.s_retry_elsewhere_not_allowed]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]
 
 

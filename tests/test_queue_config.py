@@ -69,6 +69,8 @@ def test_create_queue_sets_every_field_and_marks_it_ours(tenant):
     ({"subject_template_codes": ["data/execution/queue/1.0"]}, "subject_template_codes"),
     ({"subject_template_codes": []}, "subject_template_codes"),
     ({"eligible_states": ["READY", "DONE"]}, "eligible_states"),
+    ({"eligible_states": ["READY", "WAITING_EXTERNAL"]}, "eligible_states"),
+    ({"eligible_states": ["RUNNING"]}, "eligible_states"),
     ({"lease_ttl_seconds": 5}, "lease_ttl_seconds"),
     ({"max_attempts_default": 0}, "max_attempts_default"),
     ({"dispatch_priority": 5000}, "dispatch_priority"),

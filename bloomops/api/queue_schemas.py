@@ -9,7 +9,6 @@ from bloomops.api.action_schemas import (
     ActionEnvelope,
     NonEmptyText,
     RequiredId,
-    StateName,
     StrictSchema,
     integer,
     required_text,
@@ -22,6 +21,7 @@ from bloomops.execution.actions.queue_fields import (
     RETRY_MODES,
     RETRY_RANGES,
 )
+from bloomops.execution.states import ELIGIBLE_STATES
 
 QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
 
@@ -63,8 +63,8 @@ class QueueSettingsIn(ActionEnvelope):
     straggler_threshold_seconds: _ranged(  # type: ignore[valid-type]
         "straggler_threshold_seconds") | None = Field(
         None, description=HELP["straggler_threshold_seconds"])
-    eligible_states: list[StateName] | None = Field(None, min_length=1,
-                                                    description=HELP["eligible_states"])
+    eligible_states: list[Literal[ELIGIBLE_STATES]] | None = Field(  # type: ignore[valid-type]
+        None, min_length=1, description=HELP["eligible_states"])
     required_worker_capabilities: list[NonEmptyText] | None = None
     site_scope: list[NonEmptyText] | None = None
     platform_scope: list[NonEmptyText] | None = None

@@ -238,6 +238,13 @@ def flow_warnings(key: str, config: dict[str, Any],
     return said
 
 
+def attempt_limit(env: dict[str, Any], cfg: dict[str, Any]) -> int:
+    """RULES.md#retries: the subject's own limit, else its queue's, else 5; a retryable
+    failure that reaches it fails for good, whoever reports it (a worker, an external
+    result)."""
+    return int(env.get("max_attempts_override") or cfg.get("max_attempts_default") or 5)
+
+
 def retry_delay_seconds(
     policy: dict[str, Any], attempt_count: int, rng: random.Random | None = None
 ) -> float:

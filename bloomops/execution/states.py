@@ -20,6 +20,10 @@ class State(StrEnum):
 
 
 ALL_STATES = tuple(s.value for s in State)
+# The states a queue may offer items in (its eligible_states): waiting for work. PENDING is
+# in no queue, RUNNING and WAITING_EXTERNAL are being worked on (a claim of one would run
+# its step twice), HELD and the terminal states are out of every queue.
+ELIGIBLE_STATES = (State.READY.value, State.FAILED_RETRYABLE.value)
 TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
 
 

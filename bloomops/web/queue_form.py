@@ -16,7 +16,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import load_json
-from bloomops.execution.states import ALL_STATES
+from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES
 
 TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
 # Lists the engine keeps besides the capability and scope lists (LIST_FIELDS).
@@ -85,7 +85,10 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
     states = (typed.getlist("eligible_states") if typed is not None
               else cfg.get("eligible_states") or [])
     out.append({"name": "eligible_states", "kind": "states", "help": HELP["eligible_states"],
-                "choices": [(s, s in states) for s in ALL_STATES]})
+                # the states a queue may list, and any other it lists already (another
+                # writer's queue), shown so that it can be unticked
+                "choices": [(s, s in states) for s in ALL_STATES
+                            if s in ELIGIBLE_STATES or s in states]})
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
         out.append({"name": name, "kind": "list", "help": HELP[name],
                     "value": shown(name, ", ".join(cfg.get(name) or []))})

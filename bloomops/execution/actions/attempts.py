@@ -18,6 +18,7 @@ from bloomops.execution.actions.outputs import create_outputs, validate_outputs
 from bloomops.execution.actions.steps import (
     close_lease,
     create_dead_letter,
+    end_active_leases,
     finish_record,
     lock_subject_of_request,
     lock_worker,
@@ -42,6 +43,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.policy import (
+    attempt_limit,
     classify_failure,
     failure_classes_for,
     retry_at,
@@ -204,15 +206,18 @@ class FailQueueExecution(LeaseAction):
                               field="error_class")
         # Where a retry would go is checked whatever the failure turns out to be: a request
         # naming a queue that cannot take the subject is wrong even when no retry follows.
-        if p.get("next_queue_key"):
-            next_queue_or_refuse(ctx, p["next_queue_key"])
         queue = self.queue_of_lease(ctx)
+        if p.get("next_queue_key"):
+            retry_queue = next_queue_or_refuse(ctx, p["next_queue_key"])
+            if retry_queue is not None and queue is not None and (
+                    retry_queue["queue_key"] != queue["queue_key"]):
+                # a retry elsewhere leaves the queue as a completion would: by its flow
+                refuse_unless_flow_allows(queue, retry_queue)
         cfg = queue["config"] if queue else {}
         record = record_of_lease(lease)
         message = p.get("error_message")
         attempts = int(env.get("attempt_count") or 0) + 1
-        max_attempts = int(env.get("max_attempts_override") or cfg.get("max_attempts_default")
-                           or 5)
+        max_attempts = attempt_limit(env, cfg)
         close_lease(ctx, lease, "RELEASED", cls.value)
         fields = {"retryable": cls in {RetryClass.TRANSIENT_SYSTEM,
                                        RetryClass.TRANSIENT_DEPENDENCY,
@@ -292,6 +297,9 @@ class RecordExternalResult(Handler):
                               f" queue {dispatched!r}, not {named!r}.", field="queue_key",
                               dispatched_from=dispatched)
         queue = queue_or_refuse(ctx, dispatched or named, required=False)
+        # The result ends the attempt whoever holds the subject now (a lease taken on a queue
+        # offering it while it waited): the subject moves on, so no lease may outlive it.
+        end_active_leases(ctx, "ABANDONED", "CANCELED", "EXTERNAL_RESULT")
         record = new_record(ctx, queue=queue, status="STARTED",
                              attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
         if outcome == "READY":
@@ -305,20 +313,25 @@ class RecordExternalResult(Handler):
         elif outcome == "COMPLETED":
             ctx.set_env(state="COMPLETED", terminal=True, next_queue_key=None)
             status = "SUCCEEDED"
-        elif outcome == "FAILED_RETRYABLE":
-            attempts = int(env.get("attempt_count") or 0) + 1
-            cfg = queue["config"] if queue else {}
-            ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts,
-                        retry_at=ts(retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)))
-            status = "FAILED_RETRYABLE"
         else:
-            ctx.set_env(state="FAILED_TERMINAL", terminal=True)
-            status = "FAILED_TERMINAL"
+            cfg = queue["config"] if queue else {}
+            attempts = int(env.get("attempt_count") or 0) + 1
+            if outcome == "FAILED_RETRYABLE" and attempts < attempt_limit(env, cfg):
+                ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(
+                    retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)))
+                status = "FAILED_RETRYABLE"
+            else:
+                # failed for good, or a retryable failure at the attempt limit (as a worker's)
+                ctx.set_env(state="FAILED_TERMINAL", terminal=True, retry_at=None,
+                            attempt_count=attempts)
+                status = "FAILED_TERMINAL"
         finish_record(ctx, record, status, result_snapshot=p.get("result_snapshot") or {},
                        error_message=p.get("error_message"),
                        end_revision=int(env["revision"]) + 1)
         if status == "FAILED_TERMINAL":
-            create_dead_letter(ctx, queue, record, None, "PERMANENT_STATE", p.get("error_message"))
+            create_dead_letter(ctx, queue, record, None, "PERMANENT_STATE" if outcome ==
+                               "FAILED_TERMINAL" else "TRANSIENT_DEPENDENCY",
+                               p.get("error_message"))
         outputs = create_outputs(ctx, record, p.get("outputs") or [], queue)
         ctx.result.update(execution_record_euid=record.euid, output_euids=outputs,
                           queue_key=queue["queue_key"] if queue else None)

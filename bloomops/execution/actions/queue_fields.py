@@ -15,7 +15,7 @@ from bloomops.execution.objects import (
     is_engine_template,
     templates_named,
 )
-from bloomops.execution.states import ALL_STATES
+from bloomops.execution.states import ELIGIBLE_STATES
 from bloomops.tapdb.templates import all_templates
 
 # Fixed for a queue object's life (a change needs replace_queue).
@@ -181,10 +181,11 @@ def clean_settings(payload: dict) -> dict[str, Any]:
                 raise ActionError("VALIDATION_ERROR", f"{name} may not be null.", field=name)
     if "eligible_states" in payload:
         states = str_list_field(payload, "eligible_states") or []
-        bad = [s for s in states if s not in ALL_STATES]
+        bad = [s for s in states if s not in ELIGIBLE_STATES]
         if bad or not states:
-            raise ActionError("VALIDATION_ERROR", "eligible_states must list states of "
-                              + ", ".join(ALL_STATES) + ".", field="eligible_states")
+            raise ActionError("VALIDATION_ERROR", "eligible_states must list states an item"
+                              " waits for work in: " + ", ".join(ELIGIBLE_STATES) + ".",
+                              field="eligible_states")
         out["eligible_states"] = list(dict.fromkeys(states))
     for name in LIST_FIELDS:
         if name in payload:
