@@ -265,3 +265,25 @@ def test_recent_decisions_stay_listed_behind_many_waiting_requests(client, desk)
     html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
     recent = html[html.index('id="approvals-recent"'):]
     assert rejected in recent and "REJECTED" in recent
+
+
+def test_a_request_its_subject_outran_says_so_and_offers_no_approval(client, desk):
+    """Two requests on one held subject: once one was approved, the other stayed in the
+    inbox as if it could be signed, and every approval of it was refused until it expired a
+    day later."""
+    from tests.approval_support import decide
+    from tests.engine import act
+
+    release = request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    cancel = act("request_approval", desk["ann_actor"], subject_euid=desk["subject"],
+                 payload={"action_key": "cancel_subject_execution", "reason": "withdrawn",
+                          "parameters": {"reason": "withdrawn"}})
+    decide(desk["bob_actor"], release["approval_euid"])
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    row = html.split(f'data-approval="{cancel["approval_euid"]}"')[1].split("</tr>")[0]
+    assert "has changed since this was asked" in row and "can no longer be approved" in row
+    assert 'value="APPROVED"' not in row and 'value="REJECTED"' in row
+    [stale] = [a for a in selectors.approvals(status="REQUESTED")]
+    assert stale.euid == cancel["approval_euid"] and stale.stale
+    decide(desk["bob_actor"], cancel["approval_euid"], "REJECTED", reason="outrun")
+    assert selectors.approvals(status="REQUESTED") == []

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import TERMINAL, utc
+from bloomops.execution.sql import SUBJECT_REVISION, TERMINAL, utc
 from bloomops.tapdb.db import fetch_all
 
 _P = "a.json_addl->'properties'"
@@ -32,6 +32,7 @@ class ApprovalRow:
     subject_name: str | None = None
     # RULES.md#envelope's terminal, as the requeue itself will judge it (by flag or state)
     subject_terminal: bool = False
+    subject_revision: int | None = None
     # what the approver weighs besides the request (approvals(context=True)): the reasons
     # the holds were placed with, and why the subject failed for good
     hold_reasons: tuple[str, ...] = ()
@@ -40,6 +41,14 @@ class ApprovalRow:
     @property
     def waiting(self) -> bool:
         return self.status == "REQUESTED"
+
+    @property
+    def stale(self) -> bool:
+        """Waiting, but its subject has changed since it was asked: approving it is refused
+        (REVISION_CONFLICT); it can only be rejected, withdrawn or asked again."""
+        asked = self.props.get("subject_revision_at_request")
+        return (self.waiting and asked is not None and self.subject_revision is not None
+                and self.subject_revision != asked)
 
     @property
     def holds(self) -> list[tuple[str, str]]:
@@ -73,6 +82,7 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
         f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
         " s.json_addl->'properties'->'execution'->>'state' AS subject_state,"
         f" coalesce({TERMINAL}, false) AS subject_terminal,"
+        f" {SUBJECT_REVISION} AS subject_revision,"
         " s.name AS subject_name" + extra +
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
@@ -85,6 +95,7 @@ def _row(r: dict[str, Any]) -> ApprovalRow:
     return ApprovalRow(euid=r["euid"], status=r["status"], props=r["props"] or {},
                        created_dt=r["created_dt"], subject_state=r["subject_state"],
                        subject_name=r["subject_name"], subject_terminal=r["subject_terminal"],
+                       subject_revision=r["subject_revision"],
                        hold_reasons=tuple(x for x in r.get("hold_reasons") or [] if x),
                        failure=r.get("failure"))
 
