@@ -401,3 +401,16 @@ def test_an_external_result_names_a_next_queue_only_to_move_there(apis):
                           next_queue_key="q1")
     assert "applies only to outcome READY" in refused_field(r, "next_queue_key")
     assert counts() == before
+
+
+@pytest.mark.parametrize("due", ["2016-12-31T23:59:60Z", "2026-02-29T10:00:00Z",
+                                 "2026-11-25T24:00:00Z"])
+def test_an_instant_that_does_not_exist_is_told_as_such(apis, due):
+    """A leap second, 29 February 2026 or 24:00 were refused as if their year were wrong
+    ("within the years 1000 to 9998")."""
+    before = counts()
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Tube", due_at=due)
+    assert "a date and time that exist, such as 2026-11-25T14:05:00Z" in refused_field(
+        r, "due_at")
+    assert counts() == before

@@ -62,7 +62,9 @@ def _check_routing(payload: dict) -> None:
                 raise ValueError
             normalize_ts(value)
         except ValueError:
-            raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp"
+            # what is wrong is as often the date (29 February 2026, 23:59:60) as the year
+            raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp of"
+                              " a date and time that exist, such as 2026-11-25T14:05:00Z,"
                               f" within the years {YEARS[0]} to {YEARS[1]}.",
                               field=name) from None
 
