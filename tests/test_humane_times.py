@@ -26,6 +26,8 @@ def frozen():
     ("2026-11-22T08:59:31Z", "29 s ago", "(08:59 UTC)"),
     ("2026-11-19T09:00:00Z", "3 d ago", "(19 Nov 09:00 UTC)"),
     (datetime(2026, 11, 22, 10, 0, tzinfo=UTC), "in 1 h", "(10:00 UTC)"),
+    # another year says its year: 29 Feb 2024 read as a date of this year
+    ("2024-02-29T00:00:00Z", "997 d 9 h ago", "(29 Feb 2024 00:00 UTC)"),
 ])
 def test_relative_words_and_the_wall_clock_with_its_zone(value, words, local):
     html = str(humane(value))

@@ -40,8 +40,11 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
 
 def local_clock(moment: datetime, now: datetime | None = None) -> str:
     """Wall-clock time in the server's zone with the zone's name; the date too unless it is
-    today. static/js/bloomops.js rewrites it in the reader's own zone."""
+    today, and its year unless it is this year. static/js/bloomops.js rewrites it in the
+    reader's own zone."""
     local = timezone.localtime(moment)
     today = timezone.localtime(now or clock.now()).date()
-    shown = local.strftime("%H:%M") if local.date() == today else local.strftime("%d %b %H:%M")
+    shown = (local.strftime("%H:%M") if local.date() == today
+             else local.strftime("%d %b %H:%M") if local.year == today.year
+             else local.strftime("%d %b %Y %H:%M"))
     return f"{shown} {local.tzname()}"

@@ -178,10 +178,12 @@ document.addEventListener("click", function (event) {
       // 24-hour, as the server writes times everywhere else
       var options = { hour: "2-digit", minute: "2-digit", hourCycle: "h23",
                       timeZoneName: "short" };
-      if (moment.toDateString() !== new Date().toDateString()) {
+      var today = new Date();
+      if (moment.toDateString() !== today.toDateString()) {
         options.day = "numeric";
         options.month = "short";
       }
+      if (moment.getFullYear() !== today.getFullYear()) options.year = "numeric";
       span.textContent = "(" + new Intl.DateTimeFormat(undefined, options).format(moment) + ")";
     });
   }
