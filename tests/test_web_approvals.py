@@ -287,3 +287,26 @@ def test_a_request_its_subject_outran_says_so_and_offers_no_approval(client, des
     assert stale.euid == cancel["approval_euid"] and stale.stale
     decide(desk["bob_actor"], cancel["approval_euid"], "REJECTED", reason="outrun")
     assert selectors.approvals(status="REQUESTED") == []
+
+
+def test_the_terms_signed_for_read_the_same_once_decided(client, desk):
+    """Once the requeue had run, the subject was no longer terminal, and the approval just
+    signed for "attempts reset to 0" read "attempts kept" in the decisions and on the
+    subject page: the record of what was signed changed after the signature."""
+    from tests.approval_support import dead_lettered, decide
+    from tests.engine import act, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    asked = act("request_approval", desk["ann_actor"], subject_euid=dead,
+                payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                         "parameters": {"reason": "new aliquot"}})
+    decide(desk["bob_actor"], asked["approval_euid"])
+    assert envelope(dead)["state"] == "READY" and envelope(dead)["attempt_count"] == 0
+    client = signed_in(client, desk["bob"])
+    html = client.get("/approvals/").content.decode()
+    recent = html[html.index('id="approvals-recent"'):]
+    row = recent.split(f'data-approval="{asked["approval_euid"]}"')[1].split("</tr>")[0]
+    assert "to its own queue · attempts reset to 0" in row
+    subject_page = client.get(f"/subjects/{dead}/").content.decode()
+    assert "attempts reset to 0" in subject_page and "attempts kept" not in subject_page

@@ -11,6 +11,7 @@ from typing import Any
 from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
+    DEFAULT_HEARTBEAT_TTL_SECONDS,
     STOPPED_WORKER_STATUSES,
     TERMINAL_STATES,
     TRANSIENT_CLASSES,
@@ -108,11 +109,24 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
     if missing:
         problems.append(("WORKER_NOT_ELIGIBLE",
                          "Missing capabilities: " + ", ".join(missing) + "."))
-    for scope in ("site", "platform", "assay"):
+    for scope in SCOPE_FIELDS:
         if not _overlaps(worker.get(f"{scope}_scope"), queue.get(f"{scope}_scope")):
             problems.append(("WORKER_NOT_ELIGIBLE", f"The worker's {scope} scope does not"
                              f" overlap the queue's ({', '.join(queue.get(f'{scope}_scope'))})."))
     return problems
+
+
+def liveness(props: dict[str, Any], now: datetime) -> tuple[str, float | None]:
+    """A worker's status as every read reports it, and seconds since its last heartbeat:
+    ONLINE or DRAINING only while its heartbeats come within its TTL, else OFFLINE
+    (RULES.md#workers)."""
+    beat = parse_ts_or_none(props.get("heartbeat_at"))
+    lag = (now - beat).total_seconds() if beat else None
+    status = props.get("status") or "OFFLINE"
+    ttl = float(props.get("heartbeat_ttl_seconds") or DEFAULT_HEARTBEAT_TTL_SECONDS)
+    if status in ("ONLINE", "DRAINING") and (lag is None or lag > ttl):
+        status = "OFFLINE"
+    return status, lag
 
 
 def is_able(worker: dict[str, Any], queue: dict[str, Any]) -> bool:

@@ -20,6 +20,10 @@ class State(StrEnum):
 
 
 ALL_STATES = tuple(s.value for s in State)
+# What a queue or worker that does not say (another writer's row, an older config) has.
+DEFAULT_LEASE_TTL_SECONDS = 900
+DEFAULT_MAX_LEASES = 1
+DEFAULT_HEARTBEAT_TTL_SECONDS = 60
 # The states a queue may offer items in (its eligible_states): waiting for work. PENDING is
 # in no queue, RUNNING and WAITING_EXTERNAL are being worked on (a claim of one would run
 # its step twice), HELD and the terminal states are out of every queue.

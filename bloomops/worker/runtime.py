@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bloomops.execution.errors import ActionError
-from bloomops.execution.states import STOPPED_WORKER_STATUSES, RetryClass
+from bloomops.execution.states import (
+    DEFAULT_HEARTBEAT_TTL_SECONDS,
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_MAX_LEASES,
+    STOPPED_WORKER_STATUSES,
+    RetryClass,
+)
 from bloomops.worker import faults
 from bloomops.worker.faults import Backoff, Fault
 from bloomops.worker.handling import (
@@ -76,7 +82,8 @@ class WorkerRuntime:
                  capabilities: list[str] | None = None, display_name: str | None = None,
                  worker_type: str = "SERVICE", site_scope: list[str] | None = None,
                  platform_scope: list[str] | None = None, assay_scope: list[str] | None = None,
-                 heartbeat_ttl_seconds: int = 60, build_version: str = "bloomops-worker",
+                 heartbeat_ttl_seconds: int = DEFAULT_HEARTBEAT_TTL_SECONDS,
+                 build_version: str = "bloomops-worker",
                  max_items: int | None = None, exit_when_idle: bool = False,
                  poll_min: float = POLL_MIN_SECONDS, poll_max: float = POLL_MAX_SECONDS,
                  fault_min: float = faults.FAULT_MIN_SECONDS,
@@ -93,7 +100,7 @@ class WorkerRuntime:
             "capabilities": capabilities if capabilities is not None
             else list(handlers.CAPABILITIES),
             "site_scope": site_scope or [], "platform_scope": platform_scope or [],
-            "assay_scope": assay_scope or [], "max_concurrent_leases": 1,
+            "assay_scope": assay_scope or [], "max_concurrent_leases": DEFAULT_MAX_LEASES,
             "heartbeat_ttl_seconds": heartbeat_ttl_seconds, "build_version": build_version,
             "host": socket.gethostname(), "process_identity": process_identity(),
         }
@@ -332,9 +339,9 @@ class WorkerRuntime:
     def _run_handler(self, job: Job) -> tuple[Outcome | None, HandlerError | None, bool]:
         """Runs the handler while the lease is renewed: (outcome, failure, interrupted)."""
         try:
-            ttl = float(job.queue_config.get("lease_ttl_seconds") or 900)
+            ttl = float(job.queue_config.get("lease_ttl_seconds") or DEFAULT_LEASE_TTL_SECONDS)
         except (TypeError, ValueError):
-            ttl = 900.0
+            ttl = float(DEFAULT_LEASE_TTL_SECONDS)
         done = threading.Event()
         renewer = threading.Thread(target=keep_alive, args=(self, job, ttl, done),
                                    name=f"renew-{job.lease_euid}", daemon=True)

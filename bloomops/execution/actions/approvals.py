@@ -9,6 +9,7 @@ from typing import Any
 from bloomops.accounts.signatures import display_name, signature_problem
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
+from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import (
     APPROVAL_CODE,
     GATED_ACTIONS,
@@ -26,6 +27,7 @@ from bloomops.execution.guards import (
     lock_subject,
 )
 from bloomops.execution.objects import REL, Obj, children_of, is_kind, load, save_props
+from bloomops.execution.policy import is_terminal
 from bloomops.tapdb.instances import link
 
 APPROVAL = "execution/approval"
@@ -100,10 +102,17 @@ class RequestApproval(Handler):
                     and effective_status(pending.props, ctx.now) == "REQUESTED"):
                 raise ActionError("APPROVAL_PENDING", approval_euid=pending.euid)
         holds = [req.hold_euid] if req.hold_euid else list(flags.active_holds)
+        parameters = gated_parameters(req)
+        if key == "requeue_subject" and parameters.get("reset_attempts") is None:
+            # The default made explicit now: what is signed for, shown and then run stays
+            # the same whatever becomes of the subject (a requeued subject is no longer
+            # terminal, and its approval would then read "attempts kept").
+            parameters = {**parameters,
+                          "reset_attempts": resets_attempts(parameters, is_terminal(ctx.env))}
         approval = ctx.create(APPROVAL_CODE, name=f"Approval {key} {ctx.subject.euid}",
                               properties={
             "status": "REQUESTED", "action_key": key,
-            "parameters": gated_parameters(req),
+            "parameters": parameters,
             "queue_key": req.queue_key, "rule": rule,
             "reason": req.payload["reason"].strip(),
             "subject_lookup_euid": ctx.subject.euid, "hold_lookup_euid": req.hold_euid,

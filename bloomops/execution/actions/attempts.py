@@ -49,6 +49,7 @@ from bloomops.execution.policy import (
     retry_at,
 )
 from bloomops.execution.states import (
+    DEFAULT_LEASE_TTL_SECONDS,
     RetryClass,
 )
 
@@ -75,7 +76,7 @@ class RenewQueueLease(Handler):
         assert lease is not None and worker is not None
         refuse_stopped_worker(worker, "renew leases")
         props = dict(lease.props)
-        ttl = int(props.get("ttl_seconds") or 900)
+        ttl = int(props.get("ttl_seconds") or DEFAULT_LEASE_TTL_SECONDS)
         props.update(heartbeat_at=ctx.now_ts, expires_at=ts(ctx.now + timedelta(seconds=ttl)))
         save_props(lease, props)
         ctx.target = lease

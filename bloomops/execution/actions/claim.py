@@ -37,6 +37,8 @@ from bloomops.execution.statements import (
     WORKER_ACTIVE_LEASE_COUNT,
 )
 from bloomops.execution.states import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_MAX_LEASES,
     WorkerType,
 )
 from bloomops.tapdb.db import fetch_one
@@ -88,7 +90,7 @@ class ClaimQueueItem(Handler):
         ) and not ctx.actor.is_admin:
             raise ActionError("FORBIDDEN", "Only human workers and instrument adapters claim a"
                               " chosen subject.")
-        limit = int(worker.props.get("max_concurrent_leases") or 1)
+        limit = int(worker.props.get("max_concurrent_leases") or DEFAULT_MAX_LEASES)
         held = _count_active_leases(ctx, worker)
         if held >= limit:
             raise ActionError("MAX_LEASES_REACHED", f"The worker already holds {held} of"
@@ -178,7 +180,7 @@ class ClaimQueueItem(Handler):
             raise ActionError("REVISION_CONFLICT", current_revision=ctx.env["revision"],
                               expected_revision=req.expected_revision)
         cfg = queue["config"]
-        ttl = int(cfg.get("lease_ttl_seconds") or 900)
+        ttl = int(cfg.get("lease_ttl_seconds") or DEFAULT_LEASE_TTL_SECONDS)
         attempt = int(ctx.env.get("attempt_count") or 0) + 1
         lease_props = {
             "lease_token": secrets.token_urlsafe(24),

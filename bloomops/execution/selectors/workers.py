@@ -7,10 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution import clock
-from bloomops.execution.envelope import (
-    parse_ts_or_none,
-)
-from bloomops.execution.policy import readable_worker
+from bloomops.execution.policy import liveness, readable_worker
 from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
@@ -24,6 +21,7 @@ from bloomops.execution.sql import (
     lease_past_expiry,
     worker_active_leases,
 )
+from bloomops.execution.states import DEFAULT_MAX_LEASES
 from bloomops.tapdb.db import fetch_all
 
 
@@ -42,7 +40,7 @@ class WorkerRow:
 
     @property
     def max_concurrent_leases(self) -> int:
-        return int(self.props.get("max_concurrent_leases") or 1)
+        return int(self.props.get("max_concurrent_leases") or DEFAULT_MAX_LEASES)
 
 
 def workers(*, now: datetime | None = None, tenant: str | None = None,
@@ -66,12 +64,7 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
     out = []
     for row in rows:
         props = readable_worker(row["props"])
-        hb = parse_ts_or_none(props.get("heartbeat_at"))
-        lag = (moment - hb).total_seconds() if hb else None
-        status = props.get("status") or "OFFLINE"
-        ttl = float(props.get("heartbeat_ttl_seconds") or 60)
-        if status in ("ONLINE", "DRAINING") and (lag is None or lag > ttl):
-            status = "OFFLINE"
+        status, lag = liveness(props, moment)
         out.append(WorkerRow(uid=row["uid"], euid=row["euid"], props=props,
                              active_leases=int(row["active_leases"]),
                              heartbeat_lag_seconds=lag, computed_status=status))

@@ -47,9 +47,8 @@ def _scan_claimed(result: ActionResult) -> dict:
 def _scan_banner(claimed: dict) -> dict:
     """The claimed subject's name and the queue's display name, read now: the result stores
     EUIDs and keys only."""
-    diag = selectors.subject_diagnostics(claimed["subject_euid"])
     queue = selectors.queue_config(claimed["queue_key"])
-    return {**claimed, "subject_name": diag.name if diag else "",
+    return {**claimed, "subject_name": selectors.subject_name(claimed["subject_euid"]) or "",
             "queue_name": (queue["config"].get("display_name") if queue else None)
             or claimed["queue_key"]}
 
@@ -99,7 +98,7 @@ def scan(request: HttpRequest) -> HttpResponse:
             "VALIDATION_ERROR", "That is not an EUID or a name; scan the label again."))
     # Our EUID, or the lab's own name on the tube: claimed only when it means one subject.
     meant = selectors.subjects_labelled(label)
-    euid = meant[0]["euid"] if len(meant) == 1 else label.upper()
+    euid = meant[0]["euid"] if len(meant) == 1 else label
     try:
         if len(meant) > 1:
             raise ActionError("VALIDATION_ERROR", f"{len(meant)} subjects go by"
