@@ -434,3 +434,23 @@ def test_a_person_whose_name_is_stored_oddly_can_still_work(client, lab):
     from bloomops.tapdb.tenancy import tenant_of
 
     assert load(euid=worker, tenant=tenant_of()).props["display_name"] == "Jos\u00e9 da Silva"
+
+
+def test_signing_out_takes_the_person_off_the_online_coverage(client, lab):
+    """A scientist who signed out still counted as online for the queues they could serve,
+    for the hour of a person's liveness window: "1 online of 1 rostered" with nobody at
+    the bench. Their next action brings them back online."""
+    sci = signed_in(client, lab["worker_human"])
+    euid = make_subject("q1", name="Tube")
+    claim(sci, euid)
+    mine = services.my_worker_euid(lab["worker_human"])
+    [before] = [w for w in selectors.workers() if w.euid == mine]
+    assert before.computed_status == "ONLINE"
+    sci.post("/accounts/logout/")
+    [after] = [w for w in selectors.workers() if w.euid == mine]
+    assert after.computed_status == "OFFLINE"
+    assert selectors.leases(status="ACTIVE")  # the claim itself is theirs until it ends
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, make_subject("q1", name="Tube 2"))
+    [back] = [w for w in selectors.workers() if w.euid == mine]
+    assert back.computed_status == "ONLINE"

@@ -60,6 +60,21 @@ def heartbeat(user, worker_euid: str) -> None:
                           idempotency_key=uuid.uuid4().hex, worker_euid=worker_euid))
 
 
+def signed_out(user) -> None:
+    """A person who signs out (or whose idle session ends) is no longer at the bench: their
+    worker reports OFFLINE at once, instead of counting as online coverage for the rest of
+    its liveness window. Their next action brings it back online."""
+    euid = my_worker_euid(user) if user is not None else None
+    if euid is None:
+        return
+    try:
+        execute(ActionRequest(action_key="heartbeat_worker", actor=Actor.of(user),
+                              idempotency_key=uuid.uuid4().hex, worker_euid=euid,
+                              payload={"status": "OFFLINE"}))
+    except ActionError:  # a role that may no longer act as a worker: nothing to report
+        pass
+
+
 def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> ActionResult:
     """One executor action on behalf of a signed-in user."""
     return execute(ActionRequest(action_key=action_key, actor=Actor.of(user),
