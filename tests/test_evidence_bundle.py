@@ -119,6 +119,21 @@ def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path):
         call_command("verify_evidence", str(path))
 
 
+@pytest.mark.usefixtures("committed")  # each action its own transaction, its own instant
+@pytest.mark.parametrize("section", ["holds", "action_records"])
+def test_an_entry_removed_from_the_file_is_named_missing_not_later(history, section):
+    """A hold (or its action record) cut out of a downloaded bundle was listed as "added
+    since", harmless later history, though it was there before the bundle was made."""
+    export = export_evidence(history["subject"], history["op"])
+    doc = json.loads(export.data)
+    gone = doc[section].pop(0)
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert not verdict.ok
+    named = [p for p in verdict.problems if f"{section}[{gone['euid']}]" in p]
+    assert named and "missing from the file" in named[0]
+    assert not any(gone["euid"] in line for line in verdict.later)
+
+
 def test_a_reformatted_file_is_detected(history):
     export = export_evidence(history["subject"], history["op"])
     pretty = json.dumps(json.loads(export.data), indent=2).encode()

@@ -162,13 +162,24 @@ def _final(section: str, entry: Any) -> bool:
     return isinstance(props, dict) and props.get(name) not in (None, open_value)
 
 
+def _when_of(entry: Any) -> str | None:
+    """When an entry came to be, as the bundle writes instants (_when)."""
+    if not isinstance(entry, dict):
+        return None
+    value = entry.get("created_dt") or entry.get("changed_at")
+    return value if isinstance(value, str) else None
+
+
 def _compare(doc: dict[str, Any], now: dict[str, Any]
              ) -> tuple[list[str], list[str], list[str], bool]:
     """(changed or removed entries, changed snapshots a later action may explain, entries
-    added since, whether actions were added since)."""
+    added since, whether actions were added since). An entry the database has from before
+    the file's newest one was left out of the file, not added since."""
     changed: list[str] = []
     explicable: list[str] = []
     added: list[str] = []
+    newest = max((w for section in (*APPEND_ONLY, *SNAPSHOTS)
+                  for e in doc.get(section) or [] if (w := _when_of(e))), default="")
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
         theirs = {_entry_id(section, e): e for e in now.get(section) or []}
@@ -181,7 +192,17 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
                 # one that was final.
                 open_snapshot = section in SNAPSHOTS and not _final(section, entry)
                 (explicable if open_snapshot else changed).append(diff)
-        added += [f"{section}[{key}]: added since" for key in theirs if key not in mine]
+        for key, entry in theirs.items():
+            if key in mine:
+                continue
+            when = _when_of(entry)
+            # strictly before: what one transaction wrote shares its instant, and the file's
+            # newest entry may share it with an object written after the file was made
+            if when is not None and when < newest:
+                changed.append(f"{section}[{key}]: in the database since {when}, before the"
+                               " file's newest entry, but missing from the file")
+            else:
+                added.append(f"{section}[{key}]: added since")
     diff = _first_difference("subject", doc.get("subject"), now.get("subject"))
     if diff:
         explicable.append(diff)
