@@ -310,3 +310,18 @@ def test_the_terms_signed_for_read_the_same_once_decided(client, desk):
     assert "to its own queue · attempts reset to 0" in row
     subject_page = client.get(f"/subjects/{dead}/").content.decode()
     assert "attempts reset to 0" in subject_page and "attempts kept" not in subject_page
+
+
+def test_the_history_says_whose_words_an_approved_action_carries(client, desk):
+    """The inspector's history read "bob · release_execution_hold · QC rerun passed, please
+    release": the requester's words under the approver's name, the request nowhere."""
+    from tests.approval_support import decide
+
+    asked = request_release(desk["ann_actor"], desk["subject"], desk["hold"],
+                            parameters={"reason": "rerun passed"})
+    decide(desk["bob_actor"], asked["approval_euid"])
+    html = signed_in(client, desk["bob"]).get(f"/subjects/{desk['subject']}/").content.decode()
+    actions = html[html.index('id="actions"'):].split("</table>")[0]
+    row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)
+    assert (f"Approved by bob on request <code>{asked['approval_euid']}</code> by ann:"
+            " “rerun passed”") in row

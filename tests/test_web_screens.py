@@ -517,3 +517,23 @@ def test_the_inspector_says_when_a_retry_is_due_humanely(client, lab):
     assert "635467" not in reasons
     api = selectors.subject_diagnostics(euid)
     assert "2099-01-01T10:00:00.635467Z" in api.reasons[0].message  # the API's message keeps it
+
+
+def test_the_history_names_the_worker_and_why_an_attempt_failed(client, lab):
+    """A service account's actions read only "svc-extractor" (which station?), and a failed
+    attempt's row was blank where the reason goes."""
+    from tests.engine import SERVICE, claim
+
+    svc = actor(*SERVICE)
+    euid = make_subject("q1", name="Tube")
+    worker = register(svc, capabilities=["wetlab.extraction"], display_name="Extractor 3")
+    lease = claim(svc, worker, "q1")
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"error_class": "TRANSIENT_DEPENDENCY",
+                                         "error_message": "centrifuge lid open"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    actions = html[html.index('id="actions"'):].split("</table>")[0]
+    row = next(r for r in actions.split("<tr>") if "fail_queue_execution" in r)
+    assert f"as Extractor 3 <code>{worker}</code>" in row
+    assert "TRANSIENT_DEPENDENCY: centrifuge lid open" in row
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row)  # to the second

@@ -292,7 +292,11 @@ def action_history(instance_uid: int) -> list[dict[str, Any]]:
         """
         SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
                a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason,
-               a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload
+               a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload,
+               a.json_addl->>'worker_lookup_euid' AS worker_euid,
+               (SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
+                 WHERE w.euid = a.json_addl->>'worker_lookup_euid'
+                   AND w.tenant_id = %(tenant)s) AS worker_name
         FROM generic_instance_lineage l
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
              AND a.tenant_id = %(tenant)s

@@ -50,9 +50,10 @@ def time_left(value: datetime | str | None) -> str:
 
 @register.filter
 def when(value: datetime | str | None) -> str:
-    """A timestamp as 2026-01-05 12:00 UTC."""
+    """A timestamp as 2026-01-05 12:00:07 UTC: to the second, so that the actions of one
+    minute read in their order (what an auditor reconstructs)."""
     moment = parse_ts_or_none(value)
-    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "–"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "–"
 
 
 @register.filter
