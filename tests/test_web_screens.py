@@ -537,3 +537,17 @@ def test_the_history_names_the_worker_and_why_an_attempt_failed(client, lab):
     assert f"as Extractor 3 <code>{worker}</code>" in row
     assert "TRANSIENT_DEPENDENCY: centrifuge lid open" in row
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row)  # to the second
+
+
+def test_the_audit_trail_says_a_timestamp_rewritten_to_the_same_instant_is_unchanged(client,
+                                                                                   lab):
+    """Every change of a subject wrote an audit row "UPDATE created_dt" (TapDB's trigger
+    writes the same instant in another form), which read as someone editing when the
+    object was created."""
+    euid = make_subject("q1", name="Tube")
+    act("place_execution_hold", actor("operator"), subject_euid=euid, expected_state="READY",
+        payload={"reason": "check"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    audit = html[html.index('id="h-audit"'):].split("</table>")[0]
+    rows = [r for r in audit.split("<tr>") if "<td>created_dt</td>" in r]
+    assert rows and all("the same instant, written in another form" in r for r in rows)
