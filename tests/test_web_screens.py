@@ -551,3 +551,23 @@ def test_the_audit_trail_says_a_timestamp_rewritten_to_the_same_instant_is_uncha
     audit = html[html.index('id="h-audit"'):].split("</table>")[0]
     rows = [r for r in audit.split("<tr>") if "<td>created_dt</td>" in r]
     assert rows and all("the same instant, written in another form" in r for r in rows)
+
+
+def test_a_released_hold_stays_readable_on_the_inspector(client, lab):
+    """Once released, a hold vanished from the inspector ("None active"): its code, who
+    placed and who released it, when and why, were left to the API and the evidence file."""
+    euid = make_subject("q1", name="Tube")
+    hold = act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+               expected_state="READY",
+               payload={"hold_code": "SAMPLE_QUALITY", "reason": "particulate seen"})
+    act("release_execution_hold", actor("operator", username="lead"), subject_euid=euid,
+        hold_euid=hold["hold_euid"], expected_state="HELD",
+        payload={"reason": "re-inspected: clean"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    table = html[html.index('id="hold-history"'):].split("</table>")[0]
+    row = next(r for r in table.split("<tr>") if hold["hold_euid"] in r)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[1:4] == ["qa", f"SAMPLE_QUALITY <code>{hold['hold_euid']}</code>",
+                          "particulate seen"]
+    assert cells[5:] == ["lead", "re-inspected: clean"]
+    assert row.count(" UTC</td>") == 2  # placed and ended, each to the second
