@@ -8,9 +8,11 @@ import json
 
 import pytest
 
+from bloomops.execution.chain import canonical_bytes
 from bloomops.execution.evidence import verify_bundle
-from tests.engine import counts, make_subject
-from tests.web_support import flow
+from bloomops.execution.exports import export_evidence
+from tests.engine import counts, make_queue, make_subject
+from tests.web_support import flow, signed_in
 
 pytestmark = pytest.mark.django_db
 ROLES = ("worker_service", "worker_human", "operator", "admin")
@@ -55,4 +57,37 @@ def test_an_unknown_subject_is_said_in_plain_words(client, users, subject):
     before = counts()
     response = client.post("/subjects/Z-MX-404404/evidence/", follow=True)
     assert "No such subject." in response.content.decode()
+    assert counts() == before
+
+
+@pytest.mark.parametrize("role", ["worker_human", "operator"])
+def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, users, role,
+                                                                       tenant):
+    """Verifying took the command line or an operator's API token: an auditor shown a
+    bundle could not check it in the console. A check reads only: it writes nothing."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from bloomops.execution.context import Actor
+
+    make_queue("q1")
+    euid = make_subject("q1", name="Tube")
+    export = export_evidence(euid, Actor.of(users["operator"]))
+    reader = signed_in(client, users[role])
+    page = reader.get(f"/subjects/{euid}/").content.decode()
+    assert 'id="verify-evidence"' in page and export.sha256 in page
+    before = counts()
+    done = reader.post(f"/subjects/{euid}/evidence/verify/",
+                       {"bundle": SimpleUploadedFile("b.json", export.data)})
+    html = done.content.decode()
+    assert done.status_code == 200 and '<h1 id="verdict">Verified</h1>' in html
+    assert "matches its own seal" in html  # what was checked, said
+    edited = json.loads(export.data)
+    edited["subject"]["name"] = "Another tube"
+    done = reader.post(f"/subjects/{euid}/evidence/verify/",
+                       {"bundle": SimpleUploadedFile("b.json", canonical_bytes(edited))})
+    html = done.content.decode()
+    assert '<h1 id="verdict">Not verified</h1>' in html and "subject.name" in html
+    refused = reader.post(f"/subjects/{euid}/evidence/verify/", {"bundle": SimpleUploadedFile(
+        "b.json", b"not json")})
+    assert refused.status_code == 400 and "not a bundle" in refused.content.decode()
     assert counts() == before

@@ -250,8 +250,8 @@ def subject_evidence(request, euid: S.PathId):
 @router.post("/subjects/{euid}/evidence/verify",
              response={200: S.EvidenceVerdictOut, 404: S.ErrorOut, 409: S.ErrorOut,
                        413: S.ErrorOut, **READ_ERRORS},
-             auth=EVIDENCE_AUTH, summary="Verify an evidence bundle file (the request body,"
-             " as downloaded) against its record and the database (operator)",
+             summary="Verify an evidence bundle file (the request body, as downloaded)"
+             " against its record and the database (any role: it only reads)",
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/json": {"schema": {"type": "object"}}}}})
 def verify_subject_evidence(request, euid: S.PathId):

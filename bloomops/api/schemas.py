@@ -217,6 +217,8 @@ class EvidenceVerdictOut(Schema):
     recorded: list[dict[str, Any]]
     problems: list[str]
     later: list[str]
+    # what was checked, in words (evidence.CHECKS)
+    checked: list[str]
 
 
 class HistoryOut(Schema):

@@ -102,6 +102,18 @@ def build_bundle(euid: str, tenant: str | None) -> Bundle | None:
     return Bundle(document=doc, data=data, sha256=sha256_hex(data), subject_uid=subject["uid"])
 
 
+# What verify_bundle checks, in order, in the words every verdict carries (RULES.md#evidence).
+CHECKS = (
+    "the file is a bloomops.evidence/1 bundle in canonical form (not re-written or edited)",
+    "every action record in the file matches its own seal (sha256 of its canonical form)",
+    "the file's sha256 is one recorded for its subject (who generated it, when)",
+    "every entry of the file is compared with the database, field by field: action records,"
+    " lineage and audit rows must be unchanged; snapshots may differ only after later"
+    " actions, never once final; nothing older than the file's newest entry may be missing",
+    "the subject's hash chain of action records is unbroken in the database",
+)
+
+
 @dataclass
 class Verdict:
     """What verify_bundle found. ok: the file is a recorded bundle and nothing it describes
@@ -119,7 +131,8 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "subject_euid": self.subject_euid, "bundle_sha256": self.sha256,
-                "recorded": self.recorded, "problems": self.problems, "later": self.later}
+                "recorded": self.recorded, "problems": self.problems, "later": self.later,
+                "checked": list(CHECKS)}
 
 
 def _short(value: Any) -> str:

@@ -59,6 +59,7 @@ from bloomops.web.views.subjects import (
     subject,
     subject_evidence,
     subject_lookup,
+    verify_subject_evidence,
 )
 
 __all__ = [
@@ -68,7 +69,7 @@ __all__ = [
     "new_queue", "people_list", "person", "queue_detail", "queue_enabled", "queue_export",
     "queue_settings", "queue_settings_index", "release_hold", "release_lease", "renew_lease",
     "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
-    "subject_lookup", "sweep", "workbench", "workbench_bulk", "worker_dashboard",
-    "worker_status",
+    "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",
+    "worker_dashboard", "worker_status",
 ]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]

@@ -17,10 +17,13 @@ from bloomops.execution.actions.intake import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import STALE_CODES, ActionError
+from bloomops.execution.evidence import CHECKS, verify_bundle
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
+from bloomops.execution.selectors.evidence import recorded_bundles
+from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
@@ -125,6 +128,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "actions": selectors.action_history(diag.uid),
         "audit": selectors.audit_trail(diag.uid, limit=100),
         "approvals": approvals,
+        "bundles": recorded_bundles(diag.uid),
         "approval_offer": take_offer(request, diag.euid),
         "gated": gated_controls(diag.uid) if is_operator(request) else {},
         "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
@@ -204,3 +208,25 @@ def subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
     response["X-Evidence-Sha256"] = export.sha256
     return response
+
+
+# A bundle file larger than this is verified with manage.py verify_evidence.
+VERIFY_MAX_BYTES = 64 * 1024 * 1024
+
+
+@require_POST
+@reader
+def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
+    """An uploaded bundle verified against its record and the database (RULES.md#evidence):
+    a report anyone who reads may ask for, and that writes nothing."""
+    upload = request.FILES.get("bundle")
+    if upload is None or upload.size > VERIFY_MAX_BYTES:
+        messages.error(request, "Choose the bundle file as downloaded." if upload is None else
+                       "That file is larger than 64 MiB: verify it with manage.py"
+                       " verify_evidence.")
+        return redirect("subject", euid=euid)
+    verdict = verify_bundle(upload.read(), tenant_of())
+    return render(request, "web/evidence_verdict.html", {
+        "euid": euid, "filename": upload.name, "verdict": verdict, "checks": CHECKS,
+        "other_subject": verdict.subject_euid not in (None, euid),
+    }, status=400 if verdict.subject_euid is None else 200)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bloomops.execution.evidence import verify_bundle
+from bloomops.execution.evidence import CHECKS, verify_bundle
 from bloomops.tapdb.tenancy import tenant_of
 
 
@@ -37,6 +37,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"LATER {line}")
             for line in verdict.problems:
                 self.stderr.write(f"PROBLEM {line}")
+            for check in CHECKS:
+                self.stdout.write(f"CHECKED {check}")
         if not verdict.ok:
             raise CommandError(f"NOT VERIFIED: {len(verdict.problems)} problem(s)"
                                + (f"; first: {verdict.problems[0]}" if verdict.problems else ""))
