@@ -236,6 +236,18 @@ def test_values_are_not_coerced(lab, path, fields, field):
     assert counts() == before
 
 
+@pytest.mark.parametrize("reason", ["", "   ", "\t\n"])
+def test_a_blank_reason_is_told_in_words(lab, reason):
+    """A blank reason was refused as "reason: String should match pattern '\\S'"."""
+    before = counts()
+    r = lab["apis"]["operator"].act("hold", subject_euid=lab["subject"],
+                                    expected_state="READY", reason=reason)
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "reason"
+    assert err["message"] == "reason: must not be blank"
+    assert counts() == before
+
+
 def test_an_integral_float_is_an_integer(lab):
     # JSON Schema's "integer" includes 1.0, so the server takes it as 1.
     r = lab["apis"]["operator"].act("hold", subject_euid=lab["subject"], expected_state="READY",

@@ -9,6 +9,7 @@ from typing import Any
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
+from bloomops.api.action_schemas import NON_BLANK
 from bloomops.api.guard import CODE_OF_STATUS, RequestRefused
 from bloomops.execution.errors import ActionError
 
@@ -28,11 +29,20 @@ def _field(loc: list[str]) -> str:
     return ".".join(p for p in parts if not _VALIDATOR_STEP.match(p))
 
 
+def _plain(error: dict[str, Any]) -> str:
+    """pydantic's message, in words where it would read as a developer's: a text that must
+    not be blank said "String should match pattern '\\S'"."""
+    ctx = error.get("ctx") or {}
+    if ((error.get("type") == "string_pattern_mismatch" and ctx.get("pattern") == NON_BLANK)
+            or (error.get("type") == "string_too_short" and ctx.get("min_length") == 1)):
+        return "must not be blank"
+    return str(error.get("msg", "")).removeprefix("Value error, ")
+
+
 def validation_refusal(exc: ValidationError) -> RequestRefused:
     """The first problem names the field (details.field) and leads the message; all of them
     are in details.errors."""
-    errors = [{"loc": [str(p) for p in e.get("loc", ())],
-               "msg": str(e.get("msg", "")).removeprefix("Value error, "),
+    errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": _plain(e),
                "type": e.get("type")} for e in exc.errors]
     if not errors:
         return RequestRefused("VALIDATION_ERROR")
