@@ -323,9 +323,13 @@ def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, 
     html = confirm.content.decode()
     warning = html[html.index('id="gated-picks"'):].split("</p>")[0]
     assert "Requeueing a dead-lettered subject needs a second person" in warning
-    assert "1 of these will be refused here" in warning
+    assert "1 of these are left out here" in warning
     assert f'href="/subjects/{failing["dead"]}/"' in warning
     assert failing["retry_a"] not in warning
+    # the button runs what it can: the one that needs a second person is not sent
+    assert ">Requeue 1 of 2</button>" in html
+    sent = re.findall(r'name="pick" value="([^"]*)"', html)
+    assert sent == [retry]
 
 
 def test_which_requeues_need_a_second_person_is_judged_by_the_dead_letter(client, lab, failing):
@@ -347,5 +351,5 @@ def test_which_requeues_need_a_second_person_is_judged_by_the_dead_letter(client
                                               "scope": "selected", "pick": [dead, retry]})
     html = confirm.content.decode()
     warning = html[html.index('id="gated-picks"'):].split("</p>")[0]
-    assert "1 of these will be refused here" in warning
+    assert "1 of these are left out here" in warning
     assert f'href="/subjects/{failing["dead"]}/"' in warning

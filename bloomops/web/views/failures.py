@@ -133,6 +133,8 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         gated = [p.euid for p in picks if gate and p.euid in dead]
         return render(request, "web/failures_confirm.html", {
             "gate": gate, "gated": gated,
+            # what the button runs: the gated ones would only be refused one by one
+            "runnable": [p for p in picks if p.euid not in gated],
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
             "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
             "more": max(0, len(picks) - CONFIRM_LIST),
