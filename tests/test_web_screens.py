@@ -72,14 +72,14 @@ def test_supervisor_sees_a_throughput_trend_drawn_from_execution_records(client,
         expected_state="READY", payload={"next_queue_key": "q2"})
     assert selectors.throughput_trend()["q1"][-1] == 1
     html = signed_in(client, lab["operator"]).get("/").content.decode()
-    assert "Trend (12 h)" in html and "<svg class=\"spark\"" in html
+    assert "Done per hour (12 h)" in html and "<svg class=\"spark\"" in html
     # its accessible name carries the numbers; a queue nothing finished in says so
     assert re.search(r'aria-label="q1 completions per hour, oldest first: (0, ){11}1"', html)
     q2 = html.split('data-queue="q2"')[1].split("</tr>")[0]
     assert "none in 12 h" in q2
     assert envelope(euid)["next_queue_key"] == "q2"
     worker_html = signed_in(client, lab["worker_human"]).get("/").content.decode()
-    assert "Trend (12 h)" not in worker_html
+    assert "Done per hour (12 h)" not in worker_html
 
 
 def test_queue_detail_lists_visible_items_in_execution_order(client, lab):
