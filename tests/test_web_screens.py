@@ -571,3 +571,20 @@ def test_a_released_hold_stays_readable_on_the_inspector(client, lab):
                           "particulate seen"]
     assert cells[5:] == ["lead", "re-inspected: clean"]
     assert row.count(" UTC</td>") == 2  # placed and ended, each to the second
+
+
+@pytest.mark.parametrize("path", ["/queues/nope/", "/queues/nope/export.csv",
+                                  "/settings/queues/nope/"])
+def test_a_missing_page_is_the_consoles_own_even_with_debug_on(client, lab, settings, path):
+    """With DEBUG on (make run), /queues/nope/ showed Django's debug 404 page, unlike the
+    console's page for an unknown subject."""
+    settings.DEBUG = True
+    response = signed_in(client, lab["admin"]).get(path)
+    html = response.content.decode()
+    assert response.status_code == 404 and "<h1>Not found</h1>" in html
+    assert "Using the URLconf" not in html and "Django tried these URL patterns" not in html
+
+
+def test_an_address_that_is_no_page_is_the_consoles_own_404(client, lab):
+    response = signed_in(client, lab["operator"]).get("/no-such-page/")
+    assert response.status_code == 404 and "<h1>Not found</h1>" in response.content.decode()

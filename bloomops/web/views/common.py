@@ -41,6 +41,12 @@ def forbidden(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "web/forbidden.html", {"message": message}, status=403)
 
 
+def not_found(request: HttpRequest, message: str) -> HttpResponse:
+    """The console's own 404 page, with DEBUG on too (a raised Http404 would show Django's
+    debug page to the people using the demo)."""
+    return render(request, "404.html", {"message": message}, status=404)
+
+
 def back_url(request: HttpRequest, default: str) -> str:
     """Where to go after a form: the page's own ``next`` when it is a path on this site,
     else ``default``. A bare word would be taken by ``redirect`` for a URL name and fail

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from functools import wraps
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,7 +22,7 @@ from bloomops.execution.executor import execute
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import manifest
 from bloomops.web.spreadsheets import csv_response
-from bloomops.web.views.common import forbidden
+from bloomops.web.views.common import forbidden, not_found
 
 SESSION_PREFIX = "intake_results:"
 # How many batches' results a session keeps for download (the newest).
@@ -166,7 +166,8 @@ def intake_results_csv(request: HttpRequest, batch_key: str) -> HttpResponse:
     results = request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.fullmatch(
         batch_key) else None
     if results is None:
-        raise Http404("No such intake results in this session.")
+        return not_found(request, "No such intake results in this session: they are kept in"
+                         " the session that ran the intake.")
     response = csv_response(f"intake-{batch_key[:8]}.csv")
     response.write(manifest.results_csv(results))
     return response

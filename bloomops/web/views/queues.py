@@ -7,7 +7,7 @@ import csv
 import math
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -29,6 +29,7 @@ from bloomops.web.views.common import (
     as_human,
     guards,
     is_human,
+    not_found,
     page_number,
     reader,
 )
@@ -88,7 +89,7 @@ def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:
 def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
     queue = selectors.queue_config(queue_key)
     if queue is None:
-        raise Http404("No such queue.")
+        return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
     page = page_number(request)
     fetch = (
@@ -130,7 +131,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
 @reader
 def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     if selectors.queue_config(queue_key) is None:
-        raise Http404("No such queue.")
+        return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
     response = csv_response(f"{queue_key}.csv")
     out = csv.writer(response)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,20 +22,13 @@ from bloomops.execution.policy import flow_warnings
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import decode, encode, form_fields, read_form
-from bloomops.web.views.common import answer, forbidden, guards, reason_of
+from bloomops.web.views.common import answer, forbidden, guards, not_found, reason_of
 
 
 def _admin_only(request: HttpRequest) -> HttpResponse | None:
     if "admin" not in roles_of(request.user):
         return forbidden(request, "Only admins change queue settings.")
     return None
-
-
-def _queue(queue_key: str) -> dict:
-    row = selectors.queue_config(queue_key)
-    if row is None:
-        raise Http404(f"No queue {queue_key!r}.")
-    return row
 
 
 def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
@@ -54,7 +47,9 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     refused = _admin_only(request)
     if refused:
         return refused
-    row = _queue(queue_key)
+    row = selectors.queue_config(queue_key)
+    if row is None:
+        return not_found(request, f"No queue {queue_key}.")
     if request.method == "GET":
         return _page(request, row)
     try:
