@@ -189,6 +189,9 @@ def depth_chart(history: History, points: list[Point], name: str,
     href = queue_url(queue_key, history.range_key)
     # a bucket wider than a sample shows its samples' highest
     highest = "highest " if history.width > MINUTE else ""
+    # said in the legend too: the last point is a bucket's highest, not the depth now
+    per = (f", highest per {readable_seconds(history.width)}" if history.width > MINUTE
+           else "")
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
     depth_top, age_top = count_top(peak), seconds_top(oldest)
@@ -198,8 +201,8 @@ def depth_chart(history: History, points: list[Point], name: str,
                       ("0", DEPTH)))
             + _scale(((readable_seconds(age_top), AGE), (readable_seconds(age_top // 2), AGE),
                       ("0", AGE)), right=True)
-            + _legend((DEPTH, f"depth (max {peak})"),
-                      (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
+            + _legend((DEPTH, f"depth{per} (max {peak})"),
+                      (AGE, f"- - oldest age{per} (max {readable_seconds(oldest)})"))
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
                     lambda p: f"{when(p.at)}: {highest}oldest age"
