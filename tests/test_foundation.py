@@ -117,6 +117,8 @@ def test_demo_seed_twice_creates_nothing_new(tenant):
     second = seed_demo()
     assert second.queues_created == [] and second.subjects_created == 0
     assert second.users_created == []
+    # people sign with their names: an auditor reads "Quinn Okafor", not "qa"
+    assert User.objects.get(username="qa").get_full_name() == "Quinn Okafor"
     assert fetch_value("SELECT count(*) FROM generic_instance") == before
     assert User.objects.count() == users_before
     assert {q["queue_key"] for q in selectors.queues()} == {q["queue_key"] for q in DEMO_QUEUES}

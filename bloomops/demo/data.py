@@ -35,6 +35,9 @@ DEMO_USERS = {
     "admin": "admin",
     "svc-extractor": "worker_service",
 }
+# Full names, as signatures and histories print them (an auditor reads a person's name).
+DEMO_NAMES = {"scientist": ("Sam", "Rivera"), "qa": ("Quinn", "Okafor"),
+              "supervisor": ("Sasha", "Lindqvist"), "admin": ("Ada", "Moreau")}
 
 
 # The demo's queues are configuration code, applied through the queue actions like a lab's.
@@ -93,6 +96,7 @@ def ensure_demo_users(report: DemoReport) -> None:
         if created:
             user.set_password(settings.DEMO_PASSWORD)
             user.is_staff = role == "admin"
+            user.first_name, user.last_name = DEMO_NAMES.get(username, ("", ""))
             user.save()
             report.users_created.append(username)
         user.groups.add(Group.objects.get(name=role))
