@@ -588,3 +588,39 @@ def test_a_missing_page_is_the_consoles_own_even_with_debug_on(client, lab, sett
 def test_an_address_that_is_no_page_is_the_consoles_own_404(client, lab):
     response = signed_in(client, lab["operator"]).get("/no-such-page/")
     assert response.status_code == 404 and "<h1>Not found</h1>" in response.content.decode()
+
+
+def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab):
+    """QA could not answer "every hold for SAMPLE_QUALITY" or "every item I held last week":
+    the workbench listed active holds only, and its filter did not know who placed them."""
+    from bloomops.execution import clock
+
+    old = make_subject("q1", name="Old tube")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=old,
+        expected_state="READY", payload={"hold_code": "SAMPLE_QUALITY", "reason": "old"})
+    clock.advance(10 * 86400)
+    ended, active, other = (make_subject("q1", name=n) for n in ("Ended", "Active", "Other"))
+    done = act("place_execution_hold", actor("operator", username="qa"), subject_euid=ended,
+               expected_state="READY",
+               payload={"hold_code": "SAMPLE_QUALITY", "reason": "haemolysed"})
+    act("release_execution_hold", actor("operator", username="lead"), subject_euid=ended,
+        hold_euid=done["hold_euid"], expected_state="HELD", payload={"reason": "respun"})
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=active,
+        expected_state="READY", payload={"hold_code": "SAMPLE_QUALITY", "reason": "clot"})
+    act("place_execution_hold", actor("operator", username="lead"), subject_euid=other,
+        expected_state="READY", payload={"hold_code": "LABEL_ISSUE", "reason": "smudged"})
+    client = signed_in(client, lab["worker_human"])  # anyone who reads may look
+
+    def found(query: str) -> list[str]:
+        html = client.get(f"/holds/?{query}").content.decode()
+        return re.findall(r'<td data-label="Subject"><a href="/subjects/([^/]+)/"', html)
+
+    assert found("code=SAMPLE_QUALITY&by=QA&since=7d") == [active, ended]
+    assert found("code=SAMPLE_QUALITY&by=qa&since=all") == [active, ended, old]
+    assert found("code=SAMPLE_QUALITY&by=qa&since=7d&status=active") == [active]
+    assert found("by=lead&since=7d") == [other]
+    html = client.get("/holds/?code=SAMPLE_QUALITY&since=7d").content.decode()
+    row = html[html.index(f'/subjects/{ended}/'):].split("</tr>")[0]
+    assert "respun" in row and "lead" in row
+    assert client.get("/holds/?since=forever").status_code == 200  # read as the default
+    assert client.get("/holds/?code=%00").status_code == 400  # as every console page

@@ -101,6 +101,7 @@ def matches(row: dict, text: str) -> bool:
         row.get("subject_euid"), row.get("subject_name"), props.get("reason"),
         row.get("error_message") or props.get("error_message"),
         row.get("error_class") or props.get("error_class"), props.get("hold_code"),
+        props.get("placed_by_lookup_euid"), props.get("queue_lookup_key"),
     ) if v)
     return text in haystack.lower()
 

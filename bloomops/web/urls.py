@@ -22,6 +22,7 @@ urlpatterns = [
     path("subjects/<str:euid>/requeue/", views.requeue_subject, name="requeue_subject"),
     path("subjects/<str:euid>/cancel/", views.cancel_subject, name="cancel_subject"),
     path("subjects/<str:euid>/evidence/", views.subject_evidence, name="subject_evidence"),
+    path("holds/", views.hold_search, name="hold_search"),
     path("subjects/<str:euid>/evidence/verify/", views.verify_subject_evidence,
          name="verify_subject_evidence"),
     path("subjects/<str:euid>/request-approval/", views.request_approval,

@@ -66,6 +66,7 @@ from bloomops.execution.selectors.subjects import (
 from bloomops.execution.selectors.workbench import (
     active_holds,
     dead_letters,
+    holds,
 )
 from bloomops.execution.selectors.workers import (
     WorkerRow,
@@ -77,8 +78,8 @@ __all__ = [
     "Coverage", "Overview", "overview",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
-    "action_history", "last_action", "active_holds", "audit_trail", "dead_letters", "display_name",
-    "filters_sql",
+    "action_history", "last_action", "active_holds", "holds", "audit_trail", "dead_letters",
+    "display_name", "filters_sql",
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
 )
-from bloomops.execution.sql import SUBJECT_REVISION, hold_active
+from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc
 from bloomops.tapdb.db import fetch_all
 
 
@@ -38,6 +40,16 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
 def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
                  limit: int = 500) -> list[dict[str, Any]]:
     """Active holds with their subject (through lineage). One query."""
+    return holds(tenant=tenant, queue_key=queue_key, limit=limit)
+
+
+def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: bool = False,
+          code: str | None = None, placed_by: str | None = None,
+          since: datetime | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Holds with their subject (through lineage), newest first: the active ones, or with
+    ``ended`` those released or ended too (what QA answers an auditor with: every hold for
+    CONTAMINATION, every hold a person placed last week); by code, by who placed it, placed
+    since. One query."""
     return fetch_all(
         f"""
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
@@ -50,10 +62,18 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
         JOIN generic_instance s ON s.uid = l.parent_instance_uid AND s.tenant_id = %(tenant)s
         WHERE h.tenant_id = %(tenant)s AND NOT h.is_deleted
           AND h.type = 'execution' AND h.subtype = 'hold'
-          AND {hold_active("h")}
+          AND (%(ended)s OR {hold_active("h")})
           AND (%(queue_key)s::text IS NULL
                OR h.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+          AND (%(code)s::text IS NULL OR h.json_addl->'properties'->>'hold_code' = %(code)s)
+          AND (%(placed_by)s::text IS NULL
+               OR lower(h.json_addl->'properties'->>'placed_by_lookup_euid')
+                  = lower(%(placed_by)s))
+          AND (%(since)s::text IS NULL OR {utc("h.json_addl->'properties'->>'placed_at'")}
+                                          >= %(since)s)
         ORDER BY h.uid DESC LIMIT %(limit)s
         """,
-        read_params(None, tenant, queue_key=queue_key, limit=limit),
+        read_params(None, tenant, queue_key=queue_key, ended=ended, code=code,
+                    placed_by=placed_by, since=ts(since) if since else None,
+                    limit=limit),
     )

@@ -30,6 +30,7 @@ from bloomops.web.views.bench import (
     scan,
 )
 from bloomops.web.views.failures import failures, failures_bulk
+from bloomops.web.views.holds import hold_search
 from bloomops.web.views.intake import (
     intake,
     intake_confirm,
@@ -73,3 +74,4 @@ __all__ = [
     "worker_dashboard", "worker_status",
 ]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
+__all__ += ["hold_search"]

@@ -1,0 +1,40 @@
+"""Hold search (RULES.md#holds): every hold, active or ended, by code, by who placed it and
+since when, with who ended it and why. What QA answers an auditor with ("every hold for
+CONTAMINATION last month", "every hold I placed last week"). Reads only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from bloomops.execution import clock, selectors
+from bloomops.execution.actions.subjects import hold_codes
+from bloomops.web.views.common import reader
+
+# How far back a search reaches, by its choice on the form.
+SINCE = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30),
+         "365d": timedelta(days=365), "all": None}
+SHOWN = 500
+
+
+@require_GET
+@reader
+def hold_search(request: HttpRequest) -> HttpResponse:
+    code = request.GET.get("code", "").strip()[:100] or None
+    placed_by = request.GET.get("by", "").strip()[:150] or None
+    since_key = request.GET.get("since", "30d")
+    if since_key not in SINCE:
+        since_key = "30d"
+    ended = request.GET.get("status", "any") != "active"
+    span = SINCE[since_key]
+    found = selectors.holds(ended=ended, code=code, placed_by=placed_by,
+                            since=clock.now() - span if span else None, limit=SHOWN + 1)
+    return render(request, "web/holds.html", {
+        "found": found[:SHOWN], "more": len(found) > SHOWN,
+        "codes": sorted(set(hold_codes()) | ({code} if code else set())),
+        "code": code or "", "by": placed_by or "", "since": since_key, "ended": ended,
+        "sinces": list(SINCE),
+    })
