@@ -8,6 +8,8 @@ import html
 import re
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bloomops.execution.envelope import ts
 from bloomops.execution.stats.history import RANGES, History, Point, bucket_start
 from bloomops.web.charts import (
@@ -179,3 +181,36 @@ def test_every_bar_can_be_seen_and_pointed_at_and_leads_to_the_failures_it_count
                   f"&until={ts(p.counted[1]).replace(':', '%3A')}" for p in points[1:]]
         assert links == [html.escape(f"/failures/?queue=q1&range={range_key}{w}#attempts")
                          for w in ["", *window]]
+
+
+@pytest.mark.django_db
+def test_a_completion_bar_leads_to_the_completions_it_counts(client, lab):
+    """Failure bars led to the attempts they counted; completion bars and the dashboard's
+    Done/h led nowhere."""
+    from bloomops.execution import clock
+    from tests.engine import SERVICE, act, actor, claim, make_subject, register
+    from tests.web_support import EXTRACTION, signed_in
+
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=EXTRACTION, max_concurrent_leases=5)
+    before = clock.now()
+    done = []
+    for name in ("A", "B"):
+        euid = make_subject("q1", name=f"Tube {name}")
+        lease = claim(svc, worker, "q1")
+        act("complete_queue_execution", svc, worker_euid=worker,
+            lease_euid=lease["lease_euid"], expected_state="READY", payload={})
+        done.append(euid)
+    clock.advance(1)
+    window = (before - timedelta(seconds=1), clock.now())
+    history = History(range_key="1h", start=END - timedelta(hours=1), end=END, width=60,
+                      queues={}, lab=[])
+    svg = str(throughput_chart(history, [Point(at=END - timedelta(minutes=1), completions=2,
+                                               counted=window)], "q1", "q1"))
+    [link] = re.findall(r'<a href="([^"]+)" class="point completions"', svg)
+    page = signed_in(client, lab["operator"]).get(html.unescape(link)).content.decode()
+    listed = re.findall(r'<tr data-record="[^"]+">\s*<td>.*?</td>\s*<td>q1</td>\s*<td><a href='
+                        r'"/subjects/([^/]+)/"', page, re.S)
+    assert sorted(listed) == sorted(done)
+    dashboard = signed_in(client, lab["operator"]).get("/").content.decode()
+    assert '/completions/?queue=q1&amp;range=1h"' in dashboard

@@ -57,15 +57,16 @@ def history_url(queue_key: str, chart_range: str = "24h") -> str:
 
 
 def failures_url(queue_key: str | None, chart_range: str, *,
-                 counted: Window | None = None) -> str:
+                 counted: Window | None = None, page: str = "failures") -> str:
     """Where a queue's failures went (RULES.md#statistics): its failed attempts over the
     range, or those a bar counted (``counted``: finished in (from, to], a sample's window),
-    each with where its subject is now, below what is failing now; of one queue or all."""
+    each with where its subject is now, below what is failing now; of one queue or all.
+    ``page`` "completions": its completed attempts, as a completion bar counts them."""
     query = {"queue": queue_key} if queue_key else {}
     query["range"] = chart_range
     if counted is not None:
         query["since"], query["until"] = ts(counted[0]), ts(counted[1])
-    return f"{reverse('failures')}?{urlencode(query)}#attempts"
+    return f"{reverse(page)}?{urlencode(query)}" + ("#attempts" if page == "failures" else "")
 
 
 def _n(value: float) -> str:
@@ -235,17 +236,21 @@ def bar_box(p: Point, history: History) -> tuple[float, float]:
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
     """Completions (bars up from the middle) and failures (bars down), each bar over its
-    bucket (``bar_box``); a failure bar links to the failed attempts it counts, each with
-    where its subject went (``failures_url``)."""
+    bucket (``bar_box``); a bar links to the attempts it counts, each with where its
+    subject went (``failures_url``)."""
     top = count_top(max((max(p.completions, p.failures) for p in points), default=0))
     mid = MIDDLE
     scale = (mid - TOP) / top
     boxes = [bar_box(p, history) for p in points]
-    done = format_html_join("", '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
-                            ' fill="{}"><title>{}</title></rect>',
-                            ((_n(x), _n(mid - p.completions * scale), _n(w),
-                              _n(p.completions * scale), DONE,
-                              f"{when(p.at)}: {p.completions} completed")
+    done = format_html_join("", '<a href="{}" class="point completions" tabindex="-1">'
+                            '<title>{}</title>'
+                            '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
+                            ' fill="{}"/></a>',
+                            ((failures_url(queue_key, history.range_key, counted=p.counted,
+                                           page="completions"),
+                              f"{when(p.at)}: {p.completions} completed",
+                              _n(x), _n(mid - p.completions * scale), _n(w),
+                              _n(p.completions * scale), DONE)
                              for p, (x, w) in zip(points, boxes, strict=True)
                              if p.completions))
     failed = format_html_join("", '<a href="{}" class="point failures" tabindex="-1">'

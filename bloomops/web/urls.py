@@ -23,6 +23,7 @@ urlpatterns = [
     path("subjects/<str:euid>/cancel/", views.cancel_subject, name="cancel_subject"),
     path("subjects/<str:euid>/evidence/", views.subject_evidence, name="subject_evidence"),
     path("holds/", views.hold_search, name="hold_search"),
+    path("completions/", views.completions, name="completions"),
     path("subjects/<str:euid>/evidence/verify/", views.verify_subject_evidence,
          name="verify_subject_evidence"),
     path("subjects/<str:euid>/request-approval/", views.request_approval,

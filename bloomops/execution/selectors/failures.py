@@ -115,11 +115,12 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3) -> list[Fai
     return sorted(groups.values(), key=lambda g: (-g.total, g.queue_key, g.error_class))
 
 
-# Failed attempts (execution records of a status in counting.FAILED, which the charts'
-# failure bars count) of the queues that finished in (since, until], newest first: a range
-# of bloomops_record_queue_finished per queue, as the recorder counts them; then where each
-# listed subject is now (subject_found false: no longer in the tenant's live objects).
-_FAILED_ATTEMPTS = """
+# Finished attempts (execution records of the given statuses: counting.FAILED, which the
+# charts' failure bars count, or SUCCEEDED, their completion bars) of the queues that
+# finished in (since, until], newest first: a range of bloomops_record_queue_finished per
+# queue, as the recorder counts them; then where each listed subject is now (subject_found
+# false: no longer in the tenant's live objects).
+_FINISHED_ATTEMPTS = """
     SELECT a.*, s.uid IS NOT NULL AS subject_found, s.name AS subject_name,
            s.json_addl->'properties'->'execution'->>'state' AS subject_state,
            s.json_addl->'properties'->'execution'->>'next_queue_key' AS subject_queue_key
@@ -137,7 +138,7 @@ _FAILED_ATTEMPTS = """
                 AND r.json_addl->'properties'->>'queue_lookup_key' = k.queue_key
                 AND r.json_addl->'properties'->>'finished_at' > %(since)s
                 AND r.json_addl->'properties'->>'finished_at' <= %(until)s
-                AND r.json_addl->'properties'->>'status' IN ({failed})
+                AND r.json_addl->'properties'->>'status' IN ({statuses})
               ORDER BY r.json_addl->'properties'->>'finished_at' DESC
               LIMIT %(limit)s) r
     ) a
@@ -146,16 +147,20 @@ _FAILED_ATTEMPTS = """
     LEFT JOIN generic_instance s
       ON s.euid = a.subject_euid AND s.tenant_id = %(tenant)s AND NOT s.is_deleted
     ORDER BY a.finished_at DESC, a.record_euid
-""".format(failed=", ".join(f"'{status}'" for status in FAILED_STATUSES))
+"""
+_STATUSES = {"failed": FAILED_STATUSES, "completed": ("SUCCEEDED",)}
 
 
 def failed_attempts(queue_keys: list[str], *, since: datetime, until: datetime,
-                    tenant: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-    """The failed attempts of ``queue_keys`` that finished in (since, until], newest first
-    (at most ``limit``), each with its subject's name, state and queue now: what the
-    dashboard's failure bars count. One query."""
+                    tenant: str | None = None, limit: int = 200,
+                    outcome: str = "failed") -> list[dict[str, Any]]:
+    """The failed (or, ``outcome`` "completed", the completed) attempts of ``queue_keys``
+    that finished in (since, until], newest first (at most ``limit``), each with its
+    subject's name, state and queue now: what the dashboard's failure (completion) bars
+    count. One query."""
     if not queue_keys:
         return []
-    return fetch_all(_FAILED_ATTEMPTS, read_params(
+    statuses = ", ".join(f"'{status}'" for status in _STATUSES[outcome])
+    return fetch_all(_FINISHED_ATTEMPTS.format(statuses=statuses), read_params(
         until, tenant, queue_keys=list(queue_keys), since=ts(since), until=ts(until),
         limit=limit))

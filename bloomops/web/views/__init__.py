@@ -29,7 +29,7 @@ from bloomops.web.views.bench import (
     renew_lease,
     scan,
 )
-from bloomops.web.views.failures import failures, failures_bulk
+from bloomops.web.views.failures import completions, failures, failures_bulk
 from bloomops.web.views.holds import hold_search
 from bloomops.web.views.intake import (
     intake,
@@ -74,4 +74,4 @@ __all__ = [
     "worker_dashboard", "worker_status",
 ]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
-__all__ += ["hold_search"]
+__all__ += ["hold_search", "completions"]

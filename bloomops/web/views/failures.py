@@ -65,10 +65,10 @@ def _counted(data: QueryDict, now: datetime) -> tuple[datetime, datetime] | None
 
 
 def _attempts(request: HttpRequest, queue_key: str | None,
-              queues: list[dict]) -> dict[str, object]:
-    """The failed attempts over the chosen range (the dashboard's ranges; 24 h unless
-    another is asked for), or those a failure bar counted: what the charts' failure bars
-    count, and where each subject is now."""
+              queues: list[dict], outcome: str = "failed") -> dict[str, object]:
+    """The failed (completed) attempts over the chosen range (the dashboard's ranges; 24 h
+    unless another is asked for), or those a failure (completion) bar counted: what the
+    charts' bars count, and where each subject is now."""
     chart_range = range_key(request.GET.get("range"), "24h")
     until = clock.now()
     counted = _counted(request.GET, until)
@@ -76,7 +76,7 @@ def _attempts(request: HttpRequest, queue_key: str | None,
     keys = [q["queue_key"] for q in queues if queue_key in (None, q["queue_key"])]
     # one more than shown: whether there were more to show
     rows = selectors.failed_attempts(keys, since=since, until=until,
-                                     limit=ATTEMPTS_SHOWN + 1)
+                                     limit=ATTEMPTS_SHOWN + 1, outcome=outcome)
     return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range,
             "ranges": list(RANGES), "attempts_counted": counted,
             "attempts_capped": len(rows) > ATTEMPTS_SHOWN}
@@ -94,6 +94,17 @@ def failures(request: HttpRequest) -> HttpResponse:
         "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
         "filtered": any(filters.values()),
         **_attempts(request, filters["queue_key"], queues),
+    })
+
+
+@require_GET
+@reader
+def completions(request: HttpRequest) -> HttpResponse:
+    """The completed attempts a completion bar counted (or of a range), each with where its
+    subject is now: the charts' other half, as the failures page is for failure bars."""
+    queue_key = request.GET.get("queue", "").strip() or None
+    return render(request, "web/completions.html", {
+        "queue_key": queue_key, **_attempts(request, queue_key, selectors.queues(), "completed"),
     })
 
 
