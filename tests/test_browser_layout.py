@@ -150,7 +150,8 @@ def screens(site: str, subject: str) -> list[str]:
     return ["/", "/queues/q1/", "/queues/q1/?state=HELD", "/scan/", "/my-work/",
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
             "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
-            "/settings/new-queue/", "/failures/", "/approvals/"]
+            "/settings/new-queue/", "/failures/", "/approvals/", "/holds/?since=all",
+            "/completions/"]
 
 
 @pytest.mark.parametrize("width", [768, 375])

@@ -197,17 +197,21 @@ def test_an_external_retryable_failure_at_the_attempt_limit_fails_for_good(tenan
     assert letter["props"]["error_message"] == "sequencer down"
 
 
-def test_an_external_result_ends_a_lease_taken_while_the_subject_waited(tenant):
-    """On another writer's queue offering WAITING_EXTERNAL items, a claim leased one; the
-    external result then finished the subject and left that lease ACTIVE on it, whose worker
-    could complete the step over the result. The result ends the attempt: the lease too."""
-    make_queue("q1", required_worker_capabilities=[],
-               eligible_states=["READY", "FAILED_RETRYABLE", "WAITING_EXTERNAL"])
+def test_an_external_result_ends_a_lease_another_writer_left_on_the_subject(tenant):
+    """Another writer moved a leased subject to WAITING_EXTERNAL; the external result then
+    finished it and left the lease ACTIVE, whose worker could complete the step over the
+    result. The result ends the attempt: any lease too."""
+    from django.db import connection
+
+    make_queue("q1", required_worker_capabilities=[])
     svc = actor(*SERVICE)
     worker = register(svc)
-    subject = _sent_outside(svc, worker, "q1")
+    subject = make_subject("q1")
     late = claim(svc, worker, "q1")
-    assert late["subject_euid"] == subject
+    with connection.cursor() as cur:
+        cur.execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                    " '{properties,execution,state}', '\"WAITING_EXTERNAL\"') WHERE euid = %s",
+                    [subject])
     act("record_external_result", svc, subject_euid=subject, expected_state="WAITING_EXTERNAL",
         payload={"outcome": "COMPLETED"})
     assert envelope(subject)["state"] == "COMPLETED"
@@ -216,3 +220,21 @@ def test_an_external_result_ends_a_lease_taken_while_the_subject_waited(tenant):
         act("complete_queue_execution", svc, worker_euid=worker, lease_euid=late["lease_euid"],
             expected_state="WAITING_EXTERNAL", payload={})
     assert refused.value.code == "LEASE_NOT_ACTIVE"
+
+
+def test_a_queue_never_offers_work_that_is_out_being_done(tenant):
+    """A queue another writer stored with WAITING_EXTERNAL among its eligible states offered
+    a subject whose step an outside system was still doing: a second worker claimed it and
+    failed it for good before the result came (RULES.md#visibility)."""
+    make_queue("q1", required_worker_capabilities=[],
+               eligible_states=["READY", "FAILED_RETRYABLE", "WAITING_EXTERNAL"])
+    svc = actor(*SERVICE)
+    worker = register(svc, max_concurrent_leases=2)
+    subject = _sent_outside(svc, worker, "q1")
+    assert selectors.queue_depths()["q1"] == 0
+    with pytest.raises(ActionError) as refused:
+        claim(svc, worker, "q1")
+    assert refused.value.code == "NO_WORK"
+    diag = selectors.subject_diagnostics(subject)
+    assert any(r.code == "STATE_NOT_ELIGIBLE" and "(READY, FAILED_RETRYABLE)" in r.message
+               for r in diag.reasons)

@@ -255,3 +255,42 @@ def test_a_worker_restart_is_history_not_tampering(tenant):
     assert any("changed by a later action" in line for line in verdict.later)
     assert any(a["action_key"] == "register_worker"
                for a in build_bundle(subject, tenant).document["action_records"])
+
+
+@pytest.mark.usefixtures("committed")
+def test_an_action_stamped_before_a_file_but_committed_after_it_is_later_history(history):
+    """A row is stamped when its transaction starts: an action that began before a bundle
+    was made and committed after it read as cut out of the file ("missing"), a false alarm
+    of tampering on an untouched, recorded file."""
+    import threading
+
+    from django.db import transaction
+
+    started, go, done = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_hold() -> None:
+        try:
+            with transaction.atomic():
+                fetch_all("SELECT now() AS t")  # the transaction's instant, taken now
+                started.set()
+                go.wait(10)
+                act("place_execution_hold", history["op"], subject_euid=history["subject"],
+                    expected_state="READY", payload={"hold_code": "OPERATOR_HOLD",
+                                                     "reason": "late"})
+        finally:
+            done.set()
+            connection.close()
+
+    thread = threading.Thread(target=slow_hold)
+    thread.start()
+    assert started.wait(10)
+    # work done meanwhile: the file's newest entries are newer than the hold's stamp
+    lease = claim(history["svc"], history["worker"], "q2")
+    act("release_queue_lease", history["svc"], lease_euid=lease["lease_euid"],
+        worker_euid=history["worker"], expected_state="READY", payload={"reason": "swap"})
+    export = export_evidence(history["subject"], history["op"])
+    go.set()
+    thread.join()
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert verdict.ok, verdict.problems
+    assert any(line.startswith("holds[") and "added since" in line for line in verdict.later)

@@ -79,15 +79,48 @@ def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, 
     done = reader.post(f"/subjects/{euid}/evidence/verify/",
                        {"bundle": SimpleUploadedFile("b.json", export.data)})
     html = done.content.decode()
-    assert done.status_code == 200 and '<h1 id="verdict">Verified</h1>' in html
+    assert done.status_code == 200 and '<h1 id="verdict" class="ok">Verified</h1>' in html
     assert "matches its own seal" in html  # what was checked, said
     edited = json.loads(export.data)
     edited["subject"]["name"] = "Another tube"
     done = reader.post(f"/subjects/{euid}/evidence/verify/",
                        {"bundle": SimpleUploadedFile("b.json", canonical_bytes(edited))})
     html = done.content.decode()
-    assert '<h1 id="verdict">Not verified</h1>' in html and "subject.name" in html
+    assert '<h1 id="verdict" class="bad">Not verified</h1>' in html and "subject.name" in html
     refused = reader.post(f"/subjects/{euid}/evidence/verify/", {"bundle": SimpleUploadedFile(
         "b.json", b"not json")})
     assert refused.status_code == 400 and "not a bundle" in refused.content.decode()
     assert counts() == before
+
+
+def test_another_subjects_bundle_is_never_read_as_verified_for_this_one(client, users, tenant):
+    """Another subject's intact bundle, uploaded on this subject's page, was headed
+    "Verified ... against the records of" this subject."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from bloomops.execution.context import Actor
+
+    make_queue("q1")
+    mine, theirs = make_subject("q1", name="Mine"), make_subject("q1", name="Theirs")
+    export = export_evidence(theirs, Actor.of(users["operator"]))
+    page = signed_in(client, users["operator"]).post(
+        f"/subjects/{mine}/evidence/verify/", {"bundle": SimpleUploadedFile("b.json",
+                                                                         export.data)})
+    html = page.content.decode()
+    assert "<h1 id=\"verdict\" class=\"bad\">Not this subject's bundle</h1>" in html
+    assert f"not of <code>{mine}</code>" in html
+
+
+def test_a_bundle_naming_a_subject_no_page_can_have_is_answered_not_a_500(client, users,
+                                                                          tenant):
+    """A file whose subject.euid held a "/" made the verdict page a 500 (its link to that
+    subject could not be built)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    make_queue("q1")
+    mine = make_subject("q1", name="Mine")
+    body = json.dumps({"format": "bloomops.evidence/1", "subject": {"euid": "A/B"}}).encode()
+    page = signed_in(client, users["worker_human"]).post(
+        f"/subjects/{mine}/evidence/verify/", {"bundle": SimpleUploadedFile("b.json", body)})
+    html = page.content.decode()
+    assert page.status_code == 200 and "This file is the bundle of <code>A/B</code>" in html

@@ -109,7 +109,7 @@ CHECKS = (
     "the file's sha256 is one recorded for its subject (who generated it, when)",
     "every entry of the file is compared with the database, field by field: action records,"
     " lineage and audit rows must be unchanged; snapshots may differ only after later"
-    " actions, never once final; nothing older than the file's newest entry may be missing",
+    " actions, never once final; nothing the file's own action records name may be missing",
     "the subject's hash chain of action records is unbroken in the database",
 )
 
@@ -175,24 +175,30 @@ def _final(section: str, entry: Any) -> bool:
     return isinstance(props, dict) and props.get(name) not in (None, open_value)
 
 
-def _when_of(entry: Any) -> str | None:
-    """When an entry came to be, as the bundle writes instants (_when)."""
-    if not isinstance(entry, dict):
-        return None
-    value = entry.get("created_dt") or entry.get("changed_at")
-    return value if isinstance(value, str) else None
+def _texts(value: Any) -> set[str]:
+    """Every text inside a JSON value (an action record names the objects it made and the
+    record before it in its chain)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_texts(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_texts(v) for v in value)) if value else set()
+    return set()
 
 
 def _compare(doc: dict[str, Any], now: dict[str, Any]
              ) -> tuple[list[str], list[str], list[str], bool]:
     """(changed or removed entries, changed snapshots a later action may explain, entries
-    added since, whether actions were added since). An entry the database has from before
-    the file's newest one was left out of the file, not added since."""
+    added since, whether actions were added since). An entry the file's own action records
+    name (the record before one of them in its chain, an object one of them made) was cut
+    out of the file, not added since: commit order, which no timestamp gives (a transaction
+    stamps its rows when it starts, and may commit after a file is made)."""
     changed: list[str] = []
     explicable: list[str] = []
     added: list[str] = []
-    newest = max((w for section in (*APPEND_ONLY, *SNAPSHOTS)
-                  for e in doc.get(section) or [] if (w := _when_of(e))), default="")
+    named = _texts([e.get("record") for e in doc.get("action_records") or []
+                    if isinstance(e, dict)])
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
         theirs = {_entry_id(section, e): e for e in now.get(section) or []}
@@ -208,12 +214,10 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
         for key, entry in theirs.items():
             if key in mine:
                 continue
-            when = _when_of(entry)
-            # strictly before: what one transaction wrote shares its instant, and the file's
-            # newest entry may share it with an object written after the file was made
-            if when is not None and when < newest:
-                changed.append(f"{section}[{key}]: in the database since {when}, before the"
-                               " file's newest entry, but missing from the file")
+            euid = entry.get("euid") if isinstance(entry, dict) else None
+            if section != "audit" and isinstance(euid, str) and euid in named:
+                changed.append(f"{section}[{key}]: named by the file's own action records,"
+                               " but missing from the file")
             else:
                 added.append(f"{section}[{key}]: added since")
     diff = _first_difference("subject", doc.get("subject"), now.get("subject"))

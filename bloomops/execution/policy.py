@@ -12,6 +12,7 @@ from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
     DEFAULT_HEARTBEAT_TTL_SECONDS,
+    ELIGIBLE_STATES,
     STOPPED_WORKER_STATUSES,
     TERMINAL_STATES,
     TRANSIENT_CLASSES,
@@ -176,6 +177,15 @@ CANCEL_ROLES = frozenset({"operator", "admin", "worker_service"})
 def failure_classes_for(roles: frozenset[str] | set[str]) -> list[RetryClass]:
     """The retry classes a caller with these roles may record a failure with."""
     return [c for c in RetryClass if c != RetryClass.OPERATOR_CANCELED or roles & CANCEL_ROLES]
+
+
+def offered_states(config: dict[str, Any]) -> list[str]:
+    """The states a queue offers items in (the SQL twin is sql.QUEUES' eligible_states): the
+    ones it stores that a queue may offer in (states.ELIGIBLE_STATES), whatever another
+    writer stored beside them; a text stored alone is one state."""
+    stored = config.get("eligible_states")
+    values = [stored] if isinstance(stored, str) else stored if isinstance(stored, list) else []
+    return [v for v in values if isinstance(v, str) and v in ELIGIBLE_STATES]
 
 
 def scope_values(scope: Any) -> list[str] | None:

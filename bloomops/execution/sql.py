@@ -1,16 +1,13 @@
 """SQL fragments of the queue visibility predicate (RULES.md#visibility) and order
-(RULES.md#order).
-
-Every selector that decides "is this subject in that queue" composes these fragments, so the
-predicate has exactly one definition. ``s`` is the subject row (generic_instance), ``q`` a
-queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, see
-``envelope.ts``).
+(RULES.md#order). Every selector that decides "is this subject in that queue" composes these
+fragments, so the predicate has exactly one definition. ``s`` is the subject row, ``q`` a
+queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, envelope.ts).
 """
 
 from __future__ import annotations
 
 from bloomops.execution.envelope import HOLD_STATES
-from bloomops.execution.states import ALL_STATES, PRIORITY_CLASSES, TERMINAL_STATES
+from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES, PRIORITY_CLASSES, TERMINAL_STATES
 
 ENV = "(s.json_addl->'properties'->'execution')"
 # A queue's config, a column of the QUEUES sub-query below (computed once per queue).
@@ -404,11 +401,14 @@ def _scope_value(field: str) -> str:
 # Queue objects with the config fields the predicate reads as columns, computed once per
 # queue: a subject row then compares against small values instead of extracting them from
 # the queue's whole JSON again, and an unscoped queue (``*_scoped`` false) reads no scope
-# field of its subjects at all (OFFSET 0 keeps the sub-query from being folded away).
+# field of its subjects at all (OFFSET 0 keeps the sub-query from being folded away). Its
+# eligible states are those it stores that a queue may offer in (states.ELIGIBLE_STATES;
+# policy.offered_states): another writer's WAITING_EXTERNAL would let a step run twice.
 QUEUES = """
     SELECT q.uid, q.euid, q.tenant_id, q.json_addl, q.json_addl->'properties' AS config,
            q.json_addl->'properties'->>'queue_key' AS queue_key,
-           coalesce(q.json_addl->'properties'->'eligible_states', '[]') AS eligible_states,
+           coalesce(jsonb_path_query_array(q.json_addl->'properties'->'eligible_states',
+                    '$[*] ? ({offered})'), '[]') AS eligible_states,
            coalesce(q.json_addl->'properties'->'subject_template_codes', '[]')
                AS template_codes,{scopes}
     FROM generic_instance q
@@ -417,4 +417,4 @@ QUEUES = """
     OFFSET 0""".format(scopes=",".join(
     f"""
            {_scope_value(f)} AS {f}_scope, {_scope_value(f)} <> '[]' AS {f}_scoped"""
-    for f in SCOPE_FIELDS))
+    for f in SCOPE_FIELDS), offered=" || ".join(f'@ == "{s}"' for s in ELIGIBLE_STATES))

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import SUBJECT_REVISION, TERMINAL, utc
+from bloomops.execution.sql import SUBJECT_REVISION, TERMINAL, hold_active, utc
 from bloomops.tapdb.db import fetch_all
 
 _P = "a.json_addl->'properties'"
@@ -107,7 +107,8 @@ _CONTEXT = f""",
     (SELECT jsonb_agg(h.json_addl->'properties'->>'reason' ORDER BY h.uid)
      FROM generic_instance h
      WHERE h.euid IN (SELECT jsonb_array_elements_text({_P}->'hold_euids'))
-       AND h.tenant_id = %(tenant)s AND NOT h.is_deleted) AS hold_reasons,
+       AND h.tenant_id = %(tenant)s AND NOT h.is_deleted AND {hold_active("h")}
+    ) AS hold_reasons,
     (SELECT d.json_addl->'properties'->>'error_message'
      FROM generic_instance_lineage l
      JOIN generic_instance d ON d.uid = l.child_instance_uid AND d.tenant_id = %(tenant)s

@@ -145,6 +145,7 @@ def subject_diagnostics(
         is_held,
         is_terminal,
         lease_is_active,
+        offered_states,
         readable_worker,
         retry_waiting,
         worker_status_problem,
@@ -190,8 +191,8 @@ def subject_diagnostics(
     elif queue is None:
         reasons.append(Reason("QUEUE_NOT_FOUND", f"No queue {env['next_queue_key']!r} exists."))
     else:
-        if state not in (queue.get("eligible_states") or []):
-            eligible = ", ".join(queue.get("eligible_states") or [])
+        if state not in offered_states(queue):
+            eligible = ", ".join(offered_states(queue))
             reasons.append(Reason("STATE_NOT_ELIGIBLE", f"State {state} is not eligible in"
                                   f" {queue['queue_key']} ({eligible})."))
         if retry_waiting(env, now_ts):

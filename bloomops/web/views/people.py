@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
@@ -27,7 +27,7 @@ from bloomops.accounts.profiles import (
 )
 from bloomops.accounts.roles import ALL_ROLES, roles_of
 from bloomops.execution import people, policy, selectors
-from bloomops.web.views.common import forbidden
+from bloomops.web.views.common import forbidden, not_found
 
 HISTORY_LIMIT = 50
 PROFILE_FORM_FIELDS = ("capabilities", *SCOPE_FIELDS, "max_concurrent_leases")
@@ -152,7 +152,9 @@ def people_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @admin_only
 def person(request: HttpRequest, username: str) -> HttpResponse:
-    target = get_object_or_404(get_user_model(), username=username)
+    target = get_user_model().objects.filter(username=username).first()
+    if target is None:
+        return not_found(request, f"No person {username}.")
     status = 200
     if request.method == "POST":
         form = PersonForm(request.POST)
@@ -178,9 +180,14 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
     else:
         form = PersonForm(initial=_initial(target))
     named = _named_by_queues()
+    profile = people.human_profile(target.get_username(), roles_of(target))
     return render(request, "web/person.html", {
         "person": target, "form": form,
-        "profile_fields": [(form[name], named.get(name, [])) for name in PROFILE_FORM_FIELDS],
+        # each list with what the queues name, and the person's values none names (said
+        # on every visit, not only once when saved)
+        "profile_fields": [(form[name], named.get(name), [
+            v for v in profile.get(name) or [] if v not in named.get(name, [])]
+            if name in named else []) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
