@@ -250,7 +250,8 @@ def test_a_persons_worker_takes_their_profile_not_the_lab_default(tenant, users,
     props = load(euid=worker, tenant=tenant).props
     assert props["capabilities"] == ["compute.qc"] and props["assay_scope"] == ["wgs"]
     assert props["max_concurrent_leases"] == 1
-    assert props["heartbeat_ttl_seconds"] == 3600  # the liveness window stays lab-wide
+    # the liveness window stays lab-wide: as long as a session may stay idle
+    assert props["heartbeat_ttl_seconds"] == settings.SESSION_IDLE_SECONDS
     act("claim_queue_item", sci, worker_euid=worker, queue_key="compute")
     # the lab default no longer reaches a person with a profile of their own
     settings.BLOOMOPS_HUMAN_PROFILES = {"*": {"capabilities": ["other"]}}

@@ -454,3 +454,16 @@ def test_signing_out_takes_the_person_off_the_online_coverage(client, lab):
     claim(sci, make_subject("q1", name="Tube 2"))
     [back] = [w for w in selectors.workers() if w.euid == mine]
     assert back.computed_status == "ONLINE"
+
+
+def test_a_person_who_walked_away_is_offline_once_their_session_would_have_ended(client, lab,
+                                                                                settings):
+    """An idle session ends without a sign-out (the session store drops it), and a person's
+    liveness window was an hour: "1 online" for half an hour after they were signed out."""
+    sci = signed_in(client, lab["worker_human"])
+    claim(sci, make_subject("q1", name="Tube"))
+    mine = services.my_worker_euid(lab["worker_human"])
+    clock.advance(settings.SESSION_IDLE_SECONDS - 5)
+    assert [w.computed_status for w in selectors.workers() if w.euid == mine] == ["ONLINE"]
+    clock.advance(10)
+    assert [w.computed_status for w in selectors.workers() if w.euid == mine] == ["OFFLINE"]

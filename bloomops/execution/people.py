@@ -26,8 +26,9 @@ HUMAN_DEFAULTS: dict[str, Any] = {
     "assay_scope": [],
     # A bench scientist juggles a few items, not a rack.
     "max_concurrent_leases": 5,
-    # A human session "heartbeats" whenever its user acts; an hour of silence shows offline.
-    "heartbeat_ttl_seconds": 3600,
+    # A human session "heartbeats" whenever its user acts; silent longer than a session may
+    # stay idle (settings.SESSION_IDLE_SECONDS: then it is signed out), it shows offline.
+    "heartbeat_ttl_seconds": None,
 }
 PROFILE_FIELDS = tuple(HUMAN_DEFAULTS)
 
@@ -81,6 +82,7 @@ def default_profile(username: str, roles: frozenset[str] | set[str] = frozenset(
     earlier ones field by field."""
     profile = {k: (list(v) if isinstance(v, list) else v) for k, v in HUMAN_DEFAULTS.items()}
     profile["capabilities"] = list(settings.BLOOMOPS_HUMAN_CAPABILITIES)
+    profile["heartbeat_ttl_seconds"] = settings.SESSION_IDLE_SECONDS
     configured = settings.BLOOMOPS_HUMAN_PROFILES
     keys = ["*", *(f"role:{r}" for r in sorted(roles)), f"user:{username}"]
     for key in keys:

@@ -61,9 +61,9 @@ def heartbeat(user, worker_euid: str) -> None:
 
 
 def signed_out(user) -> None:
-    """A person who signs out (or whose idle session ends) is no longer at the bench: their
-    worker reports OFFLINE at once, instead of counting as online coverage for the rest of
-    its liveness window. Their next action brings it back online."""
+    """A person who signs out is no longer at the bench: their worker reports OFFLINE at
+    once, instead of counting as online coverage for the rest of its liveness window (as
+    long as a session may stay idle). Their next action brings it back online."""
     euid = my_worker_euid(user) if user is not None else None
     if euid is None:
         return
