@@ -534,7 +534,7 @@ def test_the_history_names_the_worker_and_why_an_attempt_failed(client, lab):
     html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
     actions = html[html.index('id="actions"'):].split("</table>")[0]
     row = next(r for r in actions.split("<tr>") if "fail_queue_execution" in r)
-    assert f"as Extractor 3 <code>{worker}</code>" in row
+    assert f"worker Extractor 3 <code>{worker}</code>" in row
     assert "TRANSIENT_DEPENDENCY: centrifuge lid open" in row
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row)  # to the second
 
