@@ -619,6 +619,10 @@ def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab)
     assert found("code=SAMPLE_QUALITY&by=qa&since=all") == [active, ended, old]
     assert found("code=SAMPLE_QUALITY&by=qa&since=7d&status=active") == [active]
     assert found("by=lead&since=7d") == [other]
+    from django.contrib.auth.models import User
+    User.objects.update_or_create(username="qa", defaults={"first_name": "Quinn",
+                                                         "last_name": "Okafor"})
+    assert found("by=quinn+okafor&since=7d&status=active") == [active]  # a person's name
     html = client.get("/holds/?code=SAMPLE_QUALITY&since=7d").content.decode()
     row = html[html.index(f'/subjects/{ended}/'):].split("</tr>")[0]
     assert "respun" in row and "lead" in row

@@ -44,12 +44,12 @@ def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
 
 
 def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: bool = False,
-          code: str | None = None, placed_by: str | None = None,
+          code: str | None = None, placed_by: list[str] | None = None,
           since: datetime | None = None, limit: int = 500) -> list[dict[str, Any]]:
     """Holds with their subject (through lineage), newest first: the active ones, or with
     ``ended`` those released or ended too (what QA answers an auditor with: every hold for
     CONTAMINATION, every hold a person placed last week); by code, by who placed it, placed
-    since. One query."""
+    since (``placed_by``: the usernames, in any case). One query."""
     return fetch_all(
         f"""
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
@@ -66,14 +66,15 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
           AND (%(queue_key)s::text IS NULL
                OR h.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
           AND (%(code)s::text IS NULL OR h.json_addl->'properties'->>'hold_code' = %(code)s)
-          AND (%(placed_by)s::text IS NULL
+          AND (%(placed_by)s::text[] IS NULL
                OR lower(h.json_addl->'properties'->>'placed_by_lookup_euid')
-                  = lower(%(placed_by)s))
+                  = ANY(%(placed_by)s::text[]))
           AND (%(since)s::text IS NULL OR {utc("h.json_addl->'properties'->>'placed_at'")}
                                           >= %(since)s)
         ORDER BY h.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, queue_key=queue_key, ended=ended, code=code,
-                    placed_by=placed_by, since=ts(since) if since else None,
+                    placed_by=[p.lower() for p in placed_by] if placed_by else None,
+                    since=ts(since) if since else None,
                     limit=limit),
     )
