@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth.models import Group, User
+from django.db import connection, transaction
 
 from bloomops.execution.envelope import new_envelope
 from bloomops.execution.executor import ActionRequest, Actor, execute
@@ -96,3 +100,26 @@ def counts() -> dict[str, int]:
         table: fetch_value(f"SELECT count(*) FROM {table}")
         for table in ("generic_instance", "generic_instance_lineage", "audit_log", "outbox_event")
     }
+
+
+@contextmanager
+def locked_elsewhere(lock: Callable[[], Any]) -> Iterator[None]:
+    """While the block runs, another connection's open transaction holds what ``lock``
+    locked (committed data: the ``committed`` fixture)."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            lock()
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert locked.wait(10)
+        yield
+    finally:
+        release.set()
+        thread.join()

@@ -37,31 +37,28 @@ def s_forbidden_human_cancels(svc, op):
                        payload={"error_class": "OPERATOR_CANCELED", "error_message": "no"})
 
 
-def s_next_queue_not_allowed(svc, op):
+def _leaving_a_flow(svc, action_key: str, payload: dict):
+    """A subject claimed from "lim", whose flow leads to q2 and q3 only, and the request
+    that sends it to "ont" instead."""
     make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
-    make_queue("q2")
-    make_queue("q3")
-    make_queue("ont")
+    for other in ("q2", "q3", "ont"):
+        make_queue(other)
     subject = make_subject("lim")
     worker = register(svc)
     lease = claim(svc, worker, "lim")
-    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
-                       worker_euid=worker, expected_state="READY", subject_euid=subject,
-                       payload={"next_queue_key": "ont"})
+    return lambda: act(action_key, svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+                       expected_state="READY", subject_euid=subject,
+                       payload={**payload, "next_queue_key": "ont"})
+
+
+def s_next_queue_not_allowed(svc, op):
+    return _leaving_a_flow(svc, "complete_queue_execution", {})
 
 
 def s_retry_elsewhere_not_allowed(svc, op):
     """A retryable failure naming another queue for its retry left the queue's flow behind:
     the subject retried on a line the flow never leads to."""
-    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"])
-    make_queue("q2")
-    make_queue("ont")
-    subject = make_subject("lim")
-    worker = register(svc)
-    lease = claim(svc, worker, "lim")
-    return lambda: act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
-                       worker_euid=worker, expected_state="READY", subject_euid=subject,
-                       payload={"error_class": "TRANSIENT_SYSTEM", "next_queue_key": "ont"})
+    return _leaving_a_flow(svc, "fail_queue_execution", {"error_class": "TRANSIENT_SYSTEM"})
 
 
 def test_a_retry_may_stay_in_its_queue_or_follow_the_flow(db, tenant):

@@ -11,7 +11,17 @@ from django.db import connection
 from bloomops.execution import clock, selectors
 from bloomops.execution.errors import ActionError
 from bloomops.tapdb.db import fetch_all, fetch_value
-from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, props, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    locked_elsewhere,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
 
 
 def _run_threads(target, n: int) -> list:
@@ -218,7 +228,6 @@ def test_the_sweeper_need_not_wait_for_a_subject_an_action_has_locked(tenant, se
     its record to the subject, whose foreign key check waited for the action's lock: a
     deadlock, one of them refused. The engine's row locks leave keys alone (NO KEY UPDATE),
     so the link no longer waits."""
-    from django.db import transaction
 
     from bloomops.execution.objects import load
 
@@ -228,21 +237,7 @@ def test_the_sweeper_need_not_wait_for_a_subject_an_action_has_locked(tenant, se
     subject = make_subject("q1")
     lease = claim(svc, register(svc))["lease_euid"]
     clock.advance(31)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_subject() -> None:  # as a completion of it holds it, waiting for the lease
-        with transaction.atomic():
-            assert load(euid=subject, tenant=tenant, lock=True) is not None
-            locked.set()
-            release.wait(10)
-        connection.close()
-
-    thread = threading.Thread(target=hold_subject)
-    thread.start()
-    try:
-        assert locked.wait(10)
+    # as a completion of the subject holds it, waiting for the lease
+    with locked_elsewhere(lambda: load(euid=subject, tenant=tenant, lock=True)):
         swept = act("expire_queue_lease", actor("admin"))
-    finally:
-        release.set()
-        thread.join()
     assert swept["expired_lease_euids"] == [lease]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -23,6 +21,7 @@ from tests.engine import (
     counts,
     envelope,
     key,
+    locked_elsewhere,
     make_queue,
     make_subject,
     register,
@@ -612,30 +611,15 @@ def test_concurrent_update_when_a_row_stays_locked(tenant, settings):
     op = actor("operator")
     make_queue("q1")
     subject = make_subject("q1")
-    locked, release = threading.Event(), threading.Event()
+    def lock() -> None:
+        with connection.cursor() as cur:
+            cur.execute("SELECT 1 FROM generic_instance WHERE euid = %s FOR UPDATE", [subject])
 
-    def hold_lock() -> None:
-        from django.db import transaction
-
-        with transaction.atomic():
-            with connection.cursor() as cur:
-                cur.execute("SELECT 1 FROM generic_instance WHERE euid = %s FOR UPDATE",
-                            [subject])
-            locked.set()
-            release.wait(10)
-        connection.close()
-
-    t = threading.Thread(target=hold_lock)
-    t.start()
-    try:
-        assert locked.wait(10)
+    with locked_elsewhere(lock):
         before = counts()
         with pytest.raises(ActionError) as err:
             act("cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
                 idempotency_key=key("c"), payload={"reason": "x"})
         assert err.value.code == "CONCURRENT_UPDATE"
         assert counts() == before
-    finally:
-        release.set()
-        t.join()
     assert envelope(subject)["state"] == "READY"
