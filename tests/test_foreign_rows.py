@@ -94,3 +94,23 @@ def test_a_person_s_lease_with_an_unreadable_expiry_still_shows_their_work(clien
     _store(lease["lease_euid"], ["properties", "expires_at"], 5)
     page = signed_in(client, lab["worker_human"]).get("/my-work/")
     assert page.status_code == 200 and subject in page.content.decode()
+
+
+def test_a_hold_another_writer_stored_without_its_time_is_found_by_the_search(client, users,
+                                                                             tenant):
+    """A hold with no placed_at (another writer's) was left out of every hold search but
+    "any time": it is as old as its row."""
+    import re
+
+    from bloomops.execution.actions.steps import HOLD_CODE
+    from bloomops.execution.objects import load
+    from bloomops.tapdb.instances import create_instance, link
+
+    make_queue("q1")
+    subject = make_subject("q1", name="Tube")
+    hold = create_instance(HOLD_CODE, name="their hold", tenant_id=tenant,
+                           properties={"status": "ACTIVE", "hold_code": "QC_FAIL"})
+    link(load(euid=subject, tenant=tenant).uid, hold.uid, "execution_subject_hold",
+         tenant_id=tenant)
+    html = signed_in(client, users["operator"]).get("/holds/?since=1d").content.decode()
+    assert re.findall(r'data-hold="([^"]+)"', html) == [hold.euid]

@@ -10,7 +10,7 @@ from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
 )
-from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc
+from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc, utc_text
 from bloomops.tapdb.db import fetch_all
 
 
@@ -49,7 +49,8 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
     """Holds with their subject (through lineage), newest first: the active ones, or with
     ``ended`` those released or ended too (what QA answers an auditor with: every hold for
     CONTAMINATION, every hold a person placed last week); by code, by who placed it, placed
-    since (``placed_by``: the usernames, in any case). One query."""
+    since (``placed_by``: the usernames, in any case; a hold another writer stored without
+    ``placed_at`` is as old as its row). One query."""
     return fetch_all(
         f"""
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
@@ -69,8 +70,9 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
           AND (%(placed_by)s::text[] IS NULL
                OR lower(h.json_addl->'properties'->>'placed_by_lookup_euid')
                   = ANY(%(placed_by)s::text[]))
-          AND (%(since)s::text IS NULL OR {utc("h.json_addl->'properties'->>'placed_at'")}
-                                          >= %(since)s)
+          AND (%(since)s::text IS NULL
+               OR coalesce({utc("h.json_addl->'properties'->>'placed_at'")},
+                           {utc_text("h.created_dt")}) >= %(since)s)
         ORDER BY h.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, queue_key=queue_key, ended=ended, code=code,
