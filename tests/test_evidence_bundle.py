@@ -294,3 +294,25 @@ def test_an_action_stamped_before_a_file_but_committed_after_it_is_later_history
     verdict = verify_bundle(export.data, history["tenant"])
     assert verdict.ok, verdict.problems
     assert any(line.startswith("holds[") and "added since" in line for line in verdict.later)
+
+
+def test_an_euid_in_a_records_free_text_is_no_claim_that_the_file_lacks_it(tenant):
+    """Any EUID anywhere in the file's records (a result snapshot, a reason) was taken as
+    one the file must hold: a container another writer linked later, named in a completed
+    step's snapshot, made an untouched recorded file fail as cut."""
+    from bloomops.execution.objects import load
+    from bloomops.tapdb.instances import link
+
+    make_queue("q1")
+    svc, op = actor(*SERVICE), person("qa-lead", "operator")
+    worker = register(svc, capabilities=[])
+    subject, container = make_subject("q1"), make_subject(None, name="Run container")
+    lease = claim(svc, worker)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"result_snapshot": {"run_container": container}})
+    export = export_evidence(subject, op)
+    link(load(euid=container, tenant=tenant).uid, load(euid=subject, tenant=tenant).uid,
+         "contains", tenant_id=tenant)  # another writer, as Bloom would after the run
+    verdict = verify_bundle(export.data, tenant)
+    assert verdict.ok, verdict.problems
+    assert any(container in line and "added since" in line for line in verdict.later)

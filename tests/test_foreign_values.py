@@ -94,3 +94,39 @@ def test_a_timestamp_with_a_malformed_fraction_fails_no_summary(client, tenant, 
     page = signed_in(client, users["operator"])
     assert page.get("/").status_code == 200
     assert "odd" in page.get("/queues/qa/").content.decode()
+
+
+@pytest.mark.parametrize("stored, offered", [
+    ([["READY"]], False),  # a list inside the list: not a state (SQL unwrapped it)
+    ([["READY"], "FAILED_RETRYABLE"], False),
+    ("READY", True),  # a text alone is one state
+    (["READY", "READY"], True),
+    (["WAITING_EXTERNAL", "READY"], True),
+    (5, False), ({"READY": 1}, False), (None, False), (["ready"], False),
+])
+def test_the_queue_offers_what_the_inspector_says_whatever_its_states_hold(
+        client, tenant, users, stored, offered):
+    """[["READY"]] was unwrapped by the SQL (the queue listed and claimed its items) while
+    the inspector said READY was not eligible: two answers to one rule. And the queue's
+    settings page was a 500 for a number stored there."""
+    queue = make_queue("q1", required_worker_capabilities=[])
+    subject = make_subject("q1")
+    _raw(queue["euid"], ["properties", "eligible_states"], stored)
+    diag = selectors.subject_diagnostics(subject)
+    said_not = any(r.code == "STATE_NOT_ELIGIBLE" for r in diag.reasons)
+    assert (_depths()["q1"], diag.visible, said_not) == (
+        (1, True, False) if offered else (0, False, True))
+    admin = signed_in(client, users["admin"])
+    assert admin.get("/settings/queues/q1/").status_code == 200
+    assert admin.get("/people/sci/").status_code == 200
+
+
+@pytest.mark.parametrize("caps", [5, [["wetlab.qc"]], "wetlab.qc"])
+def test_a_queues_capabilities_left_malformed_fail_no_persons_page(client, tenant, users,
+                                                                   caps):
+    queue = make_queue("q1", required_worker_capabilities=["wetlab.qc"])
+    _raw(queue["euid"], ["properties", "required_worker_capabilities"], caps)
+    page = signed_in(client, users["admin"]).get("/people/sci/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert ("Steps the queues ask for: wetlab.qc" in html) == (caps == "wetlab.qc")

@@ -70,3 +70,11 @@ def test_worker_types_read_as_words():
 ])
 def test_durations_read_without_a_zero_part(seconds, words):
     assert readable_seconds(seconds) == words
+
+
+def test_an_exact_time_given_at_another_offset_is_said_in_utc():
+    """A window given as 05:00+05:00 was headed "05:00:00 UTC" (the offset dropped)."""
+    from bloomops.web.templatetags.bloomops_ui import when
+
+    assert when("2026-11-26T05:00:00+05:00") == "2026-11-26 00:00:00 UTC"
+    assert when(datetime(1000, 1, 1, tzinfo=UTC)) == "1000-01-01 00:00:00 UTC"

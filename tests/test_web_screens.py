@@ -628,3 +628,17 @@ def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab)
     assert "respun" in row and "lead" in row
     assert client.get("/holds/?since=forever").status_code == 200  # read as the default
     assert client.get("/holds/?code=%00").status_code == 400  # as every console page
+
+
+def test_a_name_many_people_share_still_finds_each_ones_holds(client, lab):
+    """"Lee" matched 60 people and the search kept the first 50 of them, unordered: the
+    hold of the 60th read as none."""
+    from django.contrib.auth.models import User
+
+    User.objects.bulk_create(User(username=f"lee{n:02d}", first_name="Lee",
+                                  last_name=f"Tester{n:02d}") for n in range(1, 61))
+    subject = make_subject("q1", name="Tube")
+    act("place_execution_hold", actor("operator", username="lee60"), subject_euid=subject,
+        expected_state="READY", payload={"hold_code": "SAMPLE_QUALITY", "reason": "clot"})
+    html = signed_in(client, lab["operator"]).get("/holds/?by=Lee&since=all").content.decode()
+    assert re.findall(r'<td data-label="Subject"><a href="/subjects/([^/]+)/"', html) == [subject]

@@ -175,30 +175,37 @@ def _final(section: str, entry: Any) -> bool:
     return isinstance(props, dict) and props.get(name) not in (None, open_value)
 
 
-def _texts(value: Any) -> set[str]:
-    """Every text inside a JSON value (an action record names the objects it made and the
-    record before it in its chain)."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        return set().union(*(_texts(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_texts(v) for v in value)) if value else set()
-    return set()
+def _named_by(records: list[Any]) -> set[str]:
+    """The EUIDs action records name as facts: the record before each in its chain, and the
+    objects each made or acted on (its result's ``*_euid`` and ``*_euids``). Never free text
+    (a reason, a snapshot), which anyone may fill with a future EUID."""
+    named: set[str] = set()
+    for entry in records:
+        record = entry.get("record") if isinstance(entry, dict) else None
+        if not isinstance(record, dict):
+            continue
+        chain, result = record.get(CHAIN), record.get("result")
+        if isinstance(chain, dict) and isinstance(chain.get("previous_euid"), str):
+            named.add(chain["previous_euid"])
+        for key, value in (result.items() if isinstance(result, dict) else ()):
+            if key.endswith("_euid") and isinstance(value, str):
+                named.add(value)
+            elif key.endswith("_euids") and isinstance(value, list):
+                named.update(v for v in value if isinstance(v, str))
+    return named
 
 
 def _compare(doc: dict[str, Any], now: dict[str, Any]
              ) -> tuple[list[str], list[str], list[str], bool]:
     """(changed or removed entries, changed snapshots a later action may explain, entries
     added since, whether actions were added since). An entry the file's own action records
-    name (the record before one of them in its chain, an object one of them made) was cut
-    out of the file, not added since: commit order, which no timestamp gives (a transaction
-    stamps its rows when it starts, and may commit after a file is made)."""
+    name (``_named_by``) was cut out of the file, not added since: commit order, which no
+    timestamp gives (a transaction stamps its rows when it starts, and may commit after a
+    file is made)."""
     changed: list[str] = []
     explicable: list[str] = []
     added: list[str] = []
-    named = _texts([e.get("record") for e in doc.get("action_records") or []
-                    if isinstance(e, dict)])
+    named = _named_by(doc.get("action_records") or [])
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
         theirs = {_entry_id(section, e): e for e in now.get(section) or []}

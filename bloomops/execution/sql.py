@@ -1,8 +1,7 @@
 """SQL fragments of the queue visibility predicate (RULES.md#visibility) and order
 (RULES.md#order). Every selector that decides "is this subject in that queue" composes these
-fragments, so the predicate has exactly one definition. ``s`` is the subject row, ``q`` a
-queue row; parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, envelope.ts).
-"""
+fragments, so the predicate has one definition. ``s`` is the subject row, ``q`` a queue row;
+parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, envelope.ts)."""
 
 from __future__ import annotations
 
@@ -398,17 +397,18 @@ def _scope_value(field: str) -> str:
     return f"coalesce(nullif(q.json_addl->'properties'->'{field}_scope', 'null'), '[]')"
 
 
-# Queue objects with the config fields the predicate reads as columns, computed once per
-# queue: a subject row then compares against small values instead of extracting them from
-# the queue's whole JSON again, and an unscoped queue (``*_scoped`` false) reads no scope
-# field of its subjects at all (OFFSET 0 keeps the sub-query from being folded away). Its
-# eligible states are those it stores that a queue may offer in (states.ELIGIBLE_STATES;
-# policy.offered_states): another writer's WAITING_EXTERNAL would let a step run twice.
+# Queue objects with the config fields the predicate reads as columns, once per queue (OFFSET
+# 0 keeps it so): subjects compare against small values, an unscoped queue (``*_scoped``
+# false) reads no scope field of its subjects. Its eligible states: the texts it stores that
+# a queue may offer in (policy.offered_states; another writer's WAITING_EXTERNAL is not).
 QUEUES = """
     SELECT q.uid, q.euid, q.tenant_id, q.json_addl, q.json_addl->'properties' AS config,
            q.json_addl->'properties'->>'queue_key' AS queue_key,
-           coalesce(jsonb_path_query_array(q.json_addl->'properties'->'eligible_states',
-                    '$[*] ? ({offered})'), '[]') AS eligible_states,
+           coalesce(jsonb_path_query_array(CASE jsonb_typeof(q.json_addl->'properties'->
+               'eligible_states') WHEN 'string' THEN jsonb_build_array(q.json_addl->'properties'
+               ->'eligible_states') ELSE q.json_addl->'properties'->'eligible_states' END,
+               'strict $[*] ? (@.type() == "string" && ({offered}))', '{{}}', true), '[]')
+               AS eligible_states,
            coalesce(q.json_addl->'properties'->'subject_template_codes', '[]')
                AS template_codes,{scopes}
     FROM generic_instance q

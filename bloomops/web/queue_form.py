@@ -16,6 +16,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import load_json
+from bloomops.execution.policy import scope_values
 from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES
 
 TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
@@ -82,8 +83,9 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
         out.append({"name": name, "kind": "bool", "help": HELP[name],
                     "value": typed.get(name) == "on" if typed is not None else bool(
                         cfg.get(name))})
+    # another writer may have stored anything: read as a list of texts (policy.scope_values)
     states = (typed.getlist("eligible_states") if typed is not None
-              else cfg.get("eligible_states") or [])
+              else scope_values(cfg.get("eligible_states")) or [])
     out.append({"name": "eligible_states", "kind": "states", "help": HELP["eligible_states"],
                 # the states a queue may list, and any other it lists already (another
                 # writer's queue), shown so that it can be unticked

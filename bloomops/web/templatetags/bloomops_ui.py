@@ -53,7 +53,10 @@ def when(value: datetime | str | None) -> str:
     """A timestamp as 2026-01-05 12:00:07 UTC: to the second, so that the actions of one
     minute read in their order (what an auditor reconstructs)."""
     moment = parse_ts_or_none(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "–"
+    if moment is None:
+        return "–"
+    moment = moment.astimezone(UTC)  # a value given at another offset, said in UTC
+    return f"{moment.year:04d}-" + moment.strftime("%m-%d %H:%M:%S UTC")
 
 
 @register.filter

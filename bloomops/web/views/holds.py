@@ -31,7 +31,7 @@ def _people(text: str | None) -> list[str] | None:
     named = get_user_model().objects.all()
     for word in words:
         named = named.filter(Q(first_name__icontains=word) | Q(last_name__icontains=word))
-    return [text, *named.values_list("username", flat=True)[:50]]
+    return [text, *named.values_list("username", flat=True)]
 
 
 @require_GET

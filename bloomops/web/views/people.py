@@ -205,7 +205,9 @@ def _named_by_queues() -> dict[str, list[str]]:
     sites, platforms and assays they are scoped to. A person's list is checked against them."""
     named: dict[str, set[str]] = {name: set() for name in _NAMED_AS}
     for q in selectors.queues():
-        named["capabilities"].update(q["config"].get("required_worker_capabilities") or [])
+        # another writer may have stored anything: a list of texts as the scopes are read
+        named["capabilities"].update(
+            policy.scope_values(q["config"].get("required_worker_capabilities")) or [])
         for name in SCOPE_FIELDS:
             named[name].update(policy.scope_values(q["config"].get(name)) or [])
     return {name: sorted(values) for name, values in named.items()}

@@ -210,8 +210,9 @@ def subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
     return response
 
 
-# A bundle file larger than this is verified with manage.py verify_evidence.
-VERIFY_MAX_BYTES = 64 * 1024 * 1024
+# A bundle file larger than this is verified with manage.py verify_evidence: a web worker
+# must finish well within its timeout (a subject's bundle is rarely over 1 MiB).
+VERIFY_MAX_BYTES = 8 * 1024 * 1024
 
 
 @require_POST
@@ -222,7 +223,7 @@ def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
     upload = request.FILES.get("bundle")
     if upload is None or upload.size > VERIFY_MAX_BYTES:
         messages.error(request, "Choose the bundle file as downloaded." if upload is None else
-                       "That file is larger than 64 MiB: verify it with manage.py"
+                       "That file is larger than 8 MiB: verify it with manage.py"
                        " verify_evidence.")
         return redirect("subject", euid=euid)
     verdict = verify_bundle(upload.read(), tenant_of())
