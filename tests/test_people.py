@@ -116,6 +116,9 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
     html = client.get("/people/sci/").content.decode()
     history = html[html.index('id="person-history"'):]
     assert "adm" in history and "now leads QC in SFO" in history and "compute.qc" in history
+    # values read as words, not Python ("['sfo', 'bos']", "False")
+    assert "<code>site_scope</code>: – → sfo, bos" in history
+    assert "<code>own_profile</code>: no → yes" in history and "[&#x27;" not in history
     # back to the lab-wide default: the profile goes, the change is recorded too
     fields = _page_form(client, "sci", use_default="on", reason="left the QC team")
     assert client.post("/people/sci/", fields).status_code == 302
