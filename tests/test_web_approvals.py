@@ -325,3 +325,9 @@ def test_the_history_says_whose_words_an_approved_action_carries(client, desk):
     row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)
     assert (f"Approved by bob on request <code>{asked['approval_euid']}</code> by ann:"
             " “rerun passed”") in row
+    # who did it, by name as people read a person (the username beside it)
+    User.objects.filter(username="bob").update(first_name="Bob", last_name="Marley")
+    html = signed_in(client, desk["bob"]).get(f"/subjects/{desk['subject']}/").content.decode()
+    actions = html[html.index('id="actions"'):].split("</table>")[0]
+    row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)
+    assert "<td>Bob Marley (bob)" in row

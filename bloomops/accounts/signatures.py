@@ -5,6 +5,7 @@ and a locked-out person cannot sign. The password is only compared, never kept."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import authenticate
@@ -38,7 +39,15 @@ def signature_problem(username: str, password: Any, origin: Any = None) -> str |
 
 def display_name(username: str) -> str:
     """The signer's name as the signature shows it: their full name, else the username."""
+    return display_names([username]).get(username, username)
+
+
+def display_names(usernames: Iterable[str]) -> dict[str, str]:
+    """Each username's full name, else the username itself (one query): how a history
+    names the people in it."""
     from django.contrib.auth.models import User
 
-    user = User.objects.filter(username=username).only("first_name", "last_name").first()
-    return (user.get_full_name() if user is not None else "") or username
+    wanted = {u for u in usernames if u}
+    full = {u.username: u.get_full_name() for u in User.objects.filter(
+        username__in=wanted).only("username", "first_name", "last_name")}
+    return {u: full.get(u) or u for u in wanted}

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
 from bloomops.execution.actions.intake import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
@@ -109,6 +110,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     if diag is None:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
+    actions = selectors.action_history(diag.uid)
     # where an operator may requeue it: the queues that take its template and have it in
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
     requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
@@ -125,7 +127,9 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "can": subject_states(),
         "history": selectors.subject_history(diag.uid),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
-        "actions": selectors.action_history(diag.uid),
+        "actions": actions,
+        # who did each, as people read a person: their name (one query for all)
+        "names": display_names(a["executed_by"] for a in actions),
         "audit": selectors.audit_trail(diag.uid, limit=100),
         "approvals": approvals,
         "bundles": recorded_bundles(diag.uid),
