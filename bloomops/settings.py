@@ -76,6 +76,7 @@ MIDDLEWARE = [
     "bloomops.accounts.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "bloomops.web.middleware.MethodNotAllowedPage",
     # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

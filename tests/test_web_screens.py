@@ -642,3 +642,13 @@ def test_a_name_many_people_share_still_finds_each_ones_holds(client, lab):
         expected_state="READY", payload={"hold_code": "SAMPLE_QUALITY", "reason": "clot"})
     html = signed_in(client, lab["operator"]).get("/holds/?by=Lee&since=all").content.decode()
     assert re.findall(r'<td data-label="Subject"><a href="/subjects/([^/]+)/"', html) == [subject]
+
+
+def test_a_visit_to_an_address_that_takes_a_form_says_so(client, lab):
+    """A GET on an approval's decide address (a link shared, a reload) was an empty 405."""
+    response = signed_in(client, lab["operator"]).get("/approvals/Z-EX-1/decide/")
+    html = response.content.decode()
+    assert response.status_code == 405 and "<h1>Not a page</h1>" in html
+    assert response["Allow"] == "POST"
+    api = signed_in(client, lab["operator"]).get("/api/v1/execution/actions/claim")
+    assert api.status_code == 405 and api["Content-Type"].startswith("application/json")
