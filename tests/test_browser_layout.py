@@ -10,11 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
 from tests import test_browser_ui as ui
-from tests.approval_support import integrity_held, person, request_release
+from tests.approval_support import decide, integrity_held, person, request_release
 from tests.engine import make_subject
 from tests.test_failures_view import held_and_dead
 
@@ -88,6 +89,11 @@ def bench(site):
     qa = person("qa-asker", "operator")
     gated, hold = integrity_held(qa)
     request_release(qa, gated, hold)
+    # and one decided, signed by a second person with a long name
+    decided, other = integrity_held(qa)
+    decide(person("qa-decider", "operator", full_name="Maximiliana Featherstonehaugh"),
+           request_release(qa, decided, other)["approval_euid"], "REJECTED",
+           reason="the rerun trace is missing from the record")
     return {"site": site, "subject": ready}
 
 
@@ -129,6 +135,21 @@ def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, w
     assert page.locator("figure.chart-pair").count() > 1  # the lab's and the queues'
     assert overflow(page) <= 0, (width, overflow(page))
     context.close()
+
+
+def test_a_decided_approval_reads_whole_on_a_phone(browser, bench):
+    """At 375 px the decisions' Signature column was squeezed to one letter a line and cut
+    at the edge: who signed could not be read."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 375)
+    page.goto(f"{site}/approvals/")
+    cells = page.locator("#approvals-recent td")
+    assert cells.count() >= 5
+    for i in range(cells.count()):
+        box = cells.nth(i).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+    expect(page.locator("#approvals-recent")).to_contain_text("Maximiliana Featherstonehaugh")
+    page.context.close()
 
 
 @pytest.mark.parametrize("width", [768, 375])

@@ -331,3 +331,19 @@ def test_the_history_says_whose_words_an_approved_action_carries(client, desk):
     actions = html[html.index('id="actions"'):].split("</table>")[0]
     row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)
     assert "<td>Bob Marley (bob)" in row
+
+
+def test_a_hold_released_on_approval_says_whose_words_end_it(client, desk):
+    """The hold read "Ended by bob · Why it ended: rerun passed": the requester's words
+    credited to the approver, the request nowhere."""
+    from tests.approval_support import decide
+
+    asked = request_release(desk["ann_actor"], desk["subject"], desk["hold"],
+                            parameters={"reason": "rerun passed"})
+    decide(desk["bob_actor"], asked["approval_euid"])
+    client = signed_in(client, desk["bob"])
+    for page in (f"/subjects/{desk['subject']}/", "/holds/?since=all"):
+        html = client.get(page).content.decode()
+        row = html[html.index(desk["hold"]):].split("</tr>")[0]
+        assert ("rerun passed <span class=\"muted\">(asked by ann; approval"
+                f" <code>{asked['approval_euid']}</code>)</span>") in row, page

@@ -300,8 +300,13 @@ def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
 
 
 def release_hold(ctx: Context, hold: Obj, reason: str | None) -> None:
-    """A hold ends RELEASED, keeping who ended it, when and why (RULES.md#holds)."""
+    """A hold ends RELEASED, keeping who ended it, when and why (RULES.md#holds), and on
+    whose request when a second person approved it: the reason is then the requester's."""
     props = dict(hold.props)
     props.update(status="RELEASED", released_at=ctx.now_ts,
                  released_by_lookup_euid=ctx.actor.username, release_reason=reason)
+    approval = ctx.result.get("approval")
+    if isinstance(approval, dict):
+        props["released_on_approval"] = {"approval_euid": approval.get("approval_euid"),
+                                         "requested_by": approval.get("requested_by")}
     save_props(hold, props)
