@@ -252,8 +252,8 @@ def test_a_failure_bar_leads_to_the_attempts_it_counted(client, lab, failing):
     the whole range."""
     client = signed_in(client, lab["operator"])
     now = clock.now()
-    finished = sorted(r["finished_at"] for r in selectors.failed_attempts(
-        ["q1"], since=now - timedelta(hours=1), until=now))
+    finished = sorted(r["finished_at"] for r in selectors.finished_attempts(
+        ["q1"], outcome="failed", since=now - timedelta(hours=1), until=now))
     assert len(finished) == 3
 
     def rows(query: str) -> str:

@@ -56,17 +56,17 @@ def history_url(queue_key: str, chart_range: str = "24h") -> str:
     return f"{reverse('dashboard')}?{urlencode({'range': chart_range})}#{anchor(queue_key)}"
 
 
-def failures_url(queue_key: str | None, chart_range: str, *,
-                 counted: Window | None = None, page: str = "failures") -> str:
-    """Where a queue's failures went (RULES.md#statistics): its failed attempts over the
+def attempts_url(page: str, queue_key: str | None, chart_range: str, *,
+                 counted: Window | None = None) -> str:
+    """Where a queue's attempts went (RULES.md#statistics): the failed ones (``page``
+    "failures", below what is failing now) or the completed ones ("completions") over the
     range, or those a bar counted (``counted``: finished in (from, to], a sample's window),
-    each with where its subject is now, below what is failing now; of one queue or all.
-    ``page`` "completions": its completed attempts, as a completion bar counts them."""
+    each with where its subject is now; of one queue or all."""
     query = {"queue": queue_key} if queue_key else {}
     query["range"] = chart_range
     if counted is not None:
         query["since"], query["until"] = ts(counted[0]), ts(counted[1])
-    return f"{reverse(page)}?{urlencode(query)}" + ("#attempts" if page == "failures" else "")
+    return f"{reverse(page)}?{urlencode(query)}#attempts"
 
 
 def _n(value: float) -> str:
@@ -237,7 +237,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
     """Completions (bars up from the middle) and failures (bars down), each bar over its
     bucket (``bar_box``); a bar links to the attempts it counts, each with where its
-    subject went (``failures_url``)."""
+    subject went (``attempts_url``)."""
     top = count_top(max((max(p.completions, p.failures) for p in points), default=0))
     mid = MIDDLE
     scale = (mid - TOP) / top
@@ -246,8 +246,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
                             '<title>{}</title>'
                             '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
                             ' fill="{}"/></a>',
-                            ((failures_url(queue_key, history.range_key, counted=p.counted,
-                                           page="completions"),
+                            ((attempts_url("completions", queue_key, history.range_key,
+                                           counted=p.counted),
                               f"{when(p.at)}: {p.completions} completed",
                               _n(x), _n(mid - p.completions * scale), _n(w),
                               _n(p.completions * scale), DONE)
@@ -257,7 +257,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
                               '<title>{}</title>'
                               '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
                               ' fill="{}"/></a>',
-                              ((failures_url(queue_key, history.range_key,
+                              ((attempts_url("failures", queue_key, history.range_key,
                                              counted=p.counted),
                                 f"{when(p.at)}: {p.failures} failed",
                                 _n(x), _n(mid), _n(w), _n(p.failures * scale), FAILED)
@@ -286,7 +286,7 @@ def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
              "items_url": queue_url(key, history.range_key),
-             "failures_url": failures_url(key, history.range_key),
+             "failures_url": attempts_url("failures", key, history.range_key),
              "failures": sum(p.failures for p in points),
              "depth": depth_chart(history, points, name, key) if points else "",
              "throughput": throughput_chart(history, points, name, key) if points else ""}

@@ -20,8 +20,8 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.selectors.failures import (
     FailureGroup,
-    failed_attempts,
     failures,
+    finished_attempts,
     group_failures,
 )
 from bloomops.execution.selectors.items import (
@@ -86,6 +86,6 @@ __all__ = [
     "subject_name", "subjects_labelled", "subjects_named", "template_code",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
-    "FailureGroup", "failed_attempts", "failures", "group_failures",
+    "FailureGroup", "finished_attempts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
 ]

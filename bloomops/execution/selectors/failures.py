@@ -151,9 +151,9 @@ _FINISHED_ATTEMPTS = """
 _STATUSES = {"failed": FAILED_STATUSES, "completed": ("SUCCEEDED",)}
 
 
-def failed_attempts(queue_keys: list[str], *, since: datetime, until: datetime,
-                    tenant: str | None = None, limit: int = 200,
-                    outcome: str = "failed") -> list[dict[str, Any]]:
+def finished_attempts(queue_keys: list[str], *, outcome: str, since: datetime,
+                      until: datetime, tenant: str | None = None,
+                      limit: int = 200) -> list[dict[str, Any]]:
     """The failed (or, ``outcome`` "completed", the completed) attempts of ``queue_keys``
     that finished in (since, until], newest first (at most ``limit``), each with its
     subject's name, state and queue now: what the dashboard's failure (completion) bars

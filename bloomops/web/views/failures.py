@@ -75,8 +75,8 @@ def _attempts(request: HttpRequest, queue_key: str | None,
     since, until = counted or (until - timedelta(seconds=RANGES[chart_range][0]), until)
     keys = [q["queue_key"] for q in queues if queue_key in (None, q["queue_key"])]
     # one more than shown: whether there were more to show
-    rows = selectors.failed_attempts(keys, since=since, until=until,
-                                     limit=ATTEMPTS_SHOWN + 1, outcome=outcome)
+    rows = selectors.finished_attempts(keys, outcome=outcome, since=since, until=until,
+                                       limit=ATTEMPTS_SHOWN + 1)
     return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range,
             "ranges": list(RANGES), "attempts_counted": counted,
             "attempts_capped": len(rows) > ATTEMPTS_SHOWN}
