@@ -242,27 +242,20 @@ def throughput_chart(history: History, points: list[Point], name: str,
     mid = MIDDLE
     scale = (mid - TOP) / top
     boxes = [bar_box(p, history) for p in points]
-    done = format_html_join("", '<a href="{}" class="point completions" tabindex="-1">'
-                            '<title>{}</title>'
-                            '<rect class="done" x="{}" y="{}" width="{}" height="{}"'
-                            ' fill="{}"/></a>',
-                            ((attempts_url("completions", queue_key, history.range_key,
-                                           counted=p.counted),
-                              f"{when(p.at)}: {p.completions} completed",
-                              _n(x), _n(mid - p.completions * scale), _n(w),
-                              _n(p.completions * scale), DONE)
-                             for p, (x, w) in zip(points, boxes, strict=True)
-                             if p.completions))
-    failed = format_html_join("", '<a href="{}" class="point failures" tabindex="-1">'
-                              '<title>{}</title>'
-                              '<rect class="failed" x="{}" y="{}" width="{}" height="{}"'
-                              ' fill="{}"/></a>',
-                              ((attempts_url("failures", queue_key, history.range_key,
-                                             counted=p.counted),
-                                f"{when(p.at)}: {p.failures} failed",
-                                _n(x), _n(mid), _n(w), _n(p.failures * scale), FAILED)
-                               for p, (x, w) in zip(points, boxes, strict=True)
-                               if p.failures))
+
+    def bars(page: str, css: str, colour: str, count: Callable[[Point], int], said: str,
+             up: bool) -> SafeString:
+        """One kind of bar, each linking to the attempts it counts."""
+        return format_html_join(
+            "", '<a href="{}" class="point {}" tabindex="-1"><title>{}</title>'
+                '<rect class="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/></a>',
+            ((attempts_url(page, queue_key, history.range_key, counted=p.counted), page,
+              f"{when(p.at)}: {count(p)} {said}", css, _n(x),
+              _n(mid - count(p) * scale if up else mid), _n(w), _n(count(p) * scale), colour)
+             for p, (x, w) in zip(points, boxes, strict=True) if count(p)))
+
+    done = bars("completions", "done", DONE, lambda p: p.completions, "completed", up=True)
+    failed = bars("failures", "failed", FAILED, lambda p: p.failures, "failed", up=False)
     total_done = sum(p.completions for p in points)
     total_failed = sum(p.failures for p in points)
     middle = format_html('<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
