@@ -54,6 +54,25 @@ from bloomops.execution.states import (
 )
 
 
+def settle_failure(ctx: Context, cfg: dict, *, retryable: bool,
+                   route: dict | None = None) -> str:
+    """RULES.md#retries, for a worker's failure and an external one alike: a retryable
+    failure under the attempt limit waits for the queue's backoff (then goes where ``route``
+    says, when given); any other failure is terminal. Sets the envelope and returns the
+    record's status."""
+    env = ctx.env
+    assert env is not None
+    attempts = int(env.get("attempt_count") or 0) + 1
+    if retryable and attempts < attempt_limit(env, cfg):
+        when = ts(retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now))
+        ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=when,
+                    **(route or {}))
+        ctx.result["retry_at"] = when
+        return "FAILED_RETRYABLE"
+    ctx.set_env(state="FAILED_TERMINAL", terminal=True, attempt_count=attempts, retry_at=None)
+    return "FAILED_TERMINAL"
+
+
 class RenewQueueLease(Handler):
     uses = frozenset({"subject_euid", "worker_euid", "lease_euid"})
     guards_subject = False
@@ -236,18 +255,13 @@ class FailQueueExecution(LeaseAction):
             hold = place_hold(ctx, queue, "BUSINESS_RULE_HOLD", message or "Business rule hold",
                                state_before="READY")
             ctx.result["hold_euid"] = hold.euid
-        elif fields["retryable"] and attempts < max_attempts:
-            next_key = p.get("next_queue_key") or (queue["queue_key"] if queue else None)
-            when = retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)
-            ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(when),
-                        next_queue_key=next_key)
-            finish_record(ctx, record, "FAILED_RETRYABLE", **fields)
-            ctx.result["retry_at"] = ts(when)
         else:
-            ctx.set_env(state="FAILED_TERMINAL", terminal=True, attempt_count=attempts,
-                        retry_at=None)
-            finish_record(ctx, record, "FAILED_TERMINAL", **fields)
-            create_dead_letter(ctx, queue, record, lease, cls.value, message)
+            retry_queue_key = p.get("next_queue_key") or (queue["queue_key"] if queue else None)
+            status = settle_failure(ctx, cfg, retryable=fields["retryable"],
+                                    route={"next_queue_key": retry_queue_key})
+            finish_record(ctx, record, status, **fields)
+            if status == "FAILED_TERMINAL":
+                create_dead_letter(ctx, queue, record, lease, cls.value, message)
         ctx.result.update(lease_euid=lease.euid, execution_record_euid=record.euid if record
                           else None, worker_euid=ctx.worker.euid if ctx.worker else None,
                           queue_key=lease.props.get("queue_lookup_key"), attempt_count=attempts,
@@ -315,17 +329,9 @@ class RecordExternalResult(Handler):
             ctx.set_env(state="COMPLETED", terminal=True, next_queue_key=None)
             status = "SUCCEEDED"
         else:
-            cfg = queue["config"] if queue else {}
-            attempts = int(env.get("attempt_count") or 0) + 1
-            if outcome == "FAILED_RETRYABLE" and attempts < attempt_limit(env, cfg):
-                ctx.set_env(state="FAILED_RETRYABLE", attempt_count=attempts, retry_at=ts(
-                    retry_at(cfg.get("retry_policy") or {}, attempts, ctx.now)))
-                status = "FAILED_RETRYABLE"
-            else:
-                # failed for good, or a retryable failure at the attempt limit (as a worker's)
-                ctx.set_env(state="FAILED_TERMINAL", terminal=True, retry_at=None,
-                            attempt_count=attempts)
-                status = "FAILED_TERMINAL"
+            # a retryable failure meets the attempt limit as a worker's does
+            status = settle_failure(ctx, queue["config"] if queue else {},
+                                    retryable=outcome == "FAILED_RETRYABLE")
         finish_record(ctx, record, status, result_snapshot=p.get("result_snapshot") or {},
                        error_message=p.get("error_message"),
                        end_revision=int(env["revision"]) + 1)
