@@ -169,3 +169,21 @@ def test_another_tenants_older_row_does_not_hide_our_leases_subject(db, tenant):
     act("complete_queue_execution", svc, lease_euid=lease, worker_euid=worker,
         expected_state="READY", payload={})
     assert envelope(subject)["state"] == "COMPLETED"
+
+
+def test_a_removed_subject_is_not_read_as_a_leases_subject(client, users, db, tenant):
+    """Reads find a lease's subject as the engine's writes do: a live row
+    (objects.tenant_parent_sql). A subject another writer removed was shown as if live."""
+    from bloomops.execution import selectors
+    from bloomops.tapdb.db import execute
+    from tests.engine import SERVICE, claim, register
+    from tests.web_support import signed_in
+
+    make_queue("q1")
+    leased = make_subject("q1")
+    svc = actor(*SERVICE)
+    lease = claim(svc, register(svc))["lease_euid"]
+    execute("UPDATE generic_instance SET is_deleted = true WHERE euid = %(e)s", {"e": leased})
+    assert [r["subject_euid"] for r in selectors.leases() if r["euid"] == lease] == [None]
+    page = signed_in(client, users["operator"]).get("/workers/")
+    assert page.status_code == 200 and leased not in page.content.decode()

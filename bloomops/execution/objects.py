@@ -115,19 +115,24 @@ def linked(parent_uid: int, child_uid: int, rel: str) -> bool:
     )
 
 
+def tenant_parent_sql(child: str, rel: str, alias: str) -> str:
+    """The first live lineage parent through ``rel`` of ``child`` (a uid expression), of the
+    tenant, as row ``alias``: the tenant is chosen before the first, so another tenant's edge
+    to our object never hides our own parent (RULES.md#objects). One home for the write
+    path (parent_of) and the reads (selectors.base.tenant_parent)."""
+    return f"""SELECT {alias}.* FROM generic_instance_lineage e
+            JOIN generic_instance {alias} ON {alias}.uid = e.parent_instance_uid
+                 AND NOT {alias}.is_deleted AND {alias}.tenant_id = %(tenant)s
+            WHERE e.child_instance_uid = {child} AND NOT e.is_deleted
+              AND e.relationship_type = '{rel}'
+            ORDER BY e.uid LIMIT 1"""
+
+
 def parent_of(child_uid: int, rel: str, *, tenant: str | None,
               lock: bool = False) -> Obj | None:
-    """The first live parent of the tenant through ``rel``: the tenant is chosen before the
-    first, so another tenant's edge to our object never hides our own parent
-    (RULES.md#objects, as selectors.base.tenant_parent for reads)."""
-    row = fetch_one(
-        "SELECT l.parent_instance_uid AS uid FROM generic_instance_lineage l"
-        " JOIN generic_instance p ON p.uid = l.parent_instance_uid AND NOT p.is_deleted"
-        " AND p.tenant_id = %(tenant)s"
-        " WHERE l.child_instance_uid = %(child)s AND l.relationship_type = %(rel)s"
-        " AND NOT l.is_deleted ORDER BY l.uid LIMIT 1",
-        {"child": child_uid, "rel": rel, "tenant": tenant},
-    )
+    """The object ``tenant_parent_sql`` finds, loaded (and locked when asked)."""
+    row = fetch_one(f"SELECT p.uid FROM ({tenant_parent_sql('%(child)s', rel, 'p')}) p",
+                    {"child": child_uid, "tenant": tenant})
     return load(uid=row["uid"], tenant=tenant, lock=lock) if row else None
 
 

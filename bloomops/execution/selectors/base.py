@@ -10,6 +10,7 @@ from typing import Any
 from bloomops.execution.envelope import (
     parse_ts,
 )
+from bloomops.execution.objects import tenant_parent_sql
 from bloomops.execution.params import read_params  # noqa: F401 - the selectors' import
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.sql import (
@@ -23,16 +24,9 @@ THROUGHPUT_WINDOW_MINUTES = 60
 
 
 def tenant_parent(child: str, rel: str, alias: str) -> str:
-    """A LEFT JOIN LATERAL of ``child``'s (a uid expression) lineage parent through ``rel``,
-    of the tenant, as row ``alias``: one row, so another tenant's edge to the child never
-    shows it twice (RULES.md#objects)."""
-    return f"""LEFT JOIN LATERAL (
-            SELECT {alias}.* FROM generic_instance_lineage e
-            JOIN generic_instance {alias} ON {alias}.uid = e.parent_instance_uid
-                 AND {alias}.tenant_id = %(tenant)s
-            WHERE e.child_instance_uid = {child} AND NOT e.is_deleted
-              AND e.relationship_type = '{rel}'
-            ORDER BY e.uid LIMIT 1) {alias} ON true"""
+    """A LEFT JOIN LATERAL of objects.tenant_parent_sql: one row or none, so another
+    tenant's edge to the child never shows it twice."""
+    return f"LEFT JOIN LATERAL ({tenant_parent_sql(child, rel, alias)}) {alias} ON true"
 
 ITEM_COLUMNS = f"""
     s.uid, s.euid, s.name, s.created_dt, {ENV} AS execution,
