@@ -169,6 +169,9 @@ class Context:
     # The queue the action sends its subject to, when the handler's check found it (run
     # uses it rather than reading it again).
     next_queue: dict[str, Any] | None = None
+    # The subject an action that does not load its own (a renewal) found and locked through
+    # its lease: the lease checks compare it rather than finding it again.
+    leased_subject: Obj | None = None
 
     @property
     def payload(self) -> dict[str, Any]:

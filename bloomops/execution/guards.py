@@ -253,7 +253,8 @@ def guard_lease(ctx: Context) -> None:
                           lease_euid=lease.euid)
     if ctx.subject is None and req.subject_euid:
         # an action that does not load its subject (a renewal) still names the right one
-        leased = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant)
+        leased = ctx.leased_subject or parent_of(lease.uid, REL["subject_lease"],
+                                                 tenant=ctx.tenant)
         if leased is None or leased.euid != req.subject_euid:
             raise ActionError("LEASE_NOT_OWNED", "This lease is not a lease of that subject.",
                               lease_euid=lease.euid, subject_euid=req.subject_euid)

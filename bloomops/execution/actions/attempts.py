@@ -88,7 +88,8 @@ class RenewQueueLease(Handler):
         lease = load(euid=ctx.request.lease_euid, tenant=ctx.tenant)
         if is_kind(lease, LEASE):
             assert lease is not None
-            parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant, lock=True)
+            ctx.leased_subject = parent_of(lease.uid, REL["subject_lease"], tenant=ctx.tenant,
+                                           lock=True)
 
     def run(self, ctx: Context) -> None:
         lease, worker = ctx.lease, ctx.worker
