@@ -102,7 +102,7 @@ def test_later_actions_are_reported_not_taken_for_tampering(history):
     assert any(line.startswith("action_records[") for line in verdict.later)
 
 
-def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path):
+def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path, capsys):
     export = export_evidence(history["subject"], history["op"])
     doc = json.loads(export.data)
     doc["action_records"][-1]["record"]["reason"] = "nothing to see"
@@ -113,10 +113,16 @@ def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path):
     assert "matches no evidence bundle recorded" in text and "file was edited" in text
     euid = doc["action_records"][-1]["euid"]
     assert f"action_records[{euid}].record.reason" in text
+    # the edited record no longer matches its own seal: that check, and the ones the edit
+    # reaches, are marked failed
+    assert verdict.outcomes == ["passed", "failed", "failed", "failed", "passed"]
     path = tmp_path / "edited.json"
     path.write_bytes(edited)
     with pytest.raises(CommandError, match="NOT VERIFIED"):
         call_command("verify_evidence", str(path))
+    printed = capsys.readouterr().out
+    assert "FAILED: every action record in the file matches its own seal" in printed
+    assert "PASSED: the subject's hash chain" in printed
 
 
 @pytest.mark.usefixtures("committed")  # each action its own transaction, its own instant

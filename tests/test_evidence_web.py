@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 
@@ -81,15 +82,20 @@ def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, 
     html = done.content.decode()
     assert done.status_code == 200 and '<h1 id="verdict" class="ok">Verified</h1>' in html
     assert "matches its own seal" in html  # what was checked, said
+    assert _outcomes(html) == ["passed"] * 5
     edited = json.loads(export.data)
     edited["subject"]["name"] = "Another tube"
     done = reader.post(f"/subjects/{euid}/evidence/verify/",
                        {"bundle": SimpleUploadedFile("b.json", canonical_bytes(edited))})
     html = done.content.decode()
     assert '<h1 id="verdict" class="bad">Not verified</h1>' in html and "subject.name" in html
+    # which checks failed is marked, not left to the reader of the problems: the file is
+    # well-formed and sealed, but recorded nowhere and unlike the database
+    assert _outcomes(html) == ["passed", "passed", "failed", "failed", "passed"]
     refused = reader.post(f"/subjects/{euid}/evidence/verify/", {"bundle": SimpleUploadedFile(
         "b.json", b"not json")})
     assert refused.status_code == 400 and "not a bundle" in refused.content.decode()
+    assert _outcomes(refused.content.decode()) == ["failed"] + ["not-run"] * 4
     assert counts() == before
 
 
@@ -124,3 +130,8 @@ def test_a_bundle_naming_a_subject_no_page_can_have_is_answered_not_a_500(client
         f"/subjects/{mine}/evidence/verify/", {"bundle": SimpleUploadedFile("b.json", body)})
     html = page.content.decode()
     assert page.status_code == 200 and "This file is the bundle of <code>A/B</code>" in html
+
+
+def _outcomes(html: str) -> list[str]:
+    """How each check of the verdict page came out, in the order they are listed."""
+    return re.findall(r'<li class="check-([a-z-]+)">', html.split('id="checked"')[1])

@@ -217,8 +217,10 @@ class EvidenceVerdictOut(Schema):
     recorded: list[dict[str, Any]]
     problems: list[str]
     later: list[str]
-    # what was checked, in words (evidence.CHECKS)
+    # what was checked, in words (evidence.CHECKS), and how each check came out, in the
+    # same order: "passed", "failed" or "not run"
     checked: list[str]
+    outcomes: list[str]
 
 
 class HistoryOut(Schema):

@@ -124,15 +124,23 @@ class Verdict:
     recorded: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     later: list[str] = field(default_factory=list)
+    # Per check of CHECKS: "passed", "failed", or "not run" (a file that is no bundle is
+    # compared with nothing).
+    outcomes: list[str] = field(default_factory=lambda: ["not run"] * len(CHECKS))
 
     @property
     def ok(self) -> bool:
         return bool(self.recorded) and not self.problems
 
+    def found(self, check: int, problems: list[str]) -> None:
+        """The outcome of CHECKS[check], with the problems it found."""
+        self.problems += problems
+        self.outcomes[check] = "failed" if problems else "passed"
+
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "subject_euid": self.subject_euid, "bundle_sha256": self.sha256,
                 "recorded": self.recorded, "problems": self.problems, "later": self.later,
-                "checked": list(CHECKS)}
+                "checked": list(CHECKS), "outcomes": list(self.outcomes)}
 
 
 def _short(value: Any) -> str:
@@ -238,39 +246,24 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
     """Is this file a recorded bundle, and is the history it describes unchanged since?
     Every problem names the entry and field (RULES.md#evidence)."""
     verdict = Verdict(subject_euid=None, sha256=sha256_hex(data))
-    try:
-        doc = load_json(data)
-    except ValueError as exc:
-        verdict.problems.append(f"file: not a bundle's JSON ({exc})")
+    doc, not_a_bundle = _as_bundle(data)
+    if not_a_bundle:
+        verdict.found(0, [not_a_bundle])
         return verdict
-    subject = doc.get("subject") if isinstance(doc, dict) else None
-    if not isinstance(subject, dict) or doc.get("format") != FORMAT \
-            or not isinstance(subject.get("euid"), str):
-        verdict.problems.append(f"file: not a {FORMAT} evidence bundle")
-        return verdict
-    # No EUID holds a control or invisible character (and PostgreSQL refuses a NUL).
-    if not subject["euid"] or not subject["euid"].isprintable():
-        verdict.problems.append(f"file: not a {FORMAT} evidence bundle (subject.euid is not"
-                                " an EUID)")
-        return verdict
-    misshapen = [name for name in (*APPEND_ONLY, *SNAPSHOTS)
-                 if doc.get(name) is not None and not isinstance(doc[name], list)]
-    if misshapen:
-        verdict.problems.append(f"file: not a {FORMAT} evidence bundle ({misshapen[0]} is"
-                                " not a list)")
-        return verdict
-    verdict.subject_euid = subject["euid"]
-    if canonical_bytes(doc) != data:
-        verdict.problems.append("file: not in canonical form (it was re-written or edited)")
+    verdict.subject_euid = doc["subject"]["euid"]
+    verdict.found(0, [] if canonical_bytes(doc) == data else
+                  ["file: not in canonical form (it was re-written or edited)"])
+    edited = []
     for entry in doc.get("action_records") or []:
         record = entry.get("record") if isinstance(entry, dict) else None
         seal = (record or {}).get(CHAIN) if isinstance(record, dict) else None
         if isinstance(seal, dict) and content_hash(record) != seal.get("sha256"):
-            verdict.problems.append(f"file: action_records[{entry.get('euid')}] differs from"
-                                    " its seal (the record was edited in the file)")
+            edited.append(f"file: action_records[{entry.get('euid')}] differs from its seal"
+                          " (the record was edited in the file)")
+    verdict.found(1, edited)
     now = build_bundle(verdict.subject_euid, tenant)
     if now is None:
-        verdict.problems.append(f"database: subject {verdict.subject_euid} no longer exists")
+        verdict.found(3, [f"database: subject {verdict.subject_euid} no longer exists"])
         return verdict
     verdict.recorded = [{"evidence_euid": r["euid"], **r["props"]}
                         for r in recorded_bundles(now.subject_uid, verdict.sha256)]
@@ -280,17 +273,38 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
             detail = "; the database still matches a recorded bundle, so the file was edited"
         else:
             detail = ""
-        verdict.problems.append(f"file: its sha256 {verdict.sha256} matches no evidence"
-                                f" bundle recorded for {verdict.subject_euid}{detail}")
+        verdict.found(2, [f"file: its sha256 {verdict.sha256} matches no evidence bundle"
+                          f" recorded for {verdict.subject_euid}{detail}"])
     else:
+        verdict.found(2, [])
         source = "database"
     changed, explicable, added, acted_since = _compare(doc, now.document)
     if acted_since:
         verdict.later += [f"{c} (changed by a later action)" for c in explicable]
     else:
         changed += explicable
-    verdict.problems += [f"{source}: {c}" for c in changed]
+    verdict.found(3, [f"{source}: {c}" for c in changed])
     verdict.later += added
-    verdict.problems += [f"database: {b}" for b in
-                         verify_chains(tenant, verdict.subject_euid).breaks]
+    verdict.found(4, [f"database: {b}" for b in
+                      verify_chains(tenant, verdict.subject_euid).breaks])
     return verdict
+
+
+def _as_bundle(data: bytes) -> tuple[Any, str | None]:
+    """The file's document, or why it is no bundle at all."""
+    try:
+        doc = load_json(data)
+    except ValueError as exc:
+        return None, f"file: not a bundle's JSON ({exc})"
+    subject = doc.get("subject") if isinstance(doc, dict) else None
+    if not isinstance(subject, dict) or doc.get("format") != FORMAT \
+            or not isinstance(subject.get("euid"), str):
+        return None, f"file: not a {FORMAT} evidence bundle"
+    # No EUID holds a control or invisible character (and PostgreSQL refuses a NUL).
+    if not subject["euid"] or not subject["euid"].isprintable():
+        return None, f"file: not a {FORMAT} evidence bundle (subject.euid is not an EUID)"
+    misshapen = [name for name in (*APPEND_ONLY, *SNAPSHOTS)
+                 if doc.get(name) is not None and not isinstance(doc[name], list)]
+    if misshapen:
+        return None, f"file: not a {FORMAT} evidence bundle ({misshapen[0]} is not a list)"
+    return doc, None

@@ -232,6 +232,7 @@ def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
         return redirect("subject", euid=euid)
     verdict = verify_bundle(upload.read(), tenant_of())
     return render(request, "web/evidence_verdict.html", {
-        "euid": euid, "filename": upload.name, "verdict": verdict, "checks": CHECKS,
+        "euid": euid, "filename": upload.name, "verdict": verdict,
+        "checks": list(zip(CHECKS, verdict.outcomes, strict=True)),
         "other_subject": verdict.subject_euid not in (None, euid),
     }, status=400 if verdict.subject_euid is None else 200)

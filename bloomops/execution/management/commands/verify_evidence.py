@@ -37,8 +37,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"LATER {line}")
             for line in verdict.problems:
                 self.stderr.write(f"PROBLEM {line}")
-            for check in CHECKS:
-                self.stdout.write(f"CHECKED {check}")
+            for check, outcome in zip(CHECKS, verdict.outcomes, strict=True):
+                self.stdout.write(f"{outcome.upper()}: {check}")
         if not verdict.ok:
             raise CommandError(f"NOT VERIFIED: {len(verdict.problems)} problem(s)"
                                + (f"; first: {verdict.problems[0]}" if verdict.problems else ""))
