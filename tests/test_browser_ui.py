@@ -267,3 +267,21 @@ def test_keyboard_only_claim_from_the_queue_page(browser, site):
     page.goto(f"{site}/queues/q1/")
     assert re.search(r"0 visible items", page.locator("#item-count").inner_text())
     page.context.close()
+
+
+def test_holds_placed_today_are_counted_in_the_readers_own_zone(browser, site):
+    """The hold search's "today" is the reader's day: the browser names its zone."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  timezone_id="Asia/Tokyo")
+    page = context.new_page()
+    page.set_default_timeout(10000)
+    page.goto(f"{site}/accounts/login/")
+    page.get_by_label("Username").fill("qa")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/")
+    page.goto(f"{site}/holds/")
+    page.get_by_label("Placed", exact=True).select_option("today")
+    page.get_by_role("button", name="Find").click()
+    expect(page.locator("#hold-count")).to_contain_text("(Asia/Tokyo)")
+    context.close()

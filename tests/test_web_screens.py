@@ -9,6 +9,7 @@ import re
 import pytest
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.execution.states import PRIORITY_CLASSES
 from bloomops.web import services
 from tests.engine import act, actor, envelope, make_queue, make_subject, register
@@ -628,6 +629,41 @@ def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab)
     assert "respun" in row and "lead" in row
     assert client.get("/holds/?since=forever").status_code == 200  # read as the default
     assert client.get("/holds/?code=%00").status_code == 400  # as every console page
+
+
+def test_holds_placed_today_are_those_of_the_readers_own_day(client, lab):
+    """The shortest span was the last 24 hours: "what did we hold today" had no answer. Today
+    is the reader's day, from the zone their browser names (UTC when it names none)."""
+    from bloomops.execution import clock
+
+    def hold_at(moment: str, name: str) -> str:
+        clock.freeze(parse_ts(moment))
+        subject = make_subject("q1", name=name)
+        act("place_execution_hold", actor("operator", username="qa"), subject_euid=subject,
+            expected_state="READY", payload={"reason": name})
+        return subject
+
+    late_evening = hold_at("2026-11-25T23:30:00Z", "Berlin's today")  # 00:30 in Berlin
+    morning = hold_at("2026-11-26T09:00:00Z", "Everyone's today")  # 04:00 in New York
+    clock.freeze(parse_ts("2026-11-26T10:00:00Z"))
+    client = signed_in(client, lab["worker_human"])
+
+    def found(query: str) -> tuple[list[str], str]:
+        html = client.get(f"/holds/?since=today&{query}").content.decode()
+        count = html.split('<p id="hold-count">')[1].split("</p>")[0]
+        return re.findall(r'<td data-label="Subject"><a href="/subjects/([^/]+)/"', html), count
+
+    assert found("tz=Europe/Berlin") == (
+        [morning, late_evening], "2 holds placed today, since midnight of 2026-11-26"
+        " (Europe/Berlin)")
+    assert found("tz=UTC")[0] == [morning]
+    assert found("tz=Pacific/Pago_Pago")[0] == [morning, late_evening]  # 23:00 on the 25th
+    assert found("tz=Pacific/Honolulu")[0] == []  # its day began at 10:00 UTC, just now
+    assert found("tz=America/New_York")[0] == [morning]
+    # no zone, or one that is not a zone: UTC's day, and said so
+    assert found("") == ([morning], "1 hold placed today, since midnight of 2026-11-26 (UTC)")
+    assert found("tz=Mars/Olympus")[0] == [morning]
+    assert found("tz=" + "x" * 5000)[0] == [morning]
 
 
 def test_a_name_many_people_share_still_finds_each_ones_holds(client, lab):

@@ -187,7 +187,14 @@ document.addEventListener("click", function (event) {
       span.textContent = "(" + new Intl.DateTimeFormat(undefined, options).format(moment) + ")";
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  // A form asking for the reader's day ("today" on the hold search) is told their zone.
+  function zone() {
+    var name = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    document.querySelectorAll("input[data-local-zone]").forEach(function (input) {
+      if (!input.value) input.value = name;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { localise(document); zone(); });
   document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });
 })();
 

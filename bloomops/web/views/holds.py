@@ -4,7 +4,8 @@ CONTAMINATION last month", "every hold I placed last week"). Reads only."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, available_timezones
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q
@@ -16,9 +17,10 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.web.views.common import reader
 
-# How far back a search reaches, by its choice on the form.
-SINCE = {"1d": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30),
-         "365d": timedelta(days=365), "all": None}
+# How far back a search reaches, by its choice on the form ("today": since midnight where
+# the reader is, see _midnight).
+SINCE = {"today": None, "1d": timedelta(days=1), "7d": timedelta(days=7),
+         "30d": timedelta(days=30), "365d": timedelta(days=365), "all": None}
 SHOWN = 500
 
 
@@ -34,6 +36,16 @@ def _people(text: str | None) -> list[str] | None:
     return [text, *named.values_list("username", flat=True)]
 
 
+def _midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
+    """The last midnight in the reader's time zone (the IANA name their browser gives,
+    static/js/bloomops.js), and the zone's name; UTC when none or no such zone is named.
+    "Today" is the reader's day: a QA lead in Honolulu and one in Berlin mean different
+    instants."""
+    name = zone_name if zone_name in available_timezones() else "UTC"
+    local = now.astimezone(ZoneInfo(name))
+    return local.replace(hour=0, minute=0, second=0, microsecond=0), name
+
+
 @require_GET
 @reader
 def hold_search(request: HttpRequest) -> HttpResponse:
@@ -43,12 +55,16 @@ def hold_search(request: HttpRequest) -> HttpResponse:
     if since_key not in SINCE:
         since_key = "30d"
     ended = request.GET.get("status", "any") != "active"
-    span = SINCE[since_key]
+    span, now = SINCE[since_key], clock.now()
+    since, zone = (_midnight(now, request.GET.get("tz", "")[:64]) if since_key == "today"
+                   else (now - span if span else None, None))
     found = selectors.holds(ended=ended, code=code, placed_by=_people(placed_by),
-                            since=clock.now() - span if span else None, limit=SHOWN + 1)
+                            since=since, limit=SHOWN + 1)
     return render(request, "web/holds.html", {
         "found": found[:SHOWN], "more": len(found) > SHOWN,
         "codes": sorted(set(hold_codes()) | ({code} if code else set())),
         "code": code or "", "by": placed_by or "", "since": since_key, "ended": ended,
-        "sinces": list(SINCE),
+        "sinces": list(SINCE), "zone": zone,
+        # the reader's date, written here: the template's date filter would show it in UTC
+        "day": since.strftime("%Y-%m-%d") if zone and since else None,
     })
