@@ -124,14 +124,35 @@ def test_demo_seed_twice_creates_nothing_new(tenant):
     assert {q["queue_key"] for q in selectors.queues()} == {q["queue_key"] for q in DEMO_QUEUES}
 
 
+def test_the_demo_gives_qa_work_to_practise_on(client, tenant):
+    """The demo's workers only failed items in ways that retry: a new QA operator had no dead
+    letter to requeue and no integrity hold to release on a second person's approval."""
+    from bloomops.demo.data import DEAD_LETTERS
+
+    seed_demo()
+    letters = selectors.dead_letters()
+    assert sorted(d["props"]["error_message"] for d in letters) == sorted(
+        m for _, m in DEAD_LETTERS)
+    assert {d["subject_state"] for d in letters} == {"FAILED_TERMINAL"}
+    assert sorted(h["props"]["hold_code"] for h in selectors.active_holds()) == [
+        "AWAITING_INFORMATION", "QC_FAIL"]
+    adapter = next(w for w in selectors.workers() if w.worker_key == "demo://qc-fluorometer")
+    assert adapter.computed_status == "RETIRED"  # not left looking alive, or lost
+    client.force_login(User.objects.get(username="qa"))
+    html = client.get("/workbench/").content.decode()
+    assert all(d["subject_euid"] in html for d in letters)
+    assert "contamination suspected" in html
+
+
 def test_dashboard_depths_equal_a_direct_count(client, tenant):
     seed_demo()
     client.force_login(User.objects.get(username="qa"))
     response = client.get("/")
     assert response.status_code == 200
     html = response.content.decode()
-    # An independent count straight from the envelopes: every demo subject is READY, due and
-    # unheld, so each queue's depth is the number of subjects routed to it.
+    # An independent count straight from the envelopes: every READY demo subject is due and
+    # unheld (QA's practice work is HELD or FAILED_TERMINAL), so each queue's depth is the
+    # number of READY subjects routed to it.
     direct = dict(
         (r[0], r[1])
         for r in _rows(

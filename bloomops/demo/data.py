@@ -1,5 +1,6 @@
-"""Demo data: the wet-lab queues, the compute queues, ~300 READY subjects
-and the demo sign-ins. Seeded once; a second run finds everything and creates nothing."""
+"""Demo data: the wet-lab queues, the compute queues, ~300 READY subjects, some work for QA
+(dead letters, an integrity hold, an operator hold) and the demo sign-ins. Seeded once; a
+second run finds everything and creates nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from bloomops.execution import clock
+from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import ts
 from bloomops.execution.executor import ActionRequest, Actor, execute
 from bloomops.execution.queue_plan import apply, load_queue_file, plan
@@ -160,6 +161,53 @@ def _seed_subjects(report: DemoReport, rng_seed: int) -> None:
                                   idempotency_key=f"demo-subject-{counter}",
                                   queue_key=queue_key, payload=payload))
             report.subjects_created += 1
+    _seed_qa_work(report)
+
+
+# QC failures a bench instrument reported for good: the dead letters QA practises on.
+DEAD_LETTERS = (
+    ("PERMANENT_INPUT", "Concentration 0.4 ng/uL, below the 1 ng/uL the library needs:"
+     " re-extract from the specimen"),
+    ("PERMANENT_STATE", "Tube barcode unreadable after the plate spin; the sample cannot be"
+     " matched to its well"),
+)
+QA_QUEUE = "post_extract_qc"
+
+
+def _seed_qa_work(report: DemoReport) -> None:
+    """What a QA desk finds on a real morning, made through the engine as it happens: two
+    extracts a QC instrument failed for good (OPEN dead letters), one on an integrity hold
+    (QC_FAIL: its release needs a second person) and one an operator held while waiting for
+    information. The instrument's worker is retired afterwards, as a replaced adapter is."""
+    def act(action_key: str, actor: Actor, n: int, **fields) -> dict:
+        return execute(ActionRequest(action_key=action_key, actor=actor,
+                                     idempotency_key=f"demo-qa-{n}", **fields)).result
+
+    admin = Actor.of(User.objects.get(username="admin"))
+    adapter = Actor.of(User.objects.get(username="svc-extractor"))
+    qa = Actor.of(User.objects.get(username="qa"))
+    cfg = next(q for q in DEMO_QUEUES if q["queue_key"] == QA_QUEUE)
+    worker = act("register_worker", adapter, 1, payload={
+        "worker_type": "INSTRUMENT_ADAPTER", "worker_key": "demo://qc-fluorometer",
+        "display_name": "QC fluorometer adapter",
+        "capabilities": cfg.get("required_worker_capabilities") or []})["worker_euid"]
+    n = 1
+    for error_class, message in DEAD_LETTERS:
+        lease = act("claim_queue_item", adapter, n := n + 1, worker_euid=worker,
+                    queue_key=QA_QUEUE)
+        act("fail_queue_execution", adapter, n := n + 1, worker_euid=worker,
+            lease_euid=lease["lease_euid"], expected_state="READY",
+            payload={"retryable": False, "error_class": error_class,
+                     "error_message": message})
+    act("set_worker_status", admin, n := n + 1, worker_euid=worker,
+        payload={"operation": "retire", "reason": "Demo: replaced by the new fluorometer"})
+    held = [item.euid for item in selectors.queue_items(QA_QUEUE, limit=2)[0]]
+    for euid, (code, reason) in zip(held, (
+            ("QC_FAIL", "Negative control shows amplification: contamination suspected"),
+            ("AWAITING_INFORMATION", "Requisition lists two different collection dates")),
+            strict=True):
+        act("place_execution_hold", qa, n := n + 1, subject_euid=euid, expected_state="READY",
+            payload={"hold_code": code, "reason": reason})
 
 
 __all__ = ["seed_demo", "DEMO_QUEUES", "DEMO_USERS", "ts"]
