@@ -43,11 +43,18 @@ def test_a_priority_is_written_in_ascii_digits(text):
         parse_priority(text)
 
 
-@pytest.mark.parametrize("text", ["9" * 30, "-" + "9" * 30, "9223372036854775808"])
+@pytest.mark.parametrize("text", ["9" * 30, "-" + "9" * 30, "9223372036854775808",
+                                  "99999999", "1000", "-1000", 3000])
 def test_a_priority_too_large_is_told_its_range(text):
-    """It was told to be "an integer", which it is."""
-    with pytest.raises(ValueError, match="priority must be within"):
+    """It was told to be "an integer", which it is. A slip of the keys (99999999, 3000 for
+    300) was accepted, and put ahead of every STAT sample."""
+    with pytest.raises(ValueError, match="priority must be within -999 to 999"):
         parse_priority(text)
+
+
+def test_the_priorities_a_lab_uses_are_accepted():
+    assert [parse_priority(v) for v in ("999", "-999", 350, "stat", "")] == [999, -999, 350,
+                                                                             300, 0]
 
 
 def test_queue_order_is_priority_due_ready_created_euid(tenant):

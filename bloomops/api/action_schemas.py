@@ -29,6 +29,7 @@ from bloomops.execution.states import (
     ALL_STATES,
     BIGINT_RANGE,
     PRIORITY_CLASSES,
+    PRIORITY_RANGE,
     TRANSIENT_CLASSES,
     RetryClass,
     WorkerType,
@@ -320,7 +321,7 @@ class ReleaseHoldIn(SubjectEnvelope):
 class RequeueIn(SubjectEnvelope):
     reason: str = required_text(2000)
     reset_attempts: bool | None = None
-    priority: integer(BIGINT_MIN, BIGINT_MAX) | PriorityClassName | None = (
+    priority: integer(*PRIORITY_RANGE) | PriorityClassName | None = (
         Field(None, description="A priority class or a plain integer (higher first)."))
     next_action_key: str | None = text(200)
 
@@ -370,7 +371,7 @@ class WorkerStatusIn(ActionEnvelope):
     reason: str | None = text(1000, "Required to drain, disable or retire.")
 
 
-Priority = integer(BIGINT_MIN, BIGINT_MAX) | PriorityClassName
+Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 
 
 class RoutingFields(ActionEnvelope):

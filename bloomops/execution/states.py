@@ -118,10 +118,12 @@ def priority_class(priority: int | float | None) -> str:
     return "ROUTINE"
 
 
-# What PostgreSQL's bigint holds; a priority is stored as such a number (the order index
-# casts it).
+# What PostgreSQL's bigint holds.
 BIGINT_RANGE = (-(2**63), 2**63 - 1)
-PRIORITY_RANGE = BIGINT_RANGE
+# The priorities bloomops writes: a few times the named classes' span, so a slip of the keys
+# (99999999 for 300) is refused rather than put ahead of every STAT sample. The reads order
+# any number another writer stored (RULES.md#order).
+PRIORITY_RANGE = (-999, 999)
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
