@@ -361,3 +361,37 @@ def test_an_approval_asked_with_a_field_its_action_never_used_still_runs(lab):
     assert stored is not None
     save_props(stored, {**stored.props, "hold_lookup_euid": "Z-HD-1"})
     assert decide(bob, approval)["state"] == "READY"
+
+
+def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settings):
+    """One admin met the two-person rule alone: they made an operator account, asked for a
+    release, and approved it signed in as the new account."""
+    from bloomops.accounts.profiles import PersonChange, add_person, change_person
+    from bloomops.execution.executor import Actor
+    from tests.approval_support import password_of
+
+    adm = lab["adm"]
+    add_person("quinn", first_name="", last_name="", password="Correct-Horse-Battery-9",
+               roles=["operator"], reason="new starter", admin_username="adm")
+    from django.contrib.auth.models import User
+
+    quinn = User.objects.get(username="quinn")
+    quinn.set_password(password_of("quinn"))  # as decide() signs
+    quinn.save()
+    alt = Actor(username="quinn", roles=frozenset({"operator"}))
+    subject, hold = integrity_held(adm)
+    approval = request_release(adm, subject, hold)["approval_euid"]
+    err = refused("SELF_APPROVAL", lambda: decide(alt, approval))
+    assert err.details["roles_given_by"] == "adm" and "Ask someone else" in err.message
+    # roles given by anyone else are a second person's: bob, whom another admin promoted
+    # just now, decides
+    bob = User.objects.get(username="bob")
+    change_person(bob.pk, PersonChange(roles=["operator", "admin"], is_active=True,
+                                       profile=None, reason="covering", seen_change=None),
+                  admin_username="someone-else")
+    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+    # once the approval lifetime has passed since, the account stands on its own
+    subject, hold = integrity_held(adm)
+    clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    approval = request_release(adm, subject, hold)["approval_euid"]
+    assert decide(alt, approval).result["approval_status"] == "APPROVED"

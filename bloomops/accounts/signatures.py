@@ -6,6 +6,7 @@ and a locked-out person cannot sign. The password is only compared, never kept."
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import authenticate
@@ -51,3 +52,14 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     full = {u.username: u.get_full_name() for u in User.objects.filter(
         username__in=wanted).only("username", "first_name", "last_name")}
     return {u: full.get(u) or u for u in wanted}
+
+
+def roles_given(username: str) -> tuple[str, datetime] | None:
+    """Who last gave this person their roles (made the account, or changed its roles), and
+    when; None when no change record says (an account made outside bloomops)."""
+    from bloomops.accounts.models import ProfileChange
+
+    for change in ProfileChange.objects.filter(username=username).order_by("-id")[:50]:
+        if change.before.get("roles") != change.after.get("roles"):
+            return change.changed_by, change.changed_at
+    return None

@@ -4,9 +4,12 @@ signature; approving runs the gated action in the same transaction), withdraw it
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
-from bloomops.accounts.signatures import display_name, signature_problem
+from django.conf import settings
+
+from bloomops.accounts.signatures import display_name, roles_given, signature_problem
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
 from bloomops.execution.actions.subjects import resets_attempts
@@ -19,6 +22,7 @@ from bloomops.execution.approvals import (
     subject_flags,
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
+from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_not_applicable,
@@ -178,6 +182,20 @@ def _on_approval(ctx: Context, approval: Obj) -> None:
     ctx.related_uids = [ctx.subject.uid]
 
 
+def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: str) -> None:
+    """RULES.md#approvals: a second person whose roles the requester gave them within the
+    approval lifetime is not a second person (an admin could make an account and approve
+    their own request with it)."""
+    given = roles_given(ctx.actor.username)
+    window = timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
+    if given and given[0] == requester and ctx.now - given[1] < window:
+        raise ActionError(
+            "SELF_APPROVAL", f"Your roles were given to you by {requester}, who asked for this"
+            f" approval, at {ts(given[1])}: a second person's decision cannot come from an"
+            " account its requester just set up. Ask someone else to decide.",
+            approval_euid=approval_euid, roles_given_by=requester)
+
+
 class DecideApproval(_OnApproval):
     fields = ("approval_euid", "decision", "reason")
     secret_fields = ("password",)
@@ -202,6 +220,7 @@ class DecideApproval(_OnApproval):
         p = dict(approval.props)
         if p.get("requested_by") == ctx.actor.username:
             raise ActionError("SELF_APPROVAL", approval_euid=approval.euid)
+        refuse_standing_from_requester(ctx, p["requested_by"], approval.euid)
         ensure_role(ctx.actor.roles, action_spec(p["action_key"]))
         decision = ctx.payload["decision"]
         revision = int(ctx.env.get("revision") or 0)
