@@ -204,6 +204,24 @@ def test_an_admin_may_not_lock_themselves_out(client, users):
     assert _written() == before
 
 
+def test_taking_admin_from_a_superuser_takes_it_and_the_record_says_so(client, users):
+    """A superuser (the README's first admin) showed no role ticked; saving another role
+    recorded "roles: none -> worker_human" and left them an admin."""
+    from bloomops.accounts.roles import roles_of
+
+    root = User.objects.create_superuser("root", password="pw-root-superuser-1")
+    client = signed_in(client, users["admin"])
+    page = client.get("/people/root/")
+    assert page.context["form"].initial["roles"] == ["admin"]
+    response = client.post("/people/root/", _page_form(client, "root", roles=["worker_human"],
+                                                      reason="demote"))
+    assert response.status_code == 302
+    root.refresh_from_db()
+    assert not root.is_superuser and roles_of(root) == {"worker_human"}
+    change = ProfileChange.objects.filter(username="root").first()
+    assert (change.before["roles"], change.after["roles"]) == (["admin"], ["worker_human"])
+
+
 def test_two_admins_editing_one_person_the_second_is_refused(client, users):
     other = User.objects.create_user("adm2")
     other.groups.add(Group.objects.get(name="admin"))

@@ -18,7 +18,7 @@ from bloomops.accounts.models import (
     PersonProfile,
     ProfileChange,
 )
-from bloomops.accounts.roles import ALL_ROLES, Role
+from bloomops.accounts.roles import ALL_ROLES, Role, stored_roles
 
 # A capability or scope value: a word of letters, digits and . _ : / - (as the demo's
 # "wetlab.extraction"), so a typo'd separator cannot hide in a list.
@@ -67,7 +67,7 @@ def snapshot(user) -> dict[str, Any]:
     """What a change record compares: roles, sign-in and the worker profile (absent fields:
     the lab-wide default)."""
     state: dict[str, Any] = {
-        "roles": sorted(g.name for g in user.groups.all() if g.name in ALL_ROLES),
+        "roles": sorted(stored_roles(user)),
         "is_active": user.is_active,
         "own_profile": False,
     }
@@ -94,7 +94,7 @@ def validate(change: PersonChange, *, target, admin_username: str) -> None:
     if unknown:
         raise ProfileError("VALIDATION_ERROR", "Unknown role: " + ", ".join(unknown) + ".",
                            "roles")
-    drops_admin = Role.ADMIN not in change.roles and not target.is_superuser
+    drops_admin = Role.ADMIN not in change.roles
     if target.get_username() == admin_username and (drops_admin or not change.is_active):
         raise ProfileError("SELF_LOCKOUT", "You may not take away your own admin role or"
                            " sign-in; ask another admin.", "roles")
@@ -124,9 +124,12 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
                                " page was shown; reload it and try again.")
         before = snapshot(target)
         target.groups.set(Group.objects.filter(name__in=change.roles))
-        if target.is_active != change.is_active:
-            target.is_active = change.is_active
-            target.save(update_fields=["is_active"])
+        # A superuser is an admin (roles.stored_roles): taking the role away takes that too,
+        # or the record would say admin was removed while it was not.
+        superuser = target.is_superuser and Role.ADMIN in change.roles
+        if (target.is_active, target.is_superuser) != (change.is_active, superuser):
+            target.is_active, target.is_superuser = change.is_active, superuser
+            target.save(update_fields=["is_active", "is_superuser"])
         if change.profile is None:
             PersonProfile.objects.filter(user=target).delete()
         else:

@@ -21,9 +21,13 @@ def roles_of(user) -> frozenset[str]:
         return frozenset()
     cached = getattr(user, "_bloomops_roles", None)
     if cached is None:
-        names = set(user.groups.values_list("name", flat=True))
-        if user.is_superuser:
-            names.add(Role.ADMIN.value)
-        cached = frozenset(n for n in names if n in ALL_ROLES)
+        cached = frozenset(stored_roles(user))
         user._bloomops_roles = cached
     return cached
+
+
+def stored_roles(user) -> set[str]:
+    """The roles as stored now, not cached: the role groups the user is in (prefetched groups
+    are used as they are), and admin for a superuser."""
+    names = {g.name for g in user.groups.all() if g.name in ALL_ROLES}
+    return names | {Role.ADMIN.value} if user.is_superuser else names

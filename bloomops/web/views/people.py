@@ -25,7 +25,7 @@ from bloomops.accounts.profiles import (
     last_change_id,
     parse_tokens,
 )
-from bloomops.accounts.roles import ALL_ROLES, roles_of
+from bloomops.accounts.roles import ALL_ROLES, roles_of, stored_roles
 from bloomops.execution import people, policy, selectors
 from bloomops.web.views.common import forbidden, not_found
 
@@ -66,16 +66,11 @@ class PersonForm(forms.Form):
     seen_change = forms.IntegerField(required=False, widget=forms.HiddenInput, min_value=0)
 
 
-def _group_roles(user) -> set[str]:
-    """The role groups a person is in (prefetched groups are used as they are)."""
-    return {g.name for g in user.groups.all() if g.name in ALL_ROLES}
-
-
 def _initial(user) -> dict:
     stored = PersonProfile.objects.filter(user=user).first()
     profile = people.human_profile(user.get_username(), roles_of(user))
     return {
-        "roles": sorted(_group_roles(user)),
+        "roles": sorted(stored_roles(user)),
         "is_active": user.is_active,
         "use_default": stored is None,
         "capabilities": "\n".join(profile["capabilities"]),
@@ -142,7 +137,7 @@ def people_list(request: HttpRequest) -> HttpResponse:
              .prefetch_related("groups").order_by("username"))
     rows = []
     for u in users:
-        roles = _group_roles(u) | ({"admin"} if u.is_superuser else set())
+        roles = stored_roles(u)
         rows.append({"user": u, "roles": sorted(roles), "own": hasattr(u, "worker_profile"),
                      "profile": people.effective_profile(u.get_username(), roles,
                                                          getattr(u, "worker_profile", None))})
