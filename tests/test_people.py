@@ -410,3 +410,15 @@ def test_a_lab_default_profile_nobody_would_get_stops_the_start(settings, config
                                         "role:worker_human": {"capabilities": ["wetlab.qc"]},
                                         "user:ann": {"site_scope": ["sfo"]}}
     check_settings()
+
+
+def test_no_two_usernames_differ_only_in_case_even_at_the_same_instant(db):
+    """The check before an insert let three of eight simultaneous "ra-case", "RA-CASE"...
+    through: the database now holds the rule itself."""
+    from django.db import IntegrityError, transaction
+
+    User.objects.create_user("ra-case")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User.objects.create_user("RA-Case")
+    assert list(User.objects.filter(username__iexact="ra-case").values_list(
+        "username", flat=True)) == ["ra-case"]
