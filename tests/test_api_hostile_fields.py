@@ -69,7 +69,19 @@ def test_a_worker_key_with_invisible_or_control_characters_is_refused(apis, key)
     refused_field(r, "display_name")
     assert counts() == before
     assert apis["worker_service"].act("register-worker",
-                                      worker_key="atk://Ünïcödé 1").status_code == 200
+                                      worker_key="atk://svc-1@host:9").status_code == 200
+
+
+@pytest.mark.parametrize("key", ["HUMAN://scientist", "Human://qa", "human:\u2215\u2215scientist",
+                                 "atk://Ünïcödé-1", "atk://svc 1", "atk://ѕvc-1"])
+def test_a_worker_key_cannot_read_as_a_persons_or_another_workers(apis, key):
+    """A service worker took "HUMAN://scientist" and "human:∕∕scientist" (division slashes):
+    with the display name defaulting to the key, it read as Sam's own worker."""
+    before = counts()
+    message = refused_field(apis["worker_service"].act("register-worker", worker_key=key),
+                            "worker_key")
+    assert "ASCII" in message or "human://" in message
+    assert counts() == before
 
 
 @pytest.mark.parametrize("values", [["wetlab.qc\n\u200b"], ["\u001b[31mred"], ["ok", "x\u3164"]])

@@ -123,3 +123,34 @@ def test_route_subject_over_the_api_refusals(apis):
                 properties={"colour": "red"})
     assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "properties"
     assert counts() == before
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("name", "Tube\u202eevil"), ("name", "Tube\nline2\x1b[31mred"), ("name", "\u200b"),
+    ("name", "\u2800"), ("name", "\u00ad"),
+    ("properties", {"site": "sfo\u200b"}), ("properties", {"platform": "\u202eevil"}),
+    ("properties", {"assay": "wgs\n\x1b[2Jx"}),
+    ("properties", {"derived_from_euid": "Z-NO-SUCH"}),
+])
+def test_names_and_matched_properties_are_readable_lines(apis, field, value):
+    """A name of invisible characters slipped past the "same specimen twice" warning, and a
+    site reading "sfo" but holding a zero-width space was out of every site-scoped queue."""
+    before = counts()
+    request = {"queue_key": "q1", "template_code": SPECIMEN, "name": "Tube 1",
+               "properties": {"site": "sfo"}, field: value}
+    r = apis["operator"].act("register-subject", **request)
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == field, r.json()
+    assert counts() == before
+
+
+def test_provenance_at_intake_names_a_subject_of_the_lab(apis, tenant):
+    """A registration claimed to derive from an action record (any EUID was taken)."""
+    parent = make_subject("q1", name="Parent tube")
+    action_record = apis["operator"].act(
+        "register-subject", queue_key="q1", template_code=SPECIMEN, name="Other tube").json()[
+            "action_euid"]
+    for euid, status in ((action_record, 400), (parent, 200)):
+        r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                                 name=f"From {euid}",
+                                 properties={"derived_from_euid": euid})
+        assert r.status_code == status, r.json()

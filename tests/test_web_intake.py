@@ -112,7 +112,7 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
 
 @pytest.mark.parametrize("manifest,words", [
     ("", "empty"),
-    ("euid,colour,queue\n", "Unknown column"),
+    ("euid,prioirty,queue\n", "did you mean &#x27;priority&#x27;?"),
     ("name,template\nTube,specimen\n", "needs a queue column"),
     (HEADER, "no rows"),
     ("name,queue\n" + "T,q1\n" * 201, "At most 200"),
@@ -143,10 +143,12 @@ def test_confirm_refuses_a_forged_batch_key_and_a_changed_row_is_refused_by_the_
     assert counts() == before
 
 
-def test_the_preview_warns_of_a_name_already_registered_or_given_twice(intake_lab):
+def test_the_preview_warns_of_a_name_already_registered_and_refuses_one_given_twice(
+        intake_lab):
     """The same manifest uploaded again previewed "OK: will register" for every row, and
-    confirming it registered every specimen twice. The rows still run (a name need not be
-    unique), but the preview says so."""
+    confirming it registered every specimen twice: a name already registered is warned of
+    (the row still runs). One given twice in the manifest is refused: both were registered,
+    and scanning the name was then refused as ambiguous."""
     client = signed_in(Client(), intake_lab["operator"])
     existing = make_subject("q1", name="Walk3 Specimen A")
     manifest = (HEADER + ",walk3 specimen a,specimen,q1,,,sfo,,\n"
@@ -158,9 +160,37 @@ def test_the_preview_warns_of_a_name_already_registered_or_given_twice(intake_la
     # in any case: the same tube typed twice
     assert f"&#x27;walk3 specimen a&#x27; is already registered ({existing})" in rows[2]
     assert "Warning" not in rows[3]
-    assert "line 3 has the same name" in rows[4]
+    assert 'data-ok="no"' in rows[4] and "Line 3 has the same name" in rows[4]
     assert "Warning" not in rows[5]
-    assert html.count('data-ok="yes"') == 4
+    assert html.count('data-ok="yes"') == 3
+
+
+def test_columns_a_lab_adds_are_left_out_and_said(intake_lab):
+    """A lab's own column ("Conc (ng/uL)") refused the whole upload, its heading
+    lower-cased; a semicolon export (a spreadsheet with a decimal comma) and cells pasted
+    from a spreadsheet (tabs) were read as one unknown column."""
+    client = signed_in(Client(), intake_lab["operator"])
+    for manifest in ("name,template,queue,Conc (ng/uL),site\nTube 30,specimen,q1,12.5,sfo\n",
+                     "name;template;queue;Conc (ng/uL);site\nTube 30;specimen;q1;12,5;sfo\n",
+                     "name\ttemplate\tqueue\tConc (ng/uL)\tsite\nTube 30\tspecimen\tq1\t12.5\tsfo\n"):
+        html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+        assert html.count('data-ok="yes"') == 1, manifest
+        assert "Not read, and not kept: column &#x27;Conc (ng/uL)&#x27;" in html
+        row = html.split('data-line="2"')[1].split("</tr>")[0]
+        assert "<td>Tube 30</td>" in row and "<td>sfo</td>" in row
+
+
+def test_a_previewed_manifest_is_edited_without_pasting_it_again(intake_lab):
+    """"Start over" threw the pasted text away: fixing 4 rows of 200 meant pasting again."""
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = HEADER + ",Tube 40,specimen,q1,,,sfo,,\n,Tube 41,specimen,no_such,,,sfo,,\n"
+    preview = client.post("/intake/preview/", {"manifest": manifest})
+    edit = form_for(preview, "/intake/confirm/")
+    before = counts()
+    page = client.post("/intake/", {k: v for k, v in edit.items() if k != "batch_key"})
+    assert page.status_code == 200 and counts() == before
+    textarea = page.content.decode().split('id="manifest-text"')[1].split("</textarea>")[0]
+    assert "Tube 41,specimen,no_such" in textarea
 
 
 def test_the_name_check_reads_the_names_asked_about_not_every_object(intake_lab, settings):

@@ -5,6 +5,7 @@ written with Python's csv module."""
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import re
 from dataclasses import dataclass, field
@@ -66,11 +67,22 @@ def decode(data: bytes) -> str:
         raise ManifestError("The manifest is not UTF-8 text (save it as CSV UTF-8).") from None
 
 
-def parse(text: str) -> list[Row]:
-    """The manifest's rows with their values by column; a header row names the columns."""
+def _delimiter(text: str) -> str:
+    """What separates the cells: a comma, else what the header line uses instead (a
+    semicolon from a spreadsheet set to a decimal comma, a tab from cells pasted)."""
+    header = text.lstrip("\ufeff").split("\n", 1)[0]
+    if "," in header:
+        return ","
+    return next((d for d in ("\t", ";") if d in header), ",")
+
+
+def parse(text: str, notes: list[str] | None = None) -> list[Row]:
+    """The manifest's rows with their values by column; a header row names the columns. A
+    column bloomops does not read is left out, and said in ``notes``; one spelt almost like
+    one it reads is refused ("prioirty" would drop every row's priority without a word)."""
     if "\x00" in text:
         raise ManifestError("The manifest contains a NUL character.")
-    reader = csv.reader(io.StringIO(text.strip("\ufeff")))
+    reader = csv.reader(io.StringIO(text.strip("\ufeff")), delimiter=_delimiter(text))
     try:
         header = next(reader)
     except StopIteration:
@@ -78,11 +90,18 @@ def parse(text: str) -> list[Row]:
     except csv.Error as exc:
         raise ManifestError(f"The manifest is not valid CSV: {exc}.") from None
     names = [ALIASES.get(h.strip().lower(), h.strip().lower()) for h in header]
-    unknown = [h for h in names if h not in COLUMNS]
-    if unknown:
-        raise ManifestError("Unknown column(s): " + ", ".join(unknown[:10]) + ". Columns: "
-                            + ", ".join(COLUMNS) + ".")
-    if len(set(names)) != len(names):
+    unknown = [(h.strip(), n) for h, n in zip(header, names, strict=True) if n not in COLUMNS]
+    for heading, name in unknown:
+        close = difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.75)
+        if close:
+            raise ManifestError(f"Column {heading!r}: did you mean {close[0]!r}? Columns"
+                                f" read: {', '.join(COLUMNS)}.")
+    if unknown and notes is not None:
+        notes.append("Not read, and not kept: column" + ("s " if len(unknown) > 1 else " ")
+                     + ", ".join(repr(h) for h, _ in unknown[:10]) + ". Columns read: "
+                     + ", ".join(COLUMNS) + ".")
+    known = [n for n in names if n in COLUMNS]
+    if len(set(known)) != len(known):
         raise ManifestError("A column is named twice.")
     if "queue" not in names or not {"euid", "name"} & set(names):
         raise ManifestError("The manifest needs a queue column and an euid or name column.")
@@ -94,7 +113,7 @@ def parse(text: str) -> list[Row]:
             if len(rows) >= MAX_INTAKE_ITEMS:
                 raise ManifestError(f"At most {MAX_INTAKE_ITEMS} rows per manifest.")
             values = {n: (record[i].strip() if i < len(record) else "")
-                      for i, n in enumerate(names)}
+                      for i, n in enumerate(names) if n in COLUMNS}
             row = Row(line=reader.line_num, values=values)
             if len(record) > len(names):
                 row.problem = "This row has more cells than the header has columns."
@@ -154,24 +173,31 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
             payload=payload)
 
 
-def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
-    """A new subject named like one already registered (``existing``: subjects_named of the
-    rows' names, by the name as asked), or like an earlier row: most often the same manifest
-    uploaded again, which would register every specimen twice."""
+def refuse_repeated_names(rows: list[Row]) -> None:
+    """A name an earlier row of the manifest gives too: a name is what the bench scans, and
+    two new tubes of one name could only be told apart by their EUIDs."""
     first: dict[str, int] = {}
     for row in rows:
         if row.problem or row.action_key != "register_subject":
             continue
-        name = row.values["name"]
-        key = name.strip().lower()  # "Specimen 0021" and "specimen 0021" are one tube
-        said = []
-        if known := existing.get(name.strip()):
-            said.append(f"{name!r} is already registered ({', '.join(known[:3])})")
+        key = row.values["name"].strip().lower()  # "Specimen 0021", "specimen 0021": one
         if key in first:
-            said.append(f"line {first[key]} has the same name")
+            row.problem = (f"Line {first[key]} has the same name: give each tube its own name"
+                           " (or leave this line out).")
         first.setdefault(key, row.line)
-        if said:
-            row.warning = "; ".join(said) + ": check this is not the same specimen twice."
+
+
+def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
+    """A new subject named like one already registered (``existing``: subjects_named of the
+    rows' names, by the name as asked): most often the same manifest uploaded again, which
+    would register every specimen twice."""
+    for row in rows:
+        if row.problem or row.action_key != "register_subject":
+            continue
+        name = row.values["name"]
+        if known := existing.get(name.strip()):
+            row.warning = (f"{name!r} is already registered ({', '.join(known[:3])}): check"
+                           " this is not the same specimen twice.")
 
 
 def results_csv(results: list[dict[str, Any]]) -> str:

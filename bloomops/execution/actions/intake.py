@@ -181,7 +181,8 @@ class RegisterSubject(Handler):
             raise ActionError("VALIDATION_ERROR", "A new subject has no EUID yet; use"
                               " route_subject for an existing object.", field="subject_euid")
         text_field(req.payload, "template_code", required=True, max_len=200)
-        text_field(req.payload, "name", required=True, max_len=NAME_MAX)
+        # a name is what people scan and find in lists: one readable line
+        text_field(req.payload, "name", required=True, max_len=NAME_MAX, line=True)
         obj_field(req.payload, "properties")
         _check_routing(req.payload)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bloomops.execution.actions.fields import key_problem
+from bloomops.execution.actions.fields import key_problem, line_problem
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
@@ -16,6 +16,8 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
     is_engine_template,
+    is_subject,
+    load,
 )
 from bloomops.execution.policy import takes_template
 from bloomops.execution.sql import SCOPE_FIELDS
@@ -23,6 +25,7 @@ from bloomops.execution.states import (
     parse_priority,
 )
 from bloomops.tapdb.templates import TemplateRef, all_templates, template
+from bloomops.tapdb.tenancy import tenant_of
 
 MAX_OUTPUTS = 50
 OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
@@ -64,6 +67,15 @@ def check_template_properties(ref: TemplateRef, props: Any,
         ):
             raise error(f"property {name!r} must be of the type the template"
                         f" declares ({type(default).__name__}).")
+        # values matched exactly (a queue's scopes) or followed (provenance): one readable
+        # line, and a subject that exists
+        problem = line_problem(value) if name in MATCHED_PROPERTIES and isinstance(
+            value, str) else None
+        if problem:
+            raise error(f"property {name!r} {problem}.")
+        if name == PROVENANCE and value is not None and not _names_a_subject(value):
+            raise error(f"property {name!r} must name a subject of this lab (it names"
+                        f" {str(value)[:60]!r}).")
 
 
 def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
@@ -184,6 +196,16 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
 # template declares it: the scopes a queue selects on, so that it is visible where its
 # subject was (RULES.md#outputs).
 CARRIED_PROPERTIES = SCOPE_FIELDS
+# The subject an object was made from (RULES.md#outputs).
+PROVENANCE = "derived_from_euid"
+MATCHED_PROPERTIES = (*SCOPE_FIELDS, PROVENANCE)
+
+
+def _names_a_subject(value: Any) -> bool:
+    if not isinstance(value, str) or line_problem(value) or not 0 < len(value) <= 200:
+        return False
+    found = load(euid=value, tenant=tenant_of())
+    return found is not None and is_subject(found)
 
 
 def carried_properties(template_code: str, subject_props: dict, subject_euid: str) -> dict:
@@ -191,7 +213,7 @@ def carried_properties(template_code: str, subject_props: dict, subject_euid: st
     and ``derived_from_euid``, those its template declares."""
     declared = template(template_code).properties
     carried = {k: subject_props.get(k) for k in CARRIED_PROPERTIES}
-    carried["derived_from_euid"] = subject_euid
+    carried[PROVENANCE] = subject_euid
     return {k: v for k, v in carried.items() if k in declared and v is not None}
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bloomops.execution.actions.base import Handler
@@ -32,6 +33,7 @@ from bloomops.execution.objects import (
     worker_by_key,
 )
 from bloomops.execution.people import (
+    HUMAN_KEY_PREFIX,
     PROFILE_FIELDS,
     current_profile,
     human_worker_key,
@@ -46,6 +48,8 @@ from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.templates import template_defaults
 
 WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
+# A SERVICE or INSTRUMENT_ADAPTER worker's key (a human's is human://<username>, derived).
+WORKER_KEY = re.compile(r"[!-~]+")
 
 
 class RegisterWorker(Handler):
@@ -67,9 +71,13 @@ class RegisterWorker(Handler):
             self._validate_human(req)
         else:
             key = text_field(p, "worker_key", required=True, max_len=300, line=True) or ""
-            if username_of_human_key(key) is not None:
-                raise ActionError("VALIDATION_ERROR", "human:// keys belong to people's"
-                                  " HUMAN_SESSION workers.", field="worker_key")
+            if not WORKER_KEY.fullmatch(key):
+                raise ActionError("VALIDATION_ERROR", "worker_key is ASCII letters, digits and"
+                                  " punctuation, without spaces: a letter of another script"
+                                  " could read as another worker's key.", field="worker_key")
+            if key.lower().startswith(HUMAN_KEY_PREFIX):
+                raise ActionError("VALIDATION_ERROR", "human:// keys (in any case) belong to"
+                                  " people's HUMAN_SESSION workers.", field="worker_key")
             if "admin" not in roles and "worker_service" not in roles:
                 raise ActionError("FORBIDDEN", "Only service workers register SERVICE or"
                                   " INSTRUMENT_ADAPTER workers.")

@@ -11,7 +11,7 @@ from functools import wraps
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import selectors
@@ -65,16 +65,21 @@ def _manifest_text(request: HttpRequest) -> str:
     return text
 
 
-def _rows(request: HttpRequest, text: str, batch_key: str) -> list[manifest.Row]:
-    rows = manifest.parse(text)
+def _rows(request: HttpRequest, text: str, batch_key: str,
+          notes: list[str] | None = None) -> list[manifest.Row]:
+    rows = manifest.parse(text, notes)
     manifest.build_requests(rows, Actor.of(request.user), batch_key)
+    manifest.refuse_repeated_names(rows)
     return rows
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @intake_role
 def intake(request: HttpRequest) -> HttpResponse:
-    return _page(request)
+    """The manifest form; posted to (from a preview's "Edit the manifest"), with the text
+    as it was, to fix a few rows without pasting it all again. Writes nothing."""
+    text = request.POST.get("manifest", "") if request.method == "POST" else ""
+    return _page(request, manifest=text[:manifest.MAX_MANIFEST_BYTES])
 
 
 @require_POST
@@ -84,7 +89,8 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
     try:
         text = _manifest_text(request)
         batch_key = uuid.uuid4().hex
-        rows = _rows(request, text, batch_key)
+        notes: list[str] = []
+        rows = _rows(request, text, batch_key, notes)
     except manifest.ManifestError as exc:
         return _page(request, error=str(exc), manifest=request.POST.get("manifest", ""),
                      status=400)
@@ -98,7 +104,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
     manifest.warn_of_duplicates(rows, selectors.subjects_named(
         [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
     ok = [r.line for r in rows if not r.problem]
-    return _page(request, rows=rows, manifest=text, batch_key=batch_key,
+    return _page(request, rows=rows, manifest=text, batch_key=batch_key, notes=notes,
                  accepted=",".join(map(str, ok)), ok_count=len(ok),
                  bad_count=len(rows) - len(ok))
 
