@@ -422,3 +422,26 @@ def test_no_two_usernames_differ_only_in_case_even_at_the_same_instant(db):
         User.objects.create_user("RA-Case")
     assert list(User.objects.filter(username__iexact="ra-case").values_list(
         "username", flat=True)) == ["ra-case"]
+
+
+def test_letting_a_person_back_in_brings_back_nothing_issued_before(client, users):
+    """Clearing "may sign in" refused qa's token and browser session while it stayed
+    cleared; ticking it again made both work again."""
+    from django.test import Client
+
+    from bloomops.api.tokens import create_token
+    from tests.api_helpers import Api
+
+    _, token = create_token("op")
+    their_browser = signed_in(Client(), users["operator"])
+    assert their_browser.get("/").status_code == 200
+    admin = signed_in(client, users["admin"])
+    for active in ("", "on"):
+        fields = _page_form(admin, "op", reason="left / came back")
+        fields.pop("is_active", None)
+        if active:
+            fields["is_active"] = active
+        assert admin.post("/people/op/", fields).status_code == 302
+    assert their_browser.get("/").status_code == 302  # to sign in
+    assert Api(token).get("/queues").status_code == 401
+    assert signed_in(Client(), users["operator"]).get("/").status_code == 200  # signs in anew

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 
 from bloomops.accounts.models import (
     LIST_FIELDS,
@@ -19,12 +20,18 @@ from bloomops.accounts.models import (
     ProfileChange,
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, stored_roles
+from bloomops.accounts.sessions import end_sessions
 
 # A capability or scope value: a word of letters, digits and . _ : / - (as the demo's
 # "wetlab.extraction"), so a typo'd separator cannot hide in a list.
 TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$")
 MAX_ITEMS = 100
 MAX_REASON = 1000
+
+
+# Sent when a person may no longer sign in, in the change's transaction: what they were
+# given to act with elsewhere (the API's tokens) ends too. Receivers: bloomops/api/apps.py.
+person_deactivated = Signal()
 
 
 class ProfileError(Exception):
@@ -127,6 +134,11 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
         # A superuser is an admin (roles.stored_roles): taking the role away takes that too,
         # or the record would say admin was removed while it was not.
         superuser = target.is_superuser and Role.ADMIN in change.roles
+        if target.is_active and not change.is_active:
+            # What they signed in with ends here, not only while they stay inactive: signed
+            # in again later, nothing issued before counts (RULES.md#human-workers).
+            end_sessions(target)
+            person_deactivated.send(sender=PersonChange, user=target)
         if (target.is_active, target.is_superuser) != (change.is_active, superuser):
             target.is_active, target.is_superuser = change.is_active, superuser
             target.save(update_fields=["is_active", "is_superuser"])
