@@ -346,6 +346,9 @@ NEW_REFUSED = [
     ({"username": "SCI"}, "already exists (sci)"),
     ({"username": "sc\u0456"}, "another script"),  # Cyrillic і
     ({"username": "ｓｃｉ"}, "already exists"),  # full-width letters: read as sci
+    # a signature prints the name: a terminal escape or a right-to-left override in it
+    ({"first_name": "\x1b[31mred\u202e"}, "printable characters"),
+    ({"last_name": "Lindqvist\u200b"}, "printable characters"),
 ]
 
 

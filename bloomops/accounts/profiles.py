@@ -21,6 +21,7 @@ from bloomops.accounts.models import (
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, stored_roles
 from bloomops.accounts.sessions import end_sessions
+from bloomops.text import line_problem
 
 # A capability or scope value: a word of letters, digits and . _ : / - (as the demo's
 # "wetlab.extraction"), so a typo'd separator cannot hide in a list.
@@ -192,6 +193,10 @@ def add_person(username: str, *, first_name: str, last_name: str, password: str,
     problem = username_problem(username, model)
     if problem:
         raise ProfileError("VALIDATION_ERROR", problem, "username")
+    for field, value in (("first_name", first_name), ("last_name", last_name)):
+        # a signature prints the name (RULES.md#approvals): one readable line
+        if value and (problem := line_problem(value)):
+            raise ProfileError("VALIDATION_ERROR", f"A name {problem}.", field)
     try:
         validate_password(password, probe)
     except ValidationError as err:

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth import authenticate
 
 from bloomops.accounts.backends import SignInBackend
+from bloomops.text import readable_line
 
 # Longer than any password a person types; refused before the (slow) hash is computed.
 MAX_PASSWORD_LENGTH = 4096
@@ -49,7 +50,9 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     from django.contrib.auth.models import User
 
     wanted = {u for u in usernames if u}
-    full = {u.username: u.get_full_name() for u in User.objects.filter(
+    # readable_line: a name stored by another route (createsuperuser, Django's admin) may
+    # hold a terminal escape or a right-to-left override; a signature never prints one
+    full = {u.username: readable_line(u.get_full_name()) for u in User.objects.filter(
         username__in=wanted).only("username", "first_name", "last_name")}
     return {u: full.get(u) or u for u in wanted}
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest
 
-from bloomops.execution.actions.fields import readable_line
+from bloomops.text import readable_line
 
 # The fields kept, and how the refusal's message names the words of each.
 DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What you wrote went wrong",

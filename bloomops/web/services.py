@@ -7,7 +7,6 @@ import uuid
 from typing import Any
 
 from bloomops.execution import clock, people, selectors
-from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.outputs import routed_output
 from bloomops.execution.context import action_spec
 from bloomops.execution.envelope import parse_ts_or_none, ts
@@ -19,6 +18,7 @@ from bloomops.execution.policy import lease_effective_status
 from bloomops.execution.states import WorkerType
 from bloomops.tapdb.templates import all_templates
 from bloomops.tapdb.tenancy import tenant_of
+from bloomops.text import readable_line
 from bloomops.web.bench_words import template_words
 from bloomops.web.timewords import relative
 

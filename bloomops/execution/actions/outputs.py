@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bloomops.execution.actions.fields import key_problem, line_problem
+from bloomops.execution.actions.fields import key_problem
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
@@ -26,6 +26,7 @@ from bloomops.execution.states import (
 )
 from bloomops.tapdb.templates import TemplateRef, all_templates, template
 from bloomops.tapdb.tenancy import tenant_of
+from bloomops.text import line_problem
 
 MAX_OUTPUTS = 50
 OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")

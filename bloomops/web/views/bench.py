@@ -12,12 +12,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
-from bloomops.execution.actions.fields import readable_line
 from bloomops.execution.actions.intake import NAME_MAX
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
+from bloomops.text import readable_line
 from bloomops.web import bench_words, services
 from bloomops.web.bench_items import work_item
 from bloomops.web.timewords import local_clock, relative

@@ -1,0 +1,39 @@
+"""Text people read as one line (a name, a key, a value matched exactly): the rule every
+layer checks it by, from accounts (a person's name) to the engine's fields."""
+
+from __future__ import annotations
+
+import unicodedata
+
+# Characters that show as nothing (Unicode's default-ignorable code points, and the blank
+# fillers and braille blank that render as a space): in a key or a name people read in a
+# list, they make one look like another.
+_UNSEEN = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+           (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+           (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+           (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+           (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+
+def _unseen(c: str) -> bool:
+    return any(lo <= ord(c) <= hi for lo, hi in _UNSEEN)
+
+
+def line_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a key or a name people read in a list, or None: one printable
+    line, nothing that shows as nothing, in Unicode's composed form (NFC: "café" typed two
+    ways is one key)."""
+    if not value.isprintable() or any(_unseen(c) for c in value):
+        return ("may hold only printable characters on one line (no control or invisible"
+                " characters)")
+    if not unicodedata.is_normalized("NFC", value):
+        return "must be in Unicode's composed form (NFC)"
+    return None
+
+
+def readable_line(value: str) -> str:
+    """``value`` made one that line_problem accepts: composed (NFC), without what shows as
+    nothing or is not printable (a name the lab's own account records hold, not a caller's)."""
+    value = unicodedata.normalize("NFC", value)
+    kept = "".join(c if c.isprintable() else " " for c in value if not _unseen(c))
+    return " ".join(kept.split())
