@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils.html import escape
 
+from bloomops.accounts.models import ProfileChange
 from bloomops.demo.data import DEMO_QUEUES, seed_demo
 from bloomops.execution import selectors
 from bloomops.tapdb import instances
@@ -122,6 +123,12 @@ def test_demo_seed_twice_creates_nothing_new(tenant):
     assert fetch_value("SELECT count(*) FROM generic_instance") == before
     assert User.objects.count() == users_before
     assert {q["queue_key"] for q in selectors.queues()} == {q["queue_key"] for q in DEMO_QUEUES}
+    # a role an admin took away stays away: the next make run gave it back without a record
+    User.objects.get(username="scientist").groups.clear()
+    seed_demo()
+    assert not User.objects.get(username="scientist").groups.exists()
+    made = ProfileChange.objects.get(username="qa")
+    assert (made.changed_by, made.after["roles"]) == ("seed_demo", ["operator"])
 
 
 def test_the_demo_gives_qa_work_to_practise_on(client, tenant):

@@ -97,6 +97,9 @@ def test_event_counters_claim_conflict_and_replay(tenant, users):
 def test_metrics_token_protection(tenant, users, settings):
     settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
     assert Client().get("/metrics").status_code == 401
+    # a monitor's probe: HEAD is answered as GET is, without the body
+    head = Client().head("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
+    assert head.status_code == 200 and head.content == b""
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
     for wrong in ("scrape-secreT", "scrape-secret-and-more", "", "ｓcrape-secret"):
         assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {wrong}").status_code == 401

@@ -110,3 +110,11 @@ def test_the_migration_gives_existing_tokens_ninety_days_from_creation(transacti
     migrate(("bloomops_api", "0002_apitoken_expires_at"))
     row = ApiToken.objects.get(name="old")
     assert row.expires_at == row.created_at + timedelta(days=90)
+
+
+def test_a_tokens_name_is_one_readable_line(db, users):
+    """list_api_tokens printed a name's terminal escapes and newlines raw."""
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="printable"):
+        call_command("create_api_token", users["operator"].username, "--name", "ci\x1b[2J\nx")

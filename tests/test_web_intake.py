@@ -172,7 +172,8 @@ def test_columns_a_lab_adds_are_left_out_and_said(intake_lab):
     client = signed_in(Client(), intake_lab["operator"])
     for manifest in ("name,template,queue,Conc (ng/uL),site\nTube 30,specimen,q1,12.5,sfo\n",
                      "name;template;queue;Conc (ng/uL);site\nTube 30;specimen;q1;12,5;sfo\n",
-                     "name\ttemplate\tqueue\tConc (ng/uL)\tsite\nTube 30\tspecimen\tq1\t12.5\tsfo\n"):
+                     "name\ttemplate\tqueue\tConc (ng/uL)\tsite\n"
+                     "Tube 30\tspecimen\tq1\t12.5\tsfo\n"):
         html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
         assert html.count('data-ok="yes"') == 1, manifest
         assert "Not read, and not kept: column &#x27;Conc (ng/uL)&#x27;" in html

@@ -16,7 +16,7 @@ import hmac
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -153,7 +153,7 @@ def render_metrics() -> bytes:
 
 
 @login_not_required
-@require_GET
+@require_safe  # GET, and HEAD (a monitor's probe)
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """Open by default (like most exporters); set BLOOMOPS_METRICS_TOKEN to require
     ``Authorization: Bearer <that token>`` or the API token of a person with a role."""

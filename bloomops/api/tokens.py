@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from bloomops.accounts.passwords import demo_password_refused, uses_demo_password
 from bloomops.api.models import ApiToken
+from bloomops.text import line_problem
 
 TOKEN_PREFIX = "bo_"
 # last_used_at is bookkeeping; writing it on every request would serialise hot tokens.
@@ -34,6 +35,8 @@ def create_token(username: str, *, name: str = "", days: int | None = None
     days = settings.BLOOMOPS_API_TOKEN_DAYS if days is None else days
     if not 1 <= days <= MAX_DAYS:
         raise ValueError(f"a token lives 1 to {MAX_DAYS} days, not {days}")
+    if name and (problem := line_problem(name)):  # list_api_tokens prints it
+        raise ValueError(f"a token's name {problem}")
     user = get_user_model().objects.get(username=username)
     prefix = secrets.token_hex(4)
     token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"

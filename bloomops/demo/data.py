@@ -13,6 +13,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
+from bloomops.accounts.models import ProfileChange
+from bloomops.accounts.profiles import snapshot
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import ts
 from bloomops.execution.executor import ActionRequest, Actor, execute
@@ -92,6 +94,9 @@ class DemoReport:
 
 
 def ensure_demo_users(report: DemoReport) -> None:
+    """The demo's people, each made once with its role and a change record, as an admin
+    would add them (RULES.md#human-workers). One that exists is left as the lab's admins
+    keep it: a role taken away is not given back by the next ``make run``."""
     for username, role in DEMO_USERS.items():
         user, created = User.objects.get_or_create(username=username)
         if created:
@@ -99,8 +104,10 @@ def ensure_demo_users(report: DemoReport) -> None:
             user.is_staff = role == "admin"
             user.first_name, user.last_name = DEMO_NAMES.get(username, ("", ""))
             user.save()
+            user.groups.add(Group.objects.get(name=role))
+            ProfileChange.objects.create(username=username, changed_by="seed_demo",
+                                         reason="Demo data", before={}, after=snapshot(user))
             report.users_created.append(username)
-        user.groups.add(Group.objects.get(name=role))
 
 
 def seed_demo(*, rng_seed: int = 4242) -> DemoReport:
