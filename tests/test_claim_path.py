@@ -187,3 +187,32 @@ def test_the_leased_set_probes_each_active_lease_never_every_lease_edge(tenant):
     leased = plan.split("CTE leased_subjects")[1].split("CTE held_subjects")[0]
     assert "Hash Join" not in leased and "Merge Join" not in leased, plan
     assert re.search(r"\(child_instance_uid = x(_[0-9]+)?\.uid\)", leased), plan
+
+
+@pytest.mark.django_db
+def test_a_worker_is_handed_only_subjects_within_its_own_scopes(tenant):
+    """A person scoped to site sfo claimed an rtp sample: the scopes were only compared with
+    the queue's (which took both sites). Their own scopes now hold each subject they take."""
+    make_queue("q1", site_scope=["sfo", "rtp"])
+    rtp = make_subject("q1", name="RTP tube", props={"site": "rtp"})  # the head
+    sfo = make_subject("q1", name="SFO tube", props={"site": "sfo"})
+    other = make_subject("q1", name="Another RTP tube", props={"site": "rtp"})
+    svc = actor(*SERVICE)
+    sfo_only = register(svc, site_scope=["sfo"], max_concurrent_leases=5)
+    assert claim(svc, sfo_only)["lease_euid"]
+    leased = {r["subject_euid"] for r in selectors.leases()}
+    assert leased == {sfo}  # past the head, which is rtp's
+    with pytest.raises(ActionError) as err:
+        claim(svc, sfo_only)  # nothing else is sfo's
+    assert err.value.code == "NO_WORK"
+    # an adapter naming the subject it has loaded is told why it may not take it
+    adapter = register(svc, worker_type="INSTRUMENT_ADAPTER", site_scope=["sfo"])
+    with pytest.raises(ActionError) as err:
+        claim(svc, adapter, queue_key=None, subject_euid=rtp)
+    assert err.value.code == "WORKER_NOT_ELIGIBLE"
+    assert err.value.message == ("This item's site is rtp; the worker's site scope is sfo.")
+    # a worker of any site takes the head as before
+    anywhere = register(svc)
+    claim(svc, anywhere)
+    assert {r["subject_euid"] for r in selectors.leases()} == {sfo, rtp}
+    assert other not in {r["subject_euid"] for r in selectors.leases()}

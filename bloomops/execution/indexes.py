@@ -235,4 +235,7 @@ RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_lease_open"),
     # Failed records by queue, for all-time failure totals now kept as counters.
     ("INDEX", "bloomops_record_failures"),
+    # The claim's walk before it kept to the claiming worker's own scopes
+    # (bloomops_claim_in_scope).
+    ("FUNCTION", "bloomops_claim_next"),
 )

@@ -117,6 +117,26 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
     return problems
 
 
+def worker_scopes(worker: dict[str, Any]) -> dict[str, list[str] | None]:
+    """A worker's site/platform/assay scopes as the values it works, per field; None where
+    it works any (an empty or absent scope)."""
+    return {f: [v for v in worker.get(f"{f}_scope") or [] if isinstance(v, str)] or None
+            for f in SCOPE_FIELDS}
+
+
+def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]) -> str | None:
+    """Why this worker may not take this subject by its own scopes (RULES.md#claims), or
+    None: a scope it has holds the subject's property (read as text, absent as ''), whatever
+    the queue's scope admits. The SQL twin is statements.IN_WORKER_SCOPE."""
+    for field, values in worker_scopes(worker).items():
+        value = props.get(field)
+        text = "" if value is None else value if isinstance(value, str) else str(value)
+        if values is not None and text not in values:
+            return (f"This item's {field} is {text or 'not given'}; the worker's {field} scope"
+                    f" is {', '.join(values)}.")
+    return None
+
+
 def liveness(props: dict[str, Any], now: datetime) -> tuple[str, float | None]:
     """A worker's status as every read reports it, and seconds since its last heartbeat:
     ONLINE or DRAINING only while its heartbeats come within its TTL, else OFFLINE

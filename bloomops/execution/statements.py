@@ -16,6 +16,7 @@ from bloomops.execution.sql import (
     OWN_COLUMNS_VISIBLE,
     QP,
     QUEUES,
+    SCOPE_FIELDS,
     TEMPLATES,
     lease_past_expiry,
     worker_active_leases,
@@ -29,6 +30,12 @@ LINEAGE_BLOCKED = f"""
     SELECT ({ACTIVE_LEASE_EXISTS}) AS leased, ({ACTIVE_HOLD_EXISTS}) AS held
     FROM generic_instance s WHERE s.uid = %(uid)s"""
 
+# The claiming worker's own scopes over the subject (RULES.md#claims): each a text[] of the
+# values it works (NULL: any), as policy.worker_scope_problem reads them.
+IN_WORKER_SCOPE = " AND ".join(
+    f"(%({f}s)s::text[] IS NULL OR coalesce(s.json_addl->'properties'->>'{f}', '')"
+    f" = ANY(%({f}s)s::text[]))" for f in SCOPE_FIELDS)
+
 # The visible subjects of a queue in order (RULES.md#order), walked lazily: lineage is probed
 # first, row by row along bloomops_routed_order (the queue's head is often crowded with
 # subjects already leased), then the queue's conditions on the envelope.
@@ -38,7 +45,7 @@ _CLAIM_WALK = f"""
         FROM generic_instance s
         WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
           AND {ENV}->>'next_queue_key' = %(queue_key)s
-          AND NOT {ACTIVE_LEASE_FOUND} AND NOT {ACTIVE_HOLD_EXISTS}
+          AND NOT {ACTIVE_LEASE_FOUND} AND NOT {ACTIVE_HOLD_EXISTS} AND {IN_WORKER_SCOPE}
         ORDER BY {ORDER_BY}) s
     JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
@@ -52,7 +59,7 @@ _CLAIM_LOCK = f"""
     JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
     WHERE s.uid = %(uid)s AND s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
-      AND {OWN_COLUMNS_VISIBLE}
+      AND {OWN_COLUMNS_VISIBLE} AND {IN_WORKER_SCOPE}
     FOR NO KEY UPDATE OF s SKIP LOCKED"""
 
 
@@ -62,7 +69,8 @@ def _in_function(sql: str, *, tenant: str | None = "= p_tenant") -> str:
     db.fetch_all runs it (tenancy.for_tenant: ``IS NULL``, which keeps the index)."""
     sql = (for_tenant(sql, {"tenant": None}) if tenant is None
            else sql.replace("= %(tenant)s", tenant))
-    for name, var in (("queue_key", "p_queue_key"), ("now", "p_now"), ("uid", "v_uid")):
+    for name, var in (("queue_key", "p_queue_key"), ("now", "p_now"), ("uid", "v_uid"),
+                      *((f"{f}s", f"p_{f}s") for f in SCOPE_FIELDS)):
         sql = sql.replace(f"%({name})s", var)
     assert "%(" not in sql, sql
     return sql
@@ -77,10 +85,11 @@ def _in_function(sql: str, *, tenant: str | None = "= p_tenant") -> str:
 # meet this race about every other claim). A candidate found blocked after its lock counts
 # towards p_max_blocked; then the claim gives up (NO_WORK). The cursor is FETCHed one row at
 # a time, so a claim at an uncrowded head computes one candidate.
-CLAIM_FUNCTION = "bloomops_claim_next"
+CLAIM_FUNCTION = "bloomops_claim_in_scope"
 CLAIM_FUNCTION_DDL = f"""
     CREATE OR REPLACE FUNCTION {CLAIM_FUNCTION}(p_tenant uuid, p_queue_key text, p_now text,
-                                                p_max_blocked integer)
+                                                p_max_blocked integer, p_sites text[],
+                                                p_platforms text[], p_assays text[])
     RETURNS bigint LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
     -- Its statements run on their generic plans: the same for every queue and instant, and
     -- planned once per session instead of on every claim (several ms, more than the walk).
@@ -114,7 +123,8 @@ CLAIM_FUNCTION_DDL = f"""
     END $$"""
 
 CLAIM_CANDIDATE = (f"SELECT {CLAIM_FUNCTION}(%(tenant)s, %(queue_key)s, %(now)s,"
-                   " %(max_blocked)s) AS uid")
+                   " %(max_blocked)s, %(sites)s::text[], %(platforms)s::text[],"
+                   " %(assays)s::text[]) AS uid")
 
 WORKER_ACTIVE_LEASE_COUNT = (
     f"SELECT {worker_active_leases('%(worker_uid)s', '%(worker_euid)s')} AS n")

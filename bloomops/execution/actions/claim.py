@@ -30,6 +30,8 @@ from bloomops.execution.people import current_profile, username_of_human_key
 from bloomops.execution.policy import (
     eligibility_problems,
     readable_worker,
+    worker_scope_problem,
+    worker_scopes,
     worker_status_problem,
 )
 from bloomops.execution.statements import (
@@ -51,12 +53,15 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
     return int(row["n"]) if row else 0
 
 
-def _claim_candidate(ctx: Context, queue_key: str, max_blocked: int) -> int | None:
-    """The first visible subject of the queue in order that this claim could lock and whose
-    lineage, re-read after the lock, shows no active lease or hold (statements.CLAIM_FUNCTION,
-    RULES.md#claims)."""
+def _claim_candidate(ctx: Context, worker: Obj, queue_key: str,
+                     max_blocked: int) -> int | None:
+    """The first visible subject of the queue in order, within the worker's own scopes, that
+    this claim could lock and whose lineage, re-read after the lock, shows no active lease
+    or hold (statements.CLAIM_FUNCTION, RULES.md#claims)."""
+    scopes = {f"{f}s": values for f, values in worker_scopes(worker.props).items()}
     row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
-                                      "queue_key": queue_key, "max_blocked": max_blocked},
+                                      "queue_key": queue_key, "max_blocked": max_blocked,
+                                      **scopes},
                     prepare="claim_candidate")
     return row["uid"] if row else None
 
@@ -159,10 +164,15 @@ class ClaimQueueItem(Handler):
                         subject_euid=subject.euid,
                         reasons=[{"code": r.code, "message": r.message} for r in reasons],
                     )
+                out_of_scope = worker_scope_problem(worker.props, subject.props)
+                if out_of_scope:
+                    raise ActionError("WORKER_NOT_ELIGIBLE", out_of_scope,
+                                      subject_euid=subject.euid, queue_key=queue["queue_key"],
+                                      problems=[out_of_scope])
                 self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
-            uid = _claim_candidate(ctx, queue["queue_key"], self.MAX_CANDIDATES)
+            uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES)
             if uid is not None:
                 chosen = (queue, uid)
                 break

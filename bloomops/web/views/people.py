@@ -51,11 +51,11 @@ class PersonForm(forms.Form):
     capabilities = forms.CharField(required=False, max_length=5000, widget=forms.Textarea(
         attrs={"rows": 3}), help_text="Steps this person may do, comma- or line-separated.")
     site_scope = forms.CharField(required=False, max_length=2000,
-                                 help_text="Sites they work for; empty: any.")
+                                 help_text="Sites whose items they are handed; empty: any.")
     platform_scope = forms.CharField(required=False, max_length=2000,
-                                     help_text="Platforms; empty: any.")
+                                     help_text="Platforms whose items they are handed; empty: any.")
     assay_scope = forms.CharField(required=False, max_length=2000,
-                                  help_text="Assays; empty: any.")
+                                  help_text="Assays whose items they are handed; empty: any.")
     max_concurrent_leases = forms.IntegerField(min_value=1, max_value=MAX_LEASES_LIMIT,
                                                required=False, label="Lease limit",
                                                help_text="Items they may hold at once.")
