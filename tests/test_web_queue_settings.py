@@ -154,6 +154,9 @@ def test_new_queue_from_the_ui(client, world):
                                                "queue_key": "Bad Key"})
     assert bad.status_code == 400 and "queue_key must be lowercase" in bad.content.decode()
     assert counts() == before
+    # what was ticked is ticked again: fixing the key alone is then enough
+    html = bad.content.decode()
+    assert f'value="{SPECIMEN}" checked>' in html and 'value="Bad Key"' in html
 
 
 def test_another_systems_queue_is_read_only(client, world):

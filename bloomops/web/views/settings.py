@@ -144,8 +144,11 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
         messages.error(request, err.message)
-        return render(request, "web/queue_new.html", {"templates": templates, "help": HELP,
-                                                      "form": request.POST}, status=400)
+        # what was typed and ticked comes back: a refused key unticked the templates, and
+        # the next try was refused for having none
+        return render(request, "web/queue_new.html", {
+            "templates": templates, "help": HELP, "form": request.POST,
+            "chosen": request.POST.getlist("subject_template_codes")}, status=400)
     messages.success(request, f"Queue {queue_key} created; set its policy below.")
     return redirect(reverse("queue_settings", args=[queue_key]))
 
