@@ -87,7 +87,7 @@ def test_next_queue_offers_only_the_flow_and_completes_there(browser, site):
     expect(complete).to_have_text("Complete → Queue one (q1)")  # where it goes, before the tap
     complete.click()
     page.wait_for_url(f"{site}/my-work/")
-    expect(page.locator(".messages")).to_contain_text(f"({euid}); it moved to q1.")
+    expect(page.locator(".messages")).to_contain_text(f"({euid}); it moved to Queue one (q1).")
     page.context.close()
 
 

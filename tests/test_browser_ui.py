@@ -83,7 +83,7 @@ def test_scientist_scans_claims_completes_and_the_item_moves_on(browser, site):
     assert row.get_by_label("Next queue").input_value() == "q2"
     row.get_by_role("button", name="Complete").click()
     page.wait_for_url(f"{site}/my-work/")
-    assert f"({euid}); it moved to q2." in messages_text(page)
+    assert f"({euid}); it moved to Queue two (q2)." in messages_text(page)
     page.goto(f"{site}/queues/q2/")
     assert page.locator(f'#items tr[data-euid="{euid}"]').count() == 1
     page.goto(f"{site}/queues/q1/")

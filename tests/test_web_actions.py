@@ -180,7 +180,7 @@ def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
     response = client.post(f"/leases/{lease['euid']}/complete/",
                            form_for(page, f"/leases/{lease['euid']}/complete/"))
     # the item as the cards name it: its name, then its EUID
-    assert f"Completed s ({lease['subject_euid']}); it moved to q2." in said(response)
+    assert f"Completed s ({lease['subject_euid']}); it moved to Queue two (q2)." in said(response)
     assert envelope(lease["subject_euid"])["next_queue_key"] == "q2"
     assert lease["subject_euid"] in client.get("/queues/q2/").content.decode()
 

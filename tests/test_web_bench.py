@@ -164,7 +164,7 @@ def test_a_flow_whose_default_cannot_take_the_item_offers_every_queue_that_can(c
     assert "ilmn" not in offered and "ont_old" not in offered
     response = sci.post(f"/leases/{lease}/complete/",
                         form_for(page, f"/leases/{lease}/complete/", next_queue_key="ont"))
-    assert said(response)[-1] == f"Completed s ({euid}); it moved to ont."
+    assert said(response)[-1] == f"Completed s ({euid}); it moved to ONT prep (ont)."  # its name
     assert envelope(euid)["next_queue_key"] == "ont"
 
 
@@ -193,7 +193,7 @@ def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
     response = sci.post(f"/leases/{lease}/complete/",
                         form_for(page, f"/leases/{lease}/complete/"))
     [words] = said(response)
-    made = re.search(r"made (Z-\S+) \(library\) for pool", words).group(1)
+    made = re.search(r"made (Z-\S+) \(library\) for Pooling \(pool\)", words).group(1)
     assert envelope(euid)["state"] == "COMPLETED"
     output = selectors.subject_diagnostics(made)
     assert output.name == "Library of Sample 7" and output.template_code == library

@@ -225,13 +225,20 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         words = bench_words.template_words(made[1])
         return bench_answer(
             request, run, lambda r: f"Completed {services.item_called(r)}: made"
-            f" {', '.join(r['output_euids'])} ({words}) for {made[0]}.",
+            f" {', '.join(r['output_euids'])} ({words}) for {_queue_called(made[0])}.",
             reverse("my_work"), lambda r: reverse("my_work"))
     payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
         lambda r: f"Completed {services.item_called(r)}"
-        + (f"; it moved to {choice}." if choice else "; its flow is finished."))
+        + (f"; it moved to {_queue_called(choice)}." if choice else "; its flow is finished."))
+
+
+def _queue_called(queue_key: str) -> str:
+    """A queue as the bench's choice of next queue names it: its display name and key."""
+    found = selectors.queue_config(queue_key)
+    name = selectors.display_name(queue_key, found["config"] if found else None)
+    return name if name == queue_key else f"{name} ({queue_key})"
 
 
 @require_POST
