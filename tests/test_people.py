@@ -448,3 +448,41 @@ def test_letting_a_person_back_in_brings_back_nothing_issued_before(client, user
     assert their_browser.get("/").status_code == 302  # to sign in
     assert Api(token).get("/queues").status_code == 401
     assert signed_in(Client(), users["operator"]).get("/").status_code == 200  # signs in anew
+
+
+def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(client, users):
+    """A mistyped first password or a forgotten one had no way out in the console."""
+    from django.test import Client
+
+    their_old_session = signed_in(Client(), users["operator"])
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    refused = admin.post("/people/op/password/", {"password": "short", "reason": "forgot"})
+    assert refused.status_code == 302 and _written() == before
+    assert "too short" in " ".join(m.message for m in get_messages(refused.wsgi_request))
+    done = admin.post("/people/op/password/", {"password": "Cobalt-Lantern-42",
+                                              "reason": "forgot it"})
+    assert done.status_code == 302
+    change = ProfileChange.objects.filter(username="op").first()
+    assert (change.changed_by, change.reason, change.changed_fields()) == (
+        "adm", "forgot it", ["password"])
+    assert "Cobalt" not in str(change.before) + str(change.after)
+    assert their_old_session.get("/").status_code == 302  # signed out
+    person = Client()
+    assert person.post("/accounts/login/", {"username": "op",
+                                            "password": "Cobalt-Lantern-42"}).status_code == 302
+    # their own change asks for the current one
+    wrong = person.post("/accounts/password/", {"old_password": "nope",
+                                                "new_password1": "Amber-Harbour-77",
+                                                "new_password2": "Amber-Harbour-77"})
+    assert wrong.status_code == 200 and "incorrect" in wrong.content.decode()
+    ok = person.post("/accounts/password/", {"old_password": "Cobalt-Lantern-42",
+                                             "new_password1": "Amber-Harbour-77",
+                                             "new_password2": "Amber-Harbour-77"})
+    assert ok.status_code == 302 and person.get("/").status_code == 200
+    # only admins set another's; nobody sets their own without the current one here
+    assert signed_in(Client(), users["worker_human"]).post(
+        "/people/op/password/", {"password": "x", "reason": "y"}).status_code == 403
+    self_set = admin.post("/people/adm/password/", {"password": "Cobalt-Lantern-43",
+                                                    "reason": "mine"})
+    assert "your own page" in " ".join(m.message for m in get_messages(self_set.wsgi_request))

@@ -221,3 +221,35 @@ def _create(model, username: str, first_name: str, last_name: str, password: str
     return ProfileChange.objects.create(
         username=username, changed_by=admin_username, reason=reason.strip(),
         before={}, after=snapshot(user))
+
+
+def set_password(target_id: int, password: str, *, reason: str, admin_username: str
+                 ) -> ProfileChange:
+    """An admin gives a person a new password (a forgotten one, a mistyped first one): the
+    site's validators apply, the person's sessions end, and the change is recorded like any
+    other (never the password). A person changes their own on /accounts/password/, which asks
+    for the current one."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    reason = (reason or "").strip()
+    if not reason or len(reason) > MAX_REASON:
+        raise ProfileError("VALIDATION_ERROR", "Say why: a new password needs a reason.",
+                           "reason")
+    with transaction.atomic():
+        target = get_user_model().objects.select_for_update().get(pk=target_id)
+        if target.get_username() == admin_username:
+            raise ProfileError("SELF_LOCKOUT", "Change your own password on your own page"
+                               " (your name at the top): it asks for the current one.",
+                               "password")
+        try:
+            validate_password(password, target)
+        except ValidationError as err:
+            raise ProfileError("VALIDATION_ERROR", " ".join(err.messages), "password") from None
+        target.set_password(password)
+        target.save(update_fields=["password"])
+        end_sessions(target)
+        return ProfileChange.objects.create(
+            username=target.get_username(), changed_by=admin_username, reason=reason,
+            before={"password": "as it was"}, after={"password": "a new one, given by an admin"})

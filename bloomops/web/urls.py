@@ -42,6 +42,7 @@ urlpatterns = [
     path("admin/", views.admin_tools, name="admin_tools"),
     path("people/", views.people_list, name="people"),
     path("people/<str:username>/", views.person, name="person"),
+    path("people/<str:username>/password/", views.person_password, name="person_password"),
     path("admin/sweep/", views.sweep, name="sweep"),
     path("intake/", views.intake, name="intake"),
     path("intake/preview/", views.intake_preview, name="intake_preview"),

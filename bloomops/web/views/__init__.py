@@ -37,7 +37,7 @@ from bloomops.web.views.intake import (
     intake_preview,
     intake_results_csv,
 )
-from bloomops.web.views.people import people_list, person
+from bloomops.web.views.people import people_list, person, person_password
 from bloomops.web.views.queues import (
     claim_next,
     dashboard,
@@ -67,7 +67,8 @@ __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
     "dashboard", "expire_lease", "fail_lease", "failures", "failures_bulk", "hold_subject",
     "intake", "intake_confirm", "intake_preview", "intake_results_csv", "my_work",
-    "new_queue", "people_list", "person", "queue_detail", "queue_enabled", "queue_export",
+    "new_queue", "people_list", "person", "person_password", "queue_detail", "queue_enabled",
+    "queue_export",
     "queue_settings", "queue_settings_index", "release_hold", "release_lease", "renew_lease",
     "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
     "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",

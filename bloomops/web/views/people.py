@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
 from bloomops.accounts.profiles import (
@@ -24,6 +24,7 @@ from bloomops.accounts.profiles import (
     change_person,
     last_change_id,
     parse_tokens,
+    set_password,
 )
 from bloomops.accounts.roles import ALL_ROLES, roles_of, stored_roles
 from bloomops.execution import people, policy, selectors
@@ -186,6 +187,35 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
+
+
+class PasswordForm(forms.Form):
+    password = forms.CharField(widget=forms.PasswordInput, max_length=128,
+                               label="New password", help_text="Tell them in person.")
+    reason = forms.CharField(max_length=MAX_REASON, label="Reason")
+
+
+@require_POST
+@admin_only
+def person_password(request: HttpRequest, username: str) -> HttpResponse:
+    """An admin sets a person's new password (accounts.profiles.set_password)."""
+    target = get_user_model().objects.filter(username=username).first()
+    if target is None:
+        return not_found(request, f"No person {username}.")
+    form = PasswordForm(request.POST)
+    if form.is_valid():
+        try:
+            set_password(target.pk, form.cleaned_data["password"],
+                         reason=form.cleaned_data["reason"],
+                         admin_username=request.user.get_username())
+        except ProfileError as err:
+            messages.error(request, err.message)
+        else:
+            messages.success(request, f"{username} has a new password; their sessions ended."
+                             " Tell it to them in person.")
+    else:
+        messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
+    return redirect(reverse("person", args=[username]))
 
 
 # What the queues name, in a sentence per profile list.
