@@ -429,3 +429,18 @@ def test_a_sample_knows_which_finished_records_it_counts(tenant):
     record()
     hour = QueueSample.objects.get(queue_key="q1", resolution=3600)
     assert (hour.counted_from, hour.counted_to) == (seeded_to, passes[2])
+
+
+def test_a_minutes_depth_is_the_most_its_passes_saw(tenant):
+    """The dashboard showed depth 8 while the chart's 1 h maximum said 6: a minute's sample
+    was its last pass, and a peak between two samples was lost."""
+    now = clock.now().replace(second=0, microsecond=0)
+    key = tenant_key(tenant)
+    for second, depth in ((0, 6), (10, 8), (20, 5)):  # three passes of one minute
+        write_samples(key, now + timedelta(seconds=second),
+                      [selectors.QueueSummary(queue_key="q1", euid="", display_name="q1",
+                                              enabled=True, manual_only=False,
+                                              dispatch_priority=0, config={}, depth=depth)],
+                      {})
+    assert [p.depth for p in history("1h", tenant=key, now=now + timedelta(minutes=1)
+                                     ).queues["q1"]] == [8]

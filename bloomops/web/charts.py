@@ -17,7 +17,6 @@ from django.utils.safestring import SafeString
 from bloomops.execution.envelope import ts
 from bloomops.execution.stats.history import (
     LAB,
-    MINUTE,
     History,
     Point,
     Window,
@@ -188,11 +187,10 @@ def depth_chart(history: History, points: list[Point], name: str,
     """Depth (solid) and oldest age (dashed, its own scale); a point links to the queue's
     items in order (the lab's: the queue table)."""
     href = queue_url(queue_key, history.range_key)
-    # a bucket wider than a sample shows its samples' highest
-    highest = "highest " if history.width > MINUTE else ""
-    # said in the legend too: the last point is a bucket's highest, not the depth now
-    per = (f", highest per {readable_seconds(history.width)}" if history.width > MINUTE
-           else "")
+    # every point is the highest of its bucket (a minute's too: the most its passes saw),
+    # said in the legend: the last point is not the depth now
+    highest = "highest "
+    per = f", highest per {readable_seconds(history.width)}"
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
     depth_top, age_top = count_top(peak), seconds_top(oldest)

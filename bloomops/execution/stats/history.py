@@ -34,7 +34,10 @@ GAUGES = ("depth", "oldest_age_seconds", "leased", "held", "dead_letters", "retr
 SUMS = ("completions", "failures")
 COLUMNS = GAUGES + SUMS
 
-# Every queue's sample of one minute in one statement: a column of values per field.
+# Every queue's sample of one minute in one statement: a column of values per field. A
+# gauge of a minute is the most any of its passes saw (a peak between two samples is not
+# lost, and a chart's maximum is never below a number the dashboard showed in that minute),
+# as an hour's is the most of its minutes.
 _TYPES = {c: "float8" if c == "oldest_age_seconds" else "int" for c in COLUMNS}
 # A sample's counted window (QueueSample.counted_from/counted_to) grows with each pass of its
 # minute (the passes' windows follow each other), and its hour's when thinned.
@@ -48,7 +51,7 @@ _UPSERT = f"""
     FROM unnest(%(queue_key)s::text[], {", ".join(f"%({c})s::{_TYPES[c]}[]" for c in COLUMNS)})
         AS u(queue_key, {", ".join(COLUMNS)})
     ON CONFLICT (tenant, resolution, at, queue_key) DO UPDATE SET
-    {", ".join(f"{c} = EXCLUDED.{c}" for c in GAUGES)},
+    {", ".join(f"{c} = GREATEST(bloomops_queue_sample.{c}, EXCLUDED.{c})" for c in GAUGES)},
     {", ".join(f"{c} = bloomops_queue_sample.{c} + EXCLUDED.{c}" for c in SUMS)}, {_WINDOW}
 """
 
