@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.contrib.messages import get_messages
 
 from bloomops.execution import selectors
 from tests.engine import act, actor, counts, make_queue
@@ -231,3 +232,31 @@ def test_the_preview_warns_of_a_next_queue_that_can_take_nothing_from_this_one(c
         page, default_next_queue_key="lib_qc",
         output_template_codes="extracted_sample")).content.decode()
     assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine
+
+
+def test_an_admin_replaces_a_queue_from_its_settings_page(client, world):
+    """The page said to replace the queue to change its templates, and had no way to."""
+    from bloomops.execution import selectors
+
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    html = page.content.decode()
+    assert 'id="replace-form"' in html and f'value="{SPECIMEN}" checked>' in html
+    data = form_for(page, "/settings/queues/cfg/replace/", new_queue_key="cfg_v2",
+                    reason="takes extracts too")
+    data["subject_template_codes"] = [SPECIMEN, "content/material/extracted_sample/1.0"]
+    done = client.post("/settings/queues/cfg/replace/", data)
+    assert done.status_code == 302 and done["Location"] == "/settings/queues/cfg_v2/"
+    assert cfg("cfg_v2")["subject_template_codes"] == data["subject_template_codes"]
+    assert "cfg" not in {q["queue_key"] for q in selectors.queues()}
+    # refused without a template, and by the engine's words; nothing written
+    before = counts()
+    bad = client.post("/settings/queues/cfg_v2/replace/",
+                      {**form_for(client.get("/settings/queues/cfg_v2/"),
+                                  "/settings/queues/cfg_v2/replace/"), "reason": "x"})
+    assert bad.status_code == 302 and counts() == before
+    assert "at least one template" in " ".join(
+        m.message for m in get_messages(bad.wsgi_request))
+    # an operator may not
+    client.force_login(world["operator"])
+    assert client.post("/settings/queues/cfg_v2/replace/", data).status_code == 403

@@ -55,4 +55,5 @@ urlpatterns = [
     path("settings/queues/<str:queue_key>/save/", views.save_queue_settings,
          name="save_queue_settings"),
     path("settings/queues/<str:queue_key>/enabled/", views.queue_enabled, name="queue_enabled"),
+    path("settings/queues/<str:queue_key>/replace/", views.replace_queue, name="replace_queue"),
 ]

@@ -49,6 +49,7 @@ from bloomops.web.views.settings import (
     queue_enabled,
     queue_settings,
     queue_settings_index,
+    replace_queue,
     save_queue_settings,
 )
 from bloomops.web.views.subjects import (
@@ -68,8 +69,8 @@ __all__ = [
     "dashboard", "expire_lease", "fail_lease", "failures", "failures_bulk", "hold_subject",
     "intake", "intake_confirm", "intake_preview", "intake_results_csv", "my_work",
     "new_queue", "people_list", "person", "person_password", "queue_detail", "queue_enabled",
-    "queue_export",
-    "queue_settings", "queue_settings_index", "release_hold", "release_lease", "renew_lease",
+    "queue_export", "queue_settings", "queue_settings_index", "release_hold", "release_lease",
+    "replace_queue", "renew_lease",
     "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
     "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",
     "worker_dashboard", "worker_status",

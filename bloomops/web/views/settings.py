@@ -38,7 +38,8 @@ def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
         "queue": row, "cfg": cfg, "fields": form_fields(cfg, typed), "help": HELP,
         "managed": cfg.get("managed_by") == MANAGED_BY,
         "typed_reason": typed.get("reason", "") if typed is not None else "",
-        "history": selectors.queue_history(row["queue_key"]), **extra}, status=status)
+        "history": selectors.queue_history(row["queue_key"]),
+        "templates": subject_templates(), **extra}, status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -117,14 +118,46 @@ def queue_enabled(request: HttpRequest, queue_key: str) -> HttpResponse:
                   else "Queue disabled.", reverse("queue_settings", args=[queue_key]))
 
 
+@require_POST
+def replace_queue(request: HttpRequest, queue_key: str) -> HttpResponse:
+    """A queue's templates or key changed: the queue retired and its successor created with
+    every other setting, in one action (RULES.md#queue-configuration)."""
+    refused = _admin_only(request)
+    if refused:
+        return refused
+    new_key = request.POST.get("new_queue_key", "").strip()
+
+    def run() -> ActionResult:
+        g = guards(request)
+        payload: dict[str, Any] = {
+            "subject_template_codes": request.POST.getlist("subject_template_codes"),
+            "reason": reason_of(request)}
+        if new_key and new_key != queue_key:
+            payload["new_queue_key"] = new_key
+        return services.perform(request.user, "replace_queue", queue_key=queue_key,
+                                idempotency_key=g["idempotency_key"],
+                                expected_revision=g["expected_revision"], payload=payload)
+
+    return answer(request, run, lambda r: f"Replaced: {r['queue_key']} now takes what it was"
+                  " given; the old queue is retired with its history.",
+                  reverse("queue_settings", args=[queue_key]),
+                  lambda r: reverse("queue_settings", args=[r["queue_key"]]))
+
+
+def subject_templates() -> list[str]:
+    """The templates a queue may take as subjects: the lab's content and data, not the
+    engine's own objects."""
+    return sorted(code for code, ref in all_templates().items()
+                  if ref.semantic_category in ("content", "data")
+                  and not is_engine_template(ref))
+
+
 @require_http_methods(["GET", "POST"])
 def new_queue(request: HttpRequest) -> HttpResponse:
     refused = _admin_only(request)
     if refused:
         return refused
-    templates = sorted(code for code, ref in all_templates().items()
-                       if ref.semantic_category in ("content", "data")
-                       and not is_engine_template(ref))
+    templates = subject_templates()
     if request.method == "GET":
         return render(request, "web/queue_new.html", {"templates": templates, "help": HELP})
     queue_key = request.POST.get("queue_key", "").strip()
