@@ -263,6 +263,10 @@ EDGES = [
     ("register-worker", {"worker_type": None}),         # absent is SERVICE; null is not
     ("register-worker", {"worker_key": "human://someone"}),
     ("register-worker", {"worker_key": "human://"}),
+    ("register-worker", {"worker_key": "HUMAN://someone"}),
+    ("register-worker", {"worker_key": "svc one"}),
+    ("register-worker", {"worker_key": "svc-\u00fc"}),
+    ("register-worker", {"worker_key": "  svc-1  "}),
     ("register-worker", {"worker_key": "   "}),
     ("register-worker", {"worker_type": "HUMAN_SESSION"}),  # exact-w is no person's key
     ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP}),

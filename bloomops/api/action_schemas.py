@@ -190,6 +190,11 @@ WORKER_TEXT_MAX = 300
 
 # A key the engine reads as a person's (human://<username>, after stripping).
 HUMAN_KEY = "^\\s*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
+# Another worker's key (actions/workers.WORKER_KEY, after stripping), never human:// in any
+# case.
+OTHER_WORKER_KEY = "^\\s*[!-~]+\\s*$"
+ANY_CASE_HUMAN = "^\\s*" + "".join(f"[{c.upper()}{c}]" if c.isalpha() else c
+                                 for c in HUMAN_KEY_PREFIX)
 
 
 class RegisterWorkerIn(ActionEnvelope):
@@ -203,8 +208,8 @@ class RegisterWorkerIn(ActionEnvelope):
                                      {"pattern": HUMAN_KEY}]},
             **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
         "else": {"required": ["worker_key"],
-                 "properties": {"worker_key": {"type": "string", "pattern": NON_BLANK,
-                                               "not": {"pattern": HUMAN_KEY}}}},
+                 "properties": {"worker_key": {"type": "string", "pattern": OTHER_WORKER_KEY,
+                                               "not": {"pattern": ANY_CASE_HUMAN}}}},
     }
 
     worker_key: str | None = text(WORKER_TEXT_MAX, (
