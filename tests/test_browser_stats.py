@@ -38,7 +38,7 @@ def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noq
     points = chart.locator("a.point.depth")
     expect(points).to_have_count(3)
     # each point is a link named by its own title (what a screen reader says of it)
-    chart.get_by_role("link", name=re.compile(r": depth 3$")).click()
+    chart.get_by_role("link", name=re.compile(r": highest depth 3$")).click()
     expect(page).to_have_url(re.compile(r"/queues/q1/$"))
     expect(page.locator("tbody tr")).to_have_count(3)
     page.go_back()
@@ -61,7 +61,7 @@ def test_the_charts_follow_the_samples_while_the_page_stays_open(
     _a_minute_of_work("Specimen open page 2")
     # no reload: the history section asks for itself again and draws the new sample
     expect(points).to_have_count(3)
-    expect(points.last.locator("title")).to_have_text(re.compile(r": depth 3$"))
+    expect(points.last.locator("title")).to_have_text(re.compile(r": highest depth 3$"))
     assert refused == []
 
 

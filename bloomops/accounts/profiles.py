@@ -241,7 +241,7 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
         target = get_user_model().objects.select_for_update().get(pk=target_id)
         if target.get_username() == admin_username:
             raise ProfileError("SELF_LOCKOUT", "Change your own password on your own page"
-                               " (your name at the top): it asks for the current one.",
+                               " (Password, at the top): it asks for the current one.",
                                "password")
         try:
             validate_password(password, target)
