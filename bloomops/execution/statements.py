@@ -36,16 +36,20 @@ IN_WORKER_SCOPE = " AND ".join(
     f"(%({f}s)s::text[] IS NULL OR coalesce(s.json_addl->'properties'->>'{f}', '')"
     f" = ANY(%({f}s)s::text[]))" for f in SCOPE_FIELDS)
 
-# The visible subjects of a queue in order (RULES.md#order), walked lazily: lineage is probed
-# first, row by row along bloomops_routed_order (the queue's head is often crowded with
-# subjects already leased), then the queue's conditions on the envelope.
-_CLAIM_WALK = f"""
+def _claim_walk(in_scope: str) -> str:
+    """The visible subjects of a queue in order (RULES.md#order), walked lazily: lineage is
+    probed first, row by row along bloomops_routed_order (the queue's head is often crowded
+    with subjects already leased), then the queue's conditions on the envelope; ``in_scope``:
+    the worker's own scopes, or "true" for a worker of any scope (the scope test in the
+    walk's generic plan made every claimer's plan worse: 8-way claims 94 against 130 a
+    second, so a worker of any scope walks without it)."""
+    return f"""
     SELECT s.uid FROM (
         SELECT s.uid, s.template_uid, s.json_addl, s.created_dt, {ORDER_COLUMNS}
         FROM generic_instance s
         WHERE s.tenant_id = %(tenant)s AND {HAS_ENVELOPE}
           AND {ENV}->>'next_queue_key' = %(queue_key)s
-          AND NOT {ACTIVE_LEASE_FOUND} AND NOT {ACTIVE_HOLD_EXISTS} AND {IN_WORKER_SCOPE}
+          AND NOT {ACTIVE_LEASE_FOUND} AND NOT {ACTIVE_HOLD_EXISTS} AND {in_scope}
         ORDER BY {ORDER_BY}) s
     JOIN ({QUEUES}) q ON {QP}->>'queue_key' = %(queue_key)s
     JOIN ({TEMPLATES}) t ON t.uid = s.template_uid
@@ -100,10 +104,16 @@ CLAIM_FUNCTION_DDL = f"""
       v_blocked boolean;
       v_tries integer := 0;
     BEGIN
-      IF p_tenant IS NULL THEN
-        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK, tenant=None)};
+      IF p_sites IS NULL AND p_platforms IS NULL AND p_assays IS NULL THEN
+        IF p_tenant IS NULL THEN
+          OPEN walk NO SCROLL FOR {_in_function(_claim_walk("true"), tenant=None)};
+        ELSE
+          OPEN walk NO SCROLL FOR {_in_function(_claim_walk("true"))};
+        END IF;
+      ELSIF p_tenant IS NULL THEN
+        OPEN walk NO SCROLL FOR {_in_function(_claim_walk(IN_WORKER_SCOPE), tenant=None)};
       ELSE
-        OPEN walk NO SCROLL FOR {_in_function(_CLAIM_WALK)};
+        OPEN walk NO SCROLL FOR {_in_function(_claim_walk(IN_WORKER_SCOPE))};
       END IF;
       LOOP
         FETCH walk INTO v_uid;
