@@ -194,7 +194,7 @@ def test_a_worker_is_handed_only_subjects_within_its_own_scopes(tenant):
     """A person scoped to site sfo claimed an rtp sample: the scopes were only compared with
     the queue's (which took both sites). Their own scopes now hold each subject they take."""
     make_queue("q1", site_scope=["sfo", "rtp"])
-    rtp = make_subject("q1", name="RTP tube", props={"site": "rtp"})  # the head
+    rtp = make_subject("q1", name="RTP tube", props={"site": "rtp"}, priority=10)  # head
     sfo = make_subject("q1", name="SFO tube", props={"site": "sfo"})
     other = make_subject("q1", name="Another RTP tube", props={"site": "rtp"})
     svc = actor(*SERVICE)
