@@ -260,3 +260,14 @@ def test_an_admin_replaces_a_queue_from_its_settings_page(client, world):
     # an operator may not
     client.force_login(world["operator"])
     assert client.post("/settings/queues/cfg_v2/replace/", data).status_code == 403
+
+
+def test_the_default_next_queue_is_offered_from_the_queues_there_are(client, world):
+    """The default next queue was a bare text box: a typo only got a warning."""
+    make_queue("qc", display_name="QC bench")
+    client.force_login(world["admin"])
+    html = client.get("/settings/queues/cfg/").content.decode()
+    assert 'id="f-default_next_queue_key"' in html and 'list="queue-keys"' in html
+    choices = html.split('<datalist id="queue-keys">')[1].split("</datalist>")[0]
+    assert '<option value="qc">QC bench</option>' in choices
+    assert 'value="cfg"' not in choices  # not itself

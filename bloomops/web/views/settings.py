@@ -39,7 +39,9 @@ def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
         "managed": cfg.get("managed_by") == MANAGED_BY,
         "typed_reason": typed.get("reason", "") if typed is not None else "",
         "history": selectors.queue_history(row["queue_key"]),
-        "templates": subject_templates(), **extra}, status=status)
+        "templates": subject_templates(),
+        "queue_choices": [q for q in selectors.queues() if q["queue_key"] != row["queue_key"]],
+        **extra}, status=status)
 
 
 @require_http_methods(["GET", "POST"])
