@@ -226,6 +226,28 @@ def test_subject_inspector_timeline_and_dead_letter(client, lab):
     assert "OPEN" in html and "PERMANENT_INPUT" in html  # the dead letter
 
 
+def test_the_inspector_says_which_attempts_did_not_count(client, lab):
+    """A released (or expired) claim's next try read "attempt 1" again, unexplained: only a
+    failure counts an attempt."""
+    who = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    euid = make_subject("q1", name="tried twice")
+    for release in (True, False):
+        lease = act("claim_queue_item", who, worker_euid=worker, subject_euid=euid)
+        if release:
+            act("release_queue_lease", who, worker_euid=worker, expected_state="READY",
+                lease_euid=lease["lease_euid"], payload={"reason": "wrong rack"})
+        else:
+            act("fail_queue_execution", who, worker_euid=worker, expected_state="READY",
+                lease_euid=lease["lease_euid"],
+                payload={"error_class": "TRANSIENT_SYSTEM", "error_message": "power cut"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    records = html.split('id="timeline"')[1].split("</ol>")[0].split("<li>")[1:]
+    uncounted = ["not counted: only a failure counts an attempt" in r for r in records]
+    assert sorted(uncounted) == [False, True]
+    assert all("attempt 1 " in r for r in records)  # the released one's number, kept
+
+
 def test_subject_lookup_and_missing_subject(client, lab):
     euid = make_subject("q1")
     client = signed_in(client, lab["worker_human"])

@@ -289,6 +289,17 @@ def attempt_limit(env: dict[str, Any], cfg: dict[str, Any]) -> int:
     return int(env.get("max_attempts_override") or cfg.get("max_attempts_default") or 5)
 
 
+# How an attempt ended without failing (its record's status): a release, an expiry, an
+# operator's requeue or cancel, a worker stopped. None of these counts toward the limit.
+UNCOUNTED_ENDINGS = frozenset({"CANCELED", "EXPIRED"})
+
+
+def attempt_uncounted(record: dict[str, Any]) -> bool:
+    """RULES.md#retries: only a failure counts an attempt (a worker's, of any class, or an
+    external one); an attempt that ended otherwise is tried again under the same number."""
+    return record.get("status") in UNCOUNTED_ENDINGS and not record.get("error_class")
+
+
 def retry_delay_seconds(
     policy: dict[str, Any], attempt_count: int, rng: random.Random | None = None
 ) -> float:

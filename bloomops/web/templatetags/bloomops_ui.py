@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 
-from bloomops.execution import clock
+from bloomops.execution import clock, policy
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.web.bulk import Pick
@@ -23,6 +23,11 @@ register = template.Library()
 def new_key() -> str:
     """A fresh idempotency key, minted when the page is rendered."""
     return uuid.uuid4().hex
+
+
+@register.filter
+def attempt_uncounted(record: dict) -> bool:
+    return policy.attempt_uncounted(record)
 
 
 @register.filter
