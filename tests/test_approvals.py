@@ -382,7 +382,7 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     err = refused("SELF_APPROVAL", lambda: decide(alt, approval))
-    assert err.details["roles_given_by"] == "adm" and "Ask someone else" in err.message
+    assert err.details["standing_from"] == "adm" and "Ask someone else" in err.message
     # roles given by anyone else are a second person's: bob, whom another admin promoted
     # just now, decides
     bob = User.objects.get(username="bob")
@@ -395,3 +395,48 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
     approval = request_release(adm, subject, hold)["approval_euid"]
     assert decide(alt, approval).result["approval_status"] == "APPROVED"
+
+
+def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
+    """Three ways one admin still approved their own release: 50 password resets pushed the
+    role grant out of the records read; an account made by an account the admin had just
+    made; a colleague's password set by the admin, then used to sign."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.profiles import add_person, set_password
+    from bloomops.execution.executor import Actor
+    from tests.approval_support import password_of
+
+    def made(username: str, roles: list[str], by: str) -> Actor:
+        add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
+                   roles=roles, reason="new", admin_username=by)
+        user = User.objects.get(username=username)
+        user.set_password(password_of(username))  # as decide() signs; not a change record
+        user.save()
+        return Actor(username=username, roles=frozenset(roles))
+
+    adm = lab["adm"]
+    flooded = made("flood", ["operator"], "adm")
+    for i in range(55):
+        set_password(User.objects.get(username="flood").pk, f"Cobalt-Lantern-{i:02d}x",
+                     reason="again", admin_username="someone-else")
+    user = User.objects.get(username="flood")
+    user.set_password(password_of("flood"))
+    user.save()
+    made("deputy", ["admin"], "adm")
+    chained = made("chained", ["operator"], "deputy")
+    set_password(User.objects.get(username="bob").pk, "Amber-Harbour-77", reason="reset",
+                 admin_username="adm")
+    bob = User.objects.get(username="bob")
+    bob.set_password(password_of("bob"))  # what the admin now knows
+    bob.save()
+    for decider, said in ((flooded, "set your roles"), (chained, "deputy's (who set you up)"),
+                          (lab["bob"], "set your password")):
+        subject, hold = integrity_held(adm)
+        approval = request_release(adm, subject, hold)["approval_euid"]
+        err = refused("SELF_APPROVAL", lambda d=decider, a=approval: decide(d, a))
+        assert said in err.message, err.message
+    # a colleague the requester never set up still decides
+    subject, hold = integrity_held(adm)
+    approval = request_release(adm, subject, hold)["approval_euid"]
+    assert decide(lab["cat"], approval).result["approval_status"] == "APPROVED"

@@ -57,12 +57,27 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
-def roles_given(username: str) -> tuple[str, datetime] | None:
-    """Who last gave this person their roles (made the account, or changed its roles), and
-    when; None when no change record says (an account made outside bloomops)."""
+def standing_from(username: str, requester: str, since: datetime) -> tuple[str, str] | None:
+    """Whether ``requester`` gave this person what they sign with since ``since``: their
+    roles (the account made, or its roles changed) or a password set for them, directly or
+    through an account the requester set up so in that time. (the account so given, "roles"
+    or "password"), or None. Every change record since then is read: none can be pushed out
+    by later ones."""
     from bloomops.accounts.models import ProfileChange
 
-    for change in ProfileChange.objects.filter(username=username).order_by("-id")[:50]:
-        if change.before.get("roles") != change.after.get("roles"):
-            return change.changed_by, change.changed_at
+    seen: set[str] = set()
+    todo = [username]
+    while todo:
+        who = todo.pop()
+        if who in seen:
+            continue
+        seen.add(who)
+        for change in ProfileChange.objects.filter(username=who, changed_at__gte=since):
+            what = ("roles" if change.before.get("roles") != change.after.get("roles")
+                    else "password" if "password" in change.after else None)
+            if what is None:
+                continue
+            if change.changed_by == requester:
+                return who, what
+            todo.append(change.changed_by)
     return None

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
-from bloomops.accounts.signatures import display_name, roles_given, signature_problem
+from bloomops.accounts.signatures import display_name, signature_problem, standing_from
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
 from bloomops.execution.actions.subjects import resets_attempts
@@ -22,7 +22,6 @@ from bloomops.execution.approvals import (
     subject_flags,
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
-from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_not_applicable,
@@ -183,17 +182,20 @@ def _on_approval(ctx: Context, approval: Obj) -> None:
 
 
 def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: str) -> None:
-    """RULES.md#approvals: a second person whose roles the requester gave them within the
-    approval lifetime is not a second person (an admin could make an account and approve
-    their own request with it)."""
-    given = roles_given(ctx.actor.username)
+    """RULES.md#approvals: a second person whose roles or password the requester gave them
+    (or gave the account that gave them) within the approval lifetime is not a second
+    person: one admin could make an account, or set a colleague's password, and approve
+    their own request with it."""
     window = timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
-    if given and given[0] == requester and ctx.now - given[1] < window:
+    found = standing_from(ctx.actor.username, requester, ctx.now - window)
+    if found:
+        who, what = found
+        whose = "your" if who == ctx.actor.username else f"{who}'s (who set you up)"
         raise ActionError(
-            "SELF_APPROVAL", f"Your roles were given to you by {requester}, who asked for this"
-            f" approval, at {ts(given[1])}: a second person's decision cannot come from an"
-            " account its requester just set up. Ask someone else to decide.",
-            approval_euid=approval_euid, roles_given_by=requester)
+            "SELF_APPROVAL", f"{requester}, who asked for this approval, set {whose} {what}"
+            " within the approval's lifetime: a second person's decision cannot come from an"
+            " account its requester set up. Ask someone else to decide.",
+            approval_euid=approval_euid, standing_from=requester)
 
 
 class DecideApproval(_OnApproval):
