@@ -475,7 +475,7 @@ def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(c
     wrong = person.post("/accounts/password/", {"old_password": "nope",
                                                 "new_password1": "Amber-Harbour-77",
                                                 "new_password2": "Amber-Harbour-77"})
-    assert wrong.status_code == 200 and "incorrect" in wrong.content.decode()
+    assert wrong.status_code == 200 and "does not match" in wrong.content.decode()
     ok = person.post("/accounts/password/", {"old_password": "Cobalt-Lantern-42",
                                              "new_password1": "Amber-Harbour-77",
                                              "new_password2": "Amber-Harbour-77"})

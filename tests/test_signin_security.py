@@ -138,3 +138,25 @@ def test_api_tokens_of_demo_password_accounts_are_refused_when_debug_is_off(sett
     user.set_password("a-real-password-at-last")
     user.save()
     assert _api(token).status_code == 200
+
+
+def test_a_wrong_current_password_on_the_password_page_counts_toward_the_lockout(client):
+    """The password page took wrong current passwords without limit: a session left open
+    could guess the password that signs its person's approvals."""
+    make_user("alice", "operator")
+    assert sign_in(client, "alice", "pw-alice").status_code == 302
+
+    def change(old: str):
+        return client.post("/accounts/password/", {"old_password": old,
+                                                   "new_password1": "Amber-Harbour-77",
+                                                   "new_password2": "Amber-Harbour-77"},
+                           REMOTE_ADDR="127.0.0.1")
+
+    for _ in range(4):
+        assert "does not match" in change("guess").text
+    assert "Too many wrong passwords" in change("guess").text
+    refused = change("pw-alice")  # the right one, while locked
+    assert refused.status_code == 200 and "Too many wrong passwords" in refused.text
+    assert User.objects.get(username="alice").check_password("pw-alice")
+    # and sign-in from that address is locked as well: it is one count
+    assert sign_in(Client(), "alice", "pw-alice").status_code == 429

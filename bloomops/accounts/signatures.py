@@ -10,6 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import authenticate
+from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.views import PasswordChangeView
+from django.core.exceptions import ValidationError
 
 from bloomops.accounts.backends import SignInBackend
 from bloomops.text import readable_line
@@ -81,3 +84,29 @@ def standing_from(username: str, requester: str, since: datetime) -> tuple[str, 
                 return who, what
             todo.append(change.changed_by)
     return None
+
+
+class CountedPasswordChangeForm(PasswordChangeForm):
+    """A person's own password change, its current password checked as a signature is: a
+    wrong one counts toward that person's sign-in lockout (django-axes) and a locked-out
+    person cannot change it, so a session left open is no unlimited guesser of the
+    password that signs their approvals."""
+
+    def __init__(self, user, *args, request=None, **kwargs) -> None:
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        old = self.cleaned_data.get("old_password")
+        problem = signature_problem(self.user.get_username(), old, self.request)
+        if problem:
+            raise ValidationError(problem.replace("signing is", "changing it is"),
+                                  code="password_incorrect")
+        return old
+
+
+class CountedPasswordChangeView(PasswordChangeView):
+    form_class = CountedPasswordChangeForm
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "request": self.request}
