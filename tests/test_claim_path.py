@@ -216,3 +216,21 @@ def test_a_worker_is_handed_only_subjects_within_its_own_scopes(tenant):
     claim(svc, anywhere)
     assert {r["subject_euid"] for r in selectors.leases()} == {sfo, rtp}
     assert other not in {r["subject_euid"] for r in selectors.leases()}
+
+
+@pytest.mark.django_db
+def test_a_scoped_worker_never_jumps_the_head_of_a_strict_order_queue(tenant):
+    """On a strict-order queue an sfo-only adapter was refused the sfo item it named (the
+    head is rtp's) yet handed that same item by claim next: strict order broken."""
+    make_queue("strict", strict_order=True, site_scope=["sfo", "rtp"])
+    head = make_subject("strict", name="RTP head", props={"site": "rtp"}, priority=100)
+    make_subject("strict", name="SFO next", props={"site": "sfo"}, priority=10)
+    svc = actor(*SERVICE)
+    sfo_only = register(svc, site_scope=["sfo"])
+    with pytest.raises(ActionError) as err:
+        claim(svc, sfo_only, queue_key="strict")
+    assert err.value.code == "NO_WORK"
+    assert selectors.leases() == []
+    anyone = register(svc)
+    assert claim(svc, anyone, queue_key="strict")["lease_euid"]
+    assert [r["subject_euid"] for r in selectors.leases()] == [head]

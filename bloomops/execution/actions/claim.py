@@ -53,12 +53,13 @@ def _count_active_leases(ctx: Context, worker: Obj) -> int:
     return int(row["n"]) if row else 0
 
 
-def _claim_candidate(ctx: Context, worker: Obj, queue_key: str,
-                     max_blocked: int) -> int | None:
-    """The first visible subject of the queue in order, within the worker's own scopes, that
-    this claim could lock and whose lineage, re-read after the lock, shows no active lease
-    or hold (statements.CLAIM_FUNCTION, RULES.md#claims)."""
-    scopes = {f"{f}s": values for f, values in worker_scopes(worker.props).items()}
+def _claim_candidate(ctx: Context, worker: Obj, queue_key: str, max_blocked: int,
+                     *, scoped: bool = True) -> int | None:
+    """The first visible subject of the queue in order, within the worker's own scopes
+    (unless not ``scoped``), that this claim could lock and whose lineage, re-read after the
+    lock, shows no active lease or hold (statements.CLAIM_FUNCTION, RULES.md#claims)."""
+    scopes = {f"{f}s": values if scoped else None
+              for f, values in worker_scopes(worker.props).items()}
     row = fetch_one(CLAIM_CANDIDATE, {"tenant": ctx.tenant, "now": ctx.now_ts,
                                       "queue_key": queue_key, "max_blocked": max_blocked,
                                       **scopes},
@@ -172,7 +173,15 @@ class ClaimQueueItem(Handler):
                 self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
-            uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES)
+            # On a strict-order queue the head is the only item offered: a worker whose own
+            # scopes exclude it takes nothing there, never the next one in its scope.
+            strict = bool(cfg.get("strict_order"))
+            uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES,
+                                   scoped=not strict)
+            if uid is not None and strict:
+                head = load(uid=uid, tenant=ctx.tenant)
+                if head is None or worker_scope_problem(worker.props, head.props):
+                    uid = None
             if uid is not None:
                 chosen = (queue, uid)
                 break
