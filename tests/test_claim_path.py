@@ -234,3 +234,52 @@ def test_a_scoped_worker_never_jumps_the_head_of_a_strict_order_queue(tenant):
     anyone = register(svc)
     assert claim(svc, anyone, queue_key="strict")["lease_euid"]
     assert [r["subject_euid"] for r in selectors.leases()] == [head]
+
+
+def _store_scope(worker: str, value) -> None:
+    """Another writer's site_scope on a worker row, as stored JSON."""
+    import json
+
+    from bloomops.tapdb.db import execute
+
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,site_scope}', %(v)s::jsonb) WHERE euid = %(e)s",
+            {"v": json.dumps(value), "e": worker})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("stored", "gets"), [("sfo", "sfo"), ("rtp", "rtp"), (5, None),
+                                              ([1], None), ({"x": 1}, None)])
+def test_a_worker_scope_another_writer_stored_otherwise_fails_closed(tenant, stored, gets):
+    """A worker whose site_scope was stored as the text "sfo" was handed every site's
+    subjects: anything not a list read as "any". A text is one value (as a queue's is), and
+    anything else admits nothing."""
+    make_queue("q1")
+    subjects = {site: make_subject("q1", name=site, props={"site": site})
+                for site in ("sfo", "rtp")}
+    svc = actor(*SERVICE)
+    worker = register(svc, max_concurrent_leases=5)
+    _store_scope(worker, stored)
+    for _ in range(2):
+        try:
+            claim(svc, worker)
+        except ActionError as err:
+            assert err.code == "NO_WORK"
+    leased = [r["subject_euid"] for r in selectors.leases()]
+    assert leased == ([subjects[gets]] if gets else [])
+
+
+@pytest.mark.django_db
+def test_claim_next_and_a_chosen_claim_read_an_odd_property_alike(tenant):
+    """A subject whose site another writer stored as true was handed by claim next to a
+    worker scoped "true" and refused to the same worker choosing it ("True" in Python)."""
+    make_queue("q1")
+    odd = make_subject("q1", name="odd", props={"site": True})
+    svc = actor(*SERVICE)
+    adapter = register(svc, worker_type="INSTRUMENT_ADAPTER", site_scope=["true"])
+    assert claim(svc, adapter, queue_key=None, subject_euid=odd)["lease_euid"]
+    act("release_queue_lease", svc, worker_euid=adapter, expected_state="READY",
+        lease_euid=selectors.leases()[0]["euid"])
+    assert claim(svc, adapter)["lease_euid"]
+    assert [r["subject_euid"] for r in selectors.leases()
+            if r["effective_status"] == "ACTIVE"] == [odd]

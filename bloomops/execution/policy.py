@@ -46,13 +46,33 @@ def readable_worker(props: Any) -> dict[str, Any]:
                             or value < 1):
             del out[name]
     for name in _WORKER_LISTS:
-        value = out.get(name)
         if name in out:
-            out[name] = [v for v in value if isinstance(v, str)] if isinstance(
-                value, list) else []
+            out[name] = _worker_list(out[name], scope=name != "capabilities")
     if not isinstance(out.get("drain_requested", False), bool):
         del out["drain_requested"]
     return out
+
+
+# A worker scope another writer stored as no list of texts: it admits no subject (a scope
+# fails closed, as a queue's does), and the workers page shows it as this.
+UNREADABLE_SCOPE = "(unreadable)"
+
+
+def _worker_list(value: Any, *, scope: bool) -> list[str]:
+    """A stored worker list as the engine reads it: its texts. A scope stored as one text is
+    that value (as a queue's is, scope_values); one stored as anything else, or as a list
+    with no text in it, admits nothing rather than anything."""
+    if scope and isinstance(value, str):
+        return [value]
+    texts = [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    unreadable = value not in (None, []) and not texts
+    return [UNREADABLE_SCOPE] if scope and unreadable else texts
+
+
+def property_text(value: Any) -> str:
+    """A subject's property as the SQL reads it (``->>``): a text as itself, absent or null
+    as '', anything else as its JSON (true, 1, ["sfo"]). One reading for every scope test."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
 def _overlaps(worker_scope: list[str] | None, queue_scope: list[str] | None) -> bool:
@@ -120,7 +140,7 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
 def worker_scopes(worker: dict[str, Any]) -> dict[str, list[str] | None]:
     """A worker's site/platform/assay scopes as the values it works, per field; None where
     it works any (an empty or absent scope)."""
-    return {f: [v for v in worker.get(f"{f}_scope") or [] if isinstance(v, str)] or None
+    return {f: _worker_list(worker.get(f"{f}_scope"), scope=True) or None
             for f in SCOPE_FIELDS}
 
 
@@ -129,8 +149,7 @@ def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]) -> str |
     None: a scope it has holds the subject's property (read as text, absent as ''), whatever
     the queue's scope admits. The SQL twin is statements.IN_WORKER_SCOPE."""
     for field, values in worker_scopes(worker).items():
-        value = props.get(field)
-        text = "" if value is None else value if isinstance(value, str) else str(value)
+        text = property_text(props.get(field))
         if values is not None and text not in values:
             return (f"This item's {field} is {text or 'not given'}; the worker's {field} scope"
                     f" is {', '.join(values)}.")
@@ -227,9 +246,7 @@ def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, l
         values = scope_values(config.get(f"{field}_scope"))
         if values is None:
             continue
-        value = props.get(field)
-        text = "" if value is None else value if isinstance(value, str) else json.dumps(value)
-        if text not in values:
+        if property_text(props.get(field)) not in values:
             return field, values
     return None
 
