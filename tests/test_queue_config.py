@@ -199,7 +199,8 @@ def test_replace_queue_keeps_history_and_lineage(tenant):
     new = selectors.queue_config("cfg")
     assert new["euid"] == r["queue_euid"] != old["euid"] == r["retired_queue_euid"]
     # The successor keeps its predecessor's settings and takes the new templates.
-    assert new["config"]["lease_ttl_seconds"] == 600 and new["config"]["revision"] == 1
+    # its revision goes on from its predecessor's (a page shown before is stale)
+    assert new["config"]["lease_ttl_seconds"] == 600 and new["config"]["revision"] == 2
     assert new["config"]["subject_template_codes"] == [SPECIMEN, LIBRARY]
     assert new["config"]["replaces_euid"] == old["euid"]
     assert new["config"]["enabled"] is True and new["config"]["disabled_reason"] is None
@@ -224,10 +225,17 @@ def test_replace_queue_keeps_history_and_lineage(tenant):
     # One history across both objects, newest first.
     assert [h.action_key for h in selectors.queue_history("cfg")] == [
         "replace_queue", "create_queue"]
-    # The retired object is no longer editable: its revision moved on with the replacement.
-    refused("REVISION_CONFLICT", lambda: act(
-        "update_queue", admin, queue_key="cfg", expected_revision=2,
-        payload={"lease_ttl_seconds": 60, "reason": "x"}))
+    # A page shown before the replacement is stale: a form saved from it (an update, or a
+    # second replacement) would silently undo what the replacement did.
+    for action, payload in (("update_queue", {"lease_ttl_seconds": 60, "reason": "x"}),
+                            ("replace_queue", {"subject_template_codes": [SPECIMEN],
+                                               "reason": "x"})):
+        refused("REVISION_CONFLICT", lambda a=action, p=payload: act(
+            a, admin, queue_key="cfg", expected_revision=1, payload=p))
+    # nothing to change is refused, not a new identical queue
+    refused("VALIDATION_ERROR", lambda: act(
+        "replace_queue", admin, queue_key="cfg", expected_revision=2,
+        payload={"subject_template_codes": [LIBRARY, SPECIMEN], "reason": "again"}))
 
 
 def test_replace_queue_under_a_new_key(tenant):
@@ -244,6 +252,26 @@ def test_replace_queue_under_a_new_key(tenant):
     assert config("cfg") is None and config("cfg2")["replaces_queue_key"] == "cfg"
     assert [h.action_key for h in selectors.queue_history("cfg2")] == [
         "replace_queue", "create_queue"]
+
+
+def test_a_new_key_is_refused_while_it_would_strand_items_or_a_flow(tenant):
+    """Replaced under a new key, a queue left its 8 items routed to a key no queue had (not
+    even on the workbench) and the queue before it sending items nowhere."""
+    admin = actor("admin")
+    create(admin)
+    create(admin, key="before", default_next_queue_key="cfg")
+    subject = make_subject("cfg", name="waiting")
+    err = refused("QUEUE_IN_USE", lambda: act(
+        "replace_queue", admin, queue_key="cfg", expected_revision=1,
+        payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
+                 "reason": "renamed"}))
+    assert err.details["routed"] == 1 and err.details["sent_from"] == ["before"]
+    assert "1 item is routed to cfg" in err.message and "queue before send" in err.message
+    # the same key is no rename: the items and the flow go to the successor
+    act("replace_queue", admin, queue_key="cfg", expected_revision=1,
+        payload={"subject_template_codes": [SPECIMEN, LIBRARY], "reason": "libraries too"})
+    assert selectors.queue_depths()["cfg"] == 1 and config("cfg")["revision"] == 2
+    assert subject in {i.euid for i in selectors.queue_items("cfg")[0]}
 
 
 def test_strict_order_claims_only_the_head(tenant):

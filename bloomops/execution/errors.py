@@ -33,6 +33,7 @@ HTTP_STATUS: dict[str, int] = {
     "SUBJECT_OUT_OF_SCOPE": 409,
     "EVIDENCE_MISMATCH": 409,
     "QUEUE_EXISTS": 409,
+    "QUEUE_IN_USE": 409,
     "QUEUE_NOT_MANAGED": 409,
     "REPLACEMENT_REQUIRED": 409,
     "QUEUE_HEAD_MISMATCH": 409,
@@ -86,6 +87,8 @@ PLAIN: dict[str, str] = {
     "EVIDENCE_MISMATCH": "The subject's history is not the one the evidence bundle describes"
                          " (it changed, or the hash is of another bundle); export again.",
     "QUEUE_EXISTS": "A queue with this key already exists.",
+    "QUEUE_IN_USE": "Items are routed to this queue's key, or other queues send items to it:"
+                    " a new key would strand them. Keep the key, or route them on first.",
     "QUEUE_NOT_MANAGED": "This queue belongs to another system (bloomops did not create it);"
                          " bloomops does not change it.",
     "REPLACEMENT_REQUIRED": "A queue's key and subject templates are fixed; replace the queue"

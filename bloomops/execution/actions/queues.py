@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, text_field
 from bloomops.execution.actions.queue_fields import (
@@ -20,6 +21,7 @@ from bloomops.execution.actions.queue_fields import (
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
+from bloomops.execution.policy import next_queues_allowed
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
@@ -91,8 +93,8 @@ def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
     if "retry_policy" in fields:
         props["retry_policy"] = merged_retry_policy(props.get("retry_policy"),
                                                     fields["retry_policy"])
-    props.update(managed_by=MANAGED_BY, revision=1, created_at=ctx.now_ts,
-                 created_by=ctx.actor.username, **extra)
+    props.update({"managed_by": MANAGED_BY, "revision": 1, "created_at": ctx.now_ts,
+                  "created_by": ctx.actor.username, **extra})
     props.setdefault("strict_order", False)
     if not props.get("display_name"):
         props["display_name"] = props["queue_key"]
@@ -211,6 +213,28 @@ class SetQueueEnabled(Handler):
         _save(ctx, queue, changes)
 
 
+def _refuse_stranding(ctx: Context, old_key: str | None, new_key: str) -> None:
+    """A new key leaves the items routed to the old one, and the queues sending items there,
+    pointing at no queue (RULES.md#queue-configuration): refused, with how many."""
+    if not old_key or old_key == new_key:
+        return
+    routed = selectors.routed_count(old_key, tenant=ctx.tenant)
+    senders = sorted(q["queue_key"] for q in selectors.queues(tenant=ctx.tenant)
+                     if q["queue_key"] != old_key and old_key in (
+                         [(q["config"] or {}).get("default_next_queue_key")]
+                         + list(next_queues_allowed(q["config"] or {}) or [])))
+    said = []
+    if routed:
+        said.append(f"{routed} item{'s are' if routed != 1 else ' is'} routed to {old_key}")
+    if senders:
+        said.append(f"queue{'s' if len(senders) > 1 else ''} {', '.join(senders)} send"
+                    f" items to it")
+    if said:
+        raise ActionError("QUEUE_IN_USE", "; ".join(said) + ": a new key would strand them."
+                          " Keep the key, or route them on (and change those queues) first.",
+                          queue_key=old_key, routed=routed, sent_from=senders)
+
+
 class ReplaceQueue(Handler):
     """Retire a queue object and create its successor in one transaction. The old object
     stays in TapDB (soft-deleted, so its key is free and no read serves it), with its leases,
@@ -254,11 +278,21 @@ class ReplaceQueue(Handler):
             fields["retry_policy"] = merged_retry_policy(old.props.get("retry_policy"),
                                                          fields["retry_policy"])
         before = dict(old.props)
+        changes = diff({k: before.get(k) for k in fields}, fields)
+        reordered = sorted(before.get("subject_template_codes") or []) == sorted(
+            fields.get("subject_template_codes") or [])
+        if not set(changes) - ({"subject_template_codes"} if reordered else set()):
+            raise ActionError("VALIDATION_ERROR", "Nothing would change: the same key, the same"
+                              " templates and settings.", field="subject_template_codes")
+        _refuse_stranding(ctx, before.get("queue_key"), fields["queue_key"])
+        # The successor's revision goes on from its predecessor's: a page shown before the
+        # replacement is stale (REVISION_CONFLICT), not taken as the successor's first.
+        revision = int(before.get("revision") or 0) + 1
         # Retired first: the successor may take the same key (one live queue per key).
         retire(old)
         new = _create(ctx, fields, {
             "replaces_euid": old.euid, "replaces_queue_key": before.get("queue_key"),
-            "enabled": before.get("enabled", True),
+            "enabled": before.get("enabled", True), "revision": revision,
             "disabled_reason": before.get("disabled_reason")})
         save_props(old, {**before, "enabled": False, "retired_at": ctx.now_ts,
                          "retired_by": ctx.actor.username, "replaced_by_euid": new.euid,
@@ -267,6 +301,6 @@ class ReplaceQueue(Handler):
         link(old.uid, new.uid, SUCCESSOR_REL, tenant_id=ctx.tenant)
         ctx.related_uids.append(new.uid)
         ctx.result.update(
-            queue_key=fields["queue_key"], queue_euid=new.euid, revision=1,
+            queue_key=fields["queue_key"], queue_euid=new.euid, revision=revision,
             retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
-            changes=diff({k: before.get(k) for k in fields}, fields))
+            changes=changes)

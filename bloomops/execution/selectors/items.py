@@ -253,3 +253,14 @@ def queue_filter_values(queue_key: str, *, tenant: str | None = None) -> dict[st
         read_params(None, tenant, queue_key=queue_key),
     )
     return {k: sorted(row[k] or []) for k in ("site", "platform", "assay")} if row else {}
+
+
+def routed_count(queue_key: str, *, tenant: str | None = None) -> int:
+    """How many live subjects are routed to the queue key, in any state (what a rename of
+    the queue would leave behind). One query, on the order index's leading keys."""
+    row = fetch_one(
+        f"""SELECT count(*) AS n FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND {ROUTED}
+              AND {ENV}->>'next_queue_key' = %(queue_key)s""",
+        read_params(None, tenant, queue_key=queue_key))
+    return int(row["n"]) if row else 0

@@ -140,8 +140,9 @@ def replace_queue(request: HttpRequest, queue_key: str) -> HttpResponse:
                                 idempotency_key=g["idempotency_key"],
                                 expected_revision=g["expected_revision"], payload=payload)
 
-    return answer(request, run, lambda r: f"Replaced: {r['queue_key']} now takes what it was"
-                  " given; the old queue is retired with its history.",
+    return answer(request, run, lambda r: f"Replaced: {r['queue_key']} takes"
+                  f" {', '.join(request.POST.getlist('subject_template_codes'))}; the old"
+                  " queue is retired with its history.",
                   reverse("queue_settings", args=[queue_key]),
                   lambda r: reverse("queue_settings", args=[r["queue_key"]]))
 
