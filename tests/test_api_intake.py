@@ -154,3 +154,18 @@ def test_provenance_at_intake_names_a_subject_of_the_lab(apis, tenant):
                                  name=f"From {euid}",
                                  properties={"derived_from_euid": euid})
         assert r.status_code == status, r.json()
+
+
+def test_a_batch_may_not_make_two_subjects_of_one_name(apis):
+    """The manifest refused a name given twice; the API's batch made all three (a LIMS
+    integration skips the manifest), and scanning the name was then ambiguous."""
+    before = counts()
+    items = [_register(1, name="BatchDup-x"), _register(2, name="batchdup-x "),
+             _register(3, name="Other")]
+    r = apis["operator"].post("/actions/intake-batch", {"items": items})
+    body = r.json()
+    assert r.status_code == 200 and (body["succeeded"], body["failed"]) == (2, 1)
+    refused = body["items"][1]
+    assert refused["status"] == 400 and refused["error"]["details"]["field"] == "name"
+    assert "items[0] gives this name too" in refused["error"]["message"]
+    assert counts()["generic_instance"] > before["generic_instance"]

@@ -10,7 +10,7 @@ from ninja import Router
 from pydantic import Field
 
 from bloomops.api import action_schemas as A
-from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import execute
 
@@ -50,7 +50,15 @@ class IntakeBatchOut(A.StrictSchema):
 
 def run_batch(body: IntakeBatchIn, user, build_request) -> dict:
     out = []
+    repeated = repeated_names([item.request.name if isinstance(item, RegisterItem) else None
+                               for item in body.items])
     for i, item in enumerate(body.items):
+        if i in repeated:
+            refusal = ActionError("VALIDATION_ERROR", f"items[{repeated[i]}] gives this name"
+                                  " too: give each new subject its own name.", field="name")
+            out.append({"index": i, "action": item.action, "ok": False,
+                        "status": refusal.http_status, "error": refusal.as_dict()["error"]})
+            continue
         try:
             result = execute(build_request(item.action, item.request, user))
         except ActionError as exc:

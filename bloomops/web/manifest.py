@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code
@@ -174,17 +174,12 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
 
 
 def refuse_repeated_names(rows: list[Row]) -> None:
-    """A name an earlier row of the manifest gives too: a name is what the bench scans, and
-    two new tubes of one name could only be told apart by their EUIDs."""
-    first: dict[str, int] = {}
-    for row in rows:
-        if row.problem or row.action_key != "register_subject":
-            continue
-        key = row.values["name"].strip().lower()  # "Specimen 0021", "specimen 0021": one
-        if key in first:
-            row.problem = (f"Line {first[key]} has the same name: give each tube its own name"
-                           " (or leave this line out).")
-        first.setdefault(key, row.line)
+    """A new subject's name an earlier row gives too is refused (intake.repeated_names)."""
+    names = [r.values["name"] if r.action_key == "register_subject" and not r.problem else None
+             for r in rows]
+    for i, earlier in repeated_names(names).items():
+        rows[i].problem = (f"Line {rows[earlier].line} has the same name: give each tube its"
+                           " own name (or leave this line out).")
 
 
 def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
