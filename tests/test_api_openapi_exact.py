@@ -267,6 +267,9 @@ EDGES = [
     ("register-worker", {"worker_key": "svc one"}),
     ("register-worker", {"worker_key": "svc-\u00fc"}),
     ("register-worker", {"worker_key": "  svc-1  "}),
+    ("register-worker", {"worker_key": "\x1csvc-d"}),
+    ("register-worker", {"worker_key": "svc\x85"}),
+    ("register-worker", {"worker_key": "\ufeffsvc"}),
     ("register-worker", {"worker_key": "   "}),
     ("register-worker", {"worker_type": "HUMAN_SESSION"}),  # exact-w is no person's key
     ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP}),

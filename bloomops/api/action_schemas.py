@@ -190,7 +190,7 @@ WORKER_TEXT_MAX = 300
 # A key the engine reads as a person's (human://<username>, after stripping).
 HUMAN_KEY = "^\\s*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
 # Another worker's key (actions/workers.WORKER_KEY, stripped), never human:// in any case.
-OTHER_WORKER_KEY, ANY_CASE_HUMAN = "^\\s*[!-~]+\\s*$", "^\\s*" + "".join(
+OTHER_WORKER_KEY, ANY_CASE_HUMAN = "^[ \\t\\n\\r]*[!-~]+[ \\t\\n\\r]*$", "^\\s*" + "".join(
     f"[{c.upper()}{c}]" if c.isalpha() else c for c in HUMAN_KEY_PREFIX)
 
 

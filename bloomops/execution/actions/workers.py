@@ -49,7 +49,9 @@ from bloomops.tapdb.templates import template_defaults
 
 WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 # A SERVICE or INSTRUMENT_ADAPTER worker's key (a human's is human://<username>, derived).
-WORKER_KEY = re.compile(r"[!-~]+")
+# ASCII spaces around it are trimmed; nothing else (Python's strip() would also take the
+# separator controls \x1c-\x1f and \x85 away unseen).
+WORKER_KEY = re.compile(r"[ \t\n\r]*[!-~]+[ \t\n\r]*")
 
 
 class RegisterWorker(Handler):
@@ -70,8 +72,9 @@ class RegisterWorker(Handler):
         if wtype == WorkerType.HUMAN_SESSION:
             self._validate_human(req)
         else:
+            raw = p.get("worker_key")
             key = text_field(p, "worker_key", required=True, max_len=300, line=True) or ""
-            if not WORKER_KEY.fullmatch(key):
+            if not WORKER_KEY.fullmatch(raw if isinstance(raw, str) else key):
                 raise ActionError("VALIDATION_ERROR", "worker_key is ASCII letters, digits and"
                                   " punctuation, without spaces: a letter of another script"
                                   " could read as another worker's key.", field="worker_key")
