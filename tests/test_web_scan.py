@@ -234,3 +234,23 @@ def test_inspect_of_a_shared_name_lists_what_tells_the_subjects_apart(client, la
     for euid, name in ((first, "Tube 9"), (second, "tube 9")):
         assert f'href="/subjects/{euid}/"' in table and f"<td>{name}</td>" in table
     assert table.count("<td>READY</td>") == 2 and table.count("<td>q1</td>") == 2
+
+
+def test_a_scan_of_an_item_outside_the_person_s_scope_says_so_in_their_words(client, lab):
+    """"Your profile does not cover this queue": the queue was theirs, the item's site was
+    not, and they were left guessing."""
+    from bloomops.accounts.models import PersonProfile
+    from bloomops.execution import people
+
+    default = people.human_profile(lab["worker_human"].username, {"worker_human"})
+    PersonProfile.objects.create(user=lab["worker_human"], site_scope=["sfo"],
+                                 capabilities=default["capabilities"])
+    euid = make_subject("q1", name="RTP tube", props={"site": "rtp"})
+    client = signed_in(client, lab["worker_human"])
+    form = scan_form(client, euid)
+    services.ensure_my_worker(lab["worker_human"])  # their worker, registered on first use
+    before = counts()
+    html = client.post("/scan/", form, **HTMX).content.decode()
+    assert "This item&#x27;s site is rtp; you take sfo items only." in html
+    assert "does not cover this queue" not in html
+    assert counts() == before and leases_of(euid) == 0

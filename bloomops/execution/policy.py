@@ -144,15 +144,16 @@ def worker_scopes(worker: dict[str, Any]) -> dict[str, list[str] | None]:
             for f in SCOPE_FIELDS}
 
 
-def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]) -> str | None:
-    """Why this worker may not take this subject by its own scopes (RULES.md#claims), or
-    None: a scope it has holds the subject's property (read as text, absent as ''), whatever
-    the queue's scope admits. The SQL twin is statements.IN_WORKER_SCOPE."""
+def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]
+                         ) -> tuple[str, str, list[str]] | None:
+    """Why this worker may not take this subject by its own scopes (RULES.md#claims), as
+    (field, the subject's value, the worker's values), or None: a scope it has holds the
+    subject's property, whatever the queue's scope admits. The SQL twin is
+    statements.IN_WORKER_SCOPE."""
     for field, values in worker_scopes(worker).items():
         text = property_text(props.get(field))
         if values is not None and text not in values:
-            return (f"This item's {field} is {text or 'not given'}; the worker's {field} scope"
-                    f" is {', '.join(values)}.")
+            return field, text, values
     return None
 
 

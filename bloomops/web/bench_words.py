@@ -83,6 +83,12 @@ def bench_refusal(code: str, message: str, details: dict[str, Any] | None = None
                  else "as many items as")
         return (f"You already hold {count} you may hold at once. Complete or release one in"
                 " My work, then try again.")
+    if code == "WORKER_NOT_ELIGIBLE" and (details or {}).get("scope_field"):
+        d = details or {}
+        # the item, not the queue, is outside what the person takes
+        return (f"This item's {d['scope_field']} is {d.get('item_value') or 'not given'}; you"
+                f" take {', '.join(d.get('worker_values') or [])} items only. Ask an admin if"
+                " you should do this work.")
     return BENCH_REFUSALS.get(code, message)
 
 

@@ -167,9 +167,13 @@ class ClaimQueueItem(Handler):
                     )
                 out_of_scope = worker_scope_problem(worker.props, subject.props)
                 if out_of_scope:
-                    raise ActionError("WORKER_NOT_ELIGIBLE", out_of_scope,
-                                      subject_euid=subject.euid, queue_key=queue["queue_key"],
-                                      problems=[out_of_scope])
+                    field, value, values = out_of_scope
+                    said = (f"This item's {field} is {value or 'not given'}; the worker's"
+                            f" {field} scope is {', '.join(values)}.")
+                    raise ActionError("WORKER_NOT_ELIGIBLE", said, subject_euid=subject.euid,
+                                      queue_key=queue["queue_key"], problems=[said],
+                                      scope_field=field, item_value=value,
+                                      worker_values=values)
                 self._check_head(ctx, queue, subject)
                 chosen = (queue, subject.uid)
                 break
