@@ -45,13 +45,15 @@ PRIORITY_BADGE = (
 SUBJECT_LINK = (
     '<a href="{% url \'subject\' record.euid %}"><code>{{ record.euid }}</code></a>'
 )
-CLAIM_BUTTON = """{% load bloomops_ui %}
+# A row outside the signed-in person's own scopes says so instead (views/queues.py).
+CLAIM_BUTTON = """{% load bloomops_ui %}{% if record.out_of_scope %}
+<span class="muted not-yours">Not yours: {{ record.out_of_scope }}</span>{% else %}
 <form method="post" action="{% url 'claim_subject' record.euid %}" class="inline">
 {% csrf_token %}<input type="hidden" name="idempotency_key" value="{% new_key %}">
 <input type="hidden" name="expected_state" value="{{ record.state }}">
 <input type="hidden" name="expected_revision" value="{{ record.revision }}">
 <input type="hidden" name="next" value="{{ request.get_full_path }}">
-<button type="submit" aria-label="Claim {{ record.euid }}">Claim</button></form>"""
+<button type="submit" aria-label="Claim {{ record.euid }}">Claim</button></form>{% endif %}"""
 
 
 OPTIONAL = {"th": {"class": "opt"}, "td": {"class": "opt"}}

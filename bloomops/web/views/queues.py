@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
-from bloomops.execution import clock, selectors
+from bloomops.execution import clock, people, policy, selectors
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import ALL_STATES
 from bloomops.execution.stats import snapshot
@@ -84,6 +84,16 @@ def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:
     return filters, state
 
 
+def _mark_out_of_scope(request: HttpRequest, rows: list) -> None:
+    """Rows the signed-in person would be refused by their own scopes (RULES.md#claims) say
+    so in place of a Claim button: a person at one site saw every site's rows claimable."""
+    profile = people.current_profile(request.user.get_username())
+    for row in rows:
+        problem = policy.worker_scope_problem(
+            profile, {f: getattr(row, f) for f in ("site", "platform", "assay")})
+        row.out_of_scope = f"{problem[0]} {problem[1] or 'not given'}" if problem else ""
+
+
 @require_GET
 @reader
 def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
@@ -109,6 +119,8 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         table = HiddenItemsTable(data)
     else:
         exclude = () if is_human(request) else ("claim",)
+        if is_human(request):
+            _mark_out_of_scope(request, rows)
         table = QueueItemsTable(data, exclude=exclude)
     table.paginate(page=page, per_page=PER_PAGE)
     query = request.GET.copy()
