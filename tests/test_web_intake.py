@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from tests.conftest import make_user
-from tests.engine import SPECIMEN, counts, envelope, make_queue, make_subject
+from tests.engine import SPECIMEN, counts, envelope, make_queue, make_subject, props
 from tests.test_intake import raw_sql_object
 from tests.web_support import form_for, signed_in
 
@@ -228,3 +229,21 @@ def test_refusals_name_the_manifest_s_columns_and_the_form_explains_priorities(i
     rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
     assert "template is required" in rows[2] and "template_code" not in rows[2]
     assert "due_date must be an ISO 8601 timestamp" in rows[3] and "due_at" not in rows[3]
+
+
+def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):
+    """"SFO" was refused ("this subject's site is 'SFO'") where stat and Name were read in
+    any case; and a spreadsheet's trailing tab in the header was said as column ''."""
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = "name\ttemplate\tqueue\tsite\t\r\nTube 50\tspecimen\tq1\tSFO\t\r\n"
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    assert html.count('data-ok="yes"') == 1 and "Not read" not in html
+    confirm = form_for(client.post("/intake/preview/", {"manifest": manifest}),
+                       "/intake/confirm/")
+    done = client.post("/intake/confirm/", confirm).content.decode()
+    euid = re.search(r'href="/subjects/(Z-[^/]+)/"', done).group(1)
+    assert props(euid)["site"] == "sfo"  # as the queue spells it
+    # a value no scope spells in any case is left to the engine, which says why
+    html = client.post("/intake/preview/", {"manifest": manifest.replace("SFO", "LAX")}
+                       ).content.decode()
+    assert "serves site sfo, rtp" in html

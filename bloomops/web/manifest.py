@@ -15,6 +15,7 @@ from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code
+from bloomops.execution.policy import scope_values
 from bloomops.execution.selectors import queue_config
 from bloomops.web.spreadsheets import csv_cell
 
@@ -90,7 +91,9 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
     except csv.Error as exc:
         raise ManifestError(f"The manifest is not valid CSV: {exc}.") from None
     names = [ALIASES.get(h.strip().lower(), h.strip().lower()) for h in header]
-    unknown = [(h.strip(), n) for h, n in zip(header, names, strict=True) if n not in COLUMNS]
+    # a heading left blank (a spreadsheet's trailing tab) is no column anyone named
+    unknown = [(h.strip(), n) for h, n in zip(header, names, strict=True)
+               if n not in COLUMNS and n]
     for heading, name in unknown:
         close = difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.75)
         if close:
@@ -126,22 +129,36 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
     return rows
 
 
-def _template_code(value: str, queue_key: str) -> str:
+def _template_code(value: str, config: dict[str, Any]) -> str:
     """A full template code as given, or a short name (``specimen``) among the queue's."""
     if not value or "/" in value:
         return value
-    queue = queue_config(queue_key) if queue_key else None
-    return full_template_code(
-        value, (queue or {}).get("config", {}).get("subject_template_codes") or [])
+    return full_template_code(value, config.get("subject_template_codes") or [])
+
+
+def _as_scoped(field: str, value: str, config: dict[str, Any]) -> str:
+    """A site, platform or assay as the queue's scope spells it when it differs only in case
+    ("SFO" for sfo): a person typing a manifest reads them as one; any other value as
+    given, for the engine to judge."""
+    for scoped in scope_values(config.get(f"{field}_scope")) or []:
+        if scoped.lower() == value.lower():
+            return scoped
+    return value
 
 
 def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
     """Each row's action request; a row that cannot become one gets its problem instead.
     Every row's idempotency key is the batch's and its line, so confirming twice replays."""
+    configs: dict[str, dict[str, Any]] = {}
     for row in rows:
         if row.problem:
             continue
         v = row.values
+        key = v.get("queue", "")
+        if key not in configs:
+            found = queue_config(key) if key else None
+            configs[key] = (found or {}).get("config") or {}
+        config = configs[key]
         if v.get("euid") and v.get("name"):
             row.problem = "Give an EUID (an existing object) or a name (a new one), not both."
             continue
@@ -149,14 +166,14 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
             row.problem = "Give an EUID (an existing object) or a name (a new one)."
             continue
         payload: dict[str, Any] = {}
-        template = _template_code(v.get("template", ""), v.get("queue", ""))
+        template = _template_code(v.get("template", ""), config)
         if template:
             payload["template_code"] = template
         if v.get("priority"):
             payload["priority"] = v["priority"]
         if v.get("due_date"):
             payload["due_at"] = v["due_date"]
-        scopes = {k: v[k] for k in SCOPE_COLUMNS if v.get(k)}
+        scopes = {k: _as_scoped(k, v[k], config) for k in SCOPE_COLUMNS if v.get(k)}
         if v.get("euid"):
             if scopes:
                 row.problem = ("Site, platform and assay are an existing object's own; give"
