@@ -486,3 +486,22 @@ def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(c
     self_set = admin.post("/people/adm/password/", {"password": "Cobalt-Lantern-43",
                                                     "reason": "mine"})
     assert "your own page" in " ".join(m.message for m in get_messages(self_set.wsgi_request))
+
+
+def test_a_change_reads_in_the_page_s_words(client, users):
+    """The record read "platform_scope: – → none" for a scope that admits any platform, the
+    message raw field names, and taking sign-in away "changed: is_active"."""
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", reason="own profile", use_default="",
+                        capabilities="wetlab.qc", max_concurrent_leases="2")
+    done = client.post("/people/sci/", fields)
+    said = " ".join(m.message for m in get_messages(done.wsgi_request))
+    assert "sci changed: assays, capabilities, lease limit, own profile, platforms, sites." in said
+    html = client.get("/people/sci/").content.decode()
+    history = html.split('id="person-history"')[1]
+    assert "<code>platform_scope</code>: – → any" in history and "→ none" not in history
+    fields = _page_form(client, "sci", reason="left")
+    fields.pop("is_active", None)
+    gone = client.post("/people/sci/", fields)
+    assert "sci can no longer sign in: their sessions ended and their API tokens were" \
+        " revoked." in " ".join(m.message for m in get_messages(gone.wsgi_request))

@@ -59,4 +59,10 @@ class ProfileChange(models.Model):
                       if self.before.get(k) != self.after.get(k))
 
     def diff(self) -> list[tuple[str, Any, Any]]:
-        return [(k, self.before.get(k), self.after.get(k)) for k in self.changed_fields()]
+        """(field, before, after) as people read them: an empty scope is "any" (it admits
+        every site), not "none"."""
+        def shown(field: str, value: Any) -> Any:
+            return "any" if field in SCOPE_FIELDS and value == [] else value
+
+        return [(k, shown(k, self.before.get(k)), shown(k, self.after.get(k)))
+                for k in self.changed_fields()]

@@ -165,9 +165,13 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
                 if done is None:
                     messages.info(request, "Nothing changed, so nothing was recorded.")
                 else:
-                    messages.success(request, f"{username} changed: "
-                                     + ", ".join(done.changed_fields()) + ". Their worker takes"
-                                     " the new profile the next time they act.")
+                    said = ", ".join(FIELD_WORDS.get(f, f) for f in done.changed_fields())
+                    if done.before.get("is_active") and not done.after.get("is_active"):
+                        messages.success(request, f"{username} can no longer sign in: their"
+                                         " sessions ended and their API tokens were revoked.")
+                    else:
+                        messages.success(request, f"{username} changed: {said}. Their worker"
+                                         " takes the new profile the next time they act.")
                     for warning in _unnamed(done.after):
                         messages.warning(request, warning)
                 return redirect(reverse("person", args=[username]))
@@ -216,6 +220,13 @@ def person_password(request: HttpRequest, username: str) -> HttpResponse:
     else:
         messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
     return redirect(reverse("person", args=[username]))
+
+
+# A change record's fields as the person page's form names them.
+FIELD_WORDS = {"roles": "roles", "is_active": "sign-in", "own_profile": "own profile",
+               "capabilities": "capabilities", "site_scope": "sites",
+               "platform_scope": "platforms", "assay_scope": "assays",
+               "max_concurrent_leases": "lease limit", "password": "password"}
 
 
 # What the queues name, in a sentence per profile list.
