@@ -149,10 +149,10 @@ def test_a_wide_bucket_says_its_points_are_the_highest_and_the_lab_keeps_the_ran
     assert "(bars per 15 min)" in str(throughput_chart(wide, points, "Lab", None))
     assert ">1 d ago</text>" in lab  # the time axis in words
     # the legend says it too: the last point is not the depth now
-    assert "depth, highest per 15 min (max 2)" in lab
+    assert "highest per 15 min: depth (max 2)" in lab
     # a minute's point is the most its passes saw: said so too
     narrow = str(depth_chart(_history(points), points, "q1", "q1"))
-    assert "depth, highest per 1 min (max 2)" in narrow
+    assert "highest per 1 min: depth (max 2)" in narrow
     assert re.search(r"<title>[^<]*: highest depth 2</title>", narrow)
 
 

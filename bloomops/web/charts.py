@@ -190,7 +190,8 @@ def depth_chart(history: History, points: list[Point], name: str,
     # every point is the highest of its bucket (a minute's too: the most its passes saw),
     # said in the legend: the last point is not the depth now
     highest = "highest "
-    per = f", highest per {readable_seconds(history.width)}"
+    # said once, before both series: the legend fits a phone's 360 px
+    per = f"highest per {readable_seconds(history.width)}: "
     peak = max((p.depth for p in points), default=0)
     oldest = max((p.oldest_age_seconds for p in points), default=0)
     depth_top, age_top = count_top(peak), seconds_top(oldest)
@@ -200,8 +201,8 @@ def depth_chart(history: History, points: list[Point], name: str,
                       ("0", DEPTH)))
             + _scale(((readable_seconds(age_top), AGE), (readable_seconds(age_top // 2), AGE),
                       ("0", AGE)), right=True)
-            + _legend((DEPTH, f"depth{per} (max {peak})"),
-                      (AGE, f"- - oldest age{per} (max {readable_seconds(oldest)})"))
+            + _legend((DEPTH, f"{per}depth (max {peak})"),
+                      (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
                     lambda p: f"{when(p.at)}: {highest}oldest age"
