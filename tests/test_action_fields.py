@@ -187,8 +187,9 @@ SCENARIOS: dict[str, Callable[[], Request]] = {
         "subject_template_codes": [SPECIMEN], "reason": "r"}}, None),
     "update_queue": lambda: _managed_queue({"lease_ttl_seconds": 60, "reason": "r"}),
     "set_queue_enabled": lambda: _managed_queue({"enabled": False, "reason": "r"}),
-    "replace_queue": lambda: _managed_queue({"subject_template_codes": [SPECIMEN],
-                                             "reason": "r"}),
+    # another template: a replacement that changes nothing is refused
+    "replace_queue": lambda: _managed_queue({"subject_template_codes": [
+        SPECIMEN, "content/material/extracted_sample/1.0"], "reason": "r"}),
     "request_approval": _request_approval,
     "decide_approval": _decide,
     "cancel_approval": _cancel_approval,

@@ -395,6 +395,14 @@ def s_replacement_required(svc, op):
                                 "reason": "r"})
 
 
+def s_queue_in_use(svc, op):
+    queue = _managed_queue()
+    make_subject(queue)  # routed to the key a rename would leave behind
+    return lambda: act("replace_queue", actor("admin"), queue_key=queue, expected_revision=1,
+                       payload={"new_queue_key": "cq2", "reason": "r",
+                                "subject_template_codes": ["content/material/specimen/1.0"]})
+
+
 def s_revision_conflict_queue(svc, op):
     queue = _managed_queue()
     return lambda: act("set_queue_enabled", actor("admin"), queue_key=queue,
@@ -525,6 +533,7 @@ SCENARIOS = {
     "QUEUE_EXISTS": [s_queue_exists],
     "QUEUE_NOT_MANAGED": [s_queue_not_managed],
     "REPLACEMENT_REQUIRED": [s_replacement_required],
+    "QUEUE_IN_USE": [s_queue_in_use],
     "QUEUE_HEAD_MISMATCH": [s_queue_head_mismatch],
     "APPROVAL_REQUIRED": [s_approval_required],
     "APPROVAL_POLICY_ERROR": [s_approval_policy_error],
