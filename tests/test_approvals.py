@@ -382,7 +382,7 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     err = refused("SELF_APPROVAL", lambda: decide(alt, approval))
-    assert err.details["standing_from"] == "adm" and "Ask someone else" in err.message
+    assert err.details["linked_through"] == ["adm", "quinn"] and "Ask someone else" in err.message
     # roles given by anyone else are a second person's: bob, whom another admin promoted
     # just now, decides
     bob = User.objects.get(username="bob")
@@ -430,8 +430,8 @@ def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
     bob = User.objects.get(username="bob")
     bob.set_password(password_of("bob"))  # what the admin now knows
     bob.save()
-    for decider, said in ((flooded, "set your roles"), (chained, "deputy's (who set you up)"),
-                          (lab["bob"], "set your password")):
+    for decider, said in ((flooded, "(adm - flood)"), (chained, "(adm - deputy - chained)"),
+                          (lab["bob"], "(adm - bob)")):
         subject, hold = integrity_held(adm)
         approval = request_release(adm, subject, hold)["approval_euid"]
         err = refused("SELF_APPROVAL", lambda d=decider, a=approval: decide(d, a))
@@ -440,3 +440,55 @@ def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     assert decide(lab["cat"], approval).result["approval_status"] == "APPROVED"
+
+
+def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
+    """One admin still signed both halves: a new account asked, the admin who made it
+    decided; and an operator the admin also made decided that account's request."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.profiles import add_person
+    from bloomops.execution.executor import Actor
+    from tests.approval_support import password_of
+
+    def made(username: str, roles: list[str]) -> Actor:
+        add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
+                   roles=roles, reason="new", admin_username="adm")
+        user = User.objects.get(username=username)
+        user.set_password(password_of(username))
+        user.save()
+        return Actor(username=username, roles=frozenset(roles))
+
+    puppet, other = made("puppet", ["admin"]), made("other", ["operator"])
+    for decider, said in ((lab["adm"], "(puppet - adm)"), (other, "(puppet - adm - other)")):
+        subject, hold = integrity_held(puppet)
+        approval = request_release(puppet, subject, hold)["approval_euid"]
+        err = refused("SELF_APPROVAL", lambda d=decider, a=approval: decide(d, a))
+        assert said in err.message, err.message
+    # a colleague nobody set up in that time decides
+    subject, hold = integrity_held(puppet)
+    approval = request_release(puppet, subject, hold)["approval_euid"]
+    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+
+
+def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
+    """An admin set bob's password, then bob changed it on his own page: the admin no longer
+    knows what bob signs with, and the refusal said otherwise."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.profiles import set_password
+    from tests.approval_support import password_of
+
+    set_password(User.objects.get(username="bob").pk, "Amber-Harbour-77", reason="forgot",
+                 admin_username="adm")
+    client.force_login(User.objects.get(username="bob"))
+    changed = client.post("/accounts/password/", {"old_password": "Amber-Harbour-77",
+                                                  "new_password1": "Glacier-Copper-58",
+                                                  "new_password2": "Glacier-Copper-58"})
+    assert changed.status_code == 302
+    bob = User.objects.get(username="bob")
+    bob.set_password(password_of("bob"))  # as decide() signs; no change record
+    bob.save()
+    subject, hold = integrity_held(lab["adm"])
+    approval = request_release(lab["adm"], subject, hold)["approval_euid"]
+    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"

@@ -60,30 +60,38 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
-def standing_from(username: str, requester: str, since: datetime) -> tuple[str, str] | None:
-    """Whether ``requester`` gave this person what they sign with since ``since``: their
-    roles (the account made, or its roles changed) or a password set for them, directly or
-    through an account the requester set up so in that time. (the account so given, "roles"
-    or "password"), or None. Every change record since then is read: none can be pushed out
-    by later ones."""
+def set_up_together(decider: str, requester: str, since: datetime) -> list[str] | None:
+    """Whether the decider and the requester of an approval are linked by who set whom up
+    since ``since``: one gave the other (or an account between them) roles (the account
+    made, or its roles changed) or a password they still sign with; or one account set up
+    both. The accounts linking them, requester first, or None. Every change record since
+    then is read, and only people who exist link (not the demo's seeding)."""
+    from django.contrib.auth.models import User
+
     from bloomops.accounts.models import ProfileChange
 
-    seen: set[str] = set()
-    todo = [username]
+    changes = list(ProfileChange.objects.filter(changed_at__gte=since).order_by("id"))
+    # a password counts only while its setter is the last to have set it
+    last_password = {c.username: c.changed_by for c in changes if "password" in c.after}
+    edges = [(c.changed_by, c.username) for c in changes if c.changed_by != c.username and (
+        c.before.get("roles") != c.after.get("roles")
+        or ("password" in c.after and last_password.get(c.username) == c.changed_by))]
+    people = set(User.objects.filter(
+        username__in={u for edge in edges for u in edge}).values_list("username", flat=True))
+    linked: dict[str, set[str]] = {}
+    for a, b in edges:
+        if a in people and b in people:
+            linked.setdefault(a, set()).add(b)
+            linked.setdefault(b, set()).add(a)
+    path = {requester: [requester]}
+    todo = [requester]
     while todo:
-        who = todo.pop()
-        if who in seen:
-            continue
-        seen.add(who)
-        for change in ProfileChange.objects.filter(username=who, changed_at__gte=since):
-            what = ("roles" if change.before.get("roles") != change.after.get("roles")
-                    else "password" if "password" in change.after else None)
-            if what is None:
-                continue
-            if change.changed_by == requester:
-                return who, what
-            todo.append(change.changed_by)
-    return None
+        who = todo.pop(0)
+        for nxt in sorted(linked.get(who, ())):
+            if nxt not in path:
+                path[nxt] = [*path[who], nxt]
+                todo.append(nxt)
+    return path.get(decider) if decider != requester else None
 
 
 class CountedPasswordChangeForm(PasswordChangeForm):
@@ -110,3 +118,15 @@ class CountedPasswordChangeView(PasswordChangeView):
 
     def get_form_kwargs(self) -> dict[str, Any]:
         return {**super().get_form_kwargs(), "request": self.request}
+
+    def form_valid(self, form):
+        from bloomops.accounts.models import ProfileChange
+
+        response = super().form_valid(form)
+        # recorded as every password given is: one an admin set is no longer the one they
+        # sign with (set_up_together)
+        ProfileChange.objects.create(
+            username=self.request.user.get_username(),
+            changed_by=self.request.user.get_username(), reason="changed their own password",
+            before={"password": "as it was"}, after={"password": "their own"})
+        return response

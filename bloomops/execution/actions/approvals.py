@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 
-from bloomops.accounts.signatures import display_name, signature_problem, standing_from
+from bloomops.accounts.signatures import display_name, set_up_together, signature_problem
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
 from bloomops.execution.actions.subjects import resets_attempts
@@ -182,20 +182,18 @@ def _on_approval(ctx: Context, approval: Obj) -> None:
 
 
 def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: str) -> None:
-    """RULES.md#approvals: a second person whose roles or password the requester gave them
-    (or gave the account that gave them) within the approval lifetime is not a second
-    person: one admin could make an account, or set a colleague's password, and approve
-    their own request with it."""
+    """RULES.md#approvals: two people one of whom set the other up (roles, or a password
+    they still sign with), or whom one account set up, within the approval lifetime are not
+    two people: one admin could make an account, or set a colleague's password, and sign
+    both halves."""
     window = timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
-    found = standing_from(ctx.actor.username, requester, ctx.now - window)
-    if found:
-        who, what = found
-        whose = "your" if who == ctx.actor.username else f"{who}'s (who set you up)"
+    path = set_up_together(ctx.actor.username, requester, ctx.now - window)
+    if path:
         raise ActionError(
-            "SELF_APPROVAL", f"{requester}, who asked for this approval, set {whose} {what}"
-            " within the approval's lifetime: a second person's decision cannot come from an"
-            " account its requester set up. Ask someone else to decide.",
-            approval_euid=approval_euid, standing_from=requester)
+            "SELF_APPROVAL", f"{requester}, who asked for this approval, and you were set up"
+            f" by one another within the approval's lifetime ({' - '.join(path)}): a second"
+            " person's decision cannot come from such an account. Ask someone else to"
+            " decide.", approval_euid=approval_euid, linked_through=path)
 
 
 class DecideApproval(_OnApproval):
