@@ -247,3 +247,18 @@ def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):
     html = client.post("/intake/preview/", {"manifest": manifest.replace("SFO", "LAX")}
                        ).content.decode()
     assert "serves site sfo, rtp" in html
+
+
+def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab):
+    """The preview refused the second of two rows of one name, but a confirmation naming
+    both lines as accepted registered both."""
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = HEADER + ",DupTube,specimen,q1,,,sfo,,\n,duptube,specimen,q1,,,sfo,,\n"
+    done = client.post("/intake/confirm/", {"manifest": manifest, "accepted": "2,3",
+                                            "batch_key": "a" * 32}).content.decode()
+    assert 'data-line="3" data-outcome="SKIPPED"' in done
+    assert "Line 2 has the same name" in done
+    from bloomops.tapdb.db import fetch_value
+
+    assert fetch_value("SELECT count(*) FROM generic_instance WHERE lower(name) = 'duptube'"
+                       " AND NOT is_deleted") == 1

@@ -197,6 +197,7 @@ def refuse_repeated_names(rows: list[Row]) -> None:
     for i, earlier in repeated_names(names).items():
         rows[i].problem = (f"Line {rows[earlier].line} has the same name: give each tube its"
                            " own name (or leave this line out).")
+        rows[i].request = None
 
 
 def warn_of_duplicates(rows: list[Row], existing: dict[str, list[str]]) -> None:
