@@ -302,3 +302,35 @@ def test_without_strict_order_a_chosen_subject_may_skip_the_head(tenant):
     person = register(human, worker_type="HUMAN_SESSION")
     assert act("claim_queue_item", human, worker_euid=person,
                subject_euid=second)["subject_euid"] == second
+
+
+@pytest.mark.usefixtures("committed")
+def test_a_rename_and_a_subject_sent_to_the_old_key_never_cross(tenant, settings):
+    """A replace under a new key counted no items, and a registration committed between
+    the count and the rename: its subject stranded on a key no queue had."""
+    from django.db import connection
+
+    from tests.engine import locked_elsewhere
+
+    settings.BLOOMOPS_LOCK_TIMEOUT_MS = 200
+    admin, op = actor("admin"), actor("operator")
+    create(admin)
+    key_lock = f"{tenant}|queue|cfg"
+
+    def hold(how: str):
+        def lock() -> None:
+            with connection.cursor() as cur:
+                cur.execute(f"SELECT {how}(hashtext(%s))", [key_lock])
+        return lock
+
+    # a rename in flight: sending a subject to the old key waits for it, then is refused
+    with locked_elsewhere(hold("pg_advisory_xact_lock")):
+        refused("CONCURRENT_UPDATE", lambda: act(
+            "register_subject", op, queue_key="cfg",
+            payload={"template_code": SPECIMEN, "name": "late tube"}))
+    # a subject being sent there: the rename waits for it, then is refused
+    with locked_elsewhere(hold("pg_advisory_xact_lock_shared")):
+        refused("CONCURRENT_UPDATE", lambda: act(
+            "replace_queue", admin, queue_key="cfg", expected_revision=1,
+            payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
+                     "reason": "renamed"}))

@@ -72,7 +72,7 @@ def _check_routing(payload: dict) -> None:
 def _routing_queue(ctx: Context, template_code: str | None) -> dict:
     """The target queue, refused when it does not exist, is disabled or does not take the
     template: a subject routed there could never be seen."""
-    queue = queue_or_refuse(ctx, ctx.request.queue_key)
+    queue = queue_or_refuse(ctx, ctx.request.queue_key, routing=True)
     assert queue is not None
     config = queue["config"]
     if config.get("enabled") is False:

@@ -173,7 +173,8 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
         props.update(spec.get("properties") or {})
         envelope = _output_envelope(i, spec.get("execution"), ctx.now_ts)
         if envelope is not None:
-            target = queue_or_refuse(ctx, envelope["next_queue_key"], required=False)
+            target = queue_or_refuse(ctx, envelope["next_queue_key"], required=False,
+                                     routing=True)
             if target is not None and not takes_template(target["config"], code):
                 raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
                                     " subjects.", "OUTPUT_NOT_ALLOWED")

@@ -18,12 +18,12 @@ from bloomops.execution.actions.queue_fields import (
     merged_retry_policy,
     queue_key_field,
 )
+from bloomops.execution.actions.steps import lock_queue_key
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
 from bloomops.execution.policy import next_queues_allowed
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
-from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import link
 
@@ -46,7 +46,7 @@ def _require_revision(req: ActionRequest) -> None:
 
 def _serialise_key(ctx: Context, queue_key: str) -> None:
     # Two creates of one key would both see it free; the advisory lock orders them.
-    sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{ctx.tenant}|queue|{queue_key}"])
+    lock_queue_key(ctx, queue_key, shared=False)
 
 
 def _queue_row(ctx: Context, queue_key: str, *, lock: bool) -> Obj | None:
@@ -263,6 +263,9 @@ class ReplaceQueue(Handler):
     def prepare(self, ctx: Context) -> None:
         new_key = self._new_key(ctx.request) or ""
         if new_key != ctx.request.queue_key:
+            # the old key too: nothing may be sent to it between the count of what is routed
+            # there and the commit (_refuse_stranding)
+            _serialise_key(ctx, ctx.request.queue_key or "")
             _serialise_key(ctx, new_key)
             if _queue_row(ctx, new_key, lock=False) is not None:
                 raise ActionError("QUEUE_EXISTS", queue_key=new_key)

@@ -22,6 +22,7 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
 from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution
+from bloomops.tapdb.db import execute as sql_execute
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
 RECORD_CODE = "data/execution/execution_record/1.0"
@@ -31,11 +32,24 @@ WORKER_CODE = "actor/system/worker/1.0"
 
 
 
-def queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = True) -> dict | None:
+def lock_queue_key(ctx: Context, queue_key: str, *, shared: bool) -> None:
+    """The transaction's advisory lock on a queue key: exclusive for what makes or retires
+    the queue of a key (two creates would both see it free; a rename must see every item
+    sent to the old key), shared for what sends a subject to it (RULES.md#queue-configuration)."""
+    how = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    sql_execute(f"SELECT {how}(hashtext(%s))", [f"{ctx.tenant}|queue|{queue_key}"])
+
+
+def queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = True,
+                    routing: bool = False) -> dict | None:
+    """The queue of a key, refused NOT_FOUND when none; ``routing``: a subject is being sent
+    there, so no rename of it may commit in between (lock_queue_key)."""
     if not queue_key:
         if required:
             raise ActionError("VALIDATION_ERROR", "queue_key is required.", field="queue_key")
         return None
+    if routing:
+        lock_queue_key(ctx, queue_key, shared=True)
     row = selectors.queue_config(queue_key, tenant=ctx.tenant)
     if row is None:
         raise ActionError("NOT_FOUND", f"No queue {queue_key!r}.", queue_key=queue_key)
@@ -91,7 +105,7 @@ def next_queue_or_refuse(ctx: Context, queue_key: str | None, *,
                          required: bool = True) -> dict | None:
     """The queue the locked subject is sent to next (a completion, a failure, an external
     result, a requeue): it must exist, take the subject's template and have it in scope."""
-    queue = queue_or_refuse(ctx, queue_key, required=required)
+    queue = queue_or_refuse(ctx, queue_key, required=required, routing=True)
     if queue is not None and ctx.subject is not None:
         refuse_unless_takes(queue, template_code_of(ctx.subject))
         refuse_unless_in_scope(queue, ctx.subject.props)
