@@ -183,3 +183,16 @@ default_next_queue_key = "sequencng"
     assert "warning           extract: No queue sequencng exists yet" in out
     assert cfg("extract")["subject_template_codes"] == ["content/material/specimen/1.0"]
     assert check(path)[0] == 0  # the short name plans no change once applied
+
+
+def test_the_same_templates_in_another_order_are_no_change(tenant, conf):
+    """A file listing a queue's templates in another order planned a replacement, which
+    the engine refused as changing nothing, and every other change of the file failed."""
+    two = ('"content/material/extracted_sample/1.0", "content/material/library/1.0"]')
+    conf.write_text(FILE.replace('"content/material/extracted_sample/1.0"]', two))
+    run(conf)
+    conf.write_text(FILE.replace('"content/material/extracted_sample/1.0"]',
+                                 '"content/material/library/1.0",'
+                                 ' "content/material/extracted_sample/1.0"]'))
+    assert check(conf)[0] == 0
+    assert "Nothing to apply." in run(conf)

@@ -226,7 +226,17 @@ def clean_new_queue(payload: dict) -> dict[str, Any]:
     return fields
 
 
+# Fields whose values are sets: the same templates listed in another order are no change
+# (a lab's file listing them otherwise planned a replacement the engine refused).
+UNORDERED_FIELDS = ("subject_template_codes",)
+
+
 def diff(current: dict[str, Any], wanted: dict[str, Any]) -> dict[str, list[Any]]:
     """field -> [before, after] for every field of ``wanted`` that differs."""
+    def same(name: str, a: Any, b: Any) -> bool:
+        if name in UNORDERED_FIELDS and isinstance(a, list) and isinstance(b, list):
+            return sorted(map(str, a)) == sorted(map(str, b))
+        return a == b
+
     return {name: [current.get(name), value] for name, value in wanted.items()
-            if current.get(name) != value}
+            if not same(name, current.get(name), value)}

@@ -282,9 +282,7 @@ class ReplaceQueue(Handler):
                                                          fields["retry_policy"])
         before = dict(old.props)
         changes = diff({k: before.get(k) for k in fields}, fields)
-        reordered = sorted(before.get("subject_template_codes") or []) == sorted(
-            fields.get("subject_template_codes") or [])
-        if not set(changes) - ({"subject_template_codes"} if reordered else set()):
+        if not changes:
             raise ActionError("VALIDATION_ERROR", "Nothing would change: the same key, the same"
                               " templates and settings.", field="subject_template_codes")
         _refuse_stranding(ctx, before.get("queue_key"), fields["queue_key"])
