@@ -249,14 +249,15 @@ def _store_scope(worker: str, value) -> None:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("stored", "gets"), [("sfo", "sfo"), ("rtp", "rtp"), (5, None),
-                                              ([1], None), ({"x": 1}, None)])
+                                              ([1], None), ({"sites": ["sfo"]}, None)])
 def test_a_worker_scope_another_writer_stored_otherwise_fails_closed(tenant, stored, gets):
     """A worker whose site_scope was stored as the text "sfo" was handed every site's
     subjects: anything not a list read as "any". A text is one value (as a queue's is), and
     anything else admits nothing."""
     make_queue("q1")
+    # "(unreadable)": what the workers page shows of such a scope, never a value it admits
     subjects = {site: make_subject("q1", name=site, props={"site": site})
-                for site in ("sfo", "rtp")}
+                for site in ("sfo", "rtp", "(unreadable)")}
     svc = actor(*SERVICE)
     worker = register(svc, max_concurrent_leases=5)
     _store_scope(worker, stored)

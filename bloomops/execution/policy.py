@@ -140,8 +140,12 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
 def worker_scopes(worker: dict[str, Any]) -> dict[str, list[str] | None]:
     """A worker's site/platform/assay scopes as the values it works, per field; None where
     it works any (an empty or absent scope)."""
-    return {f: _worker_list(worker.get(f"{f}_scope"), scope=True) or None
-            for f in SCOPE_FIELDS}
+    out: dict[str, list[str] | None] = {}
+    for f in SCOPE_FIELDS:
+        values = _worker_list(worker.get(f"{f}_scope"), scope=True)
+        # unreadable: an empty list, which no value is in (in SQL, = ANY('{}') is false)
+        out[f] = None if not values else [] if values == [UNREADABLE_SCOPE] else values
+    return out
 
 
 def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]

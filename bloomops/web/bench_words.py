@@ -86,9 +86,9 @@ def bench_refusal(code: str, message: str, details: dict[str, Any] | None = None
     if code == "WORKER_NOT_ELIGIBLE" and (details or {}).get("scope_field"):
         d = details or {}
         # the item, not the queue, is outside what the person takes
+        yours = ", ".join(d.get("worker_values") or []) or "no"
         return (f"This item's {d['scope_field']} is {d.get('item_value') or 'not given'}; you"
-                f" take {', '.join(d.get('worker_values') or [])} items only. Ask an admin if"
-                " you should do this work.")
+                f" take {yours} items only. Ask an admin if you should do this work.")
     return BENCH_REFUSALS.get(code, message)
 
 

@@ -169,7 +169,7 @@ class ClaimQueueItem(Handler):
                 if out_of_scope:
                     field, value, values = out_of_scope
                     said = (f"This item's {field} is {value or 'not given'}; the worker's"
-                            f" {field} scope is {', '.join(values)}.")
+                            f" {field} scope is {', '.join(values) or 'unreadable'}.")
                     raise ActionError("WORKER_NOT_ELIGIBLE", said, subject_euid=subject.euid,
                                       queue_key=queue["queue_key"], problems=[said],
                                       scope_field=field, item_value=value,
