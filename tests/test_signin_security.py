@@ -160,3 +160,23 @@ def test_a_wrong_current_password_on_the_password_page_counts_toward_the_lockout
     assert User.objects.get(username="alice").check_password("pw-alice")
     # and sign-in from that address is locked as well: it is one count
     assert sign_in(Client(), "alice", "pw-alice").status_code == 429
+
+
+def test_a_right_password_on_the_password_page_ends_the_count_of_wrong_ones(client):
+    """Three wrong tries, a right one, then two wrong ones locked the person out: the right
+    one did not end the count, as a sign-in does."""
+    make_user("alice", "operator")
+    assert sign_in(client, "alice", "pw-alice").status_code == 302
+    new = "Amber-Harbour-77"
+
+    def change(old: str, to: str = new):
+        return client.post("/accounts/password/", {"old_password": old, "new_password1": to,
+                                                   "new_password2": to},
+                           REMOTE_ADDR="127.0.0.1")
+
+    for _ in range(3):
+        assert "does not match" in change("guess").text
+    assert change("pw-alice").status_code == 302
+    for _ in range(2):
+        assert "does not match" in change("guess", "Cobalt-Lantern-42").text
+    assert sign_in(Client(), "alice", new).status_code == 302  # not locked out

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.views import PasswordChangeView
@@ -39,6 +40,13 @@ def signature_problem(username: str, password: Any, origin: Any = None) -> str |
         return "Too many wrong passwords: signing is locked for a while."
     if user is None or user.get_username() != username:
         return "The password does not match."
+    if settings.AXES_RESET_ON_SUCCESS:
+        # a right password ends the count of wrong ones, as a sign-in does (authenticate
+        # alone never tells django-axes of a success)
+        from axes.helpers import get_client_ip_address
+        from axes.utils import reset
+
+        reset(ip=get_client_ip_address(origin), username=username)
     return None
 
 
