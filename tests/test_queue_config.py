@@ -334,3 +334,20 @@ def test_a_rename_and_a_subject_sent_to_the_old_key_never_cross(tenant, settings
             "replace_queue", admin, queue_key="cfg", expected_revision=1,
             payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
                      "reason": "renamed"}))
+
+
+def test_a_rename_of_a_queue_whose_flow_names_itself_is_refused(tenant):
+    """Its successor kept a default next queue naming the retired key: items completed
+    there went nowhere."""
+    admin = actor("admin")
+    create(admin, default_next_queue_key="cfg")
+    err = refused("QUEUE_IN_USE", lambda: act(
+        "replace_queue", admin, queue_key="cfg", expected_revision=1,
+        payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
+                 "reason": "renamed"}))
+    assert err.details["sent_from"] == ["cfg2"]
+    # naming the new key in the same replacement is fine
+    act("replace_queue", admin, queue_key="cfg", expected_revision=1,
+        payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
+                 "default_next_queue_key": "cfg2", "reason": "renamed"})
+    assert config("cfg2")["default_next_queue_key"] == "cfg2"

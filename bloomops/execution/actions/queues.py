@@ -213,16 +213,19 @@ class SetQueueEnabled(Handler):
         _save(ctx, queue, changes)
 
 
-def _refuse_stranding(ctx: Context, old_key: str | None, new_key: str) -> None:
+def _refuse_stranding(ctx: Context, old_key: str | None, new_key: str,
+                      successor: dict[str, Any]) -> None:
     """A new key leaves the items routed to the old one, and the queues sending items there,
     pointing at no queue (RULES.md#queue-configuration): refused, with how many."""
     if not old_key or old_key == new_key:
         return
     routed = selectors.routed_count(old_key, tenant=ctx.tenant)
-    senders = sorted(q["queue_key"] for q in selectors.queues(tenant=ctx.tenant)
-                     if q["queue_key"] != old_key and old_key in (
-                         [(q["config"] or {}).get("default_next_queue_key")]
-                         + list(next_queues_allowed(q["config"] or {}) or [])))
+    # every queue's flow as it would be: the successor's own (which may name its old key)
+    # in place of the retired one's
+    flows = {q["queue_key"]: q["config"] or {} for q in selectors.queues(tenant=ctx.tenant)
+             if q["queue_key"] != old_key} | {new_key: successor}
+    senders = sorted(key for key, cfg in flows.items() if old_key in (
+        [cfg.get("default_next_queue_key")] + list(next_queues_allowed(cfg) or [])))
     said = []
     if routed:
         said.append(f"{routed} item{'s are' if routed != 1 else ' is'} routed to {old_key}")
@@ -285,7 +288,7 @@ class ReplaceQueue(Handler):
         if not changes:
             raise ActionError("VALIDATION_ERROR", "Nothing would change: the same key, the same"
                               " templates and settings.", field="subject_template_codes")
-        _refuse_stranding(ctx, before.get("queue_key"), fields["queue_key"])
+        _refuse_stranding(ctx, before.get("queue_key"), fields["queue_key"], fields)
         # The successor's revision goes on from its predecessor's: a page shown before the
         # replacement is stale (REVISION_CONFLICT), not taken as the successor's first.
         revision = int(before.get("revision") or 0) + 1
