@@ -270,6 +270,11 @@ EDGES = [
     ("register-worker", {"worker_key": "\x1csvc-d"}),
     ("register-worker", {"worker_key": "svc\x85"}),
     ("register-worker", {"worker_key": "\ufeffsvc"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "\x1c"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "\x85"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": "\ufeff"}),
+    ("register-worker", {"worker_type": "HUMAN_SESSION",
+                         "worker_key": "\x1chuman://someone"}),
     ("register-worker", {"worker_key": "   "}),
     ("register-worker", {"worker_type": "HUMAN_SESSION"}),  # exact-w is no person's key
     ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP}),

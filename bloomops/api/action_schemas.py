@@ -188,7 +188,7 @@ class SubjectEnvelope(ActionEnvelope):
 WORKER_TEXT_MAX = 300
 
 # A key the engine reads as a person's (human://<username>, after stripping).
-HUMAN_KEY = "^\\s*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
+HUMAN_KEY = "^[ \\t\\n\\r]*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
 # Another worker's key (actions/workers.WORKER_KEY, stripped), never human:// in any case.
 OTHER_WORKER_KEY, ANY_CASE_HUMAN = "^[ \\t\\n\\r]*[!-~]+[ \\t\\n\\r]*$", "^\\s*" + "".join(
     f"[{c.upper()}{c}]" if c.isalpha() else c for c in HUMAN_KEY_PREFIX)
@@ -201,7 +201,7 @@ class RegisterWorkerIn(ActionEnvelope):
         "if": {"required": ["worker_type"],
                "properties": {"worker_type": {"const": "HUMAN_SESSION"}}},
         "then": {"properties": {
-            "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^\\s*$"},
+            "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^[ \\t\\n\\r]*$"},
                                      {"pattern": HUMAN_KEY}]},
             **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
         "else": {"required": ["worker_key"],

@@ -96,6 +96,12 @@ class RegisterWorker(Handler):
         if "admin" not in req.actor.roles and "worker_human" not in req.actor.roles:
             raise ActionError("FORBIDDEN", "Only human workers register HUMAN_SESSION workers.")
         own = human_worker_key(req.actor.username)
+        raw = p.get("worker_key")
+        if isinstance(raw, str) and raw.strip(" \t\n\r") != raw.strip():
+            # as another worker's key: only ASCII space around it is trimmed
+            raise ActionError("VALIDATION_ERROR", "worker_key may hold only printable"
+                              " characters on one line (no control or invisible characters).",
+                              field="worker_key")
         key = text_field(p, "worker_key", max_len=300, line=True) or own
         person = username_of_human_key(key)
         if person is None:
