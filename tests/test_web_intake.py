@@ -262,3 +262,12 @@ def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab)
 
     assert fetch_value("SELECT count(*) FROM generic_instance WHERE lower(name) = 'duptube'"
                        " AND NOT is_deleted") == 1
+
+
+def test_values_under_a_blank_heading_are_said_not_dropped_silently(intake_lab):
+    """A heading left blank over a column of sites dropped every site without a word."""
+    client = signed_in(Client(), intake_lab["operator"])
+    html = client.post("/intake/preview/", {
+        "manifest": "name,queue,template,,assay\nTube 60,q1,specimen,rtp,wgs\n"}
+    ).content.decode()
+    assert "Not read, and not kept: the values under column 4, which has no heading." in html

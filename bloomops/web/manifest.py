@@ -109,6 +109,8 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
     if "queue" not in names or not {"euid", "name"} & set(names):
         raise ManifestError("The manifest needs a queue column and an euid or name column.")
     rows = []
+    blank = [i for i, n in enumerate(names) if not n]
+    blank_filled: set[int] = set()
     try:
         for record in reader:
             if not any(cell.strip() for cell in record):
@@ -121,11 +123,19 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
             if len(record) > len(names):
                 row.problem = "This row has more cells than the header has columns."
             rows.append(row)
+            blank_filled |= {i + 1 for i in blank if i < len(record) and record[i].strip()}
     except csv.Error as exc:
         raise ManifestError(f"The manifest is not valid CSV (line {reader.line_num}):"
                             f" {exc}.") from None
     if not rows:
         raise ManifestError("The manifest has a header but no rows.")
+    if blank_filled and notes is not None:
+        # a heading left blank over values: said, not read (a trailing tab's is not said)
+        notes.append("Not read, and not kept: the values under column"
+                     + ("s " if len(blank_filled) > 1 else " ")
+                     + ", ".join(map(str, sorted(blank_filled)))
+                     + ", which " + ("have" if len(blank_filled) > 1 else "has")
+                     + " no heading.")
     return rows
 
 
