@@ -271,6 +271,21 @@ def test_a_worker_scope_another_writer_stored_otherwise_fails_closed(tenant, sto
 
 
 @pytest.mark.django_db
+def test_a_number_stored_as_a_site_is_read_as_stored_by_both_claims(tenant):
+    """A site stored as the number 1.50 was "1.50" to claim next and "1.5" to a chosen
+    claim: a worker scoped "1.50" was handed one such subject and refused another."""
+    from bloomops.tapdb.db import execute
+
+    make_queue("q1")
+    odd = make_subject("q1", name="numbered")
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,site}', '1.50'::jsonb) WHERE euid = %(e)s", {"e": odd})
+    svc = actor(*SERVICE)
+    adapter = register(svc, worker_type="INSTRUMENT_ADAPTER", site_scope=["1.50"])
+    assert claim(svc, adapter, queue_key=None, subject_euid=odd)["lease_euid"]
+
+
+@pytest.mark.django_db
 def test_claim_next_and_a_chosen_claim_read_an_odd_property_alike(tenant):
     """A subject whose site another writer stored as true was handed by claim next to a
     worker scoped "true" and refused to the same worker choosing it ("True" in Python)."""

@@ -165,7 +165,9 @@ class ClaimQueueItem(Handler):
                         subject_euid=subject.euid,
                         reasons=[{"code": r.code, "message": r.message} for r in reasons],
                     )
-                out_of_scope = worker_scope_problem(worker.props, subject.props)
+                # read as the claim walk reads them (statements.IN_WORKER_SCOPE)
+                out_of_scope = worker_scope_problem(
+                    worker.props, selectors.scope_texts(subject.uid, tenant=ctx.tenant))
                 if out_of_scope:
                     field, value, values = out_of_scope
                     said = (f"This item's {field} is {value or 'not given'}; the worker's"
@@ -183,8 +185,8 @@ class ClaimQueueItem(Handler):
             uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES,
                                    scoped=not strict)
             if uid is not None and strict:
-                head = load(uid=uid, tenant=ctx.tenant)
-                if head is None or worker_scope_problem(worker.props, head.props):
+                if worker_scope_problem(worker.props,
+                                        selectors.scope_texts(uid, tenant=ctx.tenant)):
                     uid = None
             if uid is not None:
                 chosen = (queue, uid)

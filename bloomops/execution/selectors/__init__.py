@@ -36,6 +36,7 @@ from bloomops.execution.selectors.items import (
     queue_hidden_items,
     queue_items,
     routed_count,
+    scope_texts,
 )
 from bloomops.execution.selectors.overview import Coverage, Overview, overview
 from bloomops.execution.selectors.queue_config import QueueChange, queue_history
@@ -83,7 +84,7 @@ __all__ = [
     "display_name", "filters_sql",
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",
-    "routed_count",
+    "routed_count", "scope_texts",
     "queue_summaries", "queues", "read_params", "subject_diagnostics", "subject_history",
     "subject_name", "subjects_labelled", "subjects_named", "template_code",
     "throughput_trend", "workers",

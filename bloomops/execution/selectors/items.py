@@ -264,3 +264,15 @@ def routed_count(queue_key: str, *, tenant: str | None = None) -> int:
               AND {ENV}->>'next_queue_key' = %(queue_key)s""",
         read_params(None, tenant, queue_key=queue_key))
     return int(row["n"]) if row else 0
+
+
+def scope_texts(uid: int, *, tenant: str | None = None) -> dict[str, str | None]:
+    """A subject's site, platform and assay as the SQL reads them (``->>``: a number as
+    stored, 1.50 not 1.5), for a test that must agree with the claim walk's. One query."""
+    row = fetch_one(
+        """SELECT s.json_addl->'properties'->>'site' AS site,
+                  s.json_addl->'properties'->>'platform' AS platform,
+                  s.json_addl->'properties'->>'assay' AS assay
+           FROM generic_instance s WHERE s.uid = %(uid)s AND s.tenant_id = %(tenant)s""",
+        read_params(None, tenant, uid=uid))
+    return dict(row) if row else {}
