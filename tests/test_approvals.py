@@ -366,19 +366,12 @@ def test_an_approval_asked_with_a_field_its_action_never_used_still_runs(lab):
 def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settings):
     """One admin met the two-person rule alone: they made an operator account, asked for a
     release, and approved it signed in as the new account."""
-    from bloomops.accounts.profiles import PersonChange, add_person, change_person
-    from bloomops.execution.executor import Actor
-    from tests.approval_support import password_of
-
-    adm = lab["adm"]
-    add_person("quinn", first_name="", last_name="", password="Correct-Horse-Battery-9",
-               roles=["operator"], reason="new starter", admin_username="adm")
     from django.contrib.auth.models import User
 
-    quinn = User.objects.get(username="quinn")
-    quinn.set_password(password_of("quinn"))  # as decide() signs
-    quinn.save()
-    alt = Actor(username="quinn", roles=frozenset({"operator"}))
+    from bloomops.accounts.profiles import PersonChange, change_person
+
+    adm = lab["adm"]
+    alt = _made("quinn", ["operator"], "adm")
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     err = refused("SELF_APPROVAL", lambda: decide(alt, approval))
@@ -397,78 +390,69 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     assert decide(alt, approval).result["approval_status"] == "APPROVED"
 
 
-def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
-    """Three ways one admin still approved their own release: 50 password resets pushed the
-    role grant out of the records read; an account made by an account the admin had just
-    made; a colleague's password set by the admin, then used to sign."""
-    from django.contrib.auth.models import User
-
-    from bloomops.accounts.profiles import add_person, set_password
-    from bloomops.execution.executor import Actor
-    from tests.approval_support import password_of
-
-    def made(username: str, roles: list[str], by: str) -> Actor:
-        add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
-                   roles=roles, reason="new", admin_username=by)
-        user = User.objects.get(username=username)
-        user.set_password(password_of(username))  # as decide() signs; not a change record
-        user.save()
-        return Actor(username=username, roles=frozenset(roles))
-
-    adm = lab["adm"]
-    flooded = made("flood", ["operator"], "adm")
-    for i in range(55):
-        set_password(User.objects.get(username="flood").pk, f"Cobalt-Lantern-{i:02d}x",
-                     reason="again", admin_username="someone-else")
-    user = User.objects.get(username="flood")
-    user.set_password(password_of("flood"))
-    user.save()
-    made("deputy", ["admin"], "adm")
-    chained = made("chained", ["operator"], "deputy")
-    set_password(User.objects.get(username="bob").pk, "Amber-Harbour-77", reason="reset",
-                 admin_username="adm")
-    bob = User.objects.get(username="bob")
-    bob.set_password(password_of("bob"))  # what the admin now knows
-    bob.save()
-    for decider, said in ((flooded, "(adm - flood)"), (chained, "(adm - deputy - chained)"),
-                          (lab["bob"], "(adm - bob)")):
-        subject, hold = integrity_held(adm)
-        approval = request_release(adm, subject, hold)["approval_euid"]
-        err = refused("SELF_APPROVAL", lambda d=decider, a=approval: decide(d, a))
-        assert said in err.message, err.message
-    # a colleague the requester never set up still decides
-    subject, hold = integrity_held(adm)
-    approval = request_release(adm, subject, hold)["approval_euid"]
-    assert decide(lab["cat"], approval).result["approval_status"] == "APPROVED"
-
-
-def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
-    """One admin still signed both halves: a new account asked, the admin who made it
-    decided; and an operator the admin also made decided that account's request."""
+def _made(username: str, roles: list[str], by: str):
+    """An account ``by`` added on /people/ (a change record), signing with password_of."""
     from django.contrib.auth.models import User
 
     from bloomops.accounts.profiles import add_person
     from bloomops.execution.executor import Actor
     from tests.approval_support import password_of
 
-    def made(username: str, roles: list[str]) -> Actor:
-        add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
-                   roles=roles, reason="new", admin_username="adm")
-        user = User.objects.get(username=username)
-        user.set_password(password_of(username))
-        user.save()
-        return Actor(username=username, roles=frozenset(roles))
+    add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
+               roles=roles, reason="new", admin_username=by)
+    user = User.objects.get(username=username)
+    user.set_password(password_of(username))  # as decide() signs; not a change record
+    user.save()
+    return Actor(username=username, roles=frozenset(roles))
 
-    puppet, other = made("puppet", ["admin"]), made("other", ["operator"])
-    for decider, said in ((lab["adm"], "(puppet - adm)"), (other, "(puppet - adm - other)")):
-        subject, hold = integrity_held(puppet)
-        approval = request_release(puppet, subject, hold)["approval_euid"]
+
+def _refused_then_a_colleague_decides(requester, cases, colleague) -> None:
+    """Each (decider, words) refused SELF_APPROVAL naming the link; then ``colleague``,
+    whom nobody set up in the window, approves."""
+    for decider, said in cases:
+        subject, hold = integrity_held(requester)
+        approval = request_release(requester, subject, hold)["approval_euid"]
         err = refused("SELF_APPROVAL", lambda d=decider, a=approval: decide(d, a))
         assert said in err.message, err.message
-    # a colleague nobody set up in that time decides
-    subject, hold = integrity_held(puppet)
-    approval = request_release(puppet, subject, hold)["approval_euid"]
-    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+    subject, hold = integrity_held(requester)
+    approval = request_release(requester, subject, hold)["approval_euid"]
+    assert decide(colleague, approval).result["approval_status"] == "APPROVED"
+
+
+def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
+    """Three ways one admin still approved their own release: 50 password resets pushed the
+    role grant out of the records read; an account made by an account the admin had just
+    made; a colleague's password set by the admin, then used to sign."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.profiles import set_password
+    from tests.approval_support import password_of
+
+    flooded = _made("flood", ["operator"], "adm")
+    for i in range(55):
+        set_password(User.objects.get(username="flood").pk, f"Cobalt-Lantern-{i:02d}x",
+                     reason="again", admin_username="someone-else")
+    user = User.objects.get(username="flood")
+    user.set_password(password_of("flood"))
+    user.save()
+    _made("deputy", ["admin"], "adm")
+    chained = _made("chained", ["operator"], "deputy")
+    set_password(User.objects.get(username="bob").pk, "Amber-Harbour-77", reason="reset",
+                 admin_username="adm")
+    bob = User.objects.get(username="bob")
+    bob.set_password(password_of("bob"))  # what the admin now knows
+    bob.save()
+    _refused_then_a_colleague_decides(lab["adm"], (
+        (flooded, "(adm - flood)"), (chained, "(adm - deputy - chained)"),
+        (lab["bob"], "(adm - bob)")), lab["cat"])
+
+
+def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
+    """One admin still signed both halves: a new account asked, the admin who made it
+    decided; and an operator the admin also made decided that account's request."""
+    puppet, other = _made("puppet", ["admin"], "adm"), _made("other", ["operator"], "adm")
+    _refused_then_a_colleague_decides(puppet, (
+        (lab["adm"], "(puppet - adm)"), (other, "(puppet - adm - other)")), lab["bob"])
 
 
 def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
