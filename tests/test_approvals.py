@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
+from django.db.models import F
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.approvals import check_settings
@@ -375,7 +377,8 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     err = refused("SELF_APPROVAL", lambda: decide(alt, approval))
-    assert err.details["linked_through"] == ["adm", "quinn"] and "Ask someone else" in err.message
+    assert (err.details["set_up_by"], err.details["chain_to_decider"]) == ("adm", ["adm", "quinn"])
+    assert "adm set you up (adm > quinn)" in err.message and "Ask someone else" in err.message
     # roles given by anyone else are a second person's: bob, whom another admin promoted
     # just now, decides
     bob = User.objects.get(username="bob")
@@ -383,10 +386,17 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
                                        profile=None, reason="covering", seen_change=None),
                   admin_username="someone-else")
     assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
-    # once the approval lifetime has passed since, the account stands on its own
+    # once the approval lifetime has passed, the roles adm gave no longer link them; the
+    # password adm typed does until quinn changes it
+    from bloomops.accounts.models import ProfileChange
+
+    window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    ProfileChange.objects.update(changed_at=F("changed_at") - window)
     subject, hold = integrity_held(adm)
-    clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
     approval = request_release(adm, subject, hold)["approval_euid"]
+    assert "password" in refused("SELF_APPROVAL", lambda: decide(alt, approval)).message
+    ProfileChange.objects.create(username="quinn", changed_by="quinn", reason="own",
+                                 before={"password": "x"}, after={"password": "their own"})
     assert decide(alt, approval).result["approval_status"] == "APPROVED"
 
 
@@ -443,8 +453,9 @@ def test_no_chain_reset_or_record_flood_makes_one_admin_a_second_person(lab):
     bob.set_password(password_of("bob"))  # what the admin now knows
     bob.save()
     _refused_then_a_colleague_decides(lab["adm"], (
-        (flooded, "(adm - flood)"), (chained, "(adm - deputy - chained)"),
-        (lab["bob"], "(adm - bob)")), lab["cat"])
+        (flooded, "adm set you up (adm > flood)"),
+        (chained, "adm set you up (adm > deputy > chained)"),
+        (lab["bob"], "adm set you up (adm > bob)")), lab["cat"])
 
 
 def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
@@ -452,7 +463,8 @@ def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
     decided; and an operator the admin also made decided that account's request."""
     puppet, other = _made("puppet", ["admin"], "adm"), _made("other", ["operator"], "adm")
     _refused_then_a_colleague_decides(puppet, (
-        (lab["adm"], "(puppet - adm)"), (other, "(puppet - adm - other)")), lab["bob"])
+        (lab["adm"], "you set up puppet (adm > puppet)"),
+        (other, "adm set up both you (adm > other) and puppet (adm > puppet)")), lab["bob"])
 
 
 def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
@@ -473,6 +485,24 @@ def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
     bob = User.objects.get(username="bob")
     bob.set_password(password_of("bob"))  # as decide() signs; no change record
     bob.save()
+    subject, hold = integrity_held(lab["adm"])
+    approval = request_release(lab["adm"], subject, hold)["approval_euid"]
+    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+
+
+def test_two_admins_who_both_touched_a_new_hire_are_still_two_people(lab):
+    """adm made a new hire and bob, another admin, gave them a role: bob was refused as
+    adm's second person for a day, linked through the new hire they had both touched."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.profiles import PersonChange, change_person
+
+    from bloomops.accounts.profiles import last_change_id
+
+    _made("newhire", ["worker_human"], "adm")
+    change_person(User.objects.get(username="newhire").pk, PersonChange(
+        roles=["worker_human", "operator"], is_active=True, profile=None, reason="QA too",
+        seen_change=last_change_id("newhire")), admin_username="bob")
     subject, hold = integrity_held(lab["adm"])
     approval = request_release(lab["adm"], subject, hold)["approval_euid"]
     assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"

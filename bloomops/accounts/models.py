@@ -37,13 +37,17 @@ class PersonProfile(models.Model):
         return out
 
 
+# Who may appear as a change's maker without being a person: the demo's seeding.
+SYSTEM_MAKERS = ("seed_demo",)
+
+
 class ProfileChange(models.Model):
     """Who changed whose roles or worker profile, when, why, from what to what. Usernames are
     kept as text so the record outlives the accounts it names."""
 
     username = models.CharField(max_length=150, db_index=True)
     changed_by = models.CharField(max_length=150)
-    changed_at = models.DateTimeField(auto_now_add=True)
+    changed_at = models.DateTimeField(auto_now_add=True, db_index=True)
     reason = models.TextField()
     before = models.JSONField()
     after = models.JSONField()

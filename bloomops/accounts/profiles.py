@@ -218,9 +218,11 @@ def _create(model, username: str, first_name: str, last_name: str, password: str
     user = model.objects.create_user(username, password=password, first_name=first_name,
                                      last_name=last_name)
     user.groups.set(Group.objects.filter(name__in=roles))
+    # the admin typed the first password: recorded as given, until the person changes it
+    # (accounts.signatures.set_up_together)
     return ProfileChange.objects.create(
         username=username, changed_by=admin_username, reason=reason.strip(),
-        before={}, after=snapshot(user))
+        before={}, after={**snapshot(user), "password": "given by the admin who made it"})
 
 
 def set_password(target_id: int, password: str, *, reason: str, admin_username: str

@@ -68,38 +68,50 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
-def set_up_together(decider: str, requester: str, since: datetime) -> list[str] | None:
-    """Whether the decider and the requester of an approval are linked by who set whom up
-    since ``since``: one gave the other (or an account between them) roles (the account
-    made, or its roles changed) or a password they still sign with; or one account set up
-    both. The accounts linking them, requester first, or None. Every change record since
-    then is read, and only people who exist link (not the demo's seeding)."""
-    from django.contrib.auth.models import User
+def set_up_together(decider: str, requester: str,
+                    since: datetime) -> tuple[str, list[str], list[str]] | None:
+    """Whether one account set up both the requester and the decider of an approval (one
+    of them may be that account): it gave them, or an account it set up, roles since
+    ``since`` (the account made, or its roles changed), or set a password they still sign
+    with (whenever: knowing a password does not wear off; one its person has changed since
+    is theirs again). (that account, its chain down to the requester, its chain down to the
+    decider), or None. Only who made whom counts, never two people who both touched one
+    account (RULES.md#approvals)."""
+    from django.db.models import F
 
-    from bloomops.accounts.models import ProfileChange
+    from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
 
-    changes = list(ProfileChange.objects.filter(changed_at__gte=since).order_by("id"))
-    # a password counts only while its setter is the last to have set it
-    last_password = {c.username: c.changed_by for c in changes if "password" in c.after}
-    edges = [(c.changed_by, c.username) for c in changes if c.changed_by != c.username and (
-        c.before.get("roles") != c.after.get("roles")
-        or ("password" in c.after and last_password.get(c.username) == c.changed_by))]
-    people = set(User.objects.filter(
-        username__in={u for edge in edges for u in edge}).values_list("username", flat=True))
-    linked: dict[str, set[str]] = {}
-    for a, b in edges:
-        if a in people and b in people:
-            linked.setdefault(a, set()).add(b)
-            linked.setdefault(b, set()).add(a)
-    path = {requester: [requester]}
-    todo = [requester]
-    while todo:
-        who = todo.pop(0)
-        for nxt in sorted(linked.get(who, ())):
-            if nxt not in path:
-                path[nxt] = [*path[who], nxt]
-                todo.append(nxt)
-    return path.get(decider) if decider != requester else None
+    makers: dict[str, set[str]] = {}
+    given = (ProfileChange.objects.filter(changed_at__gte=since)
+             .exclude(changed_by=F("username")).exclude(changed_by__in=SYSTEM_MAKERS)
+             .only("username", "changed_by", "before", "after"))
+    for change in given:
+        if change.before.get("roles") != change.after.get("roles"):
+            makers.setdefault(change.username, set()).add(change.changed_by)
+    # each account's latest password record, of any age (DISTINCT ON)
+    for change in (ProfileChange.objects.filter(after__has_key="password")
+                   .order_by("username", "-id").distinct("username")
+                   .only("username", "changed_by")):
+        if change.changed_by != change.username and change.changed_by not in SYSTEM_MAKERS:
+            makers.setdefault(change.username, set()).add(change.changed_by)
+
+    def ancestry(who: str) -> dict[str, list[str]]:
+        chains = {who: [who]}
+        todo = [who]
+        while todo:
+            made = todo.pop(0)
+            for maker in sorted(makers.get(made, ())):
+                if maker not in chains:
+                    chains[maker] = [maker, *chains[made]]
+                    todo.append(maker)
+        return chains
+
+    above_requester, above_decider = ancestry(requester), ancestry(decider)
+    common = [a for a in above_requester if a in above_decider]
+    if decider == requester or not common:
+        return None
+    nearest = min(common, key=lambda a: len(above_requester[a]) + len(above_decider[a]))
+    return nearest, above_requester[nearest], above_decider[nearest]
 
 
 class CountedPasswordChangeForm(PasswordChangeForm):

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from bloomops.accounts.models import ProfileChange
+from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
 from bloomops.accounts.profiles import snapshot
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import ts
@@ -105,7 +105,7 @@ def ensure_demo_users(report: DemoReport) -> None:
             user.first_name, user.last_name = DEMO_NAMES.get(username, ("", ""))
             user.save()
             user.groups.add(Group.objects.get(name=role))
-            ProfileChange.objects.create(username=username, changed_by="seed_demo",
+            ProfileChange.objects.create(username=username, changed_by=SYSTEM_MAKERS[0],
                                          reason="Demo data", before={}, after=snapshot(user))
             report.users_created.append(username)
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from bloomops.accounts.signatures import display_name, set_up_together, signature_problem
 from bloomops.execution.actions.base import Handler
@@ -182,18 +183,25 @@ def _on_approval(ctx: Context, approval: Obj) -> None:
 
 
 def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: str) -> None:
-    """RULES.md#approvals: two people one of whom set the other up (roles, or a password
-    they still sign with), or whom one account set up, within the approval lifetime are not
-    two people: one admin could make an account, or set a colleague's password, and sign
-    both halves."""
-    window = timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
-    path = set_up_together(ctx.actor.username, requester, ctx.now - window)
-    if path:
-        raise ActionError(
-            "SELF_APPROVAL", f"{requester}, who asked for this approval, and you were set up"
-            f" by one another within the approval's lifetime ({' - '.join(path)}): a second"
-            " person's decision cannot come from such an account. Ask someone else to"
-            " decide.", approval_euid=approval_euid, linked_through=path)
+    """RULES.md#approvals: a requester and a decider one account set up (one of them may be
+    it: roles within the approval lifetime, or a password they still sign with) are not two
+    people: one admin could make an account, or set a colleague's password, and sign both
+    halves."""
+    # the change records' own clock (they are stamped with the wall clock)
+    since = timezone.now() - timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
+    found = set_up_together(ctx.actor.username, requester, since)
+    if not found:
+        return
+    maker, to_requester, to_decider = found
+    you, them = " > ".join(to_decider), " > ".join(to_requester)
+    how = (f"{requester} set you up ({you})" if maker == requester
+           else f"you set up {requester} ({them})" if maker == ctx.actor.username
+           else f"{maker} set up both you ({you}) and {requester} ({them})")
+    raise ActionError(
+        "SELF_APPROVAL", f"{how}: roles given within the approval's lifetime, or a password"
+        " still in use, make you no second person to them. Ask someone else to decide.",
+        approval_euid=approval_euid, set_up_by=maker, chain_to_requester=to_requester,
+        chain_to_decider=to_decider)
 
 
 class DecideApproval(_OnApproval):
