@@ -495,9 +495,7 @@ def test_two_admins_who_both_touched_a_new_hire_are_still_two_people(lab):
     adm's second person for a day, linked through the new hire they had both touched."""
     from django.contrib.auth.models import User
 
-    from bloomops.accounts.profiles import PersonChange, change_person
-
-    from bloomops.accounts.profiles import last_change_id
+    from bloomops.accounts.profiles import PersonChange, change_person, last_change_id
 
     _made("newhire", ["worker_human"], "adm")
     change_person(User.objects.get(username="newhire").pk, PersonChange(

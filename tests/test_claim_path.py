@@ -236,6 +236,36 @@ def test_a_scoped_worker_never_jumps_the_head_of_a_strict_order_queue(tenant):
     assert [r["subject_euid"] for r in selectors.leases()] == [head]
 
 
+@pytest.mark.usefixtures("committed")
+def test_a_head_a_scoped_worker_may_not_take_is_not_left_locked(tenant):
+    """Claim next over every queue locked a strict queue's out-of-scope head, then took work
+    elsewhere with the lock still held: every other claimer skipped the head meanwhile."""
+    from django.db import connection
+
+    make_queue("strict", strict_order=True, dispatch_priority=90)
+    make_queue("other", dispatch_priority=10)
+    head = make_subject("strict", name="RTP head", props={"site": "rtp"}, priority=100)
+    make_subject("strict", name="SFO next", props={"site": "sfo"})
+    make_subject("other", name="SFO elsewhere", props={"site": "sfo"})
+    svc = actor(*SERVICE)
+    sfo_only = register(svc, site_scope=["sfo"])
+    free: list[int] = []
+
+    def probe() -> None:  # another connection: may it lock the head now?
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM (SELECT 1 FROM generic_instance WHERE euid = %s"
+                        " FOR NO KEY UPDATE SKIP LOCKED) x", [head])
+            free.append(cur.fetchone()[0])
+        connection.close()
+
+    with transaction.atomic():
+        claim(svc, sfo_only, queue_key=None)  # takes the other queue's item
+        thread = threading.Thread(target=probe)
+        thread.start()
+        thread.join()
+    assert free == [1]
+
+
 def _store_scope(worker: str, value) -> None:
     """Another writer's site_scope on a worker row, as stored JSON."""
     import json

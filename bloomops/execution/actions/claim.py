@@ -182,6 +182,13 @@ class ClaimQueueItem(Handler):
             # On a strict-order queue the head is the only item offered: a worker whose own
             # scopes exclude it takes nothing there, never the next one in its scope.
             strict = bool(cfg.get("strict_order"))
+            if strict and any(v is not None for v in worker_scopes(worker.props).values()):
+                # judged before the claim function locks the head: a lock held on it while
+                # this claim takes work elsewhere would let every other claimer skip it
+                head = selectors.queue_head(queue["queue_key"], now=ctx.now, tenant=ctx.tenant)
+                if head is not None and worker_scope_problem(
+                        worker.props, selectors.scope_texts(head.uid, tenant=ctx.tenant)):
+                    continue
             uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES,
                                    scoped=not strict)
             if uid is not None and strict:
