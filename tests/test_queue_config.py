@@ -351,3 +351,24 @@ def test_a_rename_of_a_queue_whose_flow_names_itself_is_refused(tenant):
         payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
                  "default_next_queue_key": "cfg2", "reason": "renamed"})
     assert config("cfg2")["default_next_queue_key"] == "cfg2"
+
+
+def test_finished_subjects_hold_no_rename_back(tenant):
+    """One canceled subject refused every rename of its queue ("1 item is routed to
+    cfg"), and routing it on would have un-canceled it. A dead letter, which may yet be
+    requeued, still counts."""
+    admin = actor("admin")
+    create(admin)
+    for state in ("COMPLETED", "CANCELED"):
+        make_subject("cfg", name=state.lower(), state=state, terminal=True)
+    act("replace_queue", admin, queue_key="cfg", expected_revision=1,
+        payload={"new_queue_key": "cfg2", "subject_template_codes": [SPECIMEN],
+                 "reason": "renamed"})
+    assert config("cfg2")["replaces_queue_key"] == "cfg"
+    create(admin, key="dl")
+    make_subject("dl", name="dead", state="FAILED_TERMINAL", terminal=True)
+    err = refused("QUEUE_IN_USE", lambda: act(
+        "replace_queue", admin, queue_key="dl", expected_revision=1,
+        payload={"new_queue_key": "dl2", "subject_template_codes": [SPECIMEN],
+                 "reason": "renamed"}))
+    assert err.details["routed"] == 1

@@ -256,12 +256,14 @@ def queue_filter_values(queue_key: str, *, tenant: str | None = None) -> dict[st
 
 
 def routed_count(queue_key: str, *, tenant: str | None = None) -> int:
-    """How many live subjects are routed to the queue key, in any state (what a rename of
-    the queue would leave behind). One query, on the order index's leading keys."""
+    """How many live subjects a rename of the queue would leave behind: routed to its key
+    and not finished (a dead letter, FAILED_TERMINAL, may still be requeued; a completed or
+    canceled subject keeps its key and goes nowhere). One query."""
     row = fetch_one(
         f"""SELECT count(*) AS n FROM generic_instance s
             WHERE s.tenant_id = %(tenant)s AND {ROUTED}
-              AND {ENV}->>'next_queue_key' = %(queue_key)s""",
+              AND {ENV}->>'next_queue_key' = %(queue_key)s
+              AND (NOT {TERMINAL} OR {ENV}->>'state' = 'FAILED_TERMINAL')""",
         read_params(None, tenant, queue_key=queue_key))
     return int(row["n"]) if row else 0
 
