@@ -328,6 +328,12 @@ def test_a_rename_and_a_subject_sent_to_the_old_key_never_cross(tenant, settings
         refused("CONCURRENT_UPDATE", lambda: act(
             "register_subject", op, queue_key="cfg",
             payload={"template_code": SPECIMEN, "name": "late tube"}))
+    # nor may a queue's flow be pointed at it meanwhile (the rename checks the flows too)
+    create(admin, key="before")
+    with locked_elsewhere(hold("pg_advisory_xact_lock")):
+        refused("CONCURRENT_UPDATE", lambda: act(
+            "update_queue", admin, queue_key="before", expected_revision=1,
+            payload={"default_next_queue_key": "cfg", "reason": "flows on"}))
     # a subject being sent there: the rename waits for it, then is refused
     with locked_elsewhere(hold("pg_advisory_xact_lock_shared")):
         refused("CONCURRENT_UPDATE", lambda: act(

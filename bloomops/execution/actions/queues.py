@@ -49,6 +49,16 @@ def _serialise_key(ctx: Context, queue_key: str) -> None:
     lock_queue_key(ctx, queue_key, shared=False)
 
 
+def _hold_named_keys(ctx: Context) -> None:
+    """The keys a setting sends items to (default_next_queue_key, next_queue_keys), held as
+    routing holds them: a rename of one cannot commit between its check of the flows that
+    name it and this change (_refuse_stranding)."""
+    p = ctx.payload
+    named = [p.get("default_next_queue_key"), *(p.get("next_queue_keys") or [])]
+    for key in sorted({k for k in named if isinstance(k, str) and k}):
+        lock_queue_key(ctx, key, shared=True)
+
+
 def _queue_row(ctx: Context, queue_key: str, *, lock: bool) -> Obj | None:
     row = fetch_one(
         "SELECT uid, euid, name, template_uid, type, subtype, json_addl, created_dt"
@@ -133,6 +143,7 @@ class CreateQueue(Handler):
         _serialise_key(ctx, key)
         if _queue_row(ctx, key, lock=False) is not None:
             raise ActionError("QUEUE_EXISTS", queue_key=key)
+        _hold_named_keys(ctx)
 
     def run(self, ctx: Context) -> None:
         fields = _new_queue(ctx.request, ctx.request.queue_key)
@@ -164,6 +175,7 @@ class UpdateQueue(Handler):
                               field="new_queue_key", use="replace_queue")
 
     def prepare(self, ctx: Context) -> None:
+        _hold_named_keys(ctx)
         lock_managed_queue(ctx)
 
     def run(self, ctx: Context) -> None:
@@ -267,9 +279,10 @@ class ReplaceQueue(Handler):
         new_key = self._new_key(ctx.request) or ""
         if new_key != ctx.request.queue_key:
             # the old key too: nothing may be sent to it between the count of what is routed
-            # there and the commit (_refuse_stranding)
-            _serialise_key(ctx, ctx.request.queue_key or "")
-            _serialise_key(ctx, new_key)
+            # there and the commit (_refuse_stranding); in one order, so that A->B and B->A
+            # at once wait rather than deadlock
+            for key in sorted({ctx.request.queue_key or "", new_key}):
+                _serialise_key(ctx, key)
             if _queue_row(ctx, new_key, lock=False) is not None:
                 raise ActionError("QUEUE_EXISTS", queue_key=new_key)
         lock_managed_queue(ctx)
