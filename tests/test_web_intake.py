@@ -166,6 +166,24 @@ def test_the_preview_warns_of_a_name_already_registered_and_refuses_one_given_tw
     assert html.count('data-ok="yes"') == 3
 
 
+@pytest.mark.parametrize(("heading", "refused"), [
+    ("prioirty", "did you mean &#x27;priority&#x27;?"),
+    ("qeueu", "did you mean &#x27;queue&#x27;?"), ("queue_ky", None),
+    ("plate", None), ("uid", None), ("template_id", None), ("Conc (ng/uL)", None)])
+def test_a_slip_of_a_column_is_refused_and_a_lab_s_own_column_is_not(intake_lab, heading,
+                                                                     refused):
+    """"plate" was refused as a slip of "template" and "uid" of "euid": a plate column is in
+    almost every lab's manifest."""
+    client = signed_in(Client(), intake_lab["operator"])
+    r = client.post("/intake/preview/", {
+        "manifest": f"name,template,queue,site,{heading}\nTube 70,specimen,q1,sfo,x\n"})
+    html = r.content.decode()
+    if refused:
+        assert r.status_code == 400 and refused in html
+    else:
+        assert html.count('data-ok="yes"') == 1 and "Not read, and not kept" in html
+
+
 def test_columns_a_lab_adds_are_left_out_and_said(intake_lab):
     """A lab's own column ("Conc (ng/uL)") refused the whole upload, its heading
     lower-cased; a semicolon export (a spreadsheet with a decimal comma) and cells pasted

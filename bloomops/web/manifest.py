@@ -94,8 +94,13 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
     # a heading left blank (a spreadsheet's trailing tab) is no column anyone named
     unknown = [(h.strip(), n) for h, n in zip(header, names, strict=True)
                if n not in COLUMNS and n]
+    read = (*COLUMNS, *ALIASES)
     for heading, name in unknown:
-        close = difflib.get_close_matches(name, COLUMNS, n=1, cutoff=0.75)
+        # a lab's own column holding or held in one read ("plate" in "template", "uid" in
+        # "euid", "template_id") is another column, not a slip
+        if any(name in c or c in name for c in read):
+            continue
+        close = difflib.get_close_matches(name, read, n=1, cutoff=0.75)
         if close:
             raise ManifestError(f"Column {heading!r}: did you mean {close[0]!r}? Columns"
                                 f" read: {', '.join(COLUMNS)}.")
