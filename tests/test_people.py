@@ -454,7 +454,11 @@ def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(c
     """A mistyped first password or a forgotten one had no way out in the console."""
     from django.test import Client
 
+    from bloomops.api.tokens import create_token
+    from tests.api_helpers import Api
+
     their_old_session = signed_in(Client(), users["operator"])
+    _, token = create_token("op")
     admin = signed_in(client, users["admin"])
     before = _written()
     refused = admin.post("/people/op/password/", {"password": "short", "reason": "forgot"})
@@ -468,6 +472,7 @@ def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(c
         "adm", "forgot it", ["password"])
     assert "Cobalt" not in str(change.before) + str(change.after)
     assert their_old_session.get("/").status_code == 302  # signed out
+    assert Api(token).get("/queues").status_code == 401  # and their API token revoked
     person = Client()
     assert person.post("/accounts/login/", {"username": "op",
                                             "password": "Cobalt-Lantern-42"}).status_code == 302

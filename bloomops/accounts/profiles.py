@@ -30,9 +30,10 @@ MAX_ITEMS = 100
 MAX_REASON = 1000
 
 
-# Sent when a person may no longer sign in, in the change's transaction: what they were
-# given to act with elsewhere (the API's tokens) ends too. Receivers: bloomops/api/apps.py.
-person_deactivated = Signal()
+# Sent when a person may no longer sign in, or an admin gives them a new password, in the
+# change's transaction: what they were given to act with elsewhere (the API's tokens) ends
+# too. Receivers: bloomops/api/apps.py.
+credentials_ended = Signal()
 
 
 class ProfileError(Exception):
@@ -90,14 +91,20 @@ def last_change_id(username: str) -> int | None:
             .order_by("-id").values_list("id", flat=True).first())
 
 
-def validate(change: PersonChange, *, target, admin_username: str) -> None:
-    reason = (change.reason or "").strip()
+def _refuse_without_reason(reason: str | None) -> None:
+    """Every change of a person says why (RULES.md#human-workers): up to MAX_REASON
+    characters of text."""
+    reason = (reason or "").strip()
     if not reason:
         raise ProfileError("VALIDATION_ERROR", "Say why: a change of who may do what needs a"
                            " reason.", "reason")
     if len(reason) > MAX_REASON or "\x00" in reason:
         raise ProfileError("VALIDATION_ERROR", f"A reason is up to {MAX_REASON} characters"
                            " of text.", "reason")
+
+
+def validate(change: PersonChange, *, target, admin_username: str) -> None:
+    _refuse_without_reason(change.reason)
     unknown = sorted(set(change.roles) - set(ALL_ROLES))
     if unknown:
         raise ProfileError("VALIDATION_ERROR", "Unknown role: " + ", ".join(unknown) + ".",
@@ -139,7 +146,7 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
             # What they signed in with ends here, not only while they stay inactive: signed
             # in again later, nothing issued before counts (RULES.md#human-workers).
             end_sessions(target)
-            person_deactivated.send(sender=PersonChange, user=target)
+            credentials_ended.send(sender=PersonChange, user=target)
         if (target.is_active, target.is_superuser) != (change.is_active, superuser):
             target.is_active, target.is_superuser = change.is_active, superuser
             target.save(update_fields=["is_active", "is_superuser"])
@@ -235,10 +242,8 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
     from django.contrib.auth.password_validation import validate_password
     from django.core.exceptions import ValidationError
 
-    reason = (reason or "").strip()
-    if not reason or len(reason) > MAX_REASON:
-        raise ProfileError("VALIDATION_ERROR", "Say why: a new password needs a reason.",
-                           "reason")
+    _refuse_without_reason(reason)
+    reason = reason.strip()
     with transaction.atomic():
         target = get_user_model().objects.select_for_update().get(pk=target_id)
         if target.get_username() == admin_username:
@@ -251,7 +256,9 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
             raise ProfileError("VALIDATION_ERROR", " ".join(err.messages), "password") from None
         target.set_password(password)
         target.save(update_fields=["password"])
+        # a new password is the answer to a lost or stolen one: what was issued before ends
         end_sessions(target)
+        credentials_ended.send(sender=PersonChange, user=target)
         return ProfileChange.objects.create(
             username=target.get_username(), changed_by=admin_username, reason=reason,
             before={"password": "as it was"}, after={"password": "a new one, given by an admin"})

@@ -7,11 +7,11 @@ class ApiConfig(AppConfig):
     verbose_name = "bloomops JSON API"
 
     def ready(self) -> None:
-        from bloomops.accounts.profiles import person_deactivated
+        from bloomops.accounts.profiles import credentials_ended
         from bloomops.api.tokens import revoke
 
         def revoke_tokens(sender, user, **kwargs) -> None:
             revoke(username=user.get_username())
 
-        person_deactivated.connect(revoke_tokens, weak=False,
-                                   dispatch_uid="bloomops-api-revoke-on-deactivation")
+        credentials_ended.connect(revoke_tokens, weak=False,
+                                  dispatch_uid="bloomops-api-revoke-on-credentials-ended")

@@ -1,9 +1,7 @@
 """No two usernames that differ only in case (RULES.md#approvals: a username is who signs).
 profiles.username_problem checks before it inserts; this index holds when two admins add
-"ann" and "Ann" at the same instant. Where such names already exist the index is not made:
-the migration says which, and the check before each insert still refuses new ones."""
-
-import sys
+"ann" and "Ann" at the same instant. Where such names already exist the migration stops and
+names them: the rule is the database's, or RULES.md would say what is not so."""
 
 from django.db import migrations
 
@@ -15,10 +13,9 @@ def create(apps, schema_editor):
         cursor.execute("SELECT upper(username) FROM auth_user GROUP BY 1 HAVING count(*) > 1")
         clashes = [row[0] for row in cursor.fetchall()]
         if clashes:
-            sys.stderr.write(f"Not made: {INDEX} (usernames differing only in case exist:"
-                             f" {', '.join(clashes[:10])}). The check before each new"
-                             " account still refuses another.\n")
-            return
+            raise RuntimeError("Usernames differing only in case exist"
+                               f" ({', '.join(clashes[:10])}): rename one of each (Django's"
+                               " admin, or manage.py shell) and migrate again.")
         cursor.execute(f"CREATE UNIQUE INDEX IF NOT EXISTS {INDEX} ON auth_user"
                        " (upper(username))")
 
