@@ -169,3 +169,14 @@ def test_a_batch_may_not_make_two_subjects_of_one_name(apis):
     assert refused["status"] == 400 and refused["error"]["details"]["field"] == "name"
     assert "items[0] gives this name too" in refused["error"]["message"]
     assert counts()["generic_instance"] > before["generic_instance"]
+
+
+def test_a_name_an_earlier_refused_item_gave_is_still_free(apis):
+    """An earlier item refused for another reason made no subject, yet the valid item
+    after it was refused for repeating its name."""
+    bad = _register(1, name="Tube X")
+    bad["request"]["template_code"] = "content/material/no_such/1.0"
+    r = apis["operator"].post("/actions/intake-batch", {"items": [bad, _register(2,
+                                                                              name="tube x")]})
+    body = r.json()
+    assert [i["ok"] for i in body["items"]] == [False, True], body

@@ -243,7 +243,8 @@ def test_the_inspector_says_which_attempts_did_not_count(client, lab):
                 payload={"error_class": "TRANSIENT_SYSTEM", "error_message": "power cut"})
     html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
     records = html.split('id="timeline"')[1].split("</ol>")[0].split("<li>")[1:]
-    uncounted = ["not counted: only a failure counts an attempt" in r for r in records]
+    uncounted = ["not counted toward the attempt limit: only a failure counts" in r
+                 for r in records]
     assert sorted(uncounted) == [False, True]
     assert all("attempt 1 " in r for r in records)  # the released one's number, kept
 

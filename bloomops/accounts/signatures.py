@@ -22,9 +22,11 @@ from bloomops.text import readable_line
 MAX_PASSWORD_LENGTH = 4096
 
 
-def signature_problem(username: str, password: Any, origin: Any = None) -> str | None:
+def signature_problem(username: str, password: Any, origin: Any = None,
+                      doing: str = "signing") -> str | None:
     """Why this password does not sign as ``username`` (None: it does). ``origin`` is the
-    HTTP request the signature came with, if any."""
+    HTTP request the signature came with, if any; ``doing``: what a lockout stops, in its
+    words."""
     if not isinstance(password, str) or not password:
         return "Enter your password to sign."
     if len(password) > MAX_PASSWORD_LENGTH:
@@ -37,7 +39,7 @@ def signature_problem(username: str, password: Any, origin: Any = None) -> str |
     if getattr(origin, "axes_locked_out", False):
         # Our refusal answers; django-axes' lockout page would replace the API's JSON.
         origin.axes_locked_out = False
-        return "Too many wrong passwords: signing is locked for a while."
+        return f"Too many wrong passwords: {doing} is locked for a while."
     if user is None or user.get_username() != username:
         return "The password does not match."
     if settings.AXES_RESET_ON_SUCCESS:
@@ -126,10 +128,10 @@ class CountedPasswordChangeForm(PasswordChangeForm):
 
     def clean_old_password(self) -> str:
         old = self.cleaned_data.get("old_password")
-        problem = signature_problem(self.user.get_username(), old, self.request)
+        problem = signature_problem(self.user.get_username(), old, self.request,
+                                    doing="changing it")
         if problem:
-            raise ValidationError(problem.replace("signing is", "changing it is"),
-                                  code="password_incorrect")
+            raise ValidationError(problem, code="password_incorrect")
         return old
 
 

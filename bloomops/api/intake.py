@@ -10,7 +10,7 @@ from ninja import Router
 from pydantic import Field
 
 from bloomops.api import action_schemas as A
-from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, name_key
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import execute
 
@@ -50,12 +50,14 @@ class IntakeBatchOut(A.StrictSchema):
 
 def run_batch(body: IntakeBatchIn, user, build_request) -> dict:
     out = []
-    repeated = repeated_names([item.request.name if isinstance(item, RegisterItem) else None
-                               for item in body.items])
+    # the names of the new subjects made so far: an earlier item refused made none
+    made: dict[str, int] = {}
     for i, item in enumerate(body.items):
-        if i in repeated:
-            refusal = ActionError("VALIDATION_ERROR", f"items[{repeated[i]}] gives this name"
-                                  " too: give each new subject its own name.", field="name")
+        name = item.request.name if isinstance(item, RegisterItem) else None
+        if name is not None and name_key(name) in made:
+            refusal = ActionError("VALIDATION_ERROR", f"items[{made[name_key(name)]}] gives"
+                                  " this name too: give each new subject its own name.",
+                                  field="name")
             out.append({"index": i, "action": item.action, "ok": False,
                         "status": refusal.http_status, "error": refusal.as_dict()["error"]})
             continue
@@ -65,6 +67,8 @@ def run_batch(body: IntakeBatchIn, user, build_request) -> dict:
             out.append({"index": i, "action": item.action, "ok": False,
                         "status": exc.http_status, "error": exc.as_dict()["error"]})
         else:
+            if name is not None:
+                made.setdefault(name_key(name), i)
             out.append({"index": i, "action": item.action, "ok": True, "status": 200,
                         "result": result.as_dict()})
     ok = sum(1 for r in out if r["ok"])
