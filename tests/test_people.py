@@ -510,3 +510,22 @@ def test_a_change_reads_in_the_page_s_words(client, users):
     gone = client.post("/people/sci/", fields)
     assert "sci can no longer sign in: their sessions ended and their API tokens were" \
         " revoked." in " ".join(m.message for m in get_messages(gone.wsgi_request))
+
+
+def test_a_person_is_asked_to_change_the_password_an_admin_gave_them(client, users):
+    """Until they do, the admin knows what they sign with (RULES.md#approvals)."""
+    from django.test import Client
+
+    from bloomops.accounts.profiles import add_person
+
+    add_person("newbie", first_name="", last_name="", password="Correct-Horse-Battery-9",
+               roles=["operator"], reason="new starter", admin_username="adm")
+    person = Client()
+    signed = person.post("/accounts/login/", {"username": "newbie",
+                                              "password": "Correct-Horse-Battery-9"})
+    assert signed.status_code == 302
+    assert "Your password was given to you by adm" in person.get("/").content.decode()
+    person.post("/accounts/password/", {"old_password": "Correct-Horse-Battery-9",
+                                        "new_password1": "Glacier-Copper-58",
+                                        "new_password2": "Glacier-Copper-58"})
+    assert 'id="password-given"' not in person.get("/").content.decode()

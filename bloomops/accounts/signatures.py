@@ -70,6 +70,17 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
+def password_given_by(username: str) -> str | None:
+    """Who else set the password this person signs with, or None (they did, or no record
+    says): what the console asks them to change, and a link set_up_together follows."""
+    from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
+
+    change = (ProfileChange.objects.filter(username=username, after__has_key="password")
+              .order_by("-id").only("changed_by").first())
+    given = change.changed_by if change else None
+    return given if given not in (None, username, *SYSTEM_MAKERS) else None
+
+
 def set_up_together(decider: str, requester: str,
                     since: datetime) -> tuple[str, list[str], list[str]] | None:
     """Whether one account set up both the requester and the decider of an approval (one
