@@ -70,15 +70,24 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
-def password_given_by(username: str) -> str | None:
-    """Who else set the password this person signs with, or None (they did, or no record
-    says): what the console asks them to change, and a link set_up_together follows."""
+def password_givers(usernames: Iterable[str] | None = None) -> dict[str, str]:
+    """username -> who else set the password they sign with, for the accounts (of
+    ``usernames``, else every one) whose latest password record names another person (not
+    they themselves, nor the demo's seeding). One query (DISTINCT ON)."""
     from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
 
-    change = (ProfileChange.objects.filter(username=username, after__has_key="password")
-              .order_by("-id").only("changed_by").first())
-    given = change.changed_by if change else None
-    return given if given not in (None, username, *SYSTEM_MAKERS) else None
+    latest = ProfileChange.objects.filter(after__has_key="password")
+    if usernames is not None:
+        latest = latest.filter(username__in=list(usernames))
+    return {c.username: c.changed_by for c in latest.order_by("username", "-id")
+            .distinct("username").only("username", "changed_by")
+            if c.changed_by not in (c.username, *SYSTEM_MAKERS)}
+
+
+def password_given_by(username: str) -> str | None:
+    """Who else set the password this person signs with, or None: what the console asks
+    them to change, and a link set_up_together follows."""
+    return password_givers([username]).get(username)
 
 
 def set_up_together(decider: str, requester: str,
@@ -101,12 +110,9 @@ def set_up_together(decider: str, requester: str,
     for change in given:
         if change.before.get("roles") != change.after.get("roles"):
             makers.setdefault(change.username, set()).add(change.changed_by)
-    # each account's latest password record, of any age (DISTINCT ON)
-    for change in (ProfileChange.objects.filter(after__has_key="password")
-                   .order_by("username", "-id").distinct("username")
-                   .only("username", "changed_by")):
-        if change.changed_by != change.username and change.changed_by not in SYSTEM_MAKERS:
-            makers.setdefault(change.username, set()).add(change.changed_by)
+    # a password someone else set, of any age, while it is the one they sign with
+    for made, giver in password_givers().items():
+        makers.setdefault(made, set()).add(giver)
 
     def ancestry(who: str) -> dict[str, list[str]]:
         chains = {who: [who]}

@@ -281,15 +281,21 @@ def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:
     return list(dict.fromkeys(([default] if default else []) + list(listed)))
 
 
+def flow_keys(config: dict[str, Any]) -> list[str]:
+    """Every queue key a queue's flow sends items to: its default next queue and the
+    next_queue_keys it allows, each once (what a rename of one of them must not strand)."""
+    named = [config.get("default_next_queue_key"), *(config.get("next_queue_keys") or [])]
+    return list(dict.fromkeys(k for k in named if isinstance(k, str) and k))
+
+
 def flow_warnings(key: str, config: dict[str, Any],
                   queues: dict[str, dict[str, Any]]) -> list[str]:
     """What is allowed in queue ``key``'s flow (``config``, as it would be saved) but most
     often a mistake, in words: a next queue no one has made (a typo sends every completion
     nowhere), or one that takes neither this queue's subjects nor what its steps make (an
     item could never move there). ``queues``: every queue's config by key."""
-    named = [config.get("default_next_queue_key"), *(config.get("next_queue_keys") or [])]
     said = []
-    for next_key in dict.fromkeys(k for k in named if k and k != key):
+    for next_key in (k for k in flow_keys(config) if k != key):
         target = queues.get(next_key)
         if target is None:
             said.append(f"No queue {next_key} exists yet: completions sent there are refused"

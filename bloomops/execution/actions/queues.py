@@ -22,7 +22,7 @@ from bloomops.execution.actions.steps import lock_queue_key
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
-from bloomops.execution.policy import next_queues_allowed
+from bloomops.execution.policy import flow_keys
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import link
@@ -53,9 +53,7 @@ def _hold_named_keys(ctx: Context) -> None:
     """The keys a setting sends items to (default_next_queue_key, next_queue_keys), held as
     routing holds them: a rename of one cannot commit between its check of the flows that
     name it and this change (_refuse_stranding)."""
-    p = ctx.payload
-    named = [p.get("default_next_queue_key"), *(p.get("next_queue_keys") or [])]
-    for key in sorted({k for k in named if isinstance(k, str) and k}):
+    for key in sorted(flow_keys(ctx.payload)):
         lock_queue_key(ctx, key, shared=True)
 
 
@@ -236,8 +234,7 @@ def _refuse_stranding(ctx: Context, old_key: str | None, new_key: str,
     # in place of the retired one's
     flows = {q["queue_key"]: q["config"] or {} for q in selectors.queues(tenant=ctx.tenant)
              if q["queue_key"] != old_key} | {new_key: successor}
-    senders = sorted(key for key, cfg in flows.items() if old_key in (
-        [cfg.get("default_next_queue_key")] + list(next_queues_allowed(cfg) or [])))
+    senders = sorted(key for key, cfg in flows.items() if old_key in flow_keys(cfg))
     said = []
     if routed:
         said.append(f"{routed} item{'s are' if routed != 1 else ' is'} routed to {old_key}")

@@ -128,9 +128,9 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         result = {"line": row.line, "euid": v.get("euid", ""), "name": v.get("name", ""),
                   "queue": v.get("queue", ""), "priority": v.get("priority", ""),
                   "due_date": v.get("due_date", "")}
-        # a row the manifest itself refuses (a repeated name) is never run, whatever the
-        # confirmation says was accepted
-        if str(row.line) not in accepted or row.request is None or row.problem:
+        # a row the manifest itself refuses (a repeated name) has no request: never run,
+        # whatever the confirmation says was accepted
+        if str(row.line) not in accepted or row.request is None:
             result.update(outcome="SKIPPED", message=row.problem or _why_skipped(row))
         else:
             try:

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, people, policy, selectors
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import ALL_STATES
 from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history, range_key
@@ -90,7 +91,7 @@ def _mark_out_of_scope(request: HttpRequest, rows: list) -> None:
     profile = people.current_profile(request.user.get_username())
     for row in rows:
         problem = policy.worker_scope_problem(
-            profile, {f: getattr(row, f) for f in ("site", "platform", "assay")})
+            profile, {f: getattr(row, f) for f in SCOPE_FIELDS})
         row.out_of_scope = f"{problem[0]} {problem[1] or 'not given'}" if problem else ""
 
 
