@@ -6,6 +6,7 @@ desktop (1366) and tablet (768) widths."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -275,3 +276,37 @@ def test_a_supervisors_tables_show_every_column_on_a_tablet(browser, bench):
             wide[path] = over
     page.context.close()
     assert wide == {}
+
+
+def _sideways(page, css: str) -> dict:
+    return page.evaluate("css => { const t = document.querySelector(css); return {"
+                         " left: t.scrollLeft, more: t.getAttribute('data-more') }; }", css)
+
+
+def test_a_table_wider_than_a_phone_says_so_and_keeps_its_scroll(browser, bench):
+    """On a phone the dashboard's queue table scrolls inside itself: the page marks the edge
+    more columns lie past, its caption stays in sight, and the table stays where the reader
+    scrolled it through the auto-refresh (it jumped back to the first column every few
+    seconds)."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 375)
+    table = "#queue-table"
+    assert page.evaluate(f"document.querySelector('{table}').scrollWidth"
+                         f" - document.querySelector('{table}').clientWidth") > 100
+    expect(page.locator(table)).to_have_attribute("data-more", "right")
+    # the table's caption ("As of ...") is read whole without scrolling
+    assert page.evaluate(f"document.querySelector('{table} caption')"
+                         ".getBoundingClientRect().right") <= 375
+    page.evaluate(f"document.querySelector('{table}').scrollLeft = 80")
+    expect(page.locator(table)).to_have_attribute("data-more", "left right")
+    depth = '#queue-table tr[data-queue="q1"] td.depth'
+    before = int(page.locator(depth).inner_text())
+    make_subject("q1", name="Specimen arriving")  # the next refresh has something to change
+    expect(page.locator(depth)).to_have_text(str(before + 1), timeout=10000)
+    page.wait_for_timeout(300)  # the swap settled
+    assert _sideways(page, table) == {"left": 80, "more": "left right"}
+    page.evaluate(f"document.querySelector('{table}').scrollLeft = 100000")
+    expect(page.locator(table)).to_have_attribute("data-more", "left")
+    page.set_viewport_size({"width": 1366, "height": 900})
+    expect(page.locator(table)).not_to_have_attribute("data-more", re.compile(".*"))
+    page.context.close()

@@ -112,6 +112,9 @@ document.addEventListener("click", function (event) {
   });
 })();
 
+// What may scroll sideways inside a page: wide data tables.
+window.bloomopsSideways = "table.grid, .table-container";
+
 // Auto-refresh (a [data-poll] panel swapped by htmx) must never move the reader: the focused
 // control is found again in the new panel and focused without scrolling, and the page stays
 // where it was scrolled to. Kept per panel: two panels (the table, the charts) may be
@@ -151,7 +154,11 @@ document.addEventListener("click", function (event) {
     if (!panel || !panel.matches || !panel.matches("[data-poll]") || !panel.id) return;
     var active = document.activeElement;
     kept[panel.id] = { x: window.scrollX, y: window.scrollY,
-                       path: active && panel.contains(active) ? pathOf(active, panel) : null };
+                       path: active && panel.contains(active) ? pathOf(active, panel) : null,
+                       sideways: Array.prototype.map.call(
+                         panel.querySelectorAll(window.bloomopsSideways), function (el) {
+                           return el.scrollLeft;
+                         }) };
   });
 
   document.addEventListener("htmx:afterSettle", function (event) {
@@ -165,8 +172,39 @@ document.addEventListener("click", function (event) {
       var el = find(panel, k.path);
       if (el && el.focus) el.focus({ preventScroll: true });
     }
+    // a table scrolled sideways on a phone stays where the reader scrolled it
+    if (panel) {
+      panel.querySelectorAll(window.bloomopsSideways).forEach(function (el, i) {
+        if (k.sideways[i]) el.scrollLeft = k.sideways[i];
+      });
+    }
     window.scrollTo(k.x, k.y);
   });
+})();
+
+// A table that scrolls inside itself (a phone, a long name) says so: data-more names the
+// side more columns lie on ("left", "right" or both), and the stylesheet shades that edge.
+(function () {
+  function mark(el) {
+    var more = [];
+    if (el.scrollLeft > 1) more.push("left");
+    if (el.scrollWidth - el.clientWidth - el.scrollLeft > 1) more.push("right");
+    if (more.length) el.setAttribute("data-more", more.join(" "));
+    else el.removeAttribute("data-more");
+  }
+
+  function markAll() {
+    document.querySelectorAll(window.bloomopsSideways).forEach(mark);
+  }
+
+  document.addEventListener("DOMContentLoaded", markAll);
+  document.addEventListener("htmx:afterSettle", markAll);
+  window.addEventListener("resize", markAll);
+  // scroll events do not bubble: caught on their way down instead
+  document.addEventListener("scroll", function (event) {
+    var el = event.target;
+    if (el.matches && el.matches(window.bloomopsSideways)) mark(el);
+  }, true);
 })();
 
 // Humane times (the |humane filter): the wall-clock part in the reader's own time zone.
