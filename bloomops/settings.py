@@ -155,7 +155,8 @@ BLOOMOPS_HISTORY_DAYS = max(1, _int("BLOOMOPS_HISTORY_DAYS", 14))
 # How often an open dashboard asks again for its table and for its charts (seconds).
 BLOOMOPS_DASHBOARD_REFRESH_SECONDS = max(1, _int("BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5))
 BLOOMOPS_HISTORY_REFRESH_SECONDS = max(1, _int("BLOOMOPS_HISTORY_REFRESH_SECONDS", 60))
-# When set, /metrics requires "Authorization: Bearer <this>" (or any valid API token).
+# When set, /metrics requires "Authorization: Bearer <this>" (or the API token of a person
+# with a bloomops role).
 BLOOMOPS_METRICS_TOKEN = os.environ.get("BLOOMOPS_METRICS_TOKEN", "")
 
 # API tokens expire this many days after creation unless created with --days.

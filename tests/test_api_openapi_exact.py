@@ -184,20 +184,30 @@ def test_bounds_are_the_engines(doc):
         return (option.get("minLength", option.get("minimum")),
                 option.get("maxLength", option.get("maximum")))
 
+    from bloomops.execution.actions import fields as engine
+
+    # the engine's bounds, and the numbers docs/API.md ("Limits") gives for them
+    assert (engine.KEY_MAX, engine.REASON_MAX, engine.NOTE_MAX, engine.WORKER_TEXT_MAX,
+            engine.ERROR_MESSAGE_MAX) == (200, 2000, 1000, 300, 4000)
     hold = body_schema(doc, "hold")["properties"]
-    assert bounds(hold["idempotency_key"]) == (1, 200)
-    assert bounds(hold["reason"]) == (1, 2000) and hold["reason"]["pattern"] == r"\S"
+    assert bounds(hold["idempotency_key"]) == (1, engine.KEY_MAX)
+    assert bounds(hold["reason"]) == (1, engine.REASON_MAX)
+    assert hold["reason"]["pattern"] == r"\S"
     assert bounds(hold["hold_code"]) == (None, 100)
-    assert bounds(hold["subject_euid"]) == (1, 200)
+    assert bounds(hold["subject_euid"]) == (1, engine.KEY_MAX)
     assert bounds(hold["expected_revision"]) == (0, 2**31)
     worker = body_schema(doc, "register-worker")["properties"]
-    assert bounds(worker["worker_key"]) == (None, 300)
+    assert bounds(worker["worker_key"]) == (None, engine.WORKER_TEXT_MAX)
     assert bounds(worker["max_concurrent_leases"]) == (1, 1000)
     assert bounds(worker["heartbeat_ttl_seconds"]) == (5, 86400)
     fail = body_schema(doc, "fail")["properties"]
-    assert bounds(fail["error_message"]) == (None, 4000)
-    assert bounds(fail["error_code"]) == (None, 200)
-    assert bounds(body_schema(doc, "release-lease")["properties"]["reason"]) == (None, 1000)
+    assert bounds(fail["error_message"]) == (None, engine.ERROR_MESSAGE_MAX)
+    assert bounds(fail["error_code"]) == (None, engine.KEY_MAX)
+    assert bounds(fail["next_queue_key"]) == (None, engine.KEY_MAX)
+    assert bounds(body_schema(doc, "release-lease")["properties"]["reason"]) == (
+        None, engine.NOTE_MAX)
+    intake = body_schema(doc, "register-subject")["properties"]
+    assert bounds(intake["name"]) == (1, engine.NAME_MAX)
     assert bounds(query_param(doc, "/queues/{queue_key}/items", "limit")) == (1, 500)
     assert bounds(query_param(doc, "/queues/{queue_key}/items", "offset")) == (0, 2**63 - 1)
     assert bounds(query_param(doc, "/leases", "limit")) == (1, 1000)

@@ -202,7 +202,7 @@ def axe_violations(page) -> list[str]:
         """)
 
 
-@pytest.mark.parametrize("width", [1366, 768])
+@pytest.mark.parametrize("width", [1366, 768, 375])
 def test_every_screen_passes_axe(browser, bench, width):
     site = bench["site"]
     page = page_for(browser, site, "admin", width, axe=True)
@@ -237,15 +237,17 @@ def controls_off_screen(page) -> list[str]:
                 .trim().slice(0, 40))""")
 
 
-def test_no_action_hides_beyond_the_right_edge_of_a_tablet(browser, bench):
+@pytest.mark.parametrize("width", [768, 375])
+def test_no_action_hides_beyond_the_right_edge_of_a_tablet(browser, bench, width):
     """Every screen's actions (claim, decide, drain ...) are on screen at 768 px without
-    scrolling a table sideways."""
+    scrolling a table sideways; on a phone too, where the workbench's requeue, release and
+    cancel, a worker's drain and a lease's force-expiry sat past the edge."""
     site = bench["site"]
     found = {}
     for user, paths in (("scientist", ["/queues/q1/", "/my-work/"]),
                         ("supervisor", ["/approvals/", "/failures/", "/workbench/"]),
                         ("admin", ["/workers/", "/admin/", f"/subjects/{bench['subject']}/"])):
-        page = page_for(browser, site, user, 768)
+        page = page_for(browser, site, user, width)
         if user == "scientist":
             claim_one(page, site)
         for path in paths:

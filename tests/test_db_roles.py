@@ -6,6 +6,7 @@ owner (it creates and truncates its database)."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from contextlib import contextmanager
 
@@ -155,3 +156,25 @@ def test_schema_commands_use_the_owner_and_everything_else_the_runtime_role(monk
     monkeypatch.setenv("BLOOMOPS_DB_ROLE", "root")
     with pytest.raises(ValueError):
         db_role(["manage.py", "migrate"])
+
+
+@pytest.mark.django_db
+def test_the_deployment_guide_lists_the_grants_the_role_is_given():
+    """docs/DEPLOY.md's table is what an admin creating the role by hand follows: every table
+    the runtime role may not rewrite is listed with exactly what it is given (the people's
+    change record was listed among the tables it may update and delete)."""
+    from pathlib import Path
+
+    from bloomops.tapdb.roles import wanted_grants
+
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "DEPLOY.md").read_text()
+    rows = {}
+    for line in guide.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[1].startswith("SELECT"):
+            for table in re.findall(r"`(\w+)`", cells[0]):
+                rows[table] = cells[1].split(" (")[0]
+    for table, privileges in wanted_grants().items():
+        if "DELETE" not in privileges:  # narrower than a Django table's default
+            said = set(rows.get(table, "").replace(",", " ").split())
+            assert said == set(privileges), (table, rows.get(table))

@@ -4,9 +4,12 @@ concurrency tests are in test_engine_concurrency.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, load
 from bloomops.tapdb.db import execute as sql_execute
@@ -329,8 +332,13 @@ def test_renew_expired_lease_blocked(tenant, svc):
     subject = make_subject("q1")
     worker = register(svc, heartbeat_ttl_seconds=600)
     lease = claim(svc, worker)["lease_euid"]
+    first_expiry = parse_ts(props(lease)["expires_at"])
+    clock.advance(30)
     renewed = act("renew_queue_lease", svc, lease_euid=lease, worker_euid=worker)
-    assert renewed["expires_at"] > props(lease)["claimed_at"]
+    # a renewal before expiry moves the expiry a whole lease TTL past now
+    assert abs(parse_ts(renewed["expires_at"]) - (clock.now() + timedelta(seconds=60))) \
+        < timedelta(seconds=2)
+    assert parse_ts(props(lease)["expires_at"]) > first_expiry
     clock.advance(61)
     before = counts()
     with pytest.raises(ActionError) as err:
@@ -426,7 +434,6 @@ def test_queue_metrics_correctness(tenant, svc, op):
     assert summary.dead_letter_count == 1
     assert summary.retry_pending_count == 1
     assert summary.stat_count == 1
-    from bloomops.execution.envelope import parse_ts
 
     expected_age = (now - parse_ts("2026-01-01T00:00:00Z")).total_seconds()
     assert summary.oldest_job_age_seconds == pytest.approx(expected_age, abs=1)
@@ -436,16 +443,19 @@ def test_queue_metrics_correctness(tenant, svc, op):
     assert retry not in {i.euid for i in selectors.queue_items("q1")[0]}
 
 
+# Each exclusion reason, the case that makes it, and what its explanation must say (the
+# inspector's words; {worker}: the claiming worker's EUID).
 WHY_NOT_CASES = {
-    "ACTIVE_HOLD": "hold",
-    "ACTIVE_LEASE": "lease",
-    "RETRY_WINDOW_NOT_REACHED": "retry",
-    "NEXT_QUEUE_KEY_MISSING": "unrouted",
-    "STATE_NOT_ELIGIBLE": "pending",
-    "QUEUE_DISABLED": "disabled",
-    "WORKER_NOT_ELIGIBLE": "capability",
-    "CANCEL_REQUESTED": "cancel_requested",
-    "TERMINAL_STATE": "terminal",
+    "ACTIVE_HOLD": ("hold", "An active hold: smudge."),
+    "ACTIVE_LEASE": ("lease", "Leased by worker {worker} until "),
+    "RETRY_WINDOW_NOT_REACHED": ("retry", "Retry is not due until 2099-01-01T00:00:00"),
+    "NEXT_QUEUE_KEY_MISSING": ("unrouted", "The subject is not routed to a queue."),
+    "STATE_NOT_ELIGIBLE": ("pending",
+                           "State PENDING is not eligible in q1 (READY, FAILED_RETRYABLE)."),
+    "QUEUE_DISABLED": ("disabled", "Queue off is disabled: instrument down."),
+    "WORKER_NOT_ELIGIBLE": ("capability", "Missing capabilities: wetlab.extraction."),
+    "CANCEL_REQUESTED": ("cancel_requested", "Cancellation was requested."),
+    "TERMINAL_STATE": ("terminal", "The subject is in terminal state COMPLETED."),
 }
 
 
@@ -453,7 +463,7 @@ WHY_NOT_CASES = {
 def test_why_not_visible_diagnostics(tenant, svc, op, code):
     make_queue("q1", required_worker_capabilities=["wetlab.extraction"])
     make_queue("off", enabled=False, disabled_reason="instrument down")
-    case = WHY_NOT_CASES[code]
+    case, explained = WHY_NOT_CASES[code]
     worker = register(svc, capabilities=["wetlab.extraction"], max_concurrent_leases=3)
     weak = register(svc, capabilities=[])
     if case == "hold":
@@ -484,8 +494,8 @@ def test_why_not_visible_diagnostics(tenant, svc, op, code):
         assert diag.visible is False
     if case == "capability":
         assert diag.visible is True  # visible in the queue, but not to this worker
-        message = next(r.message for r in diag.reasons if r.code == code)
-        assert "wetlab.extraction" in message
+    message = next(r.message for r in diag.reasons if r.code == code)
+    assert message.startswith(explained.format(worker=worker)), message
 
 
 def test_visible_subject_has_no_reasons(tenant):

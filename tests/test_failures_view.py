@@ -306,11 +306,6 @@ def test_a_query_no_database_can_hold_is_a_400_on_every_page(client, lab, query)
         assert response.content.decode().startswith("Bad request: Query parameter")
 
 
-def test_a_page_far_past_the_last_is_an_empty_page_not_an_error(client, lab, failing):
-    response = signed_in(client, lab["operator"]).get("/queues/q1/?page=" + "9" * 25)
-    assert response.status_code == 200
-
-
 def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, lab, failing):
     """Retry now on a dead letter was refused (it needs an approval) only after the reason
     was typed and confirmed, in plain text without a way to the subject."""

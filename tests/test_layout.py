@@ -183,6 +183,20 @@ def test_nothing_points_outside_the_repository():
     assert offenders == [], "\n".join(offenders)
 
 
+def test_every_citation_of_a_rule_names_a_section_that_exists():
+    """``RULES.md#<anchor>`` leads somewhere (policy.py cited a #workers RULES.md never had),
+    and no citation is by section number, which a renumbering breaks silently."""
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', (ROOT / "docs" / "RULES.md").read_text()))
+    broken, numbered = [], []
+    for path in _project_text_files():
+        text = path.read_text()
+        where = path.relative_to(ROOT)
+        broken += [f"{where}: #{a}" for a in re.findall(r"RULES\.md#([\w-]+)", text)
+                   if a not in anchors]
+        numbered += [f"{where}: {m}" for m in re.findall(r"RULES\.md \d+(?:\.\d+)*", text)]
+    assert len(anchors) > 10 and broken == [] and numbered == [], broken + numbered
+
+
 @pytest.mark.django_db
 def test_the_queue_order_index_serves_the_order_the_reads_use(tenant):
     """The index is generated from the order the reads use (sql.ORDER_KEYS): PostgreSQL can

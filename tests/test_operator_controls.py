@@ -335,3 +335,29 @@ def test_which_holds_gate_follows_the_labs_rules(settings):
     assert hold_gates("QC_FAIL") == {"release_execution_hold"}
     settings.BLOOMOPS_APPROVAL_RULES = []
     assert hold_gates("QC_FAIL") == frozenset()
+
+
+def test_a_dead_letter_is_closed_by_cancelling_its_work(client, lab, tenant):
+    """A sample failed for good whose specimen is gone must leave the dead letters: requeue
+    (with a second person's signature) was the only way out, so it stayed OPEN and counted
+    for ever. Cancel closes it as CANCELED, with who and why, in one operator's hands."""
+    from tests.test_failures_view import held_and_dead
+
+    _, dead = held_and_dead("q1", "q1")
+    assert selectors.queue_summaries()[0].dead_letter_count == 1
+    html = page(client, lab["operator"], "/workbench/")
+    cancel = next(f for f in forms(html) if f["action"] == f"/subjects/{dead}/cancel/")
+    assert cancel["fields"]["expected_state"] == "FAILED_TERMINAL"
+    response = client.post(cancel["action"], {**cancel["fields"],
+                                              "reason": "specimen used up; re-extract"})
+    assert said(response) == [f"{dead} canceled; its dead letter is closed."]
+    assert envelope(dead)["state"] == "CANCELED"
+    uid = load(euid=dead, tenant=tenant).uid
+    [letter] = selectors.subject_history(uid)["dead_letters"]
+    assert (letter["props"]["resolution_state"], letter["props"]["resolved_by_lookup_euid"]) \
+        == ("CANCELED", lab["operator"].username)
+    why = {a["action_key"]: a["reason"] for a in selectors.action_history(uid)}
+    assert why["cancel_subject_execution"] == "specimen used up; re-extract"
+    assert selectors.queue_summaries()[0].dead_letter_count == 0
+    html = page(client, lab["operator"], "/workbench/")
+    assert "No open dead letters." in html and f"/subjects/{dead}/cancel/" not in html

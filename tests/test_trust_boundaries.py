@@ -454,6 +454,11 @@ def test_a_step_key_is_one_printable_line_wherever_it_is_named(flow, value):
     svc = flow
     _, worker, lease = _claimed(svc)
     _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_action_key=value))
+    # a retry's queue is judged as a completion's (a failure answered NOT_FOUND instead)
+    _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_queue_key=value))
+    _refused("VALIDATION_ERROR", lambda: act(
+        "fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"retryable": True, "next_queue_key": value}))
     _refused("VALIDATION_ERROR", lambda: act(
         "update_queue", actor("admin", username="adm"), queue_key="q2",
         expected_revision=1, payload={"default_next_action_key": value, "reason": "x"}))

@@ -188,7 +188,7 @@ def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
     assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [make, ""]
     assert form_for(page, f"/leases/{lease}/complete/")["next_queue_key"] == make
     assert "Pooling (pool): make a new library" in html
-    assert "does not take this kind of item" not in html
+    assert "passed-over" not in html  # the flow's next queue is offered, not passed over
     assert selectors.queue_depths()["pool"] == 0
     response = sci.post(f"/leases/{lease}/complete/",
                         form_for(page, f"/leases/{lease}/complete/"))

@@ -102,10 +102,12 @@ def test_forbidden_page_explains_in_plain_words(client, world):
 def test_a_user_without_a_role_is_refused_every_post(client, world, django_user_model):
     nobody = django_user_model.objects.create_user("nobody", password="x")
     client.force_login(nobody)
+    before = counts()
     for endpoint, (_, build) in ENDPOINTS.items():
         url, data = build(world)
         response = client.post(url, {"idempotency_key": uuid.uuid4().hex, **data})
         assert response.status_code == 403, endpoint
+        assert counts() == before, endpoint  # and writes nothing
 
 
 def test_get_on_an_action_endpoint_is_not_allowed(client, world):

@@ -22,9 +22,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from bloomops.execution.actions import RecordExternalResult, SetWorkerStatus
+from bloomops.execution.actions import RecordExternalResult
+from bloomops.execution.actions.fields import (
+    ERROR_MESSAGE_MAX,
+    KEY_MAX,
+    NAME_MAX,
+    NOTE_MAX,
+    REASON_MAX,
+)
 from bloomops.execution.context import ENVELOPE_FIELDS
-from bloomops.execution.people import HUMAN_KEY_PREFIX, PROFILE_FIELDS
 from bloomops.execution.states import (
     ALL_STATES,
     BIGINT_RANGE,
@@ -32,20 +38,16 @@ from bloomops.execution.states import (
     PRIORITY_RANGE,
     TRANSIENT_CLASSES,
     RetryClass,
-    WorkerType,
 )
 
 # Enums come from the engine's vocabulary, so the document cannot drift from what it checks.
 StateName = Literal[ALL_STATES]  # type: ignore[valid-type]
 RetryClassName = Literal[tuple(c.value for c in RetryClass)]  # type: ignore[valid-type]
 PriorityClassName = Literal[tuple(PRIORITY_CLASSES)]  # type: ignore[valid-type]
-WorkerTypeName = Literal[tuple(t.value for t in WorkerType)]  # type: ignore[valid-type]
-# What a worker may report about itself in a heartbeat (DISABLED/RETIRED are admin actions).
-ReportedWorkerStatus = Literal["ONLINE", "OFFLINE", "DRAINING"]
 
-# What the engine and PostgreSQL can hold (docs/API.md, "Limits"): identifiers up to 200
-# characters, revisions up to 2^31, other integers within PostgreSQL's bigint.
-ID_MAX = 200
+# What the engine and PostgreSQL can hold (docs/API.md, "Limits"): text within the
+# engine's own bounds, revisions up to 2^31, other integers within PostgreSQL's bigint.
+ID_MAX = KEY_MAX
 REVISION_MAX = 2**31
 BIGINT_MIN, BIGINT_MAX = BIGINT_RANGE
 # "Has a character that is not white space": the engine strips text and treats blank as
@@ -185,57 +187,6 @@ class SubjectEnvelope(ActionEnvelope):
     expected_state: StateName
 
 
-WORKER_TEXT_MAX = 300
-
-# A key the engine reads as a person's (human://<username>, after stripping).
-HUMAN_KEY = "^[ \\t\\n\\r]*" + HUMAN_KEY_PREFIX + "[\\s\\S]*\\S"
-# Another worker's key (actions/workers.WORKER_KEY, stripped), never human:// in any case.
-OTHER_WORKER_KEY, ANY_CASE_HUMAN = "^[ \\t\\n\\r]*[!-~]+[ \\t\\n\\r]*$", "^\\s*" + "".join(
-    f"[{c.upper()}{c}]" if c.isalpha() else c for c in HUMAN_KEY_PREFIX)
-
-
-class RegisterWorkerIn(ActionEnvelope):
-    # A person's HUMAN_SESSION worker has its key and profile from the person and the lab's
-    # configuration; every other worker names its key and may not take a person's.
-    json_rules = {
-        "if": {"required": ["worker_type"],
-               "properties": {"worker_type": {"const": "HUMAN_SESSION"}}},
-        "then": {"properties": {
-            "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^[ \\t\\n\\r]*$"},
-                                     {"pattern": HUMAN_KEY}]},
-            **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
-        "else": {"required": ["worker_key"],
-                 "properties": {"worker_key": {"type": "string", "pattern": OTHER_WORKER_KEY,
-                                               "not": {"pattern": ANY_CASE_HUMAN}}}},
-    }
-
-    worker_key: str | None = text(WORKER_TEXT_MAX, (
-        "The worker's stable key; required except for HUMAN_SESSION, whose key is the"
-        " person's (human://<username>)."))
-    display_name: str | None = text(WORKER_TEXT_MAX)
-    # Not nullable: the engine takes an absent worker_type as SERVICE but refuses null.
-    worker_type: WorkerTypeName = Field(None, description="SERVICE when omitted.",
-                                        json_schema_extra=lambda s: s.pop("default", None))
-    capabilities: list[NonEmptyText] | None = None
-    site_scope: list[NonEmptyText] | None = None
-    platform_scope: list[NonEmptyText] | None = None
-    assay_scope: list[NonEmptyText] | None = None
-    max_concurrent_leases: integer(1, 1000) | None = None
-    heartbeat_ttl_seconds: integer(5, 86400) | None = None
-    build_version: str | None = text(WORKER_TEXT_MAX)
-    host: str | None = text(WORKER_TEXT_MAX)
-    process_identity: str | None = text(WORKER_TEXT_MAX)
-
-
-class HeartbeatWorkerIn(ActionEnvelope):
-    worker_euid: RequiredId
-    status: ReportedWorkerStatus | None = None
-    display_name: str | None = text(WORKER_TEXT_MAX)
-    build_version: str | None = text(WORKER_TEXT_MAX)
-    host: str | None = text(WORKER_TEXT_MAX)
-    process_identity: str | None = text(WORKER_TEXT_MAX)
-    last_error_class: str | None = text(WORKER_TEXT_MAX)
-
 
 class ClaimIn(ActionEnvelope):
     worker_euid: RequiredId
@@ -247,7 +198,7 @@ class RenewLeaseIn(ActionEnvelope):
 
 
 class ReleaseLeaseIn(LeaseEnvelope):
-    reason: str | None = text(1000)
+    reason: str | None = text(NOTE_MAX)
 
 
 class OutputSpec(StrictSchema):
@@ -269,8 +220,8 @@ class CompleteIn(LeaseEnvelope):
                           "properties": {"external": {"type": "object"},
                                          "next_queue_key": _NON_EMPTY_TEXT}}}
 
-    next_queue_key: str | None = text(200)
-    next_action_key: str | None = text(200)
+    next_queue_key: str | None = text(KEY_MAX)
+    next_action_key: str | None = text(KEY_MAX)
     result_snapshot: dict[str, Any] | None = None
     outputs: list[OutputSpec] | None = None
     external: dict[str, Any] | None = Field(None, description=(
@@ -304,35 +255,35 @@ class FailIn(LeaseEnvelope):
     retryable: bool | None = Field(None, description=(
         "Give retryable, error_class or both (then they must agree)."))
     error_class: RetryClassName | None = None
-    error_code: str | None = text(200)
-    error_message: str | None = text(4000)
-    next_queue_key: str | None = text(200)
+    error_code: str | None = text(KEY_MAX)
+    error_message: str | None = text(ERROR_MESSAGE_MAX)
+    next_queue_key: str | None = text(KEY_MAX)
 
 
 class HoldIn(SubjectEnvelope):
     hold_code: str | None = text(100, (
         "One of the lab's hold codes (setting BLOOMOPS_HOLD_CODES); OPERATOR_HOLD when"
         " omitted."))
-    reason: str = required_text(2000)
+    reason: str = required_text(REASON_MAX)
 
 
 class ReleaseHoldIn(SubjectEnvelope):
-    reason: str = required_text(2000)
+    reason: str = required_text(REASON_MAX)
 
 
 class RequeueIn(SubjectEnvelope):
-    reason: str = required_text(2000)
+    reason: str = required_text(REASON_MAX)
     reset_attempts: bool | None = None
     priority: integer(*PRIORITY_RANGE) | PriorityClassName | None = (
         Field(None, description="A priority class or a plain integer (higher first)."))
-    next_action_key: str | None = text(200)
+    next_action_key: str | None = text(KEY_MAX)
 
 
 class CancelIn(SubjectEnvelope):
-    reason: str = required_text(2000)
+    reason: str = required_text(REASON_MAX)
 
 
-_REASON_RULE = {"required": ["reason"],
+REASON_RULE = {"required": ["reason"],
                 "properties": {"reason": {"type": "string", "minLength": 1,
                                           "pattern": NON_BLANK}}}
 
@@ -341,9 +292,9 @@ class ExpireLeaseIn(ActionEnvelope):
     # Forcing one lease needs a reason; the sweep (no lease_euid) records its own.
     json_rules = {"if": {"required": ["lease_euid"],
                          "properties": {"lease_euid": {"type": "string", "minLength": 1}}},
-                  "then": _REASON_RULE}
+                  "then": REASON_RULE}
 
-    reason: str | None = text(1000, "Required with lease_euid.")
+    reason: str | None = text(NOTE_MAX, "Required with lease_euid.")
 
 
 class ExternalResultIn(SubjectEnvelope):
@@ -356,21 +307,11 @@ class ExternalResultIn(SubjectEnvelope):
     }
 
     outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]
-    next_queue_key: str | None = Field(None, max_length=200, description=(
+    next_queue_key: str | None = Field(None, max_length=KEY_MAX, description=(
         "Required when outcome is READY, and only then."))
     result_snapshot: dict[str, Any] | None = None
     outputs: list[OutputSpec] | None = None
-    error_message: str | None = text(4000)
-
-
-class WorkerStatusIn(ActionEnvelope):
-    json_rules = {"if": {"required": ["operation"], "properties": {"operation": {
-                      "enum": list(SetWorkerStatus.NEEDS_REASON)}}},
-                  "then": _REASON_RULE}
-
-    worker_euid: RequiredId
-    operation: Literal[tuple(sorted(SetWorkerStatus.OPERATIONS))]  # type: ignore[valid-type]
-    reason: str | None = text(1000, "Required to drain, disable or retire.")
+    error_message: str | None = text(ERROR_MESSAGE_MAX)
 
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
@@ -380,7 +321,7 @@ class RoutingFields(ActionEnvelope):
     """Where and how a subject enters its queue (RULES.md#intake)."""
 
     queue_key: RequiredId
-    next_action_key: str | None = text(200, "The queue's default_next_action_key when omitted.")
+    next_action_key: str | None = text(KEY_MAX, "The queue's default_next_action_key when omitted.")
     priority: Priority | None = Field(None, description=(
         "A priority class or a plain integer (higher first); ROUTINE (0) when omitted."))
     ready_at: str | None = Field(None, max_length=64, description=(
@@ -390,13 +331,13 @@ class RoutingFields(ActionEnvelope):
 
 class RouteSubjectIn(RoutingFields):
     subject_euid: RequiredId
-    template_code: str | None = text(200, (
+    template_code: str | None = text(KEY_MAX, (
         "When given, the object's template must be this one (a manifest's check)."))
 
 
 class RegisterSubjectIn(RoutingFields):
-    template_code: str = required_text(200)
-    name: str = required_text(300)
+    template_code: str = required_text(KEY_MAX)
+    name: str = required_text(NAME_MAX)
     properties: dict[str, Any] | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
 class RecordEvidenceIn(ActionEnvelope):
@@ -406,15 +347,15 @@ class RecordEvidenceIn(ActionEnvelope):
 
 
 # The request schema of each core action, by the key of the engine's action registry (every
-# action's, with the queue configuration's and the approvals': api/request_schemas.py).
+# action's, with the workers', the queue configuration's and the approvals':
+# api/request_schemas.py).
 CORE_SCHEMAS: dict[str, type[ActionEnvelope]] = {
-    "register_worker": RegisterWorkerIn, "heartbeat_worker": HeartbeatWorkerIn,
     "claim_queue_item": ClaimIn, "renew_queue_lease": RenewLeaseIn,
     "release_queue_lease": ReleaseLeaseIn, "complete_queue_execution": CompleteIn,
     "fail_queue_execution": FailIn, "place_execution_hold": HoldIn,
     "release_execution_hold": ReleaseHoldIn, "requeue_subject": RequeueIn,
     "cancel_subject_execution": CancelIn, "expire_queue_lease": ExpireLeaseIn,
-    "record_external_result": ExternalResultIn, "set_worker_status": WorkerStatusIn,
+    "record_external_result": ExternalResultIn,
     "route_subject": RouteSubjectIn, "register_subject": RegisterSubjectIn,
     "record_evidence_bundle": RecordEvidenceIn,
 }

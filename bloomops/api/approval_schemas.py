@@ -8,6 +8,7 @@ from pydantic import Field
 from bloomops.accounts.signatures import MAX_PASSWORD_LENGTH
 from bloomops.api.action_schemas import ActionEnvelope, RequiredId, required_text, text
 from bloomops.execution.actions.approvals import DECISIONS
+from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.approvals import GATED_ACTIONS
 
 
@@ -18,13 +19,13 @@ class RequestApprovalIn(ActionEnvelope):
     parameters: dict[str, Any] | None = Field(None, description=(
         "The gated action's own payload fields (e.g. reason), as its request would carry"
         " them; hold_euid and queue_key go in the envelope."))
-    reason: str = required_text(2000, "Why the action should be approved.")
+    reason: str = required_text(REASON_MAX, "Why the action should be approved.")
 
 
 class DecideApprovalIn(ActionEnvelope):
     approval_euid: RequiredId
     decision: Literal[DECISIONS]  # type: ignore[valid-type]
-    reason: str = required_text(2000)
+    reason: str = required_text(REASON_MAX)
     password: str = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH, description=(
         "The decider's own password, re-entered: the electronic signature (a bearer token"
         " alone is not a signature). Never stored, hashed into the request or logged;"

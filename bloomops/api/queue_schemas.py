@@ -14,6 +14,7 @@ from bloomops.api.action_schemas import (
     required_text,
     text,
 )
+from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.actions.queue_fields import (
     HELP,
     QUEUE_KEY_PATTERN,
@@ -47,7 +48,7 @@ def _ranged(name: str) -> Any:
 class QueueSettingsIn(ActionEnvelope):
     """The mutable fields of a queue (RULES.md#queue-configuration)."""
 
-    reason: str = required_text(2000, HELP["reason"])
+    reason: str = required_text(REASON_MAX, HELP["reason"])
     display_name: str | None = Field(None, min_length=1, max_length=200,
                                      description=HELP["display_name"])
     manual_only: bool | None = Field(None, description=HELP["manual_only"])
@@ -99,7 +100,7 @@ class SetQueueEnabledIn(ActionEnvelope):
     queue_key: RequiredId  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
     enabled: bool
-    reason: str = required_text(2000, "Why; shown on the dashboard while disabled.")
+    reason: str = required_text(REASON_MAX, "Why; shown on the dashboard while disabled.")
 
 
 class ReplaceQueueIn(QueueSettingsIn):

@@ -164,7 +164,7 @@ def worker_scope_problem(worker: dict[str, Any], props: dict[str, Any]
 def liveness(props: dict[str, Any], now: datetime) -> tuple[str, float | None]:
     """A worker's status as every read reports it, and seconds since its last heartbeat:
     ONLINE or DRAINING only while its heartbeats come within its TTL, else OFFLINE
-    (RULES.md#workers)."""
+    (RULES.md#claims)."""
     beat = parse_ts_or_none(props.get("heartbeat_at"))
     lag = (now - beat).total_seconds() if beat else None
     status = props.get("status") or "OFFLINE"

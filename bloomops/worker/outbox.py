@@ -31,6 +31,8 @@ from daylily_tapdb.outbox.worker import dispatch_batch
 from sqlalchemy import create_engine, event
 from sqlalchemy.orm import sessionmaker
 
+from bloomops.tapdb.apps import declare_session
+
 log = logging.getLogger("bloomops.outbox")
 RECEIPT_NS = uuid.UUID("6f1c7c52-5a43-4c3e-9a51-0b7e5d1c0a11")
 
@@ -48,19 +50,13 @@ def django_database_url() -> str:
 
 
 def session_factory(url: str | None = None):
-    from django.conf import settings
-
     engine = create_engine(url or django_database_url(), pool_size=2, max_overflow=0,
                            pool_pre_ping=True)
 
     @event.listens_for(engine, "connect")
     def _identity(dbapi_conn, _record):  # TapDB's triggers read these (audit, EUIDs)
         with dbapi_conn.cursor() as cur:
-            cur.execute("SELECT set_config('session.current_domain_code', %s, false),"
-                        " set_config('session.current_owner_repo_name', %s, false),"
-                        " set_config('session.current_username', %s, false)",
-                        [settings.TAPDB_DOMAIN_CODE, settings.TAPDB_OWNER_REPO_NAME,
-                         "bloomops-outbox"])
+            declare_session(cur, "bloomops-outbox")
         dbapi_conn.commit()
 
     return sessionmaker(bind=engine, expire_on_commit=False), engine

@@ -112,6 +112,25 @@ document.addEventListener("click", function (event) {
   });
 })();
 
+// A table read as cards on a phone (table.cards, bloomops.css) heads each cell with its
+// column's name, unless the page named it already.
+(function () {
+  function label(root) {
+    (root.querySelectorAll ? root : document).querySelectorAll("table.cards").forEach(
+      function (table) {
+        var heads = table.querySelectorAll("thead th");
+        table.querySelectorAll("tbody tr").forEach(function (row) {
+          Array.prototype.forEach.call(row.children, function (cell, i) {
+            var name = heads[i] && heads[i].textContent.trim();
+            if (name && !cell.hasAttribute("data-label")) cell.setAttribute("data-label", name);
+          });
+        });
+      });
+  }
+  document.addEventListener("DOMContentLoaded", function () { label(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { label(event.target); });
+})();
+
 // What may scroll sideways inside a page: wide data tables.
 window.bloomopsSideways = "table.grid, .table-container";
 
@@ -191,6 +210,15 @@ window.bloomopsSideways = "table.grid, .table-container";
     if (el.scrollWidth - el.clientWidth - el.scrollLeft > 1) more.push("right");
     if (more.length) el.setAttribute("data-more", more.join(" "));
     else el.removeAttribute("data-more");
+    // a keyboard scrolls it only once it can be focused (a table with no link or field)
+    var scrolls = el.scrollWidth - el.clientWidth > 1;
+    if (scrolls && !el.hasAttribute("tabindex")) {
+      el.setAttribute("tabindex", "0");
+      el.setAttribute("data-scroll-focus", "");
+    } else if (!scrolls && el.hasAttribute("data-scroll-focus")) {
+      el.removeAttribute("tabindex");
+      el.removeAttribute("data-scroll-focus");
+    }
   }
 
   function markAll() {

@@ -12,7 +12,14 @@ from django.utils import timezone
 
 from bloomops.accounts.signatures import display_name, set_up_together, signature_problem
 from bloomops.execution.actions.base import Handler
-from bloomops.execution.actions.fields import common_checks, obj_field, require, text_field
+from bloomops.execution.actions.fields import (
+    KEY_MAX,
+    REASON_MAX,
+    common_checks,
+    obj_field,
+    require,
+    text_field,
+)
 from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import (
     APPROVAL_CODE,
@@ -69,8 +76,8 @@ class RequestApproval(Handler):
 
         common_checks(req)
         require(req, "subject_euid")
-        text_field(req.payload, "reason", required=True, max_len=2000)
-        key = text_field(req.payload, "action_key", required=True, max_len=200)
+        text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
+        key = text_field(req.payload, "action_key", required=True, max_len=KEY_MAX)
         if key not in GATED_ACTIONS:
             raise ActionError("VALIDATION_ERROR", "action_key must be one of "
                               + ", ".join(sorted(GATED_ACTIONS)) + ".", field="action_key")
@@ -210,8 +217,8 @@ class DecideApproval(_OnApproval):
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
-        text_field(req.payload, "approval_euid", required=True, max_len=200)
-        text_field(req.payload, "reason", required=True, max_len=2000)
+        text_field(req.payload, "approval_euid", required=True, max_len=KEY_MAX)
+        text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
         if req.payload.get("decision") not in DECISIONS:
             raise ActionError("VALIDATION_ERROR", "decision must be APPROVED or REJECTED.",
                               field="decision")
@@ -274,8 +281,8 @@ class CancelApproval(_OnApproval):
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
-        text_field(req.payload, "approval_euid", required=True, max_len=200)
-        text_field(req.payload, "reason", max_len=2000)
+        text_field(req.payload, "approval_euid", required=True, max_len=KEY_MAX)
+        text_field(req.payload, "reason", max_len=REASON_MAX)
 
     def run(self, ctx: Context) -> None:
         approval = ctx.target

@@ -8,6 +8,9 @@ from datetime import timedelta
 from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
+    ERROR_MESSAGE_MAX,
+    KEY_MAX,
+    NOTE_MAX,
     common_checks,
     key_field,
     obj_field,
@@ -50,6 +53,7 @@ from bloomops.execution.policy import (
 )
 from bloomops.execution.states import (
     DEFAULT_LEASE_TTL_SECONDS,
+    TRANSIENT_CLASSES,
     RetryClass,
 )
 
@@ -130,7 +134,7 @@ class ReleaseQueueLease(LeaseAction):
     fields = ("reason",)
     def run(self, ctx: Context) -> None:
         assert ctx.lease is not None
-        reason = text_field(ctx.payload, "reason", max_len=1000) or "RELEASED_BY_WORKER"
+        reason = text_field(ctx.payload, "reason", max_len=NOTE_MAX) or "RELEASED_BY_WORKER"
         close_lease(ctx, ctx.lease, "RELEASED", reason)
         finish_record(ctx, record_of_lease(ctx.lease), "CANCELED", error_message=reason)
         ctx.result.update(lease_euid=ctx.lease.euid, worker_euid=ctx.worker.euid if ctx.worker
@@ -212,9 +216,9 @@ class FailQueueExecution(LeaseAction):
             classify_failure(retryable, error_class)
         except ValueError as exc:
             raise ActionError("VALIDATION_ERROR", str(exc), field="error_class") from None
-        text_field(p, "error_code", max_len=200)
-        text_field(p, "error_message", max_len=4000)
-        text_field(p, "next_queue_key", max_len=200)
+        text_field(p, "error_code", max_len=KEY_MAX)
+        text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX)
+        key_field(p, "next_queue_key")
 
     def run(self, ctx: Context) -> None:
         lease, env = ctx.lease, ctx.env
@@ -240,9 +244,7 @@ class FailQueueExecution(LeaseAction):
         attempts = int(env.get("attempt_count") or 0) + 1
         max_attempts = attempt_limit(env, cfg)
         close_lease(ctx, lease, "RELEASED", cls.value)
-        fields = {"retryable": cls in {RetryClass.TRANSIENT_SYSTEM,
-                                       RetryClass.TRANSIENT_DEPENDENCY,
-                                       RetryClass.TRANSIENT_CAPACITY},
+        fields = {"retryable": cls in TRANSIENT_CLASSES,
                   "error_class": cls.value, "error_code": p.get("error_code"),
                   "error_message": message}
         if cls == RetryClass.OPERATOR_CANCELED:
@@ -291,7 +293,7 @@ class RecordExternalResult(Handler):
             raise ActionError("VALIDATION_ERROR", "next_queue_key applies only to outcome"
                               " READY.", field="next_queue_key")
         obj_field(req.payload, "result_snapshot")
-        text_field(req.payload, "error_message", max_len=4000)
+        text_field(req.payload, "error_message", max_len=ERROR_MESSAGE_MAX)
         validate_outputs(req.payload)
 
     def prepare(self, ctx: Context) -> None:

@@ -7,9 +7,18 @@ from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
 from bloomops.text import line_problem
 
+# The longest text each kind of field takes; the API's schemas state the same bounds from
+# here (docs/API.md, "Limits").
+KEY_MAX = 200  # a key or identifier a caller names: a step, a queue, an EUID, a template
+REASON_MAX = 2000  # a person's reason, kept in the item's history
+NOTE_MAX = 1000  # a shorter reason: a lease given back, a worker taken out of service
+NAME_MAX = 300  # a subject's name
+WORKER_TEXT_MAX = 300  # a worker's key and what it says of itself
+ERROR_MESSAGE_MAX = 4000  # what went wrong, in a failing worker's words
+
 
 def text_field(payload: dict, name: str, *, required: bool = False,
-               max_len: int = 2000, line: bool = False) -> str | None:
+               max_len: int = REASON_MAX, line: bool = False) -> str | None:
     """Text, stripped; blank is missing. ``line``: a key or name people read in a list must
     be one printable line: a control character (a terminal escape, a newline) or an
     invisible one (zero-width space) would make it look like another."""
@@ -26,10 +35,6 @@ def text_field(payload: dict, name: str, *, required: bool = False,
     if problem:
         raise ActionError("VALIDATION_ERROR", f"{name} {problem}.", field=name)
     return value.strip()
-
-
-# The longest key (a step's action key, a queue key) a caller may name.
-KEY_MAX = 200
 
 
 def key_problem(value: object) -> str | None:

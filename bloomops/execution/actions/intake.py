@@ -11,6 +11,8 @@ from django.db import transaction
 from bloomops.execution import clock
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
+    KEY_MAX,
+    NAME_MAX,
     common_checks,
     key_field,
     obj_field,
@@ -43,7 +45,6 @@ from bloomops.tapdb.tenancy import tenant_of
 
 # What an intake sets of the new envelope; the engine builds the rest.
 ROUTING_FIELDS = ("next_action_key", "priority", "ready_at", "due_at")
-NAME_MAX = 300
 # The most items one intake batch (API or manifest) runs: each is its own action, so a batch
 # is bounded to what one request may reasonably take (docs/API.md, Intake).
 MAX_INTAKE_ITEMS = 200
@@ -146,7 +147,7 @@ class RouteSubject(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "queue_key")
-        text_field(req.payload, "template_code", max_len=200)
+        text_field(req.payload, "template_code", max_len=KEY_MAX)
         _check_routing(req.payload)
 
     def run(self, ctx: Context) -> None:
@@ -180,7 +181,7 @@ class RegisterSubject(Handler):
         if req.subject_euid:
             raise ActionError("VALIDATION_ERROR", "A new subject has no EUID yet; use"
                               " route_subject for an existing object.", field="subject_euid")
-        text_field(req.payload, "template_code", required=True, max_len=200)
+        text_field(req.payload, "template_code", required=True, max_len=KEY_MAX)
         # a name is what people scan and find in lists: one readable line
         text_field(req.payload, "name", required=True, max_len=NAME_MAX, line=True)
         obj_field(req.payload, "properties")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
+    NOTE_MAX,
     common_checks,
     text_field,
 )
@@ -36,7 +37,7 @@ class ExpireQueueLease(Handler):
         common_checks(req)
         # Forcing one lease to end is an operator's decision, so it says why; the sweep ends
         # leases already past expiry and records its own reason.
-        text_field(req.payload, "reason", required=bool(req.lease_euid), max_len=1000)
+        text_field(req.payload, "reason", required=bool(req.lease_euid), max_len=NOTE_MAX)
 
     def prepare(self, ctx: Context) -> None:
         pass

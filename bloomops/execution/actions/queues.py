@@ -8,7 +8,7 @@ from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
-from bloomops.execution.actions.fields import common_checks, text_field
+from bloomops.execution.actions.fields import REASON_MAX, common_checks, text_field
 from bloomops.execution.actions.queue_fields import (
     MANAGED_BY,
     MUTABLE_FIELDS,
@@ -26,8 +26,6 @@ from bloomops.execution.policy import flow_keys
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import link
-
-REASON_MAX = 2000
 
 
 def _reason(req: ActionRequest) -> None:

@@ -9,6 +9,7 @@ from django.conf import settings
 from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
+    REASON_MAX,
     common_checks,
     key_field,
     require,
@@ -62,7 +63,7 @@ def _hold_code(payload: dict) -> str:
 
 
 def _reason(req: ActionRequest) -> None:
-    text_field(req.payload, "reason", required=True, max_len=2000)
+    text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
 
 
 # The states a released subject returns to (RULES.md#holds): where it was when held. Not

@@ -8,6 +8,8 @@ from typing import Any
 
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
+    NOTE_MAX,
+    WORKER_TEXT_MAX,
     common_checks,
     int_field,
     require,
@@ -63,7 +65,7 @@ class RegisterWorker(Handler):
         common_checks(req)
         p = req.payload
         for name in WORKER_FIELDS:
-            text_field(p, name, max_len=300, line=True)
+            text_field(p, name, max_len=WORKER_TEXT_MAX, line=True)
         wtype = p.get("worker_type", WorkerType.SERVICE)
         if wtype not in {t.value for t in WorkerType}:
             raise ActionError("VALIDATION_ERROR", "worker_type must be SERVICE, HUMAN_SESSION"
@@ -73,7 +75,8 @@ class RegisterWorker(Handler):
             self._validate_human(req)
         else:
             raw = p.get("worker_key")
-            key = text_field(p, "worker_key", required=True, max_len=300, line=True) or ""
+            key = text_field(p, "worker_key", required=True, max_len=WORKER_TEXT_MAX,
+                             line=True) or ""
             if not WORKER_KEY.fullmatch(raw if isinstance(raw, str) else key):
                 raise ActionError("VALIDATION_ERROR", "worker_key is ASCII letters, digits and"
                                   " punctuation, without spaces: a letter of another script"
@@ -102,7 +105,7 @@ class RegisterWorker(Handler):
             raise ActionError("VALIDATION_ERROR", "worker_key may hold only printable"
                               " characters on one line (no control or invisible characters).",
                               field="worker_key")
-        key = text_field(p, "worker_key", max_len=300, line=True) or own
+        key = text_field(p, "worker_key", max_len=WORKER_TEXT_MAX, line=True) or own
         person = username_of_human_key(key)
         if person is None:
             raise ActionError("VALIDATION_ERROR", "A HUMAN_SESSION worker's key is"
@@ -196,8 +199,8 @@ class HeartbeatWorker(Handler):
         common_checks(req)
         require(req, "worker_euid")
         for name in WORKER_FIELDS:  # as registration checks them
-            text_field(req.payload, name, max_len=300, line=True)
-        text_field(req.payload, "last_error_class", max_len=300, line=True)
+            text_field(req.payload, name, max_len=WORKER_TEXT_MAX, line=True)
+        text_field(req.payload, "last_error_class", max_len=WORKER_TEXT_MAX, line=True)
         status = req.payload.get("status")
         if status is not None and status not in (WorkerStatus.ONLINE, WorkerStatus.OFFLINE,
                                                  WorkerStatus.DRAINING):
@@ -217,7 +220,7 @@ class HeartbeatWorker(Handler):
             # Configuration changes reach a person's worker the next time they act.
             props.update(current_profile(person))
         for name in WORKER_FIELDS:
-            value = text_field(ctx.payload, name, max_len=300, line=True)
+            value = text_field(ctx.payload, name, max_len=WORKER_TEXT_MAX, line=True)
             if value:
                 props[name] = value
         if ctx.payload.get("last_error_class"):
@@ -253,7 +256,7 @@ class SetWorkerStatus(Handler):
         if req.payload.get("operation") not in self.OPERATIONS:
             raise ActionError("VALIDATION_ERROR", "operation must be drain, disable, enable or"
                               " retire.", field="operation")
-        text_field(req.payload, "reason", max_len=1000,
+        text_field(req.payload, "reason", max_len=NOTE_MAX,
                    required=req.payload["operation"] in self.NEEDS_REASON)
 
     def prepare(self, ctx: Context) -> None:

@@ -209,7 +209,9 @@ def subject_diagnostics(
             reasons.append(Reason("SCOPE_MISMATCH", "The subject's site/platform/assay is"
                                   " outside the queue's scope."))
         if not queue.get("enabled", True):
-            reasons.append(Reason("QUEUE_DISABLED", f"Queue {queue['queue_key']} is disabled."))
+            why = queue.get("disabled_reason")  # the inspector says why, as the queue does
+            reasons.append(Reason("QUEUE_DISABLED", f"Queue {queue['queue_key']} is disabled"
+                                  + (f": {str(why).rstrip('.')}." if why else ".")))
     worker = row["worker"]
     if worker:
         worker = {**worker, "props": readable_worker(worker.get("props"))}

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
-from bloomops.execution.actions.intake import NAME_MAX
+from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult

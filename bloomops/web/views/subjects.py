@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
-from bloomops.execution.actions.intake import NAME_MAX
+from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import STALE_CODES, ActionError
@@ -194,7 +194,9 @@ def requeue_subject(request: HttpRequest, euid: str) -> HttpResponse:
 @require_POST
 def cancel_subject(request: HttpRequest, euid: str) -> HttpResponse:
     return _operator_action(request, euid, "cancel_subject_execution",
-                            lambda r: f"{euid} canceled.")
+                            lambda r: f"{euid} canceled" + (
+                                "; its dead letter is closed." if r["dead_letters_resolved"]
+                                else "."))
 
 
 @require_POST
