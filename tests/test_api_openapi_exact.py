@@ -44,7 +44,7 @@ REQUIRED = {
     "replace-queue": {"queue_key", "expected_revision", "subject_template_codes", "reason"},
     "request-approval": {"subject_euid", "action_key", "reason"},
     "decide-approval": {"approval_euid", "decision", "reason", "password"},
-    "cancel-approval": {"approval_euid"},
+    "cancel-approval": {"approval_euid", "reason"},
 }
 # Required only in some cases, by a rule between fields: a worker other than a person's
 # names its key; draining, disabling or retiring a worker says why (as does forcing one
@@ -85,7 +85,7 @@ MINIMAL = {
                          "reason": "r"},
     "decide-approval": {"approval_euid": "Z-EX-0", "decision": "REJECTED", "reason": "r",
                         "password": "p"},
-    "cancel-approval": {"approval_euid": "Z-EX-0"},
+    "cancel-approval": {"approval_euid": "Z-EX-0", "reason": "r"},
 }
 
 

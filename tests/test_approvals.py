@@ -128,7 +128,8 @@ def test_an_expired_request_reads_expired_and_cannot_be_decided(lab, settings):
     assert selectors.approvals_waiting().count == 0
     refused("APPROVAL_EXPIRED", lambda: decide(bob, approval))
     refused("APPROVAL_EXPIRED", lambda: act("cancel_approval", ann,
-                                            payload={"approval_euid": approval}))
+                                            payload={"approval_euid": approval,
+                                                     "reason": "not needed"}))
     # Expired is not waiting: the same action can be asked for again.
     again = request_release(ann, subject, hold)
     assert decide(bob, again["approval_euid"])["state"] == "READY"
@@ -154,7 +155,10 @@ def test_the_requester_withdraws_others_may_not(lab):
     subject, hold = integrity_held(ann)
     approval = request_release(ann, subject, hold)["approval_euid"]
     refused("FORBIDDEN", lambda: act("cancel_approval", bob,
-                                     payload={"approval_euid": approval}))
+                                     payload={"approval_euid": approval, "reason": "mine"}))
+    # withdrawing is on the record with its reason, as a decision is
+    refused("VALIDATION_ERROR", lambda: act("cancel_approval", ann,
+                                            payload={"approval_euid": approval, "reason": " "}))
     refused("APPROVAL_PENDING", lambda: request_release(bob, subject, hold))
     done = act("cancel_approval", ann, payload={"approval_euid": approval,
                                                 "reason": "asked the wrong person"})
@@ -162,7 +166,7 @@ def test_the_requester_withdraws_others_may_not(lab):
     assert props(approval)["canceled_by"] == "ann"
     refused("APPROVAL_NOT_PENDING", lambda: decide(bob, approval))
     other = request_release(bob, subject, hold)["approval_euid"]
-    assert act("cancel_approval", adm, payload={"approval_euid": other})[
+    assert act("cancel_approval", adm, payload={"approval_euid": other, "reason": "stale"})[
         "approval_status"] == "CANCELED"
 
 

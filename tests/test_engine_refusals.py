@@ -468,7 +468,7 @@ def s_approval_pending(svc, op):
 
 def s_approval_not_pending(svc, op):
     ann, subject, hold, approval = _asked()
-    act("cancel_approval", ann, payload={"approval_euid": approval})
+    act("cancel_approval", ann, payload={"approval_euid": approval, "reason": "not needed"})
     return lambda: decide(person("bob", "operator"), approval)
 
 

@@ -92,6 +92,10 @@ def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, 
     # which checks failed is marked, not left to the reader of the problems: the file is
     # well-formed and sealed, but recorded nowhere and unlike the database
     assert _outcomes(html) == ["passed", "passed", "failed", "failed", "passed"]
+    # and nothing passed says the file was not edited: an auditor read the layout check's
+    # "(not re-written or edited)" beside the edit it had found
+    passed = re.findall(r'<li class="check-passed">(.*?)</li>', html, re.S)
+    assert len(passed) == 3 and not any("edited)" in p or "not edited" in p for p in passed)
     refused = reader.post(f"/subjects/{euid}/evidence/verify/", {"bundle": SimpleUploadedFile(
         "b.json", b"not json")})
     assert refused.status_code == 400 and "not a bundle" in refused.content.decode()

@@ -327,6 +327,26 @@ def test_an_admin_adds_a_person_who_can_then_sign_in(client, users):
     assert signin.status_code == 302 and signin["Location"] == "/"
 
 
+def test_a_person_added_without_a_role_is_told_to_ask_for_one(client, users):
+    """An account with no role signs in to a 403 page: the admin is told so when adding it,
+    and the page says what to do instead of leading "back to the queues", which is the same
+    403 again."""
+    from django.contrib.messages import get_messages
+    from django.test import Client
+
+    admin = signed_in(client, users["admin"])
+    response = admin.post("/people/", {"username": "tech3", "password": "a-long-password-1",
+                                       "reason": "new starter"})
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "tech3 may now sign in, but sees nothing until you give them a role below."]
+    person = Client()
+    person.post("/accounts/login/", {"username": "tech3", "password": "a-long-password-1"})
+    page = person.get("/")
+    html = page.content.decode()
+    assert page.status_code == 403 and "ask an admin to give you one" in html
+    assert "Back to the queues" not in html
+
+
 NEW_REFUSED = [
     ({"username": "sci"}, "already exists"),
     ({"username": "no spaces!"}, "username"),

@@ -88,6 +88,27 @@ def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, des
     assert envelope(desk["subject"])["state"] == "READY"
 
 
+def test_withdrawing_a_request_asks_first_and_keeps_why(client, desk):
+    """Withdraw ran on one click with the reason left blank, and the history read CANCELED
+    with no time: it asks first, needs a reason, and reads "withdrawn by ann (when): why"."""
+    approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    ann = signed_in(client, desk["ann"])
+    form = next(f for f in forms(ann.get("/approvals/").content.decode())
+                if f["action"] == f"/approvals/{approval}/cancel/")
+    page = ann.get("/approvals/").content.decode()
+    tag = page[page.index(f'action="/approvals/{approval}/cancel/"'):]
+    assert 'data-confirm="Your request on' in tag[:tag.index(">")]
+    before = counts()
+    blank = client.post(form["action"], {**form["fields"], "reason": " "}, follow=True)
+    assert said(blank)[-1].startswith("reason is required") and counts() == before
+    done = client.post(form["action"], {**form["fields"], "reason": "asked the wrong queue"},
+                       follow=True)
+    recent = done.content.decode().split('id="approvals-recent"')[1]
+    row = recent[recent.index(f'data-approval="{approval}"'):].split("</tr>")[0]
+    assert '<span class="badge">WITHDRAWN</span>' in row
+    assert "withdrawn by ann" in row and ": asked the wrong queue" in row and "<time" in row
+
+
 def test_a_mistyped_signature_keeps_the_reason_not_the_password(client, desk):
     """The reason typed was gone after "The password does not match."; it is shown once
     more, the password never."""

@@ -34,7 +34,7 @@ class DecideApprovalIn(ActionEnvelope):
 
 class CancelApprovalIn(ActionEnvelope):
     approval_euid: RequiredId
-    reason: str | None = text(2000)
+    reason: str = required_text(REASON_MAX, "Why the request is withdrawn.")
 
 
 APPROVAL_SCHEMAS: dict[str, type[ActionEnvelope]] = {

@@ -104,7 +104,9 @@ def build_bundle(euid: str, tenant: str | None) -> Bundle | None:
 
 # What verify_bundle checks, in order, in the words every verdict carries (RULES.md#evidence).
 CHECKS = (
-    "the file is a bloomops.evidence/1 bundle in canonical form (not re-written or edited)",
+    "the file is a bloomops.evidence/1 bundle laid out byte for byte as bloomops writes"
+    " one (canonical form: not re-formatted; whether its contents were edited is what"
+    " the checks below decide)",
     "every action record in the file matches its own seal (sha256 of its canonical form)",
     "the file's sha256 is one recorded for its subject (who generated it, when)",
     "every entry of the file is compared with the database, field by field: action records,"

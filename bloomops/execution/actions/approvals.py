@@ -282,7 +282,8 @@ class CancelApproval(_OnApproval):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         text_field(req.payload, "approval_euid", required=True, max_len=KEY_MAX)
-        text_field(req.payload, "reason", max_len=REASON_MAX)
+        # withdrawing is kept in the request's history as a decision is: with its reason
+        text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
 
     def run(self, ctx: Context) -> None:
         approval = ctx.target
@@ -292,7 +293,7 @@ class CancelApproval(_OnApproval):
             raise ActionError("FORBIDDEN", "Only the person who asked (or an admin) may"
                               " withdraw this request.", approval_euid=approval.euid)
         p.update(status="CANCELED", canceled_by=ctx.actor.username, canceled_at=ctx.now_ts,
-                 cancel_reason=(ctx.payload.get("reason") or "").strip() or None)
+                 cancel_reason=ctx.payload["reason"].strip())
         save_props(approval, p)
         _on_approval(ctx, approval)
         ctx.result.update(approval_status="CANCELED")

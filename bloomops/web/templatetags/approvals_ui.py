@@ -83,3 +83,10 @@ def terms(approval) -> str:
     if params.get("next_action_key"):
         words.append(f"next step {params['next_action_key']}")
     return " · ".join(words)
+
+
+@register.filter
+def approval_status_words(status: str | None) -> str:
+    """An approval's status as its page says it: a request its asker took back is stored
+    CANCELED (the action record says so) and read "WITHDRAWN"."""
+    return "WITHDRAWN" if status == "CANCELED" else (status or "–")

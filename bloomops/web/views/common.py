@@ -31,7 +31,8 @@ def reader(view: Callable) -> Callable:
     @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not roles_of(request.user):
-            return forbidden(request, "Your account has no bloomops role.")
+            return forbidden(request, "Your account has no bloomops role yet: ask an admin"
+                                      " to give you one, then sign in again.")
         return view(request, *args, **kwargs)
 
     return wrapped

@@ -131,7 +131,9 @@ def people_list(request: HttpRequest) -> HttpResponse:
             except ProfileError as err:
                 form.add_error(err.field if err.field in form.fields else None, err.message)
             else:
-                messages.success(request, f"{data['username']} may now sign in.")
+                messages.success(request, f"{data['username']} may now sign in." if data["roles"]
+                                 else f"{data['username']} may now sign in, but sees nothing"
+                                      " until you give them a role below.")
                 return redirect(reverse("person", args=[data["username"]]))
         status = 400
     users = (get_user_model().objects.select_related("worker_profile")
