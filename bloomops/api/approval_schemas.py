@@ -6,7 +6,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bloomops.accounts.signatures import MAX_PASSWORD_LENGTH
-from bloomops.api.action_schemas import ActionEnvelope, RequiredId, required_text, text
+from bloomops.api.action_schemas import ActionEnvelope, RequiredId, required_text
 from bloomops.execution.actions.approvals import DECISIONS
 from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.approvals import GATED_ACTIONS
