@@ -9,7 +9,13 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from bloomops.execution import selectors
-from tests.approval_support import integrity_held, password_of, person, request_release
+from tests.approval_support import (
+    decide,
+    integrity_held,
+    password_of,
+    person,
+    request_release,
+)
 from tests.engine import counts, envelope
 from tests.web_support import flow, form_for, forms, has_form, signed_in
 
@@ -368,3 +374,57 @@ def test_a_hold_released_on_approval_says_whose_words_end_it(client, desk):
         row = html[html.index(desk["hold"]):].split("</tr>")[0]
         assert ("rerun passed <span class=\"muted\">(asked by ann; approval"
                 f" <code>{asked['approval_euid']}</code>)</span>") in row, page
+
+
+def test_the_asker_sees_on_the_workbench_that_their_request_was_rejected(client, desk):
+    """A rejected release left the workbench row offering "Ask on its page" as if nothing
+    had been asked; the rejection, by whom and why, now heads the row until it is asked
+    again."""
+    approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    ann = signed_in(client, desk["ann"])
+    row = _hold_row(ann.get("/workbench/").content.decode(), desk["hold"])
+    assert "Release requested: waiting" in row and "rejected" not in row
+    decide(desk["bob_actor"], approval, "REJECTED", reason="the QC trace is missing")
+    row = _hold_row(ann.get("/workbench/").content.decode(), desk["hold"])
+    assert f'data-rejected="{approval}"' in row
+    assert "Its release was rejected by bob" in row and ": the QC trace is missing" in row
+    assert "Ask again on its page" in row
+    again = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    row = _hold_row(ann.get("/workbench/").content.decode(), desk["hold"])
+    assert "Release requested: waiting" in row and "rejected" not in row, again
+
+
+def _hold_row(html: str, hold: str) -> str:
+    holds = html.split('id="holds"')[1]
+    start = holds.index(f'data-gated="{hold}"')
+    return holds[holds.rfind("<tr", 0, start):holds.index("</tr>", start)]
+
+
+def test_a_dead_letter_says_its_requeue_was_rejected(client, desk):
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    asked = act("request_approval", desk["ann_actor"], subject_euid=dead,
+                payload={"action_key": "requeue_subject", "reason": "new aliquot arrived",
+                         "parameters": {"reason": "new aliquot"}})["approval_euid"]
+    decide(desk["bob_actor"], asked, "REJECTED", reason="the aliquot is from another lot")
+    html = signed_in(client, desk["ann"]).get("/workbench/").content.decode()
+    letters = html.split('id="dead-letters"')[1].split("</table>")[0]
+    row = letters[letters.index(f'data-euid="{dead}"'):].split("</tr>")[0]
+    assert f'data-rejected="{asked}"' in row
+    assert "Its requeue was rejected by bob" in row and "another lot" in row
+
+
+def test_the_dashboard_panel_sends_a_requester_to_see_not_to_decide(client, desk):
+    """The asker of the only waiting request was told "Decide in Approvals", where all they
+    could do was withdraw it."""
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    panel = signed_in(client, desk["ann"]).get("/").content.decode().split(
+        'id="approvals-panel"')[1].split("</section>")[0]
+    assert "Decide in Approvals" not in panel
+    assert "Your own request, waiting for a second person" in panel
+    panel = signed_in(client, desk["bob"]).get("/").content.decode().split(
+        'id="approvals-panel"')[1].split("</section>")[0]
+    assert "Decide in Approvals" in panel and "your own" not in panel

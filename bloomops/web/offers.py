@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution import selectors
 from bloomops.execution.approvals import gated_actions
 from bloomops.execution.context import action_spec
 from bloomops.execution.states import WorkerStatus
@@ -39,3 +40,22 @@ def gated_controls(subject_uid: int) -> dict[str, str]:
     this subject now (RULES.md#approvals): the screen offers to request one instead."""
     gated = gated_actions(subject_uid)
     return {name: gated[key] for name, key in SUBJECT_ACTIONS.items() if key in gated}
+
+
+def mark_rejections(holds: list[dict], dead_letters: list[dict], requeue_gate: bool) -> None:
+    """Each gated hold (``rejected``) and, while requeues are gated, each dead letter whose
+    last request was rejected since it began, with that approval: its asker otherwise saw
+    the row offer "Ask" again as if nothing had been asked. One query, when any is gated."""
+    gated = [h for h in holds if h.get("gated")]
+    letters = dead_letters if requeue_gate else []
+    if not gated and not letters:
+        return
+    found = selectors.approvals(status="REJECTED", limit=500, subject_euids=sorted(
+        {h["subject_euid"] for h in gated} | {d["subject_euid"] for d in letters}))
+    for h in gated:  # newest first: the first naming the hold is its last
+        h["rejected"] = next((a for a in found if a.props.get("action_key") ==
+                              "release_execution_hold" and h["euid"] in dict(a.holds)), None)
+    for d in letters:
+        d["rejected"] = next((a for a in found if a.props.get("action_key") == "requeue_subject"
+                              and a.props.get("subject_lookup_euid") == d["subject_euid"]
+                              and a.created_dt >= d["created_dt"]), None)

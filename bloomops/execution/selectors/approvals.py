@@ -119,16 +119,20 @@ _CONTEXT = f""",
 
 def approvals(*, status: str | None = None, subject_euid: str | None = None,
               limit: int = 200, now: datetime | None = None, tenant: str | None = None,
-              context: bool = False, decided: bool = False) -> list[ApprovalRow]:
-    """Approvals newest first, by effective status and/or subject (one query); ``decided``:
-    only those no longer waiting (the limit counts them alone); with ``context``, each with
-    the holds' reasons and the subject's failure (the inbox)."""
+              context: bool = False, decided: bool = False,
+              subject_euids: list[str] | None = None) -> list[ApprovalRow]:
+    """Approvals newest first, by effective status and/or subject (or any of
+    ``subject_euids``) (one query); ``decided``: only those no longer waiting (the limit
+    counts them alone); with ``context``, each with the holds' reasons and the subject's
+    failure (the inbox)."""
     params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit,
-                         decided=decided)
+                         decided=decided, subjects=subject_euids)
     return [_row(r) for r in _rows(
         f"(%(status)s::text IS NULL OR {EFFECTIVE_STATUS} = %(status)s)"
         f" AND (NOT %(decided)s OR {EFFECTIVE_STATUS} <> 'REQUESTED')"
-        f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)",
+        f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)"
+        f" AND (%(subjects)s::text[] IS NULL"
+        f"      OR {_P}->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))",
         params, _CONTEXT if context else "")]
 
 
@@ -138,11 +142,6 @@ class Waiting:
     rows: list[ApprovalRow]
     # of ``count``, those someone else asked: what ``for_user`` may decide
     others: int = 0
-
-    @property
-    def holds(self) -> list[ApprovalRow]:
-        """The waiting approvals that concern holds (holds waiting for approval)."""
-        return [a for a in self.rows if a.holds]
 
 
 def approvals_waiting(*, limit: int = 10, now: datetime | None = None,

@@ -39,7 +39,7 @@ def approvals_waiting_count(context) -> int:
 @register.inclusion_tag("web/_approvals_panel.html", takes_context=True)
 def approvals_panel(context) -> dict:
     waiting = _waiting(context)
-    return {"waiting": waiting.rows, "count": waiting.count, "holds_waiting": waiting.holds,
+    return {"waiting": waiting.rows, "count": waiting.count, "others": waiting.others,
             "is_operator": context.get("is_operator")}
 
 

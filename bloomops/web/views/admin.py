@@ -15,7 +15,7 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, picks_from
-from bloomops.web.offers import subject_states, worker_operations
+from bloomops.web.offers import mark_rejections, subject_states, worker_operations
 from bloomops.web.views.common import (
     answer,
     answer_bulk,
@@ -117,6 +117,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
                   if a.props.get("action_key") == "release_execution_hold"}
     for h in holds:
         h["asked"] = h["euid"] in held_asked
+    mark_rejections(holds, dead, requeue_gate)
     return render(request, "web/workbench.html", {
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead
