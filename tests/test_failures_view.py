@@ -323,8 +323,33 @@ def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, 
     assert failing["retry_a"] not in warning
     # the button runs what it can: the one that needs a second person is not sent
     assert ">Requeue 1 of 2</button>" in html
-    sent = re.findall(r'name="pick" value="([^"]*)"', html)
-    assert sent == [retry]
+    ask = html.split('id="ask-gated"')[1].split("</form>")[0]
+    run = html.split('name="verb" value="requeue"')[1].split("</form>")[0]
+    assert re.findall(r'name="pick" value="([^"]*)"', run) == [retry]
+    # the one left out is asked for instead, on the same page
+    assert re.findall(r'name="pick" value="([^"]*)"', ask) == [dead]
+
+
+def test_dead_letters_are_asked_for_in_one_go_when_requeues_need_a_second_person(
+        client, lab, failing):
+    """Retry now on dead letters alone led to "Requeue 0 items?" with a reason box that did
+    nothing and only "Go back": each had to be asked for on its own page."""
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/").content.decode()
+    dead = next(v for v in _picks(page) if v.startswith(failing["dead"]))
+    html = client.post("/failures/bulk/", {**bulk_form(page), "verb": "requeue",
+                                           "scope": "selected", "pick": [dead]}).content.decode()
+    ask = next(f for f in forms(html) if f["id"] == "ask-gated")
+    assert ">Ask a second person to approve requeueing 1</button>" in html
+    before = counts()
+    done = client.post("/failures/bulk/", {**ask["fields"], "pick": [dead],
+                                           "reason": "new aliquot from the freezer"})
+    assert said(done) == [f"Asked a second person to approve requeueing 1: {failing['dead']}."]
+    [asked] = selectors.approvals(subject_euid=failing["dead"])
+    assert (asked.status, asked.props["action_key"], asked.props["reason"]) == (
+        "REQUESTED", "requeue_subject", "new aliquot from the freezer")
+    assert envelope(failing["dead"])["state"] == "FAILED_TERMINAL"  # nothing ran yet
+    assert counts() != before
 
 
 def test_which_requeues_need_a_second_person_is_judged_by_the_dead_letter(client, lab, failing):

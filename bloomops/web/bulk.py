@@ -21,7 +21,23 @@ BULK_ACTIONS: dict[str, dict[str, str]] = {
     "release": {"action_key": "release_execution_hold", "do": "Release the holds of",
                 "done": "Released the holds of",
                 "consequence": "be released from hold and become claimable again"},
+    # a dead letter's requeue while it needs a second person (RULES.md#approvals): asked for
+    "ask_requeue": {"action_key": "request_approval", "asks": "requeue_subject",
+                    "do": "Ask a second person to approve requeueing",
+                    "done": "Asked a second person to approve requeueing",
+                    "consequence": "wait in Approvals until another operator signs or"
+                                   " rejects each requeue"},
 }
+
+
+def bulk_payload(verb: str, reason: str, hold_code: str = "") -> dict[str, Any]:
+    """The payload each item's action is sent with: the reason (and hold code), or for a
+    request the gated action it asks for, with the reason as both the request's and the
+    action's."""
+    if gated := BULK_ACTIONS[verb].get("asks"):
+        return {"action_key": gated, "reason": reason, "parameters": {"reason": reason}}
+    return {"reason": reason, **({"hold_code": hold_code} if verb == "hold" and hold_code
+                                 else {})}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from bloomops.execution.states import WorkerStatus
 from bloomops.web.bulk import BULK_ACTIONS
 
 # Per control (hold, release, requeue, cancel), the action it runs: the bulk verbs'.
-SUBJECT_ACTIONS = {verb: words["action_key"] for verb, words in BULK_ACTIONS.items()}
+SUBJECT_ACTIONS = {verb: words["action_key"] for verb, words in BULK_ACTIONS.items()
+                   if not words.get("asks")}
 
 
 def subject_states() -> dict[str, tuple[str, ...]]:

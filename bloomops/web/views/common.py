@@ -16,7 +16,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
-from bloomops.web.bulk import Pick, outcome_messages, page_revision, run_bulk
+from bloomops.web.bulk import Pick, bulk_payload, outcome_messages, page_revision, run_bulk
 from bloomops.web.drafts import keep_draft
 
 FILTERS = ("site", "platform", "assay")
@@ -131,12 +131,9 @@ def answer_bulk(request: HttpRequest, verb: str, picks: list[Pick], *, reason: s
                 back: str) -> HttpResponse:
     """Run a bulk verb (web/bulk.py) with the form's reason and hold code; say the outcome
     and go back (or 403 when the role may do none of them)."""
-    payload = {"reason": reason}
-    if verb == "hold" and request.POST.get("hold_code", "").strip():
-        payload["hold_code"] = request.POST["hold_code"].strip()
     out = run_bulk(request.user, verb, picks,
                    idempotency_key=request.POST.get("idempotency_key", "").strip(),
-                   payload=payload)
+                   payload=bulk_payload(verb, reason, request.POST.get("hold_code", "").strip()))
     if out.forbidden:
         return forbidden(request, out.forbidden)
     for level, text in outcome_messages(verb, out):

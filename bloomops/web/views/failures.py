@@ -28,7 +28,7 @@ from bloomops.web.views.common import (
     reason_of,
 )
 
-VERBS = ("requeue", "hold", "cancel")
+VERBS = ("requeue", "hold", "cancel", "ask_requeue")
 CONFIRM_LIST = 50
 ATTEMPTS_SHOWN = 200
 
@@ -146,6 +146,7 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
             "gate": gate, "gated": gated,
             # what the button runs: the gated ones would only be refused one by one
             "runnable": [p for p in picks if p.euid not in gated],
+            "gated_picks": [p for p in picks if p.euid in gated],
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
             "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
             "more": max(0, len(picks) - CONFIRM_LIST),
