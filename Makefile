@@ -58,8 +58,8 @@ run: setup-db
 	  if [ "$${BLOOMOPS_DEMO_WORKERS:-1}" != 0 ]; then \
 	    $(PY) manage.py run_demo_workers & DEMO=$$!; fi; \
 	  trap "kill -TERM $$RECORDER $${DEMO:-} 2>/dev/null; wait" EXIT; \
-	  $(VENV)/bin/gunicorn bloomops.wsgi:application \
-	    --bind 127.0.0.1:$(PORT) --workers 3 --access-logfile - --graceful-timeout 5'
+	  $(VENV)/bin/gunicorn -c python:bloomops.serving bloomops.wsgi:application \
+	    --bind 127.0.0.1:$(PORT) --access-logfile -'
 
 test: setup-db chromium axe bloom-env
 	$(VENV)/bin/ruff check .

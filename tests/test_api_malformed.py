@@ -268,6 +268,23 @@ def test_bodies_that_are_not_a_json_object_are_400(lab, body):
     assert counts() == before
 
 
+def test_the_api_description_and_metrics_answer_another_method_405(lab):
+    """The API's own description met Django's CSRF check on PUT, DELETE, PATCH and POST (a
+    403 "Your role may not..." with no token sent) and answered TRACE and OPTIONS with the
+    whole document; POST /metrics got a CSRF page."""
+    client = Client()
+    for path in ("/api/v1/openapi.json", "/api/v1/docs"):
+        assert client.get(path).status_code == 200
+        for method in ("post", "put", "patch", "delete", "options", "trace"):
+            r = getattr(client, method)(path)
+            err = refused(r, 405, "METHOD_NOT_ALLOWED")
+            assert r["Allow"] == "GET, HEAD", (path, method)
+            assert err["details"]["allowed_methods"] == ["GET", "HEAD"]
+    for method in ("post", "put", "delete"):
+        r = getattr(client, method)("/metrics")
+        assert r.status_code == 405 and "GET" in r["Allow"], method
+
+
 def test_a_forbidden_role_is_refused_before_its_body_is_read(lab):
     # An operator may not claim: FORBIDDEN, not a lesson in which fields claim needs.
     r = raw(lab["apis"]["operator"], "claim", "{not json")

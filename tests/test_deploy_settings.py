@@ -22,6 +22,7 @@ from django.db import connection
 
 BASE = Path(__file__).resolve().parent.parent
 HOST = "lims.lab.example"
+CLIENT_PAUSE = 2  # seconds the test server lets a client pause mid-request
 
 
 def _url(role: dict) -> str:
@@ -88,9 +89,12 @@ def production_server(committed, settings, tmp_path):
     User.objects.create_user("bench-op", password="a-long-bench-password")
     port = _free_port()
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "bloomops.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", "1"], cwd=BASE,
-        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO"),
+        [str(Path(sys.executable).parent / "gunicorn"), "-c", "python:bloomops.serving",
+         "bloomops.wsgi:application", "--bind", f"127.0.0.1:{port}"], cwd=BASE,
+        # as deployed (bloomops/serving.py), with fewer threads and a shorter pause allowed
+        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO",
+                           BLOOMOPS_WEB_WORKERS="1", BLOOMOPS_WEB_THREADS="2",
+                           BLOOMOPS_CLIENT_TIMEOUT_SECONDS=str(CLIENT_PAUSE)),
         stdout=(tmp_path / "gunicorn.log").open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -155,3 +159,32 @@ def test_production_server_headers_and_cookies(production_server):
     # no lifetime of its own: the cookie goes when the browser closes; the server ends the
     # session after the idle time
     assert "Max-Age" not in session and "expires" not in session.lower()
+
+
+def test_clients_that_stall_mid_request_do_not_stop_the_server(production_server):
+    """Three connections that never finished their headers held all three workers of
+    `make run` for 30 s, and a body shorter than its Content-Length ended in a 500 when
+    gunicorn killed the worker. Here more stalled connections than the server has threads
+    are given up, everyone else is answered, and the short body is the API's 400."""
+    port = production_server
+    stalled = []
+    for _ in range(5):  # more than the test server's 2 threads
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET /metrics HTTP/1.1\r\nHost: {HOST}\r\n".encode())
+        stalled.append(s)
+    short = socket.create_connection(("127.0.0.1", port))
+    short.sendall((f"POST /api/v1/execution/actions/claim HTTP/1.1\r\nHost: {HOST}\r\n"
+                   "X-Forwarded-Proto: https\r\nContent-Type: application/json\r\n"
+                   'Content-Length: 60\r\n\r\n{"idempotency_key":').encode())
+    time.sleep(0.5)
+    assert request(port, "GET", "/metrics").status == 200, _server_log()
+    short.settimeout(30)
+    answer = b""
+    while b'"field": "body"' not in answer and (chunk := short.recv(4096)):
+        answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400") and b'"code": "VALIDATION_ERROR"' in answer
+    for s in stalled:  # closed by the server, unanswered
+        s.settimeout(30)
+        assert s.recv(100) == b""
+        s.close()
+    short.close()

@@ -25,7 +25,13 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    UnreadablePostError,
+)
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
@@ -167,6 +173,24 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
     return None
 
 
+def _document_method(request: HttpRequest) -> RequestRefused | None:
+    if DOCUMENTS.match(request.path) and request.method not in ("GET", "HEAD"):
+        return RequestRefused("METHOD_NOT_ALLOWED", allowed_methods=["GET", "HEAD"])
+    return None
+
+
+def _body_unread(request: HttpRequest) -> RequestRefused | None:
+    """The body read now, before any view: one that stops short of its Content-Length (the
+    client paused past the server's timeout, bloomops/serving.py, or went away) is refused
+    here instead of failing inside a view as a 500."""
+    try:
+        request.body  # noqa: B018 (read once; Django keeps it)
+    except UnreadablePostError:
+        return RequestRefused("VALIDATION_ERROR", "The request body stopped before its"
+                              " Content-Length was reached: send it whole.", field="body")
+    return None
+
+
 def refuse_unknown_query(run: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A router decorator (ninja's "view" mode, around an operation's ``run``): a query
     parameter the path does not take is refused, not ignored. Ignored, a misspelt filter
@@ -192,6 +216,10 @@ def refuse_unknown_query(run: Callable[..., HttpResponse]) -> Callable[..., Http
 
     return checked
 
+
+# The API's own description (api.py's docs_url and openapi_url): read only. Any other method
+# met Django's CSRF check first, and its 403 read "Your role may not ..." with no token sent.
+DOCUMENTS = re.compile(r"^/api/v\d+/(docs|openapi\.json)/?$")
 
 # The GETs that write (an evidence export is recorded, docs/RULES.md#evidence): HEAD on them
 # would write too, so it is refused.
@@ -239,10 +267,14 @@ class ApiGuardMiddleware:
                 return HttpResponseBadRequest(f"Bad request: {refused.message}",
                                               content_type="text/plain; charset=utf-8")
             return self.get_response(request)
-        refused = (_body_problem(request) or _query_problem(request)
-                   or _repeated_parameter(request))
+        refused = (_document_method(request) or _body_problem(request)
+                   or _query_problem(request) or _repeated_parameter(request)
+                   or _body_unread(request))
         if refused is not None:
-            return JsonResponse(refused.as_dict(), status=refused.status)
+            response = JsonResponse(refused.as_dict(), status=refused.status)
+            if allowed := refused.details.get("allowed_methods"):
+                response["Allow"] = ", ".join(allowed)
+            return response
         if request.method != "HEAD":
             return _as_json(self.get_response(request))
         if WRITING_GETS.search(request.path):
