@@ -75,7 +75,7 @@ class SubjectRowsTable(tables.Table):
 
     class Meta:
         orderable = False
-        attrs = {"class": "grid", "id": "items"}
+        attrs = {"class": "grid cards", "id": "items"}
         row_attrs = {"data-euid": lambda record: record.euid}
         template_name = "django_tables2/table.html"
 
