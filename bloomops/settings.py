@@ -144,6 +144,9 @@ BLOOMOPS_HOLD_CODES = [
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")
 # How long an action waits for a row another action holds before giving up.
 BLOOMOPS_LOCK_TIMEOUT_MS = int(os.environ.get("BLOOMOPS_LOCK_TIMEOUT_MS", "5000"))
+# Workers one account may have registered and not retired (a service account's instrument
+# adapters and processes): every read of workers, the statistics and /metrics grow with them.
+BLOOMOPS_MAX_WORKERS_PER_ACCOUNT = max(1, _int("BLOOMOPS_MAX_WORKERS_PER_ACCOUNT", 100))
 # Destination recorded on every outbox_event row the executor writes.
 BLOOMOPS_OUTBOX_DESTINATION = os.environ.get("BLOOMOPS_OUTBOX_DESTINATION", "bloomops.execution")
 # Outbox dispatcher sink: "log" or an http(s):// webhook URL (see dispatch_outbox).

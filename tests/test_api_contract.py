@@ -427,3 +427,28 @@ def test_conflicts_are_409(q1, apis, settings):
     expect("IDEMPOTENCY_CONFLICT", svc.act("heartbeat-worker", worker_euid=other, host="x",
                                            idempotency_key="hb-1"))
     assert len(seen) == 14
+
+
+def test_workers_and_dead_letters_are_read_a_page_at_a_time(q1, apis):
+    """/workers returned every worker with its whole profile (1,200 workers: 99 MB) and
+    /dead-letter every letter: both take limit and offset, as the other lists do."""
+    svc = apis["worker_service"]
+    for key in ("w-c", "w-a", "w-b"):
+        register(svc, key)
+    keys = [w["worker_key"] for w in svc.get("/workers").json()]
+    assert keys == sorted(keys) and {"w-a", "w-b", "w-c"} <= set(keys)
+    page = svc.get("/workers", limit=1, offset=1).json()
+    assert [w["worker_key"] for w in page] == keys[1:2]
+    assert svc.get("/workers", limit=1001).status_code == 400
+    assert svc.get("/dead-letter", limit=1, offset=0).status_code == 200
+    assert svc.get("/dead-letter", limit=0).status_code == 400
+
+
+def test_a_workers_lists_are_bounded(q1, apis):
+    """A capability list of 2,900 entries (a 64 KB profile) was stored as sent."""
+    svc = apis["worker_service"]
+    before = counts()
+    for caps in (["cap.%d" % i for i in range(101)], ["c" * 201]):
+        r = svc.act("register-worker", worker_key="w-big", capabilities=caps)
+        assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert counts() == before

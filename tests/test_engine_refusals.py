@@ -609,7 +609,32 @@ def test_refusal_writes_nothing(tenant, code, scenario):
 
 
 def test_every_code_is_covered():
-    assert set(SCENARIOS) | {"UNAUTHENTICATED", "CONCURRENT_UPDATE"} == set(HTTP_STATUS)
+    assert set(SCENARIOS) | {"UNAUTHENTICATED", "CONCURRENT_UPDATE",
+                             "WORKER_LIMIT_REACHED"} == set(HTTP_STATUS)
+
+
+@pytest.mark.django_db
+def test_an_account_registers_workers_up_to_its_limit(tenant, settings):
+    """One service token registered 1,200 workers, and every read of workers, the statistics
+    and /metrics slowed with them. Past the limit a new key is refused and nothing is
+    written; its own workers re-register, a retired one frees its place, and other
+    accounts and people's own workers are not counted against it."""
+    settings.BLOOMOPS_MAX_WORKERS_PER_ACCOUNT = 2
+    svc, other, adm = actor(*SERVICE), actor("worker_service", username="svc-2"), \
+        actor("admin", username="adm")
+    first = register(svc, "lab://one")
+    register(svc, "lab://two")
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        register(svc, "lab://three")
+    assert err.value.code == "WORKER_LIMIT_REACHED" and err.value.http_status == 409
+    assert "(2)" in err.value.message and counts() == before
+    assert register(svc, "lab://one") == first  # a worker starting again is no new one
+    register(other, "lab://other")
+    register(actor("worker_human", username="sam"), worker_type="HUMAN_SESSION")
+    act("set_worker_status", adm, worker_euid=first,
+        payload={"operation": "retire", "reason": "instrument sold"})
+    register(svc, "lab://three")
 
 
 @pytest.mark.usefixtures("committed")

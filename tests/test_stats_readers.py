@@ -255,3 +255,32 @@ def test_the_dashboard_says_when_the_recorder_is_not_running(client, tenant, use
     client.logout()
     bench = signed_in(client, users["worker_human"]).get("/").content.decode()
     assert 'id="recorder-silent"' not in bench
+
+
+@pytest.mark.usefixtures("committed")
+def test_live_figures_are_computed_one_at_a_time(tenant):
+    """With the recorder behind, every scrape and dashboard computed the statistics live at
+    once; a reader now waits while another process computes them (here: a lock held
+    elsewhere and a short lock wait, so the wait shows as a refusal)."""
+    from django.db import OperationalError
+
+    from bloomops.execution.stats.counting import tenant_key
+    from bloomops.execution.stats.snapshot import LIVE, current
+    from tests.engine import locked_elsewhere
+
+    make_queue("q1")
+    name = f"bloomops-live-stats|{tenant_key(None)}"
+
+    def hold() -> None:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
+
+    assert current().source == LIVE  # no snapshot: computed, nobody else computing
+    with locked_elsewhere(hold):
+        with connection.cursor() as cur:
+            cur.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(OperationalError, match="lock timeout"):
+            current()
+        with connection.cursor() as cur:
+            cur.execute("RESET lock_timeout")
+    assert current().source == LIVE

@@ -471,3 +471,14 @@ def test_a_step_key_is_stored_stripped(flow):
     _complete(svc, worker, lease, next_queue_key="q3", next_action_key=" qc_rerun ")
     assert envelope(subject)["next_queue_key"] == "q3"
     assert envelope(subject)["next_action_key"] == "qc_rerun"
+
+
+@pytest.mark.parametrize("values", [[f"cap.{i}" for i in range(101)], ["c" * 201]])
+def test_the_engine_bounds_every_list_of_keys(flow, values):
+    """The engine holds the API's bounds itself (a worker another way in, a queue's file):
+    at most 100 values of at most 200 characters."""
+    svc = flow
+    _refused("VALIDATION_ERROR", lambda: register(svc, "w-big", capabilities=values))
+    _refused("VALIDATION_ERROR", lambda: act(
+        "update_queue", actor("admin", username="adm"), queue_key="q2", expected_revision=1,
+        payload={"required_worker_capabilities": values, "reason": "x"}))

@@ -26,6 +26,7 @@ from bloomops.execution.actions import RecordExternalResult
 from bloomops.execution.actions.fields import (
     ERROR_MESSAGE_MAX,
     KEY_MAX,
+    LIST_MAX,
     NAME_MAX,
     NOTE_MAX,
     REASON_MAX,
@@ -79,7 +80,9 @@ def integer(minimum: int, maximum: int) -> Any:
 
 Id = Annotated[str, Field(max_length=ID_MAX)]
 RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
-NonEmptyText = Annotated[str, Field(min_length=1)]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX)]
+# A list of keys (capabilities, scopes, template codes), as the engine bounds it.
+KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
 
 
 def text(max_length: int, description: str | None = None) -> Any:

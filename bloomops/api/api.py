@@ -291,9 +291,10 @@ def _worker(w: selectors.WorkerRow) -> dict:
 
 
 @router.get("/workers", response={200: list[S.WorkerOut], **READ_ERRORS},
-            summary="Workers with computed status and active lease counts")
-def list_workers(request):
-    return [_worker(w) for w in selectors.workers()]
+            summary="Workers with computed status and active lease counts, by key, a page"
+                    " at a time")
+def list_workers(request, page: Query[S.WorkerPage]):
+    return [_worker(w) for w in selectors.workers(limit=page.limit, offset=page.offset)]
 
 
 @router.get("/workers/{worker_euid}", response={200: S.WorkerOut, 404: S.ErrorOut,
@@ -318,7 +319,8 @@ def list_leases(request, filters: Query[S.LeaseFilters]):
 def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
     resolution = filters.resolution
     rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,
-                                  queue_key=filters.queue_key)
+                                  queue_key=filters.queue_key, limit=filters.limit,
+                                  offset=filters.offset)
     return [{
         "dead_letter_euid": r["euid"], "subject_euid": r["subject_euid"],
         "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],

@@ -7,14 +7,14 @@ from pydantic import Field
 
 from bloomops.api.action_schemas import (
     ActionEnvelope,
-    NonEmptyText,
+    KeyList,
     RequiredId,
     StrictSchema,
     integer,
     required_text,
     text,
 )
-from bloomops.execution.actions.fields import REASON_MAX
+from bloomops.execution.actions.fields import KEY_MAX, LIST_MAX, REASON_MAX
 from bloomops.execution.actions.queue_fields import (
     HELP,
     QUEUE_KEY_PATTERN,
@@ -66,31 +66,31 @@ class QueueSettingsIn(ActionEnvelope):
         None, description=HELP["straggler_threshold_seconds"])
     eligible_states: list[Literal[ELIGIBLE_STATES]] | None = Field(  # type: ignore[valid-type]
         None, min_length=1, description=HELP["eligible_states"])
-    required_worker_capabilities: list[NonEmptyText] | None = None
-    site_scope: list[NonEmptyText] | None = None
-    platform_scope: list[NonEmptyText] | None = None
-    assay_scope: list[NonEmptyText] | None = None
-    output_template_codes: list[NonEmptyText] | None = Field(
+    required_worker_capabilities: KeyList | None = None
+    site_scope: KeyList | None = None
+    platform_scope: KeyList | None = None
+    assay_scope: KeyList | None = None
+    output_template_codes: KeyList | None = Field(
         None, description=HELP["output_template_codes"])
     retry_policy: RetryPolicyIn | None = Field(None, description=HELP["retry_policy"])
     default_next_queue_key: QueueKeyText | None = Field(
         None, description=HELP["default_next_queue_key"])
-    default_next_action_key: str | None = text(200, HELP["default_next_action_key"])
-    next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=100,
+    default_next_action_key: str | None = text(KEY_MAX, HELP["default_next_action_key"])
+    next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=LIST_MAX,
                                                        description=HELP["next_queue_keys"])
 
 
 class CreateQueueIn(QueueSettingsIn):
     queue_key: str = Field(pattern=QUEUE_KEY_PATTERN, max_length=100,  # type: ignore[assignment]
                            description=HELP["queue_key"])
-    subject_template_codes: list[NonEmptyText] = Field(
+    subject_template_codes: KeyList = Field(
         min_length=1, description=HELP["subject_template_codes"])
 
 
 class UpdateQueueIn(QueueSettingsIn):
     queue_key: RequiredId  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
-    subject_template_codes: list[NonEmptyText] | None = Field(None, description=(
+    subject_template_codes: KeyList | None = Field(None, description=(
         "Fixed: a different value is refused REPLACEMENT_REQUIRED (use replace-queue)."))
     new_queue_key: str | None = Field(None, max_length=100, description=(
         "Fixed: a different key is refused REPLACEMENT_REQUIRED (use replace-queue)."))
@@ -106,7 +106,7 @@ class SetQueueEnabledIn(ActionEnvelope):
 class ReplaceQueueIn(QueueSettingsIn):
     queue_key: RequiredId  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
-    subject_template_codes: list[NonEmptyText] = Field(
+    subject_template_codes: KeyList = Field(
         min_length=1, description="The successor's templates.")
     new_queue_key: str | None = Field(None, pattern=QUEUE_KEY_PATTERN, max_length=100,
                                       description="The successor's key (default: the same).")

@@ -80,6 +80,13 @@ class LeaseFilters(Schema):
 class DeadLetterFilters(Schema):
     resolution: DeadLetterResolutionName = "OPEN"
     queue_key: str | None = query_text()
+    limit: query_integer(500, 1, 1000)  # type: ignore[valid-type]
+    offset: query_integer(0, 0, BIGINT_MAX)  # type: ignore[valid-type]
+
+
+class WorkerPage(Schema):
+    limit: query_integer(200, 1, 1000)  # type: ignore[valid-type]
+    offset: query_integer(0, 0, BIGINT_MAX)  # type: ignore[valid-type]
 
 
 class ActionOut(Schema):

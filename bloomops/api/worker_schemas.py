@@ -10,7 +10,7 @@ from pydantic import Field
 from bloomops.api.action_schemas import (
     REASON_RULE,
     ActionEnvelope,
-    NonEmptyText,
+    KeyList,
     RequiredId,
     integer,
     text,
@@ -53,10 +53,10 @@ class RegisterWorkerIn(ActionEnvelope):
     # Not nullable: the engine takes an absent worker_type as SERVICE but refuses null.
     worker_type: WorkerTypeName = Field(None, description="SERVICE when omitted.",
                                         json_schema_extra=lambda s: s.pop("default", None))
-    capabilities: list[NonEmptyText] | None = None
-    site_scope: list[NonEmptyText] | None = None
-    platform_scope: list[NonEmptyText] | None = None
-    assay_scope: list[NonEmptyText] | None = None
+    capabilities: KeyList | None = None
+    site_scope: KeyList | None = None
+    platform_scope: KeyList | None = None
+    assay_scope: KeyList | None = None
     max_concurrent_leases: integer(1, 1000) | None = None
     heartbeat_ttl_seconds: integer(5, 86400) | None = None
     build_version: str | None = text(WORKER_TEXT_MAX)

@@ -21,6 +21,7 @@ HTTP_STATUS: dict[str, int] = {
     "WORKER_UNAVAILABLE": 409,
     "WORKER_NOT_ELIGIBLE": 409,
     "MAX_LEASES_REACHED": 409,
+    "WORKER_LIMIT_REACHED": 409,
     "QUEUE_DISABLED": 409,
     "SUBJECT_HELD": 409,
     "HOLD_NOT_ACTIVE": 409,
@@ -70,6 +71,8 @@ PLAIN: dict[str, str] = {
     "WORKER_UNAVAILABLE": "The worker is disabled, retired or draining and may not take work.",
     "WORKER_NOT_ELIGIBLE": "The worker's capabilities or scopes do not cover this queue.",
     "MAX_LEASES_REACHED": "The worker already holds as many leases as it may.",
+    "WORKER_LIMIT_REACHED": "This account already has as many workers as one account may"
+                            " register: retire those no longer used.",
     "QUEUE_DISABLED": "The queue is disabled.",
     "SUBJECT_HELD": "The subject is on hold; only release of the hold or cancel is allowed.",
     "HOLD_NOT_ACTIVE": "The hold is not active.",

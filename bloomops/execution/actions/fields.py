@@ -15,6 +15,7 @@ NOTE_MAX = 1000  # a shorter reason: a lease given back, a worker taken out of s
 NAME_MAX = 300  # a subject's name
 WORKER_TEXT_MAX = 300  # a worker's key and what it says of itself
 ERROR_MESSAGE_MAX = 4000  # what went wrong, in a failing worker's words
+LIST_MAX = 100  # values in one list (capabilities, scopes, template codes, queue keys)
 
 
 def text_field(payload: dict, name: str, *, required: bool = False,
@@ -58,6 +59,9 @@ def str_list_field(payload: dict, name: str) -> list[str] | None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ActionError("VALIDATION_ERROR", f"{name} must be a list of text.", field=name)
+    if len(value) > LIST_MAX or any(len(v) > KEY_MAX for v in value):
+        raise ActionError("VALIDATION_ERROR", f"{name} holds at most {LIST_MAX} values of at"
+                          f" most {KEY_MAX} characters each.", field=name)
     for item in value:
         problem = line_problem(item)
         if problem:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
+
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     NOTE_MAX,
@@ -47,6 +49,7 @@ from bloomops.execution.states import (
     WorkerType,
 )
 from bloomops.tapdb.db import execute as sql_execute
+from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.templates import template_defaults
 
 WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
@@ -54,6 +57,26 @@ WORKER_FIELDS = ("display_name", "build_version", "host", "process_identity")
 # ASCII spaces around it are trimmed; nothing else (Python's strip() would also take the
 # separator controls \x1c-\x1f and \x85 away unseen).
 WORKER_KEY = re.compile(r"[ \t\n\r]*[!-~]+[ \t\n\r]*")
+
+
+def _refuse_past_the_limit(ctx: Context) -> None:
+    """A new worker of an account that has BLOOMOPS_MAX_WORKERS_PER_ACCOUNT workers not
+    retired is refused: one service token registered 1,200 and every read of workers, the
+    statistics and /metrics slowed with them. Counted under the account's lock, so
+    registrations at once cannot pass the limit together."""
+    owner = ctx.actor.username
+    sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{ctx.tenant}|owner|{owner}"])
+    held = fetch_value(
+        "SELECT count(*) FROM generic_instance WHERE tenant_id = %s AND NOT is_deleted"
+        " AND type = 'system' AND subtype = 'worker'"
+        " AND json_addl->'properties'->>'owner_username' = %s"
+        " AND json_addl->'properties'->>'status' IS DISTINCT FROM %s",
+        [ctx.tenant, owner, WorkerStatus.RETIRED])
+    limit = settings.BLOOMOPS_MAX_WORKERS_PER_ACCOUNT
+    if held >= limit:
+        raise ActionError("WORKER_LIMIT_REACHED", f"{owner} has {held} workers not retired,"
+                          f" as many as one account may register ({limit}): retire those no"
+                          " longer used.", limit=limit)
 
 
 class RegisterWorker(Handler):
@@ -126,6 +149,8 @@ class RegisterWorker(Handler):
         worker = worker_by_key(key, tenant=ctx.tenant, lock=True)
         if worker is not None:
             ensure_controls_worker(ctx.actor, worker)
+        elif ctx.payload.get("worker_type", WorkerType.SERVICE) != WorkerType.HUMAN_SESSION:
+            _refuse_past_the_limit(ctx)
         ctx.worker = worker
         ctx.target = worker
 

@@ -15,8 +15,9 @@ from bloomops.tapdb.db import fetch_all
 
 
 def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
-                 queue_key: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    """Dead letters with their subject (through lineage). One query."""
+                 queue_key: str | None = None, limit: int = 500,
+                 offset: int = 0) -> list[dict[str, Any]]:
+    """Dead letters with their subject (through lineage), newest first. One query."""
     return fetch_all(
         f"""
         SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
@@ -31,9 +32,10 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                OR d.json_addl->'properties'->>'resolution_state' = %(resolution)s)
           AND (%(queue_key)s::text IS NULL
                OR d.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
-        ORDER BY d.uid DESC LIMIT %(limit)s
+        ORDER BY d.uid DESC LIMIT %(limit)s OFFSET %(offset)s
         """,
-        read_params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit),
+        read_params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit,
+                    offset=offset),
     )
 
 

@@ -44,11 +44,12 @@ class WorkerRow:
 
 
 def workers(*, now: datetime | None = None, tenant: str | None = None,
-            euid: str | None = None) -> list[WorkerRow]:
+            euid: str | None = None, limit: int | None = None,
+            offset: int = 0) -> list[WorkerRow]:
     """Workers with computed status (OFFLINE when the heartbeat is older than its TTL) and
-    active nonexpired lease counts. One query."""
+    active nonexpired lease counts, by key (``limit``: one page of them). One query."""
     moment = now or clock.now()
-    params = read_params(moment, tenant, euid=euid)
+    params = read_params(moment, tenant, euid=euid, limit=limit, offset=offset)
     rows = fetch_all(
         f"""
         SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
@@ -57,7 +58,8 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
         WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
           AND w.type = 'system' AND w.subtype = 'worker'
           AND (%(euid)s::text IS NULL OR w.euid = %(euid)s)
-        ORDER BY w.json_addl->'properties'->>'worker_key'
+        ORDER BY w.json_addl->'properties'->>'worker_key', w.uid
+        LIMIT %(limit)s OFFSET %(offset)s
         """,
         params,
     )

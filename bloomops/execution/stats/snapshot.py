@@ -15,6 +15,7 @@ from bloomops.execution.selectors.overview import Overview, overview
 from bloomops.execution.selectors.queues import throughput_trend
 from bloomops.execution.stats.codec import decode_overview
 from bloomops.execution.stats.counting import tenant_key
+from bloomops.tapdb.db import fetch_value
 
 SNAPSHOT = "snapshot"
 LIVE = "live"
@@ -73,10 +74,23 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
         ov, trend = decode_overview(row["data"])
         return Stats(ov, trend, as_of=row["taken_at"], source=SNAPSHOT, now=moment,
                      recorded_at=row["taken_at"], recorded_interval=row["interval_seconds"])
-    stats = live(now=moment, tenant=tenant, with_trend=with_trend)
+    stats = _live_one_at_a_time(moment, tenant, with_trend)
     if row is not None:
         stats.recorded_at, stats.recorded_interval = row["taken_at"], row["interval_seconds"]
     return stats
+
+
+def _live_one_at_a_time(moment: datetime, tenant: str | None, with_trend: bool) -> Stats:
+    """live(), one computation per tenant at a time across every process: with the recorder
+    behind, each scrape and dashboard computed its own at once (four anonymous /metrics and
+    two /queues took 18-38 s each on two cores); they now wait their turn and leave the
+    other cores to the claims."""
+    name = f"bloomops-live-stats|{tenant_key(tenant)}"
+    fetch_value("SELECT pg_advisory_lock(hashtext(%s))", [name])
+    try:
+        return live(now=moment, tenant=tenant, with_trend=with_trend)
+    finally:
+        fetch_value("SELECT pg_advisory_unlock(hashtext(%s))", [name])
 
 
 def live(*, now: datetime | None = None, tenant: str | None = None,
