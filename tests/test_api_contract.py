@@ -448,7 +448,7 @@ def test_a_workers_lists_are_bounded(q1, apis):
     """A capability list of 2,900 entries (a 64 KB profile) was stored as sent."""
     svc = apis["worker_service"]
     before = counts()
-    for caps in (["cap.%d" % i for i in range(101)], ["c" * 201]):
+    for caps in ([f"cap.{i}" for i in range(101)], ["c" * 201]):
         r = svc.act("register-worker", worker_key="w-big", capabilities=caps)
         assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
     assert counts() == before

@@ -112,3 +112,32 @@ def test_compute_flow_over_the_api_and_reprocessing(lab):
     assert [o["euid"] for o in h2["outputs"]][:3] == first_artifacts
     dispatch2 = h2["records"][3]["props"]["result_snapshot"]["external_dispatch"]
     assert dispatch2["reprocess_of"] == first_artifacts
+
+
+def test_a_worker_that_claims_is_online_again(tenant):
+    """A service worker that reported OFFLINE, or whose heartbeats stopped, was handed work
+    and kept reading OFFLINE while it held the lease: every count said nobody served the
+    queue. Its claim now brings it back; an online worker's claim writes nothing to it."""
+    from bloomops.execution.objects import load
+    from tests.engine import SERVICE, claim, make_queue, register
+
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    for _ in range(3):
+        make_subject("q1")
+    worker = register(svc, heartbeat_ttl_seconds=60, max_concurrent_leases=5)
+    act("heartbeat_worker", svc, worker_euid=worker, payload={"status": "OFFLINE"})
+    [row] = selectors.workers(euid=worker)
+    assert row.computed_status == "OFFLINE"
+    claim(svc, worker)
+    [row] = selectors.workers(euid=worker)
+    assert (row.props["status"], row.computed_status, row.active_leases) == (
+        "ONLINE", "ONLINE", 1)
+    clock.advance(120)  # its heartbeats stopped
+    assert selectors.workers(euid=worker)[0].computed_status == "OFFLINE"
+    claim(svc, worker)
+    [row] = selectors.workers(euid=worker)
+    assert row.computed_status == "ONLINE" and row.heartbeat_lag_seconds < 5
+    modified = load(euid=worker, tenant=tenant).props
+    claim(svc, worker)  # online: the worker is not written
+    assert load(euid=worker, tenant=tenant).props == modified

@@ -25,10 +25,12 @@ from bloomops.execution.objects import (
     Obj,
     is_subject,
     load,
+    save_props,
 )
 from bloomops.execution.people import current_profile, username_of_human_key
 from bloomops.execution.policy import (
     eligibility_problems,
+    liveness,
     readable_worker,
     worker_scope_problem,
     worker_scopes,
@@ -41,6 +43,7 @@ from bloomops.execution.statements import (
 from bloomops.execution.states import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_MAX_LEASES,
+    WorkerStatus,
     WorkerType,
 )
 from bloomops.tapdb.db import fetch_one
@@ -65,6 +68,21 @@ def _claim_candidate(ctx: Context, worker: Obj, queue_key: str, max_blocked: int
                                       **scopes},
                     prepare="claim_candidate")
     return row["uid"] if row else None
+
+
+def _back_online(ctx: Context, worker: Obj) -> None:
+    """A worker that claims is alive: one that read OFFLINE (it said so, or its heartbeats
+    stopped) is ONLINE again with this claim as its heartbeat, as a person's next action
+    brings theirs back (RULES.md#claims). It held a lease while every count said nobody
+    served the queue. Written only then: an online worker's claim writes no worker row."""
+    if liveness(worker.props, ctx.now)[0] != WorkerStatus.OFFLINE:
+        return
+    stored = load(uid=worker.uid, tenant=ctx.tenant)  # as stored, not as this claim read it
+    assert stored is not None
+    props = {**stored.props, "heartbeat_at": ctx.now_ts}
+    if props.get("status") == WorkerStatus.OFFLINE:
+        props["status"] = WorkerStatus.ONLINE
+    save_props(stored, props)
 
 
 class ClaimQueueItem(Handler):
@@ -243,6 +261,7 @@ class ClaimQueueItem(Handler):
         # The subject row itself is not written: a claim changes no authoritative field (the
         # subject stays READY; the lease is the claim), its revision stays, and the claim
         # does not add a row version to every index of generic_instance.
+        _back_online(ctx, worker)
         ctx.result.update(
             lease_euid=lease.euid, execution_record_euid=record.euid, worker_euid=worker.euid,
             queue_key=queue["queue_key"], attempt_number=attempt,
