@@ -180,3 +180,19 @@ def test_a_name_an_earlier_refused_item_gave_is_still_free(apis):
                                                                               name="tube x")]})
     body = r.json()
     assert [i["ok"] for i in body["items"]] == [False, True], body
+
+
+@pytest.mark.parametrize("value", ["2026-01-01T00:00:00.Z", "2026-01-01T00:00:00", "",
+                                   "2026-01-01", "2026-01-01T00:00:00+0530"])
+def test_an_instant_comes_with_its_date_time_and_zone(apis, value):
+    """"...:00.Z" was stored as :00, a time without a zone was taken as UTC, and "" as
+    none given: a request says when, in which zone, or is refused and writes nothing."""
+    before = counts()
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Timed", due_at=value)
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert counts() == before
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Timed", due_at="2026-01-01T05:30:00+05:30")
+    assert r.status_code == 200
+    assert envelope(r.json()["subject_euid"])["due_at"] == "2026-01-01T00:00:00.000000Z"

@@ -57,6 +57,17 @@ def test_nul_in_a_path_segment_is_400(lab):
         assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == "path", path
 
 
+def test_a_path_that_is_not_utf8_is_400(lab):
+    """An overlong encoding or an encoded lone surrogate was looked up as an EUID (404)."""
+    api = lab["apis"]["operator"]
+    for path in ("/subjects/%C0%AF", "/subjects/%ED%A0%80", "/workers/%FF"):
+        r = api.client.get(f"/api/v1/execution{path}", **api._headers())
+        err = refused(r, 400, "VALIDATION_ERROR")
+        assert err["details"]["field"] == "path" and "UTF-8" in err["message"], path
+    assert api.client.get("/api/v1/execution/subjects/Z-MX-%C5%BD",
+                          **api._headers()).status_code == 404  # UTF-8: looked up
+
+
 @pytest.mark.parametrize("body", [
     {"worker_euid": "Z-AX-\x00"},
     {"worker_euid": "w", "queue_key": "q1\x00"},

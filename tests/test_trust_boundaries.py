@@ -482,3 +482,24 @@ def test_the_engine_bounds_every_list_of_keys(flow, values):
     _refused("VALIDATION_ERROR", lambda: act(
         "update_queue", actor("admin", username="adm"), queue_key="q2", expected_revision=1,
         payload={"required_worker_capabilities": values, "reason": "x"}))
+
+
+@pytest.mark.parametrize("value", ["key\u200b", "\u2060", "a\nb", "k\x1b[2J"])
+def test_an_idempotency_key_shows_as_what_it_is(flow, value):
+    """A zero-width space, a word joiner or a newline was a key: logged, listed with leases
+    and matched exactly, it read as another or as nothing."""
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    _refused("VALIDATION_ERROR", lambda: act(
+        "release_queue_lease", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        idempotency_key=value, payload={}))
+
+
+def test_a_refusal_names_a_score_of_unknown_fields_not_every_one(flow):
+    """60,000 unknown payload keys made a 1 MB refusal of a 649 KB request."""
+    svc = flow
+    err = _refused("VALIDATION_ERROR", lambda: act(
+        "heartbeat_worker", svc, worker_euid="Z-AX-0",
+        payload={f"junk{i:05d}": 1 for i in range(500)}))
+    assert len(err.details["unknown_fields"]) == 20 and err.details["unknown_count"] == 500
+    assert "and 480 more" in err.message and len(err.message) < 2000

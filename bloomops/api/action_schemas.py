@@ -32,6 +32,7 @@ from bloomops.execution.actions.fields import (
     REASON_MAX,
 )
 from bloomops.execution.context import ENVELOPE_FIELDS
+from bloomops.execution.envelope import REQUEST_INSTANT_PATTERN
 from bloomops.execution.states import (
     ALL_STATES,
     BIGINT_RANGE,
@@ -40,6 +41,9 @@ from bloomops.execution.states import (
     TRANSIENT_CLASSES,
     RetryClass,
 )
+
+# An instant as the engine takes it (envelope.REQUEST_INSTANT), white space around it aside.
+INSTANT = rf"^\s*{REQUEST_INSTANT_PATTERN}\s*$"
 
 # Enums come from the engine's vocabulary, so the document cannot drift from what it checks.
 StateName = Literal[ALL_STATES]  # type: ignore[valid-type]
@@ -327,9 +331,10 @@ class RoutingFields(ActionEnvelope):
     next_action_key: str | None = text(KEY_MAX, "The queue's default_next_action_key when omitted.")
     priority: Priority | None = Field(None, description=(
         "A priority class or a plain integer (higher first); ROUTINE (0) when omitted."))
-    ready_at: str | None = Field(None, max_length=64, description=(
-        "ISO 8601; now when omitted."))
-    due_at: str | None = Field(None, max_length=64, description="ISO 8601.")
+    ready_at: str | None = Field(None, max_length=64, pattern=INSTANT, description=(
+        "ISO 8601 with its zone (Z or an offset); now when omitted."))
+    due_at: str | None = Field(None, max_length=64, pattern=INSTANT,
+                               description="ISO 8601 with its zone (Z or an offset).")
 
 
 class RouteSubjectIn(RoutingFields):

@@ -118,6 +118,10 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
     if "\x00" in request.path:
         return RequestRefused("VALIDATION_ERROR", "The path contains a NUL character.",
                               field="path")
+    # A path's bytes that are not UTF-8 Django keeps as %XX text (it has replaced the raw
+    # path by then), looked up as an EUID nobody has (404). No key or EUID holds a "%".
+    if BROKEN_PATH.search(request.path):
+        return RequestRefused("VALIDATION_ERROR", "The path is not UTF-8 text.", field="path")
     # Django reads a query's bytes that are not UTF-8 as U+FFFD: a filter would then search
     # for a value nobody sent.
     try:
@@ -216,6 +220,8 @@ def refuse_unknown_query(run: Callable[..., HttpResponse]) -> Callable[..., Http
 
     return checked
 
+
+BROKEN_PATH = re.compile(r"%[0-9A-Fa-f]{2}")
 
 # The API's own description (api.py's docs_url and openapi_url): read only. Any other method
 # met Django's CSRF check first, and its 403 read "Your role may not ..." with no token sent.

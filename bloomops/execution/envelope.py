@@ -81,9 +81,26 @@ def parse_stored_ts(value: Any) -> datetime | None:
 YEARS = (1000, 9998)
 
 
+# An instant as a request must give it: a date, a time, its zone (Z or an offset). A time
+# without a zone was taken as UTC, "...:00.Z" as :00, and "" as none given.
+# (The API's schema states it as its pattern, around white space the engine strips.)
+REQUEST_INSTANT_PATTERN = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                           r"(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+REQUEST_INSTANT = re.compile(REQUEST_INSTANT_PATTERN)
+
+
+def request_ts(value: Any) -> str | None:
+    """A request's instant as the envelope stores it (normalize_ts); ValueError unless it is
+    a date, a time and its zone (REQUEST_INSTANT). None: none given (null, never "")."""
+    if isinstance(value, str) and not REQUEST_INSTANT.fullmatch(value.strip()):
+        raise ValueError(f"{value[:40]!r} is not a date, time and zone")
+    return normalize_ts(value)
+
+
 def normalize_ts(value: Any) -> str | None:
-    """A request's instant as the envelope stores it (UTC, fixed width); ValueError when it
-    is not an ISO 8601 instant within YEARS."""
+    """An instant as the envelope stores it (UTC, fixed width), read as bloomops_utc reads
+    another writer's (a time without a zone is UTC); ValueError when it is no ISO 8601
+    instant within YEARS."""
     moment = parse_ts(value)
     if moment is None:
         return None

@@ -27,6 +27,7 @@ from django.db import DatabaseError, transaction
 
 from bloomops.execution import clock
 from bloomops.execution.actions import HANDLERS
+from bloomops.execution.actions.fields import KEY_MAX
 from bloomops.execution.approvals import gate
 from bloomops.execution.context import (
     NOT_EMITTED,
@@ -54,6 +55,7 @@ from bloomops.execution.states import TERMINAL_STATES
 from bloomops.execution.stats.counting import tenant_key
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.tenancy import tenant_of
+from bloomops.text import line_problem
 
 log = logging.getLogger("bloomops.execution")
 
@@ -83,8 +85,12 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
     if not (req.idempotency_key or "").strip():
         raise ActionError("VALIDATION_ERROR", "An idempotency key is required.",
                           field="idempotency_key")
-    if len(req.idempotency_key) > 200:
-        raise ActionError("VALIDATION_ERROR", "The idempotency key is too long (200 max).",
+    if len(req.idempotency_key) > KEY_MAX:
+        raise ActionError("VALIDATION_ERROR", f"The idempotency key is too long ({KEY_MAX}"
+                          " max).", field="idempotency_key")
+    # it is logged, listed with leases and matched exactly: nothing in it may show as nothing
+    if problem := line_problem(req.idempotency_key.strip()):
+        raise ActionError("VALIDATION_ERROR", f"The idempotency key {problem}.",
                           field="idempotency_key")
     check_request_fields(req)
     check_payload(req.payload, handler.fields)

@@ -31,6 +31,24 @@ RESULT_COLUMNS = ("line", "euid", "name", "queue", "priority", "due_date", "outc
                   "subject_euid", "state", "error_code", "message")
 
 
+_DATE_ONLY = re.compile(r"\s*[0-9]{4}-[0-9]{2}-[0-9]{2}\s*")
+_NO_ZONE = re.compile(
+    r"\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?\s*")
+
+
+def spreadsheet_instant(text: str) -> str:
+    """A spreadsheet's due date as the engine takes an instant (with its zone): a date alone
+    is midnight UTC, a time without a zone is UTC (as the intake page says); anything else
+    goes as written, for the engine to judge."""
+    if _DATE_ONLY.fullmatch(text):
+        return text.strip() + "T00:00:00Z"
+    if _NO_ZONE.fullmatch(text):
+        day, _, time = text.strip().replace("t", "T").replace(" ", "T", 1).partition("T")
+        return f"{day}T{time}{':00' if time.count(':') == 1 else ''}Z"
+    return text
+
+
+
 def in_columns(err: ActionError) -> str:
     """A refusal in the manifest's words: the engine names its fields (template_code,
     queue_key, due_at), the person wrote columns (template, queue, due_date)."""
@@ -187,7 +205,7 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
         if v.get("priority"):
             payload["priority"] = v["priority"]
         if v.get("due_date"):
-            payload["due_at"] = v["due_date"]
+            payload["due_at"] = spreadsheet_instant(v["due_date"])
         scopes = {k: _as_scoped(k, v[k], config) for k in SCOPE_COLUMNS if v.get(k)}
         if v.get("euid"):
             if scopes:

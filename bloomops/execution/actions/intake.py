@@ -27,7 +27,7 @@ from bloomops.execution.actions.steps import (
     template_code_of,
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec
-from bloomops.execution.envelope import YEARS, new_envelope, normalize_ts
+from bloomops.execution.envelope import YEARS, new_envelope, request_ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_not_applicable,
@@ -61,7 +61,7 @@ def _check_routing(payload: dict) -> None:
         try:
             if value is not None and not isinstance(value, str):
                 raise ValueError
-            normalize_ts(value)
+            request_ts(value)
         except ValueError:
             # what is wrong is as often the date (29 February 2026, 23:59:60) as the year
             raise ActionError("VALIDATION_ERROR", f"{name} must be an ISO 8601 timestamp of"

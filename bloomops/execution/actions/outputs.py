@@ -82,7 +82,7 @@ def check_template_properties(ref: TemplateRef, props: Any,
 def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, Any] | None:
     """The envelope the engine builds for a produced object from the few fields a step may
     set; every value checked (types, states, timestamps)."""
-    from bloomops.execution.envelope import YEARS, new_envelope, normalize_ts
+    from bloomops.execution.envelope import YEARS, new_envelope, request_ts
 
     if ex is None:
         return None
@@ -114,7 +114,7 @@ def _output_envelope(i: int, ex: Any, now_ts: str | None = None) -> dict[str, An
         try:
             if value is not None and not isinstance(value, str):
                 raise ValueError
-            fields[name] = normalize_ts(value)
+            fields[name] = request_ts(value)
         except ValueError:
             raise _output_error(i, f"execution.{name} must be an ISO 8601 timestamp within"
                                 f" the years {YEARS[0]} to {YEARS[1]}.") from None
