@@ -150,6 +150,12 @@ def test_new_queue_from_the_ui(client, world):
     r = client.post("/settings/new-queue/", data)
     assert r.status_code == 302 and r["Location"] == "/settings/queues/bench_qc/"
     assert cfg("bench_qc")["display_name"] == "Bench QC"
+    # a new queue needs no capability yet: the admin is told every robot may take from it
+    settings_page = client.get(r["Location"])
+    html = settings_page.content.decode()
+    assert 'id="open-to-all"' in html and "service robots included" in html
+    assert any("Any worker may take its items" in str(m)
+               for m in settings_page.context["messages"])
     before = counts()
     bad = client.post("/settings/new-queue/", {**data, "idempotency_key": uuid.uuid4().hex,
                                                "queue_key": "Bad Key"})
@@ -158,6 +164,19 @@ def test_new_queue_from_the_ui(client, world):
     # what was ticked is ticked again: fixing the key alone is then enough
     html = bad.content.decode()
     assert f'value="{SPECIMEN}" checked>' in html and 'value="Bad Key"' in html
+
+
+def test_a_queue_that_names_who_may_work_it_is_not_said_to_be_open_to_all(client, world):
+    admin = actor("admin", username="adm")
+    for key, policy in (("robots", {"required_worker_capabilities": ["wetlab.qc"]}),
+                        ("people", {"manual_only": True})):
+        act("create_queue", admin, queue_key=key, payload={
+            "subject_template_codes": [SPECIMEN], "reason": "new", **policy})
+    client.force_login(world["admin"])
+    for key in ("robots", "people"):
+        assert 'id="open-to-all"' not in client.get(
+            f"/settings/queues/{key}/").content.decode(), key
+    assert 'id="open-to-all"' in client.get("/settings/queues/cfg/").content.decode()
 
 
 def test_another_systems_queue_is_read_only(client, world):

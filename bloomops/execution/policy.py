@@ -137,6 +137,12 @@ def eligibility_problems(worker: dict[str, Any], queue: dict[str, Any]) -> list[
     return problems
 
 
+def open_to_every_worker(queue: dict[str, Any]) -> bool:
+    """A queue that asks no capability and is not manual-only: eligibility_problems finds
+    none for any worker of its scopes, robots included (a new queue starts so)."""
+    return not queue.get("manual_only") and not queue.get("required_worker_capabilities")
+
+
 def worker_scopes(worker: dict[str, Any]) -> dict[str, list[str] | None]:
     """A worker's site/platform/assay scopes as the values it works, per field; None where
     it works any (an empty or absent scope)."""

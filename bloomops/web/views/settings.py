@@ -18,7 +18,7 @@ from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_sett
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
-from bloomops.execution.policy import flow_warnings
+from bloomops.execution.policy import flow_warnings, open_to_every_worker
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import decode, encode, form_fields, read_form
@@ -41,6 +41,7 @@ def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
         "history": selectors.queue_history(row["queue_key"]),
         "templates": subject_templates(),
         "queue_choices": [q for q in selectors.queues() if q["queue_key"] != row["queue_key"]],
+        "open_to_all": open_to_every_worker(cfg),
         **extra}, status=status)
 
 
@@ -185,7 +186,9 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         return render(request, "web/queue_new.html", {
             "templates": templates, "help": HELP, "form": request.POST,
             "chosen": request.POST.getlist("subject_template_codes")}, status=400)
-    messages.success(request, f"Queue {queue_key} created; set its policy below.")
+    messages.success(request, f"Queue {queue_key} created. Any worker may take its items"
+                              " until you name the capabilities it needs or make it"
+                              " manual-only below.")
     return redirect(reverse("queue_settings", args=[queue_key]))
 
 
