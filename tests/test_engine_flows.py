@@ -238,3 +238,17 @@ def test_a_queue_never_offers_work_that_is_out_being_done(tenant):
     diag = selectors.subject_diagnostics(subject)
     assert any(r.code == "STATE_NOT_ELIGIBLE" and "(READY, FAILED_RETRYABLE)" in r.message
                for r in diag.reasons)
+
+
+def test_the_inspector_tells_a_dispatch_from_its_outside_result(lab, tenant, client, users):
+    """A step done outside read "attempt 1 · SUCCEEDED" twice, and its dispatch and result
+    were both counted as done with nothing to tell them apart."""
+    test_compute_execution_flow(lab, tenant)
+    request = fetch_all("SELECT euid FROM generic_instance WHERE tenant_id = %s"
+                        " AND subtype = 'analysis_request'", [tenant])[0]["euid"]
+    client.force_login(users["operator"])
+    html = client.get(f"/subjects/{request}/").content.decode()
+    timeline = html.split('id="timeline"')[1].split("</ol>")[0]
+    assert timeline.count("(dispatched; its result comes from outside)") == 1
+    assert timeline.count("(the outside result)") == 1
+    assert timeline.count('class="record-part"') == 2  # the QC step is neither

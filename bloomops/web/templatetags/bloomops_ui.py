@@ -31,6 +31,18 @@ def attempt_uncounted(record: dict) -> bool:
 
 
 @register.filter
+def record_part(record: dict) -> str:
+    """Which half of a step done outside a record is: its dispatch (it ended waiting for the
+    result) or the outside result. Both succeed, and both are counted as done (RULES.md#metrics);
+    they read alike ("attempt 1 · SUCCEEDED") twice over without this."""
+    if (record.get("correlation") or {}).get("action_key") == "record_external_result":
+        return "the outside result"
+    if record.get("end_state") == "WAITING_EXTERNAL":
+        return "dispatched; its result comes from outside"
+    return ""
+
+
+@register.filter
 def duration(seconds: float | None) -> str:
     return readable_seconds(seconds)
 
