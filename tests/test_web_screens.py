@@ -721,3 +721,20 @@ def test_a_visit_to_an_address_that_takes_a_form_says_so(client, lab):
     assert response["Allow"] == "POST"
     api = signed_in(client, lab["operator"]).get("/api/v1/execution/actions/claim")
     assert api.status_code == 405 and api["Content-Type"].startswith("application/json")
+
+
+def test_the_audit_trail_says_what_each_change_changed(client, lab):
+    """A change's old and new JSON were cut at 80 and 160 characters, and both began with
+    the same unchanged properties: HELD to READY could not be seen."""
+    euid = make_subject("q1", name="Tube")
+    act("place_execution_hold", actor("operator"), subject_euid=euid, expected_state="READY",
+        payload={"reason": "check"})
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    audit = html[html.index('id="h-audit"'):].split("</table>")[0]
+    held = next(r for r in audit.split("<tr>") if "<td>json_addl</td>" in r
+                and "properties.execution.state" in r)
+    assert "<code>properties.execution.state</code>: &quot;READY&quot; → &quot;HELD&quot;" \
+        in held
+    assert "<code>properties.execution.hold_state</code>: &quot;NONE&quot; → &quot;ACTIVE&quot;" \
+        in held
+    assert "properties.name" not in held  # what did not change is not listed

@@ -12,6 +12,7 @@ from bloomops.execution.selectors.approvals import (
     approvals,
     approvals_waiting,
 )
+from bloomops.execution.selectors.audit import audit_trail
 from bloomops.execution.selectors.base import (
     ITEM_COLUMNS,
     THROUGHPUT_WINDOW_MINUTES,
@@ -55,7 +56,6 @@ from bloomops.execution.selectors.subjects import (
     Diagnostics,
     Reason,
     action_history,
-    audit_trail,
     last_action,
     lineage_of,
     subject_diagnostics,

@@ -10,7 +10,6 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import (
     envelope_problems,
-    parse_ts_or_none,
     properties_of,
     ts,
 )
@@ -329,27 +328,6 @@ def last_action(euid: str, *, tenant: str | None = None) -> dict[str, Any] | Non
         """,
         read_params(None, tenant, euid=euid),
     )
-
-
-def audit_trail(instance_uid: int, *, limit: int = 200) -> list[dict[str, Any]]:
-    """TapDB's own audit rows for an instance (its triggers write them), each marked
-    ``same_instant`` when it rewrote a timestamp to the same instant in another text form
-    (TapDB's update trigger does so for created_dt: "+00" became "+00:00"), which read as if
-    someone had changed when the object was created. One query."""
-    rows = fetch_all(
-        """
-        SELECT changed_at, changed_by, operation_type, column_name,
-               left(old_value, 400) AS old_value, left(new_value, 400) AS new_value
-        FROM audit_log WHERE rel_table_name = 'generic_instance' AND rel_table_uid_fk = %s
-        ORDER BY uid DESC LIMIT %s
-        """,
-        [instance_uid, limit],
-    )
-    for row in rows:
-        old, new = parse_ts_or_none(row["old_value"]), parse_ts_or_none(row["new_value"])
-        row["same_instant"] = (str(row["column_name"] or "").endswith("_dt")
-                               and old is not None and old == new)
-    return rows
 
 
 def template_code(template_uid: int | None) -> str | None:
