@@ -125,6 +125,21 @@ def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path, capsys
     assert "PASSED: the subject's hash chain" in printed
 
 
+def test_an_edit_inside_an_audit_rows_json_is_named_by_its_field(history):
+    """An audit row's values are JSON texts: an edit deep inside one was said as two values
+    cut at 80 characters, identical as shown."""
+    export = export_evidence(history["subject"], history["op"])
+    doc = json.loads(export.data)
+    row = next(a for a in doc["audit"] if a["column_name"] == "json_addl"
+               and (a["new_value"] or "").startswith("{"))
+    value = json.loads(row["new_value"])
+    value["properties"]["name_note"] = "added in the file"
+    row["new_value"] = json.dumps(value)
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert (f"file: audit[{row['euid']}].new_value.properties.name_note: the file has"
+            ' "added in the file", the database null') in verdict.problems, verdict.problems
+
+
 @pytest.mark.usefixtures("committed")  # each action its own transaction, its own instant
 @pytest.mark.parametrize("section", ["holds", "action_records"])
 def test_an_entry_removed_from_the_file_is_named_missing_not_later(history, section):
@@ -322,3 +337,12 @@ def test_an_euid_in_a_records_free_text_is_no_claim_that_the_file_lacks_it(tenan
     verdict = verify_bundle(export.data, tenant)
     assert verdict.ok, verdict.problems
     assert any(container in line and "added since" in line for line in verdict.later)
+
+
+def test_two_long_texts_that_part_late_are_shown_where_they_part():
+    """Cut at 80 characters, two long texts differing further on read as one."""
+    from bloomops.execution.evidence import _first_difference
+
+    said = _first_difference("record.note", "x" * 100 + " tube A", "x" * 100 + " tube B")
+    assert said is not None and "(from character 81)" in said
+    assert "tube A" in said and "tube B" in said

@@ -163,9 +163,33 @@ def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
             if found:
                 return found
         return None
+    if isinstance(mine, str) and isinstance(theirs, str):
+        # an audit row's values are JSON texts: the field that differs inside is named
+        inner = _json_object(mine), _json_object(theirs)
+        if inner[0] is not None and inner[1] is not None:
+            return _first_difference(path, *inner)
+        if mine != theirs:
+            # two long texts cut at 80 read alike: shown from a little before they part
+            at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False))
+                       if a != b), min(len(mine), len(theirs)))
+            start = max(0, at - 20)
+            if start:
+                return (f"{path} (from character {start + 1}): the file has"
+                        f" {_short('…' + mine[start:])}, the database"
+                        f" {_short('…' + theirs[start:])}")
     if canonical_bytes(mine) == canonical_bytes(theirs):
         return None
     return f"{path}: the file has {_short(mine)}, the database {_short(theirs)}"
+
+
+def _json_object(text: str) -> dict | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _entry_id(section: str, entry: Any) -> str:
