@@ -344,5 +344,5 @@ def test_two_long_texts_that_part_late_are_shown_where_they_part():
     from bloomops.execution.evidence import _first_difference
 
     said = _first_difference("record.note", "x" * 100 + " tube A", "x" * 100 + " tube B")
-    assert said is not None and "(from character 81)" in said
+    assert said is not None and "(from character 87)" in said  # 20 before the "A"
     assert "tube A" in said and "tube B" in said
