@@ -26,7 +26,7 @@ from bloomops.accounts.profiles import (
     parse_tokens,
     set_password,
 )
-from bloomops.accounts.roles import ALL_ROLES, roles_of, stored_roles
+from bloomops.accounts.roles import ALL_ROLES, Role, roles_of, stored_roles
 from bloomops.execution import people, policy, selectors
 from bloomops.web.views.common import forbidden, not_found
 
@@ -141,7 +141,9 @@ def people_list(request: HttpRequest) -> HttpResponse:
     rows = []
     for u in users:
         roles = stored_roles(u)
+        # a profile works only at the bench: the rostered are worker_human (people.rostered_people)
         rows.append({"user": u, "roles": sorted(roles), "own": hasattr(u, "worker_profile"),
+                     "bench": Role.WORKER_HUMAN in roles,
                      "profile": people.effective_profile(u.get_username(), roles,
                                                          getattr(u, "worker_profile", None))})
     return render(request, "web/people.html", {"rows": rows, "new": form}, status=status)
