@@ -133,6 +133,7 @@ def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, w
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{site}/")
     assert small_targets(page, "#queue-table") == [], width
+    assert small_targets(page, "nav.ranges") == [], width  # 1h / 24h / 7d were 19x18 px
     assert page.locator("figure.chart-pair").count() > 1  # the lab's and the queues'
     assert overflow(page) <= 0, (width, overflow(page))
     context.close()

@@ -79,3 +79,24 @@ def test_a_focused_link_keeps_the_focus_while_both_panels_refresh(
     page.wait_for_function("() => window.__swaps >= 8", timeout=15000)
     assert page.evaluate("() => document.activeElement.textContent") == "24h"
     assert page.evaluate("() => document.activeElement.closest('#history') !== null")
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_every_word_of_a_chart_is_inside_it(browser, site, width):  # noqa: F811
+    """The legend ran past the chart's right edge and cut off the figure a supervisor
+    looks for: "oldest age (max 5 h 5"."""
+    make_subject("q1", name="Specimen old", ready_at="2026-01-01T00:00:00Z")
+    for n in range(2):
+        _a_minute_of_work(f"Specimen legend {n}")
+    page = signed_in(browser, site, "supervisor", width=width)
+    page.goto(f"{site}/?range=7d")
+    outside = page.evaluate("""() => [...document.querySelectorAll('svg.chart')].flatMap(svg => {
+        const box = svg.getBoundingClientRect();
+        return [...svg.querySelectorAll('text')].filter(t => {
+            const r = t.getBoundingClientRect();
+            return r.right > box.right + 0.5 || r.left < box.left - 0.5;
+        }).map(t => svg.id + ': ' + t.textContent);
+    })""")
+    assert page.locator("svg.chart").count() >= 4 and outside == []
+    assert "oldest age (max" in page.locator("svg.chart").first.text_content()
+    page.context.close()

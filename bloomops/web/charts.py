@@ -26,10 +26,11 @@ from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import when
 from bloomops.web.timewords import readable_seconds
 
-# the plot area inside a chart: a line of legend above, the time axis below, a value
-# scale on either side
-WIDTH, HEIGHT = 360, 120
-LEFT, RIGHT, TOP, BOTTOM = 34, 318, 18, 104
+# the plot area inside a chart: two lines of legend above (one ran past the edge, its
+# oldest age's maximum cut off), the time axis below, a value scale on either side
+WIDTH, HEIGHT = 360, 132
+LEFT, RIGHT, TOP, BOTTOM = 34, 318, 30, 116
+LABEL_SIZE = 10  # the scales' and the axis's text
 MIDDLE = (TOP + BOTTOM) / 2
 # The tops of the time scales: each half is a round duration too.
 ROUND_SECONDS = (20, 60, 120, 240, 600, 1200, 1800, 3600, 7200, 4 * 3600, 12 * 3600, 86400,
@@ -123,9 +124,9 @@ def _scale(labels: tuple[tuple[str, str], ...], *, right: bool = False) -> SafeS
     """A value scale beside the plot: (text, colour) at its top, its middle and its bottom."""
     # clear of the points drawn on the plot's edges (radius 3)
     x, side = (RIGHT + 6, "start") if right else (LEFT - 6, "end")
-    return format_html_join("", '<text x="{}" y="{}" font-size="9" fill="{}"'
+    return format_html_join("", '<text x="{}" y="{}" font-size="{}" fill="{}"'
                             ' text-anchor="{}">{}</text>',
-                            ((x, _n(y + 3), colour, side, text)
+                            ((x, _n(y + 3), LABEL_SIZE, colour, side, text)
                              for y, (text, colour) in zip((TOP, MIDDLE, BOTTOM), labels,
                                                           strict=True)))
 
@@ -160,17 +161,19 @@ def _axis(history: History) -> SafeString:
     return format_html(
         '<rect x="0.5" y="0.5" width="{}" height="{}" fill="none" stroke="currentColor"'
         ' stroke-opacity="0.15"/><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
-        ' stroke-opacity="0.3"/><text x="{}" y="{}" font-size="10" fill="currentColor">{}</text>'
-        '<text x="{}" y="{}" font-size="10" fill="currentColor" text-anchor="end">now ({})'
-        '</text>',
-        WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4,
+        ' stroke-opacity="0.3"/><text x="{}" y="{}" font-size="{}" fill="currentColor">{}'
+        '</text><text x="{}" y="{}" font-size="{}" fill="currentColor" text-anchor="end">'
+        'now ({})</text>',
+        WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4, LABEL_SIZE,
         f"{readable_seconds((history.end - history.start).total_seconds())} ago", RIGHT,
-        HEIGHT - 4, history.end.strftime("%H:%M UTC"))
+        HEIGHT - 4, LABEL_SIZE, history.end.strftime("%H:%M UTC"))
 
 
-def _legend(*parts: tuple[str, str]) -> SafeString:
-    spans = format_html_join(" ", '<tspan fill="{}">{}</tspan>', parts)
-    return format_html('<text x="{}" y="12" font-size="11">{}</text>', LEFT, spans)
+def _legend(*lines: tuple[tuple[str, str], ...]) -> SafeString:
+    """Lines of (colour, words) parts above the plot, from the chart's left edge."""
+    return format_html_join("", '<text x="4" y="{}" font-size="11">{}</text>', (
+        (11 + 13 * i, format_html_join(" ", '<tspan fill="{}">{}</tspan>', parts))
+        for i, parts in enumerate(lines)))
 
 
 def _svg(chart_id: str, title: str, desc: str, body: SafeString) -> SafeString:
@@ -201,8 +204,8 @@ def depth_chart(history: History, points: list[Point], name: str,
                       ("0", DEPTH)))
             + _scale(((readable_seconds(age_top), AGE), (readable_seconds(age_top // 2), AGE),
                       ("0", AGE)), right=True)
-            + _legend((DEPTH, f"{per}depth (max {peak})"),
-                      (AGE, f"- - oldest age (max {readable_seconds(oldest)})"))
+            + _legend(((DEPTH, f"{per}depth (max {peak})"),),
+                      ((AGE, f"- - oldest age (max {readable_seconds(oldest)})"),))
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
                     lambda p: f"{when(p.at)}: {highest}oldest age"
@@ -262,8 +265,8 @@ def throughput_chart(history: History, points: list[Point], name: str,
     body = (_axis(history) + middle
             + _grid(TOP)
             + _scale(((_short(top), DONE), ("0", "currentColor"), (_short(top), FAILED)))
-            + _legend((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"),
-                      ("currentColor", f"(bars per {readable_seconds(history.width)})"))
+            + _legend(((DONE, f"completed {total_done}"), (FAILED, f"failed {total_failed}"),
+                       ("currentColor", f"(bars per {readable_seconds(history.width)})")))
             + done + failed)
     return _svg(f"chart-throughput-{queue_key or LAB}", f"{name}: completions and failures",
                 f"{total_done} completed and {total_failed} failed over the last"
