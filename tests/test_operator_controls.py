@@ -100,6 +100,10 @@ def test_hold_codes_offered_are_the_configured_ones(client, lab, settings):
     html = page(client, lab["operator"], f"/subjects/{euid}/")
     select = re.search(r'<select id="hold-code" name="hold_code">(.*?)</select>', html).group(1)
     assert re.findall(r'value="(\w+)"', select) == ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
+    # which of them only a second person can release is said before the hold is placed
+    assert re.findall(r'>([^<]+)</option>', select) == [
+        "QC_FAIL (releasing it needs a second person)",
+        "CONTAMINATION (releasing it needs a second person)", "OPERATOR_HOLD"]
     data = next(f["fields"] for f in forms(html) if f["action"] == f"/subjects/{euid}/hold/")
     client.post(f"/subjects/{euid}/hold/", {**data, "hold_code": "CONTAMINATION",
                                              "reason": "splash"})

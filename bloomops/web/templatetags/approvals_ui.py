@@ -90,3 +90,15 @@ def approval_status_words(status: str | None) -> str:
     """An approval's status as its page says it: a request its asker took back is stored
     CANCELED (the action record says so) and read "WITHDRAWN"."""
     return "WITHDRAWN" if status == "CANCELED" else (status or "–")
+
+
+@register.filter
+def hold_code_words(code: str) -> str:
+    """A hold code as a choice of it reads: said when releasing it will need a second
+    person's approval under the lab's rules (QC_FAIL by default), before it is placed."""
+    from bloomops.execution.approvals import hold_gates
+
+    gated = hold_gates(code)
+    if "release_execution_hold" in gated:
+        return f"{code} (releasing it needs a second person)"
+    return code
