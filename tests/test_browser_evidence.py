@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from tests.engine import make_subject
 from tests.test_browser_ui import browser, signed_in, site  # noqa: F401  (fixtures)
@@ -20,6 +21,10 @@ def test_qa_downloads_evidence_and_the_file_verifies(browser, site, tmp_path, ca
         page.get_by_role("button", name="Download evidence").click()
     download = info.value
     assert download.suggested_filename.startswith(f"evidence-{euid}-")
+    # the page lists the bundle just recorded, without a reload (it said "No evidence
+    # bundle recorded yet." until one)
+    expect(page.locator("#bundles-recorded #bundles tbody tr")).to_have_count(1)
+    expect(page.locator("#bundles-recorded")).to_contain_text("qa")
     path = tmp_path / download.suggested_filename
     download.save_as(path)
     call_command("verify_evidence", str(path))

@@ -313,3 +313,22 @@ document.addEventListener("change", function (event) {
   if (option && option.hasAttribute("data-placeholder")) destination.textContent = "";
   else destination.textContent = option && option.value ? "→ " + option.textContent : "and finish";
 });
+
+// A form whose answer is a file (Download evidence) leaves the page as it was: the part it
+// names (data-refreshes) is read again once the file has been made, so the bundle just
+// recorded is listed without a reload.
+document.addEventListener("submit", function (event) {
+  var form = event.target;
+  var id = form.getAttribute && form.getAttribute("data-refreshes");
+  if (!id) return;
+  window.setTimeout(function () {
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(id);
+        var here = document.getElementById(id);
+        if (fresh && here) here.innerHTML = fresh.innerHTML;
+      });
+  }, 1500);
+});
