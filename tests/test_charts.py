@@ -209,8 +209,8 @@ def test_a_completion_bar_leads_to_the_completions_it_counts(client, lab):
                                                counted=window)], "q1", "q1"))
     [link] = re.findall(r'<a href="([^"]+)" class="point completions"', svg)
     page = signed_in(client, lab["operator"]).get(html.unescape(link)).content.decode()
-    listed = re.findall(r'<tr data-record="[^"]+">\s*<td>.*?</td>\s*<td>q1</td>\s*<td><a href='
-                        r'"/subjects/([^/]+)/"', page, re.S)
+    listed = re.findall(r'<tr data-record="[^"]+">\s*<td>.*?</td>\s*<td>Queue one \(q1\)</td>'
+                        r'\s*<td><a href="/subjects/([^/]+)/"', page, re.S)
     assert sorted(listed) == sorted(done)
     dashboard = signed_in(client, lab["operator"]).get("/").content.decode()
     assert '/completions/?queue=q1&amp;range=1h"' in dashboard

@@ -213,7 +213,7 @@ def test_the_failed_attempts_of_a_range_and_where_their_subjects_are_now(client,
 
     everything = listed("range=1h")
     assert sorted(e for _, e in everything) == sorted(failing.values())
-    assert {q for q, _ in everything} == {"q1"}
+    assert {q for q, _ in everything} == {"Queue one (q1)"}  # as the dashboard names it
     clock.advance(2 * 3600)
     assert listed("range=1h") == []
     assert sorted(e for _, e in listed("range=24h")) == sorted(failing.values())

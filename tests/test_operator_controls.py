@@ -350,6 +350,9 @@ def test_a_dead_letter_is_closed_by_cancelling_its_work(client, lab, tenant):
     _, dead = held_and_dead("q1", "q1")
     assert selectors.queue_summaries()[0].dead_letter_count == 1
     html = page(client, lab["operator"], "/workbench/")
+    # the queue as the dashboard names it (the workbench showed the key alone)
+    row = html[html.index(f'<tr data-euid="{dead}"'):].split("</tr>")[0]
+    assert "<td>Queue one (q1)</td>" in row
     cancel = next(f for f in forms(html) if f["action"] == f"/subjects/{dead}/cancel/")
     assert cancel["fields"]["expected_state"] == "FAILED_TERMINAL"
     response = client.post(cancel["action"], {**cancel["fields"],

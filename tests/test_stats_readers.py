@@ -90,7 +90,7 @@ def test_each_number_links_to_the_items_behind_it(client, tenant, users):
     # the failure rate: the hour's failed attempts themselves, shown on narrow screens too
     assert ('href="/failures/?queue=q1&amp;range=1h#attempts"'
             ' aria-label="2 of 3 attempts failed in q1"') in row
-    assert '<th scope="col" class="num">Done/h</th>' in html
+    assert '<th scope="col" class="num" title="Attempts that succeeded' in html
 
 
 def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):

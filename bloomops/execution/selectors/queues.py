@@ -110,6 +110,13 @@ def display_name(queue_key: str, config: dict[str, Any] | None) -> str:
     return (config or {}).get("display_name") or queue_key
 
 
+def queue_called(queue_key: str, config: dict[str, Any] | None) -> str:
+    """A queue named in a sentence or a list beside others: "Queue two (q2)", its display
+    name with the key people type; the key alone when it has no display name."""
+    name = display_name(queue_key, config)
+    return name if name == queue_key else f"{name} ({queue_key})"
+
+
 def _queue_summary_from_row(row: dict, now: datetime) -> QueueSummary:
     cfg = row["config"] or {}
     return QueueSummary(

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 
-from bloomops.execution import clock, policy
+from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.web.bulk import Pick
@@ -177,3 +177,19 @@ def draft(context: template.Context, action: str, name: str = "reason") -> str:
     """What the person typed into the form posting to ``action`` before it was refused
     (web/drafts.py), on the page rendered right after the refusal only."""
     return (context.get("refused_drafts") or {}).get(draft_key(action, name), "")
+
+
+@register.simple_tag(takes_context=True)
+def queue_called(context, queue_key: str | None) -> str:
+    """A queue as the dashboard names it, wherever a list names one (selectors.queue_called:
+    "Post-extraction QC (post_extract_qc)"; workbench, failures and approvals showed the key
+    alone). The queues are read once per request."""
+    if not queue_key:
+        return "–"
+    request = context.get("request")
+    configs = getattr(request, "_bloomops_queue_configs", None)
+    if configs is None:
+        configs = {q["queue_key"]: q["config"] for q in selectors.queues()}
+        if request is not None:
+            request._bloomops_queue_configs = configs
+    return selectors.queue_called(queue_key, configs.get(queue_key))

@@ -235,10 +235,8 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
 
 def _queue_called(queue_key: str) -> str:
-    """A queue as the bench's choice of next queue names it: its display name and key."""
     found = selectors.queue_config(queue_key)
-    name = selectors.display_name(queue_key, found["config"] if found else None)
-    return name if name == queue_key else f"{name} ({queue_key})"
+    return selectors.queue_called(queue_key, found["config"] if found else None)
 
 
 @require_POST
