@@ -207,6 +207,30 @@ def test_cancelling_an_integrity_held_subject_and_requeueing_a_dead_letter_are_g
     assert decide(bob, approval)["state"] == "READY"
 
 
+def test_cancelling_a_dead_letter_opens_no_way_round_the_second_person(lab):
+    """Cancel closes a dead letter; a requeue of the canceled subject then ran at once, with
+    its attempts reset and no second person: the requeue the rule gates, by another road.
+    Once a second person lets it run again, the next cancel and requeue are the usual."""
+    ann, bob = lab["ann"], lab["bob"]
+    dead = dead_lettered()
+    act("cancel_subject_execution", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
+        payload={"reason": "specimen used up"})
+    assert envelope(dead)["state"] == "CANCELED"
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "requeue_subject", ann, subject_euid=dead, expected_state="CANCELED",
+        payload={"reason": "found another aliquot"}))
+    approval = act("request_approval", ann, subject_euid=dead, payload={
+        "action_key": "requeue_subject", "reason": "found another aliquot",
+        "parameters": {"reason": "found another aliquot"}})["approval_euid"]
+    assert decide(bob, approval)["state"] == "READY"
+    # run again with a second person's signature: its letter reads REQUEUED, and what
+    # follows is ordinary work again
+    act("cancel_subject_execution", ann, subject_euid=dead, expected_state="READY",
+        payload={"reason": "not needed after all"})
+    assert act("requeue_subject", ann, subject_euid=dead, expected_state="CANCELED",
+               payload={"reason": "needed after all"})["state"] == "READY"
+
+
 def test_a_requeue_that_would_be_refused_is_refused_before_any_approval_is_asked(lab):
     """No one is asked to approve what would then be refused: a dead letter's requeue to a
     queue that does not take the subject is refused as such, directly and when an approval

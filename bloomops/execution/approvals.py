@@ -58,7 +58,9 @@ def check_settings() -> None:
 @dataclass(frozen=True)
 class SubjectFlags:
     """What the rules look at: the subject's active holds (euid -> hold code) and whether it
-    has an open dead letter; ``hold_uids`` (euid -> uid) for linking an approval to them."""
+    has a dead letter no requeue has closed (OPEN, or closed by a cancel: cancelling and
+    then requeueing a dead letter went round the second person); ``hold_uids`` (euid ->
+    uid) for linking an approval to them."""
 
     active_holds: dict[str, str]
     dead_lettered: bool
@@ -74,7 +76,7 @@ JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
 WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
   (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
-      AND x.json_addl->'properties'->>'resolution_state' = 'OPEN'))
+      AND x.json_addl->'properties'->>'resolution_state' IS DISTINCT FROM 'REQUEUED'))
 ORDER BY x.uid"""
 
 

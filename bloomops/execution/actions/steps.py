@@ -275,10 +275,16 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
 
 
 def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
+    """The subject's OPEN dead letters closed with ``resolution`` (who, when). A requeue also
+    closes those a cancel closed: until a requeue, re-running work that failed for good needs
+    what requeueing it needs (approvals.subject_flags), whatever closed its letter."""
     assert ctx.subject is not None
     resolved = []
+    closable = {DeadLetterResolution.OPEN} | (
+        {DeadLetterResolution.CANCELED, DeadLetterResolution.IGNORED}
+        if resolution == DeadLetterResolution.REQUEUED else set())
     for dl in children_of(ctx.subject.uid, REL["subject_dead_letter"], lock=True):
-        if dl.props.get("resolution_state") != DeadLetterResolution.OPEN:
+        if dl.props.get("resolution_state") not in closable:
             continue
         props = dict(dl.props)
         props.update(resolution_state=resolution, resolved_by_lookup_euid=ctx.actor.username,
