@@ -346,3 +346,15 @@ def test_two_long_texts_that_part_late_are_shown_where_they_part():
     said = _first_difference("record.note", "x" * 100 + " tube A", "x" * 100 + " tube B")
     assert said is not None and "(from character 87)" in said  # 20 before the "A"
     assert "tube A" in said and "tube B" in said
+
+
+def test_a_bundle_nesting_deep_inside_an_audit_value_is_answered_not_a_500(history):
+    """A JSON text 2,000 levels deep inside an audit row's value raised RecursionError while
+    the verdict looked inside it."""
+    export = export_evidence(history["subject"], history["op"])
+    doc = json.loads(export.data)
+    row = next(a for a in doc["audit"] if a["column_name"] == "json_addl")
+    row["new_value"] = "{" + '"a":{' * 2000 + "}" * 2001
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert not verdict.ok
+    assert any(p.startswith(f"file: audit[{row['euid']}].new_value") for p in verdict.problems)

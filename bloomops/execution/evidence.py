@@ -183,10 +183,12 @@ def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
 
 
 def _json_object(text: str) -> dict | None:
+    """A JSON object inside a text, read as every outside JSON is (guards.load_json: a file's
+    2,000-deep nest inside an audit value raised RecursionError, a 500)."""
     if not text.startswith("{"):
         return None
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.guards import load_json
 from bloomops.tapdb.db import fetch_all
 
 # The fields of one change the inspector lists (the rest are counted).
@@ -44,8 +45,8 @@ def json_changes(old: str | None, new: str | None) -> list[tuple[str, str, str]]
     """(dotted path, before, after) of every value that differs between two JSON texts,
     each value as compact JSON cut at 120 characters ("–" where absent); None unless both
     are JSON objects."""
-    try:
-        before, after = json.loads(old or ""), json.loads(new or "")
+    try:  # as outside JSON is read: another writer's 2,000-deep nest is no 500 (guards)
+        before, after = load_json(old or ""), load_json(new or "")
     except ValueError:
         return None
     if not isinstance(before, dict) or not isinstance(after, dict):
