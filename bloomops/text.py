@@ -19,6 +19,13 @@ def _unseen(c: str) -> bool:
     return any(lo <= ord(c) <= hi for lo, hi in _UNSEEN)
 
 
+def shows_nothing(value: str) -> bool:
+    """Whether ``value`` shows nothing at all: white space, characters that show as nothing
+    (a zero-width space, a braille blank, a byte-order mark) and control characters only. A
+    required reason so written was a reason nobody can read."""
+    return all(c.isspace() or _unseen(c) or not c.isprintable() for c in value)
+
+
 def line_problem(value: str) -> str | None:
     """Why ``value`` cannot be a key or a name people read in a list, or None: one printable
     line, nothing that shows as nothing, in Unicode's composed form (NFC: "café" typed two

@@ -503,3 +503,18 @@ def test_a_refusal_names_a_score_of_unknown_fields_not_every_one(flow):
         payload={f"junk{i:05d}": 1 for i in range(500)}))
     assert len(err.details["unknown_fields"]) == 20 and err.details["unknown_count"] == 500
     assert "and 480 more" in err.message and len(err.message) < 2000
+
+
+@pytest.mark.parametrize("reason", ["\u200b", "\u2800", "\ufeff", "\u00ad", " \u200b\n"])
+def test_a_reason_that_shows_nothing_is_no_reason(flow, reason):
+    """A zero-width space, a braille blank, a byte-order mark or a soft hyphen passed as the
+    required reason for a cancel, a request or its withdrawal: kept in the history, read by
+    nobody."""
+    op = actor("operator", username="qa")
+    subject = make_subject("q1")
+    _refused("VALIDATION_ERROR", lambda: act(
+        "cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": reason}))
+    _refused("VALIDATION_ERROR", lambda: act(
+        "place_execution_hold", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": reason}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
-from bloomops.text import line_problem
+from bloomops.text import line_problem, shows_nothing
 
 # The longest text each kind of field takes; the API's schemas state the same bounds from
 # here (docs/API.md, "Limits").
@@ -20,11 +20,12 @@ LIST_MAX = 100  # values in one list (capabilities, scopes, template codes, queu
 
 def text_field(payload: dict, name: str, *, required: bool = False,
                max_len: int = REASON_MAX, line: bool = False) -> str | None:
-    """Text, stripped; blank is missing. ``line``: a key or name people read in a list must
-    be one printable line: a control character (a terminal escape, a newline) or an
-    invisible one (zero-width space) would make it look like another."""
+    """Text, stripped; blank is missing, as is text that shows nothing (text.shows_nothing).
+    ``line``: a key or name people read in a list must be one printable line: a control
+    character (a terminal escape, a newline) or an invisible one (zero-width space) would
+    make it look like another."""
     value = payload.get(name)
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None or (isinstance(value, str) and shows_nothing(value)):
         if required:
             raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
         return None
