@@ -66,3 +66,27 @@ def test_a_second_operator_signs_the_release_of_an_integrity_hold(browser, site)
     expect(history.locator("tr:has-text('release_execution_hold')")).to_contain_text(
         "supervisor")
     approver.context.close()
+
+
+def test_withdrawing_a_request_asks_first(browser, site):  # noqa: F811
+    """The approvals page never loaded the script that asks first: Withdraw ran on one click."""
+    euid = make_subject("q1", name="Specimen asked about")
+    qa = actor("operator", username="qa")
+    hold = act("place_execution_hold", qa, subject_euid=euid, expected_state="READY",
+               payload={"hold_code": "QC_FAIL", "reason": "control out of range"})["hold_euid"]
+    act("request_approval", qa, subject_euid=euid, hold_euid=hold, payload={
+        "action_key": "release_execution_hold", "reason": "rerun passed",
+        "parameters": {"reason": "rerun passed"}})
+    page = signed_in(browser, site, "qa")
+    page.goto(f"{site}/approvals/")
+    page.get_by_label("Why withdraw").fill("asked too early")
+    page.get_by_role("button", name="Withdraw").click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("nobody can approve it any more")
+    page.get_by_role("button", name="Go back").click()
+    expect(page.locator("#approvals-waiting")).to_contain_text(euid)
+    page.get_by_role("button", name="Withdraw").click()
+    page.get_by_role("button", name="Yes, withdraw the request").click()
+    expect(page.locator(".messages")).to_contain_text("withdrawn")
+    page.context.close()
