@@ -226,3 +226,14 @@ def test_every_variable_the_code_reads_is_in_the_readme_table():
     read = {m.group(1) for path in (ROOT / "bloomops").rglob("*.py")
             for m in reads.finditer(path.read_text())}
     assert len(read) > 30 and sorted(read - table) == []
+
+
+def test_no_page_title_holds_markup():
+    """The people page's title block had swallowed its add form (a CSRF token in the tab's
+    name); a title is words."""
+    found = []
+    for path in sorted((ROOT / "templates").rglob("*.html")):
+        for block in re.findall(r"{% block title %}(.*?){% endblock %}", path.read_text(), re.S):
+            if "<" in block or "\n" in block:
+                found.append(f"{path.relative_to(ROOT)}: {block[:60]!r}")
+    assert found == []

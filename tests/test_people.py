@@ -79,6 +79,10 @@ def test_an_admin_sees_everyone_with_their_roles_and_effective_profile(client, u
                                  site_scope=["sfo"], max_concurrent_leases=2)
     html = signed_in(client, users["admin"]).get("/people/").content.decode()
     assert 'href="/people/"' in html  # in the admin's navigation
+    # the page's title is its name (the add form, its CSRF token too, had slipped into it)
+    title = html[html.index("<title>"):html.index("</title>")]
+    assert title.startswith("<title>People") and "<" not in title[7:]
+    assert html.count('id="new-person"') == 1
     sci = html[html.index('data-person="sci"'):]
     sci = sci[:sci.index("</tr>")]
     assert "worker_human" in sci and "wetlab.qc" in sci and "site sfo" in sci and ">own<" in sci
