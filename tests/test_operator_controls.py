@@ -102,8 +102,8 @@ def test_hold_codes_offered_are_the_configured_ones(client, lab, settings):
     assert re.findall(r'value="(\w+)"', select) == ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
     # which of them only a second person can release is said before the hold is placed
     assert re.findall(r'>([^<]+)</option>', select) == [
-        "QC_FAIL (releasing it needs a second person)",
-        "CONTAMINATION (releasing it needs a second person)", "OPERATOR_HOLD"]
+        "QC_FAIL (second person to release or cancel)",
+        "CONTAMINATION (second person to release or cancel)", "OPERATOR_HOLD"]
     data = next(f["fields"] for f in forms(html) if f["action"] == f"/subjects/{euid}/hold/")
     client.post(f"/subjects/{euid}/hold/", {**data, "hold_code": "CONTAMINATION",
                                              "reason": "splash"})

@@ -94,11 +94,12 @@ def approval_status_words(status: str | None) -> str:
 
 @register.filter
 def hold_code_words(code: str) -> str:
-    """A hold code as a choice of it reads: said when releasing it will need a second
-    person's approval under the lab's rules (QC_FAIL by default), before it is placed."""
+    """A hold code as a choice of it reads: said when releasing or cancelling under it will
+    need a second person's approval under the lab's rules (QC_FAIL by default), before it
+    is placed."""
     from bloomops.execution.approvals import hold_gates
 
     gated = hold_gates(code)
-    if "release_execution_hold" in gated:
-        return f"{code} (releasing it needs a second person)"
-    return code
+    ends = [words for key, words in (("release_execution_hold", "release"),
+                                     ("cancel_subject_execution", "cancel")) if key in gated]
+    return f"{code} (second person to {' or '.join(ends)})" if ends else code
