@@ -368,3 +368,15 @@ def test_a_dead_letter_is_closed_by_cancelling_its_work(client, lab, tenant):
     assert selectors.queue_summaries()[0].dead_letter_count == 0
     html = page(client, lab["operator"], "/workbench/")
     assert "No open dead letters." in html and f"/subjects/{dead}/cancel/" not in html
+
+
+def test_the_inspector_offers_to_cancel_a_dead_letter(client, lab):
+    """The workbench offered Cancel on a dead letter; its own page hid it, as for anything
+    finished for good."""
+    from tests.test_failures_view import held_and_dead
+
+    _, dead = held_and_dead("q1", "q1")
+    html = page(client, lab["operator"], f"/subjects/{dead}/")
+    cancel = next(f for f in forms(html) if f["action"] == f"/subjects/{dead}/cancel/")
+    assert cancel["fields"]["expected_state"] == "FAILED_TERMINAL"
+    assert "its dead letter is closed as canceled" in html
