@@ -341,6 +341,9 @@ def test_dead_letters_are_asked_for_in_one_go_when_requeues_need_a_second_person
                                            "scope": "selected", "pick": [dead]}).content.decode()
     ask = next(f for f in forms(html) if f["id"] == "ask-gated")
     assert ">Ask a second person to approve requeueing 1</button>" in html
+    # nothing else to run: no "Requeue 0 items?", no second reason box that did nothing
+    assert "<h1>Ask a second person to approve requeueing 1 item?</h1>" in html
+    assert "Requeue 0" not in html and html.count("<textarea") == 1
     before = counts()
     done = client.post("/failures/bulk/", {**ask["fields"], "pick": [dead],
                                            "reason": "new aliquot from the freezer"})
