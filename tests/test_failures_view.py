@@ -230,7 +230,7 @@ def test_the_failed_attempts_of_a_range_and_where_their_subjects_are_now(client,
     row = attempts.split(f'/subjects/{lease["subject_euid"]}/')[1].split("</tr>")[0]
     assert "failed, to be retried" in row and ">COMPLETED</td>" in row
     row = attempts.split(f'/subjects/{failing["dead"]}/')[1].split("</tr>")[0]
-    assert "failed for good" in row and "FAILED_TERMINAL in q1" in row
+    assert "failed for good" in row and "FAILED_TERMINAL in Queue one (q1)" in row
 
 
 def test_an_attempt_put_on_hold_for_a_decision_is_not_called_a_retry(client, lab):

@@ -121,7 +121,9 @@ document.addEventListener("click", function (event) {
         var heads = table.querySelectorAll("thead th");
         table.querySelectorAll("tbody tr").forEach(function (row) {
           Array.prototype.forEach.call(row.children, function (cell, i) {
-            var name = heads[i] && heads[i].textContent.trim();
+            // a column of checkboxes ("Select all") heads its cells with nothing
+            var name = heads[i] && !heads[i].querySelector("input") &&
+              heads[i].textContent.trim();
             if (name && !cell.hasAttribute("data-label")) cell.setAttribute("data-label", name);
           });
         });
