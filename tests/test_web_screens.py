@@ -463,7 +463,8 @@ def test_the_fail_rate_says_how_many_of_how_many_and_links_to_the_failures(clien
     assert 'href="/failures/?queue=q1&amp;kind=retrying"' in html
     landing = client.get("/failures/?queue=q1&range=1h").content.decode()
     attempts = landing.split('id="failed-attempts"')[1].split("</table>")[0]
-    for name, now in (("flaky one", "FAILED_RETRYABLE in Queue one (q1)"), ("needs a decision", "HELD")):
+    for name, now in (("flaky one", "FAILED_RETRYABLE in Queue one (q1)"),
+                      ("needs a decision", "HELD")):
         row = attempts.split(f">{name}</a>")[1].split("</tr>")[0]
         assert "failed, to be retried" in row and now in row
 
