@@ -353,6 +353,9 @@ def test_a_person_added_without_a_role_is_told_to_ask_for_one(client, users):
     html = page.content.decode()
     assert page.status_code == 403 and "ask an admin to give you one" in html
     assert "Back to the queues" not in html
+    # nor any other way round to the same 403: no navigation, no lookup; signing out stays
+    assert 'aria-label="Main"' not in html and 'id="lookup-euid"' not in html
+    assert "Sign out" in html
 
 
 NEW_REFUSED = [
