@@ -356,6 +356,10 @@ def test_a_person_added_without_a_role_is_told_to_ask_for_one(client, users):
     # nor any other way round to the same 403: no navigation, no lookup; signing out stays
     assert 'aria-label="Main"' not in html and 'id="lookup-euid"' not in html
     assert "Sign out" in html
+    # their page says a profile works only at the bench
+    person_page = admin.get("/people/tech3/").content.decode()
+    assert 'id="not-at-bench"' in person_page
+    assert 'id="not-at-bench"' not in admin.get("/people/sci/").content.decode()
 
 
 NEW_REFUSED = [

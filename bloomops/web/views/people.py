@@ -193,6 +193,7 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
             v for v in profile.get(name) or [] if v not in named.get(name, [])]
             if name in named else []) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
+        "at_bench": Role.WORKER_HUMAN in stored_roles(target),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
 
