@@ -433,3 +433,13 @@ def test_a_query_of_raw_bytes_that_are_not_utf8_is_400(lab):
     r = api.client.get("/api/v1/execution/queues/q1/items", QUERY_STRING="site=\xff",
                        **api._headers())
     assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == "query"
+
+
+def test_a_refusal_of_many_unknown_fields_lists_a_score_of_them(lab):
+    """90,000 unknown top-level keys in a 1 MB body made a 9 MB refusal listing each one."""
+    body = {"idempotency_key": "many", "worker_euid": "Z-AX-0",
+            **{f"junk{i:05d}": 0 for i in range(500)}}
+    r = lab["apis"]["worker_service"].post("/actions/heartbeat-worker", body)
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert len(err["details"]["errors"]) == 20 and err["details"]["error_count"] == 500
+    assert len(r.content) < 10_000

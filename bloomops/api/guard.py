@@ -121,7 +121,8 @@ def _query_problem(request: HttpRequest) -> RequestRefused | None:
     # A path's bytes that are not UTF-8 Django keeps as %XX text (it has replaced the raw
     # path by then), looked up as an EUID nobody has (404). No key or EUID holds a "%".
     if BROKEN_PATH.search(request.path):
-        return RequestRefused("VALIDATION_ERROR", "The path is not UTF-8 text.", field="path")
+        return RequestRefused("VALIDATION_ERROR", "The path is not UTF-8 text, or holds a"
+                              " %-escape no EUID or key has.", field="path")
     # Django reads a query's bytes that are not UTF-8 as U+FFFD: a filter would then search
     # for a value nobody sent.
     try:

@@ -20,12 +20,14 @@ LIST_MAX = 100  # values in one list (capabilities, scopes, template codes, queu
 
 def text_field(payload: dict, name: str, *, required: bool = False,
                max_len: int = REASON_MAX, line: bool = False) -> str | None:
-    """Text, stripped; blank is missing, as is text that shows nothing (text.shows_nothing).
-    ``line``: a key or name people read in a list must be one printable line: a control
-    character (a terminal escape, a newline) or an invisible one (zero-width space) would
-    make it look like another."""
+    """Text, stripped; blank is missing, as is other text that shows nothing
+    (text.shows_nothing: a reason of a zero-width space). ``line``: a key or name people
+    read in a list must be one printable line: a control character (a terminal escape, a
+    newline) or an invisible one (zero-width space) would make it look like another, and
+    is refused as such."""
     value = payload.get(name)
-    if value is None or (isinstance(value, str) and shows_nothing(value)):
+    if value is None or (isinstance(value, str) and (
+            not value.strip() or (not line and shows_nothing(value)))):
         if required:
             raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
         return None
