@@ -743,3 +743,10 @@ def test_the_audit_trail_says_what_each_change_changed(client, lab):
     assert "<code>properties.execution.hold_state</code>: &quot;NONE&quot; → &quot;ACTIVE&quot;" \
         in held
     assert "properties.name" not in held  # what did not change is not listed
+
+
+def test_the_inspector_says_a_subjects_standing_in_words(client, lab):
+    """"Derived: VISIBLE_IN_QUEUE" beside "Derived: not visible": a code beside words."""
+    euid = make_subject("q1", name="Tube")
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    assert 'Derived: <strong title="VISIBLE_IN_QUEUE">visible in its queue</strong>' in html

@@ -30,6 +30,16 @@ def attempt_uncounted(record: dict) -> bool:
     return policy.attempt_uncounted(record)
 
 
+# The inspector's derived state in words (the code stays in its title).
+DERIVED_WORDS = {"VISIBLE_IN_QUEUE": "visible in its queue", "LEASED": "claimed",
+                 "LEASE_EXPIRED": "its claim ran out (lease expired, not yet swept)"}
+
+
+@register.filter
+def derived_words(state: str | None) -> str:
+    return DERIVED_WORDS.get(state or "", state or "not visible")
+
+
 @register.filter
 def record_part(record: dict) -> str:
     """Which half of a step done outside a record is: its dispatch (it ended waiting for the
