@@ -353,6 +353,15 @@ def test_dead_letters_are_asked_for_in_one_go_when_requeues_need_a_second_person
         "REQUESTED", "requeue_subject", "new aliquot from the freezer")
     assert envelope(failing["dead"])["state"] == "FAILED_TERMINAL"  # nothing ran yet
     assert counts() != before
+    # asked for: the list says so, and asking again is not offered (it would be refused)
+    page = client.get("/failures/").content.decode()
+    row = page[page.index(f'value="{failing["dead"]}|'):].split("</tr>")[0]
+    assert "requeue asked for: waiting for a second person" in row
+    html = client.post("/failures/bulk/", {**bulk_form(page), "verb": "requeue",
+                                           "scope": "selected", "pick": [dead]}).content.decode()
+    assert "Asked for already, waiting for a second person" in html
+    assert re.findall(r'name="pick" value="([^"]*)"',
+                      html.split('id="ask-gated"')[1].split("</form>")[0]) == []
 
 
 def test_which_requeues_need_a_second_person_is_judged_by_the_dead_letter(client, lab, failing):

@@ -60,3 +60,19 @@ def mark_rejections(holds: list[dict], dead_letters: list[dict], requeue_gate: b
         d["rejected"] = next((a for a in found if a.props.get("action_key") == "requeue_subject"
                               and a.props.get("subject_lookup_euid") == d["subject_euid"]
                               and a.created_dt >= d["created_dt"]), None)
+
+
+# The waiting approvals a screen marks its rows by (a lab has a handful at a time).
+MAX_WAITING_SHOWN = 1000
+
+
+def requests_waiting() -> list[selectors.ApprovalRow]:
+    """The approvals waiting for a decision, for marking what is asked already (one read;
+    the decided ones pile up for years and are not read)."""
+    return selectors.approvals_waiting(limit=MAX_WAITING_SHOWN).rows
+
+
+def requeues_asked(waiting: list[selectors.ApprovalRow]) -> set[str]:
+    """The subjects whose requeue waits for a second person."""
+    return {a.props.get("subject_lookup_euid") for a in waiting
+            if a.props.get("action_key") == "requeue_subject"}

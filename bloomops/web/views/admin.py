@@ -15,7 +15,13 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, picks_from
-from bloomops.web.offers import mark_rejections, subject_states, worker_operations
+from bloomops.web.offers import (
+    mark_rejections,
+    requests_waiting,
+    requeues_asked,
+    subject_states,
+    worker_operations,
+)
 from bloomops.web.views.common import (
     answer,
     answer_bulk,
@@ -90,8 +96,6 @@ STATUS_WORDS = {
 
 
 
-# The waiting approvals the workbench marks rows by (a lab has a handful at a time).
-MAX_WAITING_SHOWN = 1000
 
 
 @require_GET
@@ -110,9 +114,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     requeue_gate = dead_letter_gate()
     # what is asked already, waiting for a second person (the waiting approvals only: the
     # decided ones pile up for years): requeues by subject, releases by hold
-    waiting = selectors.approvals_waiting(limit=MAX_WAITING_SHOWN).rows \
-        if (requeue_gate and dead) or any(h["gated"] for h in holds) else []
-    asked = {(a.props.get("subject_lookup_euid"), a.props.get("action_key")) for a in waiting}
+    waiting = requests_waiting() if (requeue_gate and dead) or any(
+        h["gated"] for h in holds) else []
     held_asked = {e for a in waiting for e, _ in a.holds
                   if a.props.get("action_key") == "release_execution_hold"}
     for h in holds:
@@ -122,7 +125,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead
         "requeue_gate": requeue_gate,
-        "requeue_asked": {euid for euid, key in asked if key == "requeue_subject"},
+        "requeue_asked": requeues_asked(waiting),
         "holds": holds,
         "retrying": retrying,
         "hold_codes": hold_codes(),

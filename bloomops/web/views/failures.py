@@ -20,6 +20,7 @@ from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from
+from bloomops.web.offers import requests_waiting, requeues_asked
 from bloomops.web.views.common import (
     answer_bulk,
     forbidden,
@@ -89,7 +90,10 @@ def failures(request: HttpRequest) -> HttpResponse:
     rows = selectors.failures(queue_key=filters["queue_key"])
     items = _matching(rows, filters)
     queues = selectors.queues()
+    gated = dead_letter_gate() and any(r["kind"] == FAILED for r in items)
     return render(request, "web/failures.html", {
+        # a dead letter whose requeue is asked for already says so (asking again is refused)
+        "requeue_asked": requeues_asked(requests_waiting()) if gated else set(),
         "groups": group_failures(rows), "items": items, "filters": filters,
         "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
         "filtered": any(filters.values()),
@@ -142,11 +146,13 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         gate = dead_letter_gate() if verb == "requeue" else None
         dead = {r["subject_euid"] for r in listed if r["kind"] == FAILED}
         gated = [p.euid for p in picks if gate and p.euid in dead]
+        asked = requeues_asked(requests_waiting()) if gated else set()
         return render(request, "web/failures_confirm.html", {
-            "gate": gate, "gated": gated,
+            "gate": gate, "gated": gated, "asked": [e for e in gated if e in asked],
             # what the button runs: the gated ones would only be refused one by one
             "runnable": [p for p in picks if p.euid not in gated],
-            "gated_picks": [p for p in picks if p.euid in gated],
+            # what may be asked for: asking again for one waiting would be refused
+            "gated_picks": [p for p in picks if p.euid in gated and p.euid not in asked],
             "verb": verb, "words": BULK_ACTIONS[verb], "picks": picks, "filters": filters,
             "shown": [(p.euid, names.get(p.euid)) for p in picks[:CONFIRM_LIST]],
             "more": max(0, len(picks) - CONFIRM_LIST),
