@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import os
 
+import gunicorn
 from gunicorn.workers import gthread
+
+# The timeout below is set where gunicorn 27 initialises a connection, inside handle(); 22
+# and 23 did so before it, and a stalled client there kept its thread for good.
+if int(gunicorn.__version__.split(".")[0]) < 27:
+    raise RuntimeError(f"bloomops.serving needs gunicorn 27 (found {gunicorn.__version__})")
 
 
 def _int(name: str, default: int) -> int:

@@ -358,3 +358,12 @@ def test_a_bundle_nesting_deep_inside_an_audit_value_is_answered_not_a_500(histo
     verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
     assert not verdict.ok
     assert any(p.startswith(f"file: audit[{row['euid']}].new_value") for p in verdict.problems)
+
+
+def test_an_audit_text_rewritten_to_the_same_json_is_still_an_edit():
+    """'{"a":1}' against '{"a": 1}': the same JSON, other bytes than the database holds."""
+    from bloomops.execution.evidence import _first_difference
+
+    said = _first_difference("audit[x].new_value", '{"a":1}', '{"a": 1}')
+    assert said is not None and said.startswith("audit[x].new_value: the file has")
+    assert _first_difference("audit[x].new_value", '{"a": 1}', '{"a": 1}') is None

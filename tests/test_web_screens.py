@@ -750,3 +750,12 @@ def test_the_inspector_says_a_subjects_standing_in_words(client, lab):
     euid = make_subject("q1", name="Tube")
     html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
     assert 'Derived: <strong title="VISIBLE_IN_QUEUE">visible in its queue</strong>' in html
+
+
+def test_the_audit_trail_tells_true_from_1_and_1_from_1_0():
+    """A change from 1 to true (or 1.0) read as "nothing: the same value written again"."""
+    from bloomops.execution.selectors.audit import json_changes
+
+    assert json_changes('{"a": 1, "b": 0, "c": 1}', '{"a": true, "b": false, "c": 1.0}') == [
+        ("a", "1", "true"), ("b", "0", "false"), ("c", "1", "1.0")]
+    assert json_changes('{"a": {"x": 1}}', '{"a": {"x": 1}}') == []

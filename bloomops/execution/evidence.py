@@ -167,7 +167,10 @@ def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
         # an audit row's values are JSON texts: the field that differs inside is named
         inner = _json_object(mine), _json_object(theirs)
         if inner[0] is not None and inner[1] is not None:
-            return _first_difference(path, *inner)
+            found = _first_difference(path, *inner)
+            if found or mine == theirs:
+                return found
+            # the same JSON written otherwise is still not the text the database holds
         if mine != theirs:
             # two long texts cut at 80 read alike: shown from a little before they part
             at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False))

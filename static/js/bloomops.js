@@ -317,20 +317,32 @@ document.addEventListener("change", function (event) {
 });
 
 // A form whose answer is a file (Download evidence) leaves the page as it was: the part it
-// names (data-refreshes) is read again once the file has been made, so the bundle just
-// recorded is listed without a reload.
+// names (data-refreshes) is read again until it changes (a large bundle takes a while to
+// make), so the bundle just recorded is listed without a reload; what the page does to
+// new content (local times, table marks) is done to it as to an htmx swap.
 document.addEventListener("submit", function (event) {
   var form = event.target;
   var id = form.getAttribute && form.getAttribute("data-refreshes");
   if (!id) return;
-  window.setTimeout(function () {
+  var here = document.getElementById(id);
+  var before = here ? here.innerHTML : "";
+  var tries = 0;
+  function look() {
+    tries += 1;
     fetch(window.location.href, { credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (html) {
-        if (!html) return;
-        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(id);
-        var here = document.getElementById(id);
-        if (fresh && here) here.innerHTML = fresh.innerHTML;
+        var fresh = html && new DOMParser().parseFromString(html, "text/html").getElementById(id);
+        here = document.getElementById(id);
+        if (fresh && here && fresh.innerHTML !== before) {
+          here.innerHTML = fresh.innerHTML;
+          if (window.htmx) window.htmx.process(here);
+          here.dispatchEvent(new CustomEvent("htmx:afterSettle", { bubbles: true,
+                                                                  detail: { elt: here } }));
+        } else if (tries < 8) {
+          window.setTimeout(look, 1500);
+        }
       });
-  }, 1500);
+  }
+  window.setTimeout(look, 1000);
 });

@@ -64,12 +64,13 @@ def _walk(a: Any, b: Any, path: str, out: list[tuple[str, str, str]]) -> None:
         for key in sorted(set(a) | set(b), key=str):
             _walk(a.get(key, _ABSENT), b.get(key, _ABSENT), f"{path}.{key}" if path else key,
                   out)
-    elif a != b:
+    elif a is _ABSENT or b is _ABSENT or _shown(a, cut=False) != _shown(b, cut=False):
+        # compared as written: 1 and true, 0 and false, 1 and 1.0 are equal to Python
         out.append((path, _shown(a), _shown(b)))
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any, *, cut: bool = True) -> str:
     if value is _ABSENT:
         return "–"
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= 120 else text[:119] + "…"
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return text if not cut or len(text) <= 120 else text[:119] + "…"

@@ -4,6 +4,7 @@ same figures computed live, so no answer depends on the recorder running."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,17 +81,27 @@ def current(*, now: datetime | None = None, tenant: str | None = None,
     return stats
 
 
+# How long a reader waits for another's live computation before computing its own anyway.
+LIVE_TURN_WAIT_SECONDS = 5.0
+
+
 def _live_one_at_a_time(moment: datetime, tenant: str | None, with_trend: bool) -> Stats:
     """live(), one computation per tenant at a time across every process: with the recorder
     behind, each scrape and dashboard computed its own at once (four anonymous /metrics and
     two /queues took 18-38 s each on two cores); they now wait their turn and leave the
-    other cores to the claims."""
+    other cores to the claims. A turn is waited for LIVE_TURN_WAIT_SECONDS at most: the
+    figures are always answered, and no queue of readers holds the server's threads."""
     name = f"bloomops-live-stats|{tenant_key(tenant)}"
-    fetch_value("SELECT pg_advisory_lock(hashtext(%s))", [name])
+    deadline = time.monotonic() + LIVE_TURN_WAIT_SECONDS
+    held = bool(fetch_value("SELECT pg_try_advisory_lock(hashtext(%s))", [name]))
+    while not held and time.monotonic() < deadline:
+        time.sleep(0.05)
+        held = bool(fetch_value("SELECT pg_try_advisory_lock(hashtext(%s))", [name]))
     try:
         return live(now=moment, tenant=tenant, with_trend=with_trend)
     finally:
-        fetch_value("SELECT pg_advisory_unlock(hashtext(%s))", [name])
+        if held:
+            fetch_value("SELECT pg_advisory_unlock(hashtext(%s))", [name])
 
 
 def live(*, now: datetime | None = None, tenant: str | None = None,
