@@ -313,3 +313,34 @@ def test_a_table_wider_than_a_phone_says_so_and_keeps_its_scroll(browser, bench)
     page.set_viewport_size({"width": 1366, "height": 900})
     expect(page.locator(table)).not_to_have_attribute("data-more", re.compile(".*"))
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [768, 375])
+def test_every_console_control_is_a_touch_target_on_a_tablet(browser, bench, width):
+    """The bench's controls were 44 px; an operator's Release, Cancel and Requeue on the
+    subject page, a worker's Drain, the workbench's and failures' buttons were 30-35 px on
+    the same tablet."""
+    site = bench["site"]
+    controls = ("button, select, summary, input:not([type=hidden]):not([type=checkbox])"
+                ":not([type=radio]):not([type=file]):not(.sr-only)")
+    found = {}
+    for user, paths in (("supervisor", ["/workbench/", "/failures/", "/approvals/",
+                                        f"/subjects/{bench['subject']}/"]),
+                        ("admin", ["/workers/", "/admin/", "/settings/queues/q1/",
+                                   "/people/"])):
+        page = page_for(browser, site, user, width)
+        for path in paths:
+            page.goto(f"{site}{path}")
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            small = page.evaluate("""([css, least]) => [...document.querySelectorAll(css)]
+                .filter(el => { const r = el.getBoundingClientRect();
+                                return r.width > 0 && (r.height < least || r.width < least); })
+                .map(el => el.tagName.toLowerCase() + ' "' + (el.getAttribute('aria-label')
+                     || el.textContent || el.name || '').trim().slice(0, 30) + '" '
+                     + Math.round(el.getBoundingClientRect().width) + 'x'
+                     + Math.round(el.getBoundingClientRect().height))""",
+                [", ".join(f"main {c.strip()}" for c in controls.split(",")), TOUCH])
+            if small:
+                found[path] = small
+        page.context.close()
+    assert found == {}

@@ -5,6 +5,7 @@ on the dashboard with its reason (docs/RULES.md#queue-configuration)."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from bloomops.execution import selectors
 from tests.engine import act, actor
@@ -41,7 +42,11 @@ def test_admin_previews_the_diff_then_saves(browser, site):  # noqa: F811
     assert "update_queue" in history and "instrument runs in order now" in history
     page.locator("#enabled-reason").fill("service visit")
     page.locator("#toggle-enabled").click()
-    assert "Queue disabled." in page.locator(".messages").inner_text()
+    # disabling stops every claim from the queue: asked first
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text("Nobody can claim from line until it is enabled again")
+    page.get_by_role("button", name="Yes, disable the queue").click()
+    expect(page.locator(".messages")).to_contain_text("Queue disabled.")
     page.goto(f"{site}/")
     row = page.locator('#queue-table tr[data-queue="line"]')
     assert "disabled" in row.inner_text() and "service visit" in row.inner_text()
