@@ -198,12 +198,18 @@ def test_cancelling_an_integrity_held_subject_and_requeueing_a_dead_letter_are_g
 
     dead = dead_lettered()
     assert envelope(dead)["state"] == "FAILED_TERMINAL"
+    _requeue_takes_a_second_person(ann, bob, dead, "FAILED_TERMINAL", "new aliquot")
+
+
+def _requeue_takes_a_second_person(ann, bob, subject: str, state: str, reason: str) -> None:
+    """A requeue by ann alone is refused APPROVAL_REQUIRED; asked for and approved by bob,
+    it runs: the subject is READY."""
     refused("APPROVAL_REQUIRED", lambda: act(
-        "requeue_subject", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
-        payload={"reason": "new aliquot"}))
-    approval = act("request_approval", ann, subject_euid=dead, payload={
-        "action_key": "requeue_subject", "reason": "new aliquot arrived",
-        "parameters": {"reason": "new aliquot"}})["approval_euid"]
+        "requeue_subject", ann, subject_euid=subject, expected_state=state,
+        payload={"reason": reason}))
+    approval = act("request_approval", ann, subject_euid=subject, payload={
+        "action_key": "requeue_subject", "reason": reason,
+        "parameters": {"reason": reason}})["approval_euid"]
     assert decide(bob, approval)["state"] == "READY"
 
 
@@ -216,13 +222,7 @@ def test_cancelling_a_dead_letter_opens_no_way_round_the_second_person(lab):
     act("cancel_subject_execution", ann, subject_euid=dead, expected_state="FAILED_TERMINAL",
         payload={"reason": "specimen used up"})
     assert envelope(dead)["state"] == "CANCELED"
-    refused("APPROVAL_REQUIRED", lambda: act(
-        "requeue_subject", ann, subject_euid=dead, expected_state="CANCELED",
-        payload={"reason": "found another aliquot"}))
-    approval = act("request_approval", ann, subject_euid=dead, payload={
-        "action_key": "requeue_subject", "reason": "found another aliquot",
-        "parameters": {"reason": "found another aliquot"}})["approval_euid"]
-    assert decide(bob, approval)["state"] == "READY"
+    _requeue_takes_a_second_person(ann, bob, dead, "CANCELED", "found another aliquot")
     # run again with a second person's signature: its letter reads REQUEUED, and what
     # follows is ordinary work again
     act("cancel_subject_execution", ann, subject_euid=dead, expected_state="READY",
