@@ -344,3 +344,18 @@ def test_every_console_control_is_a_touch_target_on_a_tablet(browser, bench, wid
                 found[path] = small
         page.context.close()
     assert found == {}
+
+
+def test_a_phones_cards_keep_their_select_all(browser, bench):
+    """The cards hid the table's header, and with it the select-all box: every card was
+    ticked by hand."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 375)
+    page.goto(f"{site}/workbench/")
+    box = page.locator('#holds input[data-select-all="bulk-holds"]')
+    expect(box).to_be_visible()
+    box.check()
+    picks = page.locator('#holds input.pick[form="bulk-holds"]')
+    assert picks.count() >= 1
+    assert all(picks.nth(i).is_checked() for i in range(picks.count()))
+    page.context.close()
