@@ -110,8 +110,12 @@ def test_auto_refresh_keeps_focus_and_scroll(browser, site):
     link.focus()
     page.mouse.wheel(0, 200)
     page.wait_for_function("() => window.scrollY > 0")
-    scrolled = page.evaluate("window.scrollY")
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    scrolled = page.evaluate("window.scrollY")  # the wheel's scroll done
     page.wait_for_function("() => window.__swaps >= 2")  # refreshed (every second here)
+    # the refreshed part laid out and painted (two frames): where the reader is now is
+    # where they stay
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert page.evaluate("document.activeElement.textContent") == "Queue two"
     assert page.evaluate("document.activeElement.closest('tr').dataset.queue") == "q2"
     assert page.evaluate("window.scrollY") == scrolled

@@ -200,6 +200,8 @@ window.bloomopsSideways = "table.grid, .table-container";
       });
     }
     window.scrollTo(k.x, k.y);
+    // and once more when the new part has been laid out (a late layout moved it otherwise)
+    window.requestAnimationFrame(function () { window.scrollTo(k.x, k.y); });
   });
 })();
 
