@@ -178,9 +178,13 @@ def test_complete_moves_the_item_to_the_next_queue_of_the_flow(client, lab):
     assert '<option value="q2" selected>' in html  # the flow's next queue is preselected
     assert "15 min" in html or "14 min" in html  # time left of the lease
     response = client.post(f"/leases/{lease['euid']}/complete/",
-                           form_for(page, f"/leases/{lease['euid']}/complete/"))
-    # the item as the cards name it: its name, then its EUID
-    assert f"Completed s ({lease['subject_euid']}); it moved to Queue two (q2)." in said(response)
+                           form_for(page, f"/leases/{lease['euid']}/complete/"), follow=True)
+    # the item as the cards name it: its name, then its EUID, and a link to its page (a
+    # message was text that could not be followed), shown as one
+    euid = lease["subject_euid"]
+    shown = response.content.decode().split('class="messages"')[1].split("</ul>")[0]
+    assert (f'Completed <a href="/subjects/{euid}/">s ({euid})</a>; it moved to Queue two'
+            f" (q2).") in shown
     assert envelope(lease["subject_euid"])["next_queue_key"] == "q2"
     assert lease["subject_euid"] in client.get("/queues/q2/").content.decode()
 
@@ -567,3 +571,14 @@ def test_csrf_is_enforced_on_action_posts(lab):
     ok = client.post(f"/subjects/{euid}/hold/", form_for(page, f"/subjects/{euid}/hold/",
                                                           reason="x"))
     assert ok.status_code == 302 and envelope(euid)["state"] == "HELD"
+
+
+def test_a_completion_message_shows_a_name_as_text(client, lab):
+    """The message links the item; its name, whatever it holds, is text in it."""
+    client = signed_in(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"], make_subject("q1", name="<b>Tube</b>"))
+    page = client.get("/my-work/")
+    response = client.post(f"/leases/{lease['euid']}/complete/",
+                           form_for(page, f"/leases/{lease['euid']}/complete/"), follow=True)
+    shown = response.content.decode().split('class="messages"')[1].split("</ul>")[0]
+    assert "&lt;b&gt;Tube&lt;/b&gt;" in shown and "<b>Tube</b>" not in shown

@@ -164,7 +164,8 @@ def test_a_flow_whose_default_cannot_take_the_item_offers_every_queue_that_can(c
     assert "ilmn" not in offered and "ont_old" not in offered
     response = sci.post(f"/leases/{lease}/complete/",
                         form_for(page, f"/leases/{lease}/complete/", next_queue_key="ont"))
-    assert said(response)[-1] == f"Completed s ({euid}); it moved to ONT prep (ont)."  # its name
+    assert said(response)[-1] == (f'Completed <a href="/subjects/{euid}/">s ({euid})</a>;'
+                                  " it moved to ONT prep (ont).")  # its name
     assert envelope(euid)["next_queue_key"] == "ont"
 
 

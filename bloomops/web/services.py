@@ -6,6 +6,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
 from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.outputs import routed_output
 from bloomops.execution.context import action_spec
@@ -173,3 +177,10 @@ def item_called(result: Any) -> str:
     euid = result["subject_euid"]
     name = selectors.subject_name(euid) if euid else None
     return f"{name} ({euid})" if name else str(euid)
+
+
+def item_link(result: Any) -> SafeString:
+    """item_called as a link to the item's page, for a message that says what became of it
+    (a message is text otherwise: the item just done could not be followed)."""
+    return format_html('<a href="{}">{}</a>', reverse("subject", args=[result["subject_euid"]]),
+                       item_called(result))

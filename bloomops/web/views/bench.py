@@ -8,6 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
@@ -224,14 +225,16 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
         words = bench_words.template_words(made[1])
         return bench_answer(
-            request, run, lambda r: f"Completed {services.item_called(r)}: made"
-            f" {', '.join(r['output_euids'])} ({words}) for {_queue_called(made[0])}.",
+            request, run, lambda r: format_html(
+                "Completed {}: made {} ({}) for {}.", services.item_link(r),
+                ", ".join(r["output_euids"]), words, _queue_called(made[0])),
             reverse("my_work"), lambda r: reverse("my_work"))
     payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
-        lambda r: f"Completed {services.item_called(r)}"
-        + (f"; it moved to {_queue_called(choice)}." if choice else "; its flow is finished."))
+        lambda r: format_html("Completed {}{}", services.item_link(r),
+                              f"; it moved to {_queue_called(choice)}." if choice
+                              else "; its flow is finished."))
 
 
 def _queue_called(queue_key: str) -> str:
