@@ -440,7 +440,14 @@ def test_workers_and_dead_letters_are_read_a_page_at_a_time(q1, apis):
     page = svc.get("/workers", limit=1, offset=1).json()
     assert [w["worker_key"] for w in page] == keys[1:2]
     assert svc.get("/workers", limit=1001).status_code == 400
-    assert svc.get("/dead-letter", limit=1, offset=0).status_code == 200
+    from tests.approval_support import dead_lettered
+
+    make_queue("dl")
+    letters = {dead_lettered("dl"), dead_lettered("dl")}
+    every = [d["subject_euid"] for d in svc.get("/dead-letter").json()]
+    assert set(every) == letters  # newest first
+    assert [d["subject_euid"] for d in svc.get("/dead-letter", limit=1, offset=1).json()] \
+        == every[1:2]
     assert svc.get("/dead-letter", limit=0).status_code == 400
 
 

@@ -1,5 +1,6 @@
 from bloomops.accounts.roles import roles_of
 from bloomops.accounts.signatures import password_given_by
+from bloomops.memo import per_request
 
 
 def roles(request):
@@ -12,12 +13,7 @@ def roles(request):
         "is_operator": bool(user_roles & {"operator", "admin"}),
         "is_admin": "admin" in user_roles,
         "is_human_worker": bool(user_roles & {"worker_human", "admin"}),
-        "password_given_by": _given(request, user) if whole_page and user_roles else None,
+        "password_given_by": per_request(
+            request, "password_given_by", lambda: password_given_by(user.get_username()))
+        if whole_page and user_roles else None,
     }
-
-
-def _given(request, user) -> str | None:
-    # once per request, however many templates it renders
-    if not hasattr(request, "_bloomops_password_given_by"):
-        request._bloomops_password_given_by = password_given_by(user.get_username())
-    return request._bloomops_password_given_by

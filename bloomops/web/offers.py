@@ -76,3 +76,9 @@ def requeues_asked(waiting: list[selectors.ApprovalRow]) -> set[str]:
     """The subjects whose requeue waits for a second person."""
     return {a.props.get("subject_lookup_euid") for a in waiting
             if a.props.get("action_key") == "requeue_subject"}
+
+
+def releases_asked(waiting: list[selectors.ApprovalRow]) -> set[str]:
+    """The holds whose release waits for a second person."""
+    return {euid for a in waiting if a.props.get("action_key") == "release_execution_hold"
+            for euid, _ in a.holds}

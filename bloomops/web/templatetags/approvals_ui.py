@@ -11,6 +11,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import RULE_TEXT
 from bloomops.execution.states import parse_priority, priority_class
+from bloomops.memo import per_request
 
 register = template.Library()
 PANEL_ROWS = 10
@@ -19,14 +20,9 @@ PANEL_ROWS = 10
 def _waiting(context) -> selectors.Waiting:
     """Read once per request: the navigation and a panel on the same page share it."""
     request = context.get("request")
-    cached = getattr(request, "_bloomops_approvals_waiting", None)
-    if cached is None:
-        user = getattr(request, "user", None)
-        cached = selectors.approvals_waiting(
-            limit=PANEL_ROWS, for_user=user.get_username() if user is not None else None)
-        if request is not None:
-            request._bloomops_approvals_waiting = cached
-    return cached
+    user = getattr(request, "user", None)
+    return per_request(request, "approvals_waiting", lambda: selectors.approvals_waiting(
+        limit=PANEL_ROWS, for_user=user.get_username() if user is not None else None))
 
 
 @register.simple_tag(takes_context=True)

@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
+from bloomops.memo import per_request
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
 from bloomops.web.timewords import local_clock, readable_seconds, relative
@@ -196,10 +197,6 @@ def queue_called(context, queue_key: str | None) -> str:
     alone). The queues are read once per request."""
     if not queue_key:
         return "–"
-    request = context.get("request")
-    configs = getattr(request, "_bloomops_queue_configs", None)
-    if configs is None:
-        configs = {q["queue_key"]: q["config"] for q in selectors.queues()}
-        if request is not None:
-            request._bloomops_queue_configs = configs
+    configs = per_request(context.get("request"), "queue_configs", lambda: {
+        q["queue_key"]: q["config"] for q in selectors.queues()})
     return selectors.queue_called(queue_key, configs.get(queue_key))

@@ -17,6 +17,7 @@ from bloomops.web import services
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, picks_from
 from bloomops.web.offers import (
     mark_rejections,
+    releases_asked,
     requests_waiting,
     requeues_asked,
     subject_states,
@@ -94,10 +95,6 @@ STATUS_WORDS = {
 }
 
 
-
-
-
-
 @require_GET
 @reader
 def workbench(request: HttpRequest) -> HttpResponse:
@@ -116,8 +113,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     # decided ones pile up for years): requeues by subject, releases by hold
     waiting = requests_waiting() if (requeue_gate and dead) or any(
         h["gated"] for h in holds) else []
-    held_asked = {e for a in waiting for e, _ in a.holds
-                  if a.props.get("action_key") == "release_execution_hold"}
+    held_asked = releases_asked(waiting)
     for h in holds:
         h["asked"] = h["euid"] in held_asked
     mark_rejections(holds, dead, requeue_gate)
