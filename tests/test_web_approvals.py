@@ -398,6 +398,22 @@ def test_the_asker_sees_on_the_workbench_that_their_request_was_rejected(client,
     assert "Release requested: waiting" in row and "rejected" not in row, again
 
 
+def test_a_rejection_asked_past_and_withdrawn_no_longer_heads_the_row(client, desk):
+    """The workbench showed the last rejection whatever came after it: asked again and then
+    withdrawn, the row still read "rejected by bob", which was no longer the last word."""
+    from tests.engine import act
+
+    first = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    decide(desk["bob_actor"], first, "REJECTED", reason="the QC trace is missing")
+    again = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
+    act("cancel_approval", desk["ann_actor"],
+        payload={"approval_euid": again, "reason": "asked too soon"})
+    ann = signed_in(client, desk["ann"])
+    row = _hold_row(ann.get("/workbench/").content.decode(), desk["hold"])
+    assert "data-rejected" not in row and "rejected by bob" not in row, row
+    assert "Release requested: waiting" not in row and "Ask on its page" in row
+
+
 def _hold_row(html: str, hold: str) -> str:
     holds = html.split('id="holds"')[1]
     start = holds.index(f'data-gated="{hold}"')
@@ -419,6 +435,15 @@ def test_a_dead_letter_says_its_requeue_was_rejected(client, desk):
     row = letters[letters.index(f'data-euid="{dead}"'):].split("</tr>")[0]
     assert f'data-rejected="{asked}"' in row
     assert "Its requeue was rejected by bob" in row and "another lot" in row
+    again = act("request_approval", desk["ann_actor"], subject_euid=dead,
+                payload={"action_key": "requeue_subject", "reason": "a second aliquot",
+                         "parameters": {"reason": "new aliquot"}})["approval_euid"]
+    act("cancel_approval", desk["ann_actor"],
+        payload={"approval_euid": again, "reason": "asked too soon"})
+    html = signed_in(client, desk["ann"]).get("/workbench/").content.decode()
+    letters = html.split('id="dead-letters"')[1].split("</table>")[0]
+    row = letters[letters.index(f'data-euid="{dead}"'):].split("</tr>")[0]
+    assert "data-rejected" not in row and "rejected by bob" not in row, row
 
 
 def test_the_dashboard_panel_sends_a_requester_to_see_not_to_decide(client, desk):

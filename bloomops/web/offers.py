@@ -45,21 +45,29 @@ def gated_controls(subject_uid: int) -> dict[str, str]:
 
 def mark_rejections(holds: list[dict], dead_letters: list[dict], requeue_gate: bool) -> None:
     """Each gated hold (``rejected``) and, while requeues are gated, each dead letter whose
-    last request was rejected since it began, with that approval: its asker otherwise saw
-    the row offer "Ask" again as if nothing had been asked. One query, when any is gated."""
+    last decided request (since it began) was rejected, with that approval: its asker
+    otherwise saw the row offer "Ask" again as if nothing had been asked. A request asked
+    after the rejection and withdrawn or expired is the last word instead, and the row
+    reads as never asked. One query, when any is gated."""
     gated = [h for h in holds if h.get("gated")]
     letters = dead_letters if requeue_gate else []
     if not gated and not letters:
         return
-    found = selectors.approvals(status="REJECTED", limit=500, subject_euids=sorted(
+    found = selectors.approvals(decided=True, limit=500, subject_euids=sorted(
         {h["subject_euid"] for h in gated} | {d["subject_euid"] for d in letters}))
+
+    def rejected(last: selectors.ApprovalRow | None) -> selectors.ApprovalRow | None:
+        return last if last is not None and last.status == "REJECTED" else None
+
     for h in gated:  # newest first: the first naming the hold is its last
-        h["rejected"] = next((a for a in found if a.props.get("action_key") ==
-                              "release_execution_hold" and h["euid"] in dict(a.holds)), None)
+        h["rejected"] = rejected(next((a for a in found if a.props.get("action_key") ==
+                                       "release_execution_hold" and h["euid"] in dict(a.holds)),
+                                      None))
     for d in letters:
-        d["rejected"] = next((a for a in found if a.props.get("action_key") == "requeue_subject"
-                              and a.props.get("subject_lookup_euid") == d["subject_euid"]
-                              and a.created_dt >= d["created_dt"]), None)
+        d["rejected"] = rejected(next((a for a in found
+                                       if a.props.get("action_key") == "requeue_subject"
+                                       and a.props.get("subject_lookup_euid") == d["subject_euid"]
+                                       and a.created_dt >= d["created_dt"]), None))
 
 
 # The waiting approvals a screen marks its rows by (a lab has a handful at a time).
