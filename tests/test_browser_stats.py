@@ -48,6 +48,22 @@ def test_a_supervisor_sees_the_charts_and_follows_a_point(browser, site):  # noq
     assert refused == []
 
 
+def test_on_a_phone_a_tap_anywhere_on_the_plot_leads_to_the_items(browser, site):  # noqa: F811
+    """A depth chart's dots are 6 px wide and all lead to the queue's items: on a phone a
+    tap on the plot away from every dot leads there too."""
+    from bloomops.web.charts import LEFT, MIDDLE, WIDTH
+
+    _a_minute_of_work("Specimen phone chart")
+    page = signed_in(browser, site, "supervisor", width=390)
+    chart = page.get_by_role("group", name="Queue one: depth and oldest age")
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    unit = box["width"] / WIDTH
+    # the one dot is at the plot's right end (now); this is at its left end
+    page.mouse.click(box["x"] + (LEFT + 8) * unit, box["y"] + MIDDLE * unit)
+    expect(page).to_have_url(re.compile(r"/queues/q1/$"))
+
+
 def test_the_charts_follow_the_samples_while_the_page_stays_open(
         browser, site, settings):  # noqa: F811
     settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1

@@ -15,11 +15,14 @@ from bloomops.execution.stats.history import RANGES, History, Point, bucket_star
 from bloomops.web.charts import (
     BOTTOM,
     LEFT,
+    MIDDLE,
     MIN_BAR,
+    REACH,
     RIGHT,
     TOP,
     count_top,
     depth_chart,
+    reaches,
     seconds_top,
     throughput_chart,
 )
@@ -214,3 +217,31 @@ def test_a_completion_bar_leads_to_the_completions_it_counts(client, lab):
     assert sorted(listed) == sorted(done)
     dashboard = signed_in(client, lab["operator"]).get("/").content.decode()
     assert '/completions/?queue=q1&amp;range=1h"' in dashboard
+
+
+def test_a_finger_reaches_the_nearest_bar_not_the_gap_between_bars():
+    """A bar 2 px wide was all a finger could hit on a phone: each bar is reached from its
+    half of the plot up to REACH past its edges, split halfway where a neighbour is nearer,
+    and never past the plot."""
+    boxes = [(LEFT + 2, 2.0), (LEFT + 10, 2.0), (LEFT + 100, 4.0), (RIGHT - 1, 1.5)]
+    spans = reaches(boxes)
+    assert spans[0] == (LEFT, LEFT + 7)  # cut by the plot's edge, then halfway to the next
+    assert spans[1] == (LEFT + 7, LEFT + 12 + REACH)
+    assert spans[2] == (LEFT + 100 - REACH, LEFT + 104 + REACH)
+    assert spans[3][0] == RIGHT - 1 - REACH and spans[3][1] == RIGHT + 0.5  # its own bar
+    for (x, w), (lo, hi) in zip(boxes, spans, strict=True):
+        assert lo <= x and x + w <= hi
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # one bar a tap
+    points = [Point(at=START + timedelta(minutes=m), completions=1, failures=2)
+              for m in (10, 40)]
+    svg = str(throughput_chart(_history(points), points, "q1", "q1"))
+    failures = re.findall(r'class="point failures" tabindex="-1"><title>[^<]*</title>'
+                          r'<rect class="reach" x="[^"]+" y="([^"]+)" width="[^"]+"'
+                          r' height="([^"]+)"', svg)
+    done = re.findall(r'class="point completions" tabindex="-1"><title>[^<]*</title>'
+                      r'<rect class="reach" x="[^"]+" y="([^"]+)" width="[^"]+"'
+                      r' height="([^"]+)"', svg)
+    assert len(failures) == len(done) == 2
+    # completions are reached above the middle line, failures below it
+    assert all(float(y) == TOP and float(y) + float(h) == MIDDLE for y, h in done)
+    assert all(float(y) == MIDDLE and float(y) + float(h) == BOTTOM for y, h in failures)

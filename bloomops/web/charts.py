@@ -156,6 +156,14 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
     return line + dots
 
 
+def _reach(href: str, title: str) -> SafeString:
+    """The plot as one link, beneath the points: every point of a depth chart leads to the
+    same items, and a finger on a phone need not find a dot 6 px wide."""
+    return format_html('<a href="{}" class="reach" tabindex="-1"><title>{}</title><rect'
+                       ' x="{}" y="{}" width="{}" height="{}" fill="transparent"/></a>',
+                       href, title, LEFT, TOP, RIGHT - LEFT, BOTTOM - TOP)
+
+
 def _axis(history: History) -> SafeString:
     """The frame and the time axis: the range's start and now."""
     return format_html(
@@ -206,6 +214,7 @@ def depth_chart(history: History, points: list[Point], name: str,
                       ("0", AGE)), right=True)
             + _legend(((DEPTH, f"{per}depth (max {peak})"),),
                       ((AGE, f"- - oldest age (max {readable_seconds(oldest)})"),))
+            + _reach(href, f"{name}: its items, in order" if queue_key else "The queues")
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
                     lambda p: f"{when(p.at)}: {highest}oldest age"
@@ -235,6 +244,27 @@ def bar_box(p: Point, history: History) -> tuple[float, float]:
     return start, max(MIN_BAR, room - 1 if room > MIN_BAR + 1 else room)
 
 
+# How far past its edges a bar is reached by a finger, where no other bar is nearer.
+REACH = 20
+
+
+def reaches(boxes: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """For bars (x, width) in order, the span of the plot each one is reached from: up to
+    REACH past its edges, split halfway where a neighbour is nearer, never past the plot. A
+    tap on a phone lands on the nearest bar rather than between bars 2 px wide."""
+    spans = []
+    for i, (x, w) in enumerate(boxes):
+        lo = max(LEFT, x - REACH)
+        hi = min(RIGHT, x + w + REACH)
+        if i:
+            before = boxes[i - 1][0] + boxes[i - 1][1]
+            lo = max(lo, min(x, (before + x) / 2))
+        if i + 1 < len(boxes):
+            hi = min(hi, max(x + w, (x + w + boxes[i + 1][0]) / 2))
+        spans.append((min(lo, x), max(hi, x + w)))
+    return spans
+
+
 def throughput_chart(history: History, points: list[Point], name: str,
                      queue_key: str | None) -> SafeString:
     """Completions (bars up from the middle) and failures (bars down), each bar over its
@@ -247,14 +277,20 @@ def throughput_chart(history: History, points: list[Point], name: str,
 
     def bars(page: str, css: str, colour: str, count: Callable[[Point], int], said: str,
              up: bool) -> SafeString:
-        """One kind of bar, each linking to the attempts it counts."""
+        """One kind of bar, each linking to the attempts it counts; a bar is reached from
+        anywhere in its half of the plot nearer to it than to another (``reaches``)."""
+        drawn = [(p, box) for p, box in zip(points, boxes, strict=True) if count(p)]
+        half = (TOP, mid) if up else (mid, BOTTOM)
         return format_html_join(
             "", '<a href="{}" class="point {}" tabindex="-1"><title>{}</title>'
+                '<rect class="reach" x="{}" y="{}" width="{}" height="{}" fill="transparent"/>'
                 '<rect class="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/></a>',
             ((attempts_url(page, queue_key, history.range_key, counted=p.counted), page,
-              f"{when(p.at)}: {count(p)} {said}", css, _n(x),
+              f"{when(p.at)}: {count(p)} {said}", _n(lo), _n(half[0]), _n(hi - lo),
+              _n(half[1] - half[0]), css, _n(x),
               _n(mid - count(p) * scale if up else mid), _n(w), _n(count(p) * scale), colour)
-             for p, (x, w) in zip(points, boxes, strict=True) if count(p)))
+             for (p, (x, w)), (lo, hi) in zip(drawn, reaches([b for _, b in drawn]),
+                                               strict=True)))
 
     done = bars("completions", "done", DONE, lambda p: p.completions, "completed", up=True)
     failed = bars("failures", "failed", FAILED, lambda p: p.failures, "failed", up=False)
