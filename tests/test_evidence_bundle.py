@@ -115,7 +115,7 @@ def test_an_edited_file_is_detected_and_the_edit_named(history, tmp_path, capsys
     assert f"action_records[{euid}].record.reason" in text
     # the edited record no longer matches its own seal: that check, and the ones the edit
     # reaches, are marked failed
-    assert verdict.outcomes == ["passed", "failed", "failed", "failed", "passed"]
+    assert verdict.outcomes == ["passed", "failed", "failed", "failed", "passed", "passed"]
     path = tmp_path / "edited.json"
     path.write_bytes(edited)
     with pytest.raises(CommandError, match="NOT VERIFIED"):
@@ -367,3 +367,69 @@ def test_an_audit_text_rewritten_to_the_same_json_is_still_an_edit():
     said = _first_difference("audit[x].new_value", '{"a":1}', '{"a": 1}')
     assert said is not None and said.startswith("audit[x].new_value: the file has")
     assert _first_difference("audit[x].new_value", '{"a": 1}', '{"a": 1}') is None
+
+
+def test_a_signature_edited_in_the_database_fails_even_a_fresh_export(history):
+    """An insider rewrites who signed an approval, then exports: the file agrees with the
+    database, but not with the sealed decision record inside it (audit finding)."""
+    execute(
+        """UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+           '{properties,signature,signer}', '"bench-lead"') WHERE euid = %s""",
+        [history["approval"]])
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    text = "\n".join(verdict.problems)
+    assert f"approvals[{history['approval']}].signature.signer" in text
+    assert '"qa-lead"' in text and verdict.outcomes[-1] == "failed"
+
+
+def test_a_record_unlinked_from_its_subject_fails_a_fresh_export(history):
+    """Soft-deleting the executed_on edge of a middle record hides it from the subject's
+    history and bundle, while its chain stays intact: the next record names it."""
+    execute(
+        """UPDATE generic_instance_lineage l SET is_deleted = true
+           FROM generic_instance a WHERE a.uid = l.parent_instance_uid
+           AND l.relationship_type = 'executed_on' AND a.subtype = 'place_execution_hold'""")
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any("is missing from the bundle" in p for p in verdict.problems)
+
+
+def test_an_output_moving_on_is_later_history_not_tampering(history, tenant):
+    """An output's own envelope moves with its own actions: verifying the parent's bundle
+    afterwards is not a problem."""
+    bundle = build_bundle(history["subject"], history["tenant"])
+    doc = json.loads(bundle.data)
+    doc["outputs"] = [{"euid": "Z-MX-OUT", "name": "x", "created_dt": None,
+                       "properties": {"execution": {"state": "READY"}}}]
+    now = {**doc, "outputs": [{"euid": "Z-MX-OUT", "name": "x", "created_dt": None,
+                               "properties": {"execution": {"state": "COMPLETED"}}}]}
+    from bloomops.execution.evidence import _compare
+    changed, explicable, _added, _acted = _compare(doc, now)
+    assert changed == [] and explicable == []
+
+
+def test_a_later_action_excuses_no_change_an_action_cannot_make(history):
+    """A hold's code rewritten from QC_FAIL to OPERATOR_HOLD let it be released with no
+    second person, and the bundle recorded before then read VERIFIED, the change "explained"
+    by that release; a subject's site rewritten was not named at all. Only what actions
+    change (the envelope, a hold's standing) may differ after later actions."""
+    hold = act("place_execution_hold", history["op"], subject_euid=history["subject"],
+               expected_state="READY",
+               payload={"hold_code": "QC_FAIL", "reason": "second look"})["hold_euid"]
+    before = export_evidence(history["subject"], history["op"])
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,
+               '{properties,hold_code}', '"OPERATOR_HOLD"'), '{properties,reason}',
+               '"routine"') WHERE euid = %s""", [hold])
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+               '{properties,site}', '"elsewhere"') WHERE euid = %s""", [history["subject"]])
+    act("release_execution_hold", history["op"], subject_euid=history["subject"],
+        hold_euid=hold, expected_state="HELD", payload={"reason": "looked again"})
+    verdict = verify_bundle(before.data, history["tenant"])
+    assert not verdict.ok
+    text = "\n".join(verdict.problems)
+    assert f"holds[{hold}].properties.hold_code" in text and '"QC_FAIL"' in text
+    assert f"holds[{hold}].properties.reason" in text
+    assert "subject.properties.site" in text and '"elsewhere"' in text

@@ -82,7 +82,7 @@ def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, 
     html = done.content.decode()
     assert done.status_code == 200 and '<h1 id="verdict" class="ok">Verified</h1>' in html
     assert "matches its own seal" in html  # what was checked, said
-    assert _outcomes(html) == ["passed"] * 5
+    assert _outcomes(html) == ["passed"] * 6
     edited = json.loads(export.data)
     edited["subject"]["name"] = "Another tube"
     done = reader.post(f"/subjects/{euid}/evidence/verify/",
@@ -91,15 +91,15 @@ def test_anyone_who_reads_verifies_a_downloaded_bundle_on_the_inspector(client, 
     assert '<h1 id="verdict" class="bad">Not verified</h1>' in html and "subject.name" in html
     # which checks failed is marked, not left to the reader of the problems: the file is
     # well-formed and sealed, but recorded nowhere and unlike the database
-    assert _outcomes(html) == ["passed", "passed", "failed", "failed", "passed"]
+    assert _outcomes(html) == ["passed", "passed", "failed", "failed", "passed", "passed"]
     # and nothing passed says the file was not edited: an auditor read the layout check's
     # "(not re-written or edited)" beside the edit it had found
     passed = re.findall(r'<li class="check-passed">(.*?)</li>', html, re.S)
-    assert len(passed) == 3 and not any("edited)" in p or "not edited" in p for p in passed)
+    assert len(passed) == 4 and not any("edited)" in p or "not edited" in p for p in passed)
     refused = reader.post(f"/subjects/{euid}/evidence/verify/", {"bundle": SimpleUploadedFile(
         "b.json", b"not json")})
     assert refused.status_code == 400 and "not a bundle" in refused.content.decode()
-    assert _outcomes(refused.content.decode()) == ["failed"] + ["not-run"] * 4
+    assert _outcomes(refused.content.decode()) == ["failed"] + ["not-run"] * 5
     assert counts() == before
 
 

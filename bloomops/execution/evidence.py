@@ -3,12 +3,12 @@ canonical form, and verifying a file against what was recorded and what is store
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from bloomops.execution.binding import binding_problems, short
 from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
@@ -113,6 +113,9 @@ CHECKS = (
     " lineage and audit rows must be unchanged; snapshots may differ only after later"
     " actions, never once final; nothing the file's own action records name may be missing",
     "the subject's hash chain of action records is unbroken in the database",
+    "the bundle agrees with its own sealed records, in the file and in the database: every"
+    " approval's decision and signature is the one its sealed decision record carries, and"
+    " no sealed record's predecessor on the subject's or an approval's chain is missing",
 )
 
 
@@ -145,11 +148,10 @@ class Verdict:
                 "checked": list(CHECKS), "outcomes": list(self.outcomes)}
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
+# Fields of a snapshot no action ever changes once the object exists: a difference is never
+# explained by a later action (a hold's code decides whether releasing it needs a second person).
+_IMMUTABLE = {"holds": ("hold_code", "reason", "placed_at", "placed_by_lookup_euid",
+                        "subject_lookup_euid", "state_before_hold")}
 def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
     if isinstance(mine, dict) and isinstance(theirs, dict):
         for k in sorted(set(mine) | set(theirs)):
@@ -178,11 +180,11 @@ def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
             start = max(0, at - 20)
             if start:
                 return (f"{path} (from character {start + 1}): the file has"
-                        f" {_short('…' + mine[start:])}, the database"
-                        f" {_short('…' + theirs[start:])}")
+                        f" {short('…' + mine[start:])}, the database"
+                        f" {short('…' + theirs[start:])}")
     if canonical_bytes(mine) == canonical_bytes(theirs):
         return None
-    return f"{path}: the file has {_short(mine)}, the database {_short(theirs)}"
+    return f"{path}: the file has {short(mine)}, the database {short(theirs)}"
 
 
 def _json_object(text: str) -> dict | None:
@@ -199,7 +201,7 @@ def _json_object(text: str) -> dict | None:
 
 def _entry_id(section: str, entry: Any) -> str:
     if not isinstance(entry, dict):
-        return _short(entry)
+        return short(entry)
     if section == "lineage":
         return f"{entry.get('direction')}:{entry.get('relationship_type')}:{entry.get('euid')}"
     return str(entry.get("euid"))
@@ -252,7 +254,18 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
             where = f"{section}[{key}]"
             if key not in theirs:
                 changed.append(f"{where}: in the file, no longer in the database")
-            elif (diff := _first_difference(where, entry, theirs[key])) is not None:
+                continue
+            if section == "outputs":
+                # an output is a subject of its own: its envelope moves with its own actions,
+                # which its own bundle holds (never one of this subject's)
+                entry, other = _without_envelope(entry), _without_envelope(theirs[key])
+            else:
+                other = theirs[key]
+            fixed = [d for name in _IMMUTABLE.get(section, ())
+                     if (d := _first_difference(f"{where}.properties.{name}",
+                                                _prop(entry, name), _prop(other, name)))]
+            changed += fixed
+            if not fixed and (diff := _first_difference(where, entry, other)) is not None:
                 # A later action explains a changed snapshot, never a vanished object or
                 # one that was final.
                 open_snapshot = section in SNAPSHOTS and not _final(section, entry)
@@ -266,11 +279,35 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
                                " but missing from the file")
             else:
                 added.append(f"{section}[{key}]: added since")
-    diff = _first_difference("subject", doc.get("subject"), now.get("subject"))
+    mine_s, theirs_s = doc.get("subject") or {}, now.get("subject") or {}
+    # only the envelope is ever changed by an action; the rest of the subject never is
+    diff = _first_difference("subject.properties.execution", _prop(mine_s, "execution"),
+                             _prop(theirs_s, "execution"))
     if diff:
         explicable.append(diff)
+    rest = _without_envelope(mine_s), _without_envelope(theirs_s)
+    for name in sorted(set(rest[0].get("properties") or {}) | set(rest[1].get("properties") or {})):
+        fixed = _first_difference(f"subject.properties.{name}", _prop(rest[0], name),
+                                  _prop(rest[1], name))
+        if fixed:
+            changed.append(fixed)
+    for name in sorted((set(rest[0]) | set(rest[1])) - {"properties"}):
+        if fixed := _first_difference(f"subject.{name}", rest[0].get(name), rest[1].get(name)):
+            changed.append(fixed)
     acted_since = any(a.startswith("action_records[") for a in added)
     return changed, explicable, added, acted_since
+
+
+def _prop(entry: Any, name: str) -> Any:
+    props = entry.get("properties") if isinstance(entry, dict) else None
+    return props.get(name) if isinstance(props, dict) else None
+
+
+def _without_envelope(entry: Any) -> Any:
+    if not isinstance(entry, dict) or not isinstance(entry.get("properties"), dict):
+        return entry
+    return {**entry, "properties": {k: v for k, v in entry["properties"].items()
+                                    if k != "execution"}}
 
 
 def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
@@ -318,6 +355,10 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
     verdict.later += added
     verdict.found(4, [f"database: {b}" for b in
                       verify_chains(tenant, verdict.subject_euid).breaks])
+    # the database's own bundle too: a file exported after a snapshot was edited agrees with
+    # the database, but not with the sealed records in it
+    verdict.found(5, [f"file: {p}" for p in binding_problems(doc)]
+                  + [f"database: {p}" for p in binding_problems(now.document)])
     return verdict
 
 
