@@ -77,3 +77,31 @@ def test_request_list_and_decide_over_the_api(people, settings):
                            " LIKE %s", [f"%{secret}%"]) == 0
     [row] = bob.get("/approvals", subject_euid=subject).json()
     assert row["status"] == "APPROVED" and row["signature"]["method"] == "password re-entry"
+
+
+def test_an_approval_another_writer_left_malformed_fails_no_list(people):
+    """An approval whose signature or parameters another writer (raw SQL) made a plain text
+    turned the approvals list into a 500 with a plain-text traceback: each field not of its
+    type reads as absent, and the rest of the list is answered."""
+    import json
+
+    from bloomops.tapdb.db import execute
+    from tests.engine import actor
+
+    subject, hold = integrity_held(actor("operator"))
+    asked = people["ann"].act("request-approval", subject_euid=subject, hold_euid=hold,
+                              action_key="release_execution_hold",
+                              parameters={"reason": "rerun"}, reason="QC rerun passed")
+    approval = asked.json()["approval_euid"]
+    for field, value in (("signature", "signed"), ("parameters", "x"), ("hold_euids", 5),
+                         ("requested_by", 7), ("subject_revision_at_request", "3")):
+        execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                " %s::text[], %s::jsonb) WHERE euid = %s",
+                [["properties", field], json.dumps(value), approval])
+    listed = people["bob"].get("/approvals")
+    assert listed.status_code == 200, listed.content
+    [row] = listed.json()
+    assert row["approval_euid"] == approval and row["signature"] is None
+    assert row["parameters"] == {} and row["hold_euids"] == []
+    assert row["requested_by"] is None and row["subject_revision_at_request"] is None
+    assert row["subject_euid"] == subject and row["reason"] == "QC rerun passed"

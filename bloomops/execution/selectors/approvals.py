@@ -58,22 +58,36 @@ class ApprovalRow:
         return [(e, codes[i] if i < len(codes) else "") for i, e in enumerate(euids)]
 
     def as_dict(self) -> dict[str, Any]:
+        """The API's fields, each of its type or absent: another writer's raw SQL is held to
+        no type, and one malformed approval must not fail the list."""
         p = self.props
+
+        def text(name: str) -> str | None:
+            return _typed(p.get(name), str)
+
+        ids = p.get("hold_euids")
         return {
             "approval_euid": self.euid, "status": self.status,
-            "action_key": p.get("action_key"), "rule": p.get("rule"),
-            "parameters": p.get("parameters") or {}, "reason": p.get("reason"),
-            "subject_euid": p.get("subject_lookup_euid"), "subject_state": self.subject_state,
-            "hold_euid": p.get("hold_lookup_euid"), "hold_euids": p.get("hold_euids") or [],
-            "queue_key": p.get("queue_key"),
-            "requested_by": p.get("requested_by"), "requested_at": p.get("requested_at"),
-            "expires_at": p.get("expires_at"),
-            "subject_revision_at_request": p.get("subject_revision_at_request"),
-            "decision": p.get("decision"), "decided_by": p.get("decided_by"),
-            "decided_at": p.get("decided_at"), "decision_reason": p.get("decision_reason"),
-            "signature": p.get("signature"), "canceled_by": p.get("canceled_by"),
-            "canceled_at": p.get("canceled_at"),
+            "action_key": text("action_key"), "rule": text("rule"),
+            "parameters": _typed(p.get("parameters"), dict) or {}, "reason": text("reason"),
+            "subject_euid": text("subject_lookup_euid"), "subject_state": self.subject_state,
+            "hold_euid": text("hold_lookup_euid"),
+            "hold_euids": [e for e in ids if isinstance(e, str)] if isinstance(ids, list) else [],
+            "queue_key": text("queue_key"),
+            "requested_by": text("requested_by"), "requested_at": text("requested_at"),
+            "expires_at": text("expires_at"),
+            "subject_revision_at_request": _typed(p.get("subject_revision_at_request"), int),
+            "decision": text("decision"), "decided_by": text("decided_by"),
+            "decided_at": text("decided_at"), "decision_reason": text("decision_reason"),
+            "signature": _typed(p.get("signature"), dict), "canceled_by": text("canceled_by"),
+            "canceled_at": text("canceled_at"),
         }
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """``value`` if it is a ``kind`` (a JSON true is no integer), else None."""
+    return value if isinstance(value, kind) and not (
+        kind is int and isinstance(value, bool)) else None
 
 
 def _rows(where: str, params: dict[str, Any], extra: str = "",
