@@ -29,6 +29,7 @@ def busy_lab() -> None:
         else:
             act("fail_queue_execution", svc, **fields, payload={
                 "retryable": outcome == "retryable", "error_class": "PERMANENT_INPUT"
-                if outcome == "terminal" else "TRANSIENT_SYSTEM"})
+                if outcome == "terminal" else "TRANSIENT_SYSTEM",
+                "error_message": "label unreadable"})
     claim(svc, register(svc, "stats-w2"), "q2")  # expires: nobody renews it
     clock.advance(31)

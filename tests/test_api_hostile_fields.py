@@ -232,7 +232,7 @@ def test_a_failure_naming_a_queue_that_does_not_exist_is_refused_whatever_its_cl
     before = counts()
     r = api.act("fail", worker_euid=worker, lease_euid=lease["lease_euid"],
                 expected_state="READY", error_class="PERMANENT_INPUT",
-                next_queue_key="no_such_queue")
+                error_message="label unreadable", next_queue_key="no_such_queue")
     assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
     assert counts() == before
 

@@ -44,7 +44,8 @@ def test_metrics_agree_with_dashboard_selectors(tenant, users):
     c = claim(svc, worker, "q1")
     act("fail_queue_execution", svc, subject_euid=c["subject_euid"], worker_euid=worker,
         lease_euid=c["lease_euid"], expected_state="READY",
-        payload={"retryable": False, "error_class": "PERMANENT_INPUT"})
+        payload={"retryable": False, "error_class": "PERMANENT_INPUT",
+                 "error_message": "label unreadable"})
     claim(svc, register(svc, "m-w2"), "q1")
     clock.advance(30)
 

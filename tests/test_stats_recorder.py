@@ -180,7 +180,8 @@ def test_counters_only_grow_and_survive_a_restart(tenant):
         lease = claim(svc, worker, "q1")
         act("fail_queue_execution", svc, subject_euid=lease["subject_euid"], worker_euid=worker,
             lease_euid=lease["lease_euid"], expected_state="READY",
-            payload={"retryable": False, "error_class": "PERMANENT_INPUT"})
+            payload={"retryable": False, "error_class": "PERMANENT_INPUT",
+                     "error_message": "label unreadable"})
     # live readers add what finished since the last pass to the stored counters
     clock.advance(3 * settings.BLOOMOPS_RECORDER_INTERVAL)
     live = {s.queue_key: s for s in snapshot.current().overview.summaries}

@@ -254,7 +254,8 @@ def lab(tenant):
     ok = claim(svc, worker)
     _finish("complete_queue_execution", svc, worker, ok, {})
     dead = claim(svc, worker)
-    _finish("fail_queue_execution", svc, worker, dead, {"error_class": "PERMANENT_INPUT"})
+    _finish("fail_queue_execution", svc, worker, dead, {"error_class": "PERMANENT_INPUT",
+                                                        "error_message": "label unreadable"})
     swept = claim(svc, worker)
     act("expire_queue_lease", admin, lease_euid=swept["lease_euid"],
         payload={"reason": "stuck"})

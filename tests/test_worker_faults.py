@@ -12,7 +12,7 @@ from django.db import connection
 
 from bloomops.execution import selectors
 from bloomops.execution.errors import ActionError
-from bloomops.worker.handling import HandlerSet, Job, Outcome
+from bloomops.worker.handling import HandlerSet, Job, Outcome, TerminalError
 from bloomops.worker.runtime import WorkerRuntime
 from bloomops.worker.transport import DirectTransport, HttpTransport, TransportError
 from tests.api_helpers import api_for
@@ -38,6 +38,8 @@ class Bench(HandlerSet):
             raise ValueError("reagent lot missing")
         if job.subject["name"] == "misrouted":
             return Outcome(next_queue_key="no-such-queue")
+        if job.subject["name"] == "unsaid":
+            raise TerminalError("  ")
         return Outcome(result_snapshot={"domain_state": "extracted"})
 
     def poll(self, runtime: WorkerRuntime) -> None:
@@ -95,6 +97,18 @@ def test_refused_result_fails_the_item_and_frees_the_lease(bench_queue):
     assert "no-such-queue" in record["props"]["error_message"]
     assert envelope(good)["state"] == "COMPLETED"
     assert selectors.leases(status="ACTIVE") == []
+
+
+def test_a_failure_raised_without_a_message_still_ends_the_item(bench_queue):
+    """The engine refuses a failure that ends the item without saying why; a handler that
+    raised one with no message would have left its lease held until its TTL. The record
+    says the handler gave none."""
+    unsaid = make_subject("fq", name="unsaid", next_action_key=ACTION)
+    runtime = run(DirectTransport("svc"))
+    assert (runtime.stats.failed, runtime.stats.lost) == (1, 0)
+    assert envelope(unsaid)["state"] == "FAILED_TERMINAL"
+    (record,) = history(unsaid)["records"]
+    assert record["props"]["error_message"] == "PERMANENT_INPUT: the handler gave no message"
 
 
 def test_malformed_envelope_does_not_stop_the_worker(bench_queue):

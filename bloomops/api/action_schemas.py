@@ -248,11 +248,18 @@ def _retry_class_rules() -> dict[str, Any]:
                        "properties": {"retryable": {"const": retryable}}},
                 "then": {"properties": {"error_class": {"enum": [*classes, None]}}}}
 
+    # a failure that ends the item or holds it says why (RULES.md#retries)
+    said = {"required": ["error_message"], "properties": {"error_message": {
+        "type": "string", "minLength": 1, "pattern": NON_BLANK}}}
     return {
         "anyOf": [{"required": ["retryable"], "properties": {"retryable": {"type": "boolean"}}},
                   {"required": ["error_class"],
                    "properties": {"error_class": {"type": "string"}}}],
-        "allOf": [agreeing(True, transient), agreeing(False, permanent)],
+        "allOf": [agreeing(True, transient), agreeing(False, permanent),
+                  {"if": {"required": ["error_class"],
+                          "properties": {"error_class": {"enum": permanent}}}, "then": said},
+                  {"if": {"required": ["retryable"], "properties": {"retryable": {"const": False}}},
+                   "then": said}],
     }
 
 
@@ -263,7 +270,9 @@ class FailIn(LeaseEnvelope):
         "Give retryable, error_class or both (then they must agree)."))
     error_class: RetryClassName | None = None
     error_code: str | None = text(KEY_MAX)
-    error_message: str | None = text(ERROR_MESSAGE_MAX)
+    error_message: str | None = text(ERROR_MESSAGE_MAX, (
+        "What went wrong, for whoever takes the item up; required when the failure ends the"
+        " item or holds it (retryable false, or a class that is not TRANSIENT_*)."))
     next_queue_key: str | None = text(KEY_MAX)
 
 

@@ -213,11 +213,16 @@ class FailQueueExecution(LeaseAction):
             raise ActionError("VALIDATION_ERROR", "Give retryable or error_class.",
                               field="error_class")
         try:
-            classify_failure(retryable, error_class)
+            cls = classify_failure(retryable, error_class)
         except ValueError as exc:
             raise ActionError("VALIDATION_ERROR", str(exc), field="error_class") from None
         text_field(p, "error_code", max_len=KEY_MAX)
-        text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX)
+        if (text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX) is None
+                and cls not in TRANSIENT_CLASSES):
+            # the dead letter, hold or cancel it leaves is read by a person who must act on it
+            raise ActionError("VALIDATION_ERROR", f"error_message is required: a {cls}"
+                              " failure ends the item or holds it, and whoever takes it up"
+                              " needs to know why.", field="error_message")
         key_field(p, "next_queue_key")
 
     def run(self, ctx: Context) -> None:
