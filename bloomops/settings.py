@@ -39,6 +39,8 @@ if DEBUG:
     ALLOWED_HOSTS += ["testserver", "*"]
 
 INSTALLED_APPS = [
+    # first: its changepassword and createsuperuser record what Django's own would not
+    "bloomops.accounts",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -50,7 +52,6 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_tables2",
     "bloomops.tapdb",
-    "bloomops.accounts",
     "bloomops.execution",
     "bloomops.web",
     "bloomops.api",

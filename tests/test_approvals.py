@@ -4,6 +4,7 @@ two approvers at once."""
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 from datetime import timedelta
@@ -12,6 +13,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import F
+from django.test import Client
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.approvals import check_settings
@@ -532,3 +534,52 @@ def test_two_admins_who_both_touched_a_new_hire_are_still_two_people(lab):
     subject, hold = integrity_held(lab["adm"])
     approval = request_release(lab["adm"], subject, hold)["approval_euid"]
     assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+
+
+def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
+        lab, monkeypatch):
+    """manage.py changepassword wrote no record: whoever ran it could sign in as that person
+    and approve their own request. It is recorded now, given from the command line; that
+    person's sessions and tokens end, and they decide nothing until they change it."""
+    from django.contrib.auth.management.commands import changepassword
+    from django.core.management import call_command
+
+    from bloomops.accounts.models import COMMAND_LINE, ProfileChange
+    from bloomops.api.tokens import create_token, user_for_token
+
+    ann, bob = lab["ann"], lab["bob"]
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    _, token = create_token("bob")
+    monkeypatch.setattr(changepassword.Command, "_get_pass",
+                        lambda self, prompt="": "Shell-Given-Secret-71")
+    call_command("changepassword", "bob", stdout=io.StringIO())
+    [change] = ProfileChange.objects.filter(username="bob", changed_by=COMMAND_LINE)
+    assert change.reason.startswith("manage.py changepassword, run as ")
+    assert user_for_token(token) is None  # issued before: ended, as on the console
+    refusal = refused("SELF_APPROVAL", lambda: decide(bob, approval,
+                                                      password="Shell-Given-Secret-71"))
+    assert "set from the command line" in refusal.message
+    assert envelope(subject)["state"] == "HELD"
+    client = Client()
+    client.post("/accounts/login/", {"username": "bob", "password": "Shell-Given-Secret-71"})
+    assert "given to you by (command line)" in client.get("/").content.decode()
+    client.post("/accounts/password/", {"old_password": "Shell-Given-Secret-71",
+                                        "new_password1": "Copper-Lantern-Glacier-58",
+                                        "new_password2": "Copper-Lantern-Glacier-58"})
+    decide(bob, approval, password="Copper-Lantern-Glacier-58")
+    assert envelope(subject)["state"] == "READY"
+
+
+def test_an_account_made_with_createsuperuser_is_recorded(db, monkeypatch):
+    from django.core.management import call_command
+
+    from bloomops.accounts.models import COMMAND_LINE, ProfileChange
+
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "Lab-Admin-Glacier-58")
+    call_command("createsuperuser", "--noinput", "--username", "labadmin",
+                 "--email", "it@lab.example", stdout=io.StringIO())
+    [made] = ProfileChange.objects.filter(username="labadmin")
+    assert made.changed_by == COMMAND_LINE and made.before == {}
+    assert made.after["password"] == "given from the command line"
+    assert made.reason.startswith("manage.py createsuperuser, run as ")

@@ -39,6 +39,10 @@ class PersonProfile(models.Model):
 
 # Who may appear as a change's maker without being a person: the demo's seeding.
 SYSTEM_MAKERS = ("seed_demo",)
+# Who a change made from a shell (manage.py changepassword, createsuperuser) is recorded as:
+# no username holds a space, so no person can be taken for it; one maker for every change made
+# there, since who sat at the shell is not known (RULES.md#approvals).
+COMMAND_LINE = "(command line)"
 
 
 class ProfileChange(models.Model):

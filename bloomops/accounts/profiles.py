@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 
 from bloomops.accounts.models import (
+    COMMAND_LINE,
     LIST_FIELDS,
     MAX_LEASES_LIMIT,
     PersonProfile,
@@ -262,3 +263,25 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
         return ProfileChange.objects.create(
             username=target.get_username(), changed_by=admin_username, reason=reason,
             before={"password": "as it was"}, after={"password": "a new one, given by an admin"})
+
+
+
+def made_from_command_line(user, command: str, os_user: str) -> ProfileChange:
+    """An account made by ``manage.py createsuperuser``: recorded as one an admin made, its
+    password given by the command line."""
+    return ProfileChange.objects.create(
+        username=user.get_username(), changed_by=COMMAND_LINE,
+        reason=f"manage.py {command}, run as {os_user}",
+        before={}, after={**snapshot(user), "password": "given from the command line"})
+
+
+def password_from_command_line(user, command: str, os_user: str) -> ProfileChange:
+    """A password set by ``manage.py changepassword``: what the console does for an admin's
+    new password (sessions and API tokens end), recorded as given by the command line."""
+    end_sessions(user)
+    credentials_ended.send(sender=PersonChange, user=user)
+    return ProfileChange.objects.create(
+        username=user.get_username(), changed_by=COMMAND_LINE,
+        reason=f"manage.py {command}, run as {os_user}",
+        before={"password": "as it was"}, after={"password": "a new one, given from the"
+                                                 " command line"})

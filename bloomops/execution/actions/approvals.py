@@ -10,7 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from bloomops.accounts.signatures import display_name, set_up_together, signature_problem
+from bloomops.accounts.models import COMMAND_LINE
+from bloomops.accounts.signatures import (
+    display_name,
+    password_given_by,
+    set_up_together,
+    signature_problem,
+)
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     KEY_MAX,
@@ -194,6 +200,12 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
     it: roles within the approval lifetime, or a password they still sign with) are not two
     people: one admin could make an account, or set a colleague's password, and sign both
     halves."""
+    if password_given_by(ctx.actor.username) == COMMAND_LINE:
+        # whoever sat at the shell knows it, and who that was is not recorded
+        raise ActionError(
+            "SELF_APPROVAL", "Your password was set from the command line, where whoever ran"
+            " the command knows it: change it (Password, at the top) before you decide an"
+            " approval.", approval_euid=approval_euid, set_up_by=COMMAND_LINE)
     # the change records' own clock (they are stamped with the wall clock)
     since = timezone.now() - timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
     found = set_up_together(ctx.actor.username, requester, since)
