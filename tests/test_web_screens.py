@@ -225,6 +225,30 @@ def test_subject_inspector_shows_envelope_reasons_history_lineage_audit(client, 
     assert 'id="visibility"' in html and "not in a queue" in html
 
 
+def test_a_history_names_people_as_they_were_named_when_they_acted(client, lab):
+    """The action history named each person by today's account: renamed later, an auditor
+    read the new name beside a signature that kept the old. The record keeps the name as it
+    read when they acted; what was done is said in words, its key beside it."""
+    from django.contrib.auth.models import User
+
+    from bloomops.execution.context import Actor
+
+    user = User.objects.create_user("sasha", first_name="Sasha", last_name="Lindqvist")
+    euid = make_subject("q1", name="renamed later")
+    act("place_execution_hold", actor("operator", username="sasha"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "QA review"})  # an actor with no name
+    act("release_execution_hold", Actor.of(user), subject_euid=euid, expected_state="HELD",
+        payload={"reason": "checked"})
+    user.first_name, user.last_name = "Mallory", "Jones"
+    user.save()
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    rows = html.split('id="actions"')[1].split("</table>")[0].split("<tr>")
+    placed = next(r for r in rows if "place_execution_hold" in r)
+    released = next(r for r in rows if "release_execution_hold" in r)
+    assert "Sasha Lindqvist (sasha)" in released and "Mallory" not in released
+    assert "Release hold" in released and "Place hold" in placed
+
+
 def test_subject_inspector_timeline_and_dead_letter(client, lab):
     who = actor("worker_human", username="sci")
     worker = services.ensure_my_worker(lab["worker_human"])

@@ -18,6 +18,7 @@ from bloomops.execution.objects import REL, Obj
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.instances import Created, create_instance, link, link_many
 from bloomops.tapdb.templates import all_templates, pack_action_definitions, template
+from bloomops.text import readable_line
 
 ACTION_CODE = "action/execution_queue/{key}/1.0"
 EVENT_CODE = "message/execution/event/1.0"
@@ -28,10 +29,14 @@ NOT_EMITTED = frozenset({"heartbeat_worker"})
 class Actor:
     username: str
     roles: frozenset[str]
+    # the person's name as it reads when they act: a record keeps it, so a later rename does
+    # not rewrite who did what (empty for a process: its username says it)
+    name: str = ""
 
     @classmethod
     def of(cls, user) -> Actor:
-        return cls(username=user.get_username(), roles=roles_of(user))
+        return cls(username=user.get_username(), roles=roles_of(user),
+                   name=readable_line(user.get_full_name()))
 
     @property
     def is_admin(self) -> bool:

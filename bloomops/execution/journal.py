@@ -44,6 +44,7 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         "captured_data": req.payload,
         "result": ctx.result,
         "executed_by": ctx.actor.username,
+        "executed_by_name": ctx.actor.name or ctx.actor.username,
         "executed_at": ctx.now_ts,
         "subject_lookup_euid": ctx.subject.euid if ctx.subject else (req.subject_euid or ""),
         "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),

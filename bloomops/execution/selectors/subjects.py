@@ -290,10 +290,12 @@ def lineage_of(instance_uid: int) -> list[dict[str, Any]]:
 
 
 def action_history(instance_uid: int) -> list[dict[str, Any]]:
-    """Action records executed on an instance: who, when, what, why. One query."""
+    """Action records executed on an instance: who (and their name as it read then, in
+    records written since it was kept), when, what, why. One query."""
     return fetch_all(
         """
         SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
+               a.json_addl->>'executed_by_name' AS executed_by_name,
                a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason,
                a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload,
                a.json_addl->>'worker_lookup_euid' AS worker_euid,

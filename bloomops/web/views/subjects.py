@@ -24,6 +24,7 @@ from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
+from bloomops.tapdb.templates import action_names
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
@@ -127,9 +128,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "can": subject_states(),
         "history": selectors.subject_history(diag.uid),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
-        "actions": actions,
-        # who did each, as people read a person: their name (one query for all)
-        "names": display_names(a["executed_by"] for a in actions),
+        "actions": _named(actions),
         "audit": selectors.audit_trail(diag.uid, limit=100),
         "approvals": approvals,
         "bundles": recorded_bundles(diag.uid),
@@ -238,3 +237,13 @@ def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
         "checks": list(zip(CHECKS, verdict.outcomes, strict=True)),
         "other_subject": verdict.subject_euid not in (None, euid),
     }, status=400 if verdict.subject_euid is None else 200)
+
+
+def _named(actions: list[dict]) -> list[dict]:
+    """Each action with who did it as people read a person (``who``): their name as the
+    record kept it when they acted, else (an older record) as it reads now; one query for
+    those."""
+    now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
+    words = action_names()
+    return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
+             "what": words.get(a["action_key"])} for a in actions]
