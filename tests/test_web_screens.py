@@ -249,6 +249,28 @@ def test_a_history_names_people_as_they_were_named_when_they_acted(client, lab):
     assert "Release hold" in released and "Place hold" in placed
 
 
+def test_the_inspector_says_when_its_record_of_actions_does_not_verify(client, lab):
+    """A record rewritten in the database showed as history like any other: the auditor had
+    to think of running verify_chain. The inspector walks the subject's chain on every view
+    and says which record does not verify."""
+    from bloomops.tapdb.db import execute, fetch_value
+
+    op = actor("operator", username="op")
+    euid = make_subject("q1", name="rewritten")
+    act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+        payload={"reason": "QA review"})
+    reader = signed_in(client, lab["operator"])
+    assert 'id="chain-broken"' not in reader.get(f"/subjects/{euid}/").content.decode()
+    record = fetch_value("SELECT euid FROM generic_instance WHERE subtype ="
+                         " 'place_execution_hold' AND json_addl->'chain'->>'key' = %s", [euid])
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{reason}',"
+            " '\"routine\"') WHERE euid = %s", [record])
+    html = reader.get(f"/subjects/{euid}/").content.decode()
+    banner = html.split('id="chain-broken"')[1].split("</div>")[0]
+    assert "does not verify" in banner and f"<code>{record}</code>" in banner
+    assert "content differs from its seal" in banner
+
+
 def test_subject_inspector_timeline_and_dead_letter(client, lab):
     who = actor("worker_human", username="sci")
     worker = services.ensure_my_worker(lab["worker_human"])
