@@ -33,6 +33,11 @@ def _int(name: str, default: int) -> int:
 
 # BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
 SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
+# The keys of the action records' keyed seals (RULES.md#evidence), never in the database: the
+# first seals, every one verifies (an old key kept after a new one). Else one made once for
+# this checkout (var/seal_key).
+BLOOMOPS_SEAL_KEYS = [k.strip() for k in os.environ.get("BLOOMOPS_SEAL_KEYS", "").split(",")
+                      if k.strip()] or [var_secret("seal_key")]
 _hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
 if DEBUG:

@@ -433,3 +433,18 @@ def test_a_later_action_excuses_no_change_an_action_cannot_make(history):
     assert f"holds[{hold}].properties.hold_code" in text and '"QC_FAIL"' in text
     assert f"holds[{hold}].properties.reason" in text
     assert "subject.properties.site" in text and '"elsewhere"' in text
+
+
+def test_a_record_re_sealed_in_the_file_is_named_by_its_keyed_seal(history):
+    """Re-sealing an edited record in the file makes its sha256 agree again; its keyed seal
+    cannot be remade without the server's key, and says so."""
+    from bloomops.execution.chain import content_hash
+
+    doc = json.loads(export_evidence(history["subject"], history["op"]).data)
+    entry = doc["action_records"][0]
+    entry["record"]["reason"] = "nothing happened"
+    entry["record"]["chain"]["sha256"] = content_hash(entry["record"])
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert not verdict.ok and verdict.outcomes[1] == "failed"
+    assert any(p.startswith(f"file: action_records[{entry['euid']}]") and "keyed seal" in p
+               for p in verdict.problems), verdict.problems

@@ -7,7 +7,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from bloomops.execution.chain import canonical_bytes, content_hash, verify_chains
+from bloomops.execution.chain import (
+    canonical_bytes,
+    content_hash,
+    verify_chains,
+    with_keyed_seal,
+)
 from bloomops.tapdb.db import execute, fetch_all
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
 
@@ -80,8 +85,43 @@ def test_a_resealed_record_breaks_the_next_link(history):
     execute("UPDATE generic_instance SET json_addl = %s::jsonb WHERE uid = %s",
             [canonical_bytes(body).decode(), victim["uid"]])
     report = verify_chains(history["tenant"], history["subject"])
+    # the keyed seal names the re-sealed record itself, before the next link would
+    assert [b.record_euid for b in report.breaks] == [victim["euid"]]
+    assert "re-sealed outside bloomops" in report.breaks[0].problem
+
+
+def _reseal_from(records: list[dict], first: int, edit, keyed) -> None:
+    """What an insider with the database alone can do: edit a record, then re-seal it and
+    every later one so each sha256 and each previous link agree again."""
+    previous = records[first - 1]["json_addl"]["chain"]["sha256"] if first else None
+    for i, row in enumerate(records[first:]):
+        body = dict(row["json_addl"])
+        if i == 0:
+            body = edit(body)
+        entry = {k: v for k, v in body["chain"].items() if k not in ("hmac", "key_id")}
+        entry["previous_sha256"] = previous
+        body["chain"] = entry
+        entry["sha256"] = content_hash(body)
+        body["chain"] = keyed(entry)
+        previous = entry["sha256"]
+        execute("UPDATE generic_instance SET json_addl = %s::jsonb WHERE uid = %s",
+                [canonical_bytes(body).decode(), row["uid"]])
+
+
+@pytest.mark.parametrize("keyed, said", [
+    (lambda e: e, "carries no keyed seal"),  # the keyed seals dropped
+    (lambda e: {**e, "key_id": "0" * 16, "hmac": "f" * 64}, "a key this server does not hold"),
+    (lambda e: {**e, "key_id": with_keyed_seal(e)["key_id"], "hmac": "f" * 64}, "does not match"),
+])
+def test_a_chain_re_sealed_without_the_seal_key_does_not_verify(history, keyed, said):
+    """An auditor edited a record and re-sealed every later one from the canonical form the
+    docs give: verify_chain read "intact". The keyed seal needs a key the database does not
+    hold: dropped, made with another key, or forged, the first re-sealed record is named."""
+    records = _chain(history["subject"])
+    _reseal_from(records, 1, lambda body: {**body, "executed_by": "supervisor"}, keyed)
+    report = verify_chains(history["tenant"], history["subject"])
     assert [b.record_euid for b in report.breaks] == [records[1]["euid"]]
-    assert "re-sealed" in report.breaks[0].problem
+    assert said in report.breaks[0].problem
 
 
 def test_a_removed_record_is_named_by_the_next_link(history):
@@ -138,3 +178,35 @@ def test_concurrent_actions_on_one_target_keep_one_linear_chain(tenant):
     named = [r["json_addl"]["chain"]["previous_euid"] for r in chain]
     assert named == [None, *(r["euid"] for r in chain[:-1])]
     assert verify_chains(tenant).ok
+
+
+def _strip_keyed_seals() -> None:
+    """The records as a deployment had them before it had a seal key."""
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{chain}',"
+            " (json_addl->'chain') - 'hmac' - 'key_id') WHERE json_addl ? 'chain'")
+
+
+def test_records_from_before_the_seal_key_are_keyed_once_and_old_bundles_still_verify(
+        history, capsys):
+    from bloomops.execution.evidence import verify_bundle
+    from bloomops.execution.exports import export_evidence
+
+    _strip_keyed_seals()
+    before = export_evidence(history["subject"], actor("operator"))
+    report = verify_chains(history["tenant"], history["subject"])
+    assert report.breaks and "carries no keyed seal" in report.breaks[0].problem
+    call_command("key_chains")
+    assert "record(s) keyed" in capsys.readouterr().out
+    assert verify_chains(history["tenant"]).ok
+    # keying added a seal, not a change to what was done: the bundle made before verifies
+    assert verify_bundle(before.data, history["tenant"]).ok
+
+
+def test_a_broken_chain_is_not_keyed(history):
+    _strip_keyed_seals()
+    [victim, *_] = _chain(history["subject"])
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{reason}',"
+            " '\"forged\"') WHERE uid = %s", [victim["uid"]])
+    with pytest.raises(CommandError, match="a chain is broken"):
+        call_command("key_chains")
+    assert fetch_all("SELECT uid FROM generic_instance WHERE json_addl->'chain' ? 'hmac'") == []

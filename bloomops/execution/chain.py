@@ -12,10 +12,14 @@ this is the form whose hash survives a round trip through the database.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
+from bloomops.execution.objects import save_record_seal
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -46,11 +50,51 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# What a chain entry holds that seals the rest: left out of the content hashed, so a record
+# written before the seal key can be keyed later without changing its sha256.
+KEYED = ("hmac", "key_id")
+SEALS = ("sha256", *KEYED)
+
+
 def content_hash(json_addl: dict[str, Any]) -> str:
     """sha256 of a record's stored JSON without its own seal (the chain's sha256)."""
     body = dict(json_addl)
-    body[CHAIN] = {k: v for k, v in (body.get(CHAIN) or {}).items() if k != "sha256"}
+    body[CHAIN] = {k: v for k, v in (body.get(CHAIN) or {}).items() if k not in SEALS}
     return sha256_hex(canonical_bytes(body))
+
+
+# The keyed seal (RULES.md#evidence): anyone can recompute a sha256, so an insider with the
+# database alone could edit a record and re-seal the chain after it. The HMAC of each seal,
+# with a key the database does not hold (settings.BLOOMOPS_SEAL_KEYS), cannot be remade
+# without that key.
+def _key_id(key: str) -> str:
+    return hashlib.sha256(f"bloomops-seal-key|{key}".encode()).hexdigest()[:16]
+
+
+def _keyed(key: str, sha256: str) -> str:
+    return hmac.new(key.encode(), sha256.encode(), hashlib.sha256).hexdigest()
+
+
+def keyed_problem(entry: dict[str, Any]) -> str | None:
+    """What is wrong with a chain entry's keyed seal (its sha256 already checked), or None."""
+    keys = {_key_id(k): k for k in settings.BLOOMOPS_SEAL_KEYS}
+    if "hmac" not in entry:
+        return ("carries no keyed seal: re-sealed outside bloomops, or written before the"
+                " seal key (`manage.py key_chains` keys intact records once)")
+    key = keys.get(entry.get("key_id"))
+    if key is None:
+        return (f"is sealed with a key this server does not hold (key id"
+                f" {entry.get('key_id')!r}): re-sealed outside bloomops, or the key is not"
+                " in BLOOMOPS_SEAL_KEYS")
+    if not hmac.compare_digest(str(entry["hmac"]), _keyed(key, str(entry.get("sha256")))):
+        return "its keyed seal does not match its sha256: re-sealed outside bloomops"
+    return None
+
+
+def with_keyed_seal(entry: dict[str, Any]) -> dict[str, Any]:
+    """A chain entry whose sha256 is set, with the keyed seal of the server's first key."""
+    key = settings.BLOOMOPS_SEAL_KEYS[0]
+    return {**entry, "key_id": _key_id(key), "hmac": _keyed(key, entry["sha256"])}
 
 
 def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +116,7 @@ def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, A
     entry = {"key": key, "previous_euid": prev["euid"] if prev else None,
              "previous_sha256": prev["sha256"] if prev else None}
     entry["sha256"] = content_hash({**json_addl, CHAIN: entry})
-    return entry
+    return with_keyed_seal(entry)
 
 
 @dataclass
@@ -98,7 +142,7 @@ class ChainReport:
         return not self.breaks
 
 
-def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
+def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True) -> Break | None:
     prev: dict[str, Any] | None = None
     # Records without a seal are in no chain: written before it existed, or by another writer
     # of the shared database. One whose seal was stripped is found by the next link.
@@ -115,6 +159,8 @@ def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
         if computed != entry.get("sha256"):
             return Break(key, row["euid"], "content differs from its seal: stored sha256 "
                          f"{entry.get('sha256')}, content hashes to {computed}")
+        if keyed and (problem := keyed_problem(entry)):
+            return Break(key, row["euid"], problem)
         want = (prev["euid"], prev["json_addl"][CHAIN].get("sha256")) if prev else (None, None)
         named = (entry.get("previous_euid"), entry.get("previous_sha256"))
         if named != want:
@@ -130,8 +176,10 @@ def _first_break(key: str, rows: list[dict[str, Any]]) -> Break | None:
     return None
 
 
-def verify_chains(tenant: str | None, key: str | None = None) -> ChainReport:
-    """Walk one chain (target euid) or every chain of the tenant in record order."""
+def verify_chains(tenant: str | None, key: str | None = None, *,
+                  keyed: bool = True) -> ChainReport:
+    """Walk one chain (target euid) or every chain of the tenant in record order; without
+    ``keyed``, the keyed seals are not checked (key_chains, before it adds them)."""
     # Unsealed records of the target too: the walk names one whose seal was stripped.
     where = (f"{_RECORDS} AND (json_addl->'{CHAIN}'->>'key' = %(key)s OR (NOT json_addl ?"
              f" '{CHAIN}' AND json_addl->>'target_euid' = %(key)s))") if key is not None \
@@ -145,5 +193,21 @@ def verify_chains(tenant: str | None, key: str | None = None) -> ChainReport:
     by_key: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_key.setdefault(row["chain_key"], []).append(row)
-    breaks = [b for k, rs in by_key.items() if (b := _first_break(k, rs)) is not None]
+    breaks = [b for k, rs in by_key.items() if (b := _first_break(k, rs, keyed)) is not None]
     return ChainReport(chains=len(by_key), records=len(rows), breaks=breaks)
+
+
+def key_chains(tenant: str | None) -> int:
+    """Give every sealed record without a keyed seal one, once every chain of the tenant
+    verifies without them (a deployment that had records before its seal key). Returns how
+    many were keyed; refuses (ValueError naming the breaks) while any chain is broken."""
+    report = verify_chains(tenant, keyed=False)
+    if report.breaks:
+        raise ValueError("; ".join(str(b) for b in report.breaks))
+    rows = fetch_all(f"""SELECT uid, json_addl->'{CHAIN}' AS entry FROM generic_instance
+        WHERE {_RECORDS} AND json_addl ? '{CHAIN}' AND NOT json_addl->'{CHAIN}' ? 'hmac'
+        ORDER BY uid""", {"tenant": tenant})
+    for row in rows:
+        sealed = with_keyed_seal(row["entry"])
+        save_record_seal(row["uid"], CHAIN, {k: sealed[k] for k in (*row["entry"], *KEYED)})
+    return len(rows)

@@ -9,7 +9,15 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from bloomops.execution.binding import binding_problems, short
-from bloomops.execution.chain import CHAIN, canonical_bytes, content_hash, sha256_hex, verify_chains
+from bloomops.execution.chain import (
+    CHAIN,
+    KEYED,
+    canonical_bytes,
+    content_hash,
+    keyed_problem,
+    sha256_hex,
+    verify_chains,
+)
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
     EVIDENCE_ACTION,
@@ -259,6 +267,10 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
                 # an output is a subject of its own: its envelope moves with its own actions,
                 # which its own bundle holds (never one of this subject's)
                 entry, other = _without_envelope(entry), _without_envelope(theirs[key])
+            elif section == "action_records":
+                # the keyed seal may be added to a record written before the seal key
+                # (key_chains); it seals, it is not what was done (chain.SEALS)
+                entry, other = _unkeyed(entry), _unkeyed(theirs[key])
             else:
                 other = theirs[key]
             fixed = [d for name in _IMMUTABLE.get(section, ())
@@ -303,6 +315,15 @@ def _prop(entry: Any, name: str) -> Any:
     return props.get(name) if isinstance(props, dict) else None
 
 
+def _unkeyed(entry: Any) -> Any:
+    record = entry.get("record") if isinstance(entry, dict) else None
+    seal = record.get(CHAIN) if isinstance(record, dict) else None
+    if not isinstance(seal, dict):
+        return entry
+    return {**entry, "record": {**record, CHAIN: {k: v for k, v in seal.items()
+                                                  if k not in KEYED}}}
+
+
 def _without_envelope(entry: Any) -> Any:
     if not isinstance(entry, dict) or not isinstance(entry.get("properties"), dict):
         return entry
@@ -328,6 +349,9 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
         if isinstance(seal, dict) and content_hash(record) != seal.get("sha256"):
             edited.append(f"file: action_records[{entry.get('euid')}] differs from its seal"
                           " (the record was edited in the file)")
+        elif isinstance(seal, dict) and "hmac" in seal and (problem := keyed_problem(seal)):
+            # re-sealed in the file: its sha256 agrees again, the keyed seal cannot
+            edited.append(f"file: action_records[{entry.get('euid')}] {problem}")
     verdict.found(1, edited)
     now = build_bundle(verdict.subject_euid, tenant)
     if now is None:

@@ -98,6 +98,14 @@ def save_props(obj: Obj, props: dict[str, Any]) -> None:
     obj.props = props
 
 
+def save_record_seal(uid: int, name: str, entry: dict[str, Any]) -> None:
+    """An action record's seal entry (json_addl's ``name``) written again: only
+    chain.key_chains, adding the keyed seal to a record written before the key (the rest of
+    the entry, and the record, unchanged)."""
+    execute(f"UPDATE generic_instance SET json_addl = jsonb_set(json_addl, '{{{name}}}',"
+            " %s::jsonb) WHERE uid = %s", [json.dumps(entry), uid])
+
+
 def retire(obj: Obj) -> None:
     """TapDB's soft delete, for an object replaced by a successor: the row, its lineage and its
     audit trail stay; reads no longer serve it (RULES.md#queue-configuration)."""
