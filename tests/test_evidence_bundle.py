@@ -448,3 +448,21 @@ def test_a_record_re_sealed_in_the_file_is_named_by_its_keyed_seal(history):
     assert not verdict.ok and verdict.outcomes[1] == "failed"
     assert any(p.startswith(f"file: action_records[{entry['euid']}]") and "keyed seal" in p
                for p in verdict.problems), verdict.problems
+
+
+def test_a_record_re_sealed_in_the_database_is_named_by_what_was_changed(history):
+    """The verdict named record.chain.sha256 (the first key in order), not executed_by,
+    the field the insider changed before re-sealing."""
+    from bloomops.execution.chain import content_hash
+
+    before = export_evidence(history["subject"], history["op"])
+    [row] = fetch_all("SELECT uid, json_addl FROM generic_instance WHERE subtype ="
+                      " 'place_execution_hold' AND json_addl->'chain'->>'key' = %s",
+                      [history["subject"]])
+    body = dict(row["json_addl"], executed_by="supervisor")
+    body["chain"] = {**body["chain"], "sha256": content_hash(body)}
+    execute("UPDATE generic_instance SET json_addl = %s::jsonb WHERE uid = %s",
+            [canonical_bytes(body).decode(), row["uid"]])
+    verdict = verify_bundle(before.data, history["tenant"])
+    changed = [p for p in verdict.problems if p.startswith("database: action_records[")]
+    assert changed and ".record.executed_by: the file has \"qa-lead\"" in changed[0], changed

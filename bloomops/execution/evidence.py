@@ -162,7 +162,8 @@ _IMMUTABLE = {"holds": ("hold_code", "reason", "placed_at", "placed_by_lookup_eu
                         "subject_lookup_euid", "state_before_hold")}
 def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
     if isinstance(mine, dict) and isinstance(theirs, dict):
-        for k in sorted(set(mine) | set(theirs)):
+        # a record's seal last: re-sealed, what was changed is named, not the new sha256
+        for k in sorted(set(mine) | set(theirs), key=lambda k: (k == CHAIN, k)):
             found = _first_difference(f"{path}.{k}", mine.get(k), theirs.get(k))
             if found:
                 return found
