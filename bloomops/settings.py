@@ -33,6 +33,9 @@ def _int(name: str, default: int) -> int:
 
 # BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
 SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
+# Each ticked item of a bulk form is a field: Django's 1,000 answered "select all" over a
+# long list with a bare 400. Past this the form is refused by its own words (web/bulk.py).
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 # The keys of the action records' keyed seals (RULES.md#evidence), never in the database: the
 # first seals, every one verifies (an old key kept after a new one). Else one made once for
 # this checkout (var/seal_key).

@@ -91,6 +91,20 @@ def picks_from(raw: list[str]) -> list[Pick]:
     return list(picks.values())
 
 
+# The most one bulk action runs on: each item is an action of its own, one after another
+# in the request, and a request must end well within the server's timeout (about 45 ms an
+# item on a lab-year database; docs/DEPLOY.md). More is refused before anything is written.
+BULK_MAX = 200
+
+
+def too_many(picks: list[Pick]) -> str | None:
+    """Why these are too many for one bulk action, or None."""
+    if len(picks) <= BULK_MAX:
+        return None
+    return (f"{len(picks)} items are more than one bulk action takes ({BULK_MAX} at most)."
+            " Narrow the filter or tick fewer, then run it again for the rest.")
+
+
 # A refusal of one of these payload fields is the same for every item: said once, and the
 # run stops before writing anything.
 FORM_FIELDS = ("reason", "hold_code")
@@ -111,6 +125,9 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
     refused form field (``FORM_FIELDS``) stops the run; other refusals are per subject."""
     action_key = BULK_ACTIONS[verb]["action_key"]
     out = BulkOutcome()
+    if problem := too_many(picks):
+        out.invalid = problem
+        return out
     for pick in picks:
         try:
             result = services.perform(

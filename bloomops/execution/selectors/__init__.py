@@ -21,6 +21,7 @@ from bloomops.execution.selectors.base import (
 )
 from bloomops.execution.selectors.failures import (
     FailureGroup,
+    failure_counts,
     failures,
     finished_attempts,
     group_failures,
@@ -90,6 +91,6 @@ __all__ = [
     "subject_name", "subjects_labelled", "subjects_named", "template_code",
     "throughput_trend", "workers",
     "QueueChange", "queue_history",
-    "FailureGroup", "finished_attempts", "failures", "group_failures",
+    "FailureGroup", "finished_attempts", "failure_counts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
 ]

@@ -68,8 +68,15 @@ _FAILURES = f"""
     WHERE (%(queue_key)s::text IS NULL OR f.queue_key = %(queue_key)s)
       AND (%(error_class)s::text IS NULL OR f.error_class = %(error_class)s)
       AND (%(kind)s::text IS NULL OR f.kind = %(kind)s)
+"""
+_LISTED = _FAILURES + """
     ORDER BY f.failed_at DESC NULLS LAST, f.subject_euid
     LIMIT %(limit)s
+"""
+# Every failing subject counted, not only the listed ones: per queue, error class and kind.
+_COUNTED = f"""
+    SELECT f.queue_key, f.error_class, f.kind, count(*) AS n, max(f.failed_at) AS latest_at
+    FROM ({_FAILURES}) f GROUP BY 1, 2, 3
 """
 
 
@@ -77,8 +84,16 @@ def failures(*, queue_key: str | None = None, error_class: str | None = None,
              kind: str | None = None, tenant: str | None = None,
              limit: int = 2000) -> list[dict[str, Any]]:
     """Retrying and failed subjects matching the filter, newest failure first. One query."""
-    return fetch_all(_FAILURES, read_params(None, tenant, queue_key=queue_key,
-                                            error_class=error_class, kind=kind, limit=limit))
+    return fetch_all(_LISTED, read_params(None, tenant, queue_key=queue_key,
+                                          error_class=error_class, kind=kind, limit=limit))
+
+
+def failure_counts(*, queue_key: str | None = None, tenant: str | None = None
+                   ) -> list[dict[str, Any]]:
+    """How many subjects fail, per queue, error class and kind (every one, not a page of
+    them), with the newest failure of each. One query."""
+    return fetch_all(_COUNTED, read_params(None, tenant, queue_key=queue_key,
+                                           error_class=None, kind=None))
 
 
 @dataclass
@@ -98,17 +113,29 @@ class FailureGroup:
         return self.retrying + self.failed
 
 
-def group_failures(rows: list[dict[str, Any]], *, messages: int = 3) -> list[FailureGroup]:
+def group_failures(rows: list[dict[str, Any]], *, messages: int = 3,
+                   counts: list[dict[str, Any]] | None = None) -> list[FailureGroup]:
     """Rows of ``failures`` (newest first) grouped by queue and error class, the largest
-    group first. No queries."""
+    group first; with ``counts`` (``failure_counts``), the groups and their sizes are those
+    of every failing subject and the rows give only the messages. No queries."""
     groups: dict[tuple[str, str], FailureGroup] = {}
+    if counts is not None:
+        for c in counts:
+            key = (c["queue_key"] or "", c["error_class"] or "")
+            group = groups.setdefault(key, FailureGroup(*key, latest_at=c["latest_at"]))
+            group.latest_at = max(filter(None, (group.latest_at, c["latest_at"])), default=None)
+            if c["kind"] == RETRYING:
+                group.retrying += int(c["n"])
+            else:
+                group.failed += int(c["n"])
     for row in rows:
         key = (row["queue_key"] or "", row["error_class"] or "")
         group = groups.setdefault(key, FailureGroup(*key, latest_at=row["failed_at"]))
-        if row["kind"] == RETRYING:
-            group.retrying += 1
-        else:
-            group.failed += 1
+        if counts is None:
+            if row["kind"] == RETRYING:
+                group.retrying += 1
+            else:
+                group.failed += 1
         text = (row["error_message"] or "").strip()
         if text and text not in group.messages and len(group.messages) < messages:
             group.messages.append(text)

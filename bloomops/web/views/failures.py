@@ -19,7 +19,7 @@ from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
-from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from
+from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from, too_many
 from bloomops.web.offers import requests_waiting, requeues_asked
 from bloomops.web.views.common import (
     answer_bulk,
@@ -47,12 +47,6 @@ def _query(filters: dict[str, str | None]) -> str:
         if filters[key]:
             q[name] = filters[key]
     return q.urlencode()
-
-
-def _matching(rows: list[dict], filters: dict[str, str | None]) -> list[dict]:
-    return [r for r in rows
-            if (not filters["error_class"] or r["error_class"] == filters["error_class"])
-            and (not filters["kind"] or r["kind"] == filters["kind"])]
 
 
 def _counted(data: QueryDict, now: datetime) -> tuple[datetime, datetime] | None:
@@ -87,14 +81,19 @@ def _attempts(request: HttpRequest, queue_key: str | None,
 @reader
 def failures(request: HttpRequest) -> HttpResponse:
     filters = _filters(request.GET)
-    rows = selectors.failures(queue_key=filters["queue_key"])
-    items = _matching(rows, filters)
+    # the list: the newest that match the whole filter (filtered in SQL, before the limit);
+    # the groups: every failing subject of the queue, counted in SQL
+    items = selectors.failures(**filters)
+    counts = selectors.failure_counts(queue_key=filters["queue_key"])
     queues = selectors.queues()
     gated = dead_letter_gate() and any(r["kind"] == FAILED for r in items)
     return render(request, "web/failures.html", {
         # a dead letter whose requeue is asked for already says so (asking again is refused)
         "requeue_asked": requeues_asked(requests_waiting()) if gated else set(),
-        "groups": group_failures(rows), "items": items, "filters": filters,
+        "groups": group_failures(items, counts=counts), "items": items, "filters": filters,
+        "matching": sum(int(c["n"]) for c in counts
+                        if filters["error_class"] in (None, c["error_class"])
+                        and filters["kind"] in (None, c["kind"])),
         "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
         "filtered": any(filters.values()),
         **_attempts(request, filters["queue_key"], queues),
@@ -125,10 +124,10 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Choose requeue, hold or cancel.")
         return redirect(back)
     filters = _filters(request.POST)
-    listed = selectors.failures(queue_key=filters["queue_key"])
+    listed = selectors.failures(**filters)
     if request.POST.get("scope") == "filter":
         picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
-                 for r in _matching(listed, filters)]
+                 for r in listed]
     else:
         try:
             picks = picks_from(request.POST.getlist("pick"))
@@ -137,6 +136,9 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
             return redirect(back)
     if not picks:
         messages.error(request, "Nothing selected: tick items or act on the whole filter.")
+        return redirect(back)
+    if problem := too_many(picks):
+        messages.error(request, f"Nothing done: {problem}")
         return redirect(back)
     reason, confirmed = reason_of(request), request.POST.get("confirmed") == "1"
     if not confirmed or not reason:
