@@ -346,18 +346,22 @@ def test_the_terms_signed_for_read_the_same_once_decided(client, desk):
 def test_the_history_says_whose_words_an_approved_action_carries(client, desk):
     """The inspector's history read "bob · release_execution_hold · QC rerun passed, please
     release": the requester's words under the approver's name, the request nowhere."""
+    from bloomops.execution.context import Actor
     from tests.approval_support import decide
 
     asked = request_release(desk["ann_actor"], desk["subject"], desk["hold"],
                             parameters={"reason": "rerun passed"})
-    decide(desk["bob_actor"], asked["approval_euid"])
+    User.objects.filter(username="bob").update(first_name="Bob", last_name="Marley")
+    decide(Actor.of(User.objects.get(username="bob")), asked["approval_euid"])
     html = signed_in(client, desk["bob"]).get(f"/subjects/{desk['subject']}/").content.decode()
     actions = html[html.index('id="actions"'):].split("</table>")[0]
     row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)
     assert (f"Approved by bob on request <code>{asked['approval_euid']}</code> by ann:"
             " “rerun passed”") in row
-    # who did it, by name as people read a person (the username beside it)
-    User.objects.filter(username="bob").update(first_name="Bob", last_name="Marley")
+    # who did it, by name as people read a person (the username beside it), as they were
+    # named when they did it
+    assert "<td>Bob Marley (bob)" in row
+    User.objects.filter(username="bob").update(first_name="Robert")
     html = signed_in(client, desk["bob"]).get(f"/subjects/{desk['subject']}/").content.decode()
     actions = html[html.index('id="actions"'):].split("</table>")[0]
     row = next(r for r in actions.split("<tr>") if "release_execution_hold" in r)

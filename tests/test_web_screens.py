@@ -388,6 +388,26 @@ def test_workbench_lists_dead_letters_and_holds_with_filters(client, lab):
     assert "Ask for approval to requeue" not in sci
 
 
+def test_the_workbench_shows_the_newest_of_how_many_and_searches_them_all(
+        client, lab, monkeypatch):
+    """At lab scale the workbench listed 2,000 retrying, 500 dead letters and 500 holds as
+    if that were all (14,082, 6,088 and 7,835), and its search looked only at those: it
+    says the newest N of how many, and searches in SQL, past the limit."""
+    from bloomops.web.views import admin
+
+    op = actor("operator", username="op")
+    held = [make_subject("q1", name=f"held {n}") for n in range(3)]
+    for n, euid in enumerate(held):
+        act("place_execution_hold", op, subject_euid=euid, expected_state="READY",
+            payload={"reason": f"rack {n} check"})
+    monkeypatch.setattr(admin, "WORKBENCH_ROWS", 2)
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workbench/").content.decode()
+    assert "Active holds (the newest 2 of 3)" in html and "held 0" not in html
+    found = client.get("/workbench/?q=RACK+0").content.decode()
+    assert "Active holds (1)" in found and "held 0" in found and "held 2" not in found
+
+
 def test_admin_page_lists_active_leases_with_force_expire_for_admins(client, lab):
     worker = services.ensure_my_worker(lab["worker_human"])
     make_subject("q1")

@@ -98,18 +98,6 @@ def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list
     ]
 
 
-def matches(row: dict, text: str) -> bool:
-    """Workbench free-text filter over a dead letter, hold or failure row already read."""
-    props = row.get("props") or {}
-    haystack = " ".join(str(v) for v in (
-        row.get("subject_euid"), row.get("subject_name"), props.get("reason"),
-        row.get("error_message") or props.get("error_message"),
-        row.get("error_class") or props.get("error_class"), props.get("hold_code"),
-        props.get("placed_by_lookup_euid"), props.get("queue_lookup_key"),
-    ) if v)
-    return text in haystack.lower()
-
-
 # A completion choice on My work that makes the step's output for the next queue (the item
 # itself finishes): "make|<queue_key>|<template_code>"; a plain queue key moves the item.
 _MAKE = "make"

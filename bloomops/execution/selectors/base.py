@@ -23,6 +23,13 @@ from bloomops.execution.states import priority_class
 THROUGHPUT_WINDOW_MINUTES = 60
 
 
+def text_found(*fields: str) -> str:
+    """The workbench's free-text filter (``%(text)s``, lower case; NULL: none) over a row's
+    fields, in SQL, so it finds what a page's limit would have cut off."""
+    return (f"(%(text)s::text IS NULL OR strpos(lower(concat_ws(' ', {', '.join(fields)})),"
+            " %(text)s) > 0)")
+
+
 def tenant_parent(child: str, rel: str, alias: str) -> str:
     """A LEFT JOIN LATERAL of objects.tenant_parent_sql: one row or none, so another
     tenant's edge to the child never shows it twice."""

@@ -9,21 +9,31 @@ from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
+    text_found,
 )
 from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc, utc_text
 from bloomops.tapdb.db import fetch_all
 
 
+# What the workbench's free text is looked for in: the subject, the why and the who.
+def _searched(alias: str) -> str:
+    p = f"{alias}.json_addl->'properties'"
+    return text_found("s.euid", "s.name", f"{p}->>'reason'", f"{p}->>'error_message'",
+                      f"{p}->>'error_class'", f"{p}->>'hold_code'",
+                      f"{p}->>'placed_by_lookup_euid'", f"{p}->>'queue_lookup_key'")
+
+
 def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
-                 queue_key: str | None = None, limit: int = 500,
+                 queue_key: str | None = None, text: str | None = None, limit: int = 500,
                  offset: int = 0) -> list[dict[str, Any]]:
-    """Dead letters with their subject (through lineage), newest first. One query."""
+    """Dead letters with their subject (through lineage), newest first, each with ``total``,
+    how many match in all (not only this page). One query."""
     return fetch_all(
         f"""
         SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision, count(*) OVER () AS total
         FROM generic_instance d
         {tenant_parent("d.uid", "execution_subject_dead_letter", "s")}
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
@@ -32,22 +42,24 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                OR d.json_addl->'properties'->>'resolution_state' = %(resolution)s)
           AND (%(queue_key)s::text IS NULL
                OR d.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s)
+          AND {_searched("d")}
         ORDER BY d.uid DESC LIMIT %(limit)s OFFSET %(offset)s
         """,
         read_params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit,
-                    offset=offset),
+                    offset=offset, text=text.lower() if text else None),
     )
 
 
 def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
-                 limit: int = 500) -> list[dict[str, Any]]:
-    """Active holds with their subject (through lineage). One query."""
-    return holds(tenant=tenant, queue_key=queue_key, limit=limit)
+                 text: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Active holds with their subject (through lineage), each with ``total``. One query."""
+    return holds(tenant=tenant, queue_key=queue_key, text=text, limit=limit)
 
 
 def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: bool = False,
           code: str | None = None, placed_by: list[str] | None = None,
-          since: datetime | None = None, limit: int = 500) -> list[dict[str, Any]]:
+          since: datetime | None = None, text: str | None = None,
+          limit: int = 500) -> list[dict[str, Any]]:
     """Holds with their subject (through lineage), newest first: the active ones, or with
     ``ended`` those released or ended too (what QA answers an auditor with: every hold for
     CONTAMINATION, every hold a person placed last week); by code, by who placed it, placed
@@ -58,7 +70,7 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision
+               {SUBJECT_REVISION} AS subject_revision, count(*) OVER () AS total
         FROM generic_instance h
         JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
              AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted
@@ -75,10 +87,11 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
           AND (%(since)s::text IS NULL
                OR coalesce({utc("h.json_addl->'properties'->>'placed_at'")},
                            {utc_text("h.created_dt")}) >= %(since)s)
+          AND {_searched("h")}
         ORDER BY h.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, queue_key=queue_key, ended=ended, code=code,
                     placed_by=[p.lower() for p in placed_by] if placed_by else None,
-                    since=ts(since) if since else None,
+                    since=ts(since) if since else None, text=text.lower() if text else None,
                     limit=limit),
     )
