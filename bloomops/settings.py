@@ -80,7 +80,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "bloomops.web.middleware.SignInAgainMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "bloomops.accounts.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

@@ -204,3 +204,69 @@ def test_a_scan_after_the_session_ended_goes_to_sign_in_and_claims_nothing(brows
     page.wait_for_url(f"{site}/accounts/login/?next=/scan/")
     assert leases_of(euid) == 0
     page.context.close()
+
+
+def test_scans_in_quick_succession_on_a_slow_network_are_each_claimed_once(browser, site):
+    """With each claim 400 ms away, four scans sent "Z-MX-2K9", "Z-MX-2SXZ-MX-280Z-MX-2FJ":
+    a scan queued behind one in flight read the field when its turn came, with the next
+    one's keys in it. Each scan is its own request with exactly what was scanned, and each
+    outcome stays listed after the next."""
+    import time
+
+    euids = [make_subject("q1", name=f"Specimen rush {n}") for n in range(3)]
+    page = scan_page(browser, site, javascript=True)
+    sent = []
+
+    def slow(route):
+        if route.request.method == "POST":
+            sent.append(route.request.post_data)
+            time.sleep(0.4)
+        route.continue_()
+
+    page.route(f"{site}/scan/", slow)
+    focused(page)
+    for euid in euids:
+        page.keyboard.type(euid, delay=8)
+        page.keyboard.press("Enter")
+    expect(page.locator("#scan-log li")).to_have_count(3, timeout=15000)
+    assert [leases_of(e) for e in euids] == [1, 1, 1]
+    assert all(any(f"euid={e}&" in body or body.endswith(f"euid={e}") for body in sent)
+               for e in euids), sent
+    log = page.locator("#scan-log").inner_text()
+    assert all(e in log for e in euids) and "Not" not in log
+    page.context.close()
+
+
+def test_a_second_scan_of_the_tube_in_hand_is_already_yours(browser, site):
+    euid = make_subject("q1", name="Specimen in hand")
+    page = scan_page(browser, site, javascript=True)
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    scan(page, euid)
+    result = outcome(page, ".claimed", "Already yours")
+    assert "Not claimed" not in result.inner_text()
+    assert leases_of(euid) == 1
+    page.context.close()
+
+
+def test_a_scan_into_a_release_or_failure_reason_sends_neither(browser, site):
+    """A scanner types into whatever has focus and presses Enter: in My work's "Why" of a
+    release it released the item with the barcode as its reason, in "What went wrong" it
+    recorded a failure nobody chose. Those forms are sent by their buttons only."""
+    euid = make_subject("q1", name="Specimen at the bench")
+    page = scan_page(browser, site, javascript=True)
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    page.goto(f"{site}/my-work/")
+    item = page.locator(f'article.work-item[data-euid="{euid}"]')
+    for summary, field in (("Release…", "input[name=reason]"),
+                           ("Fail…", "input[name=error_message]")):
+        item.get_by_text(summary).click()
+        item.locator(field).click()
+        page.keyboard.type("Z-MX-NEXT1")
+        page.keyboard.press("Enter")
+        page.wait_for_timeout(500)
+        assert page.url == f"{site}/my-work/"
+        assert [x["props"]["status"] for x in selectors.leases()
+                if x["subject_euid"] == euid] == ["ACTIVE"]
+    page.context.close()

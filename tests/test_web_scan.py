@@ -254,3 +254,26 @@ def test_a_scan_of_an_item_outside_the_person_s_scope_says_so_in_their_words(cli
     assert "This item&#x27;s site is rtp; you take sfo items only." in html
     assert "does not cover this queue" not in html
     assert counts() == before and leases_of(euid) == 0
+
+
+def test_the_bench_pages_are_never_served_from_the_browser_s_cache(client, lab):
+    """Back after completing an item showed "Work on Specimen 0081" with a live countdown,
+    from the browser's cache, on a tablet others use: the bench pages are fetched anew."""
+    client = signed_in(client, lab["worker_human"])
+    for page in ("/scan/", "/my-work/"):
+        assert "no-store" in client.get(page)["Cache-Control"], page
+
+
+def test_a_form_sent_after_the_session_ended_is_said_not_done_and_its_words_kept(client, lab):
+    """Idle past the session's end, "Record failure" landed on a page saying the address
+    takes a form, and nothing said about the failure. Signed in again, the person is back on
+    the page the form was on, told it was not done, and nothing was written."""
+    before = counts()
+    sent = client.post("/leases/Z-EX-1/fail/", {"error_message": "tube cracked",
+                                                "error_class": "PERMANENT_INPUT"},
+                       HTTP_REFERER="http://testserver/my-work/")
+    assert sent.status_code == 302
+    assert sent["Location"] == "/accounts/login/?next=/my-work/"
+    assert counts() == before
+    page = client.get(sent["Location"]).content.decode()
+    assert "What you sent was not done: sign in, then send it again." in page

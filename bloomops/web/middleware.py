@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib import messages
+from django.contrib.auth.middleware import LoginRequiredMiddleware
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import resolve_url
 from django.template.loader import render_to_string
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from bloomops.web.drafts import keep_draft
 
 
 class MethodNotAllowedPage:
@@ -21,3 +28,25 @@ class MethodNotAllowedPage:
             response.content = render_to_string("405.html", request=request)
             response["Content-Type"] = "text/html; charset=utf-8"
         return response
+
+
+class SignInAgainMiddleware(LoginRequiredMiddleware):
+    """A form sent once the session had ended (idle at the bench) is not done: the person is
+    told so, with the words they typed, and signed in again lands on the page the form was
+    on, not on the form's address (which takes only a form: the 405 page)."""
+
+    def handle_no_permission(self, request: HttpRequest, view_func) -> HttpResponse:
+        if request.method != "POST":
+            return super().handle_no_permission(request, view_func)
+        scanned = request.POST.get("euid", "").strip()[:64]
+        messages.info(request, f"Your scan of \u201c{scanned}\u201d was not claimed: scan it"
+                               " again once signed in." if scanned else
+                      "What you sent was not done: sign in, then send it again.")
+        keep_draft(request)
+        referer = request.headers.get("Referer", "")
+        back = referer.split(request.get_host(), 1)[-1] if referer else ""
+        if not (back.startswith("/") and url_has_allowed_host_and_scheme(
+                back, {request.get_host()}, require_https=request.is_secure())):
+            back = resolve_url("dashboard")
+        return redirect_to_login(back, resolve_url(self.get_login_url(view_func)),
+                                 self.get_redirect_field_name(view_func))

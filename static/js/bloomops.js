@@ -1,3 +1,11 @@
+// My work: a barcode scanner types into whatever has focus and presses Enter. In a failure's
+// or a release's words that Enter sent the form (a release, or a failure "Z-MX-2K9", that
+// nobody chose): those forms are sent by their button only.
+document.addEventListener("keydown", function (event) {
+  if (event.key === "Enter" && event.target.tagName === "INPUT" &&
+      event.target.closest(".work-item form.stacked")) event.preventDefault();
+});
+
 // Pause / resume the dashboard's htmx auto-refresh. The pause is checked here rather than in an
 // hx-trigger filter, which htmx would have to eval (the Content-Security-Policy forbids eval).
 document.addEventListener("htmx:confirm", function (event) {
@@ -43,6 +51,16 @@ document.addEventListener("click", function (event) {
     if (input) input.focus();
   }
 
+  // A glove's tap elsewhere on the page took the focus, and the next scan's keys went
+  // nowhere: a key typed with no field focused goes to the scan field.
+  document.addEventListener("keydown", function (event) {
+    var input = field();
+    var here = document.activeElement;
+    if (!input || event.ctrlKey || event.metaKey || event.altKey || event.key.length !== 1 ||
+        (here && here !== document.body && here.matches("input, select, textarea"))) return;
+    input.focus();
+  }, true);
+
   // A scanner's double Enter lands on the emptied field: send nothing, say nothing.
   document.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && event.target.id === "scan-euid" && !event.target.value.trim()) {
@@ -50,15 +68,61 @@ document.addEventListener("click", function (event) {
     }
   });
 
-  // htmx has read the form by now: empty the field at once, so whatever the scanner types
-  // while the claim runs is the next scan rather than appended to this one.
-  document.addEventListener("htmx:beforeSend", function (event) {
-    if (!fromScanForm(event)) return;
+  // Each scan is taken out of the field when its Enter submits, before htmx sees the form:
+  // a scan queued behind a claim still running (hx-sync) was read only when its turn came,
+  // with the next scan's keys already in the field ("Z-MX-2SXZ-MX-280"), and emptying the
+  // field then cut the next one short. The scans wait here, in order, one per request.
+  var scans = [];
+  document.addEventListener("submit", function (event) {
+    if (event.target.id !== "scan-form" || !window.htmx) return;  // posted whole without htmx
     var input = field();
-    lastSent = input.value.trim();
+    scans.push(input.value.trim());
     input.value = "";
     input.focus();
+  }, true);
+  document.addEventListener("DOMContentLoaded", function () {
+    var input = field();  // emptied at once: a queued request must not be held up by it
+    if (input && window.htmx) input.removeAttribute("required");
   });
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (!fromScanForm(event)) return;
+    lastSent = scans.length ? scans.shift() : "";
+    event.detail.parameters.euid = lastSent;
+  });
+
+  document.addEventListener("htmx:beforeSend", function (event) {
+    if (!fromScanForm(event)) return;
+    keep();
+    // Until the answer comes, the outcome says which scan is being checked (the previous
+    // scan's green "Claimed" stayed up through a slow answer). Another id than an answer's:
+    // htmx would give an answer the pending one's attributes until it settles.
+    var outcome = document.getElementById("scan-outcome");
+    var section = document.createElement("section");
+    section.className = "pending";
+    section.id = "scan-pending";
+    section.setAttribute("role", "status");
+    var heading = document.createElement("h2");
+    heading.textContent = "Checking " + lastSent + "\u2026";
+    section.append(heading);
+    outcome.replaceChildren(section);
+  });
+
+  // Every outcome is also listed, newest first (ten): a quick next scan replaced it unread.
+  var logged = new WeakSet();
+  function keep() {
+    var result = document.getElementById("scan-result");
+    var log = document.getElementById("scan-log");
+    var heading = result && result.querySelector("h2");
+    if (!heading || !log || logged.has(result)) return;
+    logged.add(result);
+    var item = document.createElement("li");
+    // read from the heading: the section's own attributes may still be the last answer's
+    item.className = "log-" + (heading.getAttribute("data-outcome") || "refusal");
+    item.textContent = heading.textContent.trim();
+    log.prepend(item);
+    while (log.children.length > 10) log.lastElementChild.remove();
+    log.parentElement.hidden = false;
+  }
 
   // A refusal (4xx) is an answer to show like a success, not a failed request. An answer
   // from another page (the sign-in page once the session has ended) is followed instead.
@@ -88,11 +152,13 @@ document.addEventListener("click", function (event) {
     section.id = "scan-result";
     section.setAttribute("role", "alert");
     var heading = document.createElement("h2");
+    heading.setAttribute("data-outcome", "refusal");
     heading.textContent = "Not confirmed: " + lastSent;
     var body = document.createElement("p");
     body.textContent = text;
     section.append(heading, body);
     outcome.replaceChildren(section);
+    keep();
     var key = document.querySelector("#scan-guard input[name=idempotency_key]");
     if (key) {
       var bytes = new Uint8Array(16);
@@ -109,6 +175,10 @@ document.addEventListener("click", function (event) {
 
   document.addEventListener("htmx:afterRequest", function (event) {
     if (fromScanForm(event)) refocus();
+  });
+  // after settling: until then htmx gives the new outcome the old one's attributes
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (fromScanForm(event) && event.detail.elt && event.detail.elt.id === "scan-outcome") keep();
   });
 })();
 
