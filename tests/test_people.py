@@ -332,7 +332,8 @@ def test_an_admin_adds_a_person_who_can_then_sign_in(client, users):
 
     signin = Client().post("/accounts/login/", {"username": "newbie",
                                                 "password": "a-long-password-1"})
-    assert signin.status_code == 302 and signin["Location"] == "/"
+    # a person at the bench lands on their work (a supervisor on the dashboard)
+    assert signin.status_code == 302 and signin["Location"] == "/my-work/"
 
 
 def test_a_person_added_without_a_role_is_told_to_ask_for_one(client, users):

@@ -114,3 +114,18 @@ def test_get_on_an_action_endpoint_is_not_allowed(client, world):
     client.force_login(world["users"]["admin"])
     assert client.get(f"/subjects/{world['free']}/hold/").status_code == 405
     assert client.get("/admin/sweep/").status_code == 405
+
+
+def test_a_person_at_the_bench_lands_on_their_work_after_signing_in(client, lab):
+    """The scientist signed in to the supervisors' dashboard (dead letters, coverage,
+    charts); a person whose only role is the bench lands on My work, others on the
+    dashboard, and a page they were sent from still wins."""
+    from django.test import Client
+
+    for user, landing in ((lab["worker_human"], "/my-work/"), (lab["operator"], "/")):
+        signed = Client().post("/accounts/login/", {"username": user.username,
+                                                    "password": f"pw-{user.username}"})
+        assert signed["Location"] == landing, user.username
+    sent = Client().post("/accounts/login/?next=/scan/", {
+        "username": "sci", "password": "pw-sci"})
+    assert sent["Location"] == "/scan/"

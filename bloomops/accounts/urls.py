@@ -1,13 +1,28 @@
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.shortcuts import resolve_url
 from django.urls import path, reverse_lazy
 
+from bloomops.accounts.roles import roles_of
 from bloomops.accounts.signatures import CountedPasswordChangeView
+
+
+class LandingLoginView(auth_views.LoginView):
+    """Signed in, a person at the bench (no role but worker_human) lands on My work, not on
+    the supervisors' dashboard of dead letters and coverage; a ``next`` still wins."""
+
+    redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        if roles_of(self.request.user) == {"worker_human"}:
+            return resolve_url("my_work")
+        return super().get_default_redirect_url()
+
 
 urlpatterns = [
     path(
         "login/",
-        login_not_required(auth_views.LoginView.as_view(redirect_authenticated_user=True)),
+        login_not_required(LandingLoginView.as_view()),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
