@@ -222,6 +222,15 @@ def test_at_the_limit_a_scan_still_says_what_it_found_first(client, lab, setting
     full = client.post("/scan/", scan_form(client, "tube 8"), **HTMX).content.decode()
     assert "You already hold 1 of the 1 items you may hold at once." in full
     assert leases_of(other) == 0
+    # an item nobody could claim says why first: releasing work for it would be for nothing
+    from tests.engine import act, actor
+
+    held = make_subject("q1", name="Tube 10")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
+        expected_state="READY", payload={"reason": "label check"})
+    refused = client.post("/scan/", scan_form(client, "Tube 10"), **HTMX).content.decode()
+    assert "It is not available to claim right now (and you hold as many" in refused
+    assert "Complete or release one" not in refused
 
 
 def test_inspect_of_a_shared_name_lists_what_tells_the_subjects_apart(client, lab):

@@ -76,6 +76,11 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
             if err.code == "NOT_VISIBLE" and context["reasons"]:
                 # The engine's message repeats the reasons with EUIDs and raw times.
                 context["error"] = "It is not available to claim right now:"
+            elif err.code == "MAX_LEASES_REACHED" and context["reasons"]:
+                # the item's own reason first: releasing work for an item that could not be
+                # claimed anyway (finished, held) would be for nothing
+                context["error"] = ("It is not available to claim right now (and you hold as"
+                                    " many items as you may):")
             if holder and holder == mine:  # first: whatever else the refusal said
                 context["my_lease"] = lease.get("euid")
                 context["error"] = "You already have this item: act on it in My work."
