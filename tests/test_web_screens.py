@@ -185,6 +185,23 @@ def test_csv_export_of_the_filtered_view(client, lab):
     assert rows[1][9] == "sfo"
 
 
+def test_a_cut_export_says_so_on_its_last_line(client, lab, monkeypatch):
+    """The export stopped at 10,000 rows of 11,107 with no word of it: read as the whole
+    queue. Its last line says how many of how many."""
+    from bloomops.web.views import queues
+
+    for n in range(3):
+        make_subject("q1", name=f"export {n}")
+    monkeypatch.setattr(queues, "EXPORT_LIMIT", 2)
+    response = signed_in(client, lab["operator"]).get("/queues/q1/export.csv")
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    assert len(rows) == 4 and rows[-1] == [
+        "# only the first 2 of 3 items: narrow the filter to export the rest"]
+    whole = signed_in(client, lab["operator"]).get("/queues/q1/export.csv?site=none")
+    assert not any(r and r[0].startswith("#") for r in
+                   csv.reader(io.StringIO(whole.content.decode("utf-8-sig"))))
+
+
 def test_csv_export_of_a_hidden_state_carries_the_reasons(client, lab):
     op = actor("operator", username="op")
     held = make_subject("q1", name="held")

@@ -151,11 +151,11 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     head = ["euid", "name", "state", "priority_class", "priority", "ready_at", "due_at",
             "attempts", "site", "platform", "assay"]
     if state:
-        items, _ = selectors.queue_hidden_items(queue_key, state=state, filters=filters,
-                                                limit=EXPORT_LIMIT)
+        items, total = selectors.queue_hidden_items(queue_key, state=state, filters=filters,
+                                                    limit=EXPORT_LIMIT)
         out.writerow(head + ["not_visible_because"])
     else:
-        items, _ = selectors.queue_items(queue_key, filters=filters, limit=EXPORT_LIMIT)
+        items, total = selectors.queue_items(queue_key, filters=filters, limit=EXPORT_LIMIT)
         out.writerow(["position"] + head)
     for it in items:
         row = [it.euid, it.name, it.state, it.priority_class, it.execution.get("priority"),
@@ -164,6 +164,10 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
                it.platform, it.assay]
         row = [*row, " ".join(r.message for r in it.reasons)] if state else [it.position, *row]
         out.writerow([csv_cell(v) for v in row])
+    if total > len(items):
+        # said where a spreadsheet's reader sees it: a cut list read as the whole was wrong
+        out.writerow([csv_cell(f"# only the first {len(items)} of {total} items: narrow the"
+                               " filter to export the rest")])
     return response
 
 
