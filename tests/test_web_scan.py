@@ -165,6 +165,25 @@ def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):
     assert counts() == before
 
 
+def test_a_label_reused_after_its_tube_s_work_ended_means_the_open_one(client, lab):
+    """A lab that reuses its labels year after year was refused "17 subjects go by
+    Library 100000": sixteen finished last year. The one whose work is not over is meant;
+    two open ones are still ambiguous."""
+    from tests.engine import act, actor
+
+    done = make_subject("q1", name="Library 7")
+    act("cancel_subject_execution", actor("operator", username="qa"), subject_euid=done,
+        expected_state="READY", payload={"reason": "run finished"})
+    current = make_subject("q1", name="library 7")
+    client = signed_in(client, lab["worker_human"])
+    response = client.post("/scan/", scan_form(client, "Library 7"), **HTMX)
+    assert response.status_code == 200, response.content
+    assert f"Claimed library 7 ({current})" in response.content.decode()
+    make_subject("q1", name="LIBRARY 7")
+    again = client.post("/scan/", scan_form(client, "Library 7"), **HTMX)
+    assert again.status_code == 400 and "subjects go by" in again.content.decode()
+
+
 def test_a_name_that_is_another_subject_s_euid_claims_neither(client, lab):
     """Tubes another system labelled carry EUIDs of the same form as ours: a tube named
     like one of our subjects' EUID claimed that other subject without a word."""

@@ -28,6 +28,7 @@ from bloomops.execution.sql import (
     SCOPE_MATCH,
     TEMPLATE_CODE,
     TEMPLATES,
+    TERMINAL,
     VISIBLE,
     hold_active,
 )
@@ -364,15 +365,17 @@ def subjects_named(names: list[str], *, tenant: str | None = None) -> dict[str, 
 
 def subjects_labelled(label: str, *, tenant: str | None = None) -> list[dict[str, Any]]:
     """The subjects a scanned or typed label means, oldest first, each with what tells them
-    apart (euid, name, state, queue_key, site, created_dt): the one whose EUID it is and
-    every one the lab named so (any case). More than one: the label is ambiguous, even when
-    one of them has it as its EUID (another system's tubes carry EUIDs of the same form as
-    their names). One query (the EUID and name indexes)."""
+    apart (euid, name, state, queue_key, site, created_dt) and whether its work is over
+    (``terminal``): the one whose EUID it is and every one the lab named so (any case). More
+    than one: the label is ambiguous, even when one of them has it as its EUID (another
+    system's tubes carry EUIDs of the same form as their names), unless only one of them is
+    not finished (``open_one``). One query (the EUID and name indexes)."""
     label = label.strip()
     if not label or not label.isprintable():
         return []
     return fetch_all(
         f"""SELECT s.euid, s.name, s.created_dt, {ENV}->>'state' AS state,
+                   coalesce({TERMINAL}, false) AS terminal,
                    {ENV}->>'next_queue_key' AS queue_key,
                    s.json_addl->'properties'->>'site' AS site
             FROM generic_instance s
@@ -380,6 +383,14 @@ def subjects_labelled(label: str, *, tenant: str | None = None) -> list[dict[str
               AND (s.euid = upper(%(label)s) OR lower(s.name) = lower(%(label)s))
             ORDER BY s.uid""",
         read_params(None, tenant, label=label))
+
+
+def open_one(meant: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of the subjects a label means (``subjects_labelled``), the one whose work is not over
+    when it is the only one: a lab that reuses its labels year after year names last year's
+    finished tubes so too, and a scan means the tube in hand."""
+    open_ = [m for m in meant if not m["terminal"]]
+    return open_ if len(meant) > 1 and len(open_) == 1 else meant
 
 
 def subject_name(euid: str, *, tenant: str | None = None) -> str | None:

@@ -105,7 +105,7 @@ def scan(request: HttpRequest) -> HttpResponse:
         return _scan_refusal(request, shown, ActionError(
             "VALIDATION_ERROR", "That is not an EUID or a name; scan the label again."))
     # Our EUID, or the lab's own name on the tube: claimed only when it means one subject.
-    meant = selectors.subjects_labelled(label)
+    meant = selectors.open_one(selectors.subjects_labelled(label))
     euid = meant[0]["euid"] if len(meant) == 1 else label
     try:
         if len(meant) > 1:
