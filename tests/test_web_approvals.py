@@ -461,3 +461,23 @@ def test_the_dashboard_panel_sends_a_requester_to_see_not_to_decide(client, desk
     panel = signed_in(client, desk["bob"]).get("/").content.decode().split(
         'id="approvals-panel"')[1].split("</section>")[0]
     assert "Decide in Approvals" in panel and "your own" not in panel
+
+
+def test_the_inbox_lists_the_requests_that_expire_soonest_and_how_many_wait(
+        client, desk, monkeypatch):
+    """QA asked 1,002 requeues at once: the inbox showed the newest 200 of them, and the
+    other 802 expired unseen. It lists the oldest first (they expire soonest) and says of
+    how many."""
+    from bloomops.execution import selectors
+
+    asked = []
+    for _ in range(3):
+        subject, hold = integrity_held(desk["ann_actor"])
+        asked.append(request_release(desk["ann_actor"], subject, hold)["approval_euid"])
+    listed = selectors.approvals
+    monkeypatch.setattr("bloomops.web.views.approvals.selectors.approvals",
+                        lambda **kw: listed(**{**kw, "limit": 2}))
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
+    assert "Waiting for a decision (the 2 that expire soonest, of 3)" in html
+    assert asked[0] in waiting and asked[1] in waiting and asked[2] not in waiting

@@ -91,7 +91,7 @@ def _typed(value: Any, kind: type) -> Any:
 
 
 def _rows(where: str, params: dict[str, Any], extra: str = "",
-          prepare: str | None = None) -> list[dict[str, Any]]:
+          prepare: str | None = None, oldest_first: bool = False) -> list[dict[str, Any]]:
     return fetch_all(
         f"SELECT a.euid, a.created_dt, {_P} AS props, {EFFECTIVE_STATUS} AS status,"
         " s.json_addl->'properties'->'execution'->>'state' AS subject_state,"
@@ -101,7 +101,8 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
         "'subject_lookup_euid' AND s.tenant_id = %(tenant)s AND NOT s.is_deleted"
-        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid DESC LIMIT %(limit)s", params,
+        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid {'' if oldest_first else 'DESC'}"
+        " LIMIT %(limit)s", params,
         prepare=prepare)
 
 
@@ -134,11 +135,12 @@ _CONTEXT = f""",
 def approvals(*, status: str | None = None, subject_euid: str | None = None,
               limit: int = 200, now: datetime | None = None, tenant: str | None = None,
               context: bool = False, decided: bool = False,
-              subject_euids: list[str] | None = None) -> list[ApprovalRow]:
-    """Approvals newest first, by effective status and/or subject (or any of
-    ``subject_euids``) (one query); ``decided``: only those no longer waiting (the limit
-    counts them alone); with ``context``, each with the holds' reasons and the subject's
-    failure (the inbox)."""
+              subject_euids: list[str] | None = None,
+              oldest_first: bool = False) -> list[ApprovalRow]:
+    """Approvals newest first (``oldest_first``: the inbox, whose oldest expire soonest), by
+    effective status and/or subject (or any of ``subject_euids``) (one query); ``decided``:
+    only those no longer waiting (the limit counts them alone); with ``context``, each with
+    the holds' reasons and the subject's failure (the inbox)."""
     params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit,
                          decided=decided, subjects=subject_euids)
     return [_row(r) for r in _rows(
@@ -147,7 +149,7 @@ def approvals(*, status: str | None = None, subject_euid: str | None = None,
         f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)"
         f" AND (%(subjects)s::text[] IS NULL"
         f"      OR {_P}->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))",
-        params, _CONTEXT if context else "")]
+        params, _CONTEXT if context else "", oldest_first=oldest_first)]
 
 
 @dataclass(frozen=True)

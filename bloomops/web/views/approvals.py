@@ -30,7 +30,10 @@ DECIDED_SHOWN = 20
 @reader
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
     return render(request, "web/approvals.html", {
-        "waiting": selectors.approvals(status="REQUESTED", context=True),
+        # the oldest first: they expire soonest (a lab that asked 1,000 at once saw the
+        # newest 200, and the other 800 expired unseen), and how many wait in all
+        "waiting": selectors.approvals(status="REQUESTED", context=True, oldest_first=True),
+        "waiting_count": selectors.approvals_waiting(limit=1).count,
         "recent": selectors.approvals(decided=True, limit=DECIDED_SHOWN),
     })
 
