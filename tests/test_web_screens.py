@@ -510,6 +510,51 @@ def test_workers_show_what_each_works_on_and_filter(client, lab):
     assert "No worker matches the filter." in none
 
 
+def test_every_worker_names_its_newest_items_and_counts_the_rest(client, lab, monkeypatch):
+    """The page read the lab's newest 500 leases: at 8,180 most workers read "32 of 50"
+    leases yet "working on nothing". Each worker names its own newest few, and counts the
+    rest."""
+    from bloomops.web.views import admin
+
+    monkeypatch.setattr(admin, "WORKING_SHOWN", 2)
+    svc = actor("worker_service")
+    first = register(svc, worker_key="svc://a", capabilities=[], max_concurrent_leases=5)
+    second = register(svc, worker_key="svc://b", capabilities=[], max_concurrent_leases=5)
+    make_queue("qw", required_worker_capabilities=[])
+    for n in range(3):
+        make_subject("qw", name=f"tube a{n}")
+        act("claim_queue_item", svc, worker_euid=first, queue_key="qw")
+    make_subject("qw", name="tube b0")
+    act("claim_queue_item", svc, worker_euid=second, queue_key="qw")
+    html = signed_in(client, lab["operator"]).get("/workers/").content.decode()
+    a = html.split(f'data-worker="{first}"')[1].split("</tr>")[0]
+    b = html.split(f'data-worker="{second}"')[1].split("</tr>")[0]
+    assert "tube a2" in a and "tube a1" in a and "tube a0" not in a and "and 1 more" in a
+    assert "tube b0" in b and "more" not in b
+
+
+def test_the_admin_page_says_of_how_many_leases_and_narrows_them(client, lab, monkeypatch):
+    """"Active leases (500)" of 8,180, with no way to reach the rest to force-expire one:
+    the page says of how many, and narrows by queue and worker."""
+    from bloomops.execution import selectors as read
+
+    svc = actor("worker_service")
+    first = register(svc, worker_key="svc://a", capabilities=[], max_concurrent_leases=5)
+    second = register(svc, worker_key="svc://b", capabilities=[], max_concurrent_leases=5)
+    make_queue("qw", required_worker_capabilities=[])
+    for worker in (first, first, second):
+        make_subject("qw")
+        act("claim_queue_item", svc, worker_euid=worker, queue_key="qw")
+    leases = read.leases
+    monkeypatch.setattr("bloomops.web.views.admin.selectors.leases",
+                        lambda **kw: leases(**{**kw, "limit": 2}))
+    admin_page = signed_in(client, lab["admin"])
+    html = admin_page.get("/admin/").content.decode()
+    assert "Active leases (the newest 2 of 3: narrow by queue or worker)" in html
+    narrowed = admin_page.get(f"/admin/?worker={second}&queue=qw").content.decode()
+    assert "Active leases (1)" in narrowed
+
+
 def test_admin_page_lists_the_leases_past_expiry(client, lab):
     worker = services.ensure_my_worker(lab["worker_human"])
     make_subject("q1", name="Forgotten tube")

@@ -76,7 +76,8 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
 def leases(*, status: str | None = None, now: datetime | None = None,
            tenant: str | None = None, worker_euid: str | None = None,
            queue_key: str | None = None, limit: int = 500,
-           oldest_first: bool = False, unswept: bool = False) -> list[dict[str, Any]]:
+           oldest_first: bool = False, unswept: bool = False,
+           per_worker: int | None = None) -> list[dict[str, Any]]:
     """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
     past expiry that no sweeper has marked yet. Subject and worker come from lineage; with
     the subject's envelope (``execution``). Active leases are found among the leases stored
@@ -84,7 +85,9 @@ def leases(*, status: str | None = None, now: datetime | None = None,
     deciding (RULES.md#leases): neither reads the lab's history of leases. ``queue_key``:
     the leases taken in that queue (before the limit, not among the first ``limit``).
     ``unswept``: only the leases stored ACTIVE past their expiry, that no sweeper has marked
-    yet (found among the ACTIVE ones too). One query."""
+    yet (found among the ACTIVE ones too). ``per_worker``: at most that many of each
+    worker's (the workers page: every worker's newest, not the lab's newest 500). Each row
+    carries ``total``, how many match before the limit. One query."""
     params = read_params(now, tenant, status=status, worker_euid=worker_euid,
                          queue_key=queue_key, limit=limit)
     narrow = ""
@@ -97,9 +100,13 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                    " = %(worker_euid)s")
     if queue_key:
         narrow += "\n          AND x.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s"
+    nth = ("row_number() OVER (PARTITION BY x.json_addl->'properties'->>'worker_lookup_euid'"
+           " ORDER BY x.uid DESC)" if per_worker else "1")
     return fetch_all(
         f"""
-        SELECT x.euid, x.created_dt, x.json_addl->'properties' AS props,
+        SELECT x.*, count(*) OVER () AS total FROM (
+        SELECT x.uid AS lease_uid, x.euid, x.created_dt, x.json_addl->'properties' AS props,
+               {nth} AS nth,
                {lease_effective_status()} AS effective_status,
                s.euid AS subject_euid, s.name AS subject_name, w.euid AS worker_euid,
                w.json_addl->'properties'->>'display_name' AS worker_name,
@@ -115,8 +122,9 @@ def leases(*, status: str | None = None, now: datetime | None = None,
           AND x.type = 'execution' AND x.subtype = 'queue_lease'{narrow}
           AND (%(worker_euid)s::text IS NULL OR w.euid = %(worker_euid)s)
           AND (%(status)s::text IS NULL OR {lease_effective_status()} = %(status)s)
-        ORDER BY x.uid {"ASC" if oldest_first else "DESC"}
+        ) x WHERE x.nth <= %(per_worker)s
+        ORDER BY x.lease_uid {"ASC" if oldest_first else "DESC"}
         LIMIT %(limit)s
         """,
-        params,
+        {**params, "per_worker": per_worker or 1},
     )
