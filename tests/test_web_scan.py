@@ -147,6 +147,11 @@ def test_a_tube_labelled_with_the_lab_s_own_name_is_claimed_by_it(client, lab):
     assert response.status_code == 200
     assert f"Claimed Spec-001 ({euid})" in response.content.decode()
     assert leases_of(euid) == 1
+    # in the scientist's words: not "leased to you as Z-EX-…", not "(worker_human)"
+    assert "it is yours now" in response.content.decode()
+    assert "leased to you" not in response.content.decode()
+    page = client.get("/scan/").content.decode()
+    assert "sci (at the bench)" in page and "worker_human" not in page
 
 
 def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):

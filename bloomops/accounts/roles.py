@@ -13,6 +13,10 @@ class Role(StrEnum):
 
 
 ALL_ROLES = tuple(r.value for r in Role)
+# Each role as the person holding it reads it (the header): a scientist is not a
+# "worker_human".
+ROLE_WORDS = {Role.WORKER_SERVICE: "service account", Role.WORKER_HUMAN: "at the bench",
+              Role.OPERATOR: "operator", Role.ADMIN: "admin"}
 
 
 def roles_of(user) -> frozenset[str]:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 
+from bloomops.accounts.roles import ROLE_WORDS
 from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
@@ -51,6 +52,12 @@ def record_part(record: dict) -> str:
     if record.get("end_state") == "WAITING_EXTERNAL":
         return "dispatched; its result comes from outside"
     return ""
+
+
+@register.filter
+def role_words(roles) -> str:
+    """Roles as their holders read them, in the order given."""
+    return ", ".join(ROLE_WORDS.get(r, r) for r in roles)
 
 
 @register.filter
