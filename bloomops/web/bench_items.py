@@ -13,6 +13,10 @@ from bloomops.execution.policy import next_queues_allowed, queue_takes
 from bloomops.execution.states import priority_class
 from bloomops.web import bench_words, services
 
+# My work warns at least this long before a claim runs out (static/js/bloomops.js counts
+# down); a long claim earlier (work_item's warn_seconds).
+WARN_SECONDS = 120
+
 
 def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     """One leased item as the bench shows it: what, how urgent, which step, how long is
@@ -64,6 +68,9 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "due_at": env.get("due_at"),
         "step": bench_words.step_label(env.get("next_action_key"), config),
         "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
+        # warned a fifth of the claim's length ahead, two minutes at least: two minutes of a
+        # half-hour claim went unseen at the bench
+        "warn_seconds": max(WARN_SECONDS, int(props.get("ttl_seconds") or 0) // 5),
         "next_choices": [(k, config_of(k).get("display_name") or k) for k in keys],
         "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
                           bench_words.template_words(code)) for k, code in makes],

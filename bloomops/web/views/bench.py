@@ -34,8 +34,6 @@ from bloomops.web.views.common import (
 
 SCAN_CLAIMED = "bloomops_scan_claimed"  # session key: the last claim, shown once after PRG
 EUID_MAX_LENGTH = 64
-# My work warns this long before a claim runs out (static/js/bloomops.js counts down).
-WARN_SECONDS = 120
 
 
 def _scan_claimed(result: ActionResult) -> dict:
@@ -161,7 +159,6 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "lost": lost,
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
-        "warn_seconds": WARN_SECONDS,
         "choose": CHOOSE,
     })
 
