@@ -468,3 +468,24 @@ def test_a_person_who_walked_away_is_offline_once_their_session_would_have_ended
     assert [w.computed_status for w in selectors.workers() if w.euid == mine] == ["ONLINE"]
     clock.advance(10)
     assert [w.computed_status for w in selectors.workers() if w.euid == mine] == ["OFFLINE"]
+
+
+def test_signing_out_with_items_held_asks_first_and_says_what_stays_locked(client, lab):
+    """A scientist signed out holding items: they stayed locked for up to half an hour, a
+    colleague reading "working on it" with no way to take over. The navigation counts what
+    they hold, and signing out then asks first."""
+    client = signed_in(client, lab["worker_human"])
+    page = client.get("/scan/").content.decode()
+    signout = page[page.index('<form class="signout"'):].split(">")[0]
+    assert "data-confirm" not in signout and 'id="nav-my-work">My work</a>' in page
+    worker = services.ensure_my_worker(lab["worker_human"])
+    for name in ("Tube one", "Tube two"):
+        make_subject("q1", name=name)
+        act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+            queue_key="q1")
+    page = client.get("/scan/").content.decode()
+    signout = page[page.index('<form class="signout"'):].split(">")[0]
+    assert 'data-confirm="You hold 2 items: signed out, they stay locked to you' in signout
+    assert 'title="items you hold">2</span>' in page
+    operator = signed_in(client, lab["operator"]).get("/").content.decode()
+    assert "data-confirm" not in operator[operator.index('<form class="signout"'):].split(">")[0]

@@ -10,7 +10,7 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import lease_effective_status, utc
+from bloomops.execution.sql import lease_effective_status, utc, worker_active_leases
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 # How far back a lost lease is still worth telling its person about.
@@ -90,3 +90,15 @@ def worker_standing(worker_euid: str, *, tenant: str | None = None) -> dict[str,
         """,
         read_params(None, tenant, worker_euid=worker_euid),
     )
+
+
+def claims_held(worker_key: str, *, tenant: str | None = None) -> int:
+    """How many items the worker of ``worker_key`` holds now (0 without one): what signing
+    out leaves locked for others. Only its active leases are read. One query."""
+    row = fetch_one(
+        f"""SELECT {worker_active_leases("w.uid", "w.euid")} AS n FROM generic_instance w
+        WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted AND w.type = 'system'
+          AND w.subtype = 'worker'
+          AND w.json_addl->'properties'->>'worker_key' = %(key)s""",
+        read_params(None, tenant, key=worker_key))
+    return int(row["n"]) if row else 0

@@ -207,3 +207,17 @@ def queue_called(context, queue_key: str | None) -> str:
     configs = per_request(context.get("request"), "queue_configs", lambda: {
         q["queue_key"]: q["config"] for q in selectors.queues()})
     return selectors.queue_called(queue_key, configs.get(queue_key))
+
+
+@register.simple_tag(takes_context=True)
+def claims_held(context) -> int:
+    """How many items the signed-in person at the bench holds (read once per request): the
+    navigation counts them, and signing out asks first while any would stay locked."""
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not context.get("is_human_worker"):
+        return 0
+    from bloomops.execution.selectors.bench import claims_held as held
+    from bloomops.web.services import human_worker_key
+
+    return per_request(request, "claims_held", lambda: held(human_worker_key(user)))
