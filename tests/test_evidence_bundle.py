@@ -3,6 +3,7 @@ and verifiable: an edited file or a database row edited after the export is name
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -466,3 +467,43 @@ def test_a_record_re_sealed_in_the_database_is_named_by_what_was_changed(history
     verdict = verify_bundle(before.data, history["tenant"])
     changed = [p for p in verdict.problems if p.startswith("database: action_records[")]
     assert changed and ".record.executed_by: the file has \"qa-lead\"" in changed[0], changed
+
+
+def test_an_auditor_exports_a_period_of_a_queue_each_bundle_verifiable(history, tmp_path):
+    """Only one subject's bundle could be exported at a time, and the people's changes in
+    none: an auditor asked for a period and a queue. Each subject acted on in it gets its
+    recorded bundle, and the manifest names each file by its sha256."""
+    from datetime import timedelta
+
+    from bloomops.accounts.profiles import add_person
+    from bloomops.execution import clock
+    from bloomops.execution.chain import sha256_hex
+    from bloomops.execution.envelope import ts
+
+    other = make_subject("q2")  # in q2 only: not in a q1 export
+    add_person("newbie", first_name="New", last_name="Starter", password="Glacier-Copper-58",
+               roles=["operator"], reason="joined QA", admin_username="adm")
+    day = clock.now()
+    out = tmp_path / "set"
+    call_command("export_evidence", "--since", ts(day - timedelta(days=1)), "--until",
+                 ts(day + timedelta(days=1)), "--queue", "q1", "--out", str(out),
+                 "--as", "qa-lead", stdout=io.StringIO())
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    assert manifest["format"] == "bloomops.evidence-set/1" and manifest["queue_key"] == "q1"
+    assert [b["subject_euid"] for b in manifest["bundles"]] == [history["subject"]]
+    for entry in manifest["bundles"]:
+        data = (out / entry["file"]).read_bytes()
+        assert sha256_hex(data) == entry["sha256"]
+        assert verify_bundle(data, history["tenant"]).ok
+    assert other not in json.dumps(manifest)
+    [joined] = [c for c in manifest["people_changes"] if c["username"] == "newbie"]
+    assert joined["changed_by"] == "adm" and joined["after"]["roles"] == ["operator"]
+    with pytest.raises(CommandError, match="not empty"):
+        call_command("export_evidence", "--since", "2026-01-01", "--until", "2027-01-01",
+                     "--out", str(out), "--as", "qa-lead")
+    with pytest.raises(CommandError, match="FORBIDDEN"):
+        call_command("export_evidence", "--since", "2026-01-01", "--until", "2027-01-01",
+                     "--out", str(tmp_path / "nobody"), "--as", "worker_service")
+    with pytest.raises(CommandError, match="has no zone"):
+        call_command("export_evidence", "--since", "2026-01-01T00:00", "--until",
+                     "2027-01-01", "--out", str(tmp_path / "z"), "--as", "qa-lead")

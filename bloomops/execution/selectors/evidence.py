@@ -9,7 +9,7 @@ from typing import Any
 
 from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.params import read_params
-from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES
+from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES, utc
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 EVIDENCE_ACTION = "record_evidence_bundle"
@@ -90,3 +90,22 @@ def evidence_approvals(subject_uid: int) -> list[dict[str, Any]]:
         """,
         read_params(None, None, uid=subject_uid),
     )
+
+
+def subjects_acted_on(since: str, until: str, *, queue_key: str | None = None,
+                      tenant: str | None = None) -> list[str]:
+    """The subjects some action was taken on from ``since`` up to ``until`` (our UTC text),
+    in a queue if given, in the order first acted on: what an auditor's export of a period
+    holds. Recording a bundle is not such an action. One query (every action record of the
+    tenant: an export, not a page)."""
+    return [r["euid"] for r in fetch_all(
+        f"""SELECT a.json_addl->>'subject_lookup_euid' AS euid, min(a.uid) AS first
+        FROM generic_instance a
+        WHERE a.tenant_id = %(tenant)s AND NOT a.is_deleted AND a.type = 'execution_queue'
+          AND a.subtype <> '{EVIDENCE_ACTION}'
+          AND coalesce(a.json_addl->>'subject_lookup_euid', '') <> ''
+          AND {utc("a.json_addl->>'executed_at'")} >= %(since)s
+          AND {utc("a.json_addl->>'executed_at'")} < %(until)s
+          AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
+        GROUP BY 1 ORDER BY 2""",
+        {"tenant": tenant, "since": since, "until": until, "queue": queue_key})]

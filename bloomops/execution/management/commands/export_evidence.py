@@ -1,0 +1,62 @@
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from bloomops.execution.context import Actor
+from bloomops.execution.errors import ActionError
+from bloomops.execution.exports import export_evidence_set
+
+
+def _instant(text: str, name: str) -> datetime:
+    """A day (its start, UTC) or an instant with its zone: a zoneless time would be read in
+    whichever zone the machine has."""
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CommandError(f"--{name} {text!r}: give a day (2026-11-01) or an instant with"
+                           " its zone (2026-11-01T08:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise CommandError(f"--{name} {text!r} has no zone: add Z or an offset")
+    return moment
+
+
+class Command(BaseCommand):
+    help = (
+        "Export the evidence of a period (docs/RULES.md#evidence): the recorded bundle of"
+        " every subject some action was taken on from --since up to --until (in --queue if"
+        " given), one file each, and manifest.json naming each with its sha256 and the"
+        " people's changes of the period. Each bundle is recorded as exported by --as."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--since", required=True, help="a day or an instant with its zone")
+        parser.add_argument("--until", required=True, help="a day or an instant (not included)")
+        parser.add_argument("--queue", default=None, help="only actions in this queue")
+        parser.add_argument("--out", required=True, help="a new or empty directory")
+        parser.add_argument("--as", dest="username", required=True,
+                            help="the operator or admin the export is recorded as")
+
+    def handle(self, *args, since: str, until: str, queue: str | None, out: str,
+               username: str, **options) -> None:
+        start, end = _instant(since, "since"), _instant(until, "until")
+        if start >= end:
+            raise CommandError("--since must come before --until.")
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise CommandError(f"No active account {username!r} to record the export as.")
+        directory = Path(out)
+        if directory.exists() and any(directory.iterdir()):
+            raise CommandError(f"{out} is not empty: a set is written to a directory of its own.")
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            manifest, sha256 = export_evidence_set(Actor.of(user), start, end, directory,
+                                                   queue_key=queue)
+        except ActionError as err:
+            raise CommandError(f"{err.code}: {err.message}") from None
+        self.stdout.write(f"{len(manifest['bundles'])} bundle(s),"
+                          f" {len(manifest['people_changes'])} people change(s) in {out}")
+        self.stdout.write(f"manifest.json sha256 {sha256}")
