@@ -166,6 +166,9 @@ BLOOMOPS_RECORDER_INTERVAL = max(1, _int("BLOOMOPS_RECORDER_INTERVAL", 10))
 BLOOMOPS_HISTORY_DAYS = max(1, _int("BLOOMOPS_HISTORY_DAYS", 14))
 # How often an open dashboard asks again for its table and for its charts (seconds).
 BLOOMOPS_DASHBOARD_REFRESH_SECONDS = max(1, _int("BLOOMOPS_DASHBOARD_REFRESH_SECONDS", 5))
+# How often an open My work asks whether each of its claims still holds (a hold placed by QA,
+# an admin's force expiry): a card that kept counting down with working buttons lied.
+BLOOMOPS_MY_WORK_REFRESH_SECONDS = max(1, _int("BLOOMOPS_MY_WORK_REFRESH_SECONDS", 20))
 BLOOMOPS_HISTORY_REFRESH_SECONDS = max(1, _int("BLOOMOPS_HISTORY_REFRESH_SECONDS", 60))
 # When set, /metrics requires "Authorization: Bearer <this>" (or the API token of a person
 # with a bloomops role).

@@ -122,3 +122,23 @@ def test_auto_refresh_keeps_focus_and_scroll(browser, site):
     assert page.evaluate("document.activeElement.closest('tr').dataset.queue") == "q2"
     assert page.evaluate("window.scrollY") == scrolled
     context.close()
+
+
+def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site, settings):
+    """QA put an item on hold while the scientist's card kept counting down with working
+    buttons; the next tap came back "not recorded". My work asks every few seconds which
+    claims still hold, and a card whose claim ended says so and offers nothing."""
+    settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS = 1
+    euid = make_subject("q1", name="Specimen put on hold")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    expect(item.get_by_role("button", name="Renew")).to_be_enabled()
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "label check"})
+    expect(item.locator(".expiry-warning")).to_contain_text("no longer yours", timeout=10000)
+    expect(item.get_by_role("button", name="Renew")).to_be_disabled()
+    expect(item.locator(".countdown")).to_have_text("ended")
+    page.context.close()

@@ -489,3 +489,15 @@ def test_signing_out_with_items_held_asks_first_and_says_what_stays_locked(clien
     assert 'title="items you hold">2</span>' in page
     operator = signed_in(client, lab["operator"]).get("/").content.decode()
     assert "data-confirm" not in operator[operator.index('<form class="signout"'):].split(">")[0]
+
+
+def test_my_work_s_poll_names_the_claims_that_still_hold(client, lab):
+    client = signed_in(client, lab["worker_human"])
+    poll = {"HTTP_HX_REQUEST": "true", "HTTP_X_BLOOMOPS_POLL": "1"}
+    assert client.get("/my-work/?part=held", **poll).json() == {"held": []}
+    euid = make_subject("q1", name="Tube polled")
+    lease = claim(client, euid)
+    assert client.get("/my-work/?part=held", **poll).json() == {"held": [lease]}
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "label check"})
+    assert client.get("/my-work/?part=held", **poll).json() == {"held": []}

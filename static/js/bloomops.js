@@ -374,6 +374,32 @@ window.bloomopsSideways = "table.grid, .table-container";
     tick();
     window.setInterval(tick, 1000);
   });
+
+  // The page's poll (#my-claims-poll) names the claims that still hold; a card whose claim
+  // ended meanwhile (QA put the item on hold, an admin ended the claim) stops counting down
+  // and offering buttons that would only be refused, and says to reload for why.
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.elt.id !== "my-claims-poll" || !event.detail.successful) return;
+    var held;
+    try { held = JSON.parse(event.detail.xhr.responseText).held; } catch (e) { return; }
+    document.querySelectorAll(".work-item[data-lease]").forEach(function (item) {
+      if (held.indexOf(item.dataset.lease) !== -1 || item.classList.contains("ended")) return;
+      item.classList.add("ended");
+      var clock = item.querySelector(".countdown");
+      if (clock) { clock.removeAttribute("data-seconds-left"); clock.textContent = "ended"; }
+      item.querySelectorAll("button, input, select, textarea").forEach(function (control) {
+        control.disabled = true;
+      });
+      var warning = item.querySelector(".expiry-warning");
+      if (warning) {
+        warning.textContent = "This item is no longer yours: its claim ended. ";
+        var again = document.createElement("a");
+        again.href = window.location.pathname;
+        again.textContent = "Reload My work to see why";
+        warning.append(again);
+      }
+    });
+  });
 })();
 
 // My work: the Complete button says where the item goes, so a wrong choice of Next queue is

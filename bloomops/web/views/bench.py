@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
@@ -135,6 +136,11 @@ def my_work(request: HttpRequest) -> HttpResponse:
     """My leases (or, with ?item=LEASE, the one item just claimed: its work view), and what
     happened to the ones that ended without me."""
     worker_euid = services.my_worker_euid(request.user)
+    if request.GET.get("part") == "held":
+        # the page's own poll: which of its claims still hold (static/js/bloomops.js marks
+        # the others ended)
+        return JsonResponse({"held": [x["euid"] for x in selectors.leases(
+            status="ACTIVE", worker_euid=worker_euid)] if worker_euid else []})
     now = clock.now()
     queues = {q["queue_key"]: q for q in selectors.queues()}
     items = [work_item(x, queues, now) for x in selectors.leases(
@@ -159,6 +165,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "lost": lost,
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
+        "refresh_seconds": settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS,
         "choose": CHOOSE,
     })
 
