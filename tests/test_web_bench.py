@@ -501,3 +501,17 @@ def test_my_work_s_poll_names_the_claims_that_still_hold(client, lab):
     act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
         expected_state="READY", payload={"reason": "label check"})
     assert client.get("/my-work/?part=held", **poll).json() == {"held": []}
+
+
+def test_renew_all_renews_every_claim_in_one_tap(client, lab):
+    """A short QC claim and a long one at once: each had to be renewed on its own card."""
+    client = signed_in(client, lab["worker_human"])
+    leases = [claim(client, make_subject("q1", name=f"Tube {n}")) for n in range(2)]
+    before = {x["euid"]: x["props"]["expires_at"] for x in selectors.leases(status="ACTIVE")}
+    clock.advance(60)
+    page = client.get("/my-work/")
+    assert "Renew all 2" in page.content.decode()
+    done = client.post("/my-work/renew-all/", form_for(page, "/my-work/renew-all/"))
+    assert said(done) == ["Renewed 2 items."]
+    after = {x["euid"]: x["props"]["expires_at"] for x in selectors.leases(status="ACTIVE")}
+    assert all(after[lease] > before[lease] for lease in leases)

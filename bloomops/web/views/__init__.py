@@ -26,6 +26,7 @@ from bloomops.web.views.bench import (
     fail_lease,
     my_work,
     release_lease,
+    renew_all,
     renew_lease,
     scan,
 )
@@ -70,7 +71,7 @@ __all__ = [
     "intake", "intake_confirm", "intake_preview", "intake_results_csv", "my_work",
     "new_queue", "people_list", "person", "person_password", "queue_detail", "queue_enabled",
     "queue_export", "queue_settings", "queue_settings_index", "release_hold", "release_lease",
-    "replace_queue", "renew_lease",
+    "replace_queue", "renew_all", "renew_lease",
     "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
     "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",
     "worker_dashboard", "worker_status",
