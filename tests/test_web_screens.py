@@ -72,6 +72,20 @@ def test_dashboard_coverage_counts_online_workers_that_can_serve(client, lab):
     assert "nobody can serve" in exotic[:exotic.index("</tr>")]
 
 
+def test_a_lab_of_hundreds_is_named_twenty_at_a_time_in_the_coverage_title(client, lab):
+    """Each coverage cell's title named all 435 rostered people (11 kB a row, on a page that
+    refreshes every 5 s): twenty, and how many more."""
+    from tests.conftest import make_user
+
+    for n in range(22):
+        make_user(f"bench{n:02d}", "worker_human")
+    html = signed_in(client, lab["operator"]).get("/").content.decode()
+    row = html[html.index('data-queue="q1"'):]
+    title = re.search(r'class="coverage"[^>]* title="([^"]*)"', row[:row.index("</tr>")])
+    assert title and "and 3 more." in title.group(1), title
+    assert title.group(1).count(",") < 30
+
+
 def test_supervisor_sees_a_throughput_trend_drawn_from_execution_records(client, lab):
     who = actor("worker_human", username="sci")
     euid = make_subject("q1")
