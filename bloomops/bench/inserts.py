@@ -52,7 +52,9 @@ def insert_subjects(env: str, tenant: str, params: dict) -> int:
                 (euid, euid_prefix, euid_seq, name, tenant_id, polymorphic_discriminator,
                  category, type, subtype, version, template_uid, json_addl, bstatus,
                  created_dt)
-            SELECT '', '', 0, q.stem || ' ' || lpad(b.seq::text, 6, '0'), %(tenant)s,
+            SELECT '', '', 0,
+                   q.stem || ' ' || lpad(b.seq::text, greatest(6, length(b.seq::text)), '0'),
+                   %(tenant)s,
                    q.ident, q.category, q.type, q.subtype, q.version, q.template_uid,
                    jsonb_build_object('semantic_category', q.semantic, 'properties',
                        jsonb_build_object('site', b.site, 'platform', b.platform,
