@@ -257,6 +257,9 @@ EDGES = [
     ("complete", {"external": {"run": 1}, "next_queue_key": "q2"}),
     ("complete", {"external": {"run": 1}, "next_queue_key": "  "}),
     ("complete", {"external": None, "next_queue_key": "q2"}),
+    ("external-result", {"outcome": "FAILED_TERMINAL"}),  # ends the item: says why
+    ("external-result", {"outcome": "FAILED_TERMINAL", "error_message": "lost in transit"}),
+    ("external-result", {"outcome": "FAILED_RETRYABLE"}),
     ("external-result", {"outcome": "READY"}),
     ("external-result", {"outcome": "READY", "next_queue_key": ""}),
     ("external-result", {"outcome": "READY", "next_queue_key": "q2"}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from bloomops.tapdb.db import fetch_value
 from tests.api_helpers import api_for, error_code
@@ -94,7 +95,8 @@ def test_an_approval_another_writer_left_malformed_fails_no_list(people):
                               parameters={"reason": "rerun"}, reason="QC rerun passed")
     approval = asked.json()["approval_euid"]
     for field, value in (("signature", "signed"), ("parameters", "x"), ("hold_euids", 5),
-                         ("requested_by", 7), ("subject_revision_at_request", "3")):
+                         ("hold_codes", 5), ("requested_by", 7),
+                         ("subject_revision_at_request", "3")):
         execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
                 " %s::text[], %s::jsonb) WHERE euid = %s",
                 [["properties", field], json.dumps(value), approval])
@@ -105,3 +107,7 @@ def test_an_approval_another_writer_left_malformed_fails_no_list(people):
     assert row["parameters"] == {} and row["hold_euids"] == []
     assert row["requested_by"] is None and row["subject_revision_at_request"] is None
     assert row["subject_euid"] == subject and row["reason"] == "QC rerun passed"
+    # the console's inbox reads the same approval with its holds' reasons: no 500 either
+    console = Client()
+    console.force_login(User.objects.get(username="bob"))
+    assert console.get("/approvals/").status_code == 200

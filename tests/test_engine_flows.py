@@ -252,3 +252,32 @@ def test_the_inspector_tells_a_dispatch_from_its_outside_result(lab, tenant, cli
     assert timeline.count("(dispatched; its result comes from outside)") == 1
     assert timeline.count("(the outside result)") == 1
     assert timeline.count('class="record-part"') == 2  # the QC step is neither
+
+
+def test_a_failure_that_ends_the_item_always_leaves_qa_a_why(tenant):
+    """An outside result FAILED_TERMINAL made a dead letter with no message; so did a
+    transient failure at the attempt limit. The first is refused without one, the second's
+    letter says what it is."""
+    make_queue("q1", required_worker_capabilities=[], max_attempts_default=1)
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    waiting = make_subject("q1")
+    lease = claim(svc, worker, "q1")
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"external": {"run_id": "wf-9"}})
+    with pytest.raises(ActionError) as refused:
+        act("record_external_result", svc, subject_euid=waiting,
+            expected_state="WAITING_EXTERNAL", payload={"outcome": "FAILED_TERMINAL"})
+    assert refused.value.code == "VALIDATION_ERROR"
+    assert refused.value.details["field"] == "error_message"
+    assert envelope(waiting)["state"] == "WAITING_EXTERNAL"
+    bare = make_subject("q1")
+    lease = claim(svc, worker, "q1")
+    result = act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
+                 worker_euid=worker, expected_state="READY",
+                 payload={"error_class": "TRANSIENT_SYSTEM"})
+    assert envelope(bare)["state"] == "FAILED_TERMINAL"
+    [letter] = [d for d in selectors.dead_letters() if d["subject_euid"] == bare]
+    assert letter["euid"] == result["dead_letter_euid"]
+    assert letter["props"]["error_message"] == ("TRANSIENT_SYSTEM at the attempt limit; the"
+                                                " last failure gave no message")

@@ -507,3 +507,15 @@ def test_an_auditor_exports_a_period_of_a_queue_each_bundle_verifiable(history, 
     with pytest.raises(CommandError, match="has no zone"):
         call_command("export_evidence", "--since", "2026-01-01T00:00", "--until",
                      "2027-01-01", "--out", str(tmp_path / "z"), "--as", "qa-lead")
+
+
+@pytest.mark.parametrize("properties", [[{"site": "rtp"}], [1, "site"]])
+def test_a_file_whose_subject_properties_are_no_object_is_a_verdict(history, properties):
+    """Anyone with a role may post a file to verify: a subject whose properties were a list
+    of objects (or of mixed types) made the verdict a 500."""
+    doc = json.loads(build_bundle(history["subject"], history["tenant"]).data)
+    doc["subject"]["properties"] = properties
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert not verdict.ok
+    assert any("subject.properties: the file has [" in p for p in verdict.problems), \
+        verdict.problems

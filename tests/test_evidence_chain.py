@@ -210,3 +210,14 @@ def test_a_broken_chain_is_not_keyed(history):
     with pytest.raises(CommandError, match="a chain is broken"):
         call_command("key_chains")
     assert fetch_all("SELECT uid FROM generic_instance WHERE json_addl->'chain' ? 'hmac'") == []
+
+
+def test_a_chain_re_sealed_without_the_key_is_not_keyed_by_key_chains(history):
+    """The break's own words send the admin to key_chains: keying every unkeyed record
+    whose sha256 chain held laundered an insider's re-sealed edit. A record written after
+    the seal key that carries none was re-sealed outside bloomops, never from before it."""
+    records = _chain(history["subject"])
+    _reseal_from(records, 1, lambda body: {**body, "executed_by": "supervisor"}, lambda e: e)
+    with pytest.raises(CommandError, match="written after the seal key"):
+        call_command("key_chains")
+    assert not verify_chains(history["tenant"], history["subject"]).ok

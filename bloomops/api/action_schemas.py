@@ -237,6 +237,11 @@ class CompleteIn(LeaseEnvelope):
 
 
 
+# A failure that ends the item or holds it says why (RULES.md#retries, attempts.require_why).
+SAID_WHY = {"required": ["error_message"], "properties": {"error_message": {
+    "type": "string", "minLength": 1, "pattern": NON_BLANK}}}
+
+
 def _retry_class_rules() -> dict[str, Any]:
     """retryable and error_class as JSON Schema: one of them, and they must agree
     (RULES.md#retries)."""
@@ -248,9 +253,7 @@ def _retry_class_rules() -> dict[str, Any]:
                        "properties": {"retryable": {"const": retryable}}},
                 "then": {"properties": {"error_class": {"enum": [*classes, None]}}}}
 
-    # a failure that ends the item or holds it says why (RULES.md#retries)
-    said = {"required": ["error_message"], "properties": {"error_message": {
-        "type": "string", "minLength": 1, "pattern": NON_BLANK}}}
+    said = SAID_WHY
     return {
         "anyOf": [{"required": ["retryable"], "properties": {"retryable": {"type": "boolean"}}},
                   {"required": ["error_class"],
@@ -320,6 +323,10 @@ class ExternalResultIn(SubjectEnvelope):
                  "properties": {"next_queue_key": _NON_EMPTY_TEXT}},
         "else": {"properties": {"next_queue_key": {"anyOf": [
             {"type": "null"}, {"type": "string", "maxLength": 0}]}}},
+        # a result that ends the item says why (RULES.md#retries)
+        "allOf": [{"if": {"required": ["outcome"],
+                          "properties": {"outcome": {"const": "FAILED_TERMINAL"}}},
+                   "then": SAID_WHY}],
     }
 
     outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]

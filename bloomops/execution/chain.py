@@ -204,9 +204,17 @@ def key_chains(tenant: str | None) -> int:
     report = verify_chains(tenant, keyed=False)
     if report.breaks:
         raise ValueError("; ".join(str(b) for b in report.breaks))
-    rows = fetch_all(f"""SELECT uid, json_addl->'{CHAIN}' AS entry FROM generic_instance
+    # Only records older than the first keyed one can be from before the key: an unkeyed
+    # record after it was re-sealed without the key, and keying it would launder the edit.
+    first = fetch_one(f"""SELECT min(uid) AS uid FROM generic_instance
+        WHERE {_RECORDS} AND json_addl->'{CHAIN}' ? 'hmac'""", {"tenant": tenant})["uid"]
+    rows = fetch_all(f"""SELECT uid, euid, json_addl->'{CHAIN}' AS entry FROM generic_instance
         WHERE {_RECORDS} AND json_addl ? '{CHAIN}' AND NOT json_addl->'{CHAIN}' ? 'hmac'
         ORDER BY uid""", {"tenant": tenant})
+    late = [r["euid"] for r in rows if first is not None and r["uid"] > first]
+    if late:
+        raise ValueError(f"{len(late)} record(s) written after the seal key carry no keyed"
+                         f" seal (first {late[0]}): re-sealed outside bloomops")
     for row in rows:
         sealed = with_keyed_seal(row["entry"])
         save_record_seal(row["uid"], CHAIN, {k: sealed[k] for k in (*row["entry"], *KEYED)})

@@ -299,11 +299,15 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
     if diff:
         explicable.append(diff)
     rest = _without_envelope(mine_s), _without_envelope(theirs_s)
-    for name in sorted(set(rest[0].get("properties") or {}) | set(rest[1].get("properties") or {})):
-        fixed = _first_difference(f"subject.properties.{name}", _prop(rest[0], name),
-                                  _prop(rest[1], name))
-        if fixed:
-            changed.append(fixed)
+    mine_p, theirs_p = rest[0].get("properties"), rest[1].get("properties")
+    if isinstance(mine_p, dict) and isinstance(theirs_p, dict):
+        for name in sorted(set(mine_p) | set(theirs_p)):
+            if fixed := _first_difference(f"subject.properties.{name}", mine_p.get(name),
+                                          theirs_p.get(name)):
+                changed.append(fixed)
+    # a file's properties that are no object are named whole (a list's items are no keys)
+    elif fixed := _first_difference("subject.properties", mine_p, theirs_p):
+        changed.append(fixed)
     for name in sorted((set(rest[0]) | set(rest[1])) - {"properties"}):
         if fixed := _first_difference(f"subject.{name}", rest[0].get(name), rest[1].get(name)):
             changed.append(fixed)

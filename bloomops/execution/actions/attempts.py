@@ -196,6 +196,15 @@ class CompleteQueueExecution(LeaseAction):
                           next_queue_key=env.get("next_queue_key"), output_euids=outputs)
 
 
+def require_why(cls: RetryClass, message: str | None) -> None:
+    """RULES.md#retries: a failure whose class ends the item or holds it says why; the dead
+    letter, hold or cancel it leaves is read by a person who must act on it."""
+    if message is None and cls not in TRANSIENT_CLASSES:
+        raise ActionError("VALIDATION_ERROR", f"error_message is required: a {cls} failure"
+                          " ends the item or holds it, and whoever takes it up needs to know"
+                          " why.", field="error_message")
+
+
 class FailQueueExecution(LeaseAction):
     fields = ("retryable", "error_class", "error_code", "error_message", "next_queue_key")
     def validate(self, req: ActionRequest) -> None:
@@ -217,12 +226,7 @@ class FailQueueExecution(LeaseAction):
         except ValueError as exc:
             raise ActionError("VALIDATION_ERROR", str(exc), field="error_class") from None
         text_field(p, "error_code", max_len=KEY_MAX)
-        if (text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX) is None
-                and cls not in TRANSIENT_CLASSES):
-            # the dead letter, hold or cancel it leaves is read by a person who must act on it
-            raise ActionError("VALIDATION_ERROR", f"error_message is required: a {cls}"
-                              " failure ends the item or holds it, and whoever takes it up"
-                              " needs to know why.", field="error_message")
+        require_why(cls, text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX))
         key_field(p, "next_queue_key")
 
     def run(self, ctx: Context) -> None:
@@ -298,7 +302,9 @@ class RecordExternalResult(Handler):
             raise ActionError("VALIDATION_ERROR", "next_queue_key applies only to outcome"
                               " READY.", field="next_queue_key")
         obj_field(req.payload, "result_snapshot")
-        text_field(req.payload, "error_message", max_len=ERROR_MESSAGE_MAX)
+        message = text_field(req.payload, "error_message", max_len=ERROR_MESSAGE_MAX)
+        if outcome == "FAILED_TERMINAL":  # dead-lettered as PERMANENT_STATE (run)
+            require_why(RetryClass.PERMANENT_STATE, message)
         validate_outputs(req.payload)
 
     def prepare(self, ctx: Context) -> None:

@@ -258,7 +258,10 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
         "dead_lettered_at": ctx.now_ts,
         "failure_count": ctx.env.get("attempt_count", 0),
         "error_class": error_class,
-        "error_message": message,
+        # a retryable failure may come without a why (attempts.require_why); its last, at
+        # the attempt limit, still leaves QA a letter that says what it is
+        "error_message": message or f"{error_class} at the attempt limit; the last failure"
+                                    " gave no message",
         "resolution_state": DeadLetterResolution.OPEN.value,
         "resolved_by_lookup_euid": None,
         "resolved_at": None,

@@ -53,9 +53,11 @@ class ApprovalRow:
     @property
     def holds(self) -> list[tuple[str, str]]:
         """(hold euid, hold code) of the holds the request concerns."""
-        codes = list(self.props.get("hold_codes") or [])
-        euids = list(self.props.get("hold_euids") or [])
-        return [(e, codes[i] if i < len(codes) else "") for i, e in enumerate(euids)]
+        codes, euids = (self.props.get(k) for k in ("hold_codes", "hold_euids"))
+        codes = codes if isinstance(codes, list) else []  # another writer's may be anything
+        return [(e, codes[i] if i < len(codes) and isinstance(codes[i], str) else "")
+                for i, e in enumerate(euids if isinstance(euids, list) else [])
+                if isinstance(e, str)]
 
     def as_dict(self) -> dict[str, Any]:
         """The API's fields, each of its type or absent: another writer's raw SQL is held to
@@ -65,14 +67,13 @@ class ApprovalRow:
         def text(name: str) -> str | None:
             return _typed(p.get(name), str)
 
-        ids = p.get("hold_euids")
         return {
             "approval_euid": self.euid, "status": self.status,
             "action_key": text("action_key"), "rule": text("rule"),
             "parameters": _typed(p.get("parameters"), dict) or {}, "reason": text("reason"),
             "subject_euid": text("subject_lookup_euid"), "subject_state": self.subject_state,
             "hold_euid": text("hold_lookup_euid"),
-            "hold_euids": [e for e in ids if isinstance(e, str)] if isinstance(ids, list) else [],
+            "hold_euids": [e for e, _ in self.holds],
             "queue_key": text("queue_key"),
             "requested_by": text("requested_by"), "requested_at": text("requested_at"),
             "expires_at": text("expires_at"),
@@ -121,7 +122,8 @@ def _row(r: dict[str, Any]) -> ApprovalRow:
 _CONTEXT = f""",
     (SELECT jsonb_agg(h.json_addl->'properties'->>'reason' ORDER BY h.uid)
      FROM generic_instance h
-     WHERE h.euid IN (SELECT jsonb_array_elements_text({_P}->'hold_euids'))
+     WHERE h.euid IN (SELECT jsonb_array_elements_text(CASE WHEN
+                      jsonb_typeof({_P}->'hold_euids') = 'array' THEN {_P}->'hold_euids' END))
        AND h.tenant_id = %(tenant)s AND NOT h.is_deleted AND {hold_active("h")}
     ) AS hold_reasons,
     (SELECT d.json_addl->'properties'->>'error_message'

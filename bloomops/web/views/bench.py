@@ -284,8 +284,9 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     payload = {"error_class": request.POST.get("error_class", "").strip() or None,
                "error_message": request.POST.get("error_message", "").strip() or None}
     if not readable_line(payload["error_message"] or ""):  # nothing a reader would see
-        # A person's failure is read by the next person and by QA: it says what went wrong
-        # (a service worker's error class alone is enough for the engine).
+        # A person's failure is read by the next person and by QA: it says what went wrong,
+        # whatever its class (the engine asks it only of a failure that ends or holds the
+        # item, attempts.require_why: a service's transient one may come bare).
         return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"))
     return _lease_action(
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
