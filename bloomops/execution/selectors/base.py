@@ -23,6 +23,12 @@ from bloomops.execution.states import priority_class
 THROUGHPUT_WINDOW_MINUTES = 60
 
 
+def total_column(counted: bool) -> str:
+    """How many rows match before the limit (``total``), for a page that says "the newest N
+    of M": every match is then read, so only such a page asks (NULL otherwise)."""
+    return "count(*) OVER ()" if counted else "NULL::bigint"
+
+
 def text_found(*fields: str) -> str:
     """The workbench's free-text filter (``%(text)s``, lower case; NULL: none) over a row's
     fields, in SQL, so it finds what a page's limit would have cut off."""

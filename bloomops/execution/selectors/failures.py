@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.envelope import ts
-from bloomops.execution.selectors.base import read_params, text_found
+from bloomops.execution.selectors.base import read_params, text_found, total_column
 from bloomops.execution.sql import (
     ACTIVE_LEASE_EXISTS,
     ENV,
@@ -69,8 +69,9 @@ _FAILURES = f"""
       AND (%(error_class)s::text IS NULL OR f.error_class = %(error_class)s)
       AND (%(kind)s::text IS NULL OR f.kind = %(kind)s)
 """
-_LISTED = f"""
-    SELECT f.*, count(*) OVER () AS total FROM ({_FAILURES}) f
+def _listed(counted: bool) -> str:
+    return f"""
+    SELECT f.*, {total_column(counted)} AS total FROM ({_FAILURES}) f
     WHERE {text_found("f.subject_euid", "f.subject_name", "f.error_message", "f.error_class",
                       "f.queue_key")}
     ORDER BY f.failed_at DESC NULLS LAST, f.subject_euid
@@ -85,10 +86,10 @@ _COUNTED = f"""
 
 def failures(*, queue_key: str | None = None, error_class: str | None = None,
              kind: str | None = None, text: str | None = None, tenant: str | None = None,
-             limit: int = 2000) -> list[dict[str, Any]]:
+             limit: int = 2000, counted: bool = False) -> list[dict[str, Any]]:
     """Retrying and failed subjects matching the filter (``text``: the workbench's free
-    text), newest failure first, each with ``total``, how many match in all. One query."""
-    return fetch_all(_LISTED, read_params(None, tenant, queue_key=queue_key,
+    text), newest failure first; with ``counted`` each with ``total``. One query."""
+    return fetch_all(_listed(counted), read_params(None, tenant, queue_key=queue_key,
                                           error_class=error_class, kind=kind, limit=limit,
                                           text=text.lower() if text else None))
 

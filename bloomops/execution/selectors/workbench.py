@@ -10,6 +10,7 @@ from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
     text_found,
+    total_column,
 )
 from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc, utc_text
 from bloomops.tapdb.db import fetch_all
@@ -25,15 +26,15 @@ def _searched(alias: str) -> str:
 
 def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
                  queue_key: str | None = None, text: str | None = None, limit: int = 500,
-                 offset: int = 0) -> list[dict[str, Any]]:
-    """Dead letters with their subject (through lineage), newest first, each with ``total``,
-    how many match in all (not only this page). One query."""
+                 offset: int = 0, counted: bool = False) -> list[dict[str, Any]]:
+    """Dead letters with their subject (through lineage), newest first; with ``counted``,
+    each with ``total``, how many match in all (every match is then read). One query."""
     return fetch_all(
         f"""
         SELECT d.euid, d.created_dt, d.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision, count(*) OVER () AS total
+               {SUBJECT_REVISION} AS subject_revision, {total_column(counted)} AS total
         FROM generic_instance d
         {tenant_parent("d.uid", "execution_subject_dead_letter", "s")}
         WHERE d.tenant_id = %(tenant)s AND NOT d.is_deleted
@@ -51,15 +52,16 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
 
 
 def active_holds(*, tenant: str | None = None, queue_key: str | None = None,
-                 text: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    """Active holds with their subject (through lineage), each with ``total``. One query."""
-    return holds(tenant=tenant, queue_key=queue_key, text=text, limit=limit)
+                 text: str | None = None, limit: int = 500,
+                 counted: bool = False) -> list[dict[str, Any]]:
+    """Active holds with their subject (through lineage). One query."""
+    return holds(tenant=tenant, queue_key=queue_key, text=text, limit=limit, counted=counted)
 
 
 def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: bool = False,
           code: str | None = None, placed_by: list[str] | None = None,
           since: datetime | None = None, text: str | None = None,
-          limit: int = 500) -> list[dict[str, Any]]:
+          limit: int = 500, counted: bool = False) -> list[dict[str, Any]]:
     """Holds with their subject (through lineage), newest first: the active ones, or with
     ``ended`` those released or ended too (what QA answers an auditor with: every hold for
     CONTAMINATION, every hold a person placed last week); by code, by who placed it, placed
@@ -70,7 +72,7 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
-               {SUBJECT_REVISION} AS subject_revision, count(*) OVER () AS total
+               {SUBJECT_REVISION} AS subject_revision, {total_column(counted)} AS total
         FROM generic_instance h
         JOIN generic_instance_lineage l ON l.child_instance_uid = h.uid
              AND l.relationship_type = 'execution_subject_hold' AND NOT l.is_deleted

@@ -11,6 +11,7 @@ from bloomops.execution.policy import liveness, readable_worker
 from bloomops.execution.selectors.base import (
     read_params,
     tenant_parent,
+    total_column,
 )
 from bloomops.execution.sql import (
     ENV,
@@ -77,7 +78,7 @@ def leases(*, status: str | None = None, now: datetime | None = None,
            tenant: str | None = None, worker_euid: str | None = None,
            queue_key: str | None = None, limit: int = 500,
            oldest_first: bool = False, unswept: bool = False,
-           per_worker: int | None = None) -> list[dict[str, Any]]:
+           per_worker: int | None = None, counted: bool = False) -> list[dict[str, Any]]:
     """Leases by status; ACTIVE means active and unexpired, EXPIRED includes ACTIVE leases
     past expiry that no sweeper has marked yet. Subject and worker come from lineage; with
     the subject's envelope (``execution``). Active leases are found among the leases stored
@@ -86,8 +87,8 @@ def leases(*, status: str | None = None, now: datetime | None = None,
     the leases taken in that queue (before the limit, not among the first ``limit``).
     ``unswept``: only the leases stored ACTIVE past their expiry, that no sweeper has marked
     yet (found among the ACTIVE ones too). ``per_worker``: at most that many of each
-    worker's (the workers page: every worker's newest, not the lab's newest 500). Each row
-    carries ``total``, how many match before the limit. One query."""
+    worker's (the workers page: every worker's newest, not the lab's newest 500).
+    ``counted``: each row carries ``total``, how many match before the limit. One query."""
     params = read_params(now, tenant, status=status, worker_euid=worker_euid,
                          queue_key=queue_key, limit=limit)
     narrow = ""
@@ -100,11 +101,11 @@ def leases(*, status: str | None = None, now: datetime | None = None,
                    " = %(worker_euid)s")
     if queue_key:
         narrow += "\n          AND x.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s"
-    nth = ("row_number() OVER (PARTITION BY x.json_addl->'properties'->>'worker_lookup_euid'"
-           " ORDER BY x.uid DESC)" if per_worker else "1")
+    # by the worker lineage names, as the rows are grouped (the copied EUID only finds)
+    nth = "row_number() OVER (PARTITION BY w.euid ORDER BY x.uid DESC)" if per_worker else "1"
     return fetch_all(
         f"""
-        SELECT x.*, count(*) OVER () AS total FROM (
+        SELECT x.*, {total_column(counted)} AS total FROM (
         SELECT x.uid AS lease_uid, x.euid, x.created_dt, x.json_addl->'properties' AS props,
                {nth} AS nth,
                {lease_effective_status()} AS effective_status,

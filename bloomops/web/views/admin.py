@@ -114,7 +114,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     queue_key = request.GET.get("queue", "").strip() or None
     # searched in SQL, before each list's limit: at lab scale the limit cut off most of them
     text = request.GET.get("q", "").strip() or None
-    shown = {"queue_key": queue_key, "text": text, "limit": WORKBENCH_ROWS}
+    shown = {"queue_key": queue_key, "text": text, "limit": WORKBENCH_ROWS, "counted": True}
     dead = selectors.dead_letters(**shown)
     holds = [{**h, "gated": hold_gates(h["props"].get("hold_code"))}
              for h in selectors.active_holds(**shown)]
@@ -171,8 +171,10 @@ def admin_tools(request: HttpRequest) -> HttpResponse:
     # narrowed by queue or worker: at scale the newest 500 of 8,180 left the rest out of reach
     queue_key = request.GET.get("queue", "").strip() or None
     worker = request.GET.get("worker", "").strip() or None
-    active = selectors.leases(status="ACTIVE", queue_key=queue_key, worker_euid=worker)
-    expired = selectors.leases(unswept=True, queue_key=queue_key, worker_euid=worker)
+    active = selectors.leases(status="ACTIVE", queue_key=queue_key, worker_euid=worker,
+                              counted=True)
+    expired = selectors.leases(unswept=True, queue_key=queue_key, worker_euid=worker,
+                               counted=True)
     return render(request, "web/admin_tools.html", {
         "active": active, "expired": expired,
         "totals": {"active": active[0]["total"] if active else 0,
