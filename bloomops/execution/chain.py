@@ -180,16 +180,20 @@ def verify_chains(tenant: str | None, key: str | None = None, *,
                   keyed: bool = True) -> ChainReport:
     """Walk one chain (target euid) or every chain of the tenant in record order; without
     ``keyed``, the keyed seals are not checked (key_chains, before it adds them)."""
-    # Unsealed records of the target too: the walk names one whose seal was stripped.
-    where = (f"{_RECORDS} AND (json_addl->'{CHAIN}'->>'key' = %(key)s OR (NOT json_addl ?"
-             f" '{CHAIN}' AND json_addl->>'target_euid' = %(key)s))") if key is not None \
-        else _RECORDS
-    rows = fetch_all(
-        f"""SELECT uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',
-               json_addl->>'target_euid', '') AS chain_key
-        FROM generic_instance WHERE {where} ORDER BY uid""",
-        {"tenant": tenant, "key": key},
-    )
+    columns = (f"uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',"
+               " json_addl->>'target_euid', '') AS chain_key")
+    # One target's: its sealed records and, apart (each through its own index; an OR of the
+    # two read every record of the tenant on each view of a subject), its unsealed ones,
+    # so the walk names one whose seal was stripped.
+    sql = f"""SELECT * FROM (
+        SELECT {columns} FROM generic_instance
+        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s
+        UNION ALL
+        SELECT {columns} FROM generic_instance
+        WHERE {_RECORDS} AND NOT json_addl ? '{CHAIN}' AND json_addl->>'target_euid' = %(key)s
+        ) r ORDER BY uid""" if key is not None else (
+        f"SELECT {columns} FROM generic_instance WHERE {_RECORDS} ORDER BY uid")
+    rows = fetch_all(sql, {"tenant": tenant, "key": key})
     by_key: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_key.setdefault(row["chain_key"], []).append(row)

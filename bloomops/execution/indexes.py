@@ -207,6 +207,12 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_action_chain ON generic_instance
         (tenant_id, ((json_addl->'chain'->>'key')), uid)
         WHERE type = 'execution_queue'""",
+    # Action records without a seal (another writer's, or one stripped) by target: a
+    # subject's chain walk finds them here, not by reading every record of the tenant.
+    "bloomops_action_unsealed": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_unsealed ON generic_instance
+        (tenant_id, (json_addl->>'target_euid'), uid)
+        WHERE type = 'execution_queue' AND NOT json_addl ? 'chain'""",
     # Lineage traversal by endpoint and relationship type (every visibility NOT EXISTS, every
     # "relationships are lineage only" read).
     "bloomops_lineage_parent_rel": """
