@@ -519,3 +519,32 @@ def test_a_file_whose_subject_properties_are_no_object_is_a_verdict(history, pro
     assert not verdict.ok
     assert any("subject.properties: the file has [" in p for p in verdict.problems), \
         verdict.problems
+
+
+def test_a_queue_s_export_holds_the_subjects_released_and_cancelled_in_it(tenant, tmp_path):
+    """A hold's release and a cancel name no queue: a q1 subject released and cancelled in
+    the period was missing from q1's export."""
+    from datetime import timedelta
+
+    from bloomops.execution import clock
+    from bloomops.execution.envelope import ts
+
+    make_queue("q1")
+    person("qa-lead", "operator")
+    op = actor("operator")
+    subject = make_subject("q1")
+    hold = act("place_execution_hold", op, subject_euid=subject, expected_state="READY",
+               payload={"hold_code": "REAGENT_ISSUE", "reason": "bad lot"})
+    clock.advance(3 * 86400)
+    since = clock.now()
+    act("release_execution_hold", op, subject_euid=subject, hold_euid=hold["hold_euid"],
+        expected_state="HELD", payload={"reason": "new lot"})
+    act("cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
+        payload={"reason": "withdrawn"})
+    out = tmp_path / "set"
+    call_command("export_evidence", "--since", ts(since - timedelta(seconds=1)), "--until",
+                 ts(clock.now() + timedelta(days=1)), "--queue", "q1", "--out", str(out),
+                 "--as", "qa-lead", stdout=io.StringIO())
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    assert [b["subject_euid"] for b in manifest["bundles"]] == [subject]
+    assert manifest["missing"] == []

@@ -75,10 +75,17 @@ def export_evidence_set(actor: Actor, since: datetime, until: datetime, director
     from bloomops.accounts.models import ProfileChange
 
     _refuse_unless_allowed(actor)
-    files = []
+    files, missing = [], []
     for euid in subjects_acted_on(ts(since), ts(until), queue_key=queue_key,
                                   tenant=tenant_of()):
-        export = export_evidence(euid, actor)
+        try:
+            export = export_evidence(euid, actor)
+        except ActionError as err:
+            if err.code != "NOT_FOUND":
+                raise
+            # deleted since: its records stay, its bundle cannot be built; named, not dropped
+            missing.append({"subject_euid": euid, "why": err.message})
+            continue
         (directory / export.filename).write_bytes(export.data)
         files.append({"subject_euid": euid, "file": export.filename,
                       "sha256": export.sha256})
@@ -89,7 +96,7 @@ def export_evidence_set(actor: Actor, since: datetime, until: datetime, director
                                                     changed_at__lt=until).order_by("id")]
     manifest = {"format": SET_FORMAT, "since": ts(since), "until": ts(until),
                 "queue_key": queue_key, "exported_by": actor.username, "bundles": files,
-                "people_changes": people}
+                "missing": missing, "people_changes": people}
     data = canonical_bytes(manifest)
     (directory / "manifest.json").write_bytes(data)
     return manifest, sha256_hex(data)

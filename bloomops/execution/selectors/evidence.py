@@ -95,17 +95,25 @@ def evidence_approvals(subject_uid: int) -> list[dict[str, Any]]:
 def subjects_acted_on(since: str, until: str, *, queue_key: str | None = None,
                       tenant: str | None = None) -> list[str]:
     """The subjects some action was taken on from ``since`` up to ``until`` (our UTC text),
-    in a queue if given, in the order first acted on: what an auditor's export of a period
-    holds. Recording a bundle is not such an action. One query (every action record of the
-    tenant: an export, not a page)."""
+    in the order first acted on: what an auditor's export of a period holds. With a queue,
+    those some action of theirs (at any time) was taken in that queue: a hold's release or a
+    cancel names none, and the subject it ended is the queue's all the same. Recording a
+    bundle is not such an action. One query (every action record of the tenant: an export,
+    not a page)."""
     return [r["euid"] for r in fetch_all(
-        f"""SELECT a.json_addl->>'subject_lookup_euid' AS euid, min(a.uid) AS first
-        FROM generic_instance a
-        WHERE a.tenant_id = %(tenant)s AND NOT a.is_deleted AND a.type = 'execution_queue'
-          AND a.subtype <> '{EVIDENCE_ACTION}'
-          AND coalesce(a.json_addl->>'subject_lookup_euid', '') <> ''
-          AND {utc("a.json_addl->>'executed_at'")} >= %(since)s
-          AND {utc("a.json_addl->>'executed_at'")} < %(until)s
-          AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
-        GROUP BY 1 ORDER BY 2""",
+        f"""SELECT a.euid FROM (
+            SELECT a.json_addl->>'subject_lookup_euid' AS euid, min(a.uid) AS first
+            FROM generic_instance a
+            WHERE a.tenant_id = %(tenant)s AND NOT a.is_deleted AND a.type = 'execution_queue'
+              AND a.subtype <> '{EVIDENCE_ACTION}'
+              AND coalesce(a.json_addl->>'subject_lookup_euid', '') <> ''
+              AND {utc("a.json_addl->>'executed_at'")} >= %(since)s
+              AND {utc("a.json_addl->>'executed_at'")} < %(until)s
+            GROUP BY 1) a
+        WHERE %(queue)s::text IS NULL OR EXISTS (
+            SELECT 1 FROM generic_instance q
+            WHERE q.tenant_id = %(tenant)s AND NOT q.is_deleted AND q.type = 'execution_queue'
+              AND q.json_addl->>'subject_lookup_euid' = a.euid
+              AND q.json_addl->>'queue_lookup_key' = %(queue)s)
+        ORDER BY a.first""",
         {"tenant": tenant, "since": since, "until": until, "queue": queue_key})]
