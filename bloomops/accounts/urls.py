@@ -1,3 +1,5 @@
+from urllib.parse import urlsplit
+
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.shortcuts import resolve_url
@@ -13,6 +15,12 @@ class LandingLoginView(auth_views.LoginView):
 
     redirect_authenticated_user = True
 
+    def get_redirect_url(self) -> str:
+        # a ``next`` back to this page would loop for someone signed in (Django raises,
+        # a 500): it is no page to go to
+        url = super().get_redirect_url()
+        return "" if url and urlsplit(url).path == self.request.path else url
+
     def get_default_redirect_url(self) -> str:
         if roles_of(self.request.user) == {"worker_human"}:
             return resolve_url("my_work")
@@ -25,7 +33,8 @@ urlpatterns = [
         login_not_required(LandingLoginView.as_view()),
         name="login",
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # signing out once the session has ended is done, not "not done: sign in first"
+    path("logout/", login_not_required(auth_views.LogoutView.as_view()), name="logout"),
     # A person's own password, asked for the current one (Django's validators apply; their
     # other sessions end, as the session hash changes).
     path("password/", CountedPasswordChangeView.as_view(

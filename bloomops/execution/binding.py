@@ -1,4 +1,5 @@
-"""What in an evidence bundle contradicts its own sealed action records (RULES.md#evidence).
+"""What in an evidence bundle contradicts its own sealed action records (RULES.md#evidence),
+and how a verdict names a difference, field by field.
 
 Only action records are sealed; snapshots (an approval, a hold) are stored as they are and an
 insider can rewrite one, then export a bundle that matches the database. The sealed records
@@ -12,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bloomops.execution.chain import CHAIN
+from bloomops.execution.chain import CHAIN, canonical_bytes
+from bloomops.execution.guards import load_json
 
 # What a signature says, each sealed in the decision's record (actions/approvals.py).
 SIGNATURE_FIELDS = ("meaning", "signer", "signer_name", "signed_at", "method", "reason")
@@ -27,13 +29,19 @@ def short(value: Any) -> str:
 def binding_problems(doc: dict[str, Any]) -> list[str]:
     """The contradictions between a bundle's snapshots and its sealed records, each naming
     the entry and field."""
+    # any JSON may stand in a file: an entry is named by text, or it names nothing
     records = [e for e in doc.get("action_records") or []
-               if isinstance(e, dict) and isinstance(e.get("record"), dict)]
-    approvals = [a for a in doc.get("approvals") or [] if isinstance(a, dict)]
+               if isinstance(e, dict) and isinstance(e.get("record"), dict)
+               and isinstance(e.get("euid"), str)]
+    approvals = [a for a in doc.get("approvals") or []
+                 if isinstance(a, dict) and isinstance(a.get("euid"), str)]
+    holds = [h for h in doc.get("holds") or []
+             if isinstance(h, dict) and isinstance(h.get("euid"), str)]
     subject = doc.get("subject") if isinstance(doc.get("subject"), dict) else {}
     return (_missing_predecessors(records, {subject.get("euid")}
-                                  | {a.get("euid") for a in approvals})
-            + _unsealed_decisions(records, approvals))
+                                  | {a["euid"] for a in approvals})
+            + _unsealed_decisions(records, approvals)
+            + _unsealed_holds(records, holds))
 
 
 def _missing_predecessors(records: list[dict], keys: set[Any]) -> list[str]:
@@ -41,7 +49,8 @@ def _missing_predecessors(records: list[dict], keys: set[Any]) -> list[str]:
     problems = []
     for e in records:
         chain = e["record"].get(CHAIN)
-        if not isinstance(chain, dict) or chain.get("key") not in keys:
+        if not isinstance(chain, dict) or not isinstance(chain.get("key"), str) \
+                or chain["key"] not in keys:
             continue
         previous = chain.get("previous_euid")
         if isinstance(previous, str) and previous not in have:
@@ -82,3 +91,85 @@ def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]
         problems += [f"{where}.{name}: the approval says {short(mine)}, {sealed_by}"
                      f" says {short(want)}" for name, mine, want in said if mine != want]
     return problems
+
+
+def _unsealed_holds(records: list[dict], holds: list[dict]) -> list[str]:
+    """A hold's code, reason, placer and time must be those its place_execution_hold record
+    sealed: the code decides whether releasing it needs a second person."""
+    placed: dict[str, dict[str, Any]] = {}
+    for e in records:
+        result = e["record"].get("result")
+        if e["record"].get("action_key") == "place_execution_hold" and isinstance(result, dict) \
+                and isinstance(result.get("hold_euid"), str):
+            placed[result["hold_euid"]] = e
+    problems = []
+    for h in holds:
+        entry = placed.get(h["euid"])
+        if entry is None:  # placed by a failure (BUSINESS_RULE_HOLD), or by another writer
+            continue
+        props = h.get("properties") if isinstance(h.get("properties"), dict) else {}
+        record = entry["record"]
+        asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
+            else {}
+        code, reason = asked.get("hold_code"), asked.get("reason")
+        code = code.strip().upper() if isinstance(code, str) and code.strip() else None
+        said = [("placed_by_lookup_euid", props.get("placed_by_lookup_euid"),
+                 record.get("executed_by")),
+                ("placed_at", props.get("placed_at"), record.get("executed_at")),
+                ("reason", props.get("reason"),
+                 reason.strip() if isinstance(reason, str) else reason)]
+        if code is not None:
+            said.append(("hold_code", props.get("hold_code"), code))
+        problems += [f"holds[{h['euid']}].properties.{name}: the hold says {short(mine)}, its"
+                     f" sealed record {entry['euid']} says {short(want)}"
+                     for name, mine, want in said if mine != want]
+    return problems
+
+
+# How a verdict names a difference (evidence._compare), field by field.
+def first_difference(path: str, mine: Any, theirs: Any) -> str | None:
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        # a record's seal last: re-sealed, what was changed is named, not the new sha256
+        for k in sorted(set(mine) | set(theirs), key=lambda k: (k == CHAIN, k)):
+            found = first_difference(f"{path}.{k}", mine.get(k), theirs.get(k))
+            if found:
+                return found
+        return None
+    if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            found = first_difference(f"{path}[{i}]", a, b)
+            if found:
+                return found
+        return None
+    if isinstance(mine, str) and isinstance(theirs, str):
+        # an audit row's values are JSON texts: the field that differs inside is named
+        inner = _json_object(mine), _json_object(theirs)
+        if inner[0] is not None and inner[1] is not None:
+            found = first_difference(path, *inner)
+            if found or mine == theirs:
+                return found
+            # the same JSON written otherwise is still not the text the database holds
+        if mine != theirs:
+            # two long texts cut at 80 read alike: shown from a little before they part
+            at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False))
+                       if a != b), min(len(mine), len(theirs)))
+            start = max(0, at - 20)
+            if start:
+                return (f"{path} (from character {start + 1}): the file has"
+                        f" {short('…' + mine[start:])}, the database"
+                        f" {short('…' + theirs[start:])}")
+    if canonical_bytes(mine) == canonical_bytes(theirs):
+        return None
+    return f"{path}: the file has {short(mine)}, the database {short(theirs)}"
+
+
+def _json_object(text: str) -> dict | None:
+    """A JSON object inside a text, read as every outside JSON is (guards.load_json: a file's
+    2,000-deep nest inside an audit value raised RecursionError, a 500)."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value = load_json(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

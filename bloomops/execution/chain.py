@@ -80,8 +80,11 @@ def keyed_problem(entry: dict[str, Any]) -> str | None:
     keys = {_key_id(k): k for k in settings.BLOOMOPS_SEAL_KEYS}
     if "hmac" not in entry:
         return ("carries no keyed seal: re-sealed outside bloomops, or written before the"
-                " seal key (`manage.py key_chains` keys intact records once)")
-    key = keys.get(entry.get("key_id"))
+                " seal key (`manage.py key_chains` keys only records older than the first"
+                " keyed one)")
+    # any JSON may stand here (a file, another writer): a key id is text or names no key
+    key_id = entry.get("key_id")
+    key = keys.get(key_id) if isinstance(key_id, str) else None
     if key is None:
         return (f"is sealed with a key this server does not hold (key id"
                 f" {entry.get('key_id')!r}): re-sealed outside bloomops, or the key is not"
@@ -142,15 +145,34 @@ class ChainReport:
         return not self.breaks
 
 
-def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True) -> Break | None:
+def _ours(body: Any) -> bool:
+    """A record bloomops' executor wrote (journal.record_action: no other writer keeps an
+    idempotency scope and a target), not the benchmark's unsealed filler."""
+    return (isinstance(body, dict) and "idempotency_scope" in body and "target_euid" in body
+            and "bench_history_uid" not in body)
+
+
+def _first_sealed(tenant: str | None) -> int | None:
+    """uid of the tenant's first sealed record: every record bloomops wrote after it was
+    sealed, so one of its records without a seal after it had its seal removed."""
+    row = fetch_one(f"SELECT uid FROM generic_instance WHERE {_RECORDS} AND json_addl ?"
+                    f" '{CHAIN}' ORDER BY uid LIMIT 1", {"tenant": tenant})
+    return row["uid"] if row else None
+
+
+def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
+                 sealed_since: int | None = None) -> Break | None:
     prev: dict[str, Any] | None = None
     # Records without a seal are in no chain: written before it existed, or by another writer
-    # of the shared database. One whose seal was stripped is found by the next link.
+    # of the shared database. One of ours written after the first seal had it removed (the
+    # newest of a chain has no next link to name it); any other is found by the next link.
     unsealed: set[str] = set()
     for row in rows:
         body = row["json_addl"] or {}
         entry = body.get(CHAIN)
         if not isinstance(entry, dict):
+            if sealed_since is not None and row["uid"] > sealed_since and _ours(body):
+                return Break(key, row["euid"], "carries no chain entry (its seal was removed)")
             unsealed.add(row["euid"])
             continue
         if row["is_deleted"]:
@@ -163,6 +185,9 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True) -> Br
             return Break(key, row["euid"], problem)
         want = (prev["euid"], prev["json_addl"][CHAIN].get("sha256")) if prev else (None, None)
         named = (entry.get("previous_euid"), entry.get("previous_sha256"))
+        if not isinstance(named[0], str | None):
+            return Break(key, row["euid"], "names no record as its previous"
+                         f" ({json.dumps(named[0], default=str)[:80]})")
         if named != want:
             if named[0] in unsealed:
                 return Break(key, named[0], "carries no chain entry (its seal was removed)")
@@ -176,29 +201,64 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True) -> Br
     return None
 
 
-def verify_chains(tenant: str | None, key: str | None = None, *,
+def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
                   keyed: bool = True) -> ChainReport:
-    """Walk one chain (target euid) or every chain of the tenant in record order; without
-    ``keyed``, the keyed seals are not checked (key_chains, before it adds them)."""
+    """Walk one chain (target euid), several, or every chain of the tenant in record order;
+    without ``keyed``, the keyed seals are not checked (key_chains, before it adds them)."""
+    keys = [key] if isinstance(key, str) else key
     columns = (f"uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',"
                " json_addl->>'target_euid', '') AS chain_key")
-    # One target's: its sealed records and, apart (each through its own index; an OR of the
-    # two read every record of the tenant on each view of a subject), its unsealed ones,
-    # so the walk names one whose seal was stripped.
+    # Some targets': their sealed records and, apart (each through its own index; an OR of
+    # the two read every record of the tenant on each view of a subject), their unsealed
+    # ones, so the walk names one whose seal was stripped.
     sql = f"""SELECT * FROM (
         SELECT {columns} FROM generic_instance
-        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s
+        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
         UNION ALL
         SELECT {columns} FROM generic_instance
-        WHERE {_RECORDS} AND NOT json_addl ? '{CHAIN}' AND json_addl->>'target_euid' = %(key)s
-        ) r ORDER BY uid""" if key is not None else (
+        WHERE {_RECORDS} AND NOT json_addl ? '{CHAIN}'
+          AND json_addl->>'target_euid' = ANY(%(keys)s)
+        ) r ORDER BY uid""" if keys is not None else (
         f"SELECT {columns} FROM generic_instance WHERE {_RECORDS} ORDER BY uid")
-    rows = fetch_all(sql, {"tenant": tenant, "key": key})
+    rows = fetch_all(sql, {"tenant": tenant, "keys": keys})
     by_key: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_key.setdefault(row["chain_key"], []).append(row)
-    breaks = [b for k, rs in by_key.items() if (b := _first_break(k, rs, keyed)) is not None]
+    since = _first_sealed(tenant)
+    breaks = [b for k, rs in by_key.items()
+              if (b := _first_break(k, rs, keyed, since)) is not None]
     return ChainReport(chains=len(by_key), records=len(rows), breaks=breaks)
+
+
+def subject_chain_breaks(tenant: str | None, euid: str, uid: int) -> list[Break]:
+    """What the inspector and a bundle's verdict say of a subject's records: every chain a
+    record of its history is on, walked (an approval's, a lease's, not only the subject's),
+    and every record on the subject's or its approvals' chains that its history lacks (an
+    executed_on edge removed hides the newest record, which no next link names)."""
+    linked = fetch_all(
+        f"""SELECT a.euid, a.json_addl->'{CHAIN}'->>'key' AS chain_key
+        FROM generic_instance_lineage l JOIN generic_instance a ON a.uid = l.parent_instance_uid
+        WHERE l.child_instance_uid = %(uid)s AND l.relationship_type = 'executed_on'
+          AND NOT l.is_deleted AND a.tenant_id = %(tenant)s""",
+        {"uid": uid, "tenant": tenant})
+    approvals = fetch_all(
+        """SELECT x.euid FROM generic_instance_lineage l
+        JOIN generic_instance x ON x.uid = l.child_instance_uid AND x.tenant_id = %(tenant)s
+        WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_approval'""",
+        {"uid": uid, "tenant": tenant})
+    own = [euid, *(a["euid"] for a in approvals)]
+    keys = sorted({r["chain_key"] for r in linked if r["chain_key"]} | set(own))
+    breaks = verify_chains(tenant, keys).breaks
+    have = {r["euid"] for r in linked}
+    hidden = fetch_all(
+        f"""SELECT euid, json_addl->'{CHAIN}'->>'key' AS chain_key FROM generic_instance
+        WHERE {_RECORDS} AND NOT is_deleted AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
+          AND subtype <> 'record_evidence_bundle' ORDER BY uid""",
+        {"tenant": tenant, "keys": own})
+    return breaks + [Break(r["chain_key"], r["euid"], "is on this chain but not in the"
+                           " subject's history (its executed_on edge was removed)")
+                     for r in hidden if r["euid"] not in have]
 
 
 def key_chains(tenant: str | None) -> int:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from bloomops.execution.binding import binding_problems, short
+from bloomops.execution.binding import binding_problems, first_difference, short
 from bloomops.execution.chain import (
     CHAIN,
     KEYED,
@@ -16,7 +16,7 @@ from bloomops.execution.chain import (
     content_hash,
     keyed_problem,
     sha256_hex,
-    verify_chains,
+    subject_chain_breaks,
 )
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
@@ -40,9 +40,12 @@ SNAPSHOTS = ("leases", "execution_records", "holds", "dead_letters", "outputs", 
 # change the object: once it is anything else (a lease ended, a record finished, a hold
 # released, a letter resolved, an approval decided or withdrawn), nothing changes it again,
 # so no later action explains a difference.
-_OPEN_WHILE = {"leases": ("status", "ACTIVE"), "execution_records": ("status", "STARTED"),
-               "holds": ("status", "ACTIVE"), "dead_letters": ("resolution_state", "OPEN"),
-               "approvals": ("status", "REQUESTED")}
+_OPEN_WHILE = {"leases": ("status", ("ACTIVE",)), "execution_records": ("status", ("STARTED",)),
+               "holds": ("status", ("ACTIVE",)),
+               # a requeue closes REQUEUED the letters a cancel (or ignore) closed too
+               # (steps.resolve_dead_letters): only REQUEUED is final
+               "dead_letters": ("resolution_state", ("OPEN", "CANCELED", "IGNORED")),
+               "approvals": ("status", ("REQUESTED",))}
 _HISTORY = {"leases": "leases", "execution_records": "records", "holds": "holds",
             "dead_letters": "dead_letters", "outputs": "outputs"}
 
@@ -120,10 +123,12 @@ CHECKS = (
     "every entry of the file is compared with the database, field by field: action records,"
     " lineage and audit rows must be unchanged; snapshots may differ only after later"
     " actions, never once final; nothing the file's own action records name may be missing",
-    "the subject's hash chain of action records is unbroken in the database",
+    "every hash chain the subject's action records are on is unbroken in the database, and"
+    " no record of the subject's or its approvals' chains is missing from its history",
     "the bundle agrees with its own sealed records, in the file and in the database: every"
-    " approval's decision and signature is the one its sealed decision record carries, and"
-    " no sealed record's predecessor on the subject's or an approval's chain is missing",
+    " approval's decision and signature, and every hold's code, reason and placer, is the"
+    " one its sealed record carries, and no sealed record's predecessor on the subject's"
+    " or an approval's chain is missing",
 )
 
 
@@ -160,54 +165,6 @@ class Verdict:
 # explained by a later action (a hold's code decides whether releasing it needs a second person).
 _IMMUTABLE = {"holds": ("hold_code", "reason", "placed_at", "placed_by_lookup_euid",
                         "subject_lookup_euid", "state_before_hold")}
-def _first_difference(path: str, mine: Any, theirs: Any) -> str | None:
-    if isinstance(mine, dict) and isinstance(theirs, dict):
-        # a record's seal last: re-sealed, what was changed is named, not the new sha256
-        for k in sorted(set(mine) | set(theirs), key=lambda k: (k == CHAIN, k)):
-            found = _first_difference(f"{path}.{k}", mine.get(k), theirs.get(k))
-            if found:
-                return found
-        return None
-    if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
-        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            found = _first_difference(f"{path}[{i}]", a, b)
-            if found:
-                return found
-        return None
-    if isinstance(mine, str) and isinstance(theirs, str):
-        # an audit row's values are JSON texts: the field that differs inside is named
-        inner = _json_object(mine), _json_object(theirs)
-        if inner[0] is not None and inner[1] is not None:
-            found = _first_difference(path, *inner)
-            if found or mine == theirs:
-                return found
-            # the same JSON written otherwise is still not the text the database holds
-        if mine != theirs:
-            # two long texts cut at 80 read alike: shown from a little before they part
-            at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False))
-                       if a != b), min(len(mine), len(theirs)))
-            start = max(0, at - 20)
-            if start:
-                return (f"{path} (from character {start + 1}): the file has"
-                        f" {short('…' + mine[start:])}, the database"
-                        f" {short('…' + theirs[start:])}")
-    if canonical_bytes(mine) == canonical_bytes(theirs):
-        return None
-    return f"{path}: the file has {short(mine)}, the database {short(theirs)}"
-
-
-def _json_object(text: str) -> dict | None:
-    """A JSON object inside a text, read as every outside JSON is (guards.load_json: a file's
-    2,000-deep nest inside an audit value raised RecursionError, a 500)."""
-    if not text.startswith("{"):
-        return None
-    try:
-        value = load_json(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _entry_id(section: str, entry: Any) -> str:
     if not isinstance(entry, dict):
         return short(entry)
@@ -221,8 +178,8 @@ def _final(section: str, entry: Any) -> bool:
     if section not in _OPEN_WHILE or not isinstance(entry, dict):
         return False
     props = entry.get("properties")
-    name, open_value = _OPEN_WHILE[section]
-    return isinstance(props, dict) and props.get(name) not in (None, open_value)
+    name, open_values = _OPEN_WHILE[section]
+    return isinstance(props, dict) and props.get(name) not in (None, *open_values)
 
 
 def _named_by(records: list[Any]) -> set[str]:
@@ -275,10 +232,10 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
             else:
                 other = theirs[key]
             fixed = [d for name in _IMMUTABLE.get(section, ())
-                     if (d := _first_difference(f"{where}.properties.{name}",
+                     if (d := first_difference(f"{where}.properties.{name}",
                                                 _prop(entry, name), _prop(other, name)))]
             changed += fixed
-            if not fixed and (diff := _first_difference(where, entry, other)) is not None:
+            if not fixed and (diff := first_difference(where, entry, other)) is not None:
                 # A later action explains a changed snapshot, never a vanished object or
                 # one that was final.
                 open_snapshot = section in SNAPSHOTS and not _final(section, entry)
@@ -293,23 +250,21 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
             else:
                 added.append(f"{section}[{key}]: added since")
     mine_s, theirs_s = doc.get("subject") or {}, now.get("subject") or {}
-    # only the envelope is ever changed by an action; the rest of the subject never is
-    diff = _first_difference("subject.properties.execution", _prop(mine_s, "execution"),
-                             _prop(theirs_s, "execution"))
-    if diff:
-        explicable.append(diff)
+    # only queue actions change a subject (_MOVING), and only what they change may differ
+    explicable += [d for name in _MOVING if (d := first_difference(
+        f"subject.properties.{name}", _prop(mine_s, name), _prop(theirs_s, name)))]
     rest = _without_envelope(mine_s), _without_envelope(theirs_s)
     mine_p, theirs_p = rest[0].get("properties"), rest[1].get("properties")
     if isinstance(mine_p, dict) and isinstance(theirs_p, dict):
         for name in sorted(set(mine_p) | set(theirs_p)):
-            if fixed := _first_difference(f"subject.properties.{name}", mine_p.get(name),
+            if fixed := first_difference(f"subject.properties.{name}", mine_p.get(name),
                                           theirs_p.get(name)):
                 changed.append(fixed)
     # a file's properties that are no object are named whole (a list's items are no keys)
-    elif fixed := _first_difference("subject.properties", mine_p, theirs_p):
+    elif fixed := first_difference("subject.properties", mine_p, theirs_p):
         changed.append(fixed)
     for name in sorted((set(rest[0]) | set(rest[1])) - {"properties"}):
-        if fixed := _first_difference(f"subject.{name}", rest[0].get(name), rest[1].get(name)):
+        if fixed := first_difference(f"subject.{name}", rest[0].get(name), rest[1].get(name)):
             changed.append(fixed)
     acted_since = any(a.startswith("action_records[") for a in added)
     return changed, explicable, added, acted_since
@@ -329,11 +284,16 @@ def _unkeyed(entry: Any) -> Any:
                                                   if k not in KEYED}}}
 
 
+# What queue actions change of a subject: the envelope, and Bloom's copy of its queue
+# (``current_queue``, which Bloom's own queue actions set on a shared database).
+_MOVING = ("execution", "current_queue")
+
+
 def _without_envelope(entry: Any) -> Any:
     if not isinstance(entry, dict) or not isinstance(entry.get("properties"), dict):
         return entry
     return {**entry, "properties": {k: v for k, v in entry["properties"].items()
-                                    if k != "execution"}}
+                                    if k not in _MOVING}}
 
 
 def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
@@ -382,8 +342,8 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
         changed += explicable
     verdict.found(3, [f"{source}: {c}" for c in changed])
     verdict.later += added
-    verdict.found(4, [f"database: {b}" for b in
-                      verify_chains(tenant, verdict.subject_euid).breaks])
+    verdict.found(4, [f"database: {b}" for b in subject_chain_breaks(
+        tenant, verdict.subject_euid, now.subject_uid)])
     # the database's own bundle too: a file exported after a snapshot was edited agrees with
     # the database, but not with the sealed records in it
     verdict.found(5, [f"file: {p}" for p in binding_problems(doc)]

@@ -33,7 +33,7 @@ class Export:
         return f"evidence-{self.result['subject_euid']}-{self.sha256[:12]}.json"
 
 
-def _refuse_unless_allowed(actor: Actor) -> None:
+def refuse_unless_allowed(actor: Actor) -> None:
     """Refused before the history is read: whoever may not record a bundle gets none."""
     spec = action_spec(ACTION)
     if not actor.roles & spec.allowed_roles:
@@ -44,7 +44,7 @@ def _refuse_unless_allowed(actor: Actor) -> None:
 def export_evidence(euid: str, actor: Actor) -> Export:
     """The bundle of a subject, recorded. The idempotency key is the bundle's hash: exporting
     an unchanged history again by the same person replays the first record."""
-    _refuse_unless_allowed(actor)
+    refuse_unless_allowed(actor)
     for attempt in range(ATTEMPTS):
         bundle = build_bundle(euid, tenant_of())
         if bundle is None:
@@ -74,7 +74,7 @@ def export_evidence_set(actor: Actor, since: datetime, until: datetime, director
     bundle is verified as any other (verify_evidence), the manifest by its sha256."""
     from bloomops.accounts.models import ProfileChange
 
-    _refuse_unless_allowed(actor)
+    refuse_unless_allowed(actor)
     files, missing = [], []
     for euid in subjects_acted_on(ts(since), ts(until), queue_key=queue_key,
                                   tenant=tenant_of()):

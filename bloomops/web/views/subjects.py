@@ -16,7 +16,7 @@ from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
-from bloomops.execution.chain import verify_chains
+from bloomops.execution.chain import subject_chain_breaks
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.evidence import CHECKS, verify_bundle
@@ -130,9 +130,10 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "history": selectors.subject_history(diag.uid),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
         "actions": _named(actions),
-        # the subject's own chain, walked on every view: a record changed outside bloomops
-        # is said where its history is read, not only when someone verifies a bundle
-        "chain_breaks": verify_chains(tenant_of(), diag.euid).breaks,
+        # the chains of the subject's records, walked on every view: a record changed or
+        # hidden outside bloomops is said where its history is read, not only when someone
+        # verifies a bundle
+        "chain_breaks": subject_chain_breaks(tenant_of(), diag.euid, diag.uid),
         "audit": selectors.audit_trail(diag.uid, limit=100),
         "approvals": approvals,
         "bundles": recorded_bundles(diag.uid),

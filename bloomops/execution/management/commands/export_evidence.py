@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
-from bloomops.execution.exports import export_evidence_set
+from bloomops.execution.exports import export_evidence_set, refuse_unless_allowed
 
 
 def _instant(text: str, name: str) -> datetime:
@@ -21,7 +21,10 @@ def _instant(text: str, name: str) -> datetime:
                            " its zone (2026-11-01T08:00:00Z)") from None
     if moment.tzinfo is None:
         raise CommandError(f"--{name} {text!r} has no zone: add Z or an offset")
-    return moment
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first UTC instant
+        raise CommandError(f"--{name} {text!r} is out of range") from None
 
 
 class Command(BaseCommand):
@@ -49,6 +52,12 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No active account {username!r} to record the export as.")
         directory = Path(out)
+        if directory.exists() and not directory.is_dir():
+            raise CommandError(f"{out} is a file: a set is written to a directory of its own.")
+        try:  # before the directory is made: a refusal leaves nothing behind
+            refuse_unless_allowed(Actor.of(user))
+        except ActionError as err:
+            raise CommandError(f"{err.code}: {err.message}") from None
         if directory.exists() and any(directory.iterdir()):
             raise CommandError(f"{out} is not empty: a set is written to a directory of its own.")
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,164 @@
+# ruff: noqa: F811  (the history fixture, imported, is each test's argument)
+"""What an insider with the database alone, or a hostile file, could
+still do unseen or turn into a 500, each held to what RULES.md#evidence promises."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from bloomops.execution.chain import canonical_bytes, content_hash, verify_chains
+from bloomops.execution.evidence import verify_bundle
+from bloomops.execution.exports import export_evidence
+from bloomops.tapdb.db import execute, fetch_all
+from tests.approval_support import person
+from tests.engine import act
+from tests.test_evidence_bundle import history  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def _record(action_key: str) -> dict:
+    [row] = fetch_all("SELECT uid, euid, json_addl FROM generic_instance WHERE type ="
+                      " 'execution_queue' AND subtype = %s ORDER BY uid DESC LIMIT 1",
+                      [action_key])
+    return row
+
+
+def _write(uid: int, body: dict) -> None:
+    execute("UPDATE generic_instance SET json_addl = %s::jsonb WHERE uid = %s",
+            [json.dumps(body), uid])
+
+
+def _rewrite_decision(reason: str, *, strip: str) -> dict:
+    """The newest decide_approval record and its approval rewritten, consistently, by
+    someone without the seal key: its chain entry removed (``chain``) or re-sealed with a
+    new sha256 and no keyed seal (``keyed``)."""
+    row = _record("decide_approval")
+    body = row["json_addl"]
+    body["reason"] = body["captured_data"]["reason"] = reason
+    body["result"]["signature"]["reason"] = reason
+    if strip == "chain":
+        body.pop("chain")
+    else:
+        for k in ("hmac", "key_id"):
+            body["chain"].pop(k)
+        body["chain"]["sha256"] = content_hash(body)
+    _write(row["uid"], body)
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,
+               '{properties,signature,reason}', %s::jsonb), '{properties,decision_reason}',
+               %s::jsonb) WHERE euid = %s""",
+            [json.dumps(reason), json.dumps(reason), body["result"]["approval_euid"]])
+    return row
+
+
+@pytest.mark.parametrize("strip", ["chain", "keyed"])
+def test_the_newest_record_rewritten_without_the_key_fails_a_fresh_export(history, strip):
+    row = _rewrite_decision("a reason nobody gave", strip=strip)
+    assert not verify_chains(history["tenant"]).ok
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any(row["euid"] in p for p in verdict.problems), verdict.problems
+
+
+def test_key_chains_keys_no_record_written_after_the_first_keyed_one(history):
+    _rewrite_decision("a reason nobody gave", strip="keyed")
+    with pytest.raises(CommandError, match="written after the seal key carry no keyed seal"):
+        call_command("key_chains", stdout=io.StringIO())
+    assert not verify_chains(history["tenant"]).ok
+
+
+def test_the_newest_record_unlinked_from_its_subject_is_named(history):
+    row = _record("release_execution_hold")
+    # make it the newest on the subject's chain: the decision is on the approval's chain
+    execute("""UPDATE generic_instance_lineage SET is_deleted = true
+               WHERE parent_instance_uid = %s AND relationship_type = 'executed_on'""",
+            [row["uid"]])
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any(row["euid"] in p and "not in the subject's history" in p
+               for p in verdict.problems), verdict.problems
+
+
+def test_a_hold_rewritten_in_the_database_fails_a_fresh_export(history):
+    hold = _record("place_execution_hold")["json_addl"]["result"]["hold_euid"]
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+               '{properties,hold_code}', '"OPERATOR_HOLD"') WHERE euid = %s""", [hold])
+    export = export_evidence(history["subject"], history["op"])
+    verdict = verify_bundle(export.data, history["tenant"])
+    assert not verdict.ok
+    assert any(f"holds[{hold}].properties.hold_code" in p for p in verdict.problems)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["action_records"][0]["record"]["chain"].__setitem__("key_id", ["x"]),
+    lambda d: d["action_records"][0]["record"]["chain"].__setitem__("key", {"a": 1}),
+    lambda d: d["action_records"][0]["record"]["chain"].__setitem__("previous_euid", []),
+    lambda d: d["action_records"][0].__setitem__("euid", []),
+    lambda d: d["approvals"][0].__setitem__("euid", ["Z"]),
+    lambda d: d["holds"][0].__setitem__("euid", {}),
+    lambda d: d["subject"].__setitem__("properties", True),
+])
+def test_a_malformed_bundle_is_answered_not_a_500(history, edit):
+    doc = json.loads(export_evidence(history["subject"], history["op"]).data)
+    edit(doc)
+    verdict = verify_bundle(canonical_bytes(doc), history["tenant"])
+    assert not verdict.ok
+
+
+def test_a_malformed_key_id_in_the_database_is_a_break_not_a_crash(history):
+    row = _record("place_execution_hold")
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+               '{chain,key_id}', '[1]') WHERE uid = %s""", [row["uid"]])
+    report = verify_chains(history["tenant"])
+    assert [b.record_euid for b in report.breaks] == [row["euid"]]
+
+
+def test_a_requeue_after_a_cancel_is_later_history_not_tampering(tenant):
+    from tests.approval_support import dead_lettered, decide
+    from tests.engine import make_queue
+
+    make_queue("q1")
+    op, asker = person("qa-lead", "operator"), person("lead", "operator")
+    subject = dead_lettered()
+    act("cancel_subject_execution", op, subject_euid=subject, expected_state="FAILED_TERMINAL",
+        payload={"reason": "give up"})
+    before = export_evidence(subject, op)
+    asked = act("request_approval", asker, subject_euid=subject, expected_state="CANCELED",
+                payload={"action_key": "requeue_subject", "parameters": {},
+                         "reason": "retry it after all"})["approval_euid"]
+    decide(op, asked, reason="retry it")
+    verdict = verify_bundle(before.data, tenant)
+    assert verdict.ok, verdict.problems
+
+
+def test_a_queue_export_holds_the_subjects_whose_only_actions_name_no_queue(history, tmp_path):
+    from bloomops.execution import clock
+    from bloomops.execution.envelope import ts
+
+    [decided] = fetch_all("SELECT json_addl->>'executed_at' AS at FROM generic_instance WHERE"
+                          " type = 'execution_queue' AND subtype = 'decide_approval'")
+    out = tmp_path / "set"
+    call_command("export_evidence", "--since", decided["at"], "--until",
+                 ts(clock.now()), "--queue", "q2", "--out", str(out), "--as", "qa-lead",
+                 stdout=io.StringIO())
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    assert [b["subject_euid"] for b in manifest["bundles"]] == [history["subject"]]
+
+
+def test_bloom_moving_its_copy_of_the_queue_is_later_history_not_tampering(history):
+    """Bloom's own queue actions set the subject's current_queue on a shared database: a
+    bundle recorded before read NOT VERIFIED, "subject.properties.current_queue" tampered."""
+    before = export_evidence(history["subject"], history["op"])
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+               '{properties,current_queue}', '"q2"') WHERE euid = %s""", [history["subject"]])
+    act("place_execution_hold", history["op"], subject_euid=history["subject"],
+        expected_state="READY", payload={"reason": "a later action"})
+    verdict = verify_bundle(before.data, history["tenant"])
+    assert verdict.ok, verdict.problems
