@@ -300,8 +300,11 @@ def test_the_bench_pages_are_never_served_from_the_browser_s_cache(client, lab):
 def test_a_form_sent_after_the_session_ended_is_said_not_done_and_its_words_kept(client, lab):
     """Idle past the session's end, "Record failure" landed on a page saying the address
     takes a form, and nothing said about the failure. Signed in again, the person is back on
-    the page the form was on, told it was not done, and nothing was written."""
-    before = counts()
+    the page the form was on, told it was not done and what they wrote, and nothing was
+    written."""
+    from django.contrib.sessions.models import Session
+
+    before, sessions = counts(), Session.objects.count()
     sent = client.post("/leases/Z-EX-1/fail/", {"error_message": "tube cracked",
                                                 "error_class": "PERMANENT_INPUT"},
                        HTTP_REFERER="http://testserver/my-work/")
@@ -310,3 +313,7 @@ def test_a_form_sent_after_the_session_ended_is_said_not_done_and_its_words_kept
     assert counts() == before
     page = client.get(sent["Location"]).content.decode()
     assert "What you sent was not done: sign in, then send it again." in page
+    # the words are said back; kept nowhere else: a post from nobody signed in adds no
+    # session row (anyone could post them without end)
+    assert "What you wrote went wrong was not recorded: \u201ctube cracked\u201d" in page
+    assert Session.objects.count() == sessions

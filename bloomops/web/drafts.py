@@ -24,14 +24,18 @@ def draft_key(action: str, name: str) -> str:
     return f"{action}:{name}"
 
 
-def keep_draft(request: HttpRequest) -> None:
+def keep_draft(request: HttpRequest, *, refill: bool = True) -> None:
+    """The words are said in the refusal's message; with ``refill`` kept in the session too,
+    for the form to show again. A request from nobody signed in says them only: kept, every
+    such request would add a session row anyone could post without end."""
     # words nobody would see (spaces, zero-width characters) are not worth giving back
     kept = {draft_key(request.path, name): value[:4000]
             for name in DRAFT_FIELDS
             if readable_line(value := request.POST.get(name, "").strip())}
     if not kept:
         return
-    request.session[SESSION_KEY] = kept
+    if refill:
+        request.session[SESSION_KEY] = kept
     for name, words in DRAFT_FIELDS.items():
         value = kept.get(draft_key(request.path, name))
         if words and value:

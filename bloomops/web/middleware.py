@@ -42,7 +42,7 @@ class SignInAgainMiddleware(LoginRequiredMiddleware):
         messages.info(request, f"Your scan of \u201c{scanned}\u201d was not claimed: scan it"
                                " again once signed in." if scanned else
                       "What you sent was not done: sign in, then send it again.")
-        keep_draft(request)
+        keep_draft(request, refill=False)
         referer = request.headers.get("Referer", "")
         back = referer.split(request.get_host(), 1)[-1] if referer else ""
         if not (back.startswith("/") and url_has_allowed_host_and_scheme(
