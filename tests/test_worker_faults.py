@@ -40,6 +40,10 @@ class Bench(HandlerSet):
             return Outcome(next_queue_key="no-such-queue")
         if job.subject["name"] == "unsaid":
             raise TerminalError("  ")
+        if job.subject["name"] == "invisible":
+            raise TerminalError("\u200b")
+        if job.subject["name"] == "long-winded":
+            raise TerminalError("x" * 5000)
         return Outcome(result_snapshot={"domain_state": "extracted"})
 
     def poll(self, runtime: WorkerRuntime) -> None:
@@ -104,11 +108,16 @@ def test_a_failure_raised_without_a_message_still_ends_the_item(bench_queue):
     raised one with no message would have left its lease held until its TTL. The record
     says the handler gave none."""
     unsaid = make_subject("fq", name="unsaid", next_action_key=ACTION)
+    invisible = make_subject("fq", name="invisible", next_action_key=ACTION)
+    long_winded = make_subject("fq", name="long-winded", next_action_key=ACTION)
     runtime = run(DirectTransport("svc"))
-    assert (runtime.stats.failed, runtime.stats.lost) == (1, 0)
-    assert envelope(unsaid)["state"] == "FAILED_TERMINAL"
-    (record,) = history(unsaid)["records"]
-    assert record["props"]["error_message"] == "PERMANENT_INPUT: the handler gave no message"
+    assert (runtime.stats.failed, runtime.stats.lost) == (3, 0)
+    for euid in (unsaid, invisible):  # a message that shows nothing is none
+        assert envelope(euid)["state"] == "FAILED_TERMINAL"
+        (record,) = history(euid)["records"]
+        assert record["props"]["error_message"] == "PERMANENT_INPUT: the handler gave no message"
+    (record,) = history(long_winded)["records"]  # too long: cut, not refused
+    assert record["props"]["error_message"] == "x" * 4000
 
 
 def test_malformed_envelope_does_not_stop_the_worker(bench_queue):

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bloomops.execution.actions.fields import ERROR_MESSAGE_MAX
 from bloomops.execution.states import RetryClass
+from bloomops.text import shows_nothing
 
 if TYPE_CHECKING:
     from bloomops.worker.runtime import WorkerRuntime
@@ -27,6 +29,15 @@ class HandlerError(Exception):
         if error_class:
             self.error_class = RetryClass(error_class)
         self.error_code = error_code
+
+    def said(self) -> str:
+        """The message as the engine takes it: one that shows nothing (a zero-width space)
+        counts as none and one too long is refused, and either would leave the claim held
+        until it ran out; a failure that ends or holds the item needs one."""
+        message = self.message.strip()[:ERROR_MESSAGE_MAX]
+        if shows_nothing(message):
+            return f"{self.error_class.value}: the handler gave no message"
+        return message
 
 
 class RetryableError(HandlerError):

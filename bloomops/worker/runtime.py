@@ -333,9 +333,7 @@ class WorkerRuntime:
                 return
         if self._report_or_drop("fail_queue_execution", common, {
                 "error_class": failure.error_class.value, "error_code": failure.error_code,
-                # the engine refuses a failure that ends or holds the item without a why
-                "error_message": failure.message.strip()
-                or f"{failure.error_class.value}: the handler gave no message"}) is not None:
+                "error_message": failure.said()}) is not None:
             self.stats.failed += 1
 
     def _run_handler(self, job: Job) -> tuple[Outcome | None, HandlerError | None, bool]:
