@@ -481,3 +481,15 @@ def test_the_inbox_lists_the_requests_that_expire_soonest_and_how_many_wait(
     waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
     assert "Waiting for a decision (the 2 that expire soonest, of 3)" in html
     assert asked[0] in waiting and asked[1] in waiting and asked[2] not in waiting
+
+
+def test_the_inbox_orders_by_expiry_not_by_when_asked(client, desk, settings):
+    settings.BLOOMOPS_APPROVAL_TTL_SECONDS = 86400
+    subject, hold = integrity_held(desk["ann_actor"])
+    long_lived = request_release(desk["ann_actor"], subject, hold)["approval_euid"]
+    settings.BLOOMOPS_APPROVAL_TTL_SECONDS = 600
+    subject, hold = integrity_held(desk["ann_actor"])
+    short_lived = request_release(desk["ann_actor"], subject, hold)["approval_euid"]
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
+    assert waiting.index(short_lived) < waiting.index(long_lived)

@@ -91,6 +91,10 @@ def _typed(value: Any, kind: type) -> Any:
         kind is int and isinstance(value, bool)) else None
 
 
+# The inbox's order: the soonest to expire first (our fixed-width UTC text orders as time).
+_SOONEST = f"{_P}->>'expires_at', a.uid"
+
+
 def _rows(where: str, params: dict[str, Any], extra: str = "",
           prepare: str | None = None, oldest_first: bool = False) -> list[dict[str, Any]]:
     return fetch_all(
@@ -102,7 +106,7 @@ def _rows(where: str, params: dict[str, Any], extra: str = "",
         " FROM generic_instance a"
         " LEFT JOIN generic_instance s ON s.euid = a.json_addl->'properties'->>"
         "'subject_lookup_euid' AND s.tenant_id = %(tenant)s AND NOT s.is_deleted"
-        f" WHERE {_APPROVALS} AND {where} ORDER BY a.uid {'' if oldest_first else 'DESC'}"
+        f" WHERE {_APPROVALS} AND {where} ORDER BY {_SOONEST if oldest_first else 'a.uid DESC'}"
         " LIMIT %(limit)s", params,
         prepare=prepare)
 
@@ -139,7 +143,7 @@ def approvals(*, status: str | None = None, subject_euid: str | None = None,
               context: bool = False, decided: bool = False,
               subject_euids: list[str] | None = None,
               oldest_first: bool = False) -> list[ApprovalRow]:
-    """Approvals newest first (``oldest_first``: the inbox, whose oldest expire soonest), by
+    """Approvals newest first (``oldest_first``: the inbox, the soonest to expire first), by
     effective status and/or subject (or any of ``subject_euids``) (one query); ``decided``:
     only those no longer waiting (the limit counts them alone); with ``context``, each with
     the holds' reasons and the subject's failure (the inbox)."""
