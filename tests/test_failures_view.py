@@ -428,3 +428,13 @@ def test_the_groups_count_every_failure_when_the_list_shows_the_newest(
     assert counted == {"TRANSIENT_DEPENDENCY": ("2", "0"), "PERMANENT_INPUT": ("0", "1")}
     narrowed = signed_in(client, lab["operator"]).get("/failures/?kind=retrying")
     assert "Items matching the filter (the newest 1 of 2)" in narrowed.content.decode()
+
+
+def test_every_group_keeps_its_messages_whatever_the_list_is_filtered_to(client, lab, failing):
+    """Filtering the list to one class emptied the other groups' example messages: they
+    came from the list shown."""
+    html = signed_in(client, lab["operator"]).get(
+        "/failures/?class=PERMANENT_INPUT").content.decode()
+    groups = html.split('id="failure-groups"')[1].split("</table>")[0]
+    retrying = groups[groups.index('data-group="q1|TRANSIENT_DEPENDENCY"'):].split("</tr>")[0]
+    assert "scanner offline" in retrying

@@ -200,7 +200,7 @@ def require_why(cls: RetryClass, message: str | None) -> None:
     """RULES.md#retries: a failure whose class ends the item or holds it says why; the dead
     letter, hold or cancel it leaves is read by a person who must act on it."""
     if message is None and cls not in TRANSIENT_CLASSES:
-        raise ActionError("VALIDATION_ERROR", f"error_message is required: a {cls} failure"
+        raise ActionError("VALIDATION_ERROR", f"error_message is required: a failure of class {cls}"
                           " ends the item or holds it, and whoever takes it up needs to know"
                           " why.", field="error_message")
 

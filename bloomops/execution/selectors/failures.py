@@ -77,9 +77,13 @@ def _listed(counted: bool) -> str:
     ORDER BY f.failed_at DESC NULLS LAST, f.subject_euid
     LIMIT %(limit)s
 """
-# Every failing subject counted, not only the listed ones: per queue, error class and kind.
+# Every failing subject counted, not only the listed ones: per queue, error class and kind,
+# with its newest messages (a few more than a group shows: some repeat).
+_SAMPLED = 12
 _COUNTED = f"""
-    SELECT f.queue_key, f.error_class, f.kind, count(*) AS n, max(f.failed_at) AS latest_at
+    SELECT f.queue_key, f.error_class, f.kind, count(*) AS n, max(f.failed_at) AS latest_at,
+           (array_agg(f.error_message ORDER BY f.failed_at DESC NULLS LAST)
+                FILTER (WHERE f.error_message IS NOT NULL))[1:{_SAMPLED}] AS messages
     FROM ({_FAILURES}) f GROUP BY 1, 2, 3
 """
 
@@ -122,8 +126,8 @@ class FailureGroup:
 def group_failures(rows: list[dict[str, Any]], *, messages: int = 3,
                    counts: list[dict[str, Any]] | None = None) -> list[FailureGroup]:
     """Rows of ``failures`` (newest first) grouped by queue and error class, the largest
-    group first; with ``counts`` (``failure_counts``), the groups and their sizes are those
-    of every failing subject and the rows give only the messages. No queries."""
+    group first; with ``counts`` (``failure_counts``), the groups, their sizes and their
+    messages are those of every failing subject, whatever the list shows. No queries."""
     groups: dict[tuple[str, str], FailureGroup] = {}
     if counts is not None:
         for c in counts:
@@ -134,6 +138,7 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3,
                 group.retrying += int(c["n"])
             else:
                 group.failed += int(c["n"])
+            _said(group, c.get("messages") or [], messages)
     for row in rows:
         key = (row["queue_key"] or "", row["error_class"] or "")
         group = groups.setdefault(key, FailureGroup(*key, latest_at=row["failed_at"]))
@@ -142,10 +147,16 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3,
                 group.retrying += 1
             else:
                 group.failed += 1
-        text = (row["error_message"] or "").strip()
-        if text and text not in group.messages and len(group.messages) < messages:
-            group.messages.append(text)
+        if counts is None:  # with counts, the messages are every failure's, not the list's
+            _said(group, [row["error_message"]], messages)
     return sorted(groups.values(), key=lambda g: (-g.total, g.queue_key, g.error_class))
+
+
+def _said(group: FailureGroup, texts: list[str | None], most: int) -> None:
+    for text in texts:
+        text = (text or "").strip()
+        if text and text not in group.messages and len(group.messages) < most:
+            group.messages.append(text)
 
 
 # Finished attempts (execution records of the given statuses: counting.FAILED, which the
