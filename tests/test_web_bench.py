@@ -515,3 +515,14 @@ def test_renew_all_renews_every_claim_in_one_tap(client, lab):
     assert said(done) == ["Renewed 2 items."]
     after = {x["euid"]: x["props"]["expires_at"] for x in selectors.leases(status="ACTIVE")}
     assert all(after[lease] > before[lease] for lease in leases)
+
+
+def test_a_claim_length_another_writer_left_malformed_fails_no_page(client, lab):
+    from bloomops.tapdb.db import execute
+
+    client = signed_in(client, lab["worker_human"])
+    lease = claim(client, make_subject("q1", name="Tube odd"))
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,ttl_seconds}', '\"long\"') WHERE euid = %s", [lease])
+    page = client.get("/my-work/")
+    assert page.status_code == 200 and "Tube odd" in page.content.decode()

@@ -70,7 +70,7 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
         # warned a fifth of the claim's length ahead, two minutes at least: two minutes of a
         # half-hour claim went unseen at the bench
-        "warn_seconds": max(WARN_SECONDS, int(props.get("ttl_seconds") or 0) // 5),
+        "warn_seconds": max(WARN_SECONDS, _ttl(props) // 5),
         "next_choices": [(k, config_of(k).get("display_name") or k) for k in keys],
         "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
                           bench_words.template_words(code)) for k, code in makes],
@@ -83,3 +83,9 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "passed_over_missing": bool(passed_over) and passed_over not in queues,
         "may_finish": not default_next,
     }
+
+
+def _ttl(props: dict) -> int:
+    """A claim's length as stored: another writer's may be anything (then unknown, 0)."""
+    ttl = props.get("ttl_seconds")
+    return ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else 0
