@@ -563,7 +563,7 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     assert envelope(subject)["state"] == "HELD"
     client = Client()
     client.post("/accounts/login/", {"username": "bob", "password": "Shell-Given-Secret-71"})
-    assert "given to you by (command line)" in client.get("/").content.decode()
+    assert "Your password was set from the command line" in client.get("/").content.decode()
     client.post("/accounts/password/", {"old_password": "Shell-Given-Secret-71",
                                         "new_password1": "Copper-Lantern-Glacier-58",
                                         "new_password2": "Copper-Lantern-Glacier-58"})
