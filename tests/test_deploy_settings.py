@@ -38,6 +38,7 @@ def production_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("BLOOMOPS_", "DJANGO_")) and k != "DATABASE_URL"}
     env.update(DJANGO_SETTINGS_MODULE="bloomops.settings",
                BLOOMOPS_SECRET_KEY=secrets.token_urlsafe(50), BLOOMOPS_ALLOWED_HOSTS=HOST,
+               BLOOMOPS_SEAL_KEYS=secrets.token_urlsafe(50),
                DATABASE_URL=_url(django_settings.DATABASE_ROLES["owner"]),
                BLOOMOPS_RUNTIME_DATABASE_URL=_url(django_settings.DATABASE_ROLES["runtime"]),
                **extra)
@@ -75,6 +76,16 @@ def test_check_deploy_reports_an_environment_that_forces_the_owner():
     the owner, and check --deploy said "no issues"."""
     result = check_deploy(production_env(BLOOMOPS_DB_ROLE="owner"))
     assert result.returncode != 0 and "bloomops.W001" in result.stderr + result.stdout
+
+
+@pytest.mark.django_db
+def test_check_deploy_reports_a_seal_key_beside_the_database():
+    """A deployment that never set BLOOMOPS_SEAL_KEYS keeps its seal key in var/, beside
+    the embedded database's files: check --deploy said "no issues"."""
+    env = production_env()
+    del env["BLOOMOPS_SEAL_KEYS"]
+    result = check_deploy(env)
+    assert result.returncode != 0 and "bloomops.W002" in result.stderr + result.stdout
 
 
 def _free_port() -> int:
