@@ -8,7 +8,6 @@ the semantic code, never by prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import connection
 
@@ -107,31 +106,20 @@ def template_defaults(code: str) -> dict:
     return deepcopy(template(code).properties)
 
 
-def _action_pack(key: str) -> dict[str, Any]:
-    """``key`` of each action template of bloomops' own pack (``definition``: its
-    action_definition; ``name``: its name), by action key, read once per process."""
-    if not _pack_cache:
-        import json
-        from pathlib import Path
-
-        pack = json.loads((Path(__file__).parent / "packs" / "actions.json").read_text())
-        _pack_cache["definition"] = {t["subtype"]: t["json_addl"].get("action_definition")
-                                     or {} for t in pack["templates"]}
-        _pack_cache["name"] = {t["subtype"]: t["name"] for t in pack["templates"]}
-    return _pack_cache[key]
-
-
 def pack_action_definitions() -> dict[str, dict]:
     """bloomops' action policy (roles, lease requirement, allowed states) per action key,
     from its own template pack: it applies whichever writer seeded the action template in
     use (Bloom's carry no roles)."""
-    return _action_pack("definition")
+    if "__actions__" not in _pack_cache:
+        import json
+        from pathlib import Path
+
+        pack = json.loads((Path(__file__).parent / "packs" / "actions.json").read_text())
+        _pack_cache["__actions__"] = {
+            t["subtype"]: t["json_addl"].get("action_definition") or {}
+            for t in pack["templates"]
+        }
+    return _pack_cache["__actions__"]
 
 
-def action_names() -> dict[str, str]:
-    """Each action key's name in words ("Place hold"), from bloomops' own template pack: how
-    a history says what was done."""
-    return _action_pack("name")
-
-
-_pack_cache: dict[str, dict[str, Any]] = {}
+_pack_cache: dict[str, dict] = {}

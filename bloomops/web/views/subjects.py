@@ -17,7 +17,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.chain import subject_chain_breaks
-from bloomops.execution.context import Actor
+from bloomops.execution.context import Actor, action_spec
 from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.evidence import CHECKS, verify_bundle
 from bloomops.execution.executor import ActionResult
@@ -25,7 +25,6 @@ from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
-from bloomops.tapdb.templates import action_names
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
 from bloomops.web.offers import gated_controls, subject_states
@@ -249,6 +248,14 @@ def _named(actions: list[dict]) -> list[dict]:
     record kept it when they acted, else (an older record) as it reads now; one query for
     those."""
     now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
-    words = action_names()
     return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
-             "what": words.get(a["action_key"])} for a in actions]
+             "what": _action_name(a["action_key"])} for a in actions]
+
+
+def _action_name(action_key: str) -> str | None:
+    """What was done, in the words of the action's definition ("Place hold"); None for an
+    action bloomops does not know (another writer's)."""
+    try:
+        return action_spec(action_key).name
+    except ActionError:
+        return None
