@@ -57,15 +57,20 @@ def display_name(username: str) -> str:
     return display_names([username]).get(username, username)
 
 
+def person_name(user) -> str:
+    """A person's full name as bloomops prints it, or "" (readable_line: a name stored by
+    another route, createsuperuser or Django's admin, may hold a terminal escape or a
+    right-to-left override; a signature or a history never prints one)."""
+    return readable_line(user.get_full_name())
+
+
 def display_names(usernames: Iterable[str]) -> dict[str, str]:
     """Each username's full name, else the username itself (one query): how a history
     names the people in it."""
     from django.contrib.auth.models import User
 
     wanted = {u for u in usernames if u}
-    # readable_line: a name stored by another route (createsuperuser, Django's admin) may
-    # hold a terminal escape or a right-to-left override; a signature never prints one
-    full = {u.username: readable_line(u.get_full_name()) for u in User.objects.filter(
+    full = {u.username: person_name(u) for u in User.objects.filter(
         username__in=wanted).only("username", "first_name", "last_name")}
     return {u: full.get(u) or u for u in wanted}
 

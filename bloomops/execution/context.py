@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.accounts.roles import roles_of
+from bloomops.accounts.signatures import person_name
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
 from bloomops.execution.states import ALL_STATES
 from bloomops.tapdb.instances import Created, create_instance, link, link_many
 from bloomops.tapdb.templates import all_templates, pack_action_definitions, template
-from bloomops.text import readable_line
 
 ACTION_CODE = "action/execution_queue/{key}/1.0"
 EVENT_CODE = "message/execution/event/1.0"
@@ -35,8 +35,7 @@ class Actor:
 
     @classmethod
     def of(cls, user) -> Actor:
-        return cls(username=user.get_username(), roles=roles_of(user),
-                   name=readable_line(user.get_full_name()))
+        return cls(username=user.get_username(), roles=roles_of(user), name=person_name(user))
 
     @property
     def is_admin(self) -> bool:

@@ -260,7 +260,7 @@ class DecideApproval(_OnApproval):
                 current_revision=revision)
         reason = ctx.payload["reason"].strip()
         signature = {"meaning": decision.lower(), "signer": ctx.actor.username,
-                     "signer_name": display_name(ctx.actor.username),
+                     "signer_name": ctx.actor.name or display_name(ctx.actor.username),
                      "signed_at": ctx.now_ts, "method": SIGNATURE_METHOD, "reason": reason}
         p.update(status=decision, decision=decision, decided_by=ctx.actor.username,
                  decided_at=ctx.now_ts, decision_reason=reason, signature=signature)
