@@ -96,16 +96,26 @@ document.addEventListener("click", function (event) {
     // Until the answer comes, the outcome says which scan is being checked (the previous
     // scan's green "Claimed" stayed up through a slow answer). Another id than an answer's:
     // htmx would give an answer the pending one's attributes until it settles.
-    var outcome = document.getElementById("scan-outcome");
-    var section = document.createElement("section");
-    section.className = "pending";
-    section.id = "scan-pending";
-    section.setAttribute("role", "status");
-    var heading = document.createElement("h2");
-    heading.textContent = "Checking " + lastSent + "\u2026";
-    section.append(heading);
-    outcome.replaceChildren(section);
+    show("pending", "scan-pending", "status", "Checking " + lastSent + "\u2026");
   });
+
+  // An outcome the page says itself (no answer to swap in): the scan result's place.
+  function show(css, id, role, headline, text, outcomeKind) {
+    var section = document.createElement("section");
+    section.className = css;
+    section.id = id;
+    section.setAttribute("role", role);
+    var heading = document.createElement("h2");
+    if (outcomeKind) heading.setAttribute("data-outcome", outcomeKind);
+    heading.textContent = headline;
+    section.append(heading);
+    if (text) {
+      var body = document.createElement("p");
+      body.textContent = text;
+      section.append(body);
+    }
+    document.getElementById("scan-outcome").replaceChildren(section);
+  }
 
   // Every outcome is also listed, newest first (ten): a quick next scan replaced it unread.
   var logged = new WeakSet();
@@ -146,18 +156,7 @@ document.addEventListener("click", function (event) {
   // reusing this one.
   function unanswered(event, text) {
     if (!fromScanForm(event)) return;
-    var outcome = document.getElementById("scan-outcome");
-    var section = document.createElement("section");
-    section.className = "refusal";
-    section.id = "scan-result";
-    section.setAttribute("role", "alert");
-    var heading = document.createElement("h2");
-    heading.setAttribute("data-outcome", "refusal");
-    heading.textContent = "Not confirmed: " + lastSent;
-    var body = document.createElement("p");
-    body.textContent = text;
-    section.append(heading, body);
-    outcome.replaceChildren(section);
+    show("refusal", "scan-result", "alert", "Not confirmed: " + lastSent, text, "refusal");
     keep();
     var key = document.querySelector("#scan-guard input[name=idempotency_key]");
     if (key) {
