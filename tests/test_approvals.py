@@ -10,6 +10,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import F
@@ -551,9 +552,13 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     subject, hold = integrity_held(ann)
     approval = request_release(ann, subject, hold)["approval_euid"]
     _, token = create_token("bob")
+    browser = Client()
+    browser.force_login(User.objects.get(username="bob"))
     monkeypatch.setattr(changepassword.Command, "_get_pass",
                         lambda self, prompt="": "Shell-Given-Secret-71")
     call_command("changepassword", "bob", stdout=io.StringIO())
+    # the session signed in before is over, as after an admin's new password
+    assert browser.get("/").status_code == 302
     [change] = ProfileChange.objects.filter(username="bob", changed_by=COMMAND_LINE)
     assert change.reason.startswith("manage.py changepassword, run as ")
     assert user_for_token(token) is None  # issued before: ended, as on the console

@@ -380,3 +380,45 @@ def test_the_inspector_offers_to_cancel_a_dead_letter(client, lab):
     cancel = next(f for f in forms(html) if f["action"] == f"/subjects/{dead}/cancel/")
     assert cancel["fields"]["expected_state"] == "FAILED_TERMINAL"
     assert "its dead letter is closed as canceled" in html
+
+
+def test_the_workbench_takes_no_more_than_one_bulk_action_may(client, lab, monkeypatch):
+    """The workbench's select-all runs through web/bulk.py like the failures page: past
+    BULK_MAX nothing is written and the page says so."""
+    from bloomops.web import bulk
+
+    items = _retrying(lab)
+    monkeypatch.setattr(bulk, "BULK_MAX", 2)
+    html = page(client, lab["operator"], "/workbench/")
+    data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-retrying")
+    before = counts()
+    response = client.post("/workbench/bulk/", {
+        **data, "action": "hold", "reason": "rack check", "hold_code": "QA_REVIEW",
+        "pick": [f"{e}|FAILED_RETRYABLE|{envelope(e)['revision']}" for e in items]})
+    assert counts() == before
+    assert any(m.startswith("Nothing done: 3 items are more than one bulk action takes")
+               for m in said(response))
+
+
+def test_the_workbench_search_finds_dead_letters_and_retrying_items_past_the_limit(
+        client, lab, monkeypatch):
+    from bloomops.web.views import admin
+
+    items = _retrying(lab)
+    monkeypatch.setattr(admin, "WORKBENCH_ROWS", 1)
+    oldest = items[0]
+    html = page(client, lab["operator"], "/workbench/")
+    retrying = html.split('id="h-retrying"')[1].split("</section>")[0]
+    assert "the newest 1 of 3" in retrying and oldest not in retrying
+    found = page(client, lab["operator"], f"/workbench/?q={oldest}")
+    retrying = found.split('id="h-retrying"')[1].split("</section>")[0]
+    assert oldest in retrying and "Retrying (1)" in found
+    sci = actor("worker_human", username="sci")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    dead = make_subject("q1")
+    lease = act("claim_queue_item", sci, worker_euid=worker, subject_euid=dead)
+    act("fail_queue_execution", sci, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "tube cracked"})
+    found = page(client, lab["operator"], "/workbench/?q=CRACKED")
+    letters = found.split('id="h-dead"')[1].split("</section>")[0]
+    assert dead in letters and "Dead letters (1)" in found and "Retrying (0)" in found
