@@ -142,3 +142,23 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
     expect(item.get_by_role("button", name="Renew")).to_be_disabled()
     expect(item.locator(".countdown")).to_have_text("ended")
     page.context.close()
+
+
+def test_a_form_sent_offline_is_not_sent_and_the_card_says_so(browser, site):
+    """A tablet whose Wi-Fi dropped showed the browser's "site can't be reached" after
+    Renew, and nothing said whether it was done."""
+    euid = make_subject("q1", name="Specimen offline")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    page.context.set_offline(True)
+    item.get_by_role("button", name="Renew").click()
+    expect(item.locator(".expiry-warning")).to_contain_text("No network: nothing was sent")
+    assert page.url.startswith(f"{site}/my-work/")
+    page.context.set_offline(False)
+    item.get_by_role("button", name="Renew").click()
+    page.wait_for_url(WORK_VIEW)
+    expect(page.locator(".messages")).to_contain_text("is yours for another")
+    page.context.close()

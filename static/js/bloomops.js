@@ -6,6 +6,21 @@ document.addEventListener("keydown", function (event) {
       event.target.closest(".work-item form.stacked")) event.preventDefault();
 });
 
+// My work on a tablet whose Wi-Fi dropped: a form sent then left the browser's "site can't be
+// reached" page, and nothing said whether it was done. Nothing is sent while the browser knows
+// it is offline; the card says so and keeps what was typed (sending again later is safe: each
+// form carries its idempotency key).
+document.addEventListener("submit", function (event) {
+  var form = event.target;
+  if (navigator.onLine !== false || !form.closest("#my-leases, #renew-all")) return;
+  event.preventDefault();
+  var item = form.closest(".work-item");
+  var said = item ? item.querySelector(".expiry-warning") : null;
+  var text = "No network: nothing was sent. Send it again once the tablet is back online.";
+  if (said) said.textContent = text;
+  else window.alert(text);
+}, true);
+
 // Pause / resume the dashboard's htmx auto-refresh. The pause is checked here rather than in an
 // hx-trigger filter, which htmx would have to eval (the Content-Security-Policy forbids eval).
 document.addEventListener("htmx:confirm", function (event) {
