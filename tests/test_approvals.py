@@ -426,8 +426,12 @@ def test_an_account_the_requester_just_set_up_is_not_a_second_person(lab, settin
     subject, hold = integrity_held(adm)
     approval = request_release(adm, subject, hold)["approval_euid"]
     assert "password" in refused("SELF_APPROVAL", lambda: decide(alt, approval)).message
-    ProfileChange.objects.create(username="quinn", changed_by="quinn", reason="own",
-                                 before={"password": "x"}, after={"password": "their own"})
+    own = ProfileChange.objects.create(username="quinn", changed_by="quinn", reason="own",
+                                       before={"password": "x"},
+                                       after={"password": "their own"})
+    # changed only now: adm, who knew the password, could have changed it signed in as quinn
+    assert "password" in refused("SELF_APPROVAL", lambda: decide(alt, approval)).message
+    ProfileChange.objects.filter(pk=own.pk).update(changed_at=F("changed_at") - window)
     assert decide(alt, approval).result["approval_status"] == "APPROVED"
 
 
@@ -498,11 +502,14 @@ def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
         (other, "adm set up both you (adm > other) and puppet (adm > puppet)")), lab["bob"])
 
 
-def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
+def test_a_password_its_person_changed_since_is_theirs_again(lab, client, settings):
     """An admin set bob's password, then bob changed it on his own page: the admin no longer
-    knows what bob signs with, and the refusal said otherwise."""
+    knows what bob signs with, and the refusal said otherwise. Not at once: the admin, who
+    knew the password, could have changed it signed in as bob (an insider's attack), so the
+    link lasts an approval's lifetime after the change."""
     from django.contrib.auth.models import User
 
+    from bloomops.accounts.models import ProfileChange
     from bloomops.accounts.profiles import set_password
     from tests.approval_support import password_of
 
@@ -518,6 +525,9 @@ def test_a_password_its_person_changed_since_is_theirs_again(lab, client):
     bob.save()
     subject, hold = integrity_held(lab["adm"])
     approval = request_release(lab["adm"], subject, hold)["approval_euid"]
+    assert "adm" in refused("SELF_APPROVAL", lambda: decide(lab["bob"], approval)).message
+    window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    ProfileChange.objects.filter(username="bob").update(changed_at=F("changed_at") - window)
     assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
 
 
@@ -538,7 +548,7 @@ def test_two_admins_who_both_touched_a_new_hire_are_still_two_people(lab):
 
 
 def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
-        lab, monkeypatch):
+        lab, monkeypatch, settings):
     """manage.py changepassword wrote no record: whoever ran it could sign in as that person
     and approve their own request. It is recorded now, given from the command line; that
     person's sessions and tokens end, and they decide nothing until they change it."""
@@ -572,6 +582,14 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     client.post("/accounts/password/", {"old_password": "Shell-Given-Secret-71",
                                         "new_password1": "Copper-Lantern-Glacier-58",
                                         "new_password2": "Copper-Lantern-Glacier-58"})
+    # changed only now: whoever ran the command could have changed it as bob
+    lately = refused("SELF_APPROVAL", lambda: decide(bob, approval,
+                                                     password="Copper-Lantern-Glacier-58"))
+    assert "only lately" in lately.message
+    assert "You changed the password the command line set only lately" in client.get(
+        "/").content.decode()
+    window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    ProfileChange.objects.filter(username="bob").update(changed_at=F("changed_at") - window)
     decide(bob, approval, password="Copper-Lantern-Glacier-58")
     assert envelope(subject)["state"] == "READY"
 

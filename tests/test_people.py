@@ -564,4 +564,17 @@ def test_a_person_is_asked_to_change_the_password_an_admin_gave_them(client, use
     person.post("/accounts/password/", {"old_password": "Correct-Horse-Battery-9",
                                         "new_password1": "Glacier-Copper-58",
                                         "new_password2": "Glacier-Copper-58"})
+    # changed: no longer asked to, but told how long the link to adm lasts
+    page = person.get("/").content.decode()
+    assert "Your password was given to you" not in page
+    assert "You changed the password adm gave you only lately" in page
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.db.models import F
+
+    from bloomops.accounts.models import ProfileChange
+
+    window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    ProfileChange.objects.filter(username="newbie").update(changed_at=F("changed_at") - window)
     assert 'id="password-given"' not in person.get("/").content.decode()

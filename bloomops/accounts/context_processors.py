@@ -17,7 +17,8 @@ def roles(request):
         "is_operator": bool(user_roles & {"operator", "admin"}),
         "is_admin": "admin" in user_roles,
         "is_human_worker": bool(user_roles & {"worker_human", "admin"}),
-        "password_given_by": given,
+        "password_given_by": given.by if given else None,
+        "password_given_until": given.until if given else None,
         # set from a shell: whoever ran it is not known, so no approval at all until changed
-        "password_from_shell": given == COMMAND_LINE,
+        "password_from_shell": bool(given) and given.by == COMMAND_LINE,
     }

@@ -6,7 +6,8 @@ and a locked-out person cannot sign. The password is only compared, never kept."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -75,21 +76,49 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
-def password_givers(usernames: Iterable[str] | None = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class Given:
+    """Who else set the password a person signs with (``by``); ``until``: the person changed
+    it since, less than an approval's lifetime ago, and the link lasts until then (whoever
+    set it could have signed in as them and changed it), else None: until they change it."""
+
+    by: str
+    until: datetime | None = None
+
+
+def password_givers(usernames: Iterable[str] | None = None) -> dict[str, Given]:
     """username -> who else set the password they sign with, for the accounts (of
     ``usernames``, else every one) whose latest password record names another person (not
-    they themselves, nor the demo's seeding). One query (DISTINCT ON)."""
+    they themselves, nor the demo's seeding), or whose own change followed such a record
+    within an approval's lifetime (``Given.until``). One query (each account's last two)."""
+    from django.db.models import F, Window
+    from django.db.models.functions import RowNumber
+    from django.utils import timezone
+
     from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
 
-    latest = ProfileChange.objects.filter(after__has_key="password")
+    records = ProfileChange.objects.filter(after__has_key="password")
     if usernames is not None:
-        latest = latest.filter(username__in=list(usernames))
-    return {c.username: c.changed_by for c in latest.order_by("username", "-id")
-            .distinct("username").only("username", "changed_by")
-            if c.changed_by not in (c.username, *SYSTEM_MAKERS)}
+        records = records.filter(username__in=list(usernames))
+    records = records.annotate(nth=Window(RowNumber(), partition_by=[F("username")],
+                                          order_by=F("id").desc())).filter(nth__lte=2)
+    last: dict[str, list] = {}
+    for c in records.order_by("username", "-id").only("username", "changed_by", "changed_at"):
+        last.setdefault(c.username, []).append(c)
+    lasting = timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
+    now = timezone.now()
+    out: dict[str, Given] = {}
+    for username, (latest, *before) in last.items():
+        if latest.changed_by not in (username, *SYSTEM_MAKERS):
+            out[username] = Given(latest.changed_by)
+        elif (latest.changed_by == username and before
+              and before[0].changed_by not in (username, *SYSTEM_MAKERS)
+              and latest.changed_at + lasting > now):
+            out[username] = Given(before[0].changed_by, latest.changed_at + lasting)
+    return out
 
 
-def password_given_by(username: str) -> str | None:
+def password_given_by(username: str) -> Given | None:
     """Who else set the password this person signs with, or None: what the console asks
     them to change, and a link set_up_together follows."""
     return password_givers([username]).get(username)
@@ -116,8 +145,8 @@ def set_up_together(decider: str, requester: str,
         if change.before.get("roles") != change.after.get("roles"):
             makers.setdefault(change.username, set()).add(change.changed_by)
     # a password someone else set, of any age, while it is the one they sign with
-    for made, giver in password_givers().items():
-        makers.setdefault(made, set()).add(giver)
+    for made, given in password_givers().items():
+        makers.setdefault(made, set()).add(given.by)
 
     def ancestry(who: str) -> dict[str, list[str]]:
         chains = {who: [who]}

@@ -36,6 +36,7 @@ from bloomops.execution.approvals import (
     subject_flags,
 )
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
+from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import (
     check_not_applicable,
@@ -200,12 +201,17 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
     it: roles within the approval lifetime, or a password they still sign with) are not two
     people: one admin could make an account, or set a colleague's password, and sign both
     halves."""
-    if password_given_by(ctx.actor.username) == COMMAND_LINE:
+    given = password_given_by(ctx.actor.username)
+    if given and given.by == COMMAND_LINE:
         # whoever sat at the shell knows it, and who that was is not recorded
         raise ActionError(
-            "SELF_APPROVAL", "Your password was set from the command line, where whoever ran"
-            " the command knows it: change it (Password, at the top) before you decide an"
-            " approval.", approval_euid=approval_euid, set_up_by=COMMAND_LINE)
+            "SELF_APPROVAL", ("Your password was set from the command line, where whoever ran"
+                              " the command knows it: change it (Password, at the top) before"
+                              " you decide an approval." if given.until is None else
+                              "You changed the password the command line set only lately:"
+                              " whoever set it could have changed it as you. You decide no"
+                              f" approval until {ts(given.until)}."),
+            approval_euid=approval_euid, set_up_by=COMMAND_LINE)
     # the change records' own clock (they are stamped with the wall clock)
     since = timezone.now() - timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
     found = set_up_together(ctx.actor.username, requester, since)
