@@ -491,6 +491,17 @@ def test_signing_out_with_items_held_asks_first_and_says_what_stays_locked(clien
     assert "data-confirm" not in operator[operator.index('<form class="signout"'):].split(">")[0]
 
 
+def test_a_scan_s_answer_brings_the_held_count_and_sign_out_s_question_with_it(client, lab):
+    """The scan page swaps only its outcome: a claim made there left the navigation saying
+    nothing held and signing out asking nothing, though the item stayed locked."""
+    client = signed_in(client, lab["worker_human"])
+    euid = make_subject("q1", name="Tube scanned")
+    answer = client.post("/scan/", form_for(client.get("/scan/"), "/scan/", euid=euid),
+                         HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="nav-my-work" hx-swap-oob="true">My work <span class="badge held"' in answer
+    signout = answer[answer.index('<form class="signout"'):].split(">")[0]
+    assert 'hx-swap-oob="true"' in signout and 'data-confirm="You hold 1 item: ' in signout
+
 def test_my_work_s_poll_names_the_claims_that_still_hold(client, lab):
     client = signed_in(client, lab["worker_human"])
     poll = {"HTTP_HX_REQUEST": "true", "HTTP_X_BLOOMOPS_POLL": "1"}

@@ -72,7 +72,9 @@ document.addEventListener("click", function (event) {
     var input = field();
     var here = document.activeElement;
     if (!input || event.ctrlKey || event.metaKey || event.altKey || event.key.length !== 1 ||
-        (here && here !== document.body && here.matches("input, select, textarea"))) return;
+        (here && here !== document.body && here.matches("input, select, textarea")) ||
+        // Space presses a focused button or link (a keyboard's way to sign out or claim)
+        (event.key === " " && here && here.matches("button, a[href], summary"))) return;
     input.focus();
   }, true);
 

@@ -78,8 +78,10 @@
     dialog.querySelector("#confirm-consequence").textContent = text;
     var why = reasonField ? reasonField.value.trim() : "";
     var code = codeField && submitter && submitter.value === "hold" ? codeField.value + ": " : "";
-    dialog.querySelector("#confirm-reason").textContent =
-      why ? "Reason recorded: " + code + why : "No reason given.";
+    // a form that asks no reason (sign out) says nothing about one
+    var reasonLine = dialog.querySelector("#confirm-reason");
+    reasonLine.hidden = !reasonField;
+    reasonLine.textContent = why ? "Reason recorded: " + code + why : "No reason given.";
     var yes = dialog.querySelector("#confirm-yes");
     yes.textContent = "Yes, " + label.charAt(0).toLowerCase() + label.slice(1);
     yes.disabled = false;
