@@ -575,6 +575,10 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     refusal = refused("SELF_APPROVAL", lambda: decide(bob, approval,
                                                       password="Shell-Given-Secret-71"))
     assert "set from the command line" in refusal.message
+    inbox = Client()
+    inbox.force_login(User.objects.get(username="bob"))
+    page = inbox.get("/approvals/").content.decode()  # said before a signature is typed
+    assert "You decide no approval until you" in page and "Approve and sign" not in page
     assert envelope(subject)["state"] == "HELD"
     client = Client()
     client.post("/accounts/login/", {"username": "bob", "password": "Shell-Given-Secret-71"})

@@ -141,6 +141,8 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
     expect(item.locator(".expiry-warning")).to_contain_text("no longer yours", timeout=10000)
     expect(item.get_by_role("button", name="Renew")).to_be_disabled()
     expect(item.locator(".countdown")).to_have_text("ended")
+    # the navigation no longer counts it
+    expect(page.locator("#nav-my-work .badge")).to_have_count(0)
     page.context.close()
 
 

@@ -228,4 +228,4 @@ def test_a_refused_failure_gives_the_typed_words_back(client, lab):
     refused = client.post(url, data)
     page = client.get("/my-work/").content.decode()
     assert refused.status_code == 302 and 'value="Tube cracked in the rotor"' in page
-    assert "What you wrote went wrong was not recorded: \u201cTube cracked" in page
+    assert "What went wrong, as you wrote it, was not recorded: \u201cTube cracked" in page

@@ -241,7 +241,8 @@ def test_at_the_limit_a_scan_still_says_what_it_found_first(client, lab, setting
     assert unknown.status_code == 404 and "No subject has this EUID or name." in html
     assert "Not claimed: <code>Specimen 9999</code>" in html
     again = client.post("/scan/", scan_form(client, "échantillon µ-7"), **HTMX).content.decode()
-    assert "You already have this item: act on it in My work." in again
+    assert "Already yours" in again and "Act on it in My work, or scan the next item." in again
+    assert "once the reason is resolved" not in again  # nothing to resolve: it is theirs
     other = make_subject("q1", name="Tube 8")
     full = client.post("/scan/", scan_form(client, "tube 8"), **HTMX).content.decode()
     assert "You already hold 1 of the 1 items you may hold at once." in full
@@ -315,5 +316,5 @@ def test_a_form_sent_after_the_session_ended_is_said_not_done_and_its_words_kept
     assert "What you sent was not done: sign in, then send it again." in page
     # the words are said back; kept nowhere else: a post from nobody signed in adds no
     # session row (anyone could post them without end)
-    assert "What you wrote went wrong was not recorded: \u201ctube cracked\u201d" in page
+    assert "What went wrong, as you wrote it, was not recorded: \u201ctube cracked\u201d" in page
     assert Session.objects.count() == sessions

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from bloomops.text import readable_line
 
 # The fields kept, and how the refusal's message names the words of each.
-DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What you wrote went wrong",
+DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What went wrong, as you wrote it,",
                 "hold_code": None}
 SESSION_KEY = "refused_form_drafts"
 

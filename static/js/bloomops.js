@@ -398,6 +398,14 @@ window.bloomopsSideways = "table.grid, .table-container";
     if (event.detail.elt.id !== "my-claims-poll" || !event.detail.successful) return;
     var held;
     try { held = JSON.parse(event.detail.xhr.responseText).held; } catch (e) { return; }
+    // what the navigation counts and Renew all renews follow the claims that still hold
+    var count = document.querySelector("#nav-my-work .badge");
+    if (count) { if (held.length) count.textContent = held.length; else count.remove(); }
+    var renewAll = document.querySelector("#renew-all button");
+    if (renewAll) {
+      if (held.length > 1) renewAll.textContent = "Renew all " + held.length;
+      else renewAll.closest("form").hidden = true;
+    }
     document.querySelectorAll(".work-item[data-lease]").forEach(function (item) {
       if (held.indexOf(item.dataset.lease) !== -1 || item.classList.contains("ended")) return;
       item.classList.add("ended");

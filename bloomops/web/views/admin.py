@@ -170,7 +170,8 @@ def workbench_bulk(request: HttpRequest) -> HttpResponse:
 def admin_tools(request: HttpRequest) -> HttpResponse:
     # narrowed by queue or worker: at scale the newest 500 of 8,180 left the rest out of reach
     queue_key = request.GET.get("queue", "").strip() or None
-    worker = request.GET.get("worker", "").strip() or None
+    # an EUID as typed or copied from a page: TapDB's are upper case
+    worker = request.GET.get("worker", "").strip().upper() or None
     active = selectors.leases(status="ACTIVE", queue_key=queue_key, worker_euid=worker,
                               counted=True)
     expired = selectors.leases(unswept=True, queue_key=queue_key, worker_euid=worker,

@@ -83,7 +83,7 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
                                     " many items as you may):")
             if holder and holder == mine:  # first: whatever else the refusal said
                 context["my_lease"] = lease.get("euid")
-                context["error"] = "You already have this item: act on it in My work."
+                context["error"] = "Act on it in My work, or scan the next item."
     return _scan_page(request, context, status=err.http_status)
 
 
