@@ -19,7 +19,14 @@ from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
-from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, Pick, picks_from, too_many
+from bloomops.web.bulk import (
+    BULK_ACTIONS,
+    BULK_MAX,
+    UNREADABLE_PICK,
+    Pick,
+    picks_from,
+    too_many,
+)
 from bloomops.web.offers import requests_waiting, requeues_asked
 from bloomops.web.views.common import (
     answer_bulk,
@@ -95,6 +102,7 @@ def failures(request: HttpRequest) -> HttpResponse:
                         if filters["error_class"] in (None, c["error_class"])
                         and filters["kind"] in (None, c["kind"])),
         "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
+        "bulk_max": BULK_MAX,  # "all matching" is offered only where one action takes them
         "filtered": any(filters.values()),
         **_attempts(request, filters["queue_key"], queues),
     })
