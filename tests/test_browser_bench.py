@@ -124,17 +124,23 @@ def test_auto_refresh_keeps_focus_and_scroll(browser, site):
     context.close()
 
 
+def _claimed_at_the_bench(browser, site: str, name: str):
+    """A scientist on a tablet who claimed ``name`` with Claim next: the page (its work
+    view), the subject's EUID and its card."""
+    euid = make_subject("q1", name=name)
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    return page, euid, page.locator(f'#my-leases [data-euid="{euid}"]')
+
+
 def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site, settings):
     """QA put an item on hold while the scientist's card kept counting down with working
     buttons; the next tap came back "not recorded". My work asks every few seconds which
     claims still hold, and a card whose claim ended says so and offers nothing."""
     settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS = 1
-    euid = make_subject("q1", name="Specimen put on hold")
-    page = ui.signed_in(browser, site, "scientist", width=768)
-    page.goto(f"{site}/queues/q1/")
-    page.get_by_role("button", name="Claim next").click()
-    page.wait_for_url(WORK_VIEW)
-    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    page, euid, item = _claimed_at_the_bench(browser, site, "Specimen put on hold")
     expect(item.get_by_role("button", name="Renew")).to_be_enabled()
     act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
         expected_state="READY", payload={"reason": "label check"})
@@ -149,12 +155,7 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
 def test_a_form_sent_offline_is_not_sent_and_the_card_says_so(browser, site):
     """A tablet whose Wi-Fi dropped showed the browser's "site can't be reached" after
     Renew, and nothing said whether it was done."""
-    euid = make_subject("q1", name="Specimen offline")
-    page = ui.signed_in(browser, site, "scientist", width=768)
-    page.goto(f"{site}/queues/q1/")
-    page.get_by_role("button", name="Claim next").click()
-    page.wait_for_url(WORK_VIEW)
-    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    page, _, item = _claimed_at_the_bench(browser, site, "Specimen offline")
     page.context.set_offline(True)
     item.get_by_role("button", name="Renew").click()
     expect(item.locator(".expiry-warning")).to_contain_text("No network: nothing was sent")
