@@ -493,3 +493,12 @@ def test_the_inbox_orders_by_expiry_not_by_when_asked(client, desk, settings):
     html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
     waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
     assert waiting.index(short_lived) < waiting.index(long_lived)
+
+
+def test_the_inbox_names_who_asked_as_people_read_a_person(client, desk):
+    User.objects.filter(username="ann").update(first_name="Ann", last_name="Asker")
+    subject, hold = integrity_held(desk["ann_actor"])
+    request_release(desk["ann_actor"], subject, hold)
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
+    assert '<td data-label="Asked by">Ann Asker (ann)</td>' in waiting

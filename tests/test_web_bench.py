@@ -537,3 +537,22 @@ def test_a_claim_length_another_writer_left_malformed_fails_no_page(client, lab)
             " '{properties,ttl_seconds}', '\"long\"') WHERE euid = %s", [lease])
     page = client.get("/my-work/")
     assert page.status_code == 200 and "Tube odd" in page.content.decode()
+
+
+def test_a_lost_claim_names_who_ended_it_as_they_were_named(client, lab):
+    """"qa put the item on hold": My work named the person by their username, where every
+    history now prints the name they acted under."""
+    from django.contrib.auth.models import Group, User
+
+    from bloomops.execution.context import Actor
+
+    qa = User.objects.create_user("qa-lead", first_name="Quinn", last_name="Avery")
+    qa.groups.add(Group.objects.get(name="operator"))
+    client = signed_in(client, lab["worker_human"])
+    euid = make_subject("q1", name="Tube lost")
+    claim(client, euid)
+    act("place_execution_hold", Actor.of(qa), subject_euid=euid, expected_state="READY",
+        payload={"reason": "label check"})
+    page = client.get("/my-work/").content.decode()
+    lost = page.split('id="lost-leases"')[1].split("</section>")[0]
+    assert "Quinn Avery put the item on hold" in lost

@@ -124,7 +124,9 @@ def lost_notice(row: dict[str, Any], username: str) -> dict[str, Any] | None:
         # Not renewed in time; the sweeper (whoever ran it) only wrote that down.
         return {"row": row, "what": TIMED_OUT, "by": None, "why": None, "when": when}
     if action in ACTION_WORDS and by:
-        return {"row": row, "what": ACTION_WORDS[action], "by": by, "why": row.get("reason"),
+        # a person as the record named them when they acted (RULES.md#evidence)
+        return {"row": row, "what": ACTION_WORDS[action],
+                "by": row.get("executed_by_name") or by, "why": row.get("reason"),
                 "when": when}
     return {"row": row, "what": ENDINGS.get(reason.partition(":")[0]) or "your claim ended",
             "by": None,

@@ -46,6 +46,7 @@ _LOST_SQL = f"""
     SELECT x.euid, x.json_addl->'properties' AS props, s.euid AS subject_euid,
            s.name AS subject_name, {lease_effective_status()} AS effective_status,
            a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
+           a.json_addl->>'executed_by_name' AS executed_by_name,
            a.json_addl->>'reason' AS reason
     {_WORKER_LEASES}
     LEFT JOIN LATERAL (

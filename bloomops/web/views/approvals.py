@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 
+from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
 from bloomops.execution.approvals import RULE_TEXT, RULES
 from bloomops.execution.errors import ActionError
@@ -29,12 +30,16 @@ DECIDED_SHOWN = 20
 @require_GET
 @reader
 def approvals_inbox(request: HttpRequest) -> HttpResponse:
+    waiting = selectors.approvals(status="REQUESTED", context=True, oldest_first=True)
+    recent = selectors.approvals(decided=True, limit=DECIDED_SHOWN)
     return render(request, "web/approvals.html", {
         # the oldest first: they expire soonest (a lab that asked 1,000 at once saw the
         # newest 200, and the other 800 expired unseen), and how many wait in all
-        "waiting": selectors.approvals(status="REQUESTED", context=True, oldest_first=True),
+        "waiting": waiting,
         "waiting_count": selectors.approvals_waiting(limit=1).count,
-        "recent": selectors.approvals(decided=True, limit=DECIDED_SHOWN),
+        "recent": recent,
+        # who asked, as people read a person (one query for all)
+        "names": display_names(a.props.get("requested_by") for a in [*waiting, *recent]),
     })
 
 
