@@ -405,7 +405,6 @@ def test_more_than_one_bulk_action_takes_is_refused_in_words_and_writes_nothing(
                              f" ({bulk.BULK_MAX} at most). Narrow the filter or tick fewer,"
                              " then run it again for the rest."]
     monkeypatch.setattr(bulk, "BULK_MAX", 2)
-    monkeypatch.setattr(failures_view, "BULK_MAX", 2)
     listed = client.get("/failures/").content.decode()  # not offered where it would be refused
     assert 'value="filter"' not in listed and "More than 2 match" in listed
     whole = client.post("/failures/bulk/", {**form, "scope": "filter"})

@@ -266,22 +266,30 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
 
 
 
-def made_from_command_line(user, command: str, os_user: str) -> ProfileChange:
+def _from_shell(command: str) -> str:
+    """Why a change made from a shell was made: the command and the OS user that ran it (as
+    Django names it; a uid with no passwd entry has no name)."""
+    from django.contrib.auth.management import get_system_username
+
+    return f"manage.py {command}, run as {get_system_username() or 'an unknown OS user'}"
+
+
+def made_from_command_line(user) -> ProfileChange:
     """An account made by ``manage.py createsuperuser``: recorded as one an admin made, its
     password given by the command line."""
     return ProfileChange.objects.create(
         username=user.get_username(), changed_by=COMMAND_LINE,
-        reason=f"manage.py {command}, run as {os_user}",
+        reason=_from_shell("createsuperuser"),
         before={}, after={**snapshot(user), "password": "given from the command line"})
 
 
-def password_from_command_line(user, command: str, os_user: str) -> ProfileChange:
+def password_from_command_line(user) -> ProfileChange:
     """A password set by ``manage.py changepassword``: what the console does for an admin's
     new password (sessions and API tokens end), recorded as given by the command line."""
     end_sessions(user)
     credentials_ended.send(sender=PersonChange, user=user)
     return ProfileChange.objects.create(
         username=user.get_username(), changed_by=COMMAND_LINE,
-        reason=f"manage.py {command}, run as {os_user}",
+        reason=_from_shell("changepassword"),
         before={"password": "as it was"}, after={"password": "a new one, given from the"
                                                  " command line"})

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 
 from bloomops.execution.objects import save_record_seal
+from bloomops.execution.selectors.evidence import EVIDENCE_ACTION
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_all, fetch_one
 
@@ -254,8 +255,8 @@ def subject_chain_breaks(tenant: str | None, euid: str, uid: int) -> list[Break]
     hidden = fetch_all(
         f"""SELECT euid, json_addl->'{CHAIN}'->>'key' AS chain_key FROM generic_instance
         WHERE {_RECORDS} AND NOT is_deleted AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
-          AND subtype <> 'record_evidence_bundle' ORDER BY uid""",
-        {"tenant": tenant, "keys": own})
+          AND subtype <> %(evidence)s ORDER BY uid""",
+        {"tenant": tenant, "keys": own, "evidence": EVIDENCE_ACTION})
     return breaks + [Break(r["chain_key"], r["euid"], "is on this chain but not in the"
                            " subject's history (its executed_on edge was removed)")
                      for r in hidden if r["euid"] not in have]

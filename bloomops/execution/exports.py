@@ -13,13 +13,13 @@ from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.evidence import build_bundle
 from bloomops.execution.executor import execute
+from bloomops.execution.selectors.evidence import EVIDENCE_ACTION as ACTION
 from bloomops.execution.selectors.evidence import subjects_acted_on
 from bloomops.tapdb.tenancy import tenant_of
 
 # The history may change between building and recording (the record builds it again under
 # the subject's lock and refuses EVIDENCE_MISMATCH); a few fresh attempts then suffice.
 ATTEMPTS = 3
-ACTION = "record_evidence_bundle"
 
 
 @dataclass

@@ -18,6 +18,7 @@ from bloomops.execution.selectors.base import (
     THROUGHPUT_WINDOW_MINUTES,
     EnvelopeView,
     read_params,
+    total_of,
 )
 from bloomops.execution.selectors.failures import (
     FailureGroup,
@@ -80,6 +81,7 @@ from bloomops.execution.selectors.workers import (
 )
 
 __all__ = [
+    "total_of",
     "Coverage", "Overview", "overview",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",

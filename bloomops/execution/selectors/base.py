@@ -29,6 +29,11 @@ def total_column(counted: bool) -> str:
     return "count(*) OVER ()" if counted else "NULL::bigint"
 
 
+def total_of(rows: list[dict[str, Any]]) -> int:
+    """The ``total`` a counted read carries on each row (``total_column``): 0 for none."""
+    return int(rows[0]["total"]) if rows else 0
+
+
 def text_found(*fields: str) -> str:
     """The workbench's free-text filter (``%(text)s``, lower case; NULL: none) over a row's
     fields, in SQL, so it finds what a page's limit would have cut off."""

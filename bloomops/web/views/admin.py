@@ -130,8 +130,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     mark_rejections(holds, dead, requeue_gate)
     return render(request, "web/workbench.html", {
         # each list's newest, and how many there are in all
-        "totals": {name: int(rows[0]["total"]) if rows else 0 for name, rows in
-                   (("dead", dead), ("holds", holds), ("retrying", retrying))},
+        "totals": {"dead": selectors.total_of(dead), "holds": selectors.total_of(holds),
+                   "retrying": selectors.total_of(retrying)},
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead
         "requeue_gate": requeue_gate,
@@ -178,8 +178,8 @@ def admin_tools(request: HttpRequest) -> HttpResponse:
                                counted=True)
     return render(request, "web/admin_tools.html", {
         "active": active, "expired": expired,
-        "totals": {"active": active[0]["total"] if active else 0,
-                   "expired": expired[0]["total"] if expired else 0},
+        "totals": {"active": selectors.total_of(active),
+                   "expired": selectors.total_of(expired)},
         "queues": selectors.queues(), "filters": {"queue": queue_key or "",
                                                   "worker": worker or ""},
     })

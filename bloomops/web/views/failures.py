@@ -19,9 +19,9 @@ from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
+from bloomops.web import bulk
 from bloomops.web.bulk import (
     BULK_ACTIONS,
-    BULK_MAX,
     UNREADABLE_PICK,
     Pick,
     picks_from,
@@ -102,7 +102,8 @@ def failures(request: HttpRequest) -> HttpResponse:
                         if filters["error_class"] in (None, c["error_class"])
                         and filters["kind"] in (None, c["kind"])),
         "filter_query": _query(filters), "queues": queues, "kinds": KINDS,
-        "bulk_max": BULK_MAX,  # "all matching" is offered only where one action takes them
+        # "all matching" is offered only where one action takes them (bulk.too_many)
+        "bulk_max": bulk.BULK_MAX,
         "filtered": any(filters.values()),
         **_attempts(request, filters["queue_key"], queues),
     })

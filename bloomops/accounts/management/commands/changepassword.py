@@ -4,8 +4,9 @@ who set up whom; the person's sessions and API tokens end, as on the console."""
 
 from __future__ import annotations
 
+import getpass
+
 from django.contrib.auth import get_user_model
-from django.contrib.auth.management import get_system_username
 from django.contrib.auth.management.commands import changepassword
 
 from bloomops.accounts.profiles import password_from_command_line
@@ -17,9 +18,8 @@ class Command(changepassword.Command):
 
     def handle(self, *args, **options):
         said = super().handle(*args, **options)
-        username = options["username"] or get_system_username()
+        username = options["username"] or getpass.getuser()  # as Django's own does
         user = get_user_model()._default_manager.using(options["database"]).get(
             **{get_user_model().USERNAME_FIELD: username})
-        password_from_command_line(user, "changepassword",
-                                   get_system_username() or "an unknown OS user")
+        password_from_command_line(user)
         return said

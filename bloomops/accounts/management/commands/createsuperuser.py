@@ -4,7 +4,6 @@ like one an admin made, its password given from the command line (RULES.md#appro
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.management import get_system_username
 from django.contrib.auth.management.commands import createsuperuser
 
 from bloomops.accounts.profiles import made_from_command_line
@@ -18,6 +17,5 @@ class Command(createsuperuser.Command):
         before = set(users.values_list("pk", flat=True))
         said = super().handle(*args, **options)
         for user in users.exclude(pk__in=before):
-            made_from_command_line(user, "createsuperuser",
-                                   get_system_username() or "an unknown OS user")
+            made_from_command_line(user)
         return said
