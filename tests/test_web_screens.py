@@ -901,3 +901,29 @@ def test_the_audit_trail_tells_true_from_1_and_1_from_1_0():
     assert json_changes('{"a": 1, "b": 0, "c": 1}', '{"a": true, "b": false, "c": 1.0}') == [
         ("a", "1", "true"), ("b", "0", "false"), ("c", "1", "1.0")]
     assert json_changes('{"a": {"x": 1}}', '{"a": {"x": 1}}') == []
+
+
+def test_every_hold_screen_names_who_placed_and_released_a_hold_as_people_read_one(
+        client, lab):
+    """The inspector, the workbench and the hold search printed a hold's placer and releaser
+    by username, where the approvals inbox and every history print the person's name."""
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("qa-lead", first_name="Quinn", last_name="Avery")
+    User.objects.create_user("qa-two", first_name="Rui", last_name="Sato")
+    euid = make_subject("q1", name="held tube")
+    done = act("place_execution_hold", actor("operator", username="qa-lead"),
+               subject_euid=euid, expected_state="READY", payload={"reason": "label check"})
+    act("release_execution_hold", actor("operator", username="qa-two"), subject_euid=euid,
+        hold_euid=done["hold_euid"], expected_state="HELD", payload={"reason": "relabelled"})
+    act("place_execution_hold", actor("operator", username="qa-lead"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "second look"})
+    client = signed_in(client, lab["operator"])
+    inspector = client.get(f"/subjects/{euid}/").content.decode()
+    assert "(by Quinn Avery (qa-lead)," in inspector.split('id="active-holds"')[1]
+    assert "Rui Sato (qa-two)" in inspector
+    workbench = client.get("/workbench/").content.decode().split('id="holds"')[1]
+    assert "<td>Quinn Avery (qa-lead)</td>" in workbench.split("</table>")[0]
+    search = client.get("/holds/?since=all").content.decode()
+    assert '<td data-label="By">Quinn Avery (qa-lead)</td>' in search
+    assert '<td data-label="Ended by">Rui Sato (qa-two)</td>' in search

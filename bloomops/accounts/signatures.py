@@ -76,6 +76,13 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
     return {u: full.get(u) or u for u in wanted}
 
 
+def hold_people(holds: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """``display_names`` of who placed and who released each of ``holds`` (rows with their
+    ``props``): the holds screens name people as the inbox does (one query)."""
+    return display_names(h["props"].get(f) for h in holds for f in (
+        "placed_by_lookup_euid", "released_by_lookup_euid"))
+
+
 @dataclass(frozen=True)
 class Given:
     """Who else set the password a person signs with (``by``); ``until``: the person changed

@@ -142,6 +142,16 @@ def get_item(mapping, key):
 
 
 @register.filter
+def person(username: str | None, names: dict[str, str] | None) -> str:
+    """A person as people read one: "Ann Asker (ann)" when ``names`` (from
+    ``signatures.display_names``) knows a name other than the username; else the username."""
+    if not username:
+        return ""
+    name = (names or {}).get(username)
+    return f"{name} ({username})" if name and name != username else username
+
+
+@register.filter
 def make_list_words(value: str) -> list[str]:
     return value.split()
 

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from bloomops.accounts.signatures import hold_people
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.approvals import dead_letter_gate, hold_gates
@@ -137,6 +138,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "requeue_gate": requeue_gate,
         "requeue_asked": requeues_asked(waiting),
         "holds": holds,
+        "names": hold_people(holds),
         "retrying": retrying,
         "hold_codes": hold_codes(),
         "can": subject_states(),

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.web.views.common import reader
@@ -62,6 +63,7 @@ def hold_search(request: HttpRequest) -> HttpResponse:
                             since=since, limit=SHOWN + 1)
     return render(request, "web/holds.html", {
         "found": found[:SHOWN], "more": len(found) > SHOWN,
+        "names": hold_people(found[:SHOWN]),
         "codes": sorted(set(hold_codes()) | ({code} if code else set())),
         "code": code or "", "by": placed_by or "", "since": since_key, "ended": ended,
         "sinces": list(SINCE), "zone": zone,

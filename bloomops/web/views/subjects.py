@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.accounts.signatures import display_names
+from bloomops.accounts.signatures import display_names, hold_people
 from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
@@ -112,6 +112,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     actions = selectors.action_history(diag.uid)
+    history = selectors.subject_history(diag.uid)
     # where an operator may requeue it: the queues that take its template and have it in
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
     requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
@@ -126,7 +127,8 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "hold_codes": hold_codes(),
         "default_hold_code": DEFAULT_HOLD_CODE,
         "can": subject_states(),
-        "history": selectors.subject_history(diag.uid),
+        "history": history,
+        "names": hold_people([*diag.active_holds, *history["holds"]]),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
         "actions": _named(actions),
         # the chains of the subject's records, walked on every view: a record changed or
