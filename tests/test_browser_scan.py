@@ -270,3 +270,32 @@ def test_a_scan_into_a_release_or_failure_reason_sends_neither(browser, site):
         assert [x["props"]["status"] for x in selectors.leases()
                 if x["subject_euid"] == euid] == ["ACTIVE"]
     page.context.close()
+
+
+def test_the_list_of_scans_outlives_a_reload_but_not_the_sign_in(browser, site):
+    """A tablet's browser reloads a page it put away, and the list of the shift's outcomes
+    was gone with it. It is kept in the tab for this sign-in; the next sign-in starts empty."""
+    euid = make_subject("q1", name="Specimen before reload")
+    page = scan_page(browser, site, javascript=True)
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    scan(page, UNKNOWN)
+    outcome(page, ".refusal", UNKNOWN)
+    expect(page.locator("#scan-log li")).to_have_count(2)
+    page.reload()
+    focused(page)
+    expect(page.locator("#scan-log li")).to_have_count(2)
+    assert page.locator("#scan-history").is_visible()
+    assert page.locator("#scan-log li.log-refusal").inner_text().endswith(UNKNOWN)
+    assert euid in page.locator("#scan-log li.log-claimed").inner_text()
+    # the same tab, signed in again (the session ended): the list was the last sign-in's
+    page.context.clear_cookies(name="sessionid")
+    page.goto(f"{site}/accounts/login/?next=/scan/")
+    page.get_by_label("Username").fill("scientist")
+    page.get_by_label("Password").fill(ui.PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/scan/")
+    focused(page)
+    expect(page.locator("#scan-log li")).to_have_count(0)
+    assert not page.locator("#scan-history").is_visible()
+    page.context.close()

@@ -135,20 +135,61 @@ document.addEventListener("click", function (event) {
   }
 
   // Every outcome is also listed, newest first (ten): a quick next scan replaced it unread.
+  // The list is kept in the tab (sessionStorage) under the sign-in's key, so a reload (a
+  // tablet's browser reloads a page it put away) keeps it; another sign-in has another key.
   var logged = new WeakSet();
+  var LOG_PREFIX = "bloomops.scan-log.";
+  function logKey() {
+    var log = document.getElementById("scan-log");
+    return log && log.dataset.key ? LOG_PREFIX + log.dataset.key : null;
+  }
+  function logItem(log, kind, text) {
+    var item = document.createElement("li");
+    item.className = "log-" + kind;
+    item.textContent = text;
+    log.prepend(item);
+    while (log.children.length > 10) log.lastElementChild.remove();
+    log.parentElement.hidden = false;
+  }
+  function saveLog(log) {
+    var key = logKey();
+    if (!key) return;
+    var items = Array.from(log.children, function (li) {
+      return {kind: li.className.replace(/^log-/, ""), text: li.textContent};
+    });
+    try {
+      // only this sign-in's list is kept: an earlier one's in this tab is dropped
+      for (var i = sessionStorage.length - 1; i >= 0; i--) {
+        var k = sessionStorage.key(i);
+        if (k && k.indexOf(LOG_PREFIX) === 0 && k !== key) sessionStorage.removeItem(k);
+      }
+      sessionStorage.setItem(key, JSON.stringify(items));
+    } catch (e) { /* storage off or full: the list lasts as long as the page */ }
+  }
+  function restoreLog() {
+    var log = document.getElementById("scan-log");
+    var key = logKey();
+    if (!log || !key) return;
+    var items;
+    try { items = JSON.parse(sessionStorage.getItem(key) || "[]"); } catch (e) { items = []; }
+    if (!Array.isArray(items)) return;
+    items.slice(0, 10).reverse().forEach(function (entry) {
+      if (entry && typeof entry.text === "string" && /^(claimed|refusal)$/.test(entry.kind)) {
+        logItem(log, entry.kind, entry.text);
+      }
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", restoreLog);
+  else restoreLog();
   function keep() {
     var result = document.getElementById("scan-result");
     var log = document.getElementById("scan-log");
     var heading = result && result.querySelector("h2");
     if (!heading || !log || logged.has(result)) return;
     logged.add(result);
-    var item = document.createElement("li");
     // read from the heading: the section's own attributes may still be the last answer's
-    item.className = "log-" + (heading.getAttribute("data-outcome") || "refusal");
-    item.textContent = heading.textContent.trim();
-    log.prepend(item);
-    while (log.children.length > 10) log.lastElementChild.remove();
-    log.parentElement.hidden = false;
+    logItem(log, heading.getAttribute("data-outcome") || "refusal", heading.textContent.trim());
+    saveLog(log);
   }
 
   // A refusal (4xx) is an answer to show like a success, not a failed request. An answer

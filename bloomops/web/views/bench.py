@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 from django.utils.html import format_html
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -58,8 +59,13 @@ def _scan_banner(claimed: dict) -> dict:
 def _scan_page(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
     """The whole page, or (htmx) only the outcome plus a fresh form guard: the field itself
     is never swapped, so keystrokes of the next scan typed meanwhile are kept."""
-    template = "web/_scan_outcome.html" if request.htmx else "web/scan.html"
-    return render(request, template, context, status=status)
+    if request.htmx:
+        return render(request, "web/_scan_outcome.html", context, status=status)
+    # The list of this sign-in's scans outlives a reload (kept in the tab under this key):
+    # a session's own, so the next person signed in on the tablet starts with none.
+    session = request.session.session_key or ""
+    context["log_key"] = salted_hmac("bloomops.scan-log", session).hexdigest()[:20]
+    return render(request, "web/scan.html", context, status=status)
 
 
 def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
