@@ -33,6 +33,10 @@ def _int(name: str, default: int) -> int:
 
 # BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
 SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
+# Earlier keys still accepted after a rotation (API tokens, signed values; not sessions).
+SECRET_KEY_FALLBACKS = [k.strip() for k in
+                        os.environ.get("BLOOMOPS_SECRET_KEY_FALLBACKS", "").split(",")
+                        if k.strip()]
 # Each ticked item of a bulk form is a field: Django's 1,000 answered "select all" over a
 # long list with a bare 400. Past this the form is refused by its own words (web/bulk.py).
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
@@ -231,6 +235,8 @@ if BEHIND_TLS_PROXY:
 SESSION_IDLE_SECONDS = 60 * _int("BLOOMOPS_SESSION_IDLE_MINUTES", 30)
 SESSION_COOKIE_AGE = SESSION_IDLE_SECONDS
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+# Stored under a keyed digest of the cookie: reading the table does not sign anyone in.
+SESSION_ENGINE = "bloomops.accounts.session_store"
 
 # Production is DEBUG off: HTTPS only, cookies never sent in clear, HSTS (docs/DEPLOY.md).
 SECURE_SSL_REDIRECT = not DEBUG and _flag("BLOOMOPS_SSL_REDIRECT", "1")

@@ -68,6 +68,43 @@ def test_token_is_stored_hashed_and_shown_once(users, capsys):
     assert r.status_code == 401 and error_code(r) == "UNAUTHENTICATED"
 
 
+def test_a_token_row_written_in_the_database_authenticates_nobody(users, settings):
+    """A token was stored as its bare sha256: someone who could write the token table could
+    add a token of their own for any person. It is stored as an HMAC under the secret key,
+    which the database never holds; a rotated key (a fallback) ends no token."""
+    import hashlib
+
+    from django.utils import timezone
+
+    forged = "bo_0badc0de_" + "x" * 43
+    ApiToken.objects.create(user=users["admin"], prefix="0badc0de",
+                            token_hash=hashlib.sha256(forged.encode()).hexdigest(),
+                            expires_at=timezone.now() + timezone.timedelta(days=1))
+    r = Api(forged).get("/queues")
+    assert r.status_code == 401 and error_code(r) == "UNAUTHENTICATED"
+    _, token = create_token("svc")
+    assert Api(token).get("/queues").status_code == 200
+    old_key = settings.SECRET_KEY
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "a-new-secret-key-" + "k" * 40, [old_key]
+    assert Api(token).get("/queues").status_code == 200
+    settings.SECRET_KEY_FALLBACKS = []
+    assert Api(token).get("/queues").status_code == 401
+
+
+def test_tokens_given_before_their_digests_were_keyed_still_work(users):
+    import hashlib
+    import importlib
+
+    from django.apps import apps
+
+    _, token = create_token("svc")
+    ApiToken.objects.update(token_hash=hashlib.sha256(token.encode()).hexdigest())  # as stored
+    assert Api(token).get("/queues").status_code == 401
+    importlib.import_module("bloomops.api.migrations.0003_keyed_token_digests").key_digests(
+        apps, None)
+    assert Api(token).get("/queues").status_code == 200
+
+
 def test_missing_and_bad_tokens_are_401(tenant, users):
     for api in (Api(None), Api("bo_nonsense_token"), Api("not-even-prefixed")):
         r = api.get("/queues")

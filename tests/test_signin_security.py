@@ -180,3 +180,39 @@ def test_a_right_password_on_the_password_page_ends_the_count_of_wrong_ones(clie
     for _ in range(2):
         assert "does not match" in change("guess", "Cobalt-Lantern-42").text
     assert sign_in(Client(), "alice", new).status_code == 302  # not locked out
+
+
+def test_reading_the_session_table_signs_nobody_in(client):
+    """Django's database sessions kept each cookie's value as its row's key: anyone who could
+    read the table (a reporting role, a backup, another service on the database) could sign
+    in as every person signed in. The row is kept under a keyed digest of the cookie."""
+    from bloomops.accounts.models import StoredSession
+
+    user = make_user("op-session", "operator")
+    assert sign_in(client, user.username, "pw-op-session").status_code == 302
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    row = StoredSession.objects.get(user_id=user.pk)
+    assert row.session_key != cookie and cookie not in row.session_data
+    thief = Client()
+    thief.cookies[django_settings.SESSION_COOKIE_NAME] = row.session_key
+    assert not is_signed_in(thief)
+    assert thief.get("/").status_code == 302  # to the sign-in page
+    assert is_signed_in(client) and client.get("/").status_code == 200
+    thief.cookies[django_settings.SESSION_COOKIE_NAME] = cookie  # the cookie itself: yes
+    assert is_signed_in(thief)
+
+
+def test_signing_out_and_ending_a_persons_sessions_delete_only_theirs(client):
+    from bloomops.accounts.models import StoredSession
+    from bloomops.accounts.sessions import end_sessions
+
+    one, two = make_user("op-one", "operator"), make_user("op-two", "operator")
+    first, second, other = Client(), Client(), Client()
+    for c, u in ((first, one), (second, one), (other, two)):
+        assert sign_in(c, u.username, f"pw-{u.username}").status_code == 302
+    assert StoredSession.objects.filter(user_id=one.pk).count() == 2
+    first.post("/accounts/logout/")
+    assert not is_signed_in(first) and is_signed_in(second)
+    assert end_sessions(one) == 1
+    assert not is_signed_in(second) and is_signed_in(other)
+    assert StoredSession.objects.filter(user_id=one.pk).count() == 0

@@ -303,7 +303,7 @@ def test_a_form_sent_after_the_session_ended_is_said_not_done_and_its_words_kept
     takes a form, and nothing said about the failure. Signed in again, the person is back on
     the page the form was on, told it was not done and what they wrote, and nothing was
     written."""
-    from django.contrib.sessions.models import Session
+    from bloomops.accounts.models import StoredSession as Session
 
     before, sessions = counts(), Session.objects.count()
     sent = client.post("/leases/Z-EX-1/fail/", {"error_message": "tube cracked",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 
 # A person's worker fields an admin sets (heartbeat_ttl_seconds stays lab-wide).
@@ -74,3 +75,16 @@ class ProfileChange(models.Model):
 
         return [(k, shown(k, self.before.get(k)), shown(k, self.after.get(k)))
                 for k in self.changed_fields()]
+
+
+class StoredSession(AbstractBaseSession):
+    """A session stored under a keyed digest of its cookie, with the person signed in
+    (accounts/session_store.py)."""
+
+    user_id = models.IntegerField(null=True, db_index=True)
+
+    @classmethod
+    def get_session_store_class(cls):
+        from bloomops.accounts.session_store import SessionStore
+
+        return SessionStore

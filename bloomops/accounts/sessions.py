@@ -64,10 +64,6 @@ def _htmx_sign_in_redirect(request: HttpRequest, response: HttpResponse) -> Http
 def end_sessions(user) -> int:
     """Every unexpired session signed in as ``user`` ends (its row is deleted): a person
     signed out by an admin is not signed in again by being let back in. Returns how many."""
-    from django.contrib.auth import SESSION_KEY
-    from django.contrib.sessions.models import Session
+    from bloomops.accounts.session_store import end_user_sessions
 
-    ended = [s.pk for s in Session.objects.filter(expire_date__gt=timezone.now())
-             if s.get_decoded().get(SESSION_KEY) == str(user.pk)]
-    Session.objects.filter(pk__in=ended).delete()
-    return len(ended)
+    return end_user_sessions(user.pk)

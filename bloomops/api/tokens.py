@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from bloomops.accounts.passwords import demo_password_refused, uses_demo_password
 from bloomops.api.models import ApiToken
@@ -24,8 +25,27 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 MAX_DAYS = 3650
 
 
+# What a token is stored as: the HMAC, under the secret key, of its sha256. The database
+# never holds the key, so someone who can write the token table cannot add a token of their
+# own for another person (a bare sha256 they could compute). Stored before, a token's sha256
+# became this digest in place (migration 0003), so tokens given earlier still work.
+DIGEST_SALT = "bloomops.api.token"
+
+
+def keyed(sha256_hex: str, secret: str | None = None) -> str:
+    return salted_hmac(DIGEST_SALT, sha256_hex, secret=secret, algorithm="sha256").hexdigest()
+
+
+def digests(token: str) -> list[str]:
+    """The token's digest under the secret key and under each fallback key: a rotated key
+    ends no token (``SECRET_KEY_FALLBACKS``, as for Django's own signatures)."""
+    sha = hashlib.sha256(token.encode()).hexdigest()
+    return [keyed(sha, secret) for secret in (settings.SECRET_KEY,
+                                              *settings.SECRET_KEY_FALLBACKS)]
+
+
 def digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    return digests(token)[0]
 
 
 def create_token(username: str, *, name: str = "", days: int | None = None
@@ -51,7 +71,7 @@ def user_for_token(token: str):
         return None
     now = timezone.now()
     row = (ApiToken.objects.select_related("user")
-           .filter(token_hash=digest(token), revoked_at__isnull=True, expires_at__gt=now)
+           .filter(token_hash__in=digests(token), revoked_at__isnull=True, expires_at__gt=now)
            .first())
     if row is None or not row.user.is_active:
         return None
