@@ -20,7 +20,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.approvals import check_settings
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import load, save_props
-from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.db import execute, fetch_value
 from bloomops.tapdb.tenancy import tenant_of
 from tests.approval_support import (
     dead_lettered,
@@ -87,6 +87,13 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
     refused("SELF_APPROVAL", lambda: decide(ann, approval))
     refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password="not-it"))
     refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password=password_of("ann")))
+    # ann's hash copied into bob's row (someone who can write auth_user): her password is
+    # then bob's as far as Django knows; the hash is not sealed to his account
+    stored = fetch_value("SELECT password FROM auth_user WHERE username = 'bob'")
+    execute("UPDATE auth_user SET password = (SELECT password FROM auth_user WHERE username"
+            " = 'ann') WHERE username = 'bob'")
+    refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password=password_of("ann")))
+    execute("UPDATE auth_user SET password = %s WHERE username = 'bob'", [stored])
 
     done = decide(bob, approval)
     assert done["approval_status"] == "APPROVED" and done["state"] == "READY"

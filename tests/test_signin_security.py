@@ -216,3 +216,98 @@ def test_signing_out_and_ending_a_persons_sessions_delete_only_theirs(client):
     assert end_sessions(one) == 1
     assert not is_signed_in(second) and is_signed_in(other)
     assert StoredSession.objects.filter(user_id=one.pk).count() == 0
+
+
+# ------------------------------------------------------------------ sealed password hashes
+
+
+def _copy_hash(source: User, target: User) -> None:
+    """What someone who can write auth_user does: a hash of their own in another's row."""
+    from bloomops.tapdb.db import execute
+
+    execute("UPDATE auth_user SET password = %s WHERE id = %s", [source.password, target.pk])
+
+
+def test_a_hash_copied_into_a_colleagues_row_signs_nobody_in(client, caplog):
+    """Someone who could write auth_user copied their own password hash into a colleague's
+    row, signed in as the colleague with their own password, and put the hash back. A hash
+    bloomops did not set is not sealed to the row: refused like a wrong password."""
+    insider, colleague = make_user("mallory", "operator"), make_user("carol", "admin")
+    original = User.objects.get(pk=colleague.pk).password
+    _copy_hash(insider, colleague)
+    refused = sign_in(client, "carol", "pw-mallory")
+    assert refused.status_code == 200 and not is_signed_in(client)
+    assert "not set by bloomops" in caplog.text
+    assert sign_in(Client(), "mallory", "pw-mallory").status_code == 302  # their own: yes
+    from bloomops.tapdb.db import execute
+
+    execute("UPDATE auth_user SET password = %s WHERE id = %s", [original, colleague.pk])
+    assert sign_in(client, "carol", "pw-carol").status_code == 302
+
+
+def test_a_row_added_or_renamed_in_the_database_signs_nobody_in(client):
+    from bloomops.tapdb.db import execute
+
+    insider = make_user("mallory", "operator")
+    execute("INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,"
+            " email, is_staff, is_active, date_joined) SELECT password, false, 'ghost', '',"
+            " '', '', false, true, now() FROM auth_user WHERE id = %s", [insider.pk])
+    assert sign_in(client, "ghost", "pw-mallory").status_code == 200
+    execute("UPDATE auth_user SET username = 'dave' WHERE id = %s", [insider.pk])
+    assert sign_in(client, "dave", "pw-mallory").status_code == 200
+    assert not is_signed_in(client)
+
+
+def test_every_way_bloomops_sets_a_password_seals_it(client, settings):
+    """create_user, set_password (an admin's new password, a person's own change) and the
+    shell's changepassword; another save of the row (a sign-in's last_login) keeps the seal
+    of the hash it had, and a hash Django re-hashes while checking it is sealed again."""
+    from django.contrib.auth.hashers import make_password
+
+    from bloomops.accounts.password_seals import seal, sealed_by
+
+    user = make_user("erin", "operator")
+    assert sealed_by(user) == 0
+    user.set_password("Another-Long-Secret-31")
+    user.save()
+    assert sealed_by(User.objects.get(pk=user.pk)) == 0
+    # an outdated hash (as after an upgrade changes the preferred hasher): Django re-hashes it
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher",
+                                 *settings.PASSWORD_HASHERS]
+    User.objects.filter(pk=user.pk).update(
+        password=make_password("Older-Hash-Secret-8", hasher="md5"))
+    seal(User.objects.get(pk=user.pk))  # as bloomops had sealed it then
+    assert sign_in(client, "erin", "Older-Hash-Secret-8").status_code == 302
+    rehashed = User.objects.get(pk=user.pk)
+    assert rehashed.password.startswith("pbkdf2_sha256$") and sealed_by(rehashed) == 0
+    assert sign_in(Client(), "erin", "Older-Hash-Secret-8").status_code == 302
+
+
+def test_a_rotated_secret_key_keeps_every_password_and_seals_it_again(client, settings):
+    from bloomops.accounts.password_seals import sealed_by
+
+    user = make_user("fay", "operator")
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-rotated-secret-key-" + "r" * 40
+    assert sealed_by(user) == 1
+    assert sign_in(client, "fay", "pw-fay").status_code == 302
+    assert sealed_by(user) == 0  # sealed again under the new key on the way in
+    settings.SECRET_KEY_FALLBACKS = []
+    assert sign_in(Client(), "fay", "pw-fay").status_code == 302
+
+
+def test_accounts_from_before_the_seals_are_sealed_by_migrate():
+    import importlib
+
+    from django.apps import apps
+
+    from bloomops.accounts.models import PasswordSeal
+    from bloomops.accounts.password_seals import sealed_by
+
+    user = make_user("gus", "operator")
+    PasswordSeal.objects.all().delete()
+    assert sealed_by(user) is None
+    importlib.import_module("bloomops.accounts.migrations.0006_password_seals"
+                            ).seal_every_account(apps, None)
+    assert sealed_by(user) == 0
+    assert sign_in(Client(), "gus", "pw-gus").status_code == 302

@@ -28,6 +28,9 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_save
+
+        from bloomops.accounts.password_seals import seal_a_password_set
         from bloomops.tapdb.roles import check_separate_runtime_role
 
         # Sent for apps with models only; auth always has them.
@@ -35,4 +38,6 @@ class AccountsConfig(AppConfig):
                              dispatch_uid="bloomops-roles")
         post_migrate.connect(grant_runtime_role, sender=self.apps.get_app_config("auth"),
                              dispatch_uid="bloomops-runtime-role")
+        post_save.connect(seal_a_password_set, sender=self.apps.get_model("auth", "User"),
+                          dispatch_uid="bloomops-password-seal")
         checks.register(check_separate_runtime_role, checks.Tags.security, deploy=True)

@@ -88,3 +88,14 @@ class StoredSession(AbstractBaseSession):
         from bloomops.accounts.session_store import SessionStore
 
         return SessionStore
+
+
+class PasswordSeal(models.Model):
+    """The seal of the password hash an account holds (accounts/password_seals.py)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                primary_key=True, related_name="password_seal")
+    mac = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"password seal of user {self.user_id}"
