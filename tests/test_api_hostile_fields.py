@@ -426,3 +426,26 @@ def test_an_instant_that_does_not_exist_is_told_as_such(apis, due):
     assert "a date and time that exist, such as 2026-11-25T14:05:00Z" in refused_field(
         r, "due_at")
     assert counts() == before
+
+
+@pytest.mark.parametrize("value", [["a\u200bb", "x\n\u001b[31m"], ["sfo"], 123, True, "", "   "])
+def test_a_site_is_one_line_of_text_in_a_new_subject_and_an_output(apis, value):
+    """A list (its items' control characters unchecked), a number, true or a blank was
+    stored as sent, and matched no queue's scope ever after."""
+    before = counts()
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Tube", properties={"site": value})
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert "'site' must be one line of text" in r.json()["error"]["message"]
+    assert counts() == before
+    api, worker, lease, subject, library = _claimed_in_prep(apis)
+    before = counts()
+    r = api.act("complete", worker_euid=worker, lease_euid=lease["lease_euid"],
+                expected_state="READY",
+                outputs=[{"template_code": library, "name": "L", "properties": {"site": value}}])
+    assert r.status_code == 400 and "'site' must be one line of text" in r.json()[
+        "error"]["message"], r.content
+    assert counts() == before
+    ok = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                              name="Tube ok", properties={"site": "sfo", "assay": None})
+    assert ok.status_code == 200, ok.content

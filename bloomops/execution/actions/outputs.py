@@ -69,11 +69,14 @@ def check_template_properties(ref: TemplateRef, props: Any,
             raise error(f"property {name!r} must be of the type the template"
                         f" declares ({type(default).__name__}).")
         # values matched exactly (a queue's scopes) or followed (provenance): one readable
-        # line, and a subject that exists
-        problem = line_problem(value) if name in MATCHED_PROPERTIES and isinstance(
-            value, str) else None
-        if problem:
-            raise error(f"property {name!r} {problem}.")
+        # line of text, and a subject that exists. A list, a number or a blank was stored as
+        # sent, with its control characters, and matched no scope ever.
+        if name in MATCHED_PROPERTIES and value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise error(f"property {name!r} must be one line of text (leave it out for"
+                            " none).")
+            if problem := line_problem(value):
+                raise error(f"property {name!r} {problem}.")
         if name == PROVENANCE and value is not None and not _names_a_subject(value):
             raise error(f"property {name!r} must name a subject of this lab (it names"
                         f" {str(value)[:60]!r}).")
