@@ -64,9 +64,9 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
         "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
         expected_state="HELD", payload={"reason": "rerun passed"}))
     assert direct.details["request"] == {
-        "action": "request_approval", "subject_euid": subject, "hold_euid": hold,
-        "queue_key": None, "action_key": "release_execution_hold",
-        "parameters": {"reason": "rerun passed"}}
+        "subject_euid": subject, "hold_euid": hold, "queue_key": None,
+        "action_key": "release_execution_hold", "parameters": {"reason": "rerun passed"},
+        "reason": "rerun passed"}
 
     asked = request_release(ann, subject, hold)
     approval = asked["approval_euid"]

@@ -172,14 +172,17 @@ def gate(ctx: Any) -> None:
     rule = required_rule(req.action_key, ctx.subject, req.hold_euid)
     if rule is None:
         return
-    # Exactly the fields of the request_approval to send instead.
+    # Exactly the fields of the request_approval to send instead, as they may be sent (with
+    # an idempotency key of its own): its why is the gated action's until the caller says
+    # another.
     what = RULE_TEXT.get(rule, "This action")
+    ask = {"subject_euid": ctx.subject.euid, "hold_euid": req.hold_euid,
+           "queue_key": req.queue_key, "action_key": req.action_key,
+           "parameters": dict(req.payload)}
+    if isinstance(req.payload.get("reason"), str):
+        ask["reason"] = req.payload["reason"]
     raise ActionError("APPROVAL_REQUIRED", f"{what} needs a second person's approval: request"
-                      " one (Request approval on the subject's page).",
-                      rule=rule, request={
-        "action": "request_approval", "subject_euid": ctx.subject.euid,
-        "hold_euid": req.hold_euid, "queue_key": req.queue_key,
-        "action_key": req.action_key, "parameters": dict(req.payload)})
+                      " one (Request approval on the subject's page).", rule=rule, request=ask)
 
 
 def expires_at(now: datetime) -> str:
