@@ -37,6 +37,10 @@ threads = _int("BLOOMOPS_WEB_THREADS", 8)
 timeout = 30
 graceful_timeout = 5
 keepalive = 5
+# gunicorn 27's control socket is one path per user (~/.gunicorn/gunicorn.ctl): a second
+# server on the machine (the test suite's beside make run, two clones) took it over from
+# the first. bloomops is restarted, not steered through it (docs/DEPLOY.md).
+control_socket_disable = True
 
 
 class ThreadWorker(gthread.ThreadWorker):
