@@ -196,3 +196,26 @@ def test_the_same_templates_in_another_order_are_no_change(tenant, conf):
                                  ' "content/material/extracted_sample/1.0"]'))
     assert check(conf)[0] == 0
     assert "Nothing to apply." in run(conf)
+
+
+def test_a_file_that_does_not_say_enabled_leaves_a_disabled_queue_disabled(tenant, conf):
+    """An admin disabled a queue for maintenance on its page; the next run of a file that
+    does not mention `enabled` turned it on again and dropped the admin's reason."""
+    from tests.engine import act, actor
+
+    run(conf)
+    act("set_queue_enabled", actor("admin"), queue_key="extract",
+        expected_revision=cfg("extract")["revision"],
+        payload={"enabled": False, "reason": "cluster maintenance until Friday"})
+    conf.write_text(FILE.replace("lease_ttl_seconds = 900", "lease_ttl_seconds = 1200"))
+    code, out = check(conf)
+    assert code == 1 and "update_queue      extract: lease_ttl_seconds 900 -> 1200" in out
+    assert "set_queue_enabled extract" not in out
+    run(conf)
+    extract = cfg("extract")
+    assert extract["enabled"] is False and extract["lease_ttl_seconds"] == 1200
+    assert extract["disabled_reason"] == "cluster maintenance until Friday"
+    # a file that says so still turns it on
+    conf.write_text(FILE.replace("lease_ttl_seconds = 900",
+                                 "lease_ttl_seconds = 1200\nenabled = true"))
+    assert "set_queue_enabled extract: enabled" in check(conf)[1]

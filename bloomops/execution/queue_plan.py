@@ -133,7 +133,9 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None) -> Plan:
     for spec, fields in zip(specs, checked, strict=True):
         key = fields["queue_key"]
         cfg = current.get(key)
-        enabled = spec.get("enabled", True)
+        # a file that does not say enabled leaves it as it is, as every field it leaves out
+        # (an admin's "disabled for maintenance" had been turned on again by a run)
+        enabled = spec.get("enabled", True if cfg is None else bool(cfg.get("enabled", True)))
         reason = spec.get("disabled_reason") or "disabled in the configuration file"
         if cfg is None:
             payload = {k: v for k, v in fields.items() if k != "queue_key"}
