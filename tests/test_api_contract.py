@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 
 from bloomops.api.models import ApiToken
@@ -127,6 +128,18 @@ def test_inactive_user_token_refused(tenant, users):
     user.is_active = False
     user.save()
     assert Api(token).get("/queues").status_code == 401
+
+
+def test_no_token_is_made_for_an_account_that_may_not_sign_in(tenant, users, capsys):
+    """A token made while the account was kept out started working the day it was let back
+    in, where nothing issued before is to work."""
+    user = users["operator"]
+    user.is_active = False
+    user.save()
+    before = ApiToken.objects.count()
+    with pytest.raises(CommandError, match="op may not sign in: let them back in"):
+        call_command("create_api_token", "op", "--name", "after-disable")
+    assert ApiToken.objects.count() == before and capsys.readouterr().out == ""
 
 
 def test_bearer_post_needs_no_csrf_token(tenant, users, apis):

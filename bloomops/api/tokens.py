@@ -58,6 +58,10 @@ def create_token(username: str, *, name: str = "", days: int | None = None
     if name and (problem := line_problem(name)):  # list_api_tokens prints it
         raise ValueError(f"a token's name {problem}")
     user = get_user_model().objects.get(username=username)
+    if not user.is_active:
+        # made now, it would start working the day the account is let back in, where nothing
+        # issued before is to work (docs/RULES.md#human-workers)
+        raise ValueError(f"{username} may not sign in: let them back in on /people/ first")
     prefix = secrets.token_hex(4)
     token = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     row = ApiToken.objects.create(user=user, name=name, prefix=prefix, token_hash=digest(token),
