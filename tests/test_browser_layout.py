@@ -360,3 +360,23 @@ def test_a_phones_cards_keep_their_select_all(browser, bench):
     assert picks.count() >= 1
     assert all(picks.nth(i).is_checked() for i in range(picks.count()))
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [1366, 820])
+def test_a_reason_of_one_unbroken_run_widens_no_screen(browser, site, width):
+    """A 432-character reason with no space made the subject page, the workbench and the
+    hold search about 4,000 px wide, on a desktop and a tablet alike."""
+    from tests.engine import act, actor
+
+    euid = make_subject("q1", name="Specimen with a long word")
+    act("place_execution_hold", actor("operator", username="qa-long"), subject_euid=euid,
+        expected_state="READY", payload={"hold_code": "SAMPLE_QUALITY", "reason": "x" * 432})
+    page = page_for(browser, site, "admin", width)
+    wide = {}
+    for path in (f"/subjects/{euid}/", "/workbench/", "/holds/?since=all"):
+        page.goto(f"{site}{path}")
+        assert "x" * 432 in page.content()
+        if overflow(page) > 0:
+            wide[path] = overflow(page)
+    assert wide == {}
+    page.context.close()
