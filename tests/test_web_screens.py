@@ -927,3 +927,19 @@ def test_every_hold_screen_names_who_placed_and_released_a_hold_as_people_read_o
     search = client.get("/holds/?since=all").content.decode()
     assert '<td data-label="By">Quinn Avery (qa-lead)</td>' in search
     assert '<td data-label="Ended by">Rui Sato (qa-two)</td>' in search
+
+
+def test_requeueing_completed_work_says_it_will_be_done_again(client, lab):
+    """The requeue of a completed item asked only whether it should go to its queue "as ready
+    for anyone to claim": an operator sent finished work round again unwarned."""
+    done = make_subject("q1", name="finished tube", state="COMPLETED", next_queue_key=None)
+    waiting = make_subject("q1", name="waiting tube")
+    client = signed_in(client, lab["operator"])
+
+    def confirm(euid: str) -> str:
+        html = client.get(f"/subjects/{euid}/").content.decode()
+        form = html[html.index(f'action="/subjects/{euid}/requeue/"'):]
+        return form[form.index('data-confirm="'):].split('">')[0]
+
+    assert "it was completed, and its work will be done again" in confirm(done)
+    assert "completed" not in confirm(waiting)
