@@ -943,3 +943,23 @@ def test_requeueing_completed_work_says_it_will_be_done_again(client, lab):
 
     assert "it was completed, and its work will be done again" in confirm(done)
     assert "completed" not in confirm(waiting)
+
+
+def test_an_engine_objects_euid_leads_to_the_subject_it_belongs_to(client, lab):
+    """A hold's, an approval's or an action record's EUID, as printed on the workbench and in
+    every bundle, typed in Inspect: "No object with that EUID or name exists in this lab"."""
+    euid = make_subject("q1", name="held for QA")
+    done = act("place_execution_hold", actor("operator"), subject_euid=euid,
+               expected_state="READY", payload={"reason": "check"})
+    client = signed_in(client, lab["operator"])
+    for typed, words in ((done["hold_euid"], "It is a hold of"),
+                         (done.action_euid.lower(),
+                          "It is a record of the action place_execution_hold of")):
+        page = client.get("/subjects/", {"euid": typed})
+        assert page.status_code == 200
+        said = page.content.decode().split('id="found-object">')[1].split("</p>")[0]
+        assert said.startswith(words) and f'href="/subjects/{euid}/"' in said
+    direct = client.get(f"/subjects/{done['hold_euid']}/")
+    assert direct.status_code == 200 and "is not a subject" in direct.content.decode()
+    missing = client.get("/subjects/", {"euid": "Z-EX-NOPE"})
+    assert missing.status_code == 404 and "No object with that EUID" in missing.content.decode()

@@ -41,6 +41,7 @@ from bloomops.execution.selectors.items import (
     routed_count,
     scope_texts,
 )
+from bloomops.execution.selectors.lookup import engine_object
 from bloomops.execution.selectors.overview import Coverage, Overview, overview
 from bloomops.execution.selectors.queue_config import QueueChange, queue_history
 from bloomops.execution.selectors.queues import (
@@ -96,4 +97,5 @@ __all__ = [
     "QueueChange", "queue_history",
     "FailureGroup", "finished_attempts", "failure_counts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
+    "engine_object",
 ]

@@ -53,9 +53,32 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
     meant = selectors.subjects_labelled(label)
     if len(meant) == 1:
         return redirect("subject", euid=meant[0]["euid"])
+    return _not_a_subject(request, label, meant)
+
+
+# What the engine's own objects are, in words (the inspector shows subjects only).
+OBJECT_WORDS = {
+    ("execution", "hold"): "a hold", ("execution", "approval"): "an approval request",
+    ("execution", "queue_lease"): "a claim (lease)",
+    ("execution", "execution_record"): "an execution record",
+    ("execution", "dead_letter"): "a dead letter", ("execution", "queue"): "a queue",
+    ("execution", "worker"): "a worker", ("execution", "event"): "an outbox event",
+}
+
+
+def _not_a_subject(request: HttpRequest, label: str, meant: list[dict]) -> HttpResponse:
+    """No one subject by that label: the ones it names, or (an auditor following an EUID
+    from a bundle or a screen) the engine's object it is and the subject it belongs to."""
     shown = "".join(c for c in label if c.isprintable())[:NAME_MAX]
-    return render(request, "web/subject_missing.html", {"euid": shown, "named": meant},
-                  status=404)
+    found = None if meant else selectors.engine_object(label)
+    if found:
+        kind = (found["type"], found["subtype"])
+        found["words"] = OBJECT_WORDS.get(kind) or (
+            f"a record of the action {found['subtype']}" if found["type"] == "execution_queue"
+            else f"an object of type {found['type']}/{found['subtype']}")
+    return render(request, "web/subject_missing.html",
+                  {"euid": shown, "named": meant, "found": found},
+                  status=200 if found else 404)
 
 
 # The envelope's fields in words (docs/RULES.md#envelope); a field another writer added shows
@@ -109,7 +132,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user) if is_human(request) else None
     diag = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if diag is None:
-        return render(request, "web/subject_missing.html", {"euid": euid}, status=404)
+        return _not_a_subject(request, euid, [])
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     actions = selectors.action_history(diag.uid)
     history = selectors.subject_history(diag.uid)
