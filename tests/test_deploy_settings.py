@@ -36,12 +36,12 @@ def production_env(**extra: str) -> dict[str, str]:
     """What a deployment sets: DEBUG off (unset), its own key and host name, both roles."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("BLOOMOPS_", "DJANGO_")) and k != "DATABASE_URL"}
-    env.update(DJANGO_SETTINGS_MODULE="bloomops.settings",
-               BLOOMOPS_SECRET_KEY=secrets.token_urlsafe(50), BLOOMOPS_ALLOWED_HOSTS=HOST,
-               BLOOMOPS_SEAL_KEYS=secrets.token_urlsafe(50),
-               DATABASE_URL=_url(django_settings.DATABASE_ROLES["owner"]),
-               BLOOMOPS_RUNTIME_DATABASE_URL=_url(django_settings.DATABASE_ROLES["runtime"]),
-               **extra)
+    env.update({"DJANGO_SETTINGS_MODULE": "bloomops.settings",
+                "BLOOMOPS_SECRET_KEY": secrets.token_urlsafe(50),
+                "BLOOMOPS_ALLOWED_HOSTS": HOST, "BLOOMOPS_SEAL_KEYS": secrets.token_urlsafe(50),
+                "DATABASE_URL": _url(django_settings.DATABASE_ROLES["owner"]),
+                "BLOOMOPS_RUNTIME_DATABASE_URL": _url(django_settings.DATABASE_ROLES["runtime"]),
+                **extra})
     return env
 
 
@@ -97,13 +97,17 @@ def _free_port() -> int:
 @pytest.fixture
 def production_server(committed, settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]  # the server's
+    # the account made as a deployment's admin would, with its key: the password's seal is
+    # the server's to check (accounts/password_seals.py)
+    settings.SECRET_KEY = secret_key = secrets.token_urlsafe(50)
     User.objects.create_user("bench-op", password="a-long-bench-password")
     port = _free_port()
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "-c", "python:bloomops.serving",
          "bloomops.wsgi:application", "--bind", f"127.0.0.1:{port}"], cwd=BASE,
         # as deployed (bloomops/serving.py), with fewer threads and a shorter pause allowed
-        env=production_env(BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO",
+        env=production_env(BLOOMOPS_SECRET_KEY=secret_key,
+                           BLOOMOPS_BEHIND_TLS_PROXY="1", BLOOMOPS_LOG_LEVEL="INFO",
                            BLOOMOPS_WEB_WORKERS="1", BLOOMOPS_WEB_THREADS="2",
                            BLOOMOPS_CLIENT_TIMEOUT_SECONDS=str(CLIENT_PAUSE)),
         stdout=(tmp_path / "gunicorn.log").open("w"), stderr=subprocess.STDOUT)
