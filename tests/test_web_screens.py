@@ -253,7 +253,8 @@ def test_subject_inspector_shows_envelope_reasons_history_lineage_audit(client, 
     assert "place_execution_hold" in html and ">op<" in html  # action history: who, what
     assert "execution_subject_hold" in html  # lineage with relationship type
     assert "TapDB audit trail" in html and "INSERT" in html
-    assert 'id="visibility"' in html and "not in a queue" in html
+    # held, where it is: it had read "not in a queue" above "routed to q1"
+    assert '<span class="badge bad" id="visibility">held in q1</span>' in html
 
 
 def test_a_history_names_people_as_they_were_named_when_they_acted(client, lab):
@@ -963,3 +964,18 @@ def test_an_engine_objects_euid_leads_to_the_subject_it_belongs_to(client, lab):
     assert direct.status_code == 200 and "is not a subject" in direct.content.decode()
     missing = client.get("/subjects/", {"euid": "Z-EX-NOPE"})
     assert missing.status_code == 404 and "No object with that EUID" in missing.content.decode()
+
+
+def test_the_inspector_says_who_holds_a_claimed_item_not_that_it_is_in_no_queue(client, lab):
+    euid = make_subject("q1", name="being worked on")
+    svc = actor("worker_service", username="svc")
+    act("claim_queue_item", svc, worker_euid=register(
+        svc, "svc://extractor", capabilities=["wetlab.extraction"]),
+        queue_key="q1")  # the next item: the only one
+    html = signed_in(client, lab["operator"]).get(f"/subjects/{euid}/").content.decode()
+    badge = html.split('id="visibility">')[1].split("</span>")[0]
+    assert badge.startswith("claimed by ") and badge.endswith(" in q1"), badge
+    assert "not in a queue" not in html.split("</div>")[0]
+    ready = make_subject("q1", name="waiting")
+    html = client.get(f"/subjects/{ready}/").content.decode()
+    assert '<span class="badge ok" id="visibility">visible in q1</span>' in html
