@@ -954,12 +954,15 @@ def test_an_engine_objects_euid_leads_to_the_subject_it_belongs_to(client, lab):
                expected_state="READY", payload={"reason": "check"})
     client = signed_in(client, lab["operator"])
     for typed, words in ((done["hold_euid"], "It is a hold of"),
-                         (done.action_euid.lower(),
-                          "It is a record of the action place_execution_hold of")):
+                         (done.action_euid.lower(), "It is the record of an action (Place hold,"
+                          " place_execution_hold) of")):
         page = client.get("/subjects/", {"euid": typed})
         assert page.status_code == 200
         said = page.content.decode().split('id="found-object">')[1].split("</p>")[0]
         assert said.startswith(words) and f'href="/subjects/{euid}/"' in said
+    worker = register(actor("worker_service", username="svc"), "svc://lookup")
+    said = client.get("/subjects/", {"euid": worker}).content.decode()
+    assert 'It is a worker: see <a href="/workers/">Workers</a>' in said
     direct = client.get(f"/subjects/{done['hold_euid']}/")
     assert direct.status_code == 200 and "is not a subject" in direct.content.decode()
     missing = client.get("/subjects/", {"euid": "Z-EX-NOPE"})

@@ -62,7 +62,7 @@ OBJECT_WORDS = {
     ("execution", "queue_lease"): "a claim (lease)",
     ("execution", "execution_record"): "an execution record",
     ("execution", "dead_letter"): "a dead letter", ("execution", "queue"): "a queue",
-    ("execution", "worker"): "a worker", ("execution", "event"): "an outbox event",
+    ("system", "worker"): "a worker", ("execution", "event"): "an outbox event",
 }
 
 
@@ -73,8 +73,9 @@ def _not_a_subject(request: HttpRequest, label: str, meant: list[dict]) -> HttpR
     found = None if meant else selectors.engine_object(label)
     if found:
         kind = (found["type"], found["subtype"])
+        action = _action_name(found["subtype"]) if found["type"] == "execution_queue" else None
         found["words"] = OBJECT_WORDS.get(kind) or (
-            f"a record of the action {found['subtype']}" if found["type"] == "execution_queue"
+            f"the record of an action ({action}, {found['subtype']})" if action
             else f"an object of type {found['type']}/{found['subtype']}")
     return render(request, "web/subject_missing.html",
                   {"euid": shown, "named": meant, "found": found},
