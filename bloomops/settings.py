@@ -31,22 +31,23 @@ def _int(name: str, default: int) -> int:
     return int(os.environ.get(name, str(default)))
 
 
+def _list(name: str, default: str = "") -> list[str]:
+    """A comma-separated setting: its items, stripped, the empty ones left out."""
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
 # BLOOMOPS_SECRET_KEY, else a random key made once for this checkout (var/secret_key).
 SECRET_KEY = os.environ.get("BLOOMOPS_SECRET_KEY") or var_secret("secret_key")
 # Earlier keys still accepted after a rotation (API tokens, signed values; not sessions).
-SECRET_KEY_FALLBACKS = [k.strip() for k in
-                        os.environ.get("BLOOMOPS_SECRET_KEY_FALLBACKS", "").split(",")
-                        if k.strip()]
+SECRET_KEY_FALLBACKS = _list("BLOOMOPS_SECRET_KEY_FALLBACKS")
 # Each ticked item of a bulk form is a field: Django's 1,000 answered "select all" over a
 # long list with a bare 400. Past this the form is refused by its own words (web/bulk.py).
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 # The keys of the action records' keyed seals (RULES.md#evidence), never in the database: the
 # first seals, every one verifies (an old key kept after a new one). Else one made once for
 # this checkout (var/seal_key).
-BLOOMOPS_SEAL_KEYS = [k.strip() for k in os.environ.get("BLOOMOPS_SEAL_KEYS", "").split(",")
-                      if k.strip()] or [var_secret("seal_key")]
-_hosts = os.environ.get("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
-ALLOWED_HOSTS = [h for h in _hosts.split(",") if h]
+BLOOMOPS_SEAL_KEYS = _list("BLOOMOPS_SEAL_KEYS") or [var_secret("seal_key")]
+ALLOWED_HOSTS = _list("BLOOMOPS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 if DEBUG:
     ALLOWED_HOSTS += ["testserver", "*"]
 
@@ -136,10 +137,7 @@ TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-
 # the demo's queues.
 DEMO_HUMAN_CAPABILITIES = ("wetlab.extraction,wetlab.qc,wetlab.libprep,wetlab.pooling,"
                            "wetlab.sequencing,compute.dispatch,compute.qc")
-BLOOMOPS_HUMAN_CAPABILITIES = [
-    c.strip() for c in os.environ.get("BLOOMOPS_HUMAN_CAPABILITIES",
-                                      DEMO_HUMAN_CAPABILITIES).split(",") if c.strip()
-]
+BLOOMOPS_HUMAN_CAPABILITIES = _list("BLOOMOPS_HUMAN_CAPABILITIES", DEMO_HUMAN_CAPABILITIES)
 # Per-person / per-role overrides of human workers' profiles, JSON: {"*" | "role:<role>" |
 # "user:<username>": {"capabilities": [...], "site_scope": [...], "platform_scope": [...],
 # "assay_scope": [...], "max_concurrent_leases": n, "heartbeat_ttl_seconds": n}}.
@@ -148,10 +146,7 @@ BLOOMOPS_HUMAN_PROFILES = json.loads(os.environ.get("BLOOMOPS_HUMAN_PROFILES") o
 # Holds placed earlier with other codes keep them and can still be released.
 DEFAULT_HOLD_CODES = ("OPERATOR_HOLD,QC_FAIL,CONTAMINATION,INTEGRITY,QA_REVIEW,SAMPLE_QUALITY,"
                       "LABEL_ISSUE,INSTRUMENT_ISSUE,REAGENT_ISSUE,AWAITING_INFORMATION")
-BLOOMOPS_HOLD_CODES = [
-    c.strip().upper() for c in os.environ.get("BLOOMOPS_HOLD_CODES", DEFAULT_HOLD_CODES).split(",")
-    if c.strip()
-]
+BLOOMOPS_HOLD_CODES = [c.upper() for c in _list("BLOOMOPS_HOLD_CODES", DEFAULT_HOLD_CODES)]
 # Plan the claim path's statements once per session (PREPARE/EXECUTE). Turn off behind a
 # transaction-pooling proxy that does not keep session state.
 BLOOMOPS_PREPARED_STATEMENTS = _flag("BLOOMOPS_PREPARED_STATEMENTS", "1")
@@ -184,16 +179,11 @@ BLOOMOPS_API_TOKEN_DAYS = _int("BLOOMOPS_API_TOKEN_DAYS", 90)
 # Two-person approvals (docs/RULES.md#approvals): which of the engine's approval rules apply
 # (comma-separated names; "none" for none), the hold codes that make a hold an integrity hold,
 # and how long a request waits for its decision. Checked at start (execution/apps.py).
-BLOOMOPS_APPROVAL_RULES = [
-    r.strip() for r in os.environ.get(
-        "BLOOMOPS_APPROVAL_RULES",
-        "release_integrity_hold,requeue_dead_letter,cancel_integrity_held").split(",")
-    if r.strip() and r.strip() != "none"
-]
-BLOOMOPS_INTEGRITY_HOLD_CODES = [
-    c.strip() for c in os.environ.get("BLOOMOPS_INTEGRITY_HOLD_CODES",
-                                      "QC_FAIL,CONTAMINATION,INTEGRITY").split(",") if c.strip()
-]
+BLOOMOPS_APPROVAL_RULES = [r for r in _list(
+    "BLOOMOPS_APPROVAL_RULES", "release_integrity_hold,requeue_dead_letter,cancel_integrity_held")
+    if r != "none"]
+BLOOMOPS_INTEGRITY_HOLD_CODES = _list("BLOOMOPS_INTEGRITY_HOLD_CODES",
+                                      "QC_FAIL,CONTAMINATION,INTEGRITY")
 BLOOMOPS_APPROVAL_TTL_SECONDS = _int("BLOOMOPS_APPROVAL_TTL_SECONDS", 86400)
 
 # A password is also a person's electronic signature (docs/RULES.md#approvals): no common,

@@ -37,6 +37,21 @@ MAX_REASON = 1000
 credentials_ended = Signal()
 
 
+def _end_credentials(user) -> None:
+    """What a person signed in with ends: their sessions here, their API tokens through
+    ``credentials_ended`` (the API answers it)."""
+    end_sessions(user)
+    credentials_ended.send(sender=PersonChange, user=user)
+
+
+def _password_given(user, *, by: str, reason: str, how: str) -> ProfileChange:
+    """The record of a password someone else gave (never the password): the person's page
+    shows it, and set_up_together follows it."""
+    return ProfileChange.objects.create(
+        username=user.get_username(), changed_by=by, reason=reason,
+        before={"password": "as it was"}, after={"password": f"a new one, given {how}"})
+
+
 class ProfileError(Exception):
     """A refused change, with a stable code and the form field it concerns."""
 
@@ -146,8 +161,7 @@ def change_person(target_id: int, change: PersonChange, *, admin_username: str
         if target.is_active and not change.is_active:
             # What they signed in with ends here, not only while they stay inactive: signed
             # in again later, nothing issued before counts (RULES.md#human-workers).
-            end_sessions(target)
-            credentials_ended.send(sender=PersonChange, user=target)
+            _end_credentials(target)
         if (target.is_active, target.is_superuser) != (change.is_active, superuser):
             target.is_active, target.is_superuser = change.is_active, superuser
             target.save(update_fields=["is_active", "is_superuser"])
@@ -258,12 +272,8 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
         target.set_password(password)
         target.save(update_fields=["password"])
         # a new password is the answer to a lost or stolen one: what was issued before ends
-        end_sessions(target)
-        credentials_ended.send(sender=PersonChange, user=target)
-        return ProfileChange.objects.create(
-            username=target.get_username(), changed_by=admin_username, reason=reason,
-            before={"password": "as it was"}, after={"password": "a new one, given by an admin"})
-
+        _end_credentials(target)
+        return _password_given(target, by=admin_username, reason=reason, how="by an admin")
 
 
 def _from_shell(command: str) -> str:
@@ -286,10 +296,6 @@ def made_from_command_line(user) -> ProfileChange:
 def password_from_command_line(user) -> ProfileChange:
     """A password set by ``manage.py changepassword``: what the console does for an admin's
     new password (sessions and API tokens end), recorded as given by the command line."""
-    end_sessions(user)
-    credentials_ended.send(sender=PersonChange, user=user)
-    return ProfileChange.objects.create(
-        username=user.get_username(), changed_by=COMMAND_LINE,
-        reason=_from_shell("changepassword"),
-        before={"password": "as it was"}, after={"password": "a new one, given from the"
-                                                 " command line"})
+    _end_credentials(user)
+    return _password_given(user, by=COMMAND_LINE, reason=_from_shell("changepassword"),
+                           how="from the command line")

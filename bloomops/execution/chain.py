@@ -281,6 +281,5 @@ def key_chains(tenant: str | None) -> int:
         raise ValueError(f"{len(late)} record(s) written after the seal key carry no keyed"
                          f" seal (first {late[0]}): re-sealed outside bloomops")
     for row in rows:
-        sealed = with_keyed_seal(row["entry"])
-        save_record_seal(row["uid"], CHAIN, {k: sealed[k] for k in (*row["entry"], *KEYED)})
+        save_record_seal(row["uid"], CHAIN, with_keyed_seal(row["entry"]))
     return len(rows)

@@ -165,6 +165,8 @@ class Verdict:
 # explained by a later action (a hold's code decides whether releasing it needs a second person).
 _IMMUTABLE = {"holds": ("hold_code", "reason", "placed_at", "placed_by_lookup_euid",
                         "subject_lookup_euid", "state_before_hold")}
+
+
 def _entry_id(section: str, entry: Any) -> str:
     if not isinstance(entry, dict):
         return short(entry)

@@ -35,10 +35,10 @@ def total_of(rows: list[dict[str, Any]]) -> int:
 
 
 def text_found(*fields: str) -> str:
-    """The workbench's free-text filter (``%(text)s``, lower case; NULL: none) over a row's
+    """The workbench's free-text filter (``%(text)s``, any case; NULL: none) over a row's
     fields, in SQL, so it finds what a page's limit would have cut off."""
     return (f"(%(text)s::text IS NULL OR strpos(lower(concat_ws(' ', {', '.join(fields)})),"
-            " %(text)s) > 0)")
+            " lower(%(text)s)) > 0)")
 
 
 def tenant_parent(child: str, rel: str, alias: str) -> str:

@@ -95,7 +95,7 @@ def failures(*, queue_key: str | None = None, error_class: str | None = None,
     text), newest failure first; with ``counted`` each with ``total``. One query."""
     return fetch_all(_listed(counted), read_params(None, tenant, queue_key=queue_key,
                                           error_class=error_class, kind=kind, limit=limit,
-                                          text=text.lower() if text else None))
+                                          text=text or None))
 
 
 def failure_counts(*, queue_key: str | None = None, tenant: str | None = None
@@ -128,27 +128,20 @@ def group_failures(rows: list[dict[str, Any]], *, messages: int = 3,
     """Rows of ``failures`` (newest first) grouped by queue and error class, the largest
     group first; with ``counts`` (``failure_counts``), the groups, their sizes and their
     messages are those of every failing subject, whatever the list shows. No queries."""
+    if counts is None:  # each listed row a count of one
+        counts = [{"queue_key": r["queue_key"], "error_class": r["error_class"],
+                   "kind": r["kind"], "n": 1, "latest_at": r["failed_at"],
+                   "messages": [r["error_message"]]} for r in rows]
     groups: dict[tuple[str, str], FailureGroup] = {}
-    if counts is not None:
-        for c in counts:
-            key = (c["queue_key"] or "", c["error_class"] or "")
-            group = groups.setdefault(key, FailureGroup(*key, latest_at=c["latest_at"]))
-            group.latest_at = max(filter(None, (group.latest_at, c["latest_at"])), default=None)
-            if c["kind"] == RETRYING:
-                group.retrying += int(c["n"])
-            else:
-                group.failed += int(c["n"])
-            _said(group, c.get("messages") or [], messages)
-    for row in rows:
-        key = (row["queue_key"] or "", row["error_class"] or "")
-        group = groups.setdefault(key, FailureGroup(*key, latest_at=row["failed_at"]))
-        if counts is None:
-            if row["kind"] == RETRYING:
-                group.retrying += 1
-            else:
-                group.failed += 1
-        if counts is None:  # with counts, the messages are every failure's, not the list's
-            _said(group, [row["error_message"]], messages)
+    for c in counts:
+        key = (c["queue_key"] or "", c["error_class"] or "")
+        group = groups.setdefault(key, FailureGroup(*key, latest_at=c["latest_at"]))
+        group.latest_at = max(filter(None, (group.latest_at, c["latest_at"])), default=None)
+        if c["kind"] == RETRYING:
+            group.retrying += int(c["n"])
+        else:
+            group.failed += int(c["n"])
+        _said(group, c.get("messages") or [], messages)
     return sorted(groups.values(), key=lambda g: (-g.total, g.queue_key, g.error_class))
 
 

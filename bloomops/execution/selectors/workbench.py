@@ -47,7 +47,7 @@ def dead_letters(*, tenant: str | None = None, resolution: str | None = "OPEN",
         ORDER BY d.uid DESC LIMIT %(limit)s OFFSET %(offset)s
         """,
         read_params(None, tenant, resolution=resolution, queue_key=queue_key, limit=limit,
-                    offset=offset, text=text.lower() if text else None),
+                    offset=offset, text=text or None),
     )
 
 
@@ -94,6 +94,6 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
         """,
         read_params(None, tenant, queue_key=queue_key, ended=ended, code=code,
                     placed_by=[p.lower() for p in placed_by] if placed_by else None,
-                    since=ts(since) if since else None, text=text.lower() if text else None,
+                    since=ts(since) if since else None, text=text or None,
                     limit=limit),
     )
