@@ -12,6 +12,7 @@ from bloomops.execution.errors import HTTP_STATUS, ActionError
 from bloomops.execution.executor import ActionRequest, Actor, execute
 from bloomops.execution.objects import load, save_props
 from tests import test_bench_rules as bench_rules
+from tests import test_service_bounds as service_bounds
 from tests.approval_support import decide, integrity_held, person, request_release
 from tests.engine import (
     SERVICE,
@@ -588,6 +589,8 @@ SCENARIOS["VALIDATION_ERROR"] += [
     s_validation_drain_without_reason, s_validation_disable_blank_reason,
     s_validation_unknown_hold_code]
 SCENARIOS["FORBIDDEN"] += [bench_rules.s_forbidden_human_cancels]
+SCENARIOS["OUTSIDE_PROFILE"] = [service_bounds.s_outside_profile_register,
+                                service_bounds.s_outside_profile_claim]
 SCENARIOS["NEXT_QUEUE_NOT_ALLOWED"] = [bench_rules.s_next_queue_not_allowed,
                                       bench_rules.s_retry_elsewhere_not_allowed]
 CASES = [(code, fn) for code, fns in SCENARIOS.items() for fn in fns]

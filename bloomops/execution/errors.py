@@ -22,6 +22,7 @@ HTTP_STATUS: dict[str, int] = {
     "WORKER_NOT_ELIGIBLE": 409,
     "MAX_LEASES_REACHED": 409,
     "WORKER_LIMIT_REACHED": 409,
+    "OUTSIDE_PROFILE": 403,
     "QUEUE_DISABLED": 409,
     "SUBJECT_HELD": 409,
     "HOLD_NOT_ACTIVE": 409,
@@ -73,6 +74,8 @@ PLAIN: dict[str, str] = {
     "MAX_LEASES_REACHED": "The worker already holds as many leases as it may.",
     "WORKER_LIMIT_REACHED": "This account already has as many workers as one account may"
                             " register: retire those no longer used.",
+    "OUTSIDE_PROFILE": "The worker's capabilities, scopes or lease limit reach past what its"
+                       " account's profile allows.",
     "QUEUE_DISABLED": "The queue is disabled.",
     "SUBJECT_HELD": "The subject is on hold; only release of the hold or cancel is allowed.",
     "HOLD_NOT_ACTIVE": "The hold is not active.",

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from bloomops.accounts.models import LIST_FIELDS, PersonProfile
+from bloomops.accounts.models import LIST_FIELDS, SCOPE_FIELDS, PersonProfile
 from bloomops.accounts.roles import ALL_ROLES, Role
 
 HUMAN_KEY_PREFIX = "human://"
@@ -157,3 +157,43 @@ def rostered_people() -> list[RosteredPerson]:
             username=username, display_name=name or username,
             profile=effective_profile(username, frozenset(row["roles"]), stored)))
     return out
+
+
+def account_bounds(username: str) -> dict | None:
+    """The profile bounding the SERVICE and INSTRUMENT_ADAPTER workers an account registers
+    (RULES.md#service-workers): the account's stored profile; None when it has none (its
+    workers are bounded by its role alone) or is an admin. One query."""
+    stored = (PersonProfile.objects.filter(user__username=username)
+              .exclude(user__is_superuser=True).exclude(user__groups__name=Role.ADMIN)
+              .first())
+    return stored.worker_fields() if stored is not None else None
+
+
+def beyond_bounds(worker: dict, bounds: dict) -> list[tuple[str, str]]:
+    """(field, what) for each way a worker's capabilities, scopes or lease limit reach past
+    its account's profile: a capability the profile lacks, a scope value outside the
+    profile's or an empty scope (any) where the profile names some, a larger lease limit."""
+    out: list[tuple[str, str]] = []
+    extra = [c for c in worker.get("capabilities") or [] if c not in bounds["capabilities"]]
+    if extra:
+        out.append(("capabilities", f"capabilities {', '.join(extra)}"))
+    for name in SCOPE_FIELDS:
+        allowed, own = bounds[name], worker.get(name) or []
+        word = name.removesuffix("_scope")
+        if allowed and not own:
+            out.append((name, f"every {word} (an empty {name})"))
+        elif allowed and (extra := [v for v in own if v not in allowed]):
+            out.append((name, f"{word} {', '.join(extra)}"))
+    limit = worker.get("max_concurrent_leases")
+    if isinstance(limit, int) and limit > bounds["max_concurrent_leases"]:
+        out.append(("max_concurrent_leases", f"a lease limit of {limit}"))
+    return out
+
+
+def bounds_said(bounds: dict) -> str:
+    """An account's profile as a refusal states what it allows."""
+    scopes = "; ".join(f"{name.removesuffix('_scope')}s {', '.join(bounds[name])}"
+                       for name in SCOPE_FIELDS if bounds[name])
+    return (f"capabilities {', '.join(bounds['capabilities']) or '(none)'}"
+            f"{'; ' + scopes if scopes else ''}; at most {bounds['max_concurrent_leases']}"
+            " leases")

@@ -18,6 +18,7 @@ from bloomops.execution.actions.steps import (
     queue_obj,
     queue_or_refuse,
 )
+from bloomops.execution.actions.workers import refuse_beyond_bounds
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
@@ -27,7 +28,11 @@ from bloomops.execution.objects import (
     load,
     save_props,
 )
-from bloomops.execution.people import current_profile, username_of_human_key
+from bloomops.execution.people import (
+    account_bounds,
+    current_profile,
+    username_of_human_key,
+)
 from bloomops.execution.policy import (
     eligibility_problems,
     liveness,
@@ -104,6 +109,9 @@ class ClaimQueueItem(Handler):
             # The person's profile as it is now decides (RULES.md#human-workers), not the one
             # stored at their last action: a revoked capability allows no further claim.
             worker.props = {**worker.props, **current_profile(person)}
+        else:
+            owner = worker.props.get("owner_username") or ""
+            refuse_beyond_bounds(worker.props, owner, account_bounds(owner), registered=True)
         problem = worker_status_problem(worker.props)
         if problem:
             raise ActionError("WORKER_UNAVAILABLE", problem, worker_euid=worker.euid)

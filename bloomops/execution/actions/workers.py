@@ -39,10 +39,14 @@ from bloomops.execution.objects import (
 from bloomops.execution.people import (
     HUMAN_KEY_PREFIX,
     PROFILE_FIELDS,
+    account_bounds,
+    beyond_bounds,
+    bounds_said,
     current_profile,
     human_worker_key,
     username_of_human_key,
 )
+from bloomops.execution.policy import readable_worker
 from bloomops.execution.states import (
     STOPPED_WORKER_STATUSES,
     WorkerStatus,
@@ -77,6 +81,22 @@ def _refuse_past_the_limit(ctx: Context) -> None:
         raise ActionError("WORKER_LIMIT_REACHED", f"{owner} has {held} workers not retired,"
                           f" as many as one account may register ({limit}): retire those no"
                           " longer used.", limit=limit)
+
+
+def refuse_beyond_bounds(worker: dict, owner: str, bounds: dict | None, *,
+                         registered: bool) -> None:
+    """OUTSIDE_PROFILE when a service account's worker reaches past the account's profile
+    (RULES.md#service-workers): at registration, for what it asks; at a claim, for what it
+    was registered with before an admin narrowed the profile."""
+    beyond = beyond_bounds(readable_worker(worker), bounds) if bounds else []
+    if not beyond:
+        return
+    asks = "; ".join(what for _, what in beyond)
+    when = ("This worker was registered with" if registered else "This worker asks for")
+    again = " Register it again within the profile." if registered else ""
+    raise ActionError("OUTSIDE_PROFILE", f"{when} {asks}, beyond what {owner}'s profile allows"
+                      f" ({bounds_said(bounds)}).{again}", field=beyond[0][0],
+                      account=owner)
 
 
 class RegisterWorker(Handler):
@@ -171,6 +191,13 @@ class RegisterWorker(Handler):
             for name in PROFILE_FIELDS:
                 if p.get(name) is not None:
                     fields[name] = p[name]
+            owner = worker.props.get("owner_username") if worker else ctx.actor.username
+            bounds = account_bounds(owner or "")
+            if bounds and worker is None:
+                # what the request leaves out, a new worker takes from the profile
+                fields.update({k: v for k, v in bounds.items() if k not in fields})
+            refuse_beyond_bounds({**(worker.props if worker else {}), **fields}, owner or "",
+                                 bounds, registered=False)
         if worker is None:
             props = template_defaults(WORKER_CODE)
             props.update(fields)

@@ -141,9 +141,12 @@ def people_list(request: HttpRequest) -> HttpResponse:
     rows = []
     for u in users:
         roles = stored_roles(u)
-        # a profile works only at the bench: the rostered are worker_human (people.rostered_people)
-        rows.append({"user": u, "roles": sorted(roles), "own": hasattr(u, "worker_profile"),
-                     "bench": Role.WORKER_HUMAN in roles,
+        # a profile works at the bench (the rostered are worker_human,
+        # people.rostered_people) and, an own one, as a service account's bounds
+        own = hasattr(u, "worker_profile")
+        service = Role.WORKER_SERVICE in roles and Role.ADMIN not in roles
+        rows.append({"user": u, "roles": sorted(roles), "own": own, "service": service,
+                     "bounded": service and own, "bench": Role.WORKER_HUMAN in roles,
                      "profile": people.effective_profile(u.get_username(), roles,
                                                          getattr(u, "worker_profile", None))})
     return render(request, "web/people.html", {"rows": rows, "new": form}, status=status)
@@ -194,6 +197,9 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
             if name in named else []) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
         "at_bench": Role.WORKER_HUMAN in stored_roles(target),
+        # a worker_service account's profile bounds its workers (RULES.md#service-workers)
+        "service": Role.WORKER_SERVICE in stored_roles(target)
+        and Role.ADMIN not in stored_roles(target),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
 
