@@ -138,6 +138,15 @@ def action_spec(action_key: str) -> ActionSpec:
     )
 
 
+def action_name(action_key: str) -> str | None:
+    """What was done, in the words of the action's definition ("Place hold"); None for an
+    action bloomops does not know (another writer's)."""
+    try:
+        return action_spec(action_key).name
+    except ActionError:
+        return None
+
+
 def ensure_role(roles: frozenset[str], spec: ActionSpec) -> None:
     """RULES.md#roles: the caller needs one of the roles the action allows."""
     if not (roles & spec.allowed_roles):

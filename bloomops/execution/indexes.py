@@ -202,6 +202,16 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_action_idempotency ON generic_instance
         (tenant_id, subtype, (json_addl->>'idempotency_key'))
         WHERE NOT is_deleted AND type = 'execution_queue'""",
+    # Who did what in a period (selectors.activity, the Activity screen and its export): the
+    # action records of a period, and of one person in it, without reading the lab's years.
+    "bloomops_action_when": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_when ON generic_instance
+        (tenant_id, (json_addl->>'executed_at') COLLATE "C")
+        WHERE NOT is_deleted AND type = 'execution_queue'""",
+    "bloomops_action_by": """
+        CREATE INDEX IF NOT EXISTS bloomops_action_by ON generic_instance
+        (tenant_id, lower(json_addl->>'executed_by'), (json_addl->>'executed_at') COLLATE "C")
+        WHERE NOT is_deleted AND type = 'execution_queue'""",
     # The hash chain (RULES.md#evidence): the previous action record on the same target.
     "bloomops_action_chain": """
         CREATE INDEX IF NOT EXISTS bloomops_action_chain ON generic_instance

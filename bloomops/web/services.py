@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString
 
 from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.outputs import routed_output
-from bloomops.execution.context import action_spec
+from bloomops.execution.context import action_name
 from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
@@ -149,10 +149,7 @@ def last_change(euid: str) -> str:
     row = selectors.last_action(euid)
     if row is None:
         return ""
-    try:
-        name = action_spec(row["action_key"]).name
-    except ActionError:  # another writer's action
-        name = row["action_key"]
+    name = action_name(row["action_key"]) or row["action_key"]  # or another writer's
     moment = parse_ts_or_none(row["executed_at"])
     why = f": \u201c{row['reason']}\u201d" if row.get("reason") else ""
     return (f" Last change: {name.lower()} by {row['executed_by'] or 'someone'}"

@@ -6,6 +6,7 @@ clock."""
 
 from __future__ import annotations
 
+from bloomops.execution.selectors.activity import activity
 from bloomops.execution.selectors.approvals import (
     ApprovalRow,
     Waiting,
@@ -86,7 +87,8 @@ __all__ = [
     "Coverage", "Overview", "overview",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
-    "action_history", "last_action", "active_holds", "holds", "audit_trail", "dead_letters",
+    "action_history", "activity", "last_action", "active_holds", "holds", "audit_trail",
+    "dead_letters",
     "display_name", "queue_called", "filters_sql",
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",

@@ -6,6 +6,7 @@ comes back in plain words; FORBIDDEN comes back as a 403 page, whatever the page
 
 from __future__ import annotations
 
+from bloomops.web.views.activity import activity, activity_export
 from bloomops.web.views.admin import (
     admin_tools,
     expire_lease,
@@ -31,7 +32,7 @@ from bloomops.web.views.bench import (
     scan,
 )
 from bloomops.web.views.failures import completions, failures, failures_bulk
-from bloomops.web.views.holds import hold_search
+from bloomops.web.views.holds import hold_export, hold_search
 from bloomops.web.views.intake import (
     intake,
     intake_confirm,
@@ -77,4 +78,4 @@ __all__ = [
     "worker_dashboard", "worker_status",
 ]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
-__all__ += ["hold_search", "completions"]
+__all__ += ["hold_search", "hold_export", "activity", "activity_export", "completions"]

@@ -4,6 +4,7 @@ CONTAMINATION last month", "every hold I placed last week"). Reads only."""
 
 from __future__ import annotations
 
+import csv
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -16,18 +17,20 @@ from django.views.decorators.http import require_GET
 from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import hold_codes
-from bloomops.web.views.common import reader
+from bloomops.web.spreadsheets import csv_cell, csv_response
+from bloomops.web.templatetags.bloomops_ui import person
+from bloomops.web.views.common import EXPORT_LIMIT, reader
 
 # How far back a search reaches, by its choice on the form ("today": since midnight where
-# the reader is, see _midnight).
+# the reader is, see local_midnight).
 SINCE = {"today": None, "1d": timedelta(days=1), "7d": timedelta(days=7),
          "30d": timedelta(days=30), "365d": timedelta(days=365), "all": None}
 SHOWN = 500
 
 
-def _people(text: str | None) -> list[str] | None:
-    """The usernames a "placed by" text means: itself, and the people whose name has every
-    word of it ("Quinn", "quinn okafor" find qa): holds record usernames, people read names."""
+def usernames_meant(text: str | None) -> list[str] | None:
+    """The usernames a "by" text means: itself, and the people whose name has every word of
+    it ("Quinn", "quinn okafor" find qa): records keep usernames, people read names."""
     if not text:
         return None
     words = text.split()
@@ -37,7 +40,7 @@ def _people(text: str | None) -> list[str] | None:
     return [text, *named.values_list("username", flat=True)]
 
 
-def _midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
+def local_midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
     """The last midnight in the reader's time zone (the IANA name their browser gives,
     static/js/bloomops.js), and the zone's name; UTC when none or no such zone is named.
     "Today" is the reader's day: a QA lead in Honolulu and one in Berlin mean different
@@ -47,9 +50,8 @@ def _midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
     return local.replace(hour=0, minute=0, second=0, microsecond=0), name
 
 
-@require_GET
-@reader
-def hold_search(request: HttpRequest) -> HttpResponse:
+def _search(request: HttpRequest, limit: int) -> dict:
+    """The search the form's fields ask for, with what it found (up to ``limit``)."""
     code = request.GET.get("code", "").strip()[:100] or None
     placed_by = request.GET.get("by", "").strip()[:150] or None
     since_key = request.GET.get("since", "30d")
@@ -57,16 +59,62 @@ def hold_search(request: HttpRequest) -> HttpResponse:
         since_key = "30d"
     ended = request.GET.get("status", "any") != "active"
     span, now = SINCE[since_key], clock.now()
-    since, zone = (_midnight(now, request.GET.get("tz", "")[:64]) if since_key == "today"
+    since, zone = (local_midnight(now, request.GET.get("tz", "")[:64]) if since_key == "today"
                    else (now - span if span else None, None))
-    found = selectors.holds(ended=ended, code=code, placed_by=_people(placed_by),
-                            since=since, limit=SHOWN + 1)
+    found = selectors.holds(ended=ended, code=code, placed_by=usernames_meant(placed_by),
+                            since=since, limit=limit)
+    return {"found": found, "code": code, "by": placed_by, "since_key": since_key,
+            "ended": ended, "since": since, "zone": zone}
+
+
+@require_GET
+@reader
+def hold_search(request: HttpRequest) -> HttpResponse:
+    search = _search(request, SHOWN + 1)
+    found, code, since, zone = (search["found"], search["code"], search["since"],
+                                search["zone"])
     return render(request, "web/holds.html", {
         "found": found[:SHOWN], "more": len(found) > SHOWN,
         "names": hold_people(found[:SHOWN]),
         "codes": sorted(set(hold_codes()) | ({code} if code else set())),
-        "code": code or "", "by": placed_by or "", "since": since_key, "ended": ended,
-        "sinces": list(SINCE), "zone": zone,
+        "code": code or "", "by": search["by"] or "", "since": search["since_key"],
+        "ended": search["ended"], "sinces": list(SINCE), "zone": zone,
         # the reader's date, written here: the template's date filter would show it in UTC
         "day": since.strftime("%Y-%m-%d") if zone and since else None,
+        "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT,
     })
+
+
+# The columns of a holds export, each a field of the hold as stored (times in UTC).
+EXPORT_COLUMNS = (
+    ("hold_euid", None), ("subject_euid", None), ("subject_name", None),
+    ("subject_state_now", None), ("queue", "queue_lookup_key"), ("hold_code", "hold_code"),
+    ("status", "status"), ("placed_at_utc", "placed_at"),
+    ("placed_by", "placed_by_lookup_euid"), ("reason", "reason"),
+    ("ended_at_utc", "released_at"), ("ended_by", "released_by_lookup_euid"),
+    ("end_reason", "release_reason"))
+
+
+@require_GET
+@reader
+def hold_export(request: HttpRequest) -> HttpResponse:
+    """The search as a spreadsheet, every match up to EXPORT_LIMIT, people by their names
+    and usernames as the screen shows them: what QA hands an auditor."""
+    found = _search(request, EXPORT_LIMIT + 1)["found"]
+    names = hold_people(found[:EXPORT_LIMIT])
+    response = csv_response(f"holds-{clock.now():%Y%m%d-%H%M}.csv")
+    out = csv.writer(response)
+    out.writerow([name for name, _ in EXPORT_COLUMNS])
+    for h in found[:EXPORT_LIMIT]:
+        row = {"hold_euid": h["euid"], "subject_euid": h["subject_euid"],
+               "subject_name": h["subject_name"], "subject_state_now": h["subject_state"]}
+        for name, field in EXPORT_COLUMNS:
+            if field is not None:
+                value = h["props"].get(field)
+                row[name] = (person(value, names) if field.endswith("by_lookup_euid")
+                             and isinstance(value, str) else value)
+        out.writerow([csv_cell(row[name]) for name, _ in EXPORT_COLUMNS])
+    if len(found) > EXPORT_LIMIT:
+        out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} holds: narrow the search"
+                               " to export the rest")])
+    return response

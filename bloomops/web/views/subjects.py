@@ -17,7 +17,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.chain import subject_chain_breaks
-from bloomops.execution.context import Actor, action_spec
+from bloomops.execution.context import Actor, action_name
 from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.evidence import CHECKS, verify_bundle
 from bloomops.execution.executor import ActionResult
@@ -73,7 +73,7 @@ def _not_a_subject(request: HttpRequest, label: str, meant: list[dict]) -> HttpR
     found = None if meant else selectors.engine_object(label)
     if found:
         kind = (found["type"], found["subtype"])
-        action = _action_name(found["subtype"]) if found["type"] == "execution_queue" else None
+        action = action_name(found["subtype"]) if found["type"] == "execution_queue" else None
         found["words"] = OBJECT_WORDS.get(kind) or (
             f"the record of an action ({action}, {found['subtype']})" if action
             else f"an object of type {found['type']}/{found['subtype']}")
@@ -275,13 +275,6 @@ def _named(actions: list[dict]) -> list[dict]:
     those."""
     now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
     return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
-             "what": _action_name(a["action_key"])} for a in actions]
+             "what": action_name(a["action_key"])} for a in actions]
 
 
-def _action_name(action_key: str) -> str | None:
-    """What was done, in the words of the action's definition ("Place hold"); None for an
-    action bloomops does not know (another writer's)."""
-    try:
-        return action_spec(action_key).name
-    except ActionError:
-        return None

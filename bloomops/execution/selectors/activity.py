@@ -1,0 +1,48 @@
+"""Who did what, when: the action records of a period (RULES.md#evidence), by person, action
+and queue. What QA answers an auditor with ("everything Quinn did in October", "every
+requeue last week"); each record is the sealed one a subject's evidence bundle holds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bloomops.execution.envelope import ts
+from bloomops.execution.selectors.base import read_params
+from bloomops.tapdb.db import fetch_all
+
+# An action record's instant as the executor wrote it (envelope.ts: fixed-width UTC text),
+# compared bytewise as the period indexes hold it (execution/indexes.py).
+EXECUTED_AT = "(a.json_addl->>'executed_at') COLLATE \"C\""
+
+
+def activity(*, tenant: str | None = None, people: list[str] | None = None,
+             action_key: str | None = None, queue_key: str | None = None,
+             since: datetime | None = None, until: datetime | None = None,
+             limit: int = 500) -> list[dict[str, Any]]:
+    """Action records executed in [since, until), newest first; by any of ``people``
+    (usernames, in any case), one action, one queue. One query."""
+    return fetch_all(
+        f"""
+        SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_at' AS executed_at,
+               a.json_addl->>'executed_by' AS executed_by,
+               a.json_addl->>'subject_lookup_euid' AS subject_euid,
+               a.json_addl->>'queue_lookup_key' AS queue_key,
+               a.json_addl->>'target_euid' AS target_euid,
+               a.json_addl->>'reason' AS reason,
+               a.json_addl->'result'->>'state' AS state_after
+        FROM generic_instance a
+        WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted
+          AND (%(people)s::text[] IS NULL
+               OR lower(a.json_addl->>'executed_by') = ANY(%(people)s::text[]))
+          AND (%(action)s::text IS NULL OR a.subtype = %(action)s)
+          AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
+          AND (%(since)s::text IS NULL OR {EXECUTED_AT} >= %(since)s)
+          AND (%(until)s::text IS NULL OR {EXECUTED_AT} < %(until)s)
+        ORDER BY {EXECUTED_AT} DESC, a.uid DESC LIMIT %(limit)s
+        """,
+        read_params(None, tenant, people=[p.lower() for p in people] if people else None,
+                    action=action_key, queue=queue_key,
+                    since=ts(since) if since else None, until=ts(until) if until else None,
+                    limit=limit),
+    )

@@ -1,0 +1,103 @@
+"""Activity (operators and admins): who did what, when, from the sealed action records, by
+person, action, queue and period, on screen and as a spreadsheet (RULES.md#evidence). What QA
+answers an auditor with: "everything Quinn did in October", "every requeue last week".
+Reads only."""
+
+from __future__ import annotations
+
+import csv
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from bloomops.accounts.signatures import display_names
+from bloomops.execution import clock, selectors
+from bloomops.execution.actions import ACTIONS
+from bloomops.execution.context import action_name
+from bloomops.web.spreadsheets import csv_cell, csv_response
+from bloomops.web.templatetags.bloomops_ui import person
+from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator
+from bloomops.web.views.holds import local_midnight, usernames_meant
+
+SHOWN = 500
+# A period a person leaves out: the week up to today, their own days.
+DEFAULT_DAYS = 7
+
+
+def _day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text.strip()[:10]) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def _search(request: HttpRequest, limit: int) -> dict:
+    """The search the form asks for: its period whole days (from the first day's midnight to
+    the end of the last) in the reader's time zone, as the holds' "today" is."""
+    get = request.GET
+    today, zone = local_midnight(clock.now(), get.get("tz", "")[:64])
+    problems = [f"{label} is not a date (YYYY-MM-DD): read as {default}."
+                for label, name, default in (("From", "from", "a week ago"),
+                                             ("To", "to", "today"))
+                if get.get(name, "").strip() and _day(get[name]) is None]
+    last = _day(get.get("to", "")) or today.date()
+    first = _day(get.get("from", "")) or last - timedelta(days=DEFAULT_DAYS - 1)
+    if first > last:
+        problems.append("From is after To: the two are swapped.")
+        first, last = last, first
+    tz = ZoneInfo(zone)
+    since = datetime.combine(first, time(0), tzinfo=tz)
+    until = datetime.combine(last + timedelta(days=1), time(0), tzinfo=tz)
+    by = get.get("by", "").strip()[:150]
+    action = get.get("action", "")
+    queue = get.get("queue", "").strip()[:200]
+    found = selectors.activity(
+        people=usernames_meant(by or None), action_key=action if action in ACTIONS else None,
+        queue_key=queue or None, since=since, until=until, limit=limit)
+    return {"found": found, "by": by, "action": action if action in ACTIONS else "",
+            "queue": queue, "first": first, "last": last, "zone": zone,
+            "problems": problems}
+
+
+def _rows(found: list[dict]) -> list[dict]:
+    names = display_names(r["executed_by"] for r in found)
+    return [{**r, "who": person(r["executed_by"], names),
+             "what": action_name(r["action_key"]) or r["action_key"]} for r in found]
+
+
+@require_GET
+def activity(request: HttpRequest) -> HttpResponse:
+    if not is_operator(request):
+        return forbidden(request, "Only operators and admins read the lab's activity.")
+    search = _search(request, SHOWN + 1)
+    return render(request, "web/activity.html", {
+        **search, "found": _rows(search["found"][:SHOWN]), "more": len(search["found"]) > SHOWN,
+        "actions": sorted((action_name(k) or k, k) for k in ACTIONS),
+        "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT})
+
+
+EXPORT_COLUMNS = ("executed_at_utc", "who", "action", "action_key", "subject_euid", "queue",
+                  "target_euid", "state_after", "reason", "action_record_euid")
+
+
+@require_GET
+def activity_export(request: HttpRequest) -> HttpResponse:
+    """The search as a spreadsheet, every record up to EXPORT_LIMIT, each with the EUID of
+    the sealed record an evidence bundle holds."""
+    if not is_operator(request):
+        return forbidden(request, "Only operators and admins read the lab's activity.")
+    search = _search(request, EXPORT_LIMIT + 1)
+    response = csv_response(f"activity-{search['first']}-{search['last']}.csv")
+    out = csv.writer(response)
+    out.writerow(EXPORT_COLUMNS)
+    for r in _rows(search["found"][:EXPORT_LIMIT]):
+        out.writerow([csv_cell(v) for v in (
+            r["executed_at"], r["who"], r["what"], r["action_key"], r["subject_euid"],
+            r["queue_key"], r["target_euid"], r["state_after"], r["reason"], r["euid"])])
+    if len(search["found"]) > EXPORT_LIMIT:
+        out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} records: narrow the search"
+                               " to export the rest")])
+    return response

@@ -1,0 +1,151 @@
+"""What QA hands an auditor (docs/RULES.md#evidence): the holds a search finds, and who did
+what in a period (the Activity screen), on screen and as spreadsheets. The period bundle had
+been a command an admin ran; a QA lead asked "everything Quinn did in October" had no screen
+to answer from."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+from django.contrib.auth.models import User
+
+from bloomops.execution import clock
+from bloomops.execution.envelope import parse_ts
+from tests.engine import act, actor, make_subject
+from tests.web_support import signed_in
+
+pytestmark = pytest.mark.django_db
+
+
+def _csv(response) -> list[list[str]]:
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    return list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+
+
+def _hold(subject: str, by: str, code: str, reason: str):
+    return act("place_execution_hold", actor("operator", username=by), subject_euid=subject,
+               expected_state="READY", payload={"hold_code": code, "reason": reason})
+
+
+# ---------------------------------------------------------------------- holds as a spreadsheet
+
+
+def test_the_holds_a_search_finds_download_as_the_screen_lists_them(client, lab):
+    User.objects.update_or_create(username="qa", defaults={"first_name": "Quinn",
+                                                         "last_name": "Okafor"})
+    tube, other = make_subject("q1", name="Tube 7"), make_subject("q1", name="Other")
+    placed = _hold(tube, "qa", "SAMPLE_QUALITY", "=HYPERLINK(\"http://x\")")
+    act("release_execution_hold", actor("operator", username="lead"), subject_euid=tube,
+        hold_euid=placed["hold_euid"], expected_state="HELD", payload={"reason": "respun"})
+    _hold(other, "lead", "LABEL_ISSUE", "smudged")
+    client = signed_in(client, lab["operator"])
+    page = client.get("/holds/?code=SAMPLE_QUALITY&since=7d").content.decode()
+    href = re.search(r'href="(/holds/export\.csv\?[^"]+)" id="hold-export"', page).group(1)
+    rows = _csv(client.get(href.replace("&amp;", "&")))
+    head, *found = rows
+    assert len(found) == 1  # the search's one hold, not the LABEL_ISSUE one
+    row = dict(zip(head, found[0], strict=True))
+    assert row["hold_euid"] == placed["hold_euid"] and row["subject_euid"] == tube
+    assert row["subject_name"] == "Tube 7" and row["hold_code"] == "SAMPLE_QUALITY"
+    assert row["placed_by"] == "Quinn Okafor (qa)" and row["ended_by"] == "lead"
+    assert row["end_reason"] == "respun" and row["status"] != "ACTIVE"
+    assert row["queue"] == "q1" and row["placed_at_utc"].endswith("Z")
+    assert row["reason"].startswith("'=")  # a spreadsheet keeps it as text, runs nothing
+
+
+def test_a_holds_export_past_its_limit_says_it_is_cut(client, lab, monkeypatch):
+    monkeypatch.setattr("bloomops.web.views.holds.EXPORT_LIMIT", 2)
+    for n in range(3):
+        _hold(make_subject("q1", name=f"T{n}"), "qa", "SAMPLE_QUALITY", f"r{n}")
+    rows = _csv(signed_in(client, lab["worker_human"]).get("/holds/export.csv?since=all"))
+    assert len(rows) == 1 + 2 + 1
+    assert rows[-1][0].startswith("# only the newest 2 holds")
+
+
+# ---------------------------------------------------------------------- who did what, when
+
+
+def _october(client_user, client, query: str) -> tuple[list[str], str]:
+    html = signed_in(client, client_user).get(f"/activity/?{query}").content.decode()
+    count = html.split('<p id="activity-count">')[1].split("</p>")[0]
+    return re.findall(r'<tr data-action="([^"]+)">', html), count
+
+
+@pytest.fixture
+def october(lab):
+    """Quinn's and Lee's actions through October (UTC), and one on the 1st of November."""
+    User.objects.update_or_create(username="qa", defaults={"first_name": "Quinn",
+                                                         "last_name": "Okafor"})
+    done = {}
+    for moment, by, name in (("2026-09-30T23:30:00Z", "qa", "september"),
+                             ("2026-10-02T09:00:00Z", "qa", "early"),
+                             ("2026-10-20T14:00:00Z", "lead", "lee"),
+                             ("2026-10-31T23:30:00Z", "qa", "late"),
+                             ("2026-11-01T08:00:00Z", "qa", "november")):
+        clock.freeze(parse_ts(moment))
+        subject = make_subject("q1", name=name)
+        done[name] = (subject, _hold(subject, by, "SAMPLE_QUALITY", f"held {name}"))
+    clock.freeze(parse_ts("2026-11-26T10:00:00Z"))
+    return done
+
+
+def _record_of(hold) -> str:
+    return hold.action_euid
+
+
+def test_qa_finds_everything_one_person_did_in_a_month(client, lab, october):
+    found, count = _october(lab["operator"], client,
+                            "by=quinn&from=2026-10-01&to=2026-10-31&tz=UTC")
+    assert found == [_record_of(october["late"][1]), _record_of(october["early"][1])]
+    assert "2 actions from 2026-10-01 to 2026-10-31, whole days in UTC" in count
+    # the reader's own days: 23:30 UTC on 30 September is 1 October in Berlin, and
+    # 22:30 UTC on 31 October is 1 November there
+    found, _ = _october(lab["operator"], client,
+                        "by=qa&from=2026-10-01&to=2026-10-31&tz=Europe/Berlin")
+    assert found == [_record_of(october["early"][1]), _record_of(october["september"][1])]
+    # everyone's, narrowed by action; the subject and the why are on the row
+    html = signed_in(client, lab["operator"]).get(
+        "/activity/?action=place_execution_hold&from=2026-10-20&to=2026-10-20&tz=UTC"
+    ).content.decode()
+    row = html.split(f'data-action="{_record_of(october["lee"][1])}"')[1].split("</tr>")[0]
+    assert "Place hold" in row and "held lee" in row and october["lee"][0] in row
+
+
+def test_activity_downloads_with_the_sealed_records_euids(client, lab, october):
+    client = signed_in(client, lab["operator"])
+    rows = _csv(client.get("/activity/export.csv?by=qa&from=2026-10-01&to=2026-10-31&tz=UTC"))
+    head, *found = rows
+    assert [dict(zip(head, r, strict=True))["action_record_euid"] for r in found] == [
+        _record_of(october["late"][1]), _record_of(october["early"][1])]
+    first = dict(zip(head, found[0], strict=True))
+    assert first["who"] == "Quinn Okafor (qa)" and first["action"] == "Place hold"
+    assert first["subject_euid"] == october["late"][0] and first["reason"] == "held late"
+    assert first["executed_at_utc"].startswith("2026-10-31T23:30:00")
+    assert first["state_after"] == "HELD" and first["queue"] == "q1"
+
+
+def test_a_period_people_mistype_is_said_and_read_sensibly(client, lab, october):
+    found, _ = _october(lab["operator"], client, "by=qa&from=2026-10-31&to=2026-10-01&tz=UTC")
+    assert len(found) == 2  # swapped, and said so
+    html = signed_in(client, lab["operator"]).get(
+        "/activity/?from=October&to=2026-11-01&tz=UTC").content.decode()
+    assert "From is not a date (YYYY-MM-DD): read as a week ago." in html
+    assert "from 2026-10-26 to 2026-11-01" in html
+    # no period: the week up to today, in the reader's days
+    html = signed_in(client, lab["operator"]).get("/activity/?tz=UTC").content.decode()
+    assert "from 2026-11-20 to 2026-11-26" in html
+    for hostile in ("action=drop_table", "queue=%00", "by=" + "x" * 5000, "tz=Mars/Base"):
+        assert signed_in(client, lab["operator"]).get(f"/activity/?{hostile}").status_code in (
+            200, 400)
+
+
+@pytest.mark.parametrize("role", ["worker_human", "worker_service"])
+def test_only_operators_and_admins_read_the_labs_activity(client, lab, october, role):
+    client = signed_in(client, lab[role])
+    assert client.get("/activity/").status_code == 403
+    assert client.get("/activity/export.csv?from=2026-10-01&to=2026-10-31").status_code == 403
+    assert signed_in(client, lab["admin"]).get("/activity/").status_code == 200
