@@ -175,7 +175,7 @@ def screens(site: str, subject: str) -> list[str]:
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
             "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
             "/settings/new-queue/", "/failures/", "/approvals/", "/holds/?since=all",
-            "/completions/"]
+            "/completions/", "/activity/"]
 
 
 @pytest.mark.parametrize("width", [768, 375])
