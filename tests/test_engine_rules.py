@@ -321,3 +321,23 @@ def test_claim_path_with_and_without_prepared_statements(tenant, settings, prepa
     assert claim(svc, worker)["subject_euid"] == subject
     names = {r["name"] for r in fetch_all("SELECT name FROM pg_prepared_statements")}
     assert any(n.startswith("bloomops_claim_candidate_") for n in names) is prepared
+
+
+@pytest.mark.django_db
+def test_a_completion_goes_where_it_names_and_the_default_is_never_supplied(tenant):
+    """RULES.md#queue-configuration: the default next queue is the flow's next step as the
+    bench and the built-in workers offer it; a completion naming none finishes the work,
+    as the request says, and one naming the next queue routes there."""
+    svc = actor(*SERVICE)
+    make_queue("q1", default_next_queue_key="q2")
+    make_queue("q2")
+    finished, routed = make_subject("q1"), make_subject("q1")
+    worker = register(svc)
+    for subject, named in ((finished, {}), (routed, {"next_queue_key": "q2"})):
+        lease = claim(svc, worker, subject_euid=None)
+        assert lease["subject_euid"] == subject
+        act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+            worker_euid=worker, expected_state="READY", payload=named)
+    assert (envelope(finished)["state"], envelope(finished)["next_queue_key"]) == (
+        "COMPLETED", None)
+    assert (envelope(routed)["state"], envelope(routed)["next_queue_key"]) == ("READY", "q2")

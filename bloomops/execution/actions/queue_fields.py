@@ -76,7 +76,10 @@ HELP = {
     "max_attempts_default": "Attempts before a retryable failure becomes terminal (1 to 100).",
     "retry_policy": "Backoff after a retryable failure: initial delay, factor, cap, jitter.",
     "straggler_threshold_seconds": "Flag the queue when its oldest item waits longer.",
-    "default_next_queue_key": "Where a completed subject goes when the worker names none.",
+    "default_next_queue_key": "The flow's next queue: the bench offers it first and the"
+                              " built-in workers send completed work there. A completion"
+                              " through the API goes where it names; naming none finishes"
+                              " the work.",
     "next_queue_keys": "Other queues a completed subject may move to besides the default next"
                        " queue; when set, completing to any other queue is refused (empty:"
                        " only the default).",
