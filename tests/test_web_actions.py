@@ -8,7 +8,7 @@ from django.contrib.messages import get_messages
 
 from bloomops.execution import clock, selectors
 from bloomops.web import services
-from tests.engine import act, actor, counts, envelope, make_queue, make_subject
+from tests.engine import act, actor, counts, envelope, make_queue, make_subject, register
 from tests.web_support import form_for, forms, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -485,6 +485,38 @@ def test_admin_drains_disables_and_enables_a_worker(client, lab):
         assert any(m.startswith(f"sci ({worker}) is now {status.lower()}: ")
                    for m in said(response)), said(response)
         assert selectors.workers(euid=worker)[0].props["status"] == status
+
+
+def test_admin_retires_a_disabled_service_worker_on_the_workers_page(client, lab):
+    """Retiring (for good: it frees the account's place under
+    BLOOMOPS_MAX_WORKERS_PER_ACCOUNT, whose refusal says "retire those no longer used") had
+    been a shell's job. It is offered once a service worker is disabled, never for a
+    person's own worker, and never again once retired."""
+
+    svc = register(actor("worker_service", username="svc"), "lab://old-robot")
+    human = services.ensure_my_worker(lab["worker_human"])
+    adm = actor("admin", username="adm")
+    for worker in (svc, human):
+        act("set_worker_status", adm, worker_euid=worker,
+            payload={"operation": "disable", "reason": "instrument sold"})
+    client = signed_in(client, lab["admin"])
+
+    def offered(worker: str) -> list[str]:
+        return [f["fields"].get("operation") for f in forms(client.get("/workers/").content
+                                                            .decode())
+                if f["action"] == f"/workers/{worker}/status/"]
+
+    assert offered(human) == ["enable"]
+    assert offered(svc) == ["enable", "retire"]
+    page = client.get("/workers/")
+    data = next(f["fields"] for f in forms(page.content.decode())
+                if f["action"] == f"/workers/{svc}/status/"
+                and f["fields"].get("operation") == "retire")
+    response = client.post(f"/workers/{svc}/status/", {**data, "reason": "instrument sold"})
+    assert any("is now retired: it is out of service for good." in m
+               for m in said(response)), said(response)
+    assert selectors.workers(euid=svc)[0].props["status"] == "RETIRED"
+    assert offered(svc) == []
 
 
 def test_a_disabled_human_worker_cannot_claim(client, lab):

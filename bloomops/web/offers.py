@@ -9,7 +9,7 @@ from typing import Any
 from bloomops.execution import selectors
 from bloomops.execution.approvals import gated_actions
 from bloomops.execution.context import action_spec
-from bloomops.execution.states import WorkerStatus
+from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web.bulk import BULK_ACTIONS
 
 # Per control (hold, release, requeue, cancel), the action it runs: the bulk verbs'.
@@ -24,13 +24,16 @@ def subject_states() -> dict[str, tuple[str, ...]]:
 
 def worker_operations(props: dict[str, Any]) -> list[str]:
     """The status operations a worker row offers: drain while it takes work, disable until
-    it is disabled, enable once it is draining or disabled; a retired worker none."""
+    it is disabled, enable once it is draining or disabled, retire a disabled service or
+    instrument worker (for good: it frees its account's place, RULES.md#leases); a retired
+    worker none. A person's own worker is never retired: it is theirs while they work here."""
     status = props.get("status")
     draining = status == WorkerStatus.DRAINING or bool(props.get("drain_requested"))
     if status == WorkerStatus.RETIRED:
         return []
     if status == WorkerStatus.DISABLED:
-        return ["enable"]
+        return ["enable"] + ([] if props.get("worker_type") == WorkerType.HUMAN_SESSION
+                             else ["retire"])
     if draining:
         return ["disable", "enable"]
     return ["drain", "disable"]
