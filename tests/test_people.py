@@ -578,3 +578,27 @@ def test_a_person_is_asked_to_change_the_password_an_admin_gave_them(client, use
     window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
     ProfileChange.objects.filter(username="newbie").update(changed_at=F("changed_at") - window)
     assert 'id="password-given"' not in person.get("/").content.decode()
+
+
+@pytest.mark.parametrize("change", [{"roles": ["operator"]}, {"is_active": ""}])
+def test_taking_a_person_from_the_bench_says_what_they_still_hold(client, users, change):
+    """An admin took a scientist's worker_human role (or sign-in) away and was not told the
+    two items they had claimed stay claimed: a supervisor saw them taken by nobody at work."""
+    make_queue("q1")
+    for name in ("A", "B"):
+        subject = make_subject("q1", name=name)
+        worker = services.ensure_my_worker(users["worker_human"])
+        act("claim_queue_item", actor("worker_human", username="sci"), worker_euid=worker,
+            subject_euid=subject, queue_key="q1")
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", reason="moved to the office", **change)
+    if change.get("is_active") == "":
+        fields.pop("is_active")
+    response = client.post("/people/sci/", fields, follow=True)
+    told = [str(m) for m in get_messages(response.wsgi_request)] or [
+        response.content.decode()]
+    assert any("sci still holds 2 claimed items" in m and worker in m for m in told), told
+    # a change that keeps them at the bench says nothing of the kind
+    fields = _page_form(client, "op", reason="promote", roles=["operator", "worker_human"])
+    page = client.post("/people/op/", fields, follow=True).content.decode()
+    assert "still holds" not in page

@@ -37,6 +37,16 @@ def my_worker_euid(user) -> str | None:
     return worker.euid if worker else None
 
 
+def open_claims(user) -> tuple[str | None, int]:
+    """The person's human worker and how many items it holds now (one query each): what an
+    admin taking their bench role or sign-in away is told stays theirs until it runs out."""
+    euid = my_worker_euid(user)
+    if euid is None:
+        return None, 0
+    held = selectors.leases(status="ACTIVE", worker_euid=euid, limit=1, counted=True)
+    return euid, int(held[0]["total"]) if held else 0
+
+
 def ensure_my_worker(user) -> str:
     """The user's HUMAN_SESSION worker, registered through the executor on first use.
     Raises ActionError (FORBIDDEN for roles that may not act as a human worker)."""

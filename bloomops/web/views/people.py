@@ -28,6 +28,7 @@ from bloomops.accounts.profiles import (
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, roles_of, stored_roles
 from bloomops.execution import people, policy, selectors
+from bloomops.web import services
 from bloomops.web.views.common import forbidden, not_found
 
 HISTORY_LIMIT = 50
@@ -181,6 +182,8 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
                                          " takes the new profile the next time they act.")
                     for warning in _unnamed(done.after):
                         messages.warning(request, warning)
+                    if left := _claims_left(target, done):
+                        messages.warning(request, left)
                 return redirect(reverse("person", args=[username]))
         else:
             status = 400
@@ -231,6 +234,23 @@ def person_password(request: HttpRequest, username: str) -> HttpResponse:
     else:
         messages.error(request, " ".join(e for errs in form.errors.values() for e in errs))
     return redirect(reverse("person", args=[username]))
+
+
+def _claims_left(target, done: ProfileChange) -> str:
+    """What a person taken from the bench (their worker_human role or their sign-in) still
+    holds: their claims stay theirs until their leases run out, and an admin ends them on
+    Admin. Said, since the queue's supervisor sees those items as taken."""
+    off_bench = (Role.WORKER_HUMAN in (done.before.get("roles") or [])
+                 and Role.WORKER_HUMAN not in (done.after.get("roles") or []))
+    signed_out = done.before.get("is_active") and not done.after.get("is_active")
+    if not (off_bench or signed_out):
+        return ""
+    worker, held = services.open_claims(target)
+    if not held:
+        return ""
+    return (f"{target.get_username()} still holds {held} claimed item{'s' if held != 1 else ''}:"
+            " they stay claimed until their leases run out (then return to their queues), or"
+            f" until you end them on Admin, Leases of worker {worker}.")
 
 
 # A change record's fields as the person page's form names them.
