@@ -628,6 +628,9 @@ def test_the_leased_count_leads_to_who_holds_those_leases(client, lab):
     row = re.search(r'<tr data-queue="q1".*?</tr>', html, re.S).group(0)
     cell = row.split('class="num leased"')[1].split("</td>")[0]
     assert 'href="/workers/?queue=q1"' in cell and ">1</a>" in cell
+    # and the queue's own page leads there: what is in progress, and with whom
+    queue_page = client.get("/queues/q1/").content.decode()
+    assert 'href="/workers/?queue=q1" id="queue-in-progress"' in queue_page
     page = client.get("/workers/?queue=q1").content.decode()
     assert 'id="workers-queue"' in page and "in the hood" in page
     assert "on the robot" not in page and "robot-q2" not in page
