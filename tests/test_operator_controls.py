@@ -226,14 +226,16 @@ def _worker_in(status: str) -> str:
 
 @pytest.mark.parametrize(("status", "offered"), [
     ("ONLINE", {"drain", "disable"}), ("DRAINING", {"disable", "enable"}),
-    ("DISABLED", {"enable"}), ("RETIRED", set())])
+    # a disabled service worker may be retired for good, asked first (test_web_actions)
+    ("DISABLED", {"enable", "retire"}), ("RETIRED", set())])
 def test_a_worker_row_offers_only_what_its_state_allows(client, lab, status, offered):
     worker = _worker_in(status)
     html = page(client, lab["admin"], "/workers/")
     ops = {f["fields"]["operation"] for f in forms(html)
            if f["action"] == f"/workers/{worker}/status/"}
     assert ops == offered
-    # drain and disable ask first, with the consequence; enable puts it back and asks nothing
+    # drain, disable and retire ask first, with the consequence; enable puts it back and asks
+    # nothing
     asks = {}
     for tag, body in re.findall(rf'(<form [^>]*action="/workers/{worker}/status/"[^>]*>)'
                                 r"(.*?)</form>", html, re.S):
