@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from bloomops.execution import clock
+from bloomops.execution.context import Actor
 from bloomops.execution.envelope import parse_ts
 from tests.engine import act, actor, make_subject
 from tests.web_support import signed_in
@@ -27,7 +28,11 @@ def _csv(response) -> list[list[str]]:
 
 
 def _hold(subject: str, by: str, code: str, reason: str):
-    return act("place_execution_hold", actor("operator", username=by), subject_euid=subject,
+    """A hold placed by ``by`` as the console places one: the actor carries the person's
+    name as their account reads it then, which the action record keeps."""
+    actor("operator", username=by)
+    who = Actor.of(User.objects.get(username=by))
+    return act("place_execution_hold", who, subject_euid=subject,
                expected_state="READY", payload={"hold_code": code, "reason": reason})
 
 
@@ -123,6 +128,10 @@ def test_activity_downloads_with_the_sealed_records_euids(client, lab, october):
         _record_of(october["late"][1]), _record_of(october["early"][1])]
     first = dict(zip(head, found[0], strict=True))
     assert first["who"] == "Quinn Okafor (qa)" and first["action"] == "Place hold"
+    # who did it as the record kept them: a later change of name rewrites no history
+    User.objects.filter(username="qa").update(first_name="Quinn", last_name="Adeyemi")
+    again = _csv(client.get("/activity/export.csv?by=qa&from=2026-10-31&to=2026-10-31&tz=UTC"))
+    assert dict(zip(again[0], again[1], strict=True))["who"] == "Quinn Okafor (qa)"
     assert first["subject_euid"] == october["late"][0] and first["reason"] == "held late"
     assert first["executed_at_utc"].startswith("2026-10-31T23:30:00")
     assert first["state_after"] == "HELD" and first["queue"] == "q1"

@@ -175,6 +175,13 @@ _ACCOUNT_BOUNDS = f"""
           WHERE ug.user_id = u.id AND g.name = %(admin)s)"""
 
 
+def bounds_its_workers(roles: frozenset[str] | set[str]) -> bool:
+    """Whether an account's own profile would bound the workers it registers: a service
+    account that is not an admin (as ``account_bounds`` reads it; other roles register no
+    service workers)."""
+    return Role.WORKER_SERVICE in roles and Role.ADMIN not in roles
+
+
 def account_bounds(username: str) -> dict | None:
     """The profile bounding the SERVICE and INSTRUMENT_ADAPTER workers an account registers
     (RULES.md#service-workers): the account's stored profile; None when it has none (its

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from bloomops.accounts.signatures import display_names
 from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.outputs import routed_output
 from bloomops.execution.context import action_name
@@ -151,6 +152,17 @@ def made_for_next_queue(user, lease_euid: str, queue_key: str, template_code: st
     name = f"{words[:1].upper()}{words[1:]} of {subject.name or subject.euid}"
     return {"outputs": [routed_output(template_code, name, {
         "euid": subject.euid, "props": subject.props, "execution": subject.execution}, queue)]}
+
+
+def named_actions(actions: list[dict]) -> list[dict]:
+    """Each action record (with executed_by, executed_by_name, action_key) with who did it
+    as people read a person (``who``): their name as the record kept it when they acted, so
+    a later rename does not rewrite who did what, else (an older record) as it reads now,
+    one query for those; and what was done in the action's words (``what``, None for
+    another writer's action)."""
+    now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
+    return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
+             "what": action_name(a["action_key"])} for a in actions]
 
 
 def last_change(euid: str) -> str:

@@ -26,6 +26,7 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
         f"""
         SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_at' AS executed_at,
                a.json_addl->>'executed_by' AS executed_by,
+               a.json_addl->>'executed_by_name' AS executed_by_name,
                a.json_addl->>'subject_lookup_euid' AS subject_euid,
                a.json_addl->>'queue_lookup_key' AS queue_key,
                a.json_addl->>'target_euid' AS target_euid,

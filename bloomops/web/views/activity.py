@@ -13,10 +13,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from bloomops.accounts.signatures import display_names
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions import ACTIONS
 from bloomops.execution.context import action_name
+from bloomops.web import services
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
 from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator
@@ -54,18 +54,20 @@ def _search(request: HttpRequest, limit: int) -> dict:
     by = get.get("by", "").strip()[:150]
     action = get.get("action", "")
     queue = get.get("queue", "").strip()[:200]
+    action = action if action in ACTIONS else ""
     found = selectors.activity(
-        people=usernames_meant(by or None), action_key=action if action in ACTIONS else None,
+        people=usernames_meant(by or None), action_key=action or None,
         queue_key=queue or None, since=since, until=until, limit=limit)
-    return {"found": found, "by": by, "action": action if action in ACTIONS else "",
+    return {"found": found, "by": by, "action": action,
             "queue": queue, "first": first, "last": last, "zone": zone,
             "problems": problems}
 
 
 def _rows(found: list[dict]) -> list[dict]:
-    names = display_names(r["executed_by"] for r in found)
-    return [{**r, "who": person(r["executed_by"], names),
-             "what": action_name(r["action_key"]) or r["action_key"]} for r in found]
+    """Each record with its person as the inspector's history names them (the name the
+    record kept), with the username beside it, and what was done in words."""
+    return [{**r, "who": person(r["executed_by"], {r["executed_by"]: r["who"]}),
+             "what": r["what"] or r["action_key"]} for r in services.named_actions(found)]
 
 
 @require_GET
@@ -79,8 +81,12 @@ def activity(request: HttpRequest) -> HttpResponse:
         "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT})
 
 
-EXPORT_COLUMNS = ("executed_at_utc", "who", "action", "action_key", "subject_euid", "queue",
-                  "target_euid", "state_after", "reason", "action_record_euid")
+# The columns of an activity export and the field of a row each is.
+EXPORT_COLUMNS = (("executed_at_utc", "executed_at"), ("who", "who"), ("action", "what"),
+                  ("action_key", "action_key"), ("subject_euid", "subject_euid"),
+                  ("queue", "queue_key"), ("target_euid", "target_euid"),
+                  ("state_after", "state_after"), ("reason", "reason"),
+                  ("action_record_euid", "euid"))
 
 
 @require_GET
@@ -92,11 +98,9 @@ def activity_export(request: HttpRequest) -> HttpResponse:
     search = _search(request, EXPORT_LIMIT + 1)
     response = csv_response(f"activity-{search['first']}-{search['last']}.csv")
     out = csv.writer(response)
-    out.writerow(EXPORT_COLUMNS)
+    out.writerow([column for column, _ in EXPORT_COLUMNS])
     for r in _rows(search["found"][:EXPORT_LIMIT]):
-        out.writerow([csv_cell(v) for v in (
-            r["executed_at"], r["who"], r["what"], r["action_key"], r["subject_euid"],
-            r["queue_key"], r["target_euid"], r["state_after"], r["reason"], r["euid"])])
+        out.writerow([csv_cell(r[field]) for _, field in EXPORT_COLUMNS])
     if len(search["found"]) > EXPORT_LIMIT:
         out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} records: narrow the search"
                                " to export the rest")])

@@ -145,7 +145,7 @@ def people_list(request: HttpRequest) -> HttpResponse:
         # a profile works at the bench (the rostered are worker_human,
         # people.rostered_people) and, an own one, as a service account's bounds
         own = hasattr(u, "worker_profile")
-        service = Role.WORKER_SERVICE in roles and Role.ADMIN not in roles
+        service = people.bounds_its_workers(roles)
         rows.append({"user": u, "roles": sorted(roles), "own": own, "service": service,
                      "bounded": service and own, "bench": Role.WORKER_HUMAN in roles,
                      "profile": people.effective_profile(u.get_username(), roles,
@@ -190,7 +190,8 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
     else:
         form = PersonForm(initial=_initial(target))
     named = _named_by_queues()
-    profile = people.human_profile(target.get_username(), roles_of(target))
+    roles = stored_roles(target)
+    profile = people.human_profile(target.get_username(), roles)
     return render(request, "web/person.html", {
         "person": target, "form": form,
         # each list with what the queues name, and the person's values none names (said
@@ -199,10 +200,9 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
             v for v in profile.get(name) or [] if v not in named.get(name, [])]
             if name in named else []) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
-        "at_bench": Role.WORKER_HUMAN in stored_roles(target),
-        # a worker_service account's profile bounds its workers (RULES.md#service-workers)
-        "service": Role.WORKER_SERVICE in stored_roles(target)
-        and Role.ADMIN not in stored_roles(target),
+        "at_bench": Role.WORKER_HUMAN in roles,
+        # a service account's profile bounds its workers (RULES.md#service-workers)
+        "service": people.bounds_its_workers(roles),
         "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
     }, status=status)
 

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from bloomops.accounts.signatures import display_names, hold_people
+from bloomops.accounts.signatures import hold_people
 from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
@@ -154,7 +154,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "history": history,
         "names": hold_people([*diag.active_holds, *history["holds"]]),
         "lineage": _lineage(selectors.lineage_of(diag.uid)),
-        "actions": _named(actions),
+        "actions": services.named_actions(actions),
         # the chains of the subject's records, walked on every view: a record changed or
         # hidden outside bloomops is said where its history is read, not only when someone
         # verifies a bundle
@@ -268,13 +268,5 @@ def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
         "other_subject": verdict.subject_euid not in (None, euid),
     }, status=400 if verdict.subject_euid is None else 200)
 
-
-def _named(actions: list[dict]) -> list[dict]:
-    """Each action with who did it as people read a person (``who``): their name as the
-    record kept it when they acted, else (an older record) as it reads now; one query for
-    those."""
-    now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
-    return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
-             "what": action_name(a["action_key"])} for a in actions]
 
 
