@@ -8,7 +8,8 @@ from typing import Any
 
 from django.test import Client
 
-from bloomops.api.tokens import create_token
+from bloomops.accounts.tokens import create_token
+from tests.engine import GIVEN
 
 _keys = itertools.count(1)
 
@@ -41,7 +42,7 @@ class Api:
 
 
 def api_for(user) -> Api:
-    _, token = create_token(user.username)
+    _, token = create_token(user.username, **GIVEN)
     return Api(token)
 
 

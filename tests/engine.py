@@ -34,6 +34,8 @@ def actor(*roles: str, username: str | None = None) -> Actor:
 
 
 SERVICE = ("worker_service",)
+# Who gave a test's API token and why, as every token given is recorded (accounts/tokens.py).
+GIVEN = {"by": "(a test)", "reason": "the test's own token"}
 
 
 def make_queue(queue_key: str = "q1", **config: Any) -> dict:

@@ -7,11 +7,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from bloomops.api.models import ApiToken
-from bloomops.api.tokens import create_token, digest
+from bloomops.accounts.models import ApiToken
+from bloomops.accounts.tokens import create_token, digest
 from bloomops.execution import clock
 from tests.api_helpers import Api, api_for, error_code, ikey  # noqa: F401
-from tests.engine import counts, make_queue, make_subject
+from tests.engine import GIVEN, counts, make_queue, make_subject
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +83,7 @@ def test_a_token_row_written_in_the_database_authenticates_nobody(users, setting
                             expires_at=timezone.now() + timezone.timedelta(days=1))
     r = Api(forged).get("/queues")
     assert r.status_code == 401 and error_code(r) == "UNAUTHENTICATED"
-    _, token = create_token("svc")
+    _, token = create_token("svc", **GIVEN)
     assert Api(token).get("/queues").status_code == 200
     old_key = settings.SECRET_KEY
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "a-new-secret-key-" + "k" * 40, [old_key]
@@ -96,9 +96,13 @@ def test_tokens_given_before_their_digests_were_keyed_still_work(users):
     import hashlib
     import importlib
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
-    _, token = create_token("svc")
+    # the models as they were when the migration ran (the token model has moved app since)
+    apps = MigrationLoader(connection).project_state(
+        ("bloomops_api", "0003_keyed_token_digests")).apps
+    _, token = create_token("svc", **GIVEN)
     ApiToken.objects.update(token_hash=hashlib.sha256(token.encode()).hexdigest())  # as stored
     assert Api(token).get("/queues").status_code == 401
     importlib.import_module("bloomops.api.migrations.0003_keyed_token_digests").key_digests(
@@ -124,7 +128,7 @@ def test_browser_session_is_not_api_auth(tenant, users):
 
 def test_inactive_user_token_refused(tenant, users):
     user = users["operator"]
-    _, token = create_token(user.username)
+    _, token = create_token(user.username, **GIVEN)
     user.is_active = False
     user.save()
     assert Api(token).get("/queues").status_code == 401

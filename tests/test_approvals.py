@@ -509,6 +509,28 @@ def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
         (other, "adm set up both you (adm > other) and puppet (adm > puppet)")), lab["bob"])
 
 
+def test_an_api_token_an_admin_gave_links_them_to_its_person_while_it_works(lab):
+    """An admin who gave an operator a token on the People screen could ask for a release as
+    the operator through the API, then approve it as themselves: one person, both halves.
+    A token is no signature, so it links the asking half only: the operator still decides
+    the admin's requests."""
+    from bloomops.accounts.tokens import create_token, revoke
+
+    row, _ = create_token("bob", by="adm", reason="bob's plate-reader script")
+    _refused_then_a_colleague_decides(lab["bob"], (
+        (lab["adm"], "you set up bob (adm > bob)"),), lab["cat"])
+    subject, hold = integrity_held(lab["adm"])
+    approval = request_release(lab["adm"], subject, hold)["approval_euid"]
+    assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
+    # a token bob gave himself, or one from before givers were kept, links nobody; once
+    # the admin's is revoked, the admin decides bob's requests again
+    create_token("bob", by="bob", reason="my own")
+    revoke(token_id=row.pk, by="adm", reason="script retired")
+    subject, hold = integrity_held(lab["bob"])
+    approval = request_release(lab["bob"], subject, hold)["approval_euid"]
+    assert decide(lab["adm"], approval).result["approval_status"] == "APPROVED"
+
+
 def test_a_password_its_person_changed_since_is_theirs_again(lab, client, settings):
     """An admin set bob's password, then bob changed it on his own page: the admin no longer
     knows what bob signs with, and the refusal said otherwise. Not at once: the admin, who
@@ -563,12 +585,13 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     from django.core.management import call_command
 
     from bloomops.accounts.models import COMMAND_LINE, ProfileChange
-    from bloomops.api.tokens import create_token, user_for_token
+    from bloomops.accounts.tokens import create_token, user_for_token
+    from tests.engine import GIVEN
 
     ann, bob = lab["ann"], lab["bob"]
     subject, hold = integrity_held(ann)
     approval = request_release(ann, subject, hold)["approval_euid"]
-    _, token = create_token("bob")
+    _, token = create_token("bob", **GIVEN)
     browser = Client()
     browser.force_login(User.objects.get(username="bob"))
     monkeypatch.setattr(changepassword.Command, "_get_pass",

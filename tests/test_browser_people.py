@@ -41,3 +41,48 @@ def test_admin_gives_a_scientist_a_profile_and_the_dashboard_counts_them(
     assert "0 online of 1 rostered" in row.inner_text()
     assert "nobody online" in row.inner_text()
     page.context.close()
+
+
+def test_admin_gives_a_service_account_a_token_copies_it_and_revokes_it(
+        browser, site):  # noqa: F811  (the fixtures imported above)
+    import urllib.error
+    import urllib.request
+
+    from django.contrib.auth.models import Group, User
+
+    User.objects.create_user("svc-robot").groups.add(Group.objects.get(name="worker_service"))
+
+    def api_answers(token: str) -> int:
+        ask = urllib.request.Request(f"{site}/api/v1/execution/queues",
+                                     headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(ask) as answer:
+                return answer.status
+        except urllib.error.HTTPError as refused:
+            return refused.code
+
+    page = signed_in(browser, site, "admin")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
+    page.goto(f"{site}/people/svc-robot/")
+    assert "has no API token" in page.locator("main").inner_text()
+    page.get_by_label("Token name").fill("robot-arm")
+    page.get_by_label("Why it is given").fill("the liquid handler's adapter")
+    page.get_by_role("button", name="Give a token").click()
+    token = page.get_by_label("The token").input_value()
+    assert token.startswith("bo_") and api_answers(token) == 200
+    page.get_by_role("button", name="Copy").click()
+    page.get_by_role("button", name="Copied").wait_for()
+    assert page.evaluate("navigator.clipboard.readText()") == token
+    # seen again, the page names the token by its prefix only
+    page.goto(f"{site}/people/svc-robot/")
+    assert token not in page.content()
+    row = page.locator("#token-list tbody tr").first
+    assert "robot-arm" in row.inner_text() and "active" in row.inner_text()
+    row.get_by_label("Why revoke").fill("the adapter was retired")
+    row.get_by_role("button", name="Revoke").click()
+    assert "is revoked" in page.locator(".messages").inner_text()
+    assert "revoked" in page.locator("#token-list tbody tr").first.inner_text()
+    assert api_answers(token) == 401
+    history = page.locator("#person-history").inner_text()
+    assert "the liquid handler's adapter" in history and "the adapter was retired" in history
+    page.context.close()

@@ -119,7 +119,8 @@ def test_actions_through_the_executor_work_as_the_runtime_role(runtime, committe
 def test_sign_in_and_api_tokens_work_as_the_runtime_role(runtime, committed, client):
     from django.contrib.auth.models import User
 
-    from bloomops.api.tokens import create_token, user_for_token
+    from bloomops.accounts.tokens import create_token, user_for_token
+    from tests.engine import GIVEN
 
     User.objects.create_user("runtime-user", password="a-long-password")
     with django_as(runtime):
@@ -128,7 +129,7 @@ def test_sign_in_and_api_tokens_work_as_the_runtime_role(runtime, committed, cli
         ok = client.post("/accounts/login/",
                          {"username": "runtime-user", "password": "a-long-password"})
         assert ok.status_code == 302  # the session is stored (django_session)
-        _, token = create_token("runtime-user")
+        _, token = create_token("runtime-user", **GIVEN)
         assert user_for_token(token).username == "runtime-user"
 
 

@@ -111,12 +111,13 @@ def test_with_a_metrics_token_only_the_api_token_of_someone_with_a_role_also_scr
     """An account without any bloomops role scraped the lab's queue keys with its token."""
     from django.contrib.auth.models import User
 
-    from bloomops.api.tokens import create_token
+    from bloomops.accounts.tokens import create_token
+    from tests.engine import GIVEN
 
     settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
     nobody = User.objects.create_user("no-role", password="x-long-password-1")
-    _, without_role = create_token(nobody.username)
-    _, operator = create_token(users["operator"].username)
+    _, without_role = create_token(nobody.username, **GIVEN)
+    _, operator = create_token(users["operator"].username, **GIVEN)
     assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {without_role}"
                         ).status_code == 401
     assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {operator}").status_code == 200

@@ -468,10 +468,11 @@ def test_letting_a_person_back_in_brings_back_nothing_issued_before(client, user
     cleared; ticking it again made both work again."""
     from django.test import Client
 
-    from bloomops.api.tokens import create_token
+    from bloomops.accounts.tokens import create_token
     from tests.api_helpers import Api
+    from tests.engine import GIVEN
 
-    _, token = create_token("op")
+    _, token = create_token("op", **GIVEN)
     their_browser = signed_in(Client(), users["operator"])
     assert their_browser.get("/").status_code == 200
     admin = signed_in(client, users["admin"])
@@ -490,11 +491,12 @@ def test_an_admin_gives_a_person_a_new_password_and_a_person_changes_their_own(c
     """A mistyped first password or a forgotten one had no way out in the console."""
     from django.test import Client
 
-    from bloomops.api.tokens import create_token
+    from bloomops.accounts.tokens import create_token
     from tests.api_helpers import Api
+    from tests.engine import GIVEN
 
     their_old_session = signed_in(Client(), users["operator"])
-    _, token = create_token("op")
+    _, token = create_token("op", **GIVEN)
     admin = signed_in(client, users["admin"])
     before = _written()
     refused = admin.post("/people/op/password/", {"password": "short", "reason": "forgot"})

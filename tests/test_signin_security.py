@@ -12,8 +12,9 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from bloomops.api.tokens import create_token
+from bloomops.accounts.tokens import create_token
 from tests.conftest import make_user
+from tests.engine import GIVEN
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/accounts/login/"
@@ -128,7 +129,7 @@ def test_api_tokens_of_demo_password_accounts_are_refused_when_debug_is_off(sett
     user = make_user("svc-demo", "worker_service")
     user.set_password(django_settings.DEMO_PASSWORD)
     user.save()
-    _, token = create_token("svc-demo")
+    _, token = create_token("svc-demo", **GIVEN)
     settings.DEBUG = True
     assert _api(token).status_code == 200
     settings.DEBUG = False

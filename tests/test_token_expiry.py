@@ -12,8 +12,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from bloomops.api.models import ApiToken
-from bloomops.api.tokens import create_token
+from bloomops.accounts.models import ApiToken
+from bloomops.accounts.tokens import create_token
+from tests.engine import GIVEN
 
 pytestmark = pytest.mark.django_db
 API = "/api/v1/execution/queues"
@@ -55,7 +56,7 @@ def test_a_lifetime_out_of_range_is_refused_and_nothing_is_made(users, days):
 
 
 def test_an_expired_token_is_401_like_a_revoked_one(tenant, users):
-    row, token = create_token("svc")
+    row, token = create_token("svc", **GIVEN)
     assert _api(token).status_code == 200
     ApiToken.objects.filter(pk=row.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     r = _api(token)
@@ -63,7 +64,7 @@ def test_an_expired_token_is_401_like_a_revoked_one(tenant, users):
 
 
 def test_last_use_is_recorded(tenant, users):
-    row, token = create_token("svc")
+    row, token = create_token("svc", **GIVEN)
     assert row.last_used_at is None
     _api(token)
     row.refresh_from_db()
@@ -71,9 +72,9 @@ def test_last_use_is_recorded(tenant, users):
 
 
 def test_the_list_shows_status_expiry_and_last_use(tenant, users, capsys):
-    used, used_token = create_token("svc", name="used")
+    used, used_token = create_token("svc", name="used", **GIVEN)
     _api(used_token)
-    expired, _ = create_token("svc", name="old")
+    expired, _ = create_token("svc", name="old", **GIVEN)
     ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(days=1))
     used.refresh_from_db()
     expired.refresh_from_db()
@@ -96,20 +97,27 @@ def test_the_list_shows_status_expiry_and_last_use(tenant, users, capsys):
 def test_the_migration_gives_existing_tokens_ninety_days_from_creation(transactional_db, users):
     from django.db.migrations.executor import MigrationExecutor
 
-    def migrate(target):
+    def migrate(*targets) -> MigrationExecutor:
         executor = MigrationExecutor(connection)
         executor.loader.build_graph()
-        executor.migrate([target])
+        executor.migrate(list(targets or executor.loader.graph.leaf_nodes()))
+        return executor
 
-    migrate(("bloomops_api", "0001_initial"))
-    created = timezone.now() - timedelta(days=10)
-    with connection.cursor() as cur:
-        cur.execute("INSERT INTO bloomops_api_apitoken (user_id, name, prefix, token_hash,"
-                    " created_at) VALUES (%s, 'old', 'abcd', 'h', %s)",
-                    [users["worker_service"].pk, created])
-    migrate(("bloomops_api", "0002_apitoken_expires_at"))
-    row = ApiToken.objects.get(name="old")
-    assert row.expires_at == row.created_at + timedelta(days=90)
+    try:
+        migrate(("bloomops_api", "0001_initial"))
+        created = timezone.now() - timedelta(days=10)
+        with connection.cursor() as cur:
+            cur.execute("INSERT INTO bloomops_api_apitoken (user_id, name, prefix, token_hash,"
+                        " created_at) VALUES (%s, 'old', 'abcd', 'h', %s)",
+                        [users["worker_service"].pk, created])
+        then = ("bloomops_api", "0002_apitoken_expires_at")
+        # the model as it was then (it has moved app and gained fields since)
+        token = migrate(then).loader.project_state(then).apps.get_model("bloomops_api",
+                                                                         "ApiToken")
+        row = token.objects.get(name="old")
+        assert row.expires_at == row.created_at + timedelta(days=90)
+    finally:
+        migrate()  # every later test runs on the schema as it is now
 
 
 def test_a_tokens_name_is_one_readable_line(db, users):

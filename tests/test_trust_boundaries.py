@@ -209,9 +209,10 @@ def test_a_broken_envelope_is_shown_never_claimed_and_crashes_nothing(flow, pois
 
 
 def _token(user) -> str:
-    from bloomops.api.tokens import create_token
+    from bloomops.accounts.tokens import create_token
+    from tests.engine import GIVEN
 
-    return create_token(user.username)[1]
+    return create_token(user.username, **GIVEN)[1]
 
 
 def test_requeue_repairs_a_broken_envelope_and_the_subject_is_claimable_again(flow):

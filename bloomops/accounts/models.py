@@ -7,6 +7,7 @@ docs/ARCHITECTURE.md, "Decisions worth knowing").
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -99,3 +100,35 @@ class PasswordSeal(models.Model):
 
     def __str__(self) -> str:
         return f"password seal of user {self.user_id}"
+
+
+# API bearer tokens (accounts/tokens.py): only a keyed digest of a token is stored; the token is
+# shown once, at creation. Its user (and that user's groups) decides the role, as a sign-in does.
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, default="")
+    # The first characters of the token, so an operator can tell tokens apart in a list.
+    prefix = models.CharField(max_length=16, db_index=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    # who gave it (a username, or COMMAND_LINE; empty for tokens given before this was kept):
+    # while it works they can act as its person (accounts.signatures.set_up_together)
+    given_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        # made by the API app before tokens were given on the People screen too; the
+        # table kept its name when the model moved here (migration 0007)
+        db_table = "bloomops_api_apitoken"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    def status(self, now: datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at <= now else "active"

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
-from django.dispatch import Signal
 
 from bloomops.accounts.models import (
     COMMAND_LINE,
@@ -31,17 +30,13 @@ MAX_ITEMS = 100
 MAX_REASON = 1000
 
 
-# Sent when a person may no longer sign in, or an admin gives them a new password, in the
-# change's transaction: what they were given to act with elsewhere (the API's tokens) ends
-# too. Receivers: bloomops/api/apps.py.
-credentials_ended = Signal()
-
-
 def _end_credentials(user) -> None:
-    """What a person signed in with ends: their sessions here, their API tokens through
-    ``credentials_ended`` (the API answers it)."""
+    """What a person signed in with ends, when they may no longer sign in or an admin gives
+    them a new password: their sessions here and their API tokens."""
+    from bloomops.accounts.tokens import end_tokens
+
     end_sessions(user)
-    credentials_ended.send(sender=PersonChange, user=user)
+    end_tokens(user)
 
 
 def _password_given(user, *, by: str, reason: str, how: str) -> ProfileChange:
@@ -107,7 +102,7 @@ def last_change_id(username: str) -> int | None:
             .order_by("-id").values_list("id", flat=True).first())
 
 
-def _refuse_without_reason(reason: str | None) -> None:
+def refuse_without_reason(reason: str | None) -> None:
     """Every change of a person says why (RULES.md#human-workers): up to MAX_REASON
     characters of text."""
     reason = (reason or "").strip()
@@ -120,7 +115,7 @@ def _refuse_without_reason(reason: str | None) -> None:
 
 
 def validate(change: PersonChange, *, target, admin_username: str) -> None:
-    _refuse_without_reason(change.reason)
+    refuse_without_reason(change.reason)
     unknown = sorted(set(change.roles) - set(ALL_ROLES))
     if unknown:
         raise ProfileError("VALIDATION_ERROR", "Unknown role: " + ", ".join(unknown) + ".",
@@ -257,7 +252,7 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
     from django.contrib.auth.password_validation import validate_password
     from django.core.exceptions import ValidationError
 
-    _refuse_without_reason(reason)
+    refuse_without_reason(reason)
     reason = reason.strip()
     with transaction.atomic():
         target = get_user_model().objects.select_for_update().get(pk=target_id)
@@ -276,7 +271,7 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
         return _password_given(target, by=admin_username, reason=reason, how="by an admin")
 
 
-def _from_shell(command: str) -> str:
+def from_shell(command: str) -> str:
     """Why a change made from a shell was made: the command and the OS user that ran it (as
     Django names it; a uid with no passwd entry has no name)."""
     from django.contrib.auth.management import get_system_username
@@ -289,7 +284,7 @@ def made_from_command_line(user) -> ProfileChange:
     password given by the command line."""
     return ProfileChange.objects.create(
         username=user.get_username(), changed_by=COMMAND_LINE,
-        reason=_from_shell("createsuperuser"),
+        reason=from_shell("createsuperuser"),
         before={}, after={**snapshot(user), "password": "given from the command line"})
 
 
@@ -297,5 +292,5 @@ def password_from_command_line(user) -> ProfileChange:
     """A password set by ``manage.py changepassword``: what the console does for an admin's
     new password (sessions and API tokens end), recorded as given by the command line."""
     _end_credentials(user)
-    return _password_given(user, by=COMMAND_LINE, reason=_from_shell("changepassword"),
+    return _password_given(user, by=COMMAND_LINE, reason=from_shell("changepassword"),
                            how="from the command line")

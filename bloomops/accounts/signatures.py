@@ -137,12 +137,14 @@ def set_up_together(decider: str, requester: str,
     of them may be that account): it gave them, or an account it set up, roles since
     ``since`` (the account made, or its roles changed), or set a password they still sign
     with (whenever: knowing a password does not wear off; one its person has changed since
-    is theirs again). (that account, its chain down to the requester, its chain down to the
+    is theirs again), or gave the requester (or an account above them) an API token that
+    still works. (that account, its chain down to the requester, its chain down to the
     decider), or None. Only who made whom counts, never two people who both touched one
     account (RULES.md#approvals)."""
     from django.db.models import F
 
     from bloomops.accounts.models import SYSTEM_MAKERS, ProfileChange
+    from bloomops.accounts.tokens import token_givers
 
     makers: dict[str, set[str]] = {}
     given = (ProfileChange.objects.filter(changed_at__gte=since)
@@ -154,19 +156,24 @@ def set_up_together(decider: str, requester: str,
     # a password someone else set, of any age, while it is the one they sign with
     for made, given in password_givers().items():
         makers.setdefault(made, set()).add(given.by)
+    # an API token someone else gave, while it works: with it they can ask as its person,
+    # not sign as them (a decision is signed with the password), so it links the asking half
+    tokens = token_givers()
+    asking = {who: makers.get(who, set()) | tokens.get(who, set())
+              for who in set(makers) | set(tokens)}
 
-    def ancestry(who: str) -> dict[str, list[str]]:
+    def ancestry(who: str, links: dict[str, set[str]]) -> dict[str, list[str]]:
         chains = {who: [who]}
         todo = [who]
         while todo:
             made = todo.pop(0)
-            for maker in sorted(makers.get(made, ())):
+            for maker in sorted(links.get(made, ())):
                 if maker not in chains:
                     chains[maker] = [maker, *chains[made]]
                     todo.append(maker)
         return chains
 
-    above_requester, above_decider = ancestry(requester), ancestry(decider)
+    above_requester, above_decider = ancestry(requester, asking), ancestry(decider, makers)
     common = [a for a in above_requester if a in above_decider]
     if decider == requester or not common:
         return None

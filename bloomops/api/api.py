@@ -14,6 +14,7 @@ from ninja import NinjaAPI, Query, Router
 from ninja.security import HttpBearer
 
 from bloomops.accounts.roles import roles_of
+from bloomops.accounts.tokens import user_for_token
 from bloomops.api import action_schemas as A
 from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake
@@ -21,7 +22,6 @@ from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
 from bloomops.api.readmodel import lease_dict, subject_dict, summary_dict
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
-from bloomops.api.tokens import user_for_token
 from bloomops.execution import selectors
 from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
 from bloomops.execution.context import ActionRequest, Actor, action_spec, ensure_role

@@ -164,7 +164,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else ""
         from bloomops.accounts.roles import roles_of
-        from bloomops.api.tokens import user_for_token
+        from bloomops.accounts.tokens import user_for_token
 
         # compared in constant time: the comparison must not tell how much of a guess is right
         if not hmac.compare_digest(token.encode(), required.encode()) \

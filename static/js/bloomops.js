@@ -509,3 +509,22 @@ document.addEventListener("submit", function (event) {
   }
   window.setTimeout(look, 1000);
 });
+
+// A token given on a person's page is shown once: its Copy button puts it on the clipboard
+// (the field is selected first, so where the clipboard is not offered, outside HTTPS, the
+// admin's own Ctrl+C copies it) and says whether it did.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest("[data-copy]");
+  if (!button) return;
+  var field = document.getElementById(button.getAttribute("data-copy"));
+  if (!field) return;
+  field.focus();
+  field.select();
+  var said = function (text) { button.textContent = text; };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(field.value).then(function () { said("Copied"); },
+      function () { said("Press Ctrl+C to copy"); });
+  } else {
+    said("Press Ctrl+C to copy");
+  }
+});

@@ -4,7 +4,7 @@ nobody."""
 
 from django.db import migrations
 
-from bloomops.api.tokens import keyed
+from bloomops.accounts.tokens import keyed
 
 
 def key_digests(apps, schema_editor):

@@ -223,8 +223,9 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
            else f"you set up {requester} ({them})" if maker == ctx.actor.username
            else f"{maker} set up both you ({you}) and {requester} ({them})")
     raise ActionError(
-        "SELF_APPROVAL", f"{how}: roles given within the approval's lifetime, or a password"
-        " still in use, make you no second person to them. Ask someone else to decide.",
+        "SELF_APPROVAL", f"{how}: roles given within the approval's lifetime, a password"
+        " still in use, or an API token still working make you no second person to them."
+        " Ask someone else to decide.",
         approval_euid=approval_euid, set_up_by=maker, chain_to_requester=to_requester,
         chain_to_decider=to_decider)
 

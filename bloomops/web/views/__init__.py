@@ -65,6 +65,7 @@ from bloomops.web.views.subjects import (
     subject_lookup,
     verify_subject_evidence,
 )
+from bloomops.web.views.tokens import person_token_new, person_token_revoke
 
 __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
@@ -77,5 +78,6 @@ __all__ = [
     "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",
     "worker_dashboard", "worker_status",
 ]
+__all__ += ["person_token_new", "person_token_revoke"]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
 __all__ += ["hold_search", "hold_export", "activity", "activity_export", "completions"]

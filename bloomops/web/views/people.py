@@ -10,9 +10,11 @@ from functools import wraps
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
@@ -138,7 +140,10 @@ def people_list(request: HttpRequest) -> HttpResponse:
                 return redirect(reverse("person", args=[data["username"]]))
         status = 400
     users = (get_user_model().objects.select_related("worker_profile")
-             .prefetch_related("groups").order_by("username"))
+             .prefetch_related("groups").order_by("username")
+             .annotate(active_tokens=Count("api_tokens", filter=Q(
+                 api_tokens__revoked_at__isnull=True,
+                 api_tokens__expires_at__gt=timezone.now()))))
     rows = []
     for u in users:
         roles = stored_roles(u)
@@ -188,7 +193,17 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
         else:
             status = 400
     else:
-        form = PersonForm(initial=_initial(target))
+        form = None
+    return person_page(request, target, form, status=status)
+
+
+def person_page(request: HttpRequest, target, form: PersonForm | None = None, *,
+                status: int = 200, **extra) -> HttpResponse:
+    """A person's page: the form (``form``, else their values now), their API tokens
+    (views/tokens.py) and their change history."""
+    from bloomops.web.views.tokens import TokenForm, tokens_of
+
+    form = form or PersonForm(initial=_initial(target))
     named = _named_by_queues()
     roles = stored_roles(target)
     profile = people.human_profile(target.get_username(), roles)
@@ -203,7 +218,9 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
         "at_bench": Role.WORKER_HUMAN in roles,
         # a service account's profile bounds its workers (RULES.md#service-workers)
         "service": people.bounds_its_workers(roles),
-        "history": ProfileChange.objects.filter(username=username)[:HISTORY_LIMIT],
+        "history": ProfileChange.objects.filter(username=target.get_username())[:HISTORY_LIMIT],
+        "tokens": tokens_of(target), "token_form": TokenForm(),
+        **extra,
     }, status=status)
 
 
@@ -257,7 +274,8 @@ def _claims_left(target, done: ProfileChange) -> str:
 FIELD_WORDS = {"roles": "roles", "is_active": "sign-in", "own_profile": "own profile",
                "capabilities": "capabilities", "site_scope": "sites",
                "platform_scope": "platforms", "assay_scope": "assays",
-               "max_concurrent_leases": "lease limit", "password": "password"}
+               "max_concurrent_leases": "lease limit", "password": "password",
+               "api_token": "API token"}
 
 
 # What the queues name, in a sentence per profile list.

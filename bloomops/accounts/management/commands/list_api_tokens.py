@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from bloomops.api.models import ApiToken
+from bloomops.accounts.models import ApiToken
 
 
 def _when(value) -> str:

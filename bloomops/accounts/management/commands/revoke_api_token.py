@@ -1,10 +1,13 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from bloomops.api.tokens import revoke
+from bloomops.accounts.models import COMMAND_LINE
+from bloomops.accounts.profiles import from_shell
+from bloomops.accounts.tokens import revoke
 
 
 class Command(BaseCommand):
-    help = "Revoke API tokens: by id, by --prefix, or every token of --user."
+    help = ("Revoke API tokens: by id, by --prefix, or every token of --user; each is recorded"
+            " in its person's change history as revoked from the command line.")
 
     def add_arguments(self, parser):
         parser.add_argument("token_id", nargs="?", type=int)
@@ -15,5 +18,6 @@ class Command(BaseCommand):
         if options["token_id"] is None and not options["prefix"] and not options["user"]:
             raise CommandError("Give a token id, --prefix or --user.")
         n = revoke(token_id=options["token_id"], prefix=options["prefix"],
-                   username=options["user"])
+                   username=options["user"], by=COMMAND_LINE,
+                   reason=from_shell("revoke_api_token"))
         self.stdout.write(f"Revoked {n} token(s).")

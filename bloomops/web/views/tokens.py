@@ -1,0 +1,93 @@
+"""A person's API tokens on their page (admins only, RULES.md#api-tokens): the list, giving one
+(shown once, on the page the giving answers with, never again) and revoking one, each with a
+reason that goes into the person's change record."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from bloomops.accounts.models import ApiToken
+from bloomops.accounts.profiles import MAX_REASON, ProfileError
+from bloomops.accounts.tokens import MAX_DAYS, NAME_LENGTH, create_token, described, revoke
+from bloomops.web.views.common import not_found
+from bloomops.web.views.people import admin_only, person_page
+
+# Enough for any account's working set; older revoked and expired ones are in the history.
+LISTED = 50
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(required=False, max_length=NAME_LENGTH, label="Token name", help_text=(
+        "Tells this token apart in the list, e.g. the machine or script that holds it."))
+    days = forms.IntegerField(min_value=1, max_value=MAX_DAYS, label="Days until it expires",
+                              initial=settings.BLOOMOPS_API_TOKEN_DAYS)
+    # required by accounts.profiles.refuse_without_reason, the one home of the rule
+    reason = forms.CharField(required=False, max_length=MAX_REASON, label="Why it is given",
+                             help_text="Recorded with the token's prefix and name.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        # its fields share names with the person form's on the same page, not their ids
+        super().__init__(*args, auto_id="token-%s", **kwargs)
+
+
+def tokens_of(user) -> list[dict]:
+    """The person's tokens, newest first: the active ones (with their revoke form) and those
+    that ended. One query."""
+    now = timezone.now()
+    return [{"row": row, "said": described(row), "status": row.status(now)}
+            for row in ApiToken.objects.filter(user=user).order_by("-id")[:LISTED]]
+
+
+def _person(username: str):
+    return get_user_model().objects.filter(username=username).first()
+
+
+@never_cache  # the answer holds the token itself
+@require_POST
+@admin_only
+def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
+    target = _person(username)
+    if target is None:
+        return not_found(request, f"No person {username}.")
+    form = TokenForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            row, token = create_token(username, name=data["name"], days=data["days"],
+                                      by=request.user.get_username(), reason=data["reason"])
+        except ProfileError as err:
+            form.add_error(err.field if err.field in form.fields else None, err.message)
+        else:
+            return person_page(request, target, given={"row": row, "token": token},
+                               status=201)
+    return person_page(request, target, token_form=form, status=400)
+
+
+@require_POST
+@admin_only
+def person_token_revoke(request: HttpRequest, username: str, token_id: int) -> HttpResponse:
+    target = _person(username)
+    row = ApiToken.objects.filter(pk=token_id, user=target).first() if target else None
+    if row is None:
+        return not_found(request, f"{username} has no token {token_id}.")
+    try:
+        ended = revoke(token_id=row.pk, by=request.user.get_username(),
+                       reason=request.POST.get("reason", "")[:MAX_REASON + 1])
+    except ProfileError as err:
+        messages.error(request, f"{described(row)} was not revoked: {err.message}")
+    else:
+        if ended:
+            messages.success(request, f"{described(row)} is revoked: the API refuses it from"
+                             " now on.")
+        else:
+            messages.info(request, f"{described(row)} was already revoked.")
+    return redirect(reverse("person", args=[username]) + "#api-tokens")

@@ -1,0 +1,159 @@
+"""API tokens on a person's page (docs/RULES.md#api-tokens): an admin gives one, sees it once,
+and revokes it, each with a reason in the person's change record; until now a token could only
+be given from a shell on the server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth.models import User
+from django.contrib.messages import get_messages
+from django.core.management import call_command
+
+from bloomops.accounts.models import COMMAND_LINE, ApiToken, ProfileChange
+from bloomops.accounts.tokens import create_token
+from tests.api_helpers import Api
+from tests.engine import GIVEN
+from tests.web_support import form_for, signed_in
+
+TOKEN = re.compile(r"bo_[0-9a-f]{8}_[\w-]{20,}")
+
+
+def _written() -> tuple:
+    """Everything giving or revoking a token writes."""
+    return (ProfileChange.objects.count(),
+            sorted(ApiToken.objects.values_list("id", "revoked_at")))
+
+
+def _give(client, username: str, **overrides):
+    page = client.get(f"/people/{username}/")
+    fields = form_for(page, f"/people/{username}/tokens/", **overrides)
+    return client.post(f"/people/{username}/tokens/", fields)
+
+
+def test_an_admin_gives_a_token_that_is_shown_once_and_recorded(client, users):
+    admin = signed_in(client, users["admin"])
+    answer = _give(admin, "svc", name="extractor-01", days="30",
+                   reason="the extraction robot's adapter")
+    assert answer.status_code == 201
+    assert "no-store" in answer["Cache-Control"]  # the page holding the token is not kept
+    token = TOKEN.search(answer.content.decode()).group(0)
+    # it works as the service account, and for no longer than asked
+    assert Api(token).get("/queues").status_code == 200
+    row = ApiToken.objects.get(user=users["worker_service"])
+    assert row.name == "extractor-01"
+    assert round((row.expires_at - row.created_at).total_seconds() / 86400) == 30
+    # recorded with who and why, naming the token by prefix and name, never the token
+    change = ProfileChange.objects.get(username="svc")
+    assert change.changed_by == "adm" and change.reason == "the extraction robot's adapter"
+    assert change.after["api_token"].startswith(f"bo_{row.prefix}… “extractor-01” given")
+    assert token not in str(change.after)
+    # never shown again: the page lists it by prefix only
+    again = admin.get("/people/svc/").content.decode()
+    assert token not in again and f"bo_{row.prefix}…" in again and "active" in again
+    assert "by adm" in again
+    assert "no second person to approvals svc asks for" in answer.content.decode()
+    people = admin.get("/people/").content.decode()
+    assert 'href="/people/svc/#api-tokens">1 active</a>' in people
+
+
+def test_an_admin_revokes_a_token_on_the_page_and_it_is_refused_from_then_on(client, users):
+    row, token = create_token("svc", name="old adapter", **GIVEN)
+    other, other_token = create_token("svc", name="kept", **GIVEN)
+    admin = signed_in(client, users["admin"])
+    page = admin.get("/people/svc/")
+    action = f"/people/svc/tokens/{row.pk}/revoke/"
+    answer = admin.post(action, form_for(page, action, reason="the adapter was replaced"))
+    assert answer.status_code == 302 and answer["Location"] == "/people/svc/#api-tokens"
+    assert Api(token).get("/queues").status_code == 401
+    assert Api(other_token).get("/queues").status_code == 200  # only the one chosen
+    change = ProfileChange.objects.filter(username="svc").latest("id")
+    assert (change.changed_by, change.reason) == ("adm", "the adapter was replaced")
+    assert change.diff() == [("api_token", f"bo_{row.prefix}… “old adapter” active",
+                              f"bo_{row.prefix}… “old adapter” revoked")]
+    # a revoked token offers no revoke form, and a second revoke writes nothing
+    assert action not in admin.get("/people/svc/").content.decode()
+    before = _written()
+    again = admin.post(action, {"reason": "twice"}, follow=True)
+    assert "was already revoked" in again.content.decode()
+    assert _written() == before
+
+
+@pytest.mark.parametrize("role", ["worker_service", "worker_human", "operator"])
+def test_only_admins_give_or_revoke_tokens(client, users, role):
+    row, token = create_token("svc", **GIVEN)
+    before = _written()
+    someone = signed_in(client, users[role])
+    assert someone.post("/people/svc/tokens/", {"days": "30", "reason": "mine"}
+                        ).status_code == 403
+    assert someone.post(f"/people/svc/tokens/{row.pk}/revoke/", {"reason": "x"}
+                        ).status_code == 403
+    assert _written() == before
+    assert Api(token).get("/queues").status_code == 200
+
+
+@pytest.mark.parametrize(("fields", "field", "said"), [
+    ({"reason": ""}, "reason", "Say why"),
+    ({"days": "0"}, "days", "greater than or equal to 1"),
+    ({"days": "3651"}, "days", "less than or equal to 3650"),
+    ({"days": "soon"}, "days", "Enter a whole number"),
+    ({"name": "ci\x1b[2J"}, "name", "printable"),
+    ({"name": "x" * 101}, "name", "at most 100 characters"),
+])
+def test_a_refused_token_says_why_and_writes_nothing(client, users, fields, field, said):
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    answer = _give(admin, "svc", **{"days": "30", "reason": "a reason", **fields})
+    assert answer.status_code == 400
+    errors = answer.context["token_form"].errors
+    assert said in " ".join(errors[field]) and not TOKEN.search(answer.content.decode())
+    assert _written() == before
+
+
+def test_no_token_for_someone_who_may_not_sign_in(client, users):
+    User.objects.filter(username="svc").update(is_active=False)
+    admin = signed_in(client, users["admin"])
+    page = admin.get("/people/svc/").content.decode()
+    assert 'id="token-form"' not in page and "they are given no token" in page
+    before = _written()
+    answer = admin.post("/people/svc/tokens/", {"days": "30", "reason": "a reason"})
+    assert answer.status_code == 400
+    assert "may not sign in" in " ".join(answer.context["token_form"].non_field_errors())
+    assert _written() == before
+
+
+def test_a_token_is_revoked_only_on_its_own_persons_page(client, users):
+    theirs, token = create_token("op", **GIVEN)
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    assert admin.post(f"/people/svc/tokens/{theirs.pk}/revoke/", {"reason": "x"}
+                      ).status_code == 404
+    assert admin.post(f"/people/nobody/tokens/{theirs.pk}/revoke/", {"reason": "x"}
+                      ).status_code == 404
+    assert admin.post("/people/nobody/tokens/", {"days": "30", "reason": "x"}).status_code == 404
+    assert _written() == before
+    assert Api(token).get("/queues").status_code == 200
+
+
+def test_a_revoke_without_a_reason_is_refused(client, users):
+    row, token = create_token("svc", **GIVEN)
+    admin = signed_in(client, users["admin"])
+    before = _written()
+    answer = admin.post(f"/people/svc/tokens/{row.pk}/revoke/", {"reason": "  "})
+    said = [str(m) for m in get_messages(answer.wsgi_request)]
+    assert answer.status_code == 302 and "was not revoked: Say why" in said[0]
+    assert _written() == before
+    assert Api(token).get("/queues").status_code == 200
+
+
+def test_tokens_given_and_revoked_from_a_shell_are_recorded_as_the_command_line(users, capsys):
+    call_command("create_api_token", "svc", "--name", "nightly")
+    capsys.readouterr()
+    call_command("revoke_api_token", "--user", "svc")
+    given, revoked = ProfileChange.objects.filter(username="svc").order_by("id")
+    assert given.changed_by == revoked.changed_by == COMMAND_LINE
+    assert given.reason.startswith("manage.py create_api_token, run as")
+    assert revoked.reason.startswith("manage.py revoke_api_token, run as")
+    assert "“nightly” given" in given.after["api_token"]
+    assert revoked.after["api_token"].endswith("revoked")
