@@ -99,6 +99,30 @@ def test_a_narrowed_profile_stops_claims_until_the_worker_registers_within_it(te
     assert claim(svc, worker)["lease_euid"]
 
 
+def test_the_workers_page_flags_a_worker_its_narrowed_profile_no_longer_allows(
+        tenant, client):
+    """Its claims were refused with a message only the service's own log showed; the
+    workers page said nothing of why a worker of the lab sat idle."""
+    svc = actor(*SERVICE)
+    _bound(capabilities=["wetlab.extraction", "wetlab.qc"], site_scope=["sfo"])
+    stale = register(svc, "lab://extractor-1", capabilities=["wetlab.extraction", "wetlab.qc"])
+    fine = register(svc, "lab://extractor-2", capabilities=["wetlab.extraction"])
+    _bound(capabilities=["wetlab.extraction"], site_scope=["sfo"])  # wetlab.qc taken away
+    actor("operator", username="sup")
+    supervisor = signed_in(client, User.objects.get(username="sup"))
+    page = supervisor.get("/workers/").content.decode()
+
+    def row(euid: str) -> str:
+        return page.split(f'data-worker="{euid}"')[1].split("</tr>")[0]
+
+    assert "outside worker_service's profile" in row(stale)
+    assert "registered with capabilities wetlab.qc" in row(stale)
+    assert "outside" not in row(fine)
+    # registered again within the profile, it is no longer flagged
+    register(svc, "lab://extractor-1", capabilities=["wetlab.extraction"])
+    assert "outside-profile" not in supervisor.get("/workers/").content.decode()
+
+
 def test_re_registering_cannot_keep_what_the_profile_no_longer_allows(tenant):
     svc = actor(*SERVICE)
     key = "lab://extractor-2"

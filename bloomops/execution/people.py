@@ -17,7 +17,8 @@ from django.contrib.auth.models import Group
 
 from bloomops.accounts.models import LIST_FIELDS, SCOPE_FIELDS, PersonProfile
 from bloomops.accounts.roles import ALL_ROLES, Role
-from bloomops.tapdb.db import fetch_one
+from bloomops.execution.states import WorkerStatus, WorkerType
+from bloomops.tapdb.db import fetch_all
 
 HUMAN_KEY_PREFIX = "human://"
 # Profile fields of a human worker and their defaults when configuration says nothing.
@@ -164,11 +165,11 @@ def rostered_people() -> list[RosteredPerson]:
 # An account's stored profile unless it is an admin's: one prepared statement, since every
 # claim by a service worker asks it (the ORM's form of it cost a claim a millisecond).
 _ACCOUNT_BOUNDS = f"""
-    SELECT p.capabilities, p.site_scope, p.platform_scope, p.assay_scope,
+    SELECT u.username, p.capabilities, p.site_scope, p.platform_scope, p.assay_scope,
            p.max_concurrent_leases
     FROM {PersonProfile._meta.db_table} p
     JOIN {get_user_model()._meta.db_table} u ON u.id = p.user_id
-    WHERE u.username = %(username)s AND NOT u.is_superuser
+    WHERE u.username = ANY(%(usernames)s) AND NOT u.is_superuser
       AND NOT EXISTS (
           SELECT 1 FROM {get_user_model().groups.through._meta.db_table} ug
           JOIN {Group._meta.db_table} g ON g.id = ug.group_id
@@ -186,12 +187,34 @@ def account_bounds(username: str) -> dict | None:
     """The profile bounding the SERVICE and INSTRUMENT_ADAPTER workers an account registers
     (RULES.md#service-workers): the account's stored profile; None when it has none (its
     workers are bounded by its role alone) or is an admin. One query."""
-    row = fetch_one(_ACCOUNT_BOUNDS, {"username": username, "admin": Role.ADMIN.value},
-                    prepare="account_bounds")
-    if row is None:
-        return None
-    return {**{name: list(row[name] or []) for name in LIST_FIELDS},
-            "max_concurrent_leases": row["max_concurrent_leases"]}
+    return accounts_bounds([username]).get(username)
+
+
+def accounts_bounds(usernames: list[str]) -> dict[str, dict]:
+    """``account_bounds`` of several accounts (those bounded only). One query."""
+    return {row["username"]: {**{name: list(row[name] or []) for name in LIST_FIELDS},
+                              "max_concurrent_leases": row["max_concurrent_leases"]}
+            for row in fetch_all(_ACCOUNT_BOUNDS, {"usernames": list(usernames),
+                                                   "admin": Role.ADMIN.value},
+                                 prepare="account_bounds")}
+
+
+def outside_profiles(workers: list) -> dict[str, str]:
+    """euid -> what reaches past its account's profile, for each service or instrument
+    worker not retired whose claims are refused for it (RULES.md#service-workers): what
+    the workers page flags. One query."""
+    from bloomops.execution.policy import readable_worker
+
+    serving = [w for w in workers if w.props.get("worker_type") != WorkerType.HUMAN_SESSION
+               and w.props.get("status") != WorkerStatus.RETIRED
+               and isinstance(w.props.get("owner_username"), str)]
+    bounds = accounts_bounds(sorted({w.props["owner_username"] for w in serving}))
+    out = {}
+    for w in serving:
+        if (owner := bounds.get(w.props["owner_username"])) and (
+                beyond := beyond_bounds(readable_worker(w.props), owner)):
+            out[w.euid] = "; ".join(what for _, what in beyond)
+    return out
 
 
 def beyond_bounds(worker: dict, bounds: dict) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.signatures import hold_people
-from bloomops.execution import selectors
+from bloomops.execution import people, selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.approvals import dead_letter_gate, hold_gates
 from bloomops.execution.executor import ActionResult
@@ -63,9 +63,13 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
              and (not text or text in " ".join(str(v) for v in (
                  w.euid, w.worker_key, w.props.get("display_name"),
                  *(w.props.get("capabilities") or []))).lower())]
+    # a service worker registered past what its account's profile allows now: its claims are
+    # refused until it registers again within it (RULES.md#service-workers)
+    outside = people.outside_profiles(shown)
     return render(request, "web/workers.html", {
         "workers": [(w, worker_operations(w.props), held,
-                     0 if queue_key else max(0, w.active_leases - len(held)))
+                     0 if queue_key else max(0, w.active_leases - len(held)),
+                     outside.get(w.euid))
                     for w in shown for held in [holding.get(w.euid, [])]],
         "total": len(rows), "statuses": [s.value for s in WorkerStatus],
         "types": [t.value for t in WorkerType],
