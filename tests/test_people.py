@@ -199,6 +199,22 @@ def test_a_refused_change_says_why_and_writes_nothing(client, users, overrides, 
     assert _written() == before
 
 
+def test_every_problem_of_a_change_is_said_at_once(client, users):
+    """A forgotten reason and a mistyped capability and site took three tries to learn."""
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", capabilities="wetlab qc", site_scope="s f o",
+                        reason="")
+    fields.pop("use_default", None)
+    before = _written()
+    response = client.post("/people/sci/", fields)
+    errors = response.context["form"].errors
+    assert response.status_code == 400
+    assert sorted(errors) == ["capabilities", "reason", "site_scope"], errors
+    assert "'wetlab qc' is not a valid value" in errors["capabilities"][0]
+    assert "needs a reason" in errors["reason"][0]
+    assert _written() == before
+
+
 def test_an_admin_may_not_lock_themselves_out(client, users):
     client = signed_in(client, users["admin"])
     before = _written()

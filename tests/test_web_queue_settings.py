@@ -129,6 +129,47 @@ def test_a_bad_value_is_refused_in_plain_words(client, world):
     assert counts() == before
 
 
+def test_every_bad_value_is_said_at_once(client, world):
+    """A form with three mistakes was refused three times over, one mistake per try."""
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    before = counts()
+    preview = client.post("/settings/queues/cfg/", settings_form(
+        page, lease_ttl_seconds="5", display_name="", straggler_threshold_seconds="1"))
+    said = [str(m) for m in preview.context["messages"]]
+    assert preview.status_code == 400 and len(said) == 3, said
+    assert any("display_name" in m for m in said)
+    assert any("lease_ttl_seconds must be an integer from 30 to 86400" in m for m in said)
+    assert any("straggler_threshold_seconds" in m for m in said)
+    # a new queue with a bad key and no template says both
+    new = client.post("/settings/new-queue/", {
+        **form_for(client.get("/settings/new-queue/"), "/settings/new-queue/"),
+        "queue_key": "Bad Key", "reason": "new line"})
+    said = [str(m) for m in new.context["messages"]]
+    assert new.status_code == 400 and len(said) == 2, said
+    assert any("queue_key must be lowercase" in m for m in said)
+    assert any("subject_template_codes" in m for m in said)
+    assert counts() == before
+
+
+def test_the_engine_names_every_refused_field(world):
+    """What the console and a lab's queue file are told (the API's schema lists its own
+    checks in details.errors before the engine is asked)."""
+    from bloomops.execution.errors import ActionError
+
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        act("update_queue", actor("admin", username="adm"), queue_key="cfg",
+            expected_revision=1, payload={"reason": "tune", "display_name": "",
+                                          "lease_ttl_seconds": 5, "eligible_states": []})
+    details = err.value.details
+    assert err.value.code == "VALIDATION_ERROR" and details["field"] == "display_name"
+    assert [p["field"] for p in details["problems"]] == [
+        "display_name", "lease_ttl_seconds", "eligible_states"]
+    assert all(p["message"] in err.value.message for p in details["problems"])
+    assert counts() == before
+
+
 def test_disabled_queue_shows_its_reason_on_the_dashboard(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")

@@ -3,6 +3,8 @@ message for an operator, maps to one HTTP status for the API, and writes nothing
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 HTTP_STATUS: dict[str, int] = {
@@ -130,3 +132,34 @@ class ActionError(Exception):
 
     def as_dict(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class Problems:
+    """The VALIDATION_ERROR refusals of several fields, gathered so that one answer says all
+    of them (a form with three mistakes was refused three times over). Any other refusal is
+    not about a field's value and ends the check at once."""
+
+    def __init__(self) -> None:
+        self.found: list[ActionError] = []
+
+    @contextmanager
+    def field(self) -> Iterator[None]:
+        try:
+            yield
+        except ActionError as err:
+            if err.code != "VALIDATION_ERROR":
+                raise
+            self.found.append(err)
+
+    def raise_any(self) -> None:
+        """Nothing found: nothing. One: that refusal. Several: one VALIDATION_ERROR saying
+        each, its ``field`` the first one's and ``problems`` every one's field and message."""
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            first = self.found[0]
+            raise ActionError(
+                "VALIDATION_ERROR", " ".join(err.message for err in self.found),
+                **{**first.details, "problems": [
+                    {"field": err.details.get("field"), "message": err.message}
+                    for err in self.found]})

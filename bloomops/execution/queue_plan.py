@@ -93,21 +93,17 @@ def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
 
 def _checked(spec: dict[str, Any], number: int) -> tuple[dict[str, Any], list[str]]:
     """One queue's fields as the engine takes them, and every field it refuses, each said
-    once: a field refused is left out and the rest checked again (a file with five mistakes
-    took five runs to learn them)."""
+    once (errors.Problems: a file with five mistakes took five runs to learn them)."""
     left = {k: v for k, v in spec.items() if k not in ("enabled", "disabled_reason")}
     said: list[str] = []
     fields: dict[str, Any] = {}
-    while True:
-        try:
-            fields = clean_new_queue(left)
-            break
-        except ActionError as exc:
-            name = exc.details.get("field")
-            said.append(f"queue #{number} ({spec.get('queue_key')}): {exc.message} [{name}]")
-            if name not in left or name in ("queue_key", "subject_template_codes"):
-                break  # required: nothing more can be checked without it
-            left.pop(name)
+    try:
+        fields = clean_new_queue(left)
+    except ActionError as exc:
+        for problem in exc.details.get("problems") or [
+                {"field": exc.details.get("field"), "message": exc.message}]:
+            said.append(f"queue #{number} ({spec.get('queue_key')}): {problem['message']}"
+                        f" [{problem['field']}]")
     if "enabled" in spec and not isinstance(spec["enabled"], bool):
         said.append(f"queue #{number}: enabled must be true or false.")
     return fields, said

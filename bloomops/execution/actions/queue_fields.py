@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from bloomops.execution.actions.fields import int_field, key_field, str_list_field, text_field
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import (
     full_template_code,
     is_engine_template,
@@ -165,67 +165,90 @@ def merged_retry_policy(current: dict | None, change: dict) -> dict:
     return merged
 
 
-def clean_settings(payload: dict) -> dict[str, Any]:
-    """The mutable queue fields present in ``payload``, checked and normalised."""
+def clean_settings(payload: dict, problems: Problems | None = None) -> dict[str, Any]:
+    """The mutable queue fields present in ``payload``, checked and normalised. Every field
+    is checked, and its refusal gathered in ``problems`` (given: the caller raises them;
+    else raised here once all are checked)."""
+    own = problems is None
+    problems = problems or Problems()
     out: dict[str, Any] = {}
     if "display_name" in payload:
-        out["display_name"] = text_field(payload, "display_name", required=True, max_len=200,
-                                         line=True)
+        with problems.field():
+            out["display_name"] = text_field(payload, "display_name", required=True,
+                                             max_len=200, line=True)
     for name in BOOL_FIELDS:
         if name in payload:
-            if not isinstance(payload[name], bool):
-                raise ActionError("VALIDATION_ERROR", f"{name} must be true or false.",
-                                  field=name)
-            out[name] = payload[name]
+            with problems.field():
+                if not isinstance(payload[name], bool):
+                    raise ActionError("VALIDATION_ERROR", f"{name} must be true or false.",
+                                      field=name)
+                out[name] = payload[name]
     for name, (low, high) in RANGES.items():
         if name in payload:
-            out[name] = int_field(payload, name, minimum=low, maximum=high)
-            if out[name] is None:
-                raise ActionError("VALIDATION_ERROR", f"{name} may not be null.", field=name)
+            with problems.field():
+                out[name] = int_field(payload, name, minimum=low, maximum=high)
+                if out[name] is None:
+                    raise ActionError("VALIDATION_ERROR", f"{name} may not be null.",
+                                      field=name)
     if "eligible_states" in payload:
-        states = str_list_field(payload, "eligible_states") or []
-        bad = [s for s in states if s not in ELIGIBLE_STATES]
-        if bad or not states:
-            raise ActionError("VALIDATION_ERROR", "eligible_states must list states an item"
-                              " waits for work in: " + ", ".join(ELIGIBLE_STATES) + ".",
-                              field="eligible_states")
-        out["eligible_states"] = list(dict.fromkeys(states))
+        with problems.field():
+            states = str_list_field(payload, "eligible_states") or []
+            bad = [s for s in states if s not in ELIGIBLE_STATES]
+            if bad or not states:
+                raise ActionError("VALIDATION_ERROR", "eligible_states must list states an"
+                                  " item waits for work in: " + ", ".join(ELIGIBLE_STATES)
+                                  + ".", field="eligible_states")
+            out["eligible_states"] = list(dict.fromkeys(states))
     for name in LIST_FIELDS:
         if name in payload:
-            values = str_list_field(payload, name) or []
-            if any(len(v) > 200 for v in values) or len(values) > 100:
-                raise ActionError("VALIDATION_ERROR", f"{name}: up to 100 items of up to 200"
-                                  " characters.", field=name)
-            out[name] = list(dict.fromkeys(values))
+            with problems.field():
+                values = str_list_field(payload, name) or []
+                if any(len(v) > 200 for v in values) or len(values) > 100:
+                    raise ActionError("VALIDATION_ERROR", f"{name}: up to 100 items of up to"
+                                      " 200 characters.", field=name)
+                out[name] = list(dict.fromkeys(values))
     if "output_template_codes" in payload:
-        out["output_template_codes"] = _codes(payload, "output_template_codes") or []
+        with problems.field():
+            out["output_template_codes"] = _codes(payload, "output_template_codes") or []
     if "retry_policy" in payload:
-        out["retry_policy"] = _retry_policy(payload["retry_policy"])
-        if out["retry_policy"] is None:
-            raise ActionError("VALIDATION_ERROR", "retry_policy may not be null.",
-                              field="retry_policy")
+        with problems.field():
+            out["retry_policy"] = _retry_policy(payload["retry_policy"])
+            if out["retry_policy"] is None:
+                raise ActionError("VALIDATION_ERROR", "retry_policy may not be null.",
+                                  field="retry_policy")
     if "default_next_queue_key" in payload:
-        out["default_next_queue_key"] = queue_key_field(
-            payload, "default_next_queue_key", required=False) or None
+        with problems.field():
+            out["default_next_queue_key"] = queue_key_field(
+                payload, "default_next_queue_key", required=False) or None
     if "next_queue_keys" in payload:
-        keys = str_list_field(payload, "next_queue_keys")
-        if keys is not None:
-            if len(keys) > 100:
-                raise ActionError("VALIDATION_ERROR", "next_queue_keys: up to 100 queues.",
-                                  field="next_queue_keys")
-            keys = list(dict.fromkeys(queue_key_field({"next_queue_keys": each},
-                                                      "next_queue_keys") for each in keys))
-        out["next_queue_keys"] = keys
+        with problems.field():
+            keys = str_list_field(payload, "next_queue_keys")
+            if keys is not None:
+                if len(keys) > 100:
+                    raise ActionError("VALIDATION_ERROR", "next_queue_keys: up to 100 queues.",
+                                      field="next_queue_keys")
+                keys = list(dict.fromkeys(queue_key_field({"next_queue_keys": each},
+                                                          "next_queue_keys") for each in keys))
+            out["next_queue_keys"] = keys
     if "default_next_action_key" in payload:
-        out["default_next_action_key"] = key_field(payload, "default_next_action_key")
+        with problems.field():
+            out["default_next_action_key"] = key_field(payload, "default_next_action_key")
+    if own:
+        problems.raise_any()
     return out
 
 
 def clean_new_queue(payload: dict) -> dict[str, Any]:
-    """A new queue's fields: its key, its subject templates and any mutable field."""
-    fields = clean_settings(payload)
-    fields["queue_key"] = queue_key_field(payload)
-    fields["subject_template_codes"] = _codes(payload, "subject_template_codes", required=True)
+    """A new queue's fields: its key, its subject templates and any mutable field, every
+    refusal said at once."""
+    problems = Problems()
+    fields = clean_settings(payload, problems)
+    with problems.field():
+        fields["queue_key"] = queue_key_field(payload)
+    with problems.field():
+        fields["subject_template_codes"] = _codes(payload, "subject_template_codes",
+                                                  required=True)
+    problems.raise_any()
     return fields
 
 

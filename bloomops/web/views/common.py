@@ -77,6 +77,13 @@ def reason_of(request: HttpRequest) -> str:
     return request.POST.get("reason", "").strip()
 
 
+def said_refused(request: HttpRequest, err: ActionError) -> None:
+    """A refusal as the page's messages: each field's problem on its own line when the
+    engine found several (errors.Problems), so all are fixed in one go."""
+    for problem in err.details.get("problems") or [{"message": err.message}]:
+        messages.error(request, problem["message"])
+
+
 def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Callable[
         [ActionResult], str], default: str,
            goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
@@ -87,7 +94,7 @@ def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Calla
     except ActionError as err:
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
-        messages.error(request, err.message)
+        said_refused(request, err)
         keep_draft(request)
         return redirect(back_url(request, default))
     if result.replayed:

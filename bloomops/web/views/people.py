@@ -26,6 +26,7 @@ from bloomops.accounts.profiles import (
     change_person,
     last_change_id,
     parse_tokens,
+    refuse_without_reason,
     set_password,
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, roles_of, stored_roles
@@ -85,13 +86,29 @@ def _initial(user) -> dict:
 
 
 def _change_of(form: PersonForm, target) -> PersonChange:
+    """The change the form asks for. Each field's problem is put on the form, all at once
+    (a reason forgotten and a mistyped capability took two tries); the first is raised."""
     data = form.cleaned_data
+    found: list[ProfileError] = []
+
+    def checked(check: Callable, *args):
+        try:
+            return check(*args)
+        except ProfileError as err:
+            found.append(err)
+            return None
+
     if data["max_concurrent_leases"] is None:
-        raise ProfileError("VALIDATION_ERROR", "Give a lease limit.", "max_concurrent_leases")
-    profile: dict | None = {
-        "capabilities": parse_tokens(data["capabilities"], "capabilities"),
-        **{name: parse_tokens(data[name], name) for name in SCOPE_FIELDS},
-        "max_concurrent_leases": data["max_concurrent_leases"]}
+        found.append(ProfileError("VALIDATION_ERROR", "Give a lease limit.",
+                                  "max_concurrent_leases"))
+    lists = {name: checked(parse_tokens, data[name], name)
+             for name in ("capabilities", *SCOPE_FIELDS)}
+    checked(refuse_without_reason, data["reason"])
+    if found:
+        for err in found[1:]:
+            form.add_error(err.field, err.message)
+        raise found[0]
+    profile: dict | None = {**lists, "max_concurrent_leases": data["max_concurrent_leases"]}
     if data["use_default"]:
         default = people.default_profile(target.get_username(), roles_of(target))
         stored = PersonProfile.objects.filter(user=target).first()

@@ -22,7 +22,14 @@ from bloomops.execution.policy import flow_warnings, open_to_every_worker
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import decode, encode, form_fields, read_form
-from bloomops.web.views.common import answer, forbidden, guards, not_found, reason_of
+from bloomops.web.views.common import (
+    answer,
+    forbidden,
+    guards,
+    not_found,
+    reason_of,
+    said_refused,
+)
 
 
 def _admin_only(request: HttpRequest) -> HttpResponse | None:
@@ -65,7 +72,7 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
         changes = {k: cleaned.get(k, v) for k, v in changes.items()
                    if cleaned.get(k, v) != row["config"].get(k)}
     except ActionError as err:
-        messages.error(request, err.message)
+        said_refused(request, err)
         return _page(request, row, typed=request.POST, status=400)
     if not changes:
         messages.info(request, "Nothing would change: every field has that value already.")
@@ -180,7 +187,7 @@ def new_queue(request: HttpRequest) -> HttpResponse:
     except ActionError as err:
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
-        messages.error(request, err.message)
+        said_refused(request, err)
         # what was typed and ticked comes back: a refused key unticked the templates, and
         # the next try was refused for having none
         return render(request, "web/queue_new.html", {

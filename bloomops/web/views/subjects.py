@@ -38,6 +38,7 @@ from bloomops.web.views.common import (
     is_operator,
     reader,
     reason_of,
+    said_refused,
 )
 
 
@@ -237,7 +238,7 @@ def subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
     except ActionError as err:
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
-        messages.error(request, err.message)
+        said_refused(request, err)
         return redirect("subject", euid=euid)
     response = HttpResponse(export.data, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
