@@ -96,12 +96,32 @@ class PlaceExecutionHold(Handler):
         # Released, it returns to where it was (RESTORED_STATES): a PENDING subject was in no
         # queue and goes back to none.
         before = env["state"]
+        code = _hold_code(ctx.payload)
+        if before == "HELD":
+            before = self._on_top(ctx, code)
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
-        code = _hold_code(ctx.payload)
         hold = place_hold(ctx, queue, code, reason, state_before=before)
         ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=reason)
         ctx.result.update(hold_euid=hold.euid, queue_key=queue["queue_key"] if queue else None)
+
+
+    @staticmethod
+    def _on_top(ctx: Context, code: str) -> str:
+        """A hold placed on a held subject (an escalation: QA's integrity code on top of an
+        operator's hold, the first then released, with no moment unheld; RULES.md#holds):
+        where the holds already there found the subject, so that whichever is released last
+        returns it there. A code already holding it is refused: it says nothing new."""
+        assert ctx.subject is not None
+        active = children_of(ctx.subject.uid, REL["subject_hold"], where_status="ACTIVE",
+                             lock=True)
+        same = [h.euid for h in active if h.props.get("hold_code") == code]
+        if same:
+            raise ActionError("VALIDATION_ERROR", f"hold_code: {ctx.subject.euid} is already"
+                              f" held with {code} ({same[0]}); give another code, or say more"
+                              " on that hold's subject.", field="hold_code", hold_euid=same[0])
+        return next((h.props["state_before_hold"] for h in active
+                     if h.props.get("state_before_hold") in RESTORED_STATES), "READY")
 
 
 class ReleaseExecutionHold(Handler):

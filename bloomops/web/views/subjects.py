@@ -16,6 +16,7 @@ from bloomops.accounts.signatures import hold_people
 from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
+from bloomops.execution.approvals import hold_gates
 from bloomops.execution.chain import subject_chain_breaks
 from bloomops.execution.context import Actor, action_name
 from bloomops.execution.errors import STALE_CODES, ActionError
@@ -165,8 +166,20 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "bundles": recorded_bundles(diag.uid),
         "approval_offer": take_offer(request, diag.euid),
         "gated": gated_controls(diag.uid) if is_operator(request) else {},
+        "one_by_one": _releasable_one_by_one(request, diag),
         "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
     })
+
+
+def _releasable_one_by_one(request: HttpRequest, diag) -> dict[str, bool]:
+    """Where several holds stop a subject (one placed on another: an escalation), each may
+    be released alone: hold euid -> whether releasing it needs a second person (its code's
+    gate, RULES.md#approvals). Empty when one hold or none, or for a reader who may not."""
+    if (len(diag.active_holds) < 2 or not is_operator(request)
+            or diag.state not in subject_states()["release"]):
+        return {}
+    return {h["euid"]: "release_execution_hold" in hold_gates(h["props"].get("hold_code"))
+            for h in diag.active_holds}
 
 
 @require_POST
