@@ -4,6 +4,8 @@ dashboard, the API's queue summaries and /metrics read the same overview."""
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.models import User
 
 from bloomops.accounts.models import PersonProfile
@@ -19,6 +21,11 @@ from tests.web_support import signed_in
 def _row(html: str, queue_key: str) -> str:
     row = html[html.index(f'data-queue="{queue_key}"'):]
     return row[:row.index("</tr>")]
+
+
+def _text(html: str) -> str:
+    """What a reader sees of the markup."""
+    return re.sub(r"<[^>]+>", "", html)
 
 
 def test_rostered_people_count_before_they_sign_in(client, tenant, users):
@@ -55,7 +62,7 @@ def test_a_person_counts_once_and_online_once_they_act(client, tenant, users):
     cover = selectors.overview().coverage["qc"]
     assert cover.rostered == ["sci"] and cover.online == ["sci"] and cover.free_slots == 2
     html = signed_in(client, users["operator"]).get("/").content.decode()
-    assert "1 online of 1 rostered, 2 free slots" in _row(html, "qc")
+    assert "1 online of 1 rostered, 2 free slots" in _text(_row(html, "qc"))
     # an hour of silence: offline, still rostered
     clock.advance(3601)
     cover = selectors.overview().coverage["qc"]
@@ -125,3 +132,24 @@ def test_a_queue_whose_only_capable_workers_are_all_busy_is_flagged(client, tena
     assert metrics[("worker_free_slots", "q2")] == 1 and metrics[("worker_rostered_count",
                                                                   "q2")] == 2
     assert metrics[("worker_free_slots", "__all__")] == 1
+
+
+def test_the_queue_page_names_who_is_rostered_and_who_is_online(client, tenant, users):
+    """The dashboard's "1 online of 2 rostered" named people only in a tooltip, which a
+    tablet never shows and which stopped at twenty: a supervisor could not learn who."""
+    make_queue("qc", required_worker_capabilities=["wetlab.qc"])
+    PersonProfile.objects.create(user=users["worker_human"], capabilities=["wetlab.qc"])
+    ann = make_user("ann", "worker_human")
+    ann.first_name, ann.last_name = "Ann", "Lee"
+    ann.save()
+    PersonProfile.objects.create(user=ann, capabilities=["wetlab.qc"])
+    services.ensure_my_worker(users["worker_human"])  # sci acts: online
+    supervisor = signed_in(client, users["operator"])
+    dashboard = supervisor.get("/").content.decode()
+    assert ('href="/queues/qc/#queue-coverage">1 online of 2 rostered</a>'
+            in _row(dashboard, "qc"))
+    page = supervisor.get("/queues/qc/").content.decode()
+    panel = page[page.index('id="queue-coverage"'):page.index("</details>")]
+    assert "1 online of 2 rostered" in panel
+    assert "<li>Ann Lee</li>" in panel
+    assert '<li>sci <span class="badge ok">online</span></li>' in panel

@@ -43,7 +43,7 @@ from bloomops.execution.selectors.items import (
     scope_texts,
 )
 from bloomops.execution.selectors.lookup import engine_object
-from bloomops.execution.selectors.overview import Coverage, Overview, overview
+from bloomops.execution.selectors.overview import Coverage, Overview, overview, queue_coverage
 from bloomops.execution.selectors.queue_config import QueueChange, queue_history
 from bloomops.execution.selectors.queues import (
     QueueSummary,
@@ -84,7 +84,7 @@ from bloomops.execution.selectors.workers import (
 
 __all__ = [
     "total_of",
-    "Coverage", "Overview", "overview",
+    "Coverage", "Overview", "overview", "queue_coverage",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
     "action_history", "activity", "last_action", "active_holds", "holds", "audit_trail",

@@ -99,3 +99,12 @@ def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overv
         summary.worker_free_slots = cover.free_slots
     return Overview(now=moment, summaries=summaries, workers=rows, serving=serving,
                     coverage=coverage)
+
+
+def queue_coverage(config: dict, *, now: datetime | None = None,
+                   tenant: str | None = None) -> Coverage:
+    """Who can serve one queue (the dashboard's coverage, for the queue's own page, where
+    its rostered and online people are named in full). Two queries."""
+    rows = workers(now=now or clock.now(), tenant=tenant)
+    serving = [w for w in rows if can_serve(w.props, w.computed_status, config)]
+    return _coverage(config, rows, rostered_people(), serving)

@@ -137,6 +137,8 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         "choices": selectors.queue_filter_values(queue_key),
         "export_query": query.urlencode(),
         "history_url": history_url(queue_key),
+        # the dashboard's "online of rostered", named: a supervisor asks who
+        "coverage": selectors.queue_coverage(queue["config"]),
     })
 
 
