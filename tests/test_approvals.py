@@ -509,11 +509,16 @@ def test_the_rule_looks_both_ways_and_at_a_common_maker(lab):
         (other, "adm set up both you (adm > other) and puppet (adm > puppet)")), lab["bob"])
 
 
-def test_an_api_token_an_admin_gave_links_them_to_its_person_while_it_works(lab):
+def test_an_api_token_an_admin_gave_links_them_to_its_persons_requests(lab, settings):
     """An admin who gave an operator a token on the People screen could ask for a release as
-    the operator through the API, then approve it as themselves: one person, both halves.
-    A token is no signature, so it links the asking half only: the operator still decides
-    the admin's requests."""
+    the operator through the API, then approve it as themselves: one person, both halves;
+    revoking the token after asking undid nothing. A token is no signature, so it links the
+    asking half only, and only its own person: the operator still decides the admin's
+    requests, and the admin those of people the operator set up."""
+    from django.contrib.auth.models import User
+
+    from bloomops.accounts.models import ApiToken, ProfileChange
+    from bloomops.accounts.profiles import add_person
     from bloomops.accounts.tokens import create_token, revoke
 
     row, _ = create_token("bob", by="adm", reason="bob's plate-reader script")
@@ -522,10 +527,25 @@ def test_an_api_token_an_admin_gave_links_them_to_its_person_while_it_works(lab)
     subject, hold = integrity_held(lab["adm"])
     approval = request_release(lab["adm"], subject, hold)["approval_euid"]
     assert decide(lab["bob"], approval).result["approval_status"] == "APPROVED"
-    # a token bob gave himself, or one from before givers were kept, links nobody; once
-    # the admin's is revoked, the admin decides bob's requests again
-    create_token("bob", by="bob", reason="my own")
+    # asked as bob, then the token revoked: adm still held it when the asking was done
+    subject, hold = integrity_held(lab["bob"])
+    approval = request_release(lab["bob"], subject, hold)["approval_euid"]
     revoke(token_id=row.pk, by="adm", reason="script retired")
+    assert "adm" in refused("SELF_APPROVAL", lambda: decide(lab["adm"], approval)).message
+    # a token's link is its own person's: bob's hires are not adm's
+    add_person("newbie", first_name="", last_name="", password="Correct-Horse-Battery-9",
+               roles=["operator"], reason="new", admin_username="bob")
+    newbie = person("newbie", "operator")
+    subject, hold = integrity_held(newbie)
+    approval = request_release(newbie, subject, hold)["approval_euid"]
+    assert decide(lab["adm"], approval).result["approval_status"] == "APPROVED"
+    # an approval's lifetime after the revoke, and with a token bob gave himself, adm
+    # decides bob's requests again
+    window = timedelta(seconds=settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 1)
+    ApiToken.objects.filter(pk=row.pk).update(revoked_at=F("revoked_at") - window)
+    ProfileChange.objects.update(changed_at=F("changed_at") - window)
+    create_token("bob", by="bob", reason="my own")
+    assert User.objects.get(username="bob").api_tokens.count() == 2
     subject, hold = integrity_held(lab["bob"])
     approval = request_release(lab["bob"], subject, hold)["approval_euid"]
     assert decide(lab["adm"], approval).result["approval_status"] == "APPROVED"

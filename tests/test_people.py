@@ -38,7 +38,7 @@ def _page_form(client, username: str, **overrides) -> dict:
     """The person form as the page rendered it (checkboxes are sent as a browser would)."""
     page = client.get(f"/people/{username}/")
     assert page.status_code == 200
-    fields = form_for(page, "", **overrides)
+    fields = form_for(page, f"/people/{username}/", **overrides)
     if "capabilities" not in overrides:  # a textarea: its text, as the page showed it
         fields["capabilities"] = page.context["form"].initial["capabilities"]
     if "roles" not in overrides:

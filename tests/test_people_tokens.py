@@ -95,6 +95,7 @@ def test_only_admins_give_or_revoke_tokens(client, users, role):
 
 @pytest.mark.parametrize(("fields", "field", "said"), [
     ({"reason": ""}, "reason", "Say why"),
+    ({"reason": "\u200b"}, "reason", "Say why"),
     ({"days": "0"}, "days", "greater than or equal to 1"),
     ({"days": "3651"}, "days", "less than or equal to 3650"),
     ({"days": "soon"}, "days", "Enter a whole number"),
@@ -140,9 +141,10 @@ def test_a_revoke_without_a_reason_is_refused(client, users):
     row, token = create_token("svc", **GIVEN)
     admin = signed_in(client, users["admin"])
     before = _written()
-    answer = admin.post(f"/people/svc/tokens/{row.pk}/revoke/", {"reason": "  "})
-    said = [str(m) for m in get_messages(answer.wsgi_request)]
-    assert answer.status_code == 302 and "was not revoked: Say why" in said[0]
+    for reason in ("  ", "\u200b"):  # blank, or only what shows as nothing
+        answer = admin.post(f"/people/svc/tokens/{row.pk}/revoke/", {"reason": reason})
+        said = [str(m) for m in get_messages(answer.wsgi_request)]
+        assert answer.status_code == 400 and "was not revoked: Say why" in said[0]
     assert _written() == before
     assert Api(token).get("/queues").status_code == 200
 
@@ -157,3 +159,27 @@ def test_tokens_given_and_revoked_from_a_shell_are_recorded_as_the_command_line(
     assert revoked.reason.startswith("manage.py revoke_api_token, run as")
     assert "“nightly” given" in given.after["api_token"]
     assert revoked.after["api_token"].endswith("revoked")
+
+
+def test_after_a_token_is_given_the_persons_form_still_saves_the_person(client, users):
+    """The page that shows the token lives at /tokens/: the person form on it, which named
+    no action, was sent there, refused, and the admin's change lost."""
+    admin = signed_in(client, users["admin"])
+    given = _give(admin, "svc", days="30", reason="adapter")
+    fields = form_for(given, "/people/svc/", reason="now also an operator")
+    fields["roles"] = ["worker_service", "operator"]
+    answer = admin.post("/people/svc/", fields)
+    assert answer.status_code == 302
+    assert sorted(users["worker_service"].groups.values_list("name", flat=True)) == [
+        "operator", "worker_service"]
+
+
+def test_every_working_token_is_listed_however_many_ended_since(client, users):
+    """The list stopped at the newest 50: a working token behind 50 rotated ones had no
+    revoke button, though the People list counted it."""
+    old, _ = create_token("svc", name="the old adapter", **GIVEN)
+    for _ in range(51):
+        row, _ = create_token("svc", **GIVEN)
+        ApiToken.objects.filter(pk=row.pk).update(revoked_at=row.created_at)
+    page = signed_in(client, users["admin"]).get("/people/svc/").content.decode()
+    assert f"/people/svc/tokens/{old.pk}/revoke/" in page

@@ -137,8 +137,8 @@ def set_up_together(decider: str, requester: str,
     of them may be that account): it gave them, or an account it set up, roles since
     ``since`` (the account made, or its roles changed), or set a password they still sign
     with (whenever: knowing a password does not wear off; one its person has changed since
-    is theirs again), or gave the requester (or an account above them) an API token that
-    still works. (that account, its chain down to the requester, its chain down to the
+    is theirs again), or gave the requester an API token that worked within the approval
+    lifetime. (that account, its chain down to the requester, its chain down to the
     decider), or None. Only who made whom counts, never two people who both touched one
     account (RULES.md#approvals)."""
     from django.db.models import F
@@ -156,11 +156,11 @@ def set_up_together(decider: str, requester: str,
     # a password someone else set, of any age, while it is the one they sign with
     for made, given in password_givers().items():
         makers.setdefault(made, set()).add(given.by)
-    # an API token someone else gave, while it works: with it they can ask as its person,
-    # not sign as them (a decision is signed with the password), so it links the asking half
-    tokens = token_givers()
-    asking = {who: makers.get(who, set()) | tokens.get(who, set())
-              for who in set(makers) | set(tokens)}
+    # an API token someone else gave the requester, working within the approval lifetime:
+    # with it they could ask as the requester, not sign as anyone (a decision is signed with
+    # the password), so it links the requester alone, not the accounts above them
+    asking = {**makers, requester: makers.get(requester, set())
+              | token_givers(since).get(requester, set())}
 
     def ancestry(who: str, links: dict[str, set[str]]) -> dict[str, list[str]]:
         chains = {who: [who]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -33,7 +33,7 @@ NAME_LENGTH = ApiToken._meta.get_field("name").max_length
 # What a token is stored as: the HMAC, under the secret key, of its sha256. The database
 # never holds the key, so someone who can write the token table cannot add a token of their
 # own for another person (a bare sha256 they could compute). Stored before, a token's sha256
-# became this digest in place (migration 0003), so tokens given earlier still work.
+# became this digest in place (bloomops_api migration 0003), so tokens given earlier still work.
 DIGEST_SALT = "bloomops.api.token"
 
 
@@ -134,14 +134,15 @@ def revoke(*, by: str, reason: str, token_id: int | None = None, prefix: str | N
     return len(ended)
 
 
-def token_givers() -> dict[str, set[str]]:
-    """username -> who else gave them a token that still works: whoever holds it can ask
-    for anything as them through the API. One query."""
-    from django.db.models import F
+def token_givers(since: datetime) -> dict[str, set[str]]:
+    """username -> who else gave them a token that worked at any time since ``since`` (an
+    approval's lifetime ago): whoever held it could have asked for anything as them through
+    the API, and revoking it after asking does not undo the asking. One query."""
+    from django.db.models import F, Q
 
     out: dict[str, set[str]] = {}
-    for username, by in (ApiToken.objects.filter(revoked_at__isnull=True,
-                                                 expires_at__gt=timezone.now())
+    for username, by in (ApiToken.objects.filter(
+            Q(revoked_at__isnull=True) | Q(revoked_at__gte=since), expires_at__gte=since)
                          .exclude(given_by="").exclude(given_by=F("user__username"))
                          .values_list("user__username", "given_by")):
         out.setdefault(username, set()).add(by)

@@ -1,6 +1,6 @@
-"""Each stored token's sha256 becomes its HMAC under the secret key (bloomops/api/tokens.py):
-tokens given before keep working, and a row someone writes with a bare sha256 authenticates
-nobody."""
+"""Each stored token's sha256 becomes its HMAC under the secret key
+(bloomops/accounts/tokens.py): tokens given before keep working, and a row someone writes
+with a bare sha256 authenticates nobody."""
 
 from django.db import migrations
 

@@ -198,9 +198,10 @@ def _on_approval(ctx: Context, approval: Obj) -> None:
 
 def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: str) -> None:
     """RULES.md#approvals: a requester and a decider one account set up (one of them may be
-    it: roles within the approval lifetime, or a password they still sign with) are not two
-    people: one admin could make an account, or set a colleague's password, and sign both
-    halves."""
+    it: roles within the approval lifetime, a password they still sign with, or an API token
+    of the requester's it gave, working within the approval lifetime) are not two people: one
+    admin could make an account, set a colleague's password or hold their token, and sign
+    both halves."""
     given = password_given_by(ctx.actor.username)
     if given and given.by == COMMAND_LINE:
         # whoever sat at the shell knows it, and who that was is not recorded
@@ -224,7 +225,8 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
            else f"{maker} set up both you ({you}) and {requester} ({them})")
     raise ActionError(
         "SELF_APPROVAL", f"{how}: roles given within the approval's lifetime, a password"
-        " still in use, or an API token still working make you no second person to them."
+        " still in use, or an API token of theirs given within it make you no second person"
+        " to them."
         " Ask someone else to decide.",
         approval_euid=approval_euid, set_up_by=maker, chain_to_requester=to_requester,
         chain_to_decider=to_decider)

@@ -8,6 +8,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -40,11 +41,15 @@ class TokenForm(forms.Form):
 
 
 def tokens_of(user) -> list[dict]:
-    """The person's tokens, newest first: the active ones (with their revoke form) and those
-    that ended. One query."""
+    """The person's tokens: every active one (with its revoke form), newest first, then the
+    newest of those that ended. Two queries."""
     now = timezone.now()
+    working = Q(revoked_at__isnull=True, expires_at__gt=now)
+    # every working token, however many ended since (each may need revoking here), then
+    # the newest of those that ended
+    rows = ApiToken.objects.filter(user=user).order_by("-id")
     return [{"row": row, "said": described(row), "status": row.status(now)}
-            for row in ApiToken.objects.filter(user=user).order_by("-id")[:LISTED]]
+            for row in [*rows.filter(working), *rows.exclude(working)[:LISTED]]]
 
 
 def _person(username: str):
@@ -83,7 +88,9 @@ def person_token_revoke(request: HttpRequest, username: str, token_id: int) -> H
         ended = revoke(token_id=row.pk, by=request.user.get_username(),
                        reason=request.POST.get("reason", "")[:MAX_REASON + 1])
     except ProfileError as err:
+        # the person's page again, as at any refusal there: nothing was written
         messages.error(request, f"{described(row)} was not revoked: {err.message}")
+        return person_page(request, target, status=400)
     else:
         if ended:
             messages.success(request, f"{described(row)} is revoked: the API refuses it from"
