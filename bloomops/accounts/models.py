@@ -128,6 +128,12 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
 
+    @staticmethod
+    def working(now: datetime, via: str = "") -> models.Q:
+        """The tokens that authenticate at ``now``: neither revoked nor expired (``via``: the
+        relation a query reaches them through, as ``api_tokens__``)."""
+        return models.Q(**{f"{via}revoked_at__isnull": True, f"{via}expires_at__gt": now})
+
     def status(self, now: datetime) -> str:
         if self.revoked_at is not None:
             return "revoked"

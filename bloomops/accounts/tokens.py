@@ -98,7 +98,7 @@ def user_for_token(token: str):
         return None
     now = timezone.now()
     row = (ApiToken.objects.select_related("user")
-           .filter(token_hash__in=digests(token), revoked_at__isnull=True, expires_at__gt=now)
+           .filter(ApiToken.working(now), token_hash__in=digests(token))
            .first())
     if row is None or not row.user.is_active:
         return None

@@ -213,8 +213,13 @@ def outside_profiles(workers: list) -> dict[str, str]:
     for w in serving:
         if (owner := bounds.get(w.props["owner_username"])) and (
                 beyond := beyond_bounds(readable_worker(w.props), owner)):
-            out[w.euid] = "; ".join(what for _, what in beyond)
+            out[w.euid] = beyond_said(beyond)
     return out
+
+
+def beyond_said(beyond: list[tuple[str, str]]) -> str:
+    """What ``beyond_bounds`` found, as a refusal and the workers page say it."""
+    return "; ".join(what for _, what in beyond)
 
 
 def beyond_bounds(worker: dict, bounds: dict) -> list[tuple[str, str]]:

@@ -105,7 +105,6 @@ class PlaceExecutionHold(Handler):
         ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=reason)
         ctx.result.update(hold_euid=hold.euid, queue_key=queue["queue_key"] if queue else None)
 
-
     @staticmethod
     def _on_top(ctx: Context, code: str) -> str:
         """A hold placed on a held subject (an escalation: QA's integrity code on top of an

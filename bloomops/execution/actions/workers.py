@@ -41,6 +41,7 @@ from bloomops.execution.people import (
     PROFILE_FIELDS,
     account_bounds,
     beyond_bounds,
+    beyond_said,
     bounds_said,
     current_profile,
     human_worker_key,
@@ -91,7 +92,7 @@ def refuse_beyond_bounds(worker: dict, owner: str, bounds: dict | None, *,
     beyond = beyond_bounds(readable_worker(worker), bounds) if bounds else []
     if not beyond:
         return
-    asks = "; ".join(what for _, what in beyond)
+    asks = beyond_said(beyond)
     when = ("This worker was registered with" if registered else "This worker asks for")
     again = " Register it again within the profile." if registered else ""
     raise ActionError("OUTSIDE_PROFILE", f"{when} {asks}, beyond what {owner}'s profile allows"

@@ -10,14 +10,20 @@ from functools import wraps
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from bloomops.accounts.models import MAX_LEASES_LIMIT, SCOPE_FIELDS, PersonProfile, ProfileChange
+from bloomops.accounts.models import (
+    MAX_LEASES_LIMIT,
+    SCOPE_FIELDS,
+    ApiToken,
+    PersonProfile,
+    ProfileChange,
+)
 from bloomops.accounts.profiles import (
     MAX_REASON,
     PersonChange,
@@ -46,6 +52,11 @@ def admin_only(view: Callable) -> Callable:
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def person_named(username: str):
+    """The account a people page's URL names, or None."""
+    return get_user_model().objects.filter(username=username).first()
 
 
 class PersonForm(forms.Form):
@@ -158,9 +169,8 @@ def people_list(request: HttpRequest) -> HttpResponse:
         status = 400
     users = (get_user_model().objects.select_related("worker_profile")
              .prefetch_related("groups").order_by("username")
-             .annotate(active_tokens=Count("api_tokens", filter=Q(
-                 api_tokens__revoked_at__isnull=True,
-                 api_tokens__expires_at__gt=timezone.now()))))
+             .annotate(active_tokens=Count("api_tokens", filter=ApiToken.working(
+                 timezone.now(), via="api_tokens__"))))
     rows = []
     for u in users:
         roles = stored_roles(u)
@@ -178,7 +188,7 @@ def people_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @admin_only
 def person(request: HttpRequest, username: str) -> HttpResponse:
-    target = get_user_model().objects.filter(username=username).first()
+    target = person_named(username)
     if target is None:
         return not_found(request, f"No person {username}.")
     status = 200
@@ -251,7 +261,7 @@ class PasswordForm(forms.Form):
 @admin_only
 def person_password(request: HttpRequest, username: str) -> HttpResponse:
     """An admin sets a person's new password (accounts.profiles.set_password)."""
-    target = get_user_model().objects.filter(username=username).first()
+    target = person_named(username)
     if target is None:
         return not_found(request, f"No person {username}.")
     form = PasswordForm(request.POST)

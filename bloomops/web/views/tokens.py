@@ -7,8 +7,6 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -20,7 +18,7 @@ from bloomops.accounts.models import ApiToken
 from bloomops.accounts.profiles import MAX_REASON, ProfileError
 from bloomops.accounts.tokens import MAX_DAYS, NAME_LENGTH, create_token, described, revoke
 from bloomops.web.views.common import not_found
-from bloomops.web.views.people import admin_only, person_page
+from bloomops.web.views.people import admin_only, person_named, person_page
 
 # Enough for any account's working set; older revoked and expired ones are in the history.
 LISTED = 50
@@ -44,7 +42,7 @@ def tokens_of(user) -> list[dict]:
     """The person's tokens: every active one (with its revoke form), newest first, then the
     newest of those that ended. Two queries."""
     now = timezone.now()
-    working = Q(revoked_at__isnull=True, expires_at__gt=now)
+    working = ApiToken.working(now)
     # every working token, however many ended since (each may need revoking here), then
     # the newest of those that ended
     rows = ApiToken.objects.filter(user=user).order_by("-id")
@@ -52,15 +50,11 @@ def tokens_of(user) -> list[dict]:
             for row in [*rows.filter(working), *rows.exclude(working)[:LISTED]]]
 
 
-def _person(username: str):
-    return get_user_model().objects.filter(username=username).first()
-
-
 @never_cache  # the answer holds the token itself
 @require_POST
 @admin_only
 def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
-    target = _person(username)
+    target = person_named(username)
     if target is None:
         return not_found(request, f"No person {username}.")
     form = TokenForm(request.POST)
@@ -80,7 +74,7 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
 @require_POST
 @admin_only
 def person_token_revoke(request: HttpRequest, username: str, token_id: int) -> HttpResponse:
-    target = _person(username)
+    target = person_named(username)
     row = ApiToken.objects.filter(pk=token_id, user=target).first() if target else None
     if row is None:
         return not_found(request, f"{username} has no token {token_id}.")

@@ -23,7 +23,7 @@ class Command(BaseCommand):
         if options["user"]:
             rows = rows.filter(user__username=options["user"])
         if not options["all"]:
-            rows = rows.filter(revoked_at__isnull=True, expires_at__gt=now)
+            rows = rows.filter(ApiToken.working(now))
         self.stdout.write("id\tprefix\tuser\tname\tstatus\tcreated\texpires\tlast_used\trevoked")
         for row in rows:
             self.stdout.write("\t".join(str(v) for v in (
