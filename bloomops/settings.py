@@ -88,6 +88,7 @@ MIDDLEWARE = [
     "bloomops.web.middleware.SignInAgainMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "bloomops.accounts.sessions.IdleSessionMiddleware",
+    "bloomops.accounts.sessions.OwnPasswordFirstMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "bloomops.web.middleware.MethodNotAllowedPage",

@@ -624,12 +624,15 @@ def test_a_password_set_from_the_command_line_signs_no_approval_until_changed(
     assert "set from the command line" in refusal.message
     inbox = Client()
     inbox.force_login(User.objects.get(username="bob"))
-    page = inbox.get("/approvals/").content.decode()  # said before a signature is typed
-    assert "You decide no approval until you" in page and "Approve and sign" not in page
+    # signed in with it, bob reaches no inbox to sign in: only the password page
+    sent = inbox.get("/approvals/")
+    assert sent.status_code == 302 and sent["Location"] == "/accounts/password/"
     assert envelope(subject)["state"] == "HELD"
     client = Client()
     client.post("/accounts/login/", {"username": "bob", "password": "Shell-Given-Secret-71"})
-    assert "Your password was set from the command line" in client.get("/").content.decode()
+    told = client.get("/", follow=True).content.decode()
+    assert "Your password was set from the command line" in told
+    assert "Choose your own password before you go on: it was set from the command line" in told
     client.post("/accounts/password/", {"old_password": "Shell-Given-Secret-71",
                                         "new_password1": "Copper-Lantern-Glacier-58",
                                         "new_password2": "Copper-Lantern-Glacier-58"})

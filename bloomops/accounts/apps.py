@@ -28,9 +28,11 @@ class AccountsConfig(AppConfig):
     label = "accounts"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import post_save
 
         from bloomops.accounts.password_seals import seal_a_password_set
+        from bloomops.accounts.sessions import note_given_password
         from bloomops.tapdb.roles import check_separate_runtime_role
 
         # Sent for apps with models only; auth always has them.
@@ -40,4 +42,5 @@ class AccountsConfig(AppConfig):
                              dispatch_uid="bloomops-runtime-role")
         post_save.connect(seal_a_password_set, sender=self.apps.get_model("auth", "User"),
                           dispatch_uid="bloomops-password-seal")
+        user_logged_in.connect(note_given_password, dispatch_uid="bloomops-given-password")
         checks.register(check_separate_runtime_role, checks.Tags.security, deploy=True)

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.utils import timezone
 from django_htmx.http import HttpResponseClientRedirect
+
+from bloomops.accounts.models import COMMAND_LINE
 
 ACTIVITY_KEY = "bloomops_last_activity"
 POLL_HEADER = "X-Bloomops-Poll"
@@ -67,3 +69,51 @@ def end_sessions(user) -> int:
     from bloomops.accounts.session_store import end_user_sessions
 
     return end_user_sessions(user.pk)
+
+
+# A person signed in with a password someone else set (an admin on /people/, a shell's
+# changepassword) and not changed since: that someone knows it, so the person changes it
+# before anything else (RULES.md#approvals). Decided at sign-in and kept in the session: a
+# new password given later ends every session, so it cannot go stale.
+GIVEN_PASSWORD_KEY = "bloomops_password_given_by"
+
+
+def note_given_password(sender, request, user, **kwargs) -> None:
+    """user_logged_in: remember, for this session, who gave the password it signed in with."""
+    from bloomops.accounts.signatures import password_given_by
+
+    given = password_given_by(user.get_username())
+    if request is not None and given is not None and given.until is None:
+        request.session[GIVEN_PASSWORD_KEY] = given.by
+
+
+def password_now_own(request: HttpRequest) -> None:
+    request.session.pop(GIVEN_PASSWORD_KEY, None)
+
+
+class OwnPasswordFirstMiddleware:
+    """After IdleSessionMiddleware: a session signed in with a given password reaches the
+    password page (and signing out) only. Nothing it sends is done; an htmx panel's request
+    moves the whole page there."""
+
+    OPEN = ("password_change", "password_change_done", "logout")
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if (user is None or not user.is_authenticated
+                or GIVEN_PASSWORD_KEY not in request.session
+                or request.path in {resolve_url(name) for name in self.OPEN}
+                or request.path.startswith(("/api/", "/" + settings.STATIC_URL.lstrip("/")))):
+            return self.get_response(request)
+        given = request.session[GIVEN_PASSWORD_KEY]
+        messages.warning(request, "Choose your own password before you go on: "
+                         + ("it was set from the command line." if given == COMMAND_LINE
+                            else f"{given} gave you the one you signed in with, so they"
+                                 " know it."))
+        to = resolve_url("password_change")
+        if request.headers.get("HX-Request") == "true":
+            return HttpResponseClientRedirect(to)
+        return HttpResponseRedirect(to)

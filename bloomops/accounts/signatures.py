@@ -208,8 +208,10 @@ class CountedPasswordChangeView(PasswordChangeView):
 
     def form_valid(self, form):
         from bloomops.accounts.models import ProfileChange
+        from bloomops.accounts.sessions import password_now_own
 
         response = super().form_valid(form)
+        password_now_own(self.request)
         # recorded as every password given is: one an admin set is no longer the one they
         # sign with (set_up_together)
         ProfileChange.objects.create(

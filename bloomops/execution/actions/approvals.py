@@ -217,6 +217,13 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
     since = timezone.now() - timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
     found = set_up_together(ctx.actor.username, requester, since)
     if not found:
+        if given and given.until is None:
+            # a signature is the signer's alone: whoever gave the password knows it, and
+            # could sign as them for anyone's request
+            raise ActionError(
+                "SELF_APPROVAL", f"Your password was given to you by {given.by}, who knows"
+                " it: change it (Password, at the top) before you decide an approval.",
+                approval_euid=approval_euid, set_up_by=given.by)
         return
     maker, to_requester, to_decider = found
     you, them = " > ".join(to_decider), " > ".join(to_requester)
