@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.core.management import call_command
+from django.test import Client
 
 from bloomops.accounts.models import COMMAND_LINE, ApiToken, ProfileChange
 from bloomops.accounts.tokens import create_token
@@ -183,3 +184,42 @@ def test_every_working_token_is_listed_however_many_ended_since(client, users):
         ApiToken.objects.filter(pk=row.pk).update(revoked_at=row.created_at)
     page = signed_in(client, users["admin"]).get("/people/svc/").content.decode()
     assert f"/people/svc/tokens/{old.pk}/revoke/" in page
+
+
+def test_a_token_about_to_expire_is_named_to_admins_before_its_calls_are_refused(
+        client, users):
+    """A service's 90-day token ran out unannounced: its calls answered 401 and the queue
+    stalled until someone noticed. The console now names it while there is time."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    soon, _ = create_token("svc", name="plate reader", days=90, **GIVEN)
+    ApiToken.objects.filter(pk=soon.pk).update(created_at=now - timedelta(days=87),
+                                               expires_at=now + timedelta(days=3, minutes=30))
+    create_token("svc", name="far off", days=90, **GIVEN)  # 90 days left: nothing said
+    week, _ = create_token("svc", name="weekly", days=7, **GIVEN)  # a week-long token
+    revoked, _ = create_token("op", name="gone", days=90, **GIVEN)
+    ApiToken.objects.filter(pk=revoked.pk).update(created_at=now - timedelta(days=88),
+                                                  expires_at=now + timedelta(days=2),
+                                                  revoked_at=now)
+    admin = signed_in(client, users["admin"])
+    dashboard = admin.get("/").content.decode()
+    said = dashboard.split('id="tokens-expiring"')[1].split("</p>")[0]
+    assert "svc’s “plate reader”" in said and "in 3 d " in said, said
+    assert "far off" not in said and "weekly" not in said and "gone" not in said
+    people = admin.get("/people/").content.decode()
+    row = people.split('data-person="svc"')[1].split("</tr>")[0]
+    assert "3 active" in row and "plate reader expires" in row and "weekly" not in row
+    assert "expiring" not in people.split('data-person="op"')[1].split("</tr>")[0]
+    page = admin.get("/people/svc/").content.decode()
+    listed = page.split('id="token-list"')[1].split("</table>")[0]
+    assert listed.count("give svc a new one, then revoke this") == 1
+    # the week-long token in its last day is about to expire too
+    ApiToken.objects.filter(pk=week.pk).update(created_at=now - timedelta(days=6, hours=4),
+                                               expires_at=now + timedelta(hours=20))
+    assert "svc’s “weekly”" in admin.get("/").content.decode()
+    # an operator's dashboard says nothing of tokens
+    assert 'id="tokens-expiring"' not in signed_in(Client(), users["operator"]).get(
+        "/").content.decode()

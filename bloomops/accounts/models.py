@@ -7,7 +7,7 @@ docs/ARCHITECTURE.md, "Decisions worth knowing").
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -138,3 +138,16 @@ class ApiToken(models.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "expired" if self.expires_at <= now else "active"
+
+    def expires_soon(self, now: datetime) -> bool:
+        """Working, with less left than the warning time (RULES.md#api-tokens), or than a
+        quarter of its lifetime when that is shorter: a week-long token is not "about to
+        expire" all week."""
+        left = self.expires_at - now
+        return self.status(now) == "active" and left <= min(
+            EXPIRY_WARNING, (self.expires_at - self.created_at) / 4)
+
+
+# How long before a working token expires the console says so: time to give its service a
+# new one before its calls start to answer 401.
+EXPIRY_WARNING = timedelta(days=14)

@@ -36,6 +36,7 @@ from bloomops.accounts.profiles import (
     set_password,
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, roles_of, stored_roles
+from bloomops.accounts.tokens import expiring
 from bloomops.execution import people, policy, selectors
 from bloomops.web import services
 from bloomops.web.views.common import forbidden, not_found
@@ -171,6 +172,9 @@ def people_list(request: HttpRequest) -> HttpResponse:
              .prefetch_related("groups").order_by("username")
              .annotate(active_tokens=Count("api_tokens", filter=ApiToken.working(
                  timezone.now(), via="api_tokens__"))))
+    soon: dict[int, list] = {}
+    for token in expiring(timezone.now()):
+        soon.setdefault(token.user_id, []).append(token)
     rows = []
     for u in users:
         roles = stored_roles(u)
@@ -179,6 +183,7 @@ def people_list(request: HttpRequest) -> HttpResponse:
         own = hasattr(u, "worker_profile")
         service = people.bounds_its_workers(roles)
         rows.append({"user": u, "roles": sorted(roles), "own": own, "service": service,
+                     "expiring": soon.get(u.pk, []),
                      "bounded": service and own, "bench": Role.WORKER_HUMAN in roles,
                      "profile": people.effective_profile(u.get_username(), roles,
                                                          getattr(u, "worker_profile", None))})

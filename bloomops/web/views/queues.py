@@ -10,9 +10,11 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
+from bloomops.accounts.tokens import expiring
 from bloomops.execution import clock, people, policy, selectors
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.sql import SCOPE_FIELDS
@@ -62,6 +64,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
     names = {s.queue_key: s.display_name for s in stats.overview.summaries}
+    # an admin is told before a service's token runs out and its calls answer 401
+    # (RULES.md#api-tokens); a whole page only, never its refreshes
+    context["expiring_tokens"] = expiring(timezone.now()) if "admin" in roles else []
     return render(request, "web/dashboard.html", {**context, **_history(request, names)})
 
 

@@ -46,7 +46,8 @@ def tokens_of(user) -> list[dict]:
     # every working token, however many ended since (each may need revoking here), then
     # the newest of those that ended
     rows = ApiToken.objects.filter(user=user).order_by("-id")
-    return [{"row": row, "said": described(row), "status": row.status(now)}
+    return [{"row": row, "said": described(row), "status": row.status(now),
+             "soon": row.expires_soon(now)}
             for row in [*rows.filter(working), *rows.exclude(working)[:LISTED]]]
 
 
