@@ -154,5 +154,40 @@ def test_a_bundle_whose_subject_euid_holds_a_nul_is_a_400(users, subject):
     before = counts()
     response = api.post(f"/subjects/{subject}/evidence/verify", canonical_bytes(doc))
     assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
-    assert "subject.euid is not an EUID" in response.json()["error"]["message"]
+    assert "subject.euid contains a NUL character" in response.json()["error"]["message"]
+    assert counts() == before
+
+
+def test_a_lone_surrogate_in_a_file_is_no_bundle_not_a_server_error(users, subject, client,
+                                                                   tmp_path):
+    """A \\ud800 escape anywhere in a file (a bundle's key or value, or a field of its own)
+    decoded to text nothing could encode again: the API, the subject page's upload and
+    verify_evidence all answered with a server error."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.core.management import CommandError, call_command
+
+    from tests.web_support import signed_in
+
+    api = api_for(users["operator"])
+    data = api.get(f"/subjects/{subject}/evidence").content
+    text = data.decode()
+    bodies = (
+        f'{{"format":"bloomops.evidence/1","subject":{{"euid":"{subject}"}},"x":"\\ud800"}}',
+        text.replace('"reason":"bad run"', '"reason":"bad \\udfff run"'),
+        text.replace('"reason":"bad run"', '"\\ud800":"bad run"'),
+    )
+    assert all(b != text for b in bodies)
+    before = counts()
+    for body in bodies:
+        response = api.post(f"/subjects/{subject}/evidence/verify", body.encode())
+        assert response.status_code == 400 and error_code(response) == "VALIDATION_ERROR"
+        assert "surrogate" in response.json()["error"]["message"]
+    web = signed_in(client, users["operator"])
+    page = web.post(f"/subjects/{subject}/evidence/verify/", {
+        "bundle": SimpleUploadedFile("b.json", bodies[1].encode())})
+    assert page.status_code in (200, 400) and "surrogate" in page.content.decode()
+    path = tmp_path / "b.json"
+    path.write_bytes(bodies[1].encode())
+    with pytest.raises(CommandError, match="surrogate"):
+        call_command("verify_evidence", str(path))
     assert counts() == before

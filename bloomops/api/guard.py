@@ -35,7 +35,7 @@ from django.http import (
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
-from bloomops.execution.guards import load_json, text_problem
+from bloomops.execution.guards import TextProblem, load_json, text_problem
 
 API_PREFIX = "/api/"
 # The largest request body the API reads (documented in docs/API.md). An action's payload is
@@ -77,41 +77,20 @@ def error_response(code: str, message: str | None = None, **details: Any) -> Jso
     return JsonResponse(refused.as_dict(), status=refused.status)
 
 
-def _check_text(value: str, where: str) -> None:
-    problem = text_problem(value)
-    if problem:
-        raise RequestRefused("VALIDATION_ERROR", f"{where} {problem}.", field=where)
-
-
-def _check_texts(value: Any) -> None:
-    # Iterative: load_json bounds the depth, but a checker needs no stack of its own.
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        item, at = stack.pop()
-        if isinstance(item, str):
-            _check_text(item, at or "body")
-        elif isinstance(item, dict):
-            for key, inner in item.items():
-                _check_text(key, f"{at} key" if at else "key")
-                stack.append((inner, f"{at}.{key[:40]}" if at else key[:40]))
-        elif isinstance(item, list):
-            stack.extend((inner, f"{at}[{i}]") for i, inner in enumerate(item))
-
-
 class StrictJsonParser(Parser):
     """django-ninja's body parser, reading as ``guards.load_json`` does (UTF-8, no key
-    twice, finite numbers, bounded depth), then refusing NUL and lone surrogates in any
-    string or key. The refusal travels to the API's exception handler as the cause of
-    ninja's own "cannot parse" HttpError."""
+    twice, finite numbers, bounded depth, no NUL or lone surrogate in any string or key: a
+    refusal names that field). The refusal travels to the API's exception handler as the
+    cause of ninja's own "cannot parse" HttpError."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         try:
-            data = load_json(request.body)
+            return load_json(request.body)
+        except TextProblem as exc:
+            raise RequestRefused("VALIDATION_ERROR", f"{exc}.", field=exc.where) from None
         except ValueError as exc:
             raise RequestRefused("VALIDATION_ERROR", f"The body is not valid JSON: {exc}.",
                                  field="body") from None
-        _check_texts(data)
-        return data
 
 
 def _query_problem(request: HttpRequest) -> RequestRefused | None:

@@ -73,8 +73,8 @@ def nesting_depth(value: Any) -> int:
 def load_json(data: bytes | str) -> Any:
     """JSON as bloomops reads it from outside (a request body, a form's JSON, a bundle file):
     UTF-8 without a byte-order mark, no key twice (the reader would act on one of them, the
-    sender may mean the other), only finite numbers, nesting up to MAX_JSON_DEPTH. Raises
-    ValueError saying why."""
+    sender may mean the other), only finite numbers, nesting up to MAX_JSON_DEPTH, and no
+    string or key that no stored text can be (TextProblem). Raises ValueError saying why."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -89,7 +89,40 @@ def load_json(data: bytes | str) -> Any:
         raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels") from None
     if nesting_depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels")
+    found = first_text_problem(value)
+    if found:
+        raise TextProblem(*found)
     return value
+
+
+class TextProblem(ValueError):
+    """A string or key of a JSON document no text can be (text_problem): ``where`` names it
+    by its path, as a request's field."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where} {problem}")
+        self.where, self.problem = where, problem
+
+
+def first_text_problem(value: Any) -> tuple[str, str] | None:
+    """(where, why) of the first string or key in ``value`` that no stored text can be
+    (text_problem), or None. UTF-8 holds no surrogate, but a \\ud800 escape decodes to one,
+    which nothing downstream (a bundle's canonical form, a log line, the database) can
+    encode again. Iterative: load_json bounds the depth, but a checker needs no stack."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            if problem := text_problem(item):
+                return at or "body", problem
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if problem := text_problem(key):
+                    return (f"{at} key" if at else "key"), problem
+                stack.append((inner, f"{at}.{key[:40]}" if at else key[:40]))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{at}[{i}]") for i, inner in enumerate(item))
+    return None
 
 
 def check_payload(payload: Any, fields: tuple[str, ...]) -> None:
