@@ -614,3 +614,28 @@ def test_a_completion_message_shows_a_name_as_text(client, lab):
                            form_for(page, f"/leases/{lease['euid']}/complete/"), follow=True)
     shown = response.content.decode().split('class="messages"')[1].split("</ul>")[0]
     assert "&lt;b&gt;Tube&lt;/b&gt;" in shown and "<b>Tube</b>" not in shown
+
+
+def test_a_person_whose_profile_does_not_cover_a_queue_is_told_so_not_a_server_error(
+        client, lab):
+    """Claim next, and a row's Claim, on a queue a person's profile leaves out answered 500:
+    the claim's refusal lists its reasons as texts, which the page read as fields."""
+    from bloomops.accounts.models import PersonProfile
+
+    make_queue("qx", required_worker_capabilities=["compute.dispatch"])
+    subject = make_subject("qx", name="analysis one")
+    PersonProfile.objects.create(user=lab["worker_human"], capabilities=["wetlab.extraction"])
+    client = signed_in(client, lab["worker_human"])
+    page = client.get("/queues/qx/")
+    # the page says so first, and offers no Claim that would only be refused
+    html = page.content.decode()
+    assert "You cannot claim from this queue: Missing capabilities: compute.dispatch." in html
+    assert 'id="claim-next"' not in html and f'aria-label="Claim {subject}"' not in html
+    # a page opened before the profile changed still sends them
+    for n, action in enumerate(("/queues/qx/claim-next/", f"/subjects/{subject}/claim/")):
+        response = client.post(action, {"idempotency_key": f"stale-page-{n}",
+                                        "expected_state": "READY", "queue_key": "qx"})
+        assert response.status_code == 302, action
+        told = " ".join(said(response))
+        assert "compute.dispatch" in told, told
+    assert envelope(subject)["state"] == "READY" and not active_leases(lab["worker_human"])

@@ -133,6 +133,16 @@ class ActionError(Exception):
     def as_dict(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "details": self.details}}
 
+    def problems(self) -> list[dict[str, Any]]:
+        """Each problem the refusal names, as {"field", "message"}: a VALIDATION_ERROR of
+        several fields (Problems) lists them; a claim's WORKER_NOT_ELIGIBLE lists its
+        reasons as texts (the API's older shape, kept for its callers); any other is one."""
+        listed = self.details.get("problems")
+        if not isinstance(listed, list) or not listed:
+            return [{"field": self.details.get("field"), "message": self.message}]
+        return [p if isinstance(p, dict) else {"field": None, "message": str(p)}
+                for p in listed]
+
 
 class Problems:
     """The VALIDATION_ERROR refusals of several fields, gathered so that one answer says all

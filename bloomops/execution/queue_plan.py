@@ -100,8 +100,7 @@ def _checked(spec: dict[str, Any], number: int) -> tuple[dict[str, Any], list[st
     try:
         fields = clean_new_queue(left)
     except ActionError as exc:
-        for problem in exc.details.get("problems") or [
-                {"field": exc.details.get("field"), "message": exc.message}]:
+        for problem in exc.problems():
             said.append(f"queue #{number} ({spec.get('queue_key')}): {problem['message']}"
                         f" [{problem['field']}]")
     if "enabled" in spec and not isinstance(spec["enabled"], bool):

@@ -80,7 +80,7 @@ def reason_of(request: HttpRequest) -> str:
 def said_refused(request: HttpRequest, err: ActionError) -> None:
     """A refusal as the page's messages: each field's problem on its own line when the
     engine found several (errors.Problems), so all are fixed in one go."""
-    for problem in err.details.get("problems") or [{"message": err.message}]:
+    for problem in err.problems():
         messages.error(request, problem["message"])
 
 

@@ -18,7 +18,7 @@ from bloomops.accounts.tokens import expiring
 from bloomops.execution import clock, people, policy, selectors
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.sql import SCOPE_FIELDS
-from bloomops.execution.states import ALL_STATES
+from bloomops.execution.states import ALL_STATES, WorkerType
 from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history, range_key
 from bloomops.web import services
@@ -90,14 +90,20 @@ def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:
     return filters, state
 
 
-def _mark_out_of_scope(request: HttpRequest, rows: list) -> None:
+def _mark_out_of_scope(request: HttpRequest, config: dict, rows: list) -> list[str]:
     """Rows the signed-in person would be refused by their own scopes (RULES.md#claims) say
-    so in place of a Claim button: a person at one site saw every site's rows claimable."""
+    so in place of a Claim button: a person at one site saw every site's rows claimable.
+    Returns why their profile does not cover the queue at all (a capability it asks for,
+    disabled): then no row offers a Claim, which would only be refused."""
     profile = people.current_profile(request.user.get_username())
+    whole = [message for _, message in policy.eligibility_problems(
+        {**profile, "worker_type": WorkerType.HUMAN_SESSION}, config)]
     for row in rows:
         problem = policy.worker_scope_problem(
             profile, {f: getattr(row, f) for f in SCOPE_FIELDS})
-        row.out_of_scope = f"{problem[0]} {problem[1] or 'not given'}" if problem else ""
+        row.out_of_scope = ("see above" if whole else
+                            f"{problem[0]} {problem[1] or 'not given'}" if problem else "")
+    return whole
 
 
 @require_GET
@@ -121,12 +127,13 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         page = last
         rows, total = fetch((page - 1) * PER_PAGE)
     data = sql_page_data(rows, total, (page - 1) * PER_PAGE)
+    not_yours: list[str] = []
     if state:
         table = HiddenItemsTable(data)
     else:
         exclude = () if is_human(request) else ("claim",)
         if is_human(request):
-            _mark_out_of_scope(request, rows)
+            not_yours = _mark_out_of_scope(request, queue["config"], rows)
         table = QueueItemsTable(data, exclude=exclude)
     table.paginate(page=page, per_page=PER_PAGE)
     query = request.GET.copy()
@@ -144,6 +151,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         "history_url": history_url(queue_key),
         # the dashboard's "online of rostered", named: a supervisor asks who
         "coverage": selectors.queue_coverage(queue["config"]),
+        "not_yours": not_yours,
     })
 
 
