@@ -223,3 +223,27 @@ def test_a_token_about_to_expire_is_named_to_admins_before_its_calls_are_refused
     # an operator's dashboard says nothing of tokens
     assert 'id="tokens-expiring"' not in signed_in(Client(), users["operator"]).get(
         "/").content.decode()
+
+
+def test_a_reloaded_token_form_gives_no_second_token(client, users):
+    """The page that shows a new token answers a POST: a reload sent the form again and gave
+    a second working token without a word, which nobody copied or meant to give."""
+    admin = signed_in(client, users["admin"])
+    page = admin.get("/people/svc/")
+    fields = form_for(page, "/people/svc/tokens/", name="robot", days="30", reason="robot")
+    first = admin.post("/people/svc/tokens/", fields)
+    assert first.status_code == 201 and TOKEN.search(first.content.decode())
+    assert 'id="token-value"' in first.content.decode() and " autofocus" in \
+        first.content.decode().split('id="token-value"')[1].split(">")[0]
+    before = _written()
+    again = admin.post("/people/svc/tokens/", fields)
+    assert again.status_code == 302 and again["Location"] == "/people/svc/#api-tokens"
+    assert "That form was sent before" in " ".join(
+        m.message for m in get_messages(again.wsgi_request))
+    assert _written() == before and ApiToken.objects.filter(user=users["worker_service"]
+                                                            ).count() == 1
+    # a fresh form gives another, as asked
+    fresh = form_for(admin.get("/people/svc/"), "/people/svc/tokens/", name="second",
+                     reason="a second robot")
+    assert admin.post("/people/svc/tokens/", fresh).status_code == 201
+    assert ApiToken.objects.filter(user=users["worker_service"]).count() == 2

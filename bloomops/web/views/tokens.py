@@ -22,6 +22,8 @@ from bloomops.web.views.people import admin_only, person_named, person_page
 
 # Enough for any account's working set; older revoked and expired ones are in the history.
 LISTED = 50
+# The token forms this session has sent (their keys), so a reload gives no second token.
+GIVEN_KEY = "bloomops_token_forms_sent"
 
 
 class TokenForm(forms.Form):
@@ -58,6 +60,15 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
     target = person_named(username)
     if target is None:
         return not_found(request, f"No person {username}.")
+    # the form sent again (a reload of the page that showed the token): the token it gave
+    # was shown once, and a second one nobody asked for would work just the same
+    sent = request.POST.get("idempotency_key", "")[:100]
+    given_by_form = request.session.get(GIVEN_KEY, [])
+    if sent and sent in given_by_form:
+        messages.info(request, "That form was sent before (a reload?): its token was given"
+                      " then and shown once. If it was not copied, revoke it below and give"
+                      " another.")
+        return redirect(reverse("person", args=[username]) + "#api-tokens")
     form = TokenForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
@@ -67,6 +78,8 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
         except ProfileError as err:
             form.add_error(err.field if err.field in form.fields else None, err.message)
         else:
+            if sent:
+                request.session[GIVEN_KEY] = [*given_by_form, sent][-20:]
             return person_page(request, target, given={"row": row, "token": token},
                                status=201)
     return person_page(request, target, token_form=form, status=400)
