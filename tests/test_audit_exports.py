@@ -158,3 +158,28 @@ def test_only_operators_and_admins_read_the_labs_activity(client, lab, october, 
     assert client.get("/activity/").status_code == 403
     assert client.get("/activity/export.csv?from=2026-10-01&to=2026-10-31").status_code == 403
     assert signed_in(client, lab["admin"]).get("/activity/").status_code == 200
+
+
+def test_a_failure_s_words_are_its_why_on_activity_and_in_its_csv(client, lab):
+    """A failure keeps its words as error_message, not reason: Activity, its CSV and My
+    work's lost claims showed an empty why for every failure an auditor asked about."""
+    from tests.engine import SERVICE, claim, register
+
+    svc = actor(*SERVICE)
+    subject = make_subject("q1", name="Tube 9")
+    worker = register(svc, capabilities=["wetlab.extraction"])
+    lease = claim(svc, worker, "q1")["lease_euid"]
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease,
+        expected_state="READY", payload={"retryable": False, "error_class": "PERMANENT_INPUT",
+                                         "error_message": "Tube cracked in centrifuge"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/activity/?action=fail_queue_execution").content.decode()
+    assert "PERMANENT_INPUT: Tube cracked in centrifuge" in html
+    head, row = _csv(client.get("/activity/export.csv?action=fail_queue_execution"))[:2]
+    assert dict(zip(head, row, strict=True))["reason"] == \
+        "PERMANENT_INPUT: Tube cracked in centrifuge"
+    # the subject's own history says it once, in the same words
+    page = client.get(f"/subjects/{subject}/").content.decode()
+    history = page.split('id="actions"')[1].split("</table>")[0]
+    failed = [r for r in history.split("<tr>") if "fail_queue_execution" in r]
+    assert len(failed) == 1 and failed[0].count("PERMANENT_INPUT: Tube cracked") == 1

@@ -9,6 +9,7 @@ from typing import Any
 
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
+from bloomops.execution.sql import ACTION_WHY
 from bloomops.tapdb.db import fetch_all
 
 # An action record's instant as the executor wrote it (envelope.ts: fixed-width UTC text),
@@ -30,7 +31,7 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                a.json_addl->>'subject_lookup_euid' AS subject_euid,
                a.json_addl->>'queue_lookup_key' AS queue_key,
                a.json_addl->>'target_euid' AS target_euid,
-               a.json_addl->>'reason' AS reason,
+               {ACTION_WHY} AS reason,
                a.json_addl->'result'->>'state' AS state_after
         FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted

@@ -10,7 +10,12 @@ from typing import Any
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
 from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import lease_effective_status, utc, worker_active_leases
+from bloomops.execution.sql import (
+    ACTION_WHY,
+    lease_effective_status,
+    utc,
+    worker_active_leases,
+)
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 # How far back a lost lease is still worth telling its person about.
@@ -47,7 +52,7 @@ _LOST_SQL = f"""
            s.name AS subject_name, {lease_effective_status()} AS effective_status,
            a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
            a.json_addl->>'executed_by_name' AS executed_by_name,
-           a.json_addl->>'reason' AS reason
+           {ACTION_WHY} AS reason
     {_WORKER_LEASES}
     LEFT JOIN LATERAL (
         SELECT r.subtype, r.json_addl
@@ -71,11 +76,11 @@ def worker_standing(worker_euid: str, *, tenant: str | None = None) -> dict[str,
     """The worker's status and the last status change an admin made (who, when, why). One
     query."""
     return fetch_one(
-        """
+        f"""
         SELECT w.euid, w.json_addl->'properties'->>'status' AS status,
                a.json_addl->>'executed_by' AS executed_by,
                a.json_addl->>'executed_at' AS executed_at,
-               a.json_addl->>'reason' AS reason,
+               {ACTION_WHY} AS reason,
                a.json_addl->'captured_data'->>'operation' AS operation
         FROM generic_instance w
         LEFT JOIN LATERAL (

@@ -20,6 +20,7 @@ from bloomops.execution.selectors.base import (
     read_params,
 )
 from bloomops.execution.sql import (
+    ACTION_WHY,
     ENV,
     ENVELOPE_VALID,
     QP,
@@ -294,10 +295,10 @@ def action_history(instance_uid: int) -> list[dict[str, Any]]:
     """Action records executed on an instance: who (and their name as it read then, in
     records written since it was kept), when, what, why. One query."""
     return fetch_all(
-        """
+        f"""
         SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
                a.json_addl->>'executed_by_name' AS executed_by_name,
-               a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason,
+               a.json_addl->>'executed_at' AS executed_at, {ACTION_WHY} AS reason,
                a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload,
                a.json_addl->>'worker_lookup_euid' AS worker_euid,
                (SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
@@ -318,9 +319,9 @@ def last_action(euid: str, *, tenant: str | None = None) -> dict[str, Any] | Non
     """The newest action record executed on an instance, by its EUID (who, when, what,
     why), or None. One query."""
     return fetch_one(
-        """
+        f"""
         SELECT a.subtype AS action_key, a.json_addl->>'executed_by' AS executed_by,
-               a.json_addl->>'executed_at' AS executed_at, a.json_addl->>'reason' AS reason
+               a.json_addl->>'executed_at' AS executed_at, {ACTION_WHY} AS reason
         FROM generic_instance x
         JOIN generic_instance_lineage l ON l.child_instance_uid = x.uid
              AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
