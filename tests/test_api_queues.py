@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_helpers import api_for
+from tests.api_helpers import api_for, error_code
+from tests.conftest import make_user
 from tests.engine import counts
 
 pytestmark = pytest.mark.django_db
@@ -52,9 +53,19 @@ def test_a_queue_through_the_api(tenant, users):
     assert api.get("/queues/nope/history").status_code == 404
 
 
-def test_the_same_key_on_another_queue_is_another_request(tenant, users):
+def test_the_same_key_on_another_queue_is_a_conflict_not_a_second_queue(tenant, users):
+    """A key names one request of its caller (RULES.md#idempotency): sent again for another
+    queue, it would have made a second queue under one key."""
     api = api_for(users["admin"])
-    for key in ("one", "two"):
-        r = api.act("create-queue", idempotency_key="same", queue_key=key,
-                    subject_template_codes=[SPECIMEN], reason="new")
-        assert r.status_code == 200 and r.json()["replayed"] is False
+    r = api.act("create-queue", idempotency_key="same", queue_key="one",
+                subject_template_codes=[SPECIMEN], reason="new")
+    assert r.status_code == 200 and r.json()["replayed"] is False
+    r = api.act("create-queue", idempotency_key="same", queue_key="two",
+                subject_template_codes=[SPECIMEN], reason="new")
+    assert r.status_code == 409 and error_code(r) == "IDEMPOTENCY_CONFLICT"
+    assert api.get("/queues/two").status_code == 404
+    # another admin's "same" is theirs
+    other = api_for(make_user("adm2", "admin"))
+    r = other.act("create-queue", idempotency_key="same", queue_key="two",
+                  subject_template_codes=[SPECIMEN], reason="new")
+    assert r.status_code == 200 and r.json()["replayed"] is False

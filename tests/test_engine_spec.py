@@ -106,6 +106,44 @@ def test_payload_hash_conflict(tenant, svc):
     assert envelope(subject) == env_before
 
 
+def test_a_target_added_to_a_retry_is_a_conflict_not_a_second_action(tenant):
+    """The key's scope was the first target the request named: one key claimed three
+    subjects (a subject named, another named, none), and a release retried with its subject
+    named was LEASE_NOT_ACTIVE instead of its first answer."""
+    tech = actor("worker_human", username="tech")
+    make_queue("q1")
+    first, second = make_subject("q1", name="a"), make_subject("q1", name="b")
+    worker = register(tech, worker_type="HUMAN_SESSION")
+    claimed = claim(tech, worker, subject_euid=first, expected_state="READY",
+                    idempotency_key="K")
+    before = counts()
+    for fields in ({"subject_euid": second, "expected_state": "READY"}, {}):
+        with pytest.raises(ActionError) as err:
+            claim(tech, worker, idempotency_key="K", **fields)
+        assert err.value.code == "IDEMPOTENCY_CONFLICT", fields
+    assert counts() == before and envelope(second)["state"] == "READY"
+    # the same request again is its first answer
+    again = claim(tech, worker, subject_euid=first, expected_state="READY",
+                  idempotency_key="K")
+    assert again.replayed and again["lease_euid"] == claimed["lease_euid"]
+    # another person's K is theirs
+    other = actor("worker_human", username="other")
+    theirs = claim(other, register(other, worker_type="HUMAN_SESSION"), idempotency_key="K")
+    assert not theirs.replayed and theirs["subject_euid"] == second
+
+
+def test_a_payload_field_sent_as_null_is_the_field_left_out(tenant, svc):
+    make_queue("q1")
+    make_subject("q1")
+    worker = register(svc)
+    lease = claim(svc, worker)["lease_euid"]
+    base = dict(lease_euid=lease, worker_euid=worker, expected_state="READY",
+                idempotency_key="rel-1")
+    done = act("release_queue_lease", svc, payload={"reason": None}, **base)
+    again = act("release_queue_lease", svc, **base)
+    assert again.replayed and again.action_euid == done.action_euid
+
+
 def test_completion_replay(tenant, svc):
     make_queue("q1")
     subject = make_subject("q1")

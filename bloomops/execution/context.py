@@ -70,9 +70,11 @@ class ActionRequest:
     origin: Any = field(default=None, repr=False, compare=False)
 
     def hash_material(self) -> dict[str, Any]:
+        # a payload field sent as null is the field left out (docs/API.md), so the two are
+        # one request, not a conflict
         return {"action_key": self.action_key,
                 **{name: getattr(self, name) for name in ENVELOPE_FIELDS},
-                "payload": self.payload}
+                "payload": {k: v for k, v in self.payload.items() if v is not None}}
 
     def payload_hash(self) -> str:
         material = json.dumps(self.hash_material(), sort_keys=True, separators=(",", ":"),

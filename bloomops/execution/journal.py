@@ -18,19 +18,20 @@ from bloomops.tapdb.templates import template
 
 
 def idempotency_scope(req: ActionRequest) -> str:
-    """Keys are scoped to the caller and the target: the same key sent by another user is
-    another request, never a replay of someone else's result (RULES.md#idempotency)."""
-    target = req.subject_euid or req.worker_euid or req.lease_euid or req.hold_euid or (
-        str(req.payload.get("worker_key") or "")
-    ) or (req.queue_key or "")
-    return f"{req.actor.username}|{target}"
+    """Keys are scoped to the caller (and, by the lookup, the action): the same key sent by
+    another user is another request, never a replay of someone else's result; sent by the
+    same caller with other content, another target included, it is a conflict
+    (RULES.md#idempotency). The target was once part of the scope, taken from whichever
+    field the request named first, so an optional field added to a retry made it a new
+    request: a claim ran twice under one key."""
+    return req.actor.username
 
 
 def find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
     return fetch_one(
         FIND_REPLAY,
         {"tenant": tenant, "action": req.action_key, "key": req.idempotency_key,
-         "scope": scope},
+         "scope": scope, "legacy": f"{scope}|%"},
         prepare="find_replay",
     )
 

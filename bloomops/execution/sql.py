@@ -418,11 +418,3 @@ QUEUES = """
     f"""
            {_scope_value(f)} AS {f}_scope, {_scope_value(f)} <> '[]' AS {f}_scoped"""
     for f in SCOPE_FIELDS), offered=" || ".join(f'@ == "{s}"' for s in ELIGIBLE_STATES))
-
-
-# Why an action was taken, as its record ``a`` says it: the reason given, or for a failure or
-# an external result (their payloads have no reason) its error class and message.
-ACTION_WHY = """coalesce(a.json_addl->>'reason', CASE
-    WHEN a.json_addl->'captured_data'->>'error_message' IS NOT NULL THEN concat_ws(': ',
-        a.json_addl->'captured_data'->>'error_class',
-        a.json_addl->'captured_data'->>'error_message') END)"""

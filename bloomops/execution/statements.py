@@ -155,12 +155,14 @@ LEASES_PAST_EXPIRY = f"""
       AND x.subtype = 'queue_lease' AND {lease_past_expiry()}
     ORDER BY x.uid FOR NO KEY UPDATE OF x SKIP LOCKED"""
 
-# An earlier action record of the same request (RULES.md#idempotency).
+# An earlier action record of the same request (RULES.md#idempotency): the caller's, or
+# written when the scope also named a target ("caller|target"; no username holds a "|").
 FIND_REPLAY = """
     SELECT euid, json_addl FROM generic_instance
     WHERE tenant_id = %(tenant)s AND NOT is_deleted AND type = 'execution_queue'
       AND subtype = %(action)s AND json_addl->>'idempotency_key' = %(key)s
-      AND json_addl->>'idempotency_scope' = %(scope)s
+      AND (json_addl->>'idempotency_scope' = %(scope)s
+           OR json_addl->>'idempotency_scope' LIKE %(legacy)s)
     ORDER BY uid LIMIT 1"""
 
 # The delivery row of an event message (TapDB's outbox), in the action's transaction.

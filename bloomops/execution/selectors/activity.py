@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.envelope import ts
-from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import ACTION_WHY
+from bloomops.execution.selectors.base import ACTION_WHY, read_params
 from bloomops.tapdb.db import fetch_all
 
 # An action record's instant as the executor wrote it (envelope.ts: fixed-width UTC text),

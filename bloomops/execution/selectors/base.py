@@ -87,3 +87,11 @@ class EnvelopeView:
     @property
     def attempt_count(self) -> int:
         return int(self.execution.get("attempt_count") or 0)
+
+
+# Why an action was taken, as its record ``a`` says it: the reason given, or for a failure or
+# an external result (their payloads have no reason) its error class and message.
+ACTION_WHY = """coalesce(a.json_addl->>'reason', CASE
+    WHEN a.json_addl->'captured_data'->>'error_message' IS NOT NULL THEN concat_ws(': ',
+        a.json_addl->'captured_data'->>'error_class',
+        a.json_addl->'captured_data'->>'error_message') END)"""

@@ -9,13 +9,8 @@ from typing import Any
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
-from bloomops.execution.selectors.base import read_params
-from bloomops.execution.sql import (
-    ACTION_WHY,
-    lease_effective_status,
-    utc,
-    worker_active_leases,
-)
+from bloomops.execution.selectors.base import ACTION_WHY, read_params
+from bloomops.execution.sql import lease_effective_status, utc, worker_active_leases
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 # How far back a lost lease is still worth telling its person about.

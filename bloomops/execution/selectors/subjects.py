@@ -16,11 +16,11 @@ from bloomops.execution.envelope import (
 from bloomops.execution.errors import PLAIN
 from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.selectors.base import (
+    ACTION_WHY,
     EnvelopeView,
     read_params,
 )
 from bloomops.execution.sql import (
-    ACTION_WHY,
     ENV,
     ENVELOPE_VALID,
     QP,
