@@ -36,10 +36,11 @@ from bloomops.execution.actions.steps import (
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError
-from bloomops.execution.guards import lock_subject
+from bloomops.execution.guards import ensure_controls_worker, lock_subject
 from bloomops.execution.objects import (
     LEASE,
     REL,
+    Obj,
     is_kind,
     load,
     parent_of,
@@ -309,9 +310,34 @@ class RecordExternalResult(Handler):
 
     def prepare(self, ctx: Context) -> None:
         lock_subject(ctx, ctx.request.subject_euid)
+        dispatcher = self._dispatcher(ctx)
         if ctx.request.worker_euid:
-            refuse_stopped_worker(lock_worker(ctx, ctx.request.worker_euid),
-                                  "report external results")
+            worker = lock_worker(ctx, ctx.request.worker_euid)
+            refuse_stopped_worker(worker, "report external results")
+            if dispatcher is not None and worker.uid != dispatcher.uid \
+                    and not ctx.actor.is_admin:
+                raise ActionError("LEASE_NOT_OWNED", f"{dispatcher.euid} dispatched this"
+                                  " work: its result is that worker's to report.",
+                                  worker_euid=worker.euid, dispatched_by=dispatcher.euid)
+        elif dispatcher is not None and not ctx.actor.is_admin:
+            # the result is the dispatching worker's, sent for it or not: only its account
+            # reports it, and not once an admin has disabled or retired it (an admin can)
+            ensure_controls_worker(ctx.actor, dispatcher)
+            refuse_stopped_worker(dispatcher, "report external results")
+
+    @staticmethod
+    def _dispatcher(ctx: Context) -> Obj | None:
+        """The worker whose completion dispatched the subject's external work: through the
+        lease the dispatch names, by lineage (RULES.md#external-work)."""
+        assert ctx.subject is not None
+        dispatch = ctx.subject.props.get("external_dispatch")
+        lease_euid = dispatch.get("lease_euid") if isinstance(dispatch, dict) else None
+        lease = load(euid=lease_euid, tenant=ctx.tenant) if isinstance(lease_euid, str) \
+            else None
+        if not is_kind(lease, LEASE):
+            return None
+        assert lease is not None
+        return parent_of(lease.uid, REL["worker_lease"], tenant=ctx.tenant)
 
     def run(self, ctx: Context) -> None:
         env = ctx.env
