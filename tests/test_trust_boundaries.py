@@ -111,6 +111,36 @@ def test_output_fields_are_checked_against_the_template(flow, output, words):
     assert words in err.message
 
 
+@pytest.mark.parametrize(("name", "words"), [
+    ("Ex\u202etcart", "invisible"), ("Ex\u200btract", "invisible"),
+    ("Ex\ntract\u001b[2J", "control"), ("   ", "name is required"),
+    ("x" * 301, "too long"),
+])
+def test_an_output_s_name_is_one_readable_line_as_a_registered_subject_s(flow, name, words):
+    """A completion made subjects named with a right-to-left override, a zero-width space or
+    a terminal escape, which register-subject refuses: the bench scans and lists them."""
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
+        {"template_code": EXTRACTED, "name": name}]))
+    assert err.message.startswith("outputs[0]: name") and words in err.message, err.message
+
+
+def test_an_output_derives_only_from_the_subject_that_made_it(flow):
+    """derived_from_euid named any subject of the lab: an output could claim to come from
+    one the lineage says it did not."""
+    svc = flow
+    unrelated = make_subject("q2", code=EXTRACTED, name="elsewhere")
+    subject, worker, lease = _claimed(svc)
+    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[{
+        "template_code": EXTRACTED, "name": "x",
+        "properties": {"derived_from_euid": unrelated}}]))
+    assert f"derived_from_euid names {unrelated}, but it is made from {subject}" in err.message
+    done = _complete(svc, worker, lease, outputs=[{
+        "template_code": EXTRACTED, "name": "x", "properties": {"derived_from_euid": subject}}])
+    assert len(done["output_euids"]) == 1
+
+
 def test_an_output_routed_to_a_queue_that_does_not_take_it_is_refused(flow):
     svc = flow
     make_queue("specimens_only")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bloomops.execution.actions.fields import key_problem
+from bloomops.execution.actions.fields import NAME_MAX, key_problem, text_field
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
@@ -143,9 +143,10 @@ def validate_outputs(payload: dict) -> None:
         unknown = sorted(set(spec) - set(OUTPUT_FIELDS))
         if unknown:
             raise _output_error(i, "unknown field(s) " + ", ".join(unknown) + ".")
-        name = spec.get("name")
-        if not isinstance(name, str) or not name.strip() or len(name) > 300:
-            raise _output_error(i, "needs a name (text, 300 characters max).")
+        try:  # read at the bench and in lists as a registered subject's name is
+            text_field(spec, "name", required=True, max_len=NAME_MAX, line=True)
+        except ActionError as err:
+            raise _output_error(i, err.message) from None
         code = spec.get("template_code")
         ref = templates.get(code) if isinstance(code, str) else None
         if ref is None:
@@ -174,6 +175,11 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
         props = dict(template(code).properties)
         props.pop("execution", None)
         props.update(spec.get("properties") or {})
+        derived = props.get(PROVENANCE)
+        if derived is not None and derived != ctx.subject.euid:
+            # the subject_output edge says where it came from; the property may only agree
+            raise _output_error(i, f"{PROVENANCE} names {derived}, but it is made from"
+                                f" {ctx.subject.euid}: leave it out, or name that subject.")
         envelope = _output_envelope(i, spec.get("execution"), ctx.now_ts)
         if envelope is not None:
             target = queue_or_refuse(ctx, envelope["next_queue_key"], required=False,
