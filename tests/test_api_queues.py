@@ -69,3 +69,25 @@ def test_the_same_key_on_another_queue_is_a_conflict_not_a_second_queue(tenant, 
     r = other.act("create-queue", idempotency_key="same", queue_key="two",
                   subject_template_codes=[SPECIMEN], reason="new")
     assert r.status_code == 200 and r.json()["replayed"] is False
+
+
+def test_a_flow_to_a_queue_no_one_has_made_is_saved_with_a_warning_the_caller_reads(
+        tenant, users):
+    """The console's preview warned of a misspelt next queue; the API saved it without a
+    word, and every completion there was refused later."""
+    api = api_for(users["admin"])
+    api.act("create-queue", queue_key="flow_a", subject_template_codes=[SPECIMEN], reason="n")
+    r = api.act("update-queue", queue_key="flow_a", expected_revision=1,
+                default_next_queue_key="flow_bb", reason="typo")
+    assert r.status_code == 200
+    assert r.json()["warnings"] == [
+        "No queue flow_bb exists yet: completions sent there are refused until it does."
+        " Check the spelling."]
+    r = api.act("create-queue", queue_key="flow_c", subject_template_codes=[SPECIMEN],
+                next_queue_keys=["flow_a", "nowhere"], reason="n")
+    assert r.status_code == 200 and len(r.json()["warnings"]) == 1
+    assert "nowhere" in r.json()["warnings"][0]
+    # a change that leaves the flow alone says nothing of it
+    r = api.act("update-queue", queue_key="flow_a", expected_revision=2,
+                lease_ttl_seconds=1200, reason="slower")
+    assert r.status_code == 200 and not r.json().get("warnings")

@@ -105,6 +105,9 @@ class ActionOut(Schema):
     hold_euid: str | None = None
     state: str | None = None
     revision: int | None = None
+    # a queue's create, update or replace saved a flow that is allowed but most often a
+    # mistake (a next queue no one has made), in words
+    warnings: list[str] | None = None
     attempt_number: int | None = None
     expires_at: str | None = None
     queue_key: str | None = None

@@ -22,7 +22,7 @@ from bloomops.execution.actions.steps import lock_queue_key
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
-from bloomops.execution.policy import flow_keys
+from bloomops.execution.policy import flow_keys, flow_warnings
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import link
@@ -115,6 +115,21 @@ def _save(ctx: Context, queue: Obj, changes: dict[str, list[Any]]) -> None:
     save_props(queue, props)
     ctx.result.update(queue_key=props["queue_key"], queue_euid=queue.euid,
                       revision=props["revision"], changes=changes)
+    if any(name in changes for name in FLOW_FIELDS):
+        _warn_of_flow(ctx, props)
+
+
+# What a queue's flow is made of: where its completions go, and what they may carry there.
+FLOW_FIELDS = ("default_next_queue_key", "next_queue_keys", "subject_template_codes",
+               "output_template_codes")
+
+
+def _warn_of_flow(ctx: Context, props: dict[str, Any]) -> None:
+    """The console's preview says what is allowed in a flow but most often a mistake (a next
+    queue no one has made); an API caller is told it in the result (``warnings``)."""
+    configs = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=ctx.tenant)}
+    if said := flow_warnings(props["queue_key"], props, configs):
+        ctx.result["warnings"] = said
 
 
 def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
@@ -147,6 +162,7 @@ class CreateQueue(Handler):
         ctx.target = queue
         ctx.result.update(queue_key=fields["queue_key"], queue_euid=queue.euid, revision=1,
                           created=True, changes={k: [None, v] for k, v in fields.items()})
+        _warn_of_flow(ctx, queue.props)
 
 
 class UpdateQueue(Handler):
@@ -316,3 +332,4 @@ class ReplaceQueue(Handler):
             queue_key=fields["queue_key"], queue_euid=new.euid, revision=revision,
             retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
             changes=changes)
+        _warn_of_flow(ctx, new.props)
