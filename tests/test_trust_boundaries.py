@@ -327,6 +327,23 @@ def test_an_admin_may_register_a_persons_worker_for_them(tenant):
                                             worker_euid=result["worker_euid"]))
 
 
+@pytest.mark.parametrize("key", ["human://ghost", "human://ALICE", "human:// alice",
+                                 "human://gone", "human://office"])
+def test_an_admin_registers_workers_only_for_people_who_work_at_the_bench(tenant, key):
+    """An admin registered ONLINE human workers for nobody (a misspelt or differently cased
+    username, one who left, one without the bench role): coverage counted them as people."""
+    from django.contrib.auth.models import User
+
+    actor("worker_human", username="alice")
+    actor("worker_human", username="gone")
+    User.objects.filter(username="gone").update(is_active=False)
+    actor("operator", username="office")
+    admin = actor("admin", username="boss")
+    err = _refused("VALIDATION_ERROR", lambda: act("register_worker", admin, payload={
+        "worker_key": key, "worker_type": "HUMAN_SESSION"}))
+    assert "names no person of this lab who works at the bench" in err.message
+
+
 def test_service_workers_cannot_take_human_keys(tenant):
     svc = actor(*SERVICE)
     _refused("VALIDATION_ERROR", lambda: act("register_worker", svc, payload={

@@ -35,3 +35,7 @@ def stored_roles(user) -> set[str]:
     are used as they are), and admin for a superuser."""
     names = {g.name for g in user.groups.all() if g.name in ALL_ROLES}
     return names | {Role.ADMIN.value} if user.is_superuser else names
+
+
+# Who may work at the bench through a human worker: people with the role, and admins.
+BENCH_ROLES = frozenset({Role.WORKER_HUMAN.value, Role.ADMIN.value})

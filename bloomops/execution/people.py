@@ -104,6 +104,15 @@ def effective_profile(username: str, roles: frozenset[str] | set[str],
     return profile
 
 
+def works_at_bench(username: str) -> bool:
+    """An active account, of exactly this username, whose roles let it work at the bench
+    (accounts.roles.BENCH_ROLES): who a human worker may stand for."""
+    from bloomops.accounts.roles import BENCH_ROLES, roles_of
+
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    return user is not None and bool(roles_of(user) & BENCH_ROLES)
+
+
 def current_profile(username: str) -> dict:
     """The profile a person's worker has now: their stored one (or the lab default) with the
     roles they hold now."""

@@ -46,6 +46,7 @@ from bloomops.execution.people import (
     current_profile,
     human_worker_key,
     username_of_human_key,
+    works_at_bench,
 )
 from bloomops.execution.policy import readable_worker
 from bloomops.execution.states import (
@@ -157,6 +158,12 @@ class RegisterWorker(Handler):
         if key != own and "admin" not in req.actor.roles:
             raise ActionError("FORBIDDEN", f"You may register only your own human worker ({own}).",
                               worker_key=key)
+        if key != own and not works_at_bench(person):
+            # an admin's worker for someone else stands for a person: one who exists, by
+            # the exact username, and may work at the bench; else coverage counts a ghost
+            raise ActionError("VALIDATION_ERROR", f"{key} names no person of this lab who"
+                              " works at the bench (the username exactly, an active account"
+                              " with the worker_human role).", field="worker_key")
         configured = sorted(n for n in PROFILE_FIELDS if p.get(n) is not None)
         if configured:
             raise ActionError("VALIDATION_ERROR", "A human worker's " + ", ".join(configured)

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from bloomops.accounts.roles import roles_of
+from bloomops.accounts.roles import BENCH_ROLES, roles_of
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
@@ -116,7 +116,7 @@ def as_human(request: HttpRequest, action_key: str, **fields) -> ActionResult:
 
 
 def is_human(request: HttpRequest) -> bool:
-    return bool(roles_of(request.user) & {"worker_human", "admin"})
+    return bool(roles_of(request.user) & BENCH_ROLES)
 
 
 def is_operator(request: HttpRequest) -> bool:
