@@ -987,3 +987,22 @@ def test_the_inspector_says_who_holds_a_claimed_item_not_that_it_is_in_no_queue(
     ready = make_subject("q1", name="waiting")
     html = client.get(f"/subjects/{ready}/").content.decode()
     assert '<span class="badge ok" id="visibility">visible in q1</span>' in html
+
+
+def test_an_item_held_by_a_silent_worker_is_called_stuck_with_a_way_out(client, lab):
+    """A hung instrument showed offline and still holding its item for the rest of the
+    claim, with nothing saying the item was stuck or how to free it."""
+    make_queue("slow", lease_ttl_seconds=3600)
+    make_subject("slow", name="Tube on a hung reader")
+    svc = actor("worker_service", username="reader")
+    worker = register(svc, heartbeat_ttl_seconds=60)
+    act("claim_queue_item", svc, worker_euid=worker, queue_key="slow")
+    row = lambda html: html.split(f'data-worker="{worker}"')[1].split("</tr>")[0]  # noqa: E731
+    assert "stuck" not in row(signed_in(client, lab["operator"]).get("/workers/")
+                              .content.decode())
+    clock.advance(5 * 60)
+    seen = row(client.get("/workers/").content.decode())
+    assert "status-offline" in seen and "stuck: the worker is silent" in seen
+    assert "end it now" not in seen  # operators: no admin link
+    admin = row(signed_in(client, lab["admin"]).get("/workers/").content.decode())
+    assert f'/admin/?worker={worker}">end it now</a>' in admin
