@@ -183,3 +183,21 @@ def test_a_failure_s_words_are_its_why_on_activity_and_in_its_csv(client, lab):
     history = page.split('id="actions"')[1].split("</table>")[0]
     failed = [r for r in history.split("<tr>") if "fail_queue_execution" in r]
     assert len(failed) == 1 and failed[0].count("PERMANENT_INPUT: Tube cracked") == 1
+
+
+def test_a_hold_released_on_approval_names_who_asked_and_the_approval(client, lab):
+    """The holds export put the requester's words under the approver's name, and named
+    neither the requester nor the approval, which the screen does."""
+    from tests.approval_support import decide, integrity_held, person, request_release
+
+    ann = person("asker", "operator", full_name="Ann Asker")
+    bob = person("checker", "operator")
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    decide(bob, approval)
+    client = signed_in(client, lab["operator"])
+    head, *rows = _csv(client.get("/holds/export.csv?since=7d"))
+    row = next(dict(zip(head, r, strict=True)) for r in rows
+               if dict(zip(head, r, strict=True))["hold_euid"] == hold)
+    assert row["ended_by"] == "checker"
+    assert row["end_asked_by"] == "Ann Asker (asker)" and row["end_approval_euid"] == approval

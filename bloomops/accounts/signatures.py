@@ -77,10 +77,16 @@ def display_names(usernames: Iterable[str]) -> dict[str, str]:
 
 
 def hold_people(holds: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """``display_names`` of who placed and who released each of ``holds`` (rows with their
-    ``props``): the holds screens name people as the inbox does (one query)."""
-    return display_names(h["props"].get(f) for h in holds for f in (
-        "placed_by_lookup_euid", "released_by_lookup_euid"))
+    """``display_names`` of who placed each of ``holds`` (rows with their ``props``), who
+    released it and, released on an approval, who asked: the holds screens name people as
+    the inbox does (one query)."""
+    def named(h: dict[str, Any]) -> list[Any]:
+        asked = h["props"].get("released_on_approval")
+        return [h["props"].get("placed_by_lookup_euid"),
+                h["props"].get("released_by_lookup_euid"),
+                asked.get("requested_by") if isinstance(asked, dict) else None]
+
+    return display_names(n for h in holds for n in named(h) if isinstance(n, str))
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,10 @@ EXPORT_COLUMNS = (
     ("status", "status"), ("placed_at_utc", "placed_at"),
     ("placed_by", "placed_by_lookup_euid"), ("reason", "reason"),
     ("ended_at_utc", "released_at"), ("ended_by", "released_by_lookup_euid"),
-    ("end_reason", "release_reason"))
+    ("end_reason", "release_reason"),
+    # released on a second person's approval: ended_by approved it, end_reason is the words
+    # of whoever asked (as the screen says it, _hold_ended_why.html)
+    ("end_asked_by", None), ("end_approval_euid", None))
 
 
 @require_GET
@@ -106,8 +109,13 @@ def hold_export(request: HttpRequest) -> HttpResponse:
     out = csv.writer(response)
     out.writerow([name for name, _ in EXPORT_COLUMNS])
     for h in found[:EXPORT_LIMIT]:
+        asked = h["props"].get("released_on_approval")
+        asked = asked if isinstance(asked, dict) else {}
         row = {"hold_euid": h["euid"], "subject_euid": h["subject_euid"],
-               "subject_name": h["subject_name"], "subject_state_now": h["subject_state"]}
+               "subject_name": h["subject_name"], "subject_state_now": h["subject_state"],
+               "end_asked_by": person(asked["requested_by"], names)
+               if isinstance(asked.get("requested_by"), str) else "",
+               "end_approval_euid": asked.get("approval_euid") or ""}
         for name, field in EXPORT_COLUMNS:
             if field is not None:
                 value = h["props"].get(field)
