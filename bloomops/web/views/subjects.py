@@ -92,7 +92,7 @@ ENVELOPE_LABELS = {
     "due_at": "Due", "attempt_count": "Failed attempts (toward the limit)",
     "max_attempts_override": "Attempt limit (this subject)", "retry_at": "Next retry",
     "hold_state": "Hold", "hold_reason": "Hold reason", "cancel_requested": "Cancel requested",
-    "terminal": "Finished for good", "last_execution_record_euid": "Last execution record",
+    "terminal": "Finished for good", "last_execution_record_euid": "Last finished attempt",
     "queue_cache": "Queue cache", "current_queue_key": "current queue",
     "computed_at": "computed",
 }
