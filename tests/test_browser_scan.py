@@ -299,3 +299,34 @@ def test_the_list_of_scans_outlives_a_reload_but_not_the_sign_in(browser, site):
     expect(page.locator("#scan-log li")).to_have_count(0)
     assert not page.locator("#scan-history").is_visible()
     page.context.close()
+
+
+def test_recording_a_failure_says_what_becomes_of_the_item_first(browser, site):
+    """One tap on "Record failure" with "Cannot be done" chosen sent the item to the dead
+    letters, which only QA undoes (with a second person's approval): the bench was not asked
+    first. The dialog says what the chosen kind of failure does; going back sends nothing."""
+    euid = make_subject("q1", name="Specimen that failed")
+    page = scan_page(browser, site, javascript=True)
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    page.goto(f"{site}/my-work/")
+    item = page.locator(f'article.work-item[data-euid="{euid}"]')
+    item.get_by_text("Fail…").click()
+    item.get_by_label("What kind of failure").select_option("PERMANENT_INPUT")
+    item.get_by_label("What went wrong").fill("tube cracked")
+    item.get_by_role("button", name="Record failure").click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text("Specimen that failed: it will not be tried again; QA sees"
+                                   " it among the dead letters.")
+    page.get_by_role("button", name="Go back").click()
+    expect(dialog).to_be_hidden()
+    assert [x["props"]["status"] for x in selectors.leases()
+            if x["subject_euid"] == euid] == ["ACTIVE"]
+    item.get_by_label("What kind of failure").select_option("TRANSIENT_SYSTEM")
+    item.get_by_role("button", name="Record failure").click()
+    expect(dialog).to_contain_text("tried again after a pause")
+    page.get_by_role("button", name="Yes, record failure").click()
+    expect(page.locator(".messages")).to_contain_text("tried again")
+    assert [x["props"]["status"] for x in selectors.leases()
+            if x["subject_euid"] == euid] != ["ACTIVE"]
+    page.context.close()

@@ -7,7 +7,7 @@ from typing import Any
 
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import failure_classes_for
-from bloomops.execution.states import RETRY_CLASS_WORDS
+from bloomops.execution.states import RETRY_CLASS_WORDS, TRANSIENT_CLASSES, RetryClass
 from bloomops.web.timewords import local_clock
 
 # Refusals whose engine words a person at the bench should not have to decode.
@@ -37,9 +37,16 @@ ACTION_WORDS: dict[str, str] = {
 OWN_ACTIONS = {"release_queue_lease", "fail_queue_execution", "complete_queue_execution"}
 
 
-def retry_choices(roles: frozenset[str] | set[str]) -> list[tuple[str, str]]:
-    """(class, words) of the classes this person may record a failure with."""
-    return [(c.value, RETRY_CLASS_WORDS[c]) for c in failure_classes_for(roles)]
+def retry_choices(roles: frozenset[str] | set[str]) -> list[tuple[str, str, str]]:
+    """(class, words, what becomes of the item) of the classes this person may record a
+    failure with: the last is what the failure form asks them to confirm."""
+    def after(c: RetryClass) -> str:
+        if c in TRANSIENT_CLASSES:
+            return AFTER_FAILURE["FAILED_RETRYABLE"] + " (at its attempt limit, " \
+                + AFTER_FAILURE["FAILED_TERMINAL"].split("; ")[1] + ")"
+        return AFTER_FAILURE["HELD" if c == RetryClass.BUSINESS_RULE_HOLD else "FAILED_TERMINAL"]
+
+    return [(c.value, RETRY_CLASS_WORDS[c], after(c)) for c in failure_classes_for(roles)]
 
 
 def step_label(action_key: str | None, config: dict[str, Any] | None = None) -> str:

@@ -65,6 +65,12 @@
     if (text.indexOf("{queue}") >= 0 && queueList && queueList.selectedIndex >= 0) {
       text = text.split("{queue}").join(queueList.options[queueList.selectedIndex].text);
     }
+    // {after}: what becomes of the item, as the chosen option of the form's list says it
+    // (a failure's class decides whether it is tried again or goes to the dead letters).
+    var chosen = form.querySelector("select option:checked[data-after]");
+    if (text.indexOf("{after}") >= 0 && chosen) {
+      text = text.split("{after}").join(chosen.dataset.after);
+    }
     event.preventDefault();
     if (!dialog) build();
     // The action in words: data-confirm-label where the button's text alone is ambiguous
