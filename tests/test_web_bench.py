@@ -50,6 +50,26 @@ def test_my_work_says_priority_due_and_step_in_words(client, lab):
     assert "overdue" not in html
 
 
+def test_my_work_puts_what_runs_out_first_then_stat_work_on_top(client, lab):
+    """Cards were in the order they were claimed: a STAT item claimed last, with minutes
+    left, sat below the fold under the morning's ROUTINE work."""
+    make_queue("long", lease_ttl_seconds=3600)
+    first = make_subject("long", name="Routine tube")
+    stat = make_subject("long", name="Stat tube", priority=300)
+    short = make_subject("q1", name="Short claim")
+    sci = signed_in(client, lab["worker_human"])
+    for euid in (short, first, stat):
+        claim(sci, euid)
+
+    def order() -> list[str]:
+        html = sci.get("/my-work/").content.decode()
+        return re.findall(r'<article class="work-item[^"]*" data-euid="([^"]+)"', html)
+
+    assert order() == [stat, short, first]
+    clock.advance(14 * 60)  # q1's 15-minute claim is in its last minutes
+    assert order() == [short, stat, first]
+
+
 def test_my_work_marks_an_item_past_its_due_date(client, lab):
     euid = make_subject("q1", name="Specimen late", due_at="2020-01-01T10:00:00.000000Z")
     sci = signed_in(client, lab["worker_human"])

@@ -10,7 +10,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import next_queues_allowed, queue_takes
-from bloomops.execution.states import priority_class
+from bloomops.execution.states import PRIORITY_CLASSES, priority_class
 from bloomops.web import bench_words, services
 
 # My work warns at least this long before a claim runs out (static/js/bloomops.js counts
@@ -83,6 +83,14 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "passed_over_missing": bool(passed_over) and passed_over not in queues,
         "may_finish": not default_next,
     }
+
+
+def bench_order(items: list[dict]) -> list[dict]:
+    """My work's cards (``work_item``s, oldest claim first): those about to run out first,
+    then by priority class (a STAT item claimed last sat below the fold under an hour of
+    ROUTINE work), each group still oldest claim first."""
+    return sorted(items, key=lambda i: (i["seconds_left"] > i["warn_seconds"],
+                                        -PRIORITY_CLASSES[i["priority_class"]]))
 
 
 def _ttl(props: dict) -> int:

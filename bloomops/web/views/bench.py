@@ -24,7 +24,7 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
-from bloomops.web.bench_items import work_item
+from bloomops.web.bench_items import bench_order, work_item
 from bloomops.web.timewords import local_clock, relative
 from bloomops.web.views.common import (
     answer,
@@ -150,8 +150,8 @@ def my_work(request: HttpRequest) -> HttpResponse:
             status="ACTIVE", worker_euid=worker_euid)] if worker_euid else []})
     now = clock.now()
     queues = {q["queue_key"]: q for q in selectors.queues()}
-    items = [work_item(x, queues, now) for x in selectors.leases(
-        status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)] \
+    items = bench_order([work_item(x, queues, now) for x in selectors.leases(
+        status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)]) \
         if worker_euid else []
     focus = request.GET.get("item", "").strip()[:EUID_MAX_LENGTH]
     focused = [i for i in items if i["euid"] == focus]
