@@ -90,6 +90,10 @@ def test_the_subject_page_releases_one_of_several_holds(client, qa):
     page = signed_in(client, User.objects.get(username="qa")).get(f"/subjects/{subject}/")
     html = page.content.decode()
     assert "Place another hold" in html
+    # the codes already holding it are not offered (each would be refused), nor preselected
+    menu = html.split('id="hold-code"')[1].split("</select>")[0]
+    assert 'value="OPERATOR_HOLD"' not in menu and 'value="QC_FAIL"' not in menu
+    assert 'value="CONTAMINATION"' in menu and " selected" not in menu
     # the operator's hold alone may go; the integrity hold's release is a second person's
     assert f'name="hold_euid" value="{first}"' in html
     assert f'name="hold_euid" value="{integrity}"' not in html
@@ -97,6 +101,12 @@ def test_the_subject_page_releases_one_of_several_holds(client, qa):
     action = f"/subjects/{subject}/release-hold/"
     fields = {**form_for(page, action), "hold_euid": first, "reason": "operator checked"}
     fields.pop("csrfmiddlewaretoken", None)
-    assert client.post(action, fields).status_code == 302
+    done = client.post(action, fields)
+    assert done.status_code == 302
     env = envelope(subject)
     assert (env["state"], env["hold_state"]) == ("HELD", "ACTIVE")
+    # it said "released" while the subject stayed held
+    from django.contrib.messages import get_messages
+
+    assert [str(m) for m in get_messages(done.wsgi_request)] == [
+        f"One hold on {subject} released; it is still held by 1 other hold."]

@@ -145,13 +145,15 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
                   for q in selectors.queues()
                   if queue_takes(q["config"], diag.template_code, diag.props)
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
+    held_by = {h["props"].get("hold_code") for h in diag.active_holds}
     return render(request, "web/subject.html", {
         "requeue_to": requeue_to,
         "d": diag,
         "envelope": envelope_rows(diag.execution),
         "raw_envelope": json.dumps(diag.execution, indent=2, sort_keys=True, default=str),
-        "hold_codes": hold_codes(),
-        "default_hold_code": DEFAULT_HOLD_CODE,
+        # a code already holding it is refused: not offered, and never the default
+        "hold_codes": [c for c in hold_codes() if c not in held_by],
+        "default_hold_code": DEFAULT_HOLD_CODE if DEFAULT_HOLD_CODE not in held_by else "",
         "can": subject_states(),
         "history": history,
         "names": hold_people([*diag.active_holds, *history["holds"]]),
@@ -224,8 +226,15 @@ def hold_subject(request: HttpRequest, euid: str) -> HttpResponse:
 
 @require_POST
 def release_hold(request: HttpRequest, euid: str) -> HttpResponse:
-    return _operator_action(request, euid, "release_execution_hold",
-                            lambda r: f"Hold on {euid} released.")
+    def said(result: ActionResult) -> str:
+        left = result.get("active_holds_remaining") or 0
+        if not left:
+            return f"Hold on {euid} released."
+        # one of several: the subject is still held, which "released" alone hid
+        return (f"One hold on {euid} released; it is still held by {left} other"
+                f" hold{'s' if left > 1 else ''}.")
+
+    return _operator_action(request, euid, "release_execution_hold", said)
 
 
 @require_POST
