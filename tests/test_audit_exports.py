@@ -201,3 +201,41 @@ def test_a_hold_released_on_approval_names_who_asked_and_the_approval(client, la
                if dict(zip(head, r, strict=True))["hold_euid"] == hold)
     assert row["ended_by"] == "checker"
     assert row["end_asked_by"] == "Ann Asker (asker)" and row["end_approval_euid"] == approval
+
+
+def test_activity_finds_one_subject_s_actions_without_the_workers_housekeeping(client, lab):
+    """An auditor asking "who did what to this tube" had no subject filter, and a service's
+    heartbeats and renewals (hundreds an hour) buried every person's decision."""
+    from tests.engine import SERVICE, claim, register
+
+    svc = actor(*SERVICE)
+    make_subject("q1", name="Tube 5")
+    other = make_subject("q1", name="Other")
+    worker = register(svc, capabilities=["wetlab.extraction"])
+    lease = claim(svc, worker, "q1")["lease_euid"]
+    for _ in range(3):
+        act("heartbeat_worker", svc, worker_euid=worker)
+    act("renew_queue_lease", svc, worker_euid=worker, lease_euid=lease)
+    _hold(other, "qa", "LABEL_ISSUE", "smudged")
+    client = signed_in(client, lab["operator"])
+
+    def keys(query: str) -> list[str]:
+        head, *rows = _csv(client.get(f"/activity/export.csv?{query}"))
+        return [dict(zip(head, r, strict=True))["action_key"] for r in rows]
+
+    everyday = keys("")
+    assert "heartbeat_worker" not in everyday and "renew_queue_lease" not in everyday
+    assert "claim_queue_item" in everyday and "place_execution_hold" in everyday
+    assert keys("housekeeping=1").count("heartbeat_worker") == 3
+    assert keys("action=renew_queue_lease") == ["renew_queue_lease"]  # chosen: shown
+    claimed = selectors_subject_of(lease)
+    assert set(keys(f"subject={claimed}")) == {"claim_queue_item"}
+    assert keys(f"subject={other}") == ["place_execution_hold"]
+    page = client.get("/activity/").content.decode()
+    assert "heartbeats and claim renewals left out" in page
+
+
+def selectors_subject_of(lease: str) -> str:
+    from bloomops.execution import selectors
+
+    return next(x["subject_euid"] for x in selectors.leases() if x["euid"] == lease)
