@@ -417,6 +417,12 @@ def test_a_refused_new_person_says_why_and_writes_nothing(client, users, overrid
     assert response.status_code == 400
     assert said in response.content.decode() or said in str(response.context["new"].errors)
     assert _written() == before
+    # said at the top too (the form is at the foot of the list), and the page opens at the
+    # first field to fix
+    html = response.content.decode()
+    assert 'id="new-person-refused"' in html
+    fields = response.context["new"].errors.keys() - {"__all__"}
+    assert html.count(" autofocus") == (1 if fields and fields != {"roles"} else 0)
 
 
 def test_only_admins_add_people(client, users):

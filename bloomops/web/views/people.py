@@ -168,6 +168,11 @@ def people_list(request: HttpRequest) -> HttpResponse:
                                       " until you give them a role below.")
                 return redirect(reverse("person", args=[data["username"]]))
         status = 400
+        # the form is at the foot of a long list: the page opens at the first field to fix
+        first = next((name for name in form.fields if name in form.errors), None)
+        if first is not None and not getattr(form.fields[first].widget,
+                                             "allow_multiple_selected", False):
+            form.fields[first].widget.attrs["autofocus"] = True
     users = (get_user_model().objects.select_related("worker_profile")
              .prefetch_related("groups").order_by("username")
              .annotate(active_tokens=Count("api_tokens", filter=ApiToken.working(
