@@ -114,6 +114,14 @@ def test_out_of_range_query_integers_are_400(lab, path, params, field):
     assert refused(r, 400, "VALIDATION_ERROR")["details"]["field"] == field
 
 
+@pytest.mark.parametrize("value", ["", " ", "\t \u3000"])
+def test_a_blank_filter_is_refused_whatever_its_spaces(lab, value):
+    """site= was refused as blank, but site=%20 was answered with nothing found."""
+    r = lab["apis"]["operator"].get("/queues/q1/items", site=value)
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "site" and "must not be blank" in err["message"]
+
+
 def test_the_largest_bigint_offset_is_answered(lab):
     r = lab["apis"]["operator"].get("/queues/q1/items", offset="9223372036854775807")
     assert r.status_code == 200 and r.json()["items"] == []

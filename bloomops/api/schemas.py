@@ -8,7 +8,7 @@ from ninja import Path, Schema
 from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX
+from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX, NON_BLANK
 from bloomops.execution.states import DeadLetterResolution, LeaseStatus
 
 LeaseStatusName = Literal[tuple(s.value for s in LeaseStatus)]  # type: ignore[valid-type]
@@ -51,9 +51,11 @@ def query_integer(default: int, minimum: int, maximum: int) -> Any:
 
 
 def query_text(max_length: int = ID_MAX, description: str | None = None) -> Any:
-    """An optional filter: left out, it filters nothing; given, it is a value (an empty
-    one would be taken as no filter by one path and as a value by another)."""
-    return Field(None, min_length=1, max_length=max_length, description=description)
+    """An optional filter: left out, it filters nothing; given, it is a value, not blank
+    (an empty one would be taken as no filter by one path and as a value by another, and
+    one of spaces matched nothing while an empty one was refused)."""
+    return Field(None, min_length=1, max_length=max_length, pattern=NON_BLANK,
+                 description=description)
 
 
 class ItemFilters(Schema):
