@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 
 from bloomops.execution.envelope import new_envelope
+from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, Actor, execute
 from bloomops.execution.objects import load, queue_properties
 from bloomops.tapdb.db import fetch_value
@@ -102,6 +103,18 @@ def counts() -> dict[str, int]:
         table: fetch_value(f"SELECT count(*) FROM {table}")
         for table in ("generic_instance", "generic_instance_lineage", "audit_log", "outbox_event")
     }
+
+
+def refused(code: str, attempt: Callable[[], Any]) -> ActionError:
+    """The engine's refusal of ``attempt``, with ``code``, having written nothing."""
+    import pytest
+
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        attempt()
+    assert err.value.code == code, err.value.as_dict()
+    assert counts() == before
+    return err.value
 
 
 @contextmanager

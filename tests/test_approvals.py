@@ -36,6 +36,7 @@ from tests.engine import (
     envelope,
     make_queue,
     props,
+    refused,
 )
 from tests.plans import plan_of
 
@@ -46,15 +47,6 @@ def lab(db, tenant):
     return {"ann": person("ann", "operator", full_name="Ann Asker"),
             "bob": person("bob", "operator", full_name="Bob Checker"),
             "cat": person("cat", "operator"), "adm": person("adm", "admin")}
-
-
-def refused(code: str, attempt) -> ActionError:
-    before = counts()
-    with pytest.raises(ActionError) as err:
-        attempt()
-    assert err.value.code == code, err.value
-    assert counts() == before
-    return err.value
 
 
 def test_releasing_an_integrity_hold_takes_a_second_person(lab):

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from bloomops.execution.errors import ActionError
-from tests.engine import act, actor, claim, counts, envelope, make_queue, make_subject, register
+from tests.engine import (
+    act,
+    actor,
+    claim,
+    envelope,
+    make_queue,
+    make_subject,
+    refused,
+    register,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -29,23 +37,14 @@ def _result(who, subject: str, **fields):
                expected_state="WAITING_EXTERNAL", payload={"outcome": "COMPLETED"}, **fields)
 
 
-def _refused(code: str, attempt) -> ActionError:
-    before = counts()
-    with pytest.raises(ActionError) as err:
-        attempt()
-    assert err.value.code == code, err.value
-    assert counts() == before
-    return err.value
-
-
 def test_another_account_may_not_report_a_result_it_did_not_dispatch(waiting):
     other = actor("worker_service", username="intruder")
     theirs = register(other)
-    _refused("LEASE_NOT_OWNED", lambda: _result(other, waiting["subject"]))
-    _refused("LEASE_NOT_OWNED", lambda: _result(other, waiting["subject"], worker_euid=theirs))
+    refused("LEASE_NOT_OWNED", lambda: _result(other, waiting["subject"]))
+    refused("LEASE_NOT_OWNED", lambda: _result(other, waiting["subject"], worker_euid=theirs))
     # nor its own other worker named in the dispatcher's place
     spare = register(waiting["pipeline"])
-    err = _refused("LEASE_NOT_OWNED", lambda: _result(waiting["pipeline"], waiting["subject"],
+    err = refused("LEASE_NOT_OWNED", lambda: _result(waiting["pipeline"], waiting["subject"],
                                                       worker_euid=spare))
     assert err.details["dispatched_by"] == waiting["worker"]
     assert envelope(waiting["subject"])["state"] == "WAITING_EXTERNAL"
@@ -58,6 +57,6 @@ def test_a_disabled_dispatcher_s_result_is_refused_unless_an_admin_records_it(wa
     act("set_worker_status", admin, worker_euid=waiting["worker"],
         payload={"operation": "disable", "reason": "leaking credentials"})
     for fields in ({}, {"worker_euid": waiting["worker"]}):
-        _refused("WORKER_UNAVAILABLE",
+        refused("WORKER_UNAVAILABLE",
                  lambda f=fields: _result(waiting["pipeline"], waiting["subject"], **f))
     assert _result(admin, waiting["subject"])["state"] == "COMPLETED"

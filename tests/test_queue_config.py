@@ -14,9 +14,9 @@ from tests.engine import (
     act,
     actor,
     claim,
-    counts,
     make_queue,
     make_subject,
+    refused,
     register,
 )
 from tests.test_engine_concurrency import _run_threads
@@ -34,15 +34,6 @@ def create(admin, key="cfg", **fields):
 def config(key):
     row = selectors.queue_config(key)
     return row["config"] if row else None
-
-
-def refused(code, fn):
-    before = counts()
-    with pytest.raises(ActionError) as err:
-        fn()
-    assert err.value.code == code, err.value.as_dict()
-    assert counts() == before
-    return err.value
 
 
 def test_create_queue_sets_every_field_and_marks_it_ours(tenant):

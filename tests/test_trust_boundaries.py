@@ -12,7 +12,6 @@ from django.db import connection
 
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import envelope_problems
-from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import load
 from bloomops.tapdb.db import fetch_value
 from tests.api_helpers import Api
@@ -21,11 +20,11 @@ from tests.engine import (
     act,
     actor,
     claim,
-    counts,
     envelope,
     make_queue,
     make_subject,
     props,
+    refused,
     register,
 )
 
@@ -53,15 +52,6 @@ def _complete(svc, worker, lease, **payload):
                worker_euid=worker, expected_state="READY", payload=payload)
 
 
-def _refused(code, fn):
-    before = counts()
-    with pytest.raises(ActionError) as err:
-        fn()
-    assert err.value.code == code, err.value.message
-    assert counts() == before
-    return err.value
-
-
 # ------------------------------------------------------------------ outputs
 
 
@@ -73,7 +63,7 @@ def _refused(code, fn):
 def test_a_step_cannot_create_engine_objects(flow, code):
     svc = flow
     _, worker, lease = _claimed(svc)
-    err = _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
+    err = refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
         svc, worker, lease, outputs=[{"template_code": code, "name": "forged",
                                       "properties": {}}]))
     assert code in err.message
@@ -83,7 +73,7 @@ def test_a_step_cannot_create_engine_objects(flow, code):
 def test_a_step_creates_only_what_its_queue_declares(flow):
     svc = flow
     _, worker, lease = _claimed(svc)
-    err = _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
+    err = refused("OUTPUT_NOT_ALLOWED", lambda: _complete(
         svc, worker, lease, outputs=[{"template_code": "data/analysis/artifact/1.0",
                                       "name": "bam"}]))
     assert "q1" in err.message and EXTRACTED in err.message
@@ -107,7 +97,7 @@ def test_output_fields_are_checked_against_the_template(flow, output, words):
     svc = flow
     _, worker, lease = _claimed(svc)
     spec = {"template_code": EXTRACTED, "name": "x", **output}
-    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[spec]))
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[spec]))
     assert words in err.message
 
 
@@ -121,7 +111,7 @@ def test_an_output_s_name_is_one_readable_line_as_a_registered_subject_s(flow, n
     a terminal escape, which register-subject refuses: the bench scans and lists them."""
     svc = flow
     _, worker, lease = _claimed(svc)
-    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
         {"template_code": EXTRACTED, "name": name}]))
     assert err.message.startswith("outputs[0]: name") and words in err.message, err.message
 
@@ -132,7 +122,7 @@ def test_an_output_derives_only_from_the_subject_that_made_it(flow):
     svc = flow
     unrelated = make_subject("q2", code=EXTRACTED, name="elsewhere")
     subject, worker, lease = _claimed(svc)
-    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[{
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[{
         "template_code": EXTRACTED, "name": "x",
         "properties": {"derived_from_euid": unrelated}}]))
     assert f"derived_from_euid names {unrelated}, but it is made from {subject}" in err.message
@@ -145,7 +135,7 @@ def test_an_output_routed_to_a_queue_that_does_not_take_it_is_refused(flow):
     svc = flow
     make_queue("specimens_only")
     _, worker, lease = _claimed(svc)
-    _refused("OUTPUT_NOT_ALLOWED", lambda: _complete(svc, worker, lease, outputs=[{
+    refused("OUTPUT_NOT_ALLOWED", lambda: _complete(svc, worker, lease, outputs=[{
         "template_code": EXTRACTED, "name": "x",
         "execution": {"next_queue_key": "specimens_only"}}]))
 
@@ -217,7 +207,7 @@ def test_a_broken_envelope_is_shown_never_claimed_and_crashes_nothing(flow, pois
     assert err.value.code == "NO_WORK"
     human = actor("worker_human", username="sci")
     hw = register(human, worker_type="HUMAN_SESSION")
-    _refused("NOT_VISIBLE", lambda: act("claim_queue_item", human, worker_euid=hw,
+    refused("NOT_VISIBLE", lambda: act("claim_queue_item", human, worker_euid=hw,
                                         subject_euid=bad))
     # Every screen and read answers.
     client.force_login(users["operator"])
@@ -230,7 +220,7 @@ def test_a_broken_envelope_is_shown_never_claimed_and_crashes_nothing(flow, pois
     assert api.get("/queues").status_code == 200
     # Only the operator's way out acts on it, and it repairs the envelope.
     op = actor("operator")
-    _refused("INVALID_ENVELOPE", lambda: act("place_execution_hold", op, subject_euid=bad,
+    refused("INVALID_ENVELOPE", lambda: act("place_execution_hold", op, subject_euid=bad,
                                              expected_state=d.state, payload={"reason": "x"}))
     done = act("cancel_subject_execution", op, subject_euid=bad, expected_state=d.state,
                payload={"reason": "broken by another system"})
@@ -285,10 +275,10 @@ def test_a_broken_envelope_does_not_stop_a_service_worker(flow):
 
 def test_a_person_cannot_register_someone_elses_human_worker(tenant):
     mallory = actor("worker_human", username="mallory")
-    err = _refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
+    err = refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
         "worker_key": "human://alice", "worker_type": "HUMAN_SESSION"}))
     assert "human://mallory" in err.message
-    _refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
+    refused("FORBIDDEN", lambda: act("register_worker", mallory, payload={
         "worker_key": "human://admin", "worker_type": "HUMAN_SESSION"}))
 
 
@@ -298,7 +288,7 @@ def test_human_profiles_come_from_configuration_not_the_request(tenant, settings
     sci = actor("worker_human", username="sci")
     for field, value in (("capabilities", ["compute.qc"]), ("max_concurrent_leases", 1000),
                          ("site_scope", ["sfo"])):
-        _refused("VALIDATION_ERROR", lambda f=field, v=value: act(
+        refused("VALIDATION_ERROR", lambda f=field, v=value: act(
             "register_worker", sci, payload={"worker_type": "HUMAN_SESSION", f: v}))
     settings.BLOOMOPS_HUMAN_CAPABILITIES = ["wetlab.qc"]
     settings.BLOOMOPS_HUMAN_PROFILES = {"user:sci": {"max_concurrent_leases": 2}}
@@ -306,7 +296,7 @@ def test_human_profiles_come_from_configuration_not_the_request(tenant, settings
     p = load(euid=worker, tenant=tenant).props
     assert p["worker_key"] == "human://sci" and p["owner_username"] == "sci"
     assert p["capabilities"] == ["wetlab.qc"] and p["max_concurrent_leases"] == 2
-    _refused("WORKER_NOT_ELIGIBLE", lambda: claim(sci, worker, "compute"))
+    refused("WORKER_NOT_ELIGIBLE", lambda: claim(sci, worker, "compute"))
     # A change of configuration reaches the worker the next time its person acts.
     settings.BLOOMOPS_HUMAN_PROFILES = {"role:worker_human": {"capabilities": ["compute.qc"]}}
     act("heartbeat_worker", sci, worker_euid=worker)
@@ -323,7 +313,7 @@ def test_an_admin_may_register_a_persons_worker_for_them(tenant):
     # alice acts through it; another person may not.
     act("heartbeat_worker", alice, worker_euid=result["worker_euid"])
     mallory = actor("worker_human", username="mallory")
-    _refused("LEASE_NOT_OWNED", lambda: act("heartbeat_worker", mallory,
+    refused("LEASE_NOT_OWNED", lambda: act("heartbeat_worker", mallory,
                                             worker_euid=result["worker_euid"]))
 
 
@@ -339,14 +329,14 @@ def test_an_admin_registers_workers_only_for_people_who_work_at_the_bench(tenant
     User.objects.filter(username="gone").update(is_active=False)
     actor("operator", username="office")
     admin = actor("admin", username="boss")
-    err = _refused("VALIDATION_ERROR", lambda: act("register_worker", admin, payload={
+    err = refused("VALIDATION_ERROR", lambda: act("register_worker", admin, payload={
         "worker_key": key, "worker_type": "HUMAN_SESSION"}))
     assert "names no person of this lab who works at the bench" in err.message
 
 
 def test_service_workers_cannot_take_human_keys(tenant):
     svc = actor(*SERVICE)
-    _refused("VALIDATION_ERROR", lambda: act("register_worker", svc, payload={
+    refused("VALIDATION_ERROR", lambda: act("register_worker", svc, payload={
         "worker_key": "human://alice", "worker_type": "SERVICE"}))
 
 
@@ -362,7 +352,7 @@ def test_the_same_key_from_another_user_is_not_a_replay(flow):
                 idempotency_key="shared", payload={"reason": "x"})
     assert again.replayed and again.action_euid == first.action_euid
     # op2's request is its own: here it meets the subject as it is now (HELD).
-    err = _refused("STATE_CONFLICT", lambda: act(
+    err = refused("STATE_CONFLICT", lambda: act(
         "place_execution_hold", op2, subject_euid=subject, expected_state="READY",
         idempotency_key="shared", payload={"reason": "x"}))
     assert err.details.get("current_state") == "HELD"
@@ -381,7 +371,7 @@ def test_the_same_key_from_another_user_is_not_a_replay(flow):
 def test_malformed_payloads_are_refused(flow, payload, words):
     op = actor("operator")
     subject = make_subject("q1")
-    err = _refused("VALIDATION_ERROR", lambda: act(
+    err = refused("VALIDATION_ERROR", lambda: act(
         "place_execution_hold", op, subject_euid=subject, expected_state="READY",
         payload=payload))
     assert words in err.message
@@ -391,7 +381,7 @@ def test_oversize_and_deep_payloads_are_refused(flow):
     svc = flow
     _, worker, lease = _claimed(svc)
     big = {"k": "v" * 70_000}
-    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
                                                           result_snapshot=big))
     assert "too large" in err.message
     deep: dict = {}
@@ -399,14 +389,14 @@ def test_oversize_and_deep_payloads_are_refused(flow):
     for _ in range(12):
         node["n"] = {}
         node = node["n"]
-    err = _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease,
                                                           result_snapshot=deep))
     assert "nested too deeply" in err.message
 
 
 def test_a_nul_in_a_request_field_is_a_validation_error(flow):
     op = actor("operator")
-    _refused("VALIDATION_ERROR", lambda: act("place_execution_hold", op,
+    refused("VALIDATION_ERROR", lambda: act("place_execution_hold", op,
                                              subject_euid="Z-MX-1\x00",
                                              expected_state="READY", payload={"reason": "x"}))
 
@@ -501,13 +491,13 @@ def test_a_step_key_is_one_printable_line_wherever_it_is_named(flow, value):
     a terminal escape, a zero-width space) and stored it in the envelope as sent."""
     svc = flow
     _, worker, lease = _claimed(svc)
-    _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_action_key=value))
+    refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_action_key=value))
     # a retry's queue is judged as a completion's (a failure answered NOT_FOUND instead)
-    _refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_queue_key=value))
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, next_queue_key=value))
+    refused("VALIDATION_ERROR", lambda: act(
         "fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         expected_state="READY", payload={"retryable": True, "next_queue_key": value}))
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: act(
         "update_queue", actor("admin", username="adm"), queue_key="q2",
         expected_revision=1, payload={"default_next_action_key": value, "reason": "x"}))
 
@@ -526,8 +516,8 @@ def test_the_engine_bounds_every_list_of_keys(flow, values):
     """The engine holds the API's bounds itself (a worker another way in, a queue's file):
     at most 100 values of at most 200 characters."""
     svc = flow
-    _refused("VALIDATION_ERROR", lambda: register(svc, "w-big", capabilities=values))
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: register(svc, "w-big", capabilities=values))
+    refused("VALIDATION_ERROR", lambda: act(
         "update_queue", actor("admin", username="adm"), queue_key="q2", expected_revision=1,
         payload={"required_worker_capabilities": values, "reason": "x"}))
 
@@ -538,7 +528,7 @@ def test_an_idempotency_key_shows_as_what_it_is(flow, value):
     and matched exactly, it read as another or as nothing."""
     svc = flow
     subject, worker, lease = _claimed(svc)
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: act(
         "release_queue_lease", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
         idempotency_key=value, payload={}))
 
@@ -546,7 +536,7 @@ def test_an_idempotency_key_shows_as_what_it_is(flow, value):
 def test_a_refusal_names_a_score_of_unknown_fields_not_every_one(flow):
     """60,000 unknown payload keys made a 1 MB refusal of a 649 KB request."""
     svc = flow
-    err = _refused("VALIDATION_ERROR", lambda: act(
+    err = refused("VALIDATION_ERROR", lambda: act(
         "heartbeat_worker", svc, worker_euid="Z-AX-0",
         payload={f"junk{i:05d}": 1 for i in range(500)}))
     assert len(err.details["unknown_fields"]) == 20 and err.details["unknown_count"] == 500
@@ -560,9 +550,9 @@ def test_a_reason_that_shows_nothing_is_no_reason(flow, reason):
     nobody."""
     op = actor("operator", username="qa")
     subject = make_subject("q1")
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: act(
         "cancel_subject_execution", op, subject_euid=subject, expected_state="READY",
         payload={"reason": reason}))
-    _refused("VALIDATION_ERROR", lambda: act(
+    refused("VALIDATION_ERROR", lambda: act(
         "place_execution_hold", op, subject_euid=subject, expected_state="READY",
         payload={"reason": reason}))
