@@ -116,6 +116,17 @@ def test_an_output_s_name_is_one_readable_line_as_a_registered_subject_s(flow, n
     assert err.message.startswith("outputs[0]: name") and words in err.message, err.message
 
 
+@pytest.mark.parametrize("payload", [{"next_action_key": "qc.rerun"},
+                                     {"next_action_key": "qc.rerun", "external": {"run": 1}}])
+def test_a_next_step_without_a_next_queue_is_refused_not_dropped(flow, payload):
+    """complete with next_action_key alone finished the subject and dropped the step."""
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, **payload))
+    assert err.details["field"] == "next_action_key"
+    assert envelope(subject)["state"] == "READY"
+
+
 def test_an_output_derives_only_from_the_subject_that_made_it(flow):
     """derived_from_euid named any subject of the lab: an output could claim to come from
     one the lineage says it did not."""

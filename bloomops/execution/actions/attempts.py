@@ -154,6 +154,12 @@ class CompleteQueueExecution(LeaseAction):
         if p.get("external") is not None and p.get("next_queue_key"):
             raise ActionError("VALIDATION_ERROR", "A completion either waits for an external"
                               " result or routes to a next queue, not both.", field="external")
+        if p.get("next_action_key") and (not p.get("next_queue_key")
+                                         or p.get("external") is not None):
+            # it would be dropped unread: the subject finishes, or waits for its result
+            raise ActionError("VALIDATION_ERROR", "next_action_key applies only with a"
+                              " next_queue_key: the step it names is that queue's.",
+                              field="next_action_key")
         validate_outputs(p)
 
     def run(self, ctx: Context) -> None:
