@@ -334,7 +334,7 @@ class RecordExternalResult(Handler):
     @staticmethod
     def _dispatcher(ctx: Context) -> Obj | None:
         """The worker whose completion dispatched the subject's external work: through the
-        lease the dispatch names, by lineage (RULES.md#external-work)."""
+        lease the dispatch names, by lineage (RULES.md#requests)."""
         assert ctx.subject is not None
         dispatch = ctx.subject.props.get("external_dispatch")
         lease_euid = dispatch.get("lease_euid") if isinstance(dispatch, dict) else None
