@@ -132,6 +132,26 @@ def test_a_target_added_to_a_retry_is_a_conflict_not_a_second_action(tenant):
     assert not theirs.replayed and theirs["subject_euid"] == second
 
 
+def test_a_record_of_the_old_caller_target_scope_replays_for_its_caller_alone(tenant):
+    """Records written before the scope was the caller's alone say "caller|target": their
+    caller's retry still replays them, and nobody else's does. Matched with LIKE, "_" in a
+    username matched any character: a_b replayed axb's records."""
+    make_queue("q1")
+    subject = make_subject("q1")
+    op, other = actor("operator", username="axb"), actor("operator", username="a_b")
+    fields = dict(subject_euid=subject, expected_state="READY", idempotency_key="old-1",
+                  payload={"hold_code": "OPERATOR_HOLD", "reason": "check"})
+    first = act("place_execution_hold", op, **fields)
+    sql_execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+                " '{idempotency_scope}', to_jsonb(%s::text)) WHERE euid = %s",
+                [f"axb|{subject}", first.action_euid])
+    again = act("place_execution_hold", op, **fields)
+    assert again.replayed and again.action_euid == first.action_euid
+    with pytest.raises(ActionError) as err:  # a_b's own request: the subject is held now
+        act("place_execution_hold", other, **fields)
+    assert err.value.code == "STATE_CONFLICT"
+
+
 def test_a_payload_field_sent_as_null_is_the_field_left_out(tenant, svc):
     make_queue("q1")
     make_subject("q1")

@@ -31,7 +31,7 @@ def find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
     return fetch_one(
         FIND_REPLAY,
         {"tenant": tenant, "action": req.action_key, "key": req.idempotency_key,
-         "scope": scope, "legacy": f"{scope}|%"},
+         "scope": scope, "legacy": f"{scope}|"},
         prepare="find_replay",
     )
 

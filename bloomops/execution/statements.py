@@ -157,12 +157,13 @@ LEASES_PAST_EXPIRY = f"""
 
 # An earlier action record of the same request (RULES.md#idempotency): the caller's, or
 # written when the scope also named a target ("caller|target"; no username holds a "|").
+# Not LIKE: "_" is a wildcard there and a username character, so a_b matched axb's records.
 FIND_REPLAY = """
     SELECT euid, json_addl FROM generic_instance
     WHERE tenant_id = %(tenant)s AND NOT is_deleted AND type = 'execution_queue'
       AND subtype = %(action)s AND json_addl->>'idempotency_key' = %(key)s
       AND (json_addl->>'idempotency_scope' = %(scope)s
-           OR json_addl->>'idempotency_scope' LIKE %(legacy)s)
+           OR starts_with(json_addl->>'idempotency_scope', %(legacy)s))
     ORDER BY uid LIMIT 1"""
 
 # The delivery row of an event message (TapDB's outbox), in the action's transaction.
