@@ -21,8 +21,5 @@ def roles(request):
         "password_given_until": given.until if given else None,
         # set from a shell: whoever ran it is not known, so no approval at all until changed
         "password_from_shell": bool(given) and given.by == COMMAND_LINE,
-        # RULES.md#approvals: a given password signs nothing; one lately changed from the
-        # shell neither, for a while
-        "decides_no_approval": bool(given) and (given.until is None
-                                                or given.by == COMMAND_LINE),
+        "decides_no_approval": bool(given) and given.decides_nothing,
     }

@@ -98,6 +98,15 @@ class Given:
     by: str
     until: datetime | None = None
 
+    @property
+    def decides_nothing(self) -> bool:
+        """Its person decides no approval at all (RULES.md#approvals): the password is not
+        yet theirs (whoever gave it could sign as them for anyone), or the shell set it
+        lately (who sat there is not known, so there is no pair to refuse)."""
+        from bloomops.accounts.models import COMMAND_LINE
+
+        return self.until is None or self.by == COMMAND_LINE
+
 
 def password_givers(usernames: Iterable[str] | None = None) -> dict[str, Given]:
     """username -> who else set the password they sign with, for the accounts (of

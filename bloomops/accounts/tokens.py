@@ -149,15 +149,13 @@ def token_givers(since: datetime) -> dict[str, set[str]]:
     return out
 
 
-def expiring(now: datetime, users=None) -> list[ApiToken]:
-    """Working tokens about to expire (``ApiToken.expires_soon``), soonest first, of
-    ``users`` (a queryset or list of accounts) or of everyone. One query."""
+def expiring(now: datetime) -> list[ApiToken]:
+    """Working tokens of active accounts about to expire (``ApiToken.expires_soon``),
+    soonest first. One query."""
     from bloomops.accounts.models import EXPIRY_WARNING
 
     rows = ApiToken.objects.select_related("user").filter(
         ApiToken.working(now), expires_at__lte=now + EXPIRY_WARNING, user__is_active=True)
-    if users is not None:
-        rows = rows.filter(user__in=users)
     return [r for r in rows.order_by("expires_at", "id") if r.expires_soon(now)]
 
 

@@ -41,9 +41,8 @@ def retry_choices(roles: frozenset[str] | set[str]) -> list[tuple[str, str, str]
     """(class, words, what becomes of the item) of the classes this person may record a
     failure with: the last is what the failure form asks them to confirm."""
     def after(c: RetryClass) -> str:
-        if c in TRANSIENT_CLASSES:
-            return AFTER_FAILURE["FAILED_RETRYABLE"] + " (at its attempt limit, " \
-                + AFTER_FAILURE["FAILED_TERMINAL"].split("; ")[1] + ")"
+        if c in TRANSIENT_CLASSES:  # the attempt limit may end it instead (policy.attempt_limit)
+            return f"{AFTER_FAILURE['FAILED_RETRYABLE']}, unless this was its last attempt"
         return AFTER_FAILURE["HELD" if c == RetryClass.BUSINESS_RULE_HOLD else "FAILED_TERMINAL"]
 
     return [(c.value, RETRY_CLASS_WORDS[c], after(c)) for c in failure_classes_for(roles)]

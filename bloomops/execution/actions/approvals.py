@@ -217,7 +217,7 @@ def refuse_standing_from_requester(ctx: Context, requester: str, approval_euid: 
     since = timezone.now() - timedelta(seconds=int(settings.BLOOMOPS_APPROVAL_TTL_SECONDS))
     found = set_up_together(ctx.actor.username, requester, since)
     if not found:
-        if given and given.until is None:
+        if given and given.decides_nothing:
             # a signature is the signer's alone: whoever gave the password knows it, and
             # could sign as them for anyone's request
             raise ActionError(
