@@ -44,3 +44,31 @@ def readable_line(value: str) -> str:
     value = unicodedata.normalize("NFC", value)
     kept = "".join(c if c.isprintable() else " " for c in value if not _unseen(c))
     return " ".join(kept.split())
+
+
+
+def _class(chars: list[int]) -> str:
+    """Code points as the inside of a regular expression's character class, in ranges."""
+    ranges: list[list[int]] = []
+    for c in chars:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "".join(f"\\u{lo:04x}" if lo == hi else f"\\u{lo:04x}-\\u{hi:04x}"
+                   for lo, hi in ranges)
+
+
+# What line_problem refuses in the Basic Multilingual Plane, unassigned code points aside:
+# the rule as a pattern can say it in a few ranges (the NFC form, the other planes and the
+# unassigned code points stay the engine's to refuse). White space apart from the rest, as a
+# field the engine strips may begin and end with it.
+_REFUSED = sorted({c for lo, hi in _UNSEEN for c in range(lo, min(hi, 0xFFFF) + 1)} | {
+    c for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF and not chr(c).isprintable()
+    and unicodedata.category(chr(c)) != "Cn"})
+_SPACE = _class([c for c in _REFUSED if chr(c).isspace()])
+_OTHER = _class([c for c in _REFUSED if not chr(c).isspace()])
+# Patterns a line must not match (JSON Schema's "not": a pattern's $ also matches before a
+# final newline): a line taken as given, and one the engine strips first.
+REFUSED_IN_LINE = f"[{_SPACE}{_OTHER}]"
+REFUSED_IN_STRIPPED_LINE = rf"[{_OTHER}]|\S\s*[{_SPACE}]\s*\S"

@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from bloomops.api.action_schemas import REQUEST_FIELDS
+from bloomops.api.action_schemas import REQUEST_FIELDS, ActionEnvelope
 from bloomops.api.api import ACTIONS
+from bloomops.api.queue_schemas import QueueSettingsIn, RetryPolicyIn
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.execution.actions import ACTIONS as REGISTRY
 from bloomops.execution.states import ALL_STATES, LeaseStatus, RetryClass, WorkerType
@@ -18,6 +19,7 @@ from tests.engine import counts, make_queue, make_subject
 
 pytestmark = pytest.mark.django_db
 BASE = "/api/v1/execution"
+SPECIMEN = "content/material/specimen/1.0"
 
 # What each action's handler refuses without (bloomops/execution/actions/, validate).
 REQUIRED = {
@@ -311,6 +313,38 @@ EDGES = [
     ("register-subject", {"name": "  "}),
     ("register-subject", {"properties": []}),
     ("register-subject", {"properties": None}),
+    # what the document left open and the server refused (a review's schemathesis run)
+    ("hold", {"reason": "ok", "idempotency_key": "a\x07b"}),
+    ("hold", {"reason": "ok", "idempotency_key": "a\u2028b"}),
+    ("hold", {"reason": "ok", "idempotency_key": " key-1\n"}),   # the engine strips it
+    ("set-queue-enabled", {"queue_key": "q" * 101}),
+    ("update-queue", {"manual_only": None}),
+    ("update-queue", {"retry_policy": {"mode": None}}),
+    *(("update-queue", {name: None}) for name in QueueSettingsIn.model_fields
+      if name not in ActionEnvelope.model_fields and name != "reason"),
+    *(("update-queue", {"retry_policy": {name: None}}) for name in RetryPolicyIn.model_fields),
+    ("update-queue", {"queue_key": "q" * 101}),
+    ("replace-queue", {"queue_key": "q" * 101}),
+    ("release-hold", {"reason": "ok", "hold_euid": ""}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o",
+                               "execution": {"colour": "red"}}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o",
+                               "execution": {"state": "RUNNING", "next_queue_key": "q2"}}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o",
+                               "execution": {"state": "READY"}}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o",
+                               "execution": {"next_queue_key": "q2", "priority": "STAT",
+                                             "due_at": "2026-01-01T00:00:00Z"}}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o",
+                               "execution": {"next_queue_key": "q2", "due_at": "soon"}}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "o\x1b[2J"}]}),
+    ("complete", {"outputs": [{"template_code": SPECIMEN, "name": "  "}]}),
+    ("register-subject", {"name": "S\x1b[2J"}),
+    ("register-subject", {"name": "S\u00a0 1"}),
+    ("register-subject", {"name": "\tS 1 "}),
+    ("fail", {"error_class": "TRANSIENT_SYSTEM", "next_queue_key": "q\x07"}),
+    ("complete", {"next_queue_key": "q\u200b2"}),
+    ("requeue", {"next_action_key": "step\nrun"}),
 ]
 
 

@@ -41,6 +41,7 @@ from bloomops.execution.states import (
     TRANSIENT_CLASSES,
     RetryClass,
 )
+from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_STRIPPED_LINE
 
 # An instant as the engine takes it (envelope.REQUEST_INSTANT), white space around it aside.
 INSTANT = rf"^\s*{REQUEST_INSTANT_PATTERN}\s*$"
@@ -82,22 +83,32 @@ def integer(minimum: int, maximum: int) -> Any:
     return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_integral)]
 
 
+# A key or name people read in a list must be one printable line (text.line_problem); the
+# document says it as far as a pattern can (a "not" pattern: a pattern's $ also matches
+# before a final newline). LINE: taken as given; STRIPPED_LINE: the engine strips it first.
+LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
+STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
+
+Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 Id = Annotated[str, Field(max_length=ID_MAX)]
 RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
-NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX)]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX, json_schema_extra=LINE)]
 # A list of keys (capabilities, scopes, template codes), as the engine bounds it.
 KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
 
 
-def text(max_length: int, description: str | None = None) -> Any:
-    """An optional text field the engine bounds to ``max_length``."""
-    return Field(None, max_length=max_length, description=description)
+def text(max_length: int, description: str | None = None, *, line: bool = False) -> Any:
+    """An optional text field the engine bounds to ``max_length``; ``line``: one printable
+    line (the engine's ``text_field(line=True)``)."""
+    return Field(None, max_length=max_length, description=description,
+                 json_schema_extra=STRIPPED_LINE if line else None)
 
 
-def required_text(max_length: int, description: str | None = None) -> Any:
+def required_text(max_length: int, description: str | None = None, *,
+                  line: bool = False) -> Any:
     """Required text that must not be blank (the engine's ``required`` text)."""
     return Field(min_length=1, max_length=max_length, pattern=NON_BLANK,
-                 description=description)
+                 description=description, json_schema_extra=STRIPPED_LINE if line else None)
 
 
 class StrictSchema(BaseModel):
@@ -114,9 +125,9 @@ class ActionEnvelope(StrictSchema):
     sent inside ``payload`` and is validated the same way (given at both places, the top
     level counts and both must be valid)."""
 
-    idempotency_key: str = Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK, description=(
+    idempotency_key: str = required_text(ID_MAX, (
         "A retry with the same key and the same content returns the first response; the same"
-        " key with other content is IDEMPOTENCY_CONFLICT."))
+        " key with other content is IDEMPOTENCY_CONFLICT."), line=True)
     subject_euid: Id | None = None
     worker_euid: Id | None = None
     lease_euid: Id | None = None
@@ -176,6 +187,8 @@ def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter:
     """Validates one field of a request schema on its own, as strictly as the model does."""
     info = model.model_fields[name]
     kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+        return TypeAdapter(kind)  # a model keeps its own (strict) config
     return TypeAdapter(kind, config=StrictSchema.model_config)
 
 
@@ -208,13 +221,31 @@ class ReleaseLeaseIn(LeaseEnvelope):
     reason: str | None = text(NOTE_MAX)
 
 
+class OutputExecution(StrictSchema):
+    """The envelope fields a step may set on what it produces (outputs.OUTPUT_EXECUTION_FIELDS):
+    READY (the default with a next queue) needs next_queue_key; PENDING waits unrouted."""
+
+    model_config = ConfigDict(**StrictSchema.model_config, json_schema_extra={
+        "if": {"required": ["state"], "properties": {"state": {"const": "READY"}}},
+        "then": {"required": ["next_queue_key"],
+                 "properties": {"next_queue_key": {"type": "string"}}}})
+
+    state: Literal["READY", "PENDING"] | None = None
+    next_queue_key: str | None = Field(None, min_length=1, max_length=KEY_MAX,
+                                       json_schema_extra=LINE)
+    next_action_key: str | None = Field(None, min_length=1, max_length=KEY_MAX,
+                                        json_schema_extra=LINE)
+    priority: Priority | None = None
+    due_at: str | None = Field(None, max_length=64, pattern=INSTANT)
+    ready_at: str | None = Field(None, max_length=64, pattern=INSTANT)
+
+
 class OutputSpec(StrictSchema):
     template_code: str = Field(max_length=ID_MAX)
-    name: str
+    name: str = required_text(NAME_MAX, line=True)
     properties: dict[str, Any] = Field(default_factory=dict)
-    execution: dict[str, Any] | None = Field(None, description=(
-        "Execution envelope fields for a produced work-bearing object (state,"
-        " next_queue_key, next_action_key, priority ...)."))
+    execution: OutputExecution | None = Field(None, description=(
+        "Execution envelope fields for a produced work-bearing object."))
 
 
 _NON_EMPTY_TEXT = {"type": "string", "minLength": 1}
@@ -227,8 +258,8 @@ class CompleteIn(LeaseEnvelope):
                           "properties": {"external": {"type": "object"},
                                          "next_queue_key": _NON_EMPTY_TEXT}}}
 
-    next_queue_key: str | None = text(KEY_MAX)
-    next_action_key: str | None = text(KEY_MAX)
+    next_queue_key: str | None = text(KEY_MAX, line=True)
+    next_action_key: str | None = text(KEY_MAX, line=True)
     result_snapshot: dict[str, Any] | None = None
     outputs: list[OutputSpec] | None = None
     external: dict[str, Any] | None = Field(None, description=(
@@ -276,7 +307,7 @@ class FailIn(LeaseEnvelope):
     error_message: str | None = text(ERROR_MESSAGE_MAX, (
         "What went wrong, for whoever takes the item up; required when the failure ends the"
         " item or holds it (retryable false, or a class that is not TRANSIENT_*)."))
-    next_queue_key: str | None = text(KEY_MAX)
+    next_queue_key: str | None = text(KEY_MAX, line=True)
 
 
 class HoldIn(SubjectEnvelope):
@@ -295,7 +326,7 @@ class RequeueIn(SubjectEnvelope):
     reset_attempts: bool | None = None
     priority: integer(*PRIORITY_RANGE) | PriorityClassName | None = (
         Field(None, description="A priority class or a plain integer (higher first)."))
-    next_action_key: str | None = text(KEY_MAX)
+    next_action_key: str | None = text(KEY_MAX, line=True)
 
 
 class CancelIn(SubjectEnvelope):
@@ -337,14 +368,12 @@ class ExternalResultIn(SubjectEnvelope):
     error_message: str | None = text(ERROR_MESSAGE_MAX)
 
 
-Priority = integer(*PRIORITY_RANGE) | PriorityClassName
-
-
 class RoutingFields(ActionEnvelope):
     """Where and how a subject enters its queue (RULES.md#intake)."""
 
     queue_key: RequiredId
-    next_action_key: str | None = text(KEY_MAX, "The queue's default_next_action_key when omitted.")
+    next_action_key: str | None = text(KEY_MAX, "The queue's default_next_action_key when omitted.",
+                                           line=True)
     priority: Priority | None = Field(None, description=(
         "A priority class or a plain integer (higher first); ROUTINE (0) when omitted."))
     ready_at: str | None = Field(None, max_length=64, pattern=INSTANT, description=(
@@ -361,7 +390,7 @@ class RouteSubjectIn(RoutingFields):
 
 class RegisterSubjectIn(RoutingFields):
     template_code: str = required_text(KEY_MAX)
-    name: str = required_text(NAME_MAX)
+    name: str = required_text(NAME_MAX, line=True)
     properties: dict[str, Any] | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
 class RecordEvidenceIn(ActionEnvelope):

@@ -89,6 +89,8 @@ under /api/), 405
 (METHOD_NOT_ALLOWED), 411 (LENGTH_REQUIRED: a chunked body), 413 (PAYLOAD_TOO_LARGE: a body
 over {MAX_BODY_BYTES // 1024 // 1024} MiB), 415 (UNSUPPORTED_MEDIA_TYPE: a body not sent as
 application/json) and 409 for every conflict ({_codes(409)}). A refused request writes nothing.
+The web server answers a request line over 4 KB (414) and a malformed header (400) in plain
+text, before the API sees the request.
 
 **Requests** are validated against this document exactly: required fields, strict types
 (no coercion), enums and bounds as given; see docs/API.md "Requests" and "Limits".

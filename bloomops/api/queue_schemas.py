@@ -6,9 +6,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from bloomops.api.action_schemas import (
+    NON_BLANK,
+    STRIPPED_LINE,
     ActionEnvelope,
     KeyList,
-    RequiredId,
     StrictSchema,
     integer,
     required_text,
@@ -25,19 +26,36 @@ from bloomops.execution.actions.queue_fields import (
 from bloomops.execution.states import ELIGIBLE_STATES
 
 QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
+# A queue named by its key (one that exists is looked up, so only its length is checked here).
+QueueKeyRef = Annotated[str, Field(min_length=1, max_length=100)]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def omittable(**kwargs: Any) -> Any:
+    """A setting that may be left out (then it stays as it is) but not sent as null: the
+    engine refuses a null where it keeps a value (a flag, a number, a policy)."""
+    extra = kwargs.pop("json_schema_extra", None)
+
+    def schema(s: dict[str, Any]) -> None:
+        _no_default(s)
+        s.update(extra or {})
+    return Field(None, json_schema_extra=schema, **kwargs)
 
 
 def _number(name: str) -> Any:
     low, high = RETRY_RANGES[name]
-    return Field(None, ge=low, le=high)
+    return omittable(ge=low, le=high)
 
 
 class RetryPolicyIn(StrictSchema):
-    mode: Literal[RETRY_MODES] | None = None  # type: ignore[valid-type]
-    initial_delay_seconds: float | None = _number("initial_delay_seconds")
-    backoff_factor: float | None = _number("backoff_factor")
-    max_delay_seconds: float | None = _number("max_delay_seconds")
-    jitter_ratio: float | None = _number("jitter_ratio")
+    mode: Literal[RETRY_MODES] = omittable()  # type: ignore[valid-type]
+    initial_delay_seconds: float = _number("initial_delay_seconds")
+    backoff_factor: float = _number("backoff_factor")
+    max_delay_seconds: float = _number("max_delay_seconds")
+    jitter_ratio: float = _number("jitter_ratio")
 
 
 def _ranged(name: str) -> Any:
@@ -49,33 +67,35 @@ class QueueSettingsIn(ActionEnvelope):
     """The mutable fields of a queue (RULES.md#queue-configuration)."""
 
     reason: str = required_text(REASON_MAX, HELP["reason"])
-    display_name: str | None = Field(None, min_length=1, max_length=200,
-                                     description=HELP["display_name"])
-    manual_only: bool | None = Field(None, description=HELP["manual_only"])
-    operator_visible: bool | None = Field(None, description=HELP["operator_visible"])
-    strict_order: bool | None = Field(None, description=HELP["strict_order"])
-    diagnostics_enabled: bool | None = Field(None, description=HELP["diagnostics_enabled"])
-    dispatch_priority: _ranged("dispatch_priority") | None = Field(  # type: ignore[valid-type]
-        None, description=HELP["dispatch_priority"])
-    lease_ttl_seconds: _ranged("lease_ttl_seconds") | None = Field(  # type: ignore[valid-type]
-        None, description=HELP["lease_ttl_seconds"])
-    max_attempts_default: _ranged("max_attempts_default") | None = Field(  # type: ignore[valid-type]
-        None, description=HELP["max_attempts_default"])
+    display_name: str = omittable(min_length=1, max_length=200, pattern=NON_BLANK,
+                                  description=HELP["display_name"],
+                                  json_schema_extra=STRIPPED_LINE)
+    manual_only: bool = omittable(description=HELP["manual_only"])
+    operator_visible: bool = omittable(description=HELP["operator_visible"])
+    strict_order: bool = omittable(description=HELP["strict_order"])
+    diagnostics_enabled: bool = omittable(description=HELP["diagnostics_enabled"])
+    dispatch_priority: _ranged("dispatch_priority") = omittable(  # type: ignore[valid-type]
+        description=HELP["dispatch_priority"])
+    lease_ttl_seconds: _ranged("lease_ttl_seconds") = omittable(  # type: ignore[valid-type]
+        description=HELP["lease_ttl_seconds"])
+    max_attempts_default: _ranged("max_attempts_default") = omittable(  # type: ignore[valid-type]
+        description=HELP["max_attempts_default"])
     straggler_threshold_seconds: _ranged(  # type: ignore[valid-type]
-        "straggler_threshold_seconds") | None = Field(
-        None, description=HELP["straggler_threshold_seconds"])
-    eligible_states: list[Literal[ELIGIBLE_STATES]] | None = Field(  # type: ignore[valid-type]
-        None, min_length=1, description=HELP["eligible_states"])
+        "straggler_threshold_seconds") = omittable(
+        description=HELP["straggler_threshold_seconds"])
+    eligible_states: list[Literal[ELIGIBLE_STATES]] = omittable(  # type: ignore[valid-type]
+        min_length=1, description=HELP["eligible_states"])
     required_worker_capabilities: KeyList | None = None
     site_scope: KeyList | None = None
     platform_scope: KeyList | None = None
     assay_scope: KeyList | None = None
     output_template_codes: KeyList | None = Field(
         None, description=HELP["output_template_codes"])
-    retry_policy: RetryPolicyIn | None = Field(None, description=HELP["retry_policy"])
+    retry_policy: RetryPolicyIn = omittable(description=HELP["retry_policy"])
     default_next_queue_key: QueueKeyText | None = Field(
         None, description=HELP["default_next_queue_key"])
-    default_next_action_key: str | None = text(KEY_MAX, HELP["default_next_action_key"])
+    default_next_action_key: str | None = text(KEY_MAX, HELP["default_next_action_key"],
+                                               line=True)
     next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=LIST_MAX,
                                                        description=HELP["next_queue_keys"])
 
@@ -88,7 +108,7 @@ class CreateQueueIn(QueueSettingsIn):
 
 
 class UpdateQueueIn(QueueSettingsIn):
-    queue_key: RequiredId  # type: ignore[assignment]
+    queue_key: QueueKeyRef  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
     subject_template_codes: KeyList | None = Field(None, description=(
         "Fixed: a different value is refused REPLACEMENT_REQUIRED (use replace-queue)."))
@@ -97,14 +117,14 @@ class UpdateQueueIn(QueueSettingsIn):
 
 
 class SetQueueEnabledIn(ActionEnvelope):
-    queue_key: RequiredId  # type: ignore[assignment]
+    queue_key: QueueKeyRef  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
     enabled: bool
     reason: str = required_text(REASON_MAX, "Why; shown on the dashboard while disabled.")
 
 
 class ReplaceQueueIn(QueueSettingsIn):
-    queue_key: RequiredId  # type: ignore[assignment]
+    queue_key: QueueKeyRef  # type: ignore[assignment]
     expected_revision: integer(0, 2**31)  # type: ignore[valid-type]
     subject_template_codes: KeyList = Field(
         min_length=1, description="The successor's templates.")

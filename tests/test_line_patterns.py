@@ -1,0 +1,37 @@
+"""The API document's patterns for "one printable line" say what text.line_problem refuses,
+character by character, across the Basic Multilingual Plane (the composed form and the
+unassigned code points are the rule's alone: a pattern of a few ranges cannot say them)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_STRIPPED_LINE, line_problem
+
+ASSIGNED = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF
+            and unicodedata.category(chr(c)) != "Cn"]
+
+
+def refused(value: str) -> bool:
+    """line_problem's answer, the composed form aside (a combining mark after "x" composes)."""
+    return line_problem(unicodedata.normalize("NFC", value)) is not None
+
+
+def test_a_line_as_given():
+    wrong = [c for c in ASSIGNED
+             if bool(re.search(REFUSED_IN_LINE, f"x{c}y")) != refused(f"x{c}y")]
+    assert wrong == []
+
+
+def test_a_line_the_engine_strips_first():
+    # Inside, a character is refused as it is in a line as given ...
+    inside = [c for c in ASSIGNED if bool(re.search(REFUSED_IN_STRIPPED_LINE, f"x{c}y"))
+              != refused(f"x{c}y")]
+    assert inside == []
+    # ... and white space at either end is stripped before the rule is applied.
+    ends = [c for c in ASSIGNED if c.isspace()
+            and bool(re.search(REFUSED_IN_STRIPPED_LINE, f"{c}{c}x y{c}"))
+            != refused(f"{c}{c}x y{c}".strip())]
+    assert ends == []
+    assert not re.search(REFUSED_IN_STRIPPED_LINE, " \t\n ")  # blank: the field is missing
