@@ -125,13 +125,16 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
     history = html[html.index('id="person-history"'):]
     assert "adm" in history and "now leads QC in SFO" in history and "compute.qc" in history
     # values read as words, not Python ("['sfo', 'bos']", "False")
-    assert "<code>site_scope</code>: – → sfo, bos" in history
+    # a person who had no profile of their own had the lab-wide default, not nothing
+    assert "<code>site_scope</code>: lab default → sfo, bos" in history
     assert "<code>own_profile</code>: no → yes" in history and "[&#x27;" not in history
     # back to the lab-wide default: the profile goes, the change is recorded too
     fields = _page_form(client, "sci", use_default="on", reason="left the QC team")
     assert client.post("/people/sci/", fields).status_code == 302
     assert not PersonProfile.objects.filter(user=users["worker_human"]).exists()
     assert ProfileChange.objects.count() == 2
+    history = client.get("/people/sci/").content.decode().split('id="person-history"')[1]
+    assert "<code>site_scope</code>: sfo, bos → lab default" in history
 
 
 def test_a_scope_no_queue_names_is_saved_with_a_warning(client, users):
@@ -567,7 +570,7 @@ def test_a_change_reads_in_the_page_s_words(client, users):
     assert "sci changed: assays, capabilities, lease limit, own profile, platforms, sites." in said
     html = client.get("/people/sci/").content.decode()
     history = html.split('id="person-history"')[1]
-    assert "<code>platform_scope</code>: – → any" in history and "→ none" not in history
+    assert "<code>platform_scope</code>: lab default → any" in history and "→ none" not in history
     fields = _page_form(client, "sci", reason="left")
     fields.pop("is_active", None)
     gone = client.post("/people/sci/", fields)

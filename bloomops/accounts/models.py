@@ -70,12 +70,15 @@ class ProfileChange(models.Model):
 
     def diff(self) -> list[tuple[str, Any, Any]]:
         """(field, before, after) as people read them: an empty scope is "any" (it admits
-        every site), not "none"."""
-        def shown(field: str, value: Any) -> Any:
+        every site), not "none"; a worker field of a person without a profile of their own
+        (profiles.snapshot leaves it out) is the lab default, not nothing."""
+        def shown(field: str, side: dict[str, Any]) -> Any:
+            if field not in side and side.get("own_profile") is False:
+                return "lab default"
+            value = side.get(field)
             return "any" if field in SCOPE_FIELDS and value == [] else value
 
-        return [(k, shown(k, self.before.get(k)), shown(k, self.after.get(k)))
-                for k in self.changed_fields()]
+        return [(k, shown(k, self.before), shown(k, self.after)) for k in self.changed_fields()]
 
 
 class StoredSession(AbstractBaseSession):
