@@ -145,6 +145,8 @@ class Verdict:
     # Per check of CHECKS: "passed", "failed", or "not run" (a file that is no bundle is
     # compared with nothing).
     outcomes: list[str] = field(default_factory=lambda: ["not run"] * len(CHECKS))
+    # The file's document when it is a bundle at all (what a page shows it records).
+    document: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -306,7 +308,7 @@ def verify_bundle(data: bytes, tenant: str | None) -> Verdict:
     if not_a_bundle:
         verdict.found(0, [not_a_bundle])
         return verdict
-    verdict.subject_euid = doc["subject"]["euid"]
+    verdict.subject_euid, verdict.document = doc["subject"]["euid"], doc
     verdict.found(0, [] if canonical_bytes(doc) == data else
                   ["file: not in canonical form (it was re-written or edited)"])
     edited = []

@@ -28,6 +28,7 @@ from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
+from bloomops.web.evidence_readable import readable
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
 from bloomops.web.views.common import (
@@ -289,6 +290,7 @@ def verify_subject_evidence(request: HttpRequest, euid: str) -> HttpResponse:
         "euid": euid, "filename": upload.name, "verdict": verdict,
         "checks": list(zip(CHECKS, verdict.outcomes, strict=True)),
         "other_subject": verdict.subject_euid not in (None, euid),
+        "readable": readable(verdict.document) if verdict.document is not None else None,
     }, status=400 if verdict.subject_euid is None else 200)
 
 
