@@ -142,7 +142,18 @@ def test_a_period_people_mistype_is_said_and_read_sensibly(client, lab, october)
     assert len(found) == 2  # swapped, and said so
     html = signed_in(client, lab["operator"]).get(
         "/activity/?from=October&to=2026-11-01&tz=UTC").content.decode()
-    assert "From is not a date (YYYY-MM-DD): read as a week ago." in html
+    assert "From is not a date (YYYY-MM-DD, the years 1000 to 9998): read as a week ago." in html
+    # a day the date picker offers but no period can end on was a 500 (its next midnight)
+    for far in ("to=9999-12-31", "from=9999-12-30&to=9999-12-31", "to=0001-01-01",
+                "from=0001-01-01&to=1000-01-02"):
+        for path in ("/activity/", "/activity/export.csv"):
+            page = signed_in(client, lab["operator"]).get(f"{path}?{far}&tz=UTC")
+            assert page.status_code == 200, (path, far)
+    far = signed_in(client, lab["operator"]).get(
+        "/activity/?to=9999-12-31&tz=UTC").content.decode()
+    assert "To is not a date (YYYY-MM-DD, the years 1000 to 9998): read as today." in far
+    mars = signed_in(client, lab["operator"]).get("/activity/?tz=Mars/Base").content.decode()
+    assert "No time zone is called &#x27;Mars/Base&#x27;: days are read in UTC." in mars
     assert "from 2026-10-26 to 2026-11-01" in html
     # no period: the week up to today, in the reader's days
     html = signed_in(client, lab["operator"]).get("/activity/?tz=UTC").content.decode()

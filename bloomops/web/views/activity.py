@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions import ACTIONS
 from bloomops.execution.context import action_name
+from bloomops.execution.envelope import YEARS
 from bloomops.web import services
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
@@ -31,10 +32,12 @@ DEFAULT_DAYS = 7
 
 
 def _day(text: str) -> date | None:
+    """A day people can mean: the engine's years (a day of 9999 has no next midnight)."""
     try:
-        return date.fromisoformat(text.strip()[:10]) if text.strip() else None
+        day = date.fromisoformat(text.strip()[:10]) if text.strip() else None
     except ValueError:
         return None
+    return day if day is None or YEARS[0] <= day.year <= YEARS[1] else None
 
 
 def _search(request: HttpRequest, limit: int) -> dict:
@@ -42,12 +45,17 @@ def _search(request: HttpRequest, limit: int) -> dict:
     the end of the last) in the reader's time zone, as the holds' "today" is."""
     get = request.GET
     today, zone = local_midnight(clock.now(), get.get("tz", "")[:64])
-    problems = [f"{label} is not a date (YYYY-MM-DD): read as {default}."
+    problems = [f"{label} is not a date (YYYY-MM-DD, the years {YEARS[0]} to {YEARS[1]}):"
+                f" read as {default}."
                 for label, name, default in (("From", "from", "a week ago"),
                                              ("To", "to", "today"))
                 if get.get(name, "").strip() and _day(get[name]) is None]
+    if get.get("tz", "").strip() and zone != get["tz"].strip():
+        problems.append(f"No time zone is called {get['tz'].strip()[:64]!r}: days are read"
+                        " in UTC.")
     last = _day(get.get("to", "")) or today.date()
-    first = _day(get.get("from", "")) or last - timedelta(days=DEFAULT_DAYS - 1)
+    first = _day(get.get("from", "")) or max(last - timedelta(days=DEFAULT_DAYS - 1),
+                                             date(YEARS[0], 1, 1))
     if first > last:
         problems.append("From is after To: the two are swapped.")
         first, last = last, first
