@@ -974,6 +974,18 @@ def test_an_engine_objects_euid_leads_to_the_subject_it_belongs_to(client, lab):
     assert missing.status_code == 404 and "No object with that EUID" in missing.content.decode()
 
 
+def test_a_subject_s_link_written_as_people_write_it_leads_to_its_page(client, lab):
+    """/subjects/z-mx-2dp/ (or with a space after it) said "Z-MX-2DP is not a subject"."""
+    euid = make_subject("q1", name="Tube 7")
+    client = signed_in(client, lab["operator"])
+    for written in (euid.lower(), f"{euid}%20", "tube%207"):
+        page = client.get(f"/subjects/{written}/")
+        assert page.status_code == 302 and page["Location"] == f"/subjects/{euid}/", written
+    make_subject("q1", name="Tube 7")  # a name two subjects share: the choice, not a guess
+    html = client.get("/subjects/tube%207/").content.decode()
+    assert "is not a subject" not in html and html.count('href="/subjects/Z-') >= 2
+
+
 def test_the_inspector_says_who_holds_a_claimed_item_not_that_it_is_in_no_queue(client, lab):
     euid = make_subject("q1", name="being worked on")
     svc = actor("worker_service", username="svc")

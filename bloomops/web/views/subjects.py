@@ -136,7 +136,12 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     worker_euid = services.my_worker_euid(request.user) if is_human(request) else None
     diag = selectors.subject_diagnostics(euid, worker_euid=worker_euid)
     if diag is None:
-        return _not_a_subject(request, euid, [])
+        # a link typed or pasted as people write one ("z-mx-2dp", a space after it): the
+        # subject's own page when it means one subject, as the look-up box does
+        meant = selectors.subjects_labelled(euid.strip()) if euid.strip() else []
+        if len(meant) == 1 and meant[0]["euid"] != euid:
+            return redirect("subject", euid=meant[0]["euid"])
+        return _not_a_subject(request, euid, meant if len(meant) > 1 else [])
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     actions = selectors.action_history(diag.uid)
     history = selectors.subject_history(diag.uid)
