@@ -380,3 +380,23 @@ def test_a_reason_of_one_unbroken_run_widens_no_screen(browser, site, width):
             wide[path] = overflow(page)
     assert wide == {}
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [820, 768])
+def test_a_queue_s_claim_buttons_and_row_numbers_read_whole_on_a_tablet(browser, bench, width):
+    """A tablet's queue table read "Clai / m" on every button and "1 / 0" for row 10."""
+    for n in range(10):
+        make_subject("q1", name=f"Specimen with a long name to wrap, number {n}")
+    site = bench["site"]
+    page = page_for(browser, site, "scientist", width)
+    page.goto(f"{site}/queues/q1/")
+    broken = page.evaluate(
+        """() => [...document.querySelectorAll('#items td.claim button, #items td.num')]
+            .filter(el => { const range = document.createRange();
+                            range.selectNodeContents(el);
+                            return [...range.getClientRects()].map(r => Math.round(r.top))
+                                .filter((t, i, all) => all.indexOf(t) === i).length > 1; })
+            .map(el => el.textContent.trim())""")
+    assert broken == [], width
+    assert page.locator("#items thead th").filter(has_text="Claim").count() == 1
+    page.context.close()

@@ -87,7 +87,7 @@ class QueueItemsTable(SubjectRowsTable):
     position = tables.Column(verbose_name="#", attrs={"td": {"class": "num"}})
     ready = tables.Column(accessor="ready_at", verbose_name="Ready", attrs=OPTIONAL)
     due = tables.Column(accessor="due_at", verbose_name="Due", default="–")
-    claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="", orderable=False,
+    claim = tables.TemplateColumn(CLAIM_BUTTON, verbose_name="Claim", orderable=False,
                                   attrs={"td": {"class": "claim"}})
 
     class Meta(SubjectRowsTable.Meta):
