@@ -11,6 +11,7 @@ from bloomops.execution.policy import failure_classes_for, next_queues_allowed
 from bloomops.execution.states import RetryClass
 from tests.engine import (
     SERVICE,
+    SPECIMEN,
     act,
     actor,
     claim,
@@ -170,7 +171,7 @@ def test_a_template_another_writer_adds_is_read_as_visibility_reads_it(tenant):
     from django.db import connection
 
     from bloomops.tapdb.templates import template
-    from tests.engine import SPECIMEN
+
 
     specimen = template(SPECIMEN)  # the process has read its templates
     with connection.cursor() as cur:
@@ -227,3 +228,34 @@ def test_an_external_result_moves_the_item_where_its_step_s_flow_allows(tenant):
     act("record_external_result", svc, subject_euid=subject, expected_state="WAITING_EXTERNAL",
         payload={"outcome": "READY", "next_queue_key": "q3"})
     assert envelope(subject)["next_queue_key"] == "q3"
+
+
+@pytest.mark.django_db
+def test_what_a_step_makes_goes_only_where_its_flow_lets_items_go(tenant):
+    """A completion's outputs were sent to any queue that took them: a step limited to
+    q2 and q3 routed its library into a queue its flow does not list."""
+    svc = actor(*SERVICE)
+    library = "content/material/library/1.0"
+    make_queue("lim", default_next_queue_key="q2", next_queue_keys=["q3"],
+               output_template_codes=[library])
+    for other in ("q2", "q3", "ont"):
+        make_queue(other, subject_template_codes=[SPECIMEN, library])
+    make_subject("lim")
+    worker = register(svc)
+    lease = claim(svc, worker, "lim")
+
+    def complete(output_queue: str):
+        return act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                   worker_euid=worker, expected_state="READY", payload={
+                       "next_queue_key": "q2", "outputs": [{
+                           "template_code": library, "name": "L1",
+                           "execution": {"state": "READY", "next_queue_key": output_queue}}]})
+
+    before = counts()
+    with pytest.raises(ActionError) as err:
+        complete("ont")
+    assert err.value.code == "NEXT_QUEUE_NOT_ALLOWED" and err.value.details["index"] == 0
+    assert err.value.message.startswith("outputs[0]: ") and "q2, q3" in err.value.message
+    assert counts() == before
+    made = complete("q3")["output_euids"]
+    assert envelope(made[0])["next_queue_key"] == "q3"

@@ -9,6 +9,7 @@ from typing import Any
 from bloomops.execution.actions.fields import NAME_MAX, key_problem, text_field
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
+    refuse_unless_flow_allows,
     refuse_unless_in_scope,
 )
 from bloomops.execution.context import Context
@@ -190,9 +191,11 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
             if target is not None:
                 try:
                     refuse_unless_in_scope(target, props)
+                    # what a step makes goes where its flow lets the finished item go
+                    refuse_unless_flow_allows(queue, target)
                 except ActionError as err:
                     raise ActionError(err.code, f"outputs[{i}]: {err.message}",
-                                      field="outputs", index=i, **err.details) from None
+                                      **{**err.details, "field": "outputs", "index": i}) from None
             props["execution"] = envelope
         obj = ctx.create(code, name=spec["name"].strip(), properties=props)
         edges: list[tuple[Obj, Obj, str]] = [(ctx.subject, obj, "subject_output")]
