@@ -369,3 +369,28 @@ def test_finished_subjects_hold_no_rename_back(tenant):
         payload={"new_queue_key": "dl2", "subject_template_codes": [SPECIMEN],
                  "reason": "renamed"}))
     assert err.details["routed"] == 1
+
+
+def test_a_null_that_clears_a_setting_is_its_own_request(tenant):
+    """A retry under the same key that added site_scope: null replayed the first request
+    (null was hashed as left out) though it clears the scope: IDEMPOTENCY_CONFLICT now."""
+    from bloomops.execution.actions.queue_fields import clean_settings
+    from bloomops.execution.context import NULL_CLEARS
+
+    admin = actor("admin")
+    create(admin, site_scope=["sfo"], next_queue_keys=["q2"])
+    first = act("update_queue", admin, queue_key="cfg", expected_revision=1,
+                idempotency_key="rename-1", payload={"display_name": "New", "reason": "r"})
+    assert not first.replayed
+    refused("IDEMPOTENCY_CONFLICT", lambda: act(
+        "update_queue", admin, queue_key="cfg", expected_revision=1,
+        idempotency_key="rename-1",
+        payload={"display_name": "New", "site_scope": None, "reason": "r"}))
+    assert config("cfg")["site_scope"] == ["sfo"] and config("cfg")["next_queue_keys"] == ["q2"]
+    # NULL_CLEARS is exactly the settings whose null clears them: every other is refused
+    cleared = clean_settings(dict.fromkeys(NULL_CLEARS))
+    assert set(cleared) == NULL_CLEARS and cleared["next_queue_keys"] is None
+    for name in ("display_name", "manual_only", "lease_ttl_seconds", "eligible_states",
+                 "retry_policy"):
+        with pytest.raises(ActionError):
+            clean_settings({name: None})

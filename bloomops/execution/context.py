@@ -46,6 +46,12 @@ class Actor:
 # idempotency key and payload. The API schema, the guards and the hash all read this list.
 ENVELOPE_FIELDS = ("subject_euid", "worker_euid", "lease_euid", "hold_euid", "queue_key",
                    "expected_state", "expected_revision")
+# Queue settings whose null is a value, not an omission: it clears the setting (no scope, no
+# capability asked, no default next queue or step, no limit on the flow), where every other
+# null is the field left out. Held to actions/queue_fields.py by tests/test_queue_config.py.
+NULL_CLEARS = frozenset({"required_worker_capabilities", "site_scope", "platform_scope",
+                         "assay_scope", "output_template_codes", "default_next_queue_key",
+                         "default_next_action_key", "next_queue_keys"})
 
 
 @dataclass
@@ -71,10 +77,11 @@ class ActionRequest:
 
     def hash_material(self) -> dict[str, Any]:
         # a payload field sent as null is the field left out (docs/API.md), so the two are
-        # one request, not a conflict
+        # one request, not a conflict; except where null is a value (NULL_CLEARS)
         return {"action_key": self.action_key,
                 **{name: getattr(self, name) for name in ENVELOPE_FIELDS},
-                "payload": {k: v for k, v in self.payload.items() if v is not None}}
+                "payload": {k: v for k, v in self.payload.items()
+                            if v is not None or k in NULL_CLEARS}}
 
     def payload_hash(self) -> str:
         material = json.dumps(self.hash_material(), sort_keys=True, separators=(",", ":"),
