@@ -50,9 +50,16 @@ def test_request_list_and_decide_over_the_api(people, settings):
     missing = bob.act("decide-approval", approval_euid=approval, decision="APPROVED",
                       reason="ok")
     assert missing.status_code == 400 and counts() == before
+    # naming no approval is said before the password is weighed: it counts towards no
+    # lockout (a fuzzer's garbage locked people out of signing and signing in)
+    for n in range(3):
+        nothing = bob.act("decide-approval", approval_euid=f"Z-EX-NOPE{n}",
+                          decision="APPROVED", reason="ok", password="not-bobs")
+        assert nothing.status_code == 404 and error_code(nothing) == "NOT_FOUND"
     wrong = bob.act("decide-approval", approval_euid=approval, decision="APPROVED",
                     reason="ok", password="not-bobs")
     assert wrong.status_code == 403 and error_code(wrong) == "SIGNATURE_INVALID"
+    assert "locked" not in wrong.json()["error"]["message"]
     assert counts() == before
     # A second wrong password reaches the lockout: even the right one no longer signs.
     bob.act("decide-approval", approval_euid=approval, decision="APPROVED", reason="ok",

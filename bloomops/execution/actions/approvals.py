@@ -47,6 +47,7 @@ from bloomops.execution.guards import (
 from bloomops.execution.objects import REL, Obj, children_of, is_kind, load, save_props
 from bloomops.execution.policy import is_terminal
 from bloomops.tapdb.instances import link
+from bloomops.tapdb.tenancy import tenant_of
 
 APPROVAL = "execution/approval"
 DECISIONS = ("APPROVED", "REJECTED")
@@ -250,8 +251,14 @@ class DecideApproval(_OnApproval):
         if req.payload.get("decision") not in DECISIONS:
             raise ActionError("VALIDATION_ERROR", "decision must be APPROVED or REJECTED.",
                               field="decision")
-        # The electronic signature, checked before anything is read or locked; its password
-        # goes no further than this comparison.
+        # An approval that does not exist is said before the password is weighed: a wrong
+        # password counts towards its person's lockout, and a caller naming no approval
+        # (a typo, a fuzzer) locked people out of signing and signing in.
+        euid = req.payload["approval_euid"].strip()
+        if not is_kind(load(euid=euid, tenant=tenant_of(req.tenant)), APPROVAL):
+            raise ActionError("NOT_FOUND", "No such approval.", approval_euid=euid)
+        # The electronic signature, checked before anything is locked; its password goes no
+        # further than this comparison.
         problem = signature_problem(req.actor.username, req.signature_password, req.origin)
         if problem:
             raise ActionError("SIGNATURE_INVALID", problem, field="password")
