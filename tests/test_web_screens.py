@@ -815,6 +815,10 @@ def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab)
     assert "respun" in row and "lead" in row
     assert client.get("/holds/?since=forever").status_code == 200  # read as the default
     assert client.get("/holds/?code=%00").status_code == 400  # as every console page
+    # the hold a failure places is the engine's own code: offered to filter by too
+    codes = re.findall(r'<option value="([A-Z_]+)"', html.split('id="hold-code"')[1]
+                       .split("</select>")[0])
+    assert "BUSINESS_RULE_HOLD" in codes and "SAMPLE_QUALITY" in codes
 
 
 def test_holds_placed_today_are_those_of_the_readers_own_day(client, lab):

@@ -19,6 +19,7 @@ from bloomops.execution.actions.fields import (
 )
 from bloomops.execution.actions.outputs import create_outputs, validate_outputs
 from bloomops.execution.actions.steps import (
+    FAILURE_HOLD_CODE,
     close_lease,
     create_dead_letter,
     end_active_leases,
@@ -271,7 +272,7 @@ class FailQueueExecution(LeaseAction):
             ctx.set_env(state="HELD", hold_state="ACTIVE", hold_reason=message or cls.value,
                         attempt_count=attempts)
             finish_record(ctx, record, "FAILED_RETRYABLE", **fields)
-            hold = place_hold(ctx, queue, "BUSINESS_RULE_HOLD", message or "Business rule hold",
+            hold = place_hold(ctx, queue, FAILURE_HOLD_CODE, message or "Business rule hold",
                                state_before="READY")
             ctx.result["hold_euid"] = hold.euid
         else:

@@ -297,6 +297,11 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     return resolved
 
 
+# The code of the hold a failure of class BUSINESS_RULE_HOLD places (RULES.md#retries): the
+# engine's own, beside the lab's codes an operator chooses from.
+FAILURE_HOLD_CODE = "BUSINESS_RULE_HOLD"
+
+
 def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,
                 state_before: str) -> Obj:
     assert ctx.subject is not None

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.steps import FAILURE_HOLD_CODE
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
@@ -76,7 +77,7 @@ def hold_search(request: HttpRequest) -> HttpResponse:
     return render(request, "web/holds.html", {
         "found": found[:SHOWN], "more": len(found) > SHOWN,
         "names": hold_people(found[:SHOWN]),
-        "codes": sorted(set(hold_codes()) | ({code} if code else set())),
+        "codes": sorted({*hold_codes(), FAILURE_HOLD_CODE} | ({code} if code else set())),
         "code": code or "", "by": search["by"] or "", "since": search["since_key"],
         "ended": search["ended"], "sinces": list(SINCE), "zone": zone,
         # the reader's date, written here: the template's date filter would show it in UTC
