@@ -160,6 +160,8 @@ def test_an_item_that_changed_after_the_count_is_left_alone_and_named(client, la
     page = client.get("/failures/?kind=retrying").content.decode()
     confirm = client.post("/failures/bulk/", {**bulk_form(page), "verb": "cancel",
                                               "scope": "filter"}).content.decode()
+    # the confirmation's button says what it does: "Cancel 2" read as "don't"
+    assert ">End the work on 2</button>" in confirm and "<h1>End the work on 2 items?" in confirm
     act("requeue_subject", actor("operator"), subject_euid=failing["retry_a"],
         expected_state="FAILED_RETRYABLE", payload={"reason": "someone else fixed it"})
     done = client.post("/failures/bulk/", {**bulk_form(confirm), "reason": "obsolete"})

@@ -84,9 +84,10 @@ def test_each_number_links_to_the_items_behind_it(client, tenant, users):
     _lab_with_history()
     html = signed_in(client, users["operator"]).get("/").content.decode()
     row = re.search(r'<tr data-queue="q2".*?</tr>', html, re.S).group(0)
-    assert 'href="/workbench/?queue=q2" aria-label="1 held in q2"' in row
+    # each count opens its own part of the workbench (both led to its top)
+    assert 'href="/workbench/?queue=q2#h-holds" aria-label="1 held in q2"' in row
     row = re.search(r'<tr data-queue="q1".*?</tr>', html, re.S).group(0)
-    assert 'href="/workbench/?queue=q1" aria-label="1 dead letters of q1"' in row
+    assert 'href="/workbench/?queue=q1#h-dead" aria-label="1 dead letters of q1"' in row
     # the failure rate: the hour's failed attempts themselves, shown on narrow screens too
     assert ('href="/failures/?queue=q1&amp;range=1h#attempts"'
             ' aria-label="2 of 3 attempts failed in q1"') in row

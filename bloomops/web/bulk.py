@@ -16,7 +16,9 @@ BULK_ACTIONS: dict[str, dict[str, str]] = {
                 "consequence": "go back to the queue and can be claimed again"},
     "hold": {"action_key": "place_execution_hold", "do": "Hold", "done": "Held",
              "consequence": "be held: nothing held can be claimed until its hold is released"},
-    "cancel": {"action_key": "cancel_subject_execution", "do": "Cancel", "done": "Canceled",
+    # not "Cancel": on a confirmation that reads as "don't do it"
+    "cancel": {"action_key": "cancel_subject_execution", "do": "End the work on",
+               "done": "Canceled",
                "consequence": "end for good: canceled work is never claimed again"},
     "release": {"action_key": "release_execution_hold", "do": "Release the holds of",
                 "done": "Released the holds of",
