@@ -46,7 +46,6 @@ def readable_line(value: str) -> str:
     return " ".join(kept.split())
 
 
-
 def _class(chars: list[int]) -> str:
     """Code points as the inside of a regular expression's character class, in ranges."""
     ranges: list[list[int]] = []

@@ -324,8 +324,8 @@ class ReleaseHoldIn(SubjectEnvelope):
 class RequeueIn(SubjectEnvelope):
     reason: str = required_text(REASON_MAX)
     reset_attempts: bool | None = None
-    priority: integer(*PRIORITY_RANGE) | PriorityClassName | None = (
-        Field(None, description="A priority class or a plain integer (higher first)."))
+    priority: Priority | None = Field(
+        None, description="A priority class or a plain integer (higher first).")
     next_action_key: str | None = text(KEY_MAX, line=True)
 
 

@@ -30,17 +30,13 @@ QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
 QueueKeyRef = Annotated[str, Field(min_length=1, max_length=100)]
 
 
-def _no_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)
-
-
 def omittable(**kwargs: Any) -> Any:
     """A setting that may be left out (then it stays as it is) but not sent as null: the
     engine refuses a null where it keeps a value (a flag, a number, a policy)."""
     extra = kwargs.pop("json_schema_extra", None)
 
     def schema(s: dict[str, Any]) -> None:
-        _no_default(s)
+        s.pop("default", None)  # null is no default: left out, the setting stays
         s.update(extra or {})
     return Field(None, json_schema_extra=schema, **kwargs)
 

@@ -30,6 +30,12 @@ def _entries(doc: dict[str, Any], section: str) -> list[dict[str, Any]]:
     return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
 
+def _failure(error_class: Any, message: Any) -> str:
+    """A failure as its records say it: "CLASS: message", either alone when the other is
+    missing (concat_ws in ACTION_WHY)."""
+    return ": ".join(t for t in (_text(error_class), _text(message)) if t)
+
+
 def action_why(record: dict[str, Any]) -> str:
     """Why an action was taken, as its record says: the reason given, else a failure's class
     and message (selectors.base.ACTION_WHY, the database's form of this rule)."""
@@ -38,8 +44,7 @@ def action_why(record: dict[str, Any]) -> str:
     captured = _map(record.get("captured_data"))
     if captured.get("error_message") is None:
         return ""
-    return ": ".join(t for t in (_text(captured.get("error_class")),
-                                 _text(captured.get("error_message"))) if t)
+    return _failure(captured.get("error_class"), captured.get("error_message"))
 
 
 @dataclass
@@ -98,8 +103,7 @@ def _attempt(entry: dict[str, Any]) -> dict[str, str]:
             "status": _text(p.get("status")), "queue": _text(p.get("queue_lookup_key")),
             "worker": _text(p.get("worker_lookup_euid")), "started": _text(p.get("started_at")),
             "finished": _text(p.get("finished_at")),
-            "error": ": ".join(t for t in (_text(p.get("error_class")),
-                                           _text(p.get("error_message"))) if t)}
+            "error": _failure(p.get("error_class"), p.get("error_message"))}
 
 
 def _named(entry: dict[str, Any], *fields: str) -> dict[str, str]:

@@ -154,6 +154,15 @@ class RequestApproval(Handler):
                           expires_at=approval.props["expires_at"], gated_action_key=key)
 
 
+def named_approval(euid: str, tenant: str | None) -> Obj:
+    """The approval ``euid`` names, unlocked; NOT_FOUND for anything else."""
+    found = load(euid=euid, tenant=tenant)
+    if not is_kind(found, APPROVAL):
+        raise ActionError("NOT_FOUND", "No such approval.", approval_euid=euid)
+    assert found is not None
+    return found
+
+
 class _OnApproval(Handler):
     """Decide and cancel: the approval names its subject, locked first (subject -> approval,
     the executor's lock order), so two deciders of one approval queue behind each other."""
@@ -164,10 +173,7 @@ class _OnApproval(Handler):
 
     def prepare(self, ctx: Context) -> None:
         euid = ctx.payload["approval_euid"].strip()
-        found = load(euid=euid, tenant=ctx.tenant)
-        if not is_kind(found, APPROVAL):
-            raise ActionError("NOT_FOUND", "No such approval.", approval_euid=euid)
-        assert found is not None
+        found = named_approval(euid, ctx.tenant)
         subject_euid = found.props.get("subject_lookup_euid")
         if ctx.request.subject_euid and ctx.request.subject_euid != subject_euid:
             raise ActionError("VALIDATION_ERROR", "That approval is of another subject.",
@@ -254,9 +260,7 @@ class DecideApproval(_OnApproval):
         # An approval that does not exist is said before the password is weighed: a wrong
         # password counts towards its person's lockout, and a caller naming no approval
         # (a typo, a fuzzer) locked people out of signing and signing in.
-        euid = req.payload["approval_euid"].strip()
-        if not is_kind(load(euid=euid, tenant=tenant_of(req.tenant)), APPROVAL):
-            raise ActionError("NOT_FOUND", "No such approval.", approval_euid=euid)
+        named_approval(req.payload["approval_euid"].strip(), tenant_of(req.tenant))
         # The electronic signature, checked before anything is locked; its password goes no
         # further than this comparison.
         problem = signature_problem(req.actor.username, req.signature_password, req.origin)

@@ -21,7 +21,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
-from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution
+from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution, RetryClass
 from bloomops.tapdb.db import execute as sql_execute
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
@@ -299,7 +299,7 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
 
 # The code of the hold a failure of class BUSINESS_RULE_HOLD places (RULES.md#retries): the
 # engine's own, beside the lab's codes an operator chooses from.
-FAILURE_HOLD_CODE = "BUSINESS_RULE_HOLD"
+FAILURE_HOLD_CODE = RetryClass.BUSINESS_RULE_HOLD.value
 
 
 def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,

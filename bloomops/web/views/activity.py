@@ -44,15 +44,15 @@ def _search(request: HttpRequest, limit: int) -> dict:
     """The search the form asks for: its period whole days (from the first day's midnight to
     the end of the last) in the reader's time zone, as the holds' "today" is."""
     get = request.GET
-    today, zone = local_midnight(clock.now(), get.get("tz", "")[:64])
+    asked_zone = get.get("tz", "").strip()[:64]
+    today, zone = local_midnight(clock.now(), asked_zone)
     problems = [f"{label} is not a date (YYYY-MM-DD, the years {YEARS[0]} to {YEARS[1]}):"
                 f" read as {default}."
                 for label, name, default in (("From", "from", "a week ago"),
                                              ("To", "to", "today"))
                 if get.get(name, "").strip() and _day(get[name]) is None]
-    if get.get("tz", "").strip() and zone != get["tz"].strip():
-        problems.append(f"No time zone is called {get['tz'].strip()[:64]!r}: days are read"
-                        " in UTC.")
+    if asked_zone and zone != asked_zone:
+        problems.append(f"No time zone is called {asked_zone!r}: days are read in UTC.")
     last = _day(get.get("to", "")) or today.date()
     first = _day(get.get("from", "")) or max(last - timedelta(days=DEFAULT_DAYS - 1),
                                              date(YEARS[0], 1, 1))

@@ -53,10 +53,17 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
     label = request.GET.get("euid", "").strip()
     if not label:
         return redirect("dashboard")
+    return _page_labelled(request, label)
+
+
+def _page_labelled(request: HttpRequest, label: str, *, here: str | None = None
+                   ) -> HttpResponse:
+    """The page of the one subject ``label`` means (never ``here``, the page asked for:
+    no redirect to itself), else the ones it means or what it is."""
     meant = selectors.subjects_labelled(label)
-    if len(meant) == 1:
+    if len(meant) == 1 and meant[0]["euid"] != here:
         return redirect("subject", euid=meant[0]["euid"])
-    return _not_a_subject(request, label, meant)
+    return _not_a_subject(request, label, meant if len(meant) > 1 else [])
 
 
 # What the engine's own objects are, in words (the inspector shows subjects only).
@@ -138,10 +145,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     if diag is None:
         # a link typed or pasted as people write one ("z-mx-2dp", a space after it): the
         # subject's own page when it means one subject, as the look-up box does
-        meant = selectors.subjects_labelled(euid.strip()) if euid.strip() else []
-        if len(meant) == 1 and meant[0]["euid"] != euid:
-            return redirect("subject", euid=meant[0]["euid"])
-        return _not_a_subject(request, euid, meant if len(meant) > 1 else [])
+        return _page_labelled(request, euid.strip(), here=euid)
     approvals = selectors.approvals(subject_euid=diag.euid, limit=20)
     actions = selectors.action_history(diag.uid)
     history = selectors.subject_history(diag.uid)
