@@ -136,12 +136,33 @@ def test_confirm_refuses_a_forged_batch_key_and_a_changed_row_is_refused_by_the_
     confirm = form_for(r, "/intake/confirm/")
     client.post("/intake/confirm/", confirm)
     before = counts()
-    # The same batch and line with other content: the engine refuses, nothing written.
+    # The same batch and line with other content (posted from another session, which holds
+    # no results of the batch): the engine refuses, nothing written.
     confirm["manifest"] = HEADER + ",Other,specimen,q1,,,sfo,,\n"
-    r = client.post("/intake/confirm/", confirm)
+    r = signed_in(Client(), intake_lab["operator"]).post("/intake/confirm/", confirm)
     assert 'data-outcome="REFUSED"' in r.content.decode()
     assert "IDEMPOTENCY_CONFLICT" in r.content.decode()
     assert counts() == before
+
+
+def test_confirming_a_batch_again_shows_its_first_results_and_keeps_its_csv(intake_lab):
+    """Back to the preview and Confirm again replayed every row, and the results (and the
+    result CSV the person had kept) were rewritten as 'Already done before'."""
+    client = signed_in(Client(), intake_lab["operator"])
+    preview = client.post("/intake/preview/", {
+        "manifest": HEADER + ",Tube 70,specimen,q1,,,sfo,,\n,Tube 71,specimen,q1,SOON,,,,\n"})
+    confirm = form_for(preview, "/intake/confirm/")
+    first = client.post("/intake/confirm/", confirm).content.decode()
+    url = f"/intake/{confirm['batch_key']}/results.csv"
+    kept = client.get(url).content
+    after = counts()
+    again = client.post("/intake/confirm/", confirm).content.decode()
+    assert counts() == after
+    assert 'id="intake-again"' in again and 'id="intake-again"' not in first
+    assert "Already done before" not in again
+    assert again.count('data-outcome="REGISTERED"') == 1
+    assert again.count('data-outcome="SKIPPED"') == 1
+    assert client.get(url).content == kept
 
 
 def test_the_preview_warns_of_a_name_already_registered_and_refuses_one_given_twice(

@@ -28,6 +28,7 @@ SESSION_PREFIX = "intake_results:"
 # How many batches' results a session keeps for download (the newest).
 KEPT_BATCHES = 5
 BATCH_KEY = re.compile(r"^[0-9a-f]{32}$")
+DONE_OUTCOMES = ("ROUTED", "REGISTERED")
 
 
 def intake_role(view: Callable) -> Callable:
@@ -117,6 +118,12 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     if not BATCH_KEY.fullmatch(batch_key):
         return _page(request, error="The confirmation lost its batch; preview again.",
                      status=400)
+    kept = request.session.get(SESSION_PREFIX + batch_key)
+    if kept is not None:
+        # Back and Confirm again: the first run's results stand (a replay of each row would
+        # rewrite them as "already done", the result CSV the person kept included).
+        return _page(request, results=kept, batch_key=batch_key, again=True,
+                     done_count=sum(1 for r in kept if r["outcome"] in DONE_OUTCOMES))
     try:
         rows = _rows(request, request.POST.get("manifest", ""), batch_key)
     except manifest.ManifestError as exc:
@@ -146,7 +153,7 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         results.append(result)
     _keep(request, batch_key, results)
     return _page(request, results=results, batch_key=batch_key,
-                 done_count=sum(1 for r in results if r["outcome"] in ("ROUTED", "REGISTERED")))
+                 done_count=sum(1 for r in results if r["outcome"] in DONE_OUTCOMES))
 
 
 def _why_skipped(row: manifest.Row) -> str:
