@@ -50,6 +50,12 @@ def test_a_queue_through_the_api(tenant, users):
     assert history["changes"][2]["executed_by"] == "adm"
     assert history["changes"][2]["reason"] == "slower"
     assert history["changes"][2]["changes"] == {"lease_ttl_seconds": [900, 1200]}
+    # The create's record says every setting the queue started with, defaults included.
+    started = history["changes"][3]["changes"]
+    assert started["lease_ttl_seconds"] == [None, 900] and started["enabled"] == [None, True]
+    assert started["subject_template_codes"] == [None, [SPECIMEN]]
+    assert started["retry_policy"][1]["initial_delay_seconds"] == 30
+    assert started["max_attempts_default"][1] >= 1 and "manual_only" in started
     assert api.get("/queues/nope/history").status_code == 404
 
 

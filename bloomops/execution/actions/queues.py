@@ -10,6 +10,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import REASON_MAX, common_checks, text_field
 from bloomops.execution.actions.queue_fields import (
+    IMMUTABLE_FIELDS,
     MANAGED_BY,
     MUTABLE_FIELDS,
     clean_new_queue,
@@ -136,6 +137,10 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
     return clean_new_queue({**req.payload, "queue_key": key})
 
 
+# What a new queue's record says it started with.
+STARTING_FIELDS = (*IMMUTABLE_FIELDS, *MUTABLE_FIELDS, "enabled")
+
+
 class CreateQueue(Handler):
     # a queue's action acts on no subject, worker, lease or hold
     uses = frozenset({"queue_key"})
@@ -160,8 +165,11 @@ class CreateQueue(Handler):
         fields = _new_queue(ctx.request, ctx.request.queue_key)
         queue = _create(ctx, fields, {})
         ctx.target = queue
+        # Every setting the queue starts with, the template's defaults included: its history
+        # is then read from its records alone (a default may change with a later release).
+        started = {k: queue.props.get(k) for k in STARTING_FIELDS}
         ctx.result.update(queue_key=fields["queue_key"], queue_euid=queue.euid, revision=1,
-                          created=True, changes={k: [None, v] for k, v in fields.items()})
+                          created=True, changes={k: [None, v] for k, v in started.items()})
         _warn_of_flow(ctx, queue.props)
 
 
