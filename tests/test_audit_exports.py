@@ -250,3 +250,25 @@ def selectors_subject_of(lease: str) -> str:
     from bloomops.execution import selectors
 
     return next(x["subject_euid"] for x in selectors.leases() if x["euid"] == lease)
+
+
+def test_activity_finds_a_subject_by_name_and_its_holds_by_its_queue(client, lab):
+    """A hold or a cancel names no queue, so "everything in q1 this week" left them out;
+    and the Subject box took only an EUID, where QA has the tube's name in hand."""
+    tube = make_subject("q1", name="Tube 77")
+    elsewhere = make_subject("q2", name="Tube 78")
+    _hold(tube, "qa", "LABEL_ISSUE", "smudged")
+    _hold(elsewhere, "qa", "LABEL_ISSUE", "torn")
+    client = signed_in(client, lab["operator"])
+
+    def rows(query: str) -> list[dict[str, str]]:
+        head, *found = _csv(client.get(f"/activity/export.csv?{query}"))
+        return [dict(zip(head, r, strict=True)) for r in found]
+
+    in_q1 = rows("queue=q1&action=place_execution_hold")
+    assert [r["subject_euid"] for r in in_q1] == [tube] and in_q1[0]["queue"] == "q1"
+    assert [r["subject_euid"] for r in rows("subject=tube 77")] == [tube]
+    assert [r["subject_euid"] for r in rows(f"subject={tube.lower()}")] == [tube]
+    make_subject("q2", name="tube 77")  # a name used twice: both are meant, and it is said
+    page = client.get("/activity/?subject=Tube+77").content.decode()
+    assert "2 subjects are called &#x27;Tube 77&#x27;" in page

@@ -36,6 +36,15 @@ def find_replay(req: ActionRequest, tenant: str, scope: str) -> dict | None:
     )
 
 
+def _queue_of(ctx: Context) -> str:
+    """The queue a subject's work is in, for an action on it that names none (a hold, a
+    cancel): "every action in queue X" then finds it (RULES.md#evidence)."""
+    if ctx.subject is None:
+        return ""
+    queue = ctx.subject.envelope.get("next_queue_key")
+    return queue if isinstance(queue, str) else ""
+
+
 def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
     req = ctx.request
     target = ctx.target or ctx.subject or ctx.lease or ctx.worker
@@ -50,7 +59,7 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         "subject_lookup_euid": ctx.subject.euid if ctx.subject else (req.subject_euid or ""),
         "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),
         "lease_lookup_euid": ctx.result.get("lease_euid") or req.lease_euid or "",
-        "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or "",
+        "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or _queue_of(ctx),
         "idempotency_key": req.idempotency_key,
         "idempotency_scope": scope,
         "payload_hash": payload_hash,

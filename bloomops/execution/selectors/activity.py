@@ -18,11 +18,11 @@ EXECUTED_AT = "(a.json_addl->>'executed_at') COLLATE \"C\""
 
 def activity(*, tenant: str | None = None, people: list[str] | None = None,
              action_key: str | None = None, queue_key: str | None = None,
-             subject_euid: str | None = None, leave_out: tuple[str, ...] = (),
+             subject_euids: list[str] | None = None, leave_out: tuple[str, ...] = (),
              since: datetime | None = None, until: datetime | None = None,
              limit: int = 500) -> list[dict[str, Any]]:
     """Action records executed in [since, until), newest first; by any of ``people``
-    (usernames, in any case), one action, one queue, one subject (as the record names it),
+    (usernames, in any case), one action, one queue, any of some subjects (their EUIDs),
     without the actions ``leave_out`` names. One query."""
     return fetch_all(
         f"""
@@ -40,15 +40,15 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                OR lower(a.json_addl->>'executed_by') = ANY(%(people)s::text[]))
           AND (%(action)s::text IS NULL OR a.subtype = %(action)s)
           AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
-          AND (%(subject)s::text IS NULL
-               OR a.json_addl->>'subject_lookup_euid' = %(subject)s)
+          AND (%(subjects)s::text[] IS NULL
+               OR a.json_addl->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))
           AND NOT a.subtype = ANY(%(leave_out)s::text[])
           AND (%(since)s::text IS NULL OR {EXECUTED_AT} >= %(since)s)
           AND (%(until)s::text IS NULL OR {EXECUTED_AT} < %(until)s)
         ORDER BY {EXECUTED_AT} DESC, a.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, people=[p.lower() for p in people] if people else None,
-                    action=action_key, queue=queue_key, subject=subject_euid,
+                    action=action_key, queue=queue_key, subjects=subject_euids,
                     leave_out=list(leave_out),
                     since=ts(since) if since else None, until=ts(until) if until else None,
                     limit=limit),

@@ -67,15 +67,21 @@ def _search(request: HttpRequest, limit: int) -> dict:
     queue = get.get("queue", "").strip()[:200]
     action = action if action in ACTIONS else ""
     subject = get.get("subject", "").strip()[:64]
+    # a subject as people name it too (its name, in any case): every one so called
+    meant = [m["euid"] for m in selectors.subjects_labelled(subject)] if subject else []
+    notes = []
+    if len(meant) > 1:
+        notes.append(f"{len(meant)} subjects are called {subject!r}: the actions on each"
+                        f" are listed ({', '.join(meant[:5])}{', …' if len(meant) > 5 else ''}).")
     housekeeping = get.get("housekeeping") == "1"
     found = selectors.activity(
         people=usernames_meant(by or None), action_key=action or None,
-        queue_key=queue or None, subject_euid=subject or None,
+        queue_key=queue or None, subject_euids=meant or ([subject.upper()] if subject else None),
         leave_out=() if housekeeping or action else HOUSEKEEPING,
         since=since, until=until, limit=limit)
     return {"found": found, "by": by, "action": action, "subject": subject,
             "housekeeping": housekeeping, "queue": queue, "first": first, "last": last,
-            "zone": zone, "problems": problems}
+            "zone": zone, "problems": problems, "notes": notes}
 
 
 def _rows(found: list[dict]) -> list[dict]:
