@@ -272,3 +272,28 @@ def test_activity_finds_a_subject_by_name_and_its_holds_by_its_queue(client, lab
     make_subject("q2", name="tube 77")  # a name used twice: both are meant, and it is said
     page = client.get("/activity/?subject=Tube+77").content.decode()
     assert "2 subjects are called &#x27;Tube 77&#x27;" in page
+
+
+def test_activity_names_who_asked_for_what_an_approval_decided(client, lab):
+    """A hold released on approval read on Activity as the approver's own act: the person
+    who asked, and what they asked for, were not said."""
+    from tests.approval_support import decide, integrity_held, person, request_release
+
+    ann = person("asker2", "operator", full_name="Ann Asker")
+    bob = person("checker2", "operator", full_name="Bob Checker")
+    subject, hold = integrity_held(ann)
+    decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    client = signed_in(client, lab["operator"])
+    head, *rows = _csv(client.get(f"/activity/export.csv?subject={subject}"))
+    rows = [dict(zip(head, r, strict=True)) for r in rows]
+    decided = next(r for r in rows if r["action_key"] == "decide_approval")
+    assert "checker2" in decided["who"] and decided["asked_by"] == "Ann Asker (asker2)"
+    assert "release" in decided["action"].lower()
+    assert decided["action"].endswith("asked by Ann Asker (asker2)")
+    # the release the decision ran, recorded as the decider's, says whose request it was
+    released = next(r for r in rows if r["action_key"] == "release_execution_hold")
+    assert "checker2" in released["who"] and released["asked_by"] == "Ann Asker (asker2)"
+    asked = next(r for r in rows if r["action_key"] == "request_approval")
+    assert asked["asked_by"] == "" and "asker2" in asked["who"]
+    page = client.get(f"/activity/?subject={subject}").content.decode()
+    assert "asked by Ann Asker (asker2)" in page

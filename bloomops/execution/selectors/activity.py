@@ -33,7 +33,10 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                a.json_addl->>'queue_lookup_key' AS queue_key,
                a.json_addl->>'target_euid' AS target_euid,
                {ACTION_WHY} AS reason,
-               a.json_addl->'result'->>'state' AS state_after
+               a.json_addl->'result'->>'state' AS state_after,
+               coalesce(a.json_addl->'result'->>'requested_by',
+                        a.json_addl->'result'->'approval'->>'requested_by') AS asked_by,
+               a.json_addl->'result'->>'gated_action_key' AS gated_action_key
         FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted
           AND (%(people)s::text[] IS NULL

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from bloomops.accounts.signatures import display_names
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions import ACTIONS
 from bloomops.execution.context import action_name
@@ -86,9 +87,21 @@ def _search(request: HttpRequest, limit: int) -> dict:
 
 def _rows(found: list[dict]) -> list[dict]:
     """Each record with its person as the inspector's history names them (the name the
-    record kept), with the username beside it, and what was done in words."""
-    return [{**r, "who": person(r["executed_by"], {r["executed_by"]: r["who"]}),
-             "what": r["what"] or r["action_key"]} for r in services.named_actions(found)]
+    record kept), with the username beside it, and what was done in words; a decision on
+    an approval with the person who asked for it and what they asked (the decider's name
+    alone read as if they had released the hold of their own accord)."""
+    askers = display_names({r["asked_by"] for r in found if r["asked_by"]})
+    rows = []
+    for r in services.named_actions(found):
+        what = r["what"] or r["action_key"]
+        asked = person(r["asked_by"], askers)
+        if asked:
+            gated = r["gated_action_key"]
+            what += (f": {(action_name(gated) or gated).lower()}" if gated else "") + \
+                f", asked by {asked}"
+        rows.append({**r, "who": person(r["executed_by"], {r["executed_by"]: r["who"]}),
+                     "what": what, "asked_by": asked})
+    return rows
 
 
 @require_GET
@@ -107,7 +120,7 @@ EXPORT_COLUMNS = (("executed_at_utc", "executed_at"), ("who", "who"), ("action",
                   ("action_key", "action_key"), ("subject_euid", "subject_euid"),
                   ("queue", "queue_key"), ("target_euid", "target_euid"),
                   ("state_after", "state_after"), ("reason", "reason"),
-                  ("action_record_euid", "euid"))
+                  ("action_record_euid", "euid"), ("asked_by", "asked_by"))
 
 
 @require_GET
