@@ -297,3 +297,21 @@ def test_activity_names_who_asked_for_what_an_approval_decided(client, lab):
     assert asked["asked_by"] == "" and "asker2" in asked["who"]
     page = client.get(f"/activity/?subject={subject}").content.decode()
     assert "asked by Ann Asker (asker2)" in page
+
+
+def test_activity_lists_its_rows_in_the_clock_of_the_days_it_searched(client, lab):
+    """The search was of whole days in the reader's zone, its rows in UTC: an action at
+    09:30 in Tokyo read as the day before's 00:30."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    _hold(make_subject("q1"), "qa", "LABEL_ISSUE", "smudged")
+    client = signed_in(client, lab["operator"])
+    page = client.get("/activity/?tz=Asia/Tokyo").content.decode()
+    assert "When (Asia/Tokyo)" in page
+    instant, shown = re.search(r'<td data-label="When"><time datetime="([^"]+)" title="[^"]+'
+                               r' UTC">([^<]+)</time>', page).groups()
+    local = datetime.fromisoformat(instant).astimezone(ZoneInfo("Asia/Tokyo"))
+    assert shown == local.strftime("%Y-%m-%d %H:%M:%S JST")
+    utc_page = client.get("/activity/?tz=UTC").content.decode()
+    assert re.search(r'<td data-label="When">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>', utc_page)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from django import template
 from django.utils.html import format_html
@@ -92,6 +93,20 @@ def when(value: datetime | str | None) -> str:
         return "–"
     moment = moment.astimezone(UTC)  # a value given at another offset, said in UTC
     return f"{moment.year:04d}-" + moment.strftime("%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def when_in(value: datetime | str | None, zone: str | None) -> str:
+    """A timestamp in the reader's time zone (an IANA name the page already checked), as
+    ``when`` writes it with the zone's abbreviation, the UTC instant its title: a search of
+    whole local days lists its rows in that day's clock, not at "tomorrow 02:30 UTC"."""
+    moment = parse_ts_or_none(value)
+    if moment is None or not zone or zone == "UTC":
+        return when(value)
+    local = moment.astimezone(ZoneInfo(zone))
+    return format_html('<time datetime="{}" title="{}">{}</time>',
+                       moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), when(moment),
+                       f"{local.year:04d}-" + local.strftime("%m-%d %H:%M:%S %Z"))
 
 
 @register.filter
