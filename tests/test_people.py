@@ -177,6 +177,9 @@ REFUSED = [
     ({"capabilities": "wetlab.qc; drop table"}, "not a valid value"),
     ({"capabilities": ",".join(f"c{i}" for i in range(101))}, "At most 100"),
     ({"site_scope": "s f o"}, "not a valid value"),
+    # "any" would be a site called any, and the person handed nothing
+    ({"site_scope": "Any"}, "Leave it empty for any site"),
+    ({"assay_scope": "wgs, all"}, "Leave it empty for any assay"),
     ({"max_concurrent_leases": "0"}, "max_concurrent_leases"),
     ({"max_concurrent_leases": "1001"}, "max_concurrent_leases"),
     ({"max_concurrent_leases": "many"}, "max_concurrent_leases"),

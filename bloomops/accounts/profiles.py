@@ -16,6 +16,7 @@ from bloomops.accounts.models import (
     COMMAND_LINE,
     LIST_FIELDS,
     MAX_LEASES_LIMIT,
+    SCOPE_FIELDS,
     PersonProfile,
     ProfileChange,
 )
@@ -66,6 +67,11 @@ class PersonChange:
     seen_change: int | None
 
 
+# What people write in a scope to mean every value, which an empty scope means.
+MEANS_ANY = frozenset({"any", "all", "every"})
+SCOPE_WORDS = {"site_scope": "site", "platform_scope": "platform", "assay_scope": "assay"}
+
+
 def parse_tokens(raw: str, field: str) -> list[str]:
     """Comma- or line-separated values, each a TOKEN, without duplicates, in order."""
     out: list[str] = []
@@ -76,6 +82,11 @@ def parse_tokens(raw: str, field: str) -> list[str]:
         if not TOKEN.fullmatch(value):
             raise ProfileError("VALIDATION_ERROR", f"{value[:40]!r} is not a valid value: use"
                                " letters, digits and . _ : / - (up to 100).", field)
+        if field in SCOPE_FIELDS and value.lower() in MEANS_ANY:
+            # an empty scope admits every site; "any" would be a site of that name, and the
+            # person would be handed nothing (their history read "any -> any")
+            raise ProfileError("VALIDATION_ERROR", f"Leave it empty for any {SCOPE_WORDS[field]}:"
+                               f" {value!r} would be a {SCOPE_WORDS[field]} called so.", field)
         if value not in out:
             out.append(value)
     if len(out) > MAX_ITEMS:
