@@ -221,3 +221,46 @@ def test_a_chain_re_sealed_without_the_key_is_not_keyed_by_key_chains(history):
     with pytest.raises(CommandError, match="written after the seal key"):
         call_command("key_chains")
     assert not verify_chains(history["tenant"], history["subject"]).ok
+
+
+@pytest.mark.parametrize("value", [6.02e23, 1.2345678901234567e19, -3e17, 1e39])
+def test_a_large_measurement_leaves_its_record_and_bundle_intact(tenant, value):
+    """PostgreSQL gives a float of 1e16 or more back as the integer its digits spell: the
+    record, sealed over the float, then read as tampered, and its bundle did not verify."""
+    from bloomops.execution.evidence import verify_bundle
+    from bloomops.execution.exports import export_evidence
+
+    make_queue("q1")
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=[])
+    subject = make_subject("q1")
+    lease = claim(svc, worker)
+    act("complete_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+        expected_state="READY", payload={"result_snapshot": {"copies_per_ul": value}})
+    report = verify_chains(tenant, subject)
+    assert report.ok, [b.problem for b in report.breaks]
+    export = export_evidence(subject, actor("operator"))
+    verdict = verify_bundle(export.data, tenant)
+    assert verdict.ok, verdict.problems
+
+
+@pytest.mark.parametrize("value", [1e40, -2.5e300])
+def test_a_number_no_stored_integer_can_hold_is_refused(tenant, value):
+    """From 1e40 up PostgreSQL would keep an integer of more than 40 digits, which no
+    bundle's reader takes: the server refused to verify its own export."""
+    from bloomops.execution.errors import ActionError
+    from tests.engine import counts
+
+    make_queue("q1")
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=[])
+    make_subject("q1")
+    lease = claim(svc, worker)
+    before = counts()
+    with pytest.raises(ActionError) as refused:
+        act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+            worker_euid=worker, expected_state="READY",
+            payload={"result_snapshot": {"reads": [1, value]}})
+    assert refused.value.code == "VALIDATION_ERROR"
+    assert refused.value.details["field"] == "payload.result_snapshot.reads[1]"
+    assert counts() == before

@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -33,7 +34,13 @@ def _normal(value: Any) -> Any:
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError("NaN and Infinity have no canonical form")
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        if "e" in repr(value) and abs(value) >= 1:
+            # PostgreSQL keeps 6.02e+23 as the number its digits spell and gives it back as
+            # 602000000000000000000000: sealed as the float, the record read as tampered
+            return int(Decimal(repr(value)))
+        return value
     if isinstance(value, dict):
         return {str(k): _normal(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -29,6 +29,7 @@ MAX_JSON_DEPTH = 64
 # Longer integers are no count or revision PostgreSQL's bigint holds (Python would refuse
 # past 4,300 digits with advice about its own settings).
 MAX_INTEGER_DIGITS = 40
+LARGEST_NUMBER = 10**MAX_INTEGER_DIGITS
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -205,6 +206,12 @@ def _check_json(value: Any, where: str, depth: int) -> None:
         _check_text(value, where)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ActionError("VALIDATION_ERROR", f"{where} must be a finite number.", field=where)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and (
+            abs(value) >= LARGEST_NUMBER):
+        # PostgreSQL keeps a number as the integer its digits spell: past 40 digits, no
+        # bundle's reader (MAX_INTEGER_DIGITS) would take the record back
+        raise ActionError("VALIDATION_ERROR", f"{where} is too large: numbers are below 1e40"
+                          " (send a larger one as text).", field=where)
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
