@@ -42,13 +42,22 @@ def test_a_second_operator_signs_the_release_of_an_integrity_hold(browser, site)
     row.get_by_label("Reason").fill("rerun report checked")
     row.get_by_label("Your password (signature)").fill("not my password")
     row.get_by_role("button", name="Approve and sign").click()
+    approver.get_by_role("button", name="Yes, approve and sign").click()
     expect(approver.locator(".messages")).to_contain_text("password does not match")
     assert envelope(euid)["state"] == "HELD"
 
     row = approver.locator(f"#approvals-waiting tr:has-text('{euid}')")
     row.get_by_label("Reason").fill("rerun report checked")
     row.get_by_label("Your password (signature)").fill(PASSWORD)
+    # Enter in the password field asks what is signed: it chose Approve unseen
+    row.get_by_label("Your password (signature)").press("Enter")
+    dialog = approver.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text("You sign an APPROVAL: Releasing an integrity hold on"
+                                   " Specimen with a failed control")
+    approver.get_by_role("button", name="Go back").click()
+    assert envelope(euid)["state"] == "HELD"
     row.get_by_role("button", name="Approve and sign").click()
+    approver.get_by_role("button", name="Yes, approve and sign").click()
     expect(approver.locator(".messages")).to_contain_text("Approved and signed")
     expect(approver.locator("#approvals-recent")).to_contain_text("approved by")
     assert envelope(euid)["state"] == "READY"
