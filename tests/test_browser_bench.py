@@ -165,3 +165,37 @@ def test_a_form_sent_offline_is_not_sent_and_the_card_says_so(browser, site):
     page.wait_for_url(WORK_VIEW)
     expect(page.locator(".messages")).to_contain_text("is yours for another")
     page.context.close()
+
+
+def test_finishing_where_the_flow_goes_on_asks_first(browser, site):
+    """'Complete and finish' sent an item past its next step in one tap; where the flow
+    ends, finishing is the plain completion and asks nothing."""
+    make_queue("pick", display_name="Pick", next_queue_keys=["q1", "q2"])
+    euid = make_subject("pick", name="Tube to finish")
+    last = make_subject("q2", name="Tube at the end")  # q2's flow ends there
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/pick/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    card.get_by_label("Next queue").select_option("")
+    card.get_by_role("button", name="Complete").click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text(f"Tube to finish ({euid}) is finished here and goes to no"
+                                   " next queue")
+    page.get_by_role("button", name="Go back").click()
+    assert selectors.leases(status="ACTIVE")[0]["subject_euid"] == euid
+    card.get_by_role("button", name="Complete").click()
+    page.get_by_role("button", name="Yes, complete and finish").click()
+    page.wait_for_url(f"{site}/my-work/")
+    expect(page.locator(".messages")).to_contain_text(euid)
+    assert selectors.leases(status="ACTIVE") == []
+
+    page.goto(f"{site}/queues/q2/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    page.locator(f'#my-leases [data-euid="{last}"]').get_by_role(
+        "button", name="Complete").click()
+    page.wait_for_url(f"{site}/my-work/")  # no question: its flow ends here
+    expect(dialog).to_have_count(0)
+    page.context.close()

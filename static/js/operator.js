@@ -50,6 +50,11 @@
     var form = event.target;
     var submitter = event.submitter || null;
     var text = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
+    // data-confirm-finish: asked only when the form's next queue is none (the flow ends)
+    var next = form.querySelector('select[name="next_queue_key"]');
+    if (!text && form.dataset.confirmFinish && next && next.value === "") {
+      text = form.dataset.confirmFinish;
+    }
     if (!text) return;
     if (form.dataset.confirmed === "1") {  // confirmed: this is the one send
       delete form.dataset.confirmed;
