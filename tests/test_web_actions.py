@@ -3,6 +3,8 @@ submit, stale pages, and each refusal in plain words with nothing written."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.messages import get_messages
 
@@ -233,6 +235,26 @@ def test_a_failure_without_words_is_refused_and_writes_nothing(client, lab, mess
     response = client.post(f"/leases/{lease['euid']}/fail/", data)
     assert said(response)[-1].startswith("Say what went wrong")
     assert counts() == before and envelope(lease["subject_euid"])["state"] != "FAILED_RETRYABLE"
+
+
+def test_a_refused_failure_comes_back_open_with_the_kind_chosen(client, lab):
+    """It came back closed and set to "try again later": the words added, a resubmit
+    recorded a retryable failure where the person had chosen "cannot be done"."""
+    client = signed_in(client, lab["worker_human"])
+    lease = claimed(client, lab["worker_human"])
+    sent_to = f"/leases/{lease['euid']}/fail/"
+    data = form_for(client.get("/my-work/"), sent_to, error_class="PERMANENT_INPUT",
+                    error_message="  ")
+    page = client.post(sent_to, data, follow=True).content.decode()
+    form = page.split(f'action="{sent_to}"')[0].rsplit("<details", 1)[1]
+    assert form.startswith(' class="fail" open>')
+    chosen = page.split(f'action="{sent_to}"')[1].split("</select>")[0]
+    assert '<option value="PERMANENT_INPUT" data-after' in chosen
+    assert re.search(r'value="PERMANENT_INPUT"[^>]*selected', chosen)
+    assert 'pattern=".*\\S.*"' in page  # blank words are refused before the question
+    # the next page is as it was: closed, the first kind
+    again = client.get("/my-work/").content.decode()
+    assert '<details class="fail" open>' not in again
 
 
 def test_fail_with_an_unknown_class_is_refused(client, lab):
