@@ -451,3 +451,26 @@ def test_a_site_is_one_line_of_text_in_a_new_subject_and_an_output(apis, value):
     ok = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
                               name="Tube ok", properties={"site": "sfo", "assay": None})
     assert ok.status_code == 200, ok.content
+
+
+def test_a_person_s_worker_goes_by_their_name_not_one_a_request_gives(apis, users):
+    """A scientist named their own worker "Supervisor Sasha Lindqvist" through a heartbeat,
+    and the workers page showed it: identity comes from the account."""
+    human = apis["worker_human"]
+    person = users["worker_human"]
+    person.first_name, person.last_name = "Sam", "Rivera"
+    person.save()
+    own = human.act("register-worker", worker_type="HUMAN_SESSION").json()["worker_euid"]
+    shown = human.get(f"/workers/{own}").json()
+    assert shown["display_name"] == "Sam Rivera"
+    before = counts()
+    for path, fields in (("heartbeat-worker", {"worker_euid": own}),
+                         ("register-worker", {"worker_type": "HUMAN_SESSION"})):
+        r = human.act(path, display_name="Supervisor Sasha Lindqvist", **fields)
+        assert "goes by their name" in refused_field(r, "display_name")
+    assert counts() == before
+    person.first_name = "Samantha"
+    person.save()
+    assert human.act("heartbeat-worker", worker_euid=own, display_name="Samantha Rivera"
+                     ).status_code == 200
+    assert human.get(f"/workers/{own}").json()["display_name"] == "Samantha Rivera"

@@ -122,6 +122,27 @@ def current_profile(username: str) -> dict:
     return human_profile(username, roles_of(user) if user is not None else frozenset())
 
 
+def person_worker_name(username: str) -> str:
+    """The name a person's worker goes by: theirs, as their account holds it (a request
+    named one "Supervisor Sasha" on the workers page)."""
+    from bloomops.accounts.signatures import display_names
+
+    return display_names([username]).get(username) or username
+
+
+def refuse_another_name(username: str, asked: Any) -> str:
+    """The person's worker name (person_worker_name); a request naming it otherwise is
+    refused: identity comes from the account, never a request."""
+    name = person_worker_name(username)
+    if asked is not None and asked != name:
+        from bloomops.execution.errors import ActionError
+
+        raise ActionError("VALIDATION_ERROR", "A person's worker goes by their name as their"
+                          f" account holds it ({name!r}); display_name cannot change it.",
+                          field="display_name")
+    return name
+
+
 def human_profile(username: str, roles: frozenset[str] | set[str] = frozenset()) -> dict:
     """The profile a person's human worker takes each time they act."""
     stored = PersonProfile.objects.filter(user__username=username).first()

@@ -45,6 +45,7 @@ from bloomops.execution.people import (
     bounds_said,
     current_profile,
     human_worker_key,
+    refuse_another_name,
     username_of_human_key,
     works_at_bench,
 )
@@ -194,7 +195,8 @@ class RegisterWorker(Handler):
                 fields[name] = p[name]
         if person is not None:
             fields.update(current_profile(person))
-            fields.update(owner_username=person, bound_username=person)
+            fields.update(owner_username=person, bound_username=person,
+                          display_name=refuse_another_name(person, p.get("display_name")))
         else:
             for name in PROFILE_FIELDS:
                 if p.get(name) is not None:
@@ -276,10 +278,15 @@ class HeartbeatWorker(Handler):
         props = dict(worker.props)
         props["heartbeat_at"] = ctx.now_ts
         person = username_of_human_key(worker.props.get("worker_key") or "")
-        if worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person:
-            # Configuration changes reach a person's worker the next time they act.
-            props.update(current_profile(person))
+        human = worker.props.get("worker_type") == WorkerType.HUMAN_SESSION and person
+        if human:
+            # Configuration changes reach a person's worker the next time they act, a new
+            # name of theirs too.
+            props.update(current_profile(person),
+                         display_name=refuse_another_name(person, ctx.payload.get("display_name")))
         for name in WORKER_FIELDS:
+            if human and name == "display_name":
+                continue
             value = text_field(ctx.payload, name, max_len=WORKER_TEXT_MAX, line=True)
             if value:
                 props[name] = value
