@@ -8,7 +8,6 @@ in ``schemas``.
 """
 
 from copy import deepcopy
-from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -16,8 +15,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    TypeAdapter,
-    ValidationError,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -122,8 +119,7 @@ class StrictSchema(BaseModel):
 class ActionEnvelope(StrictSchema):
     """The request envelope (RULES.md#requests). Fields an action does not use may be omitted.
     Action-specific fields go at the top level; a field the action declares may instead be
-    sent inside ``payload`` and is validated the same way (given at both places, the top
-    level counts and both must be valid)."""
+    sent inside ``payload`` and is validated the same way (not at both places)."""
 
     idempotency_key: str = required_text(ID_MAX, (
         "A retry with the same key and the same content returns the first response; the same"
@@ -136,9 +132,8 @@ class ActionEnvelope(StrictSchema):
     expected_state: StateName | None = None
     expected_revision: integer(0, REVISION_MAX) | None = None
     payload: dict[str, Any] = Field(default_factory=dict, description=(
-        "The action's own fields, as an alternative to the top level. A required field sent"
-        " only here is accepted too; given at both places, the top level counts and both"
-        " must be valid."))
+        "The action's own fields, as an alternative to the top level (a field goes at one"
+        " place or the other, not both). A required field sent only here is accepted too."))
 
     # Rules between fields that the engine enforces (its handlers' validate), stated as
     # JSON Schema keywords of the request body so that the document says them too.
@@ -156,10 +151,18 @@ class ActionEnvelope(StrictSchema):
             props.pop(name, None)
         own = {k: v for k, v in props.items() if k not in REQUEST_FIELDS}
         if "payload" in props:
-            # The engine refuses payload keys the action does not declare.
+            # The engine refuses payload keys the action does not declare, and a field given
+            # at the top level too.
             props["payload"] = {**props["payload"], "properties": own,
                                 "additionalProperties": False}
-        body.update(deepcopy(cls.json_rules))
+        rules = deepcopy(cls.json_rules)
+        twice = {"anyOf": [{"required": [name, "payload"], "properties": {"payload": {
+            "required": [name]}}} for name in own]} if own and "payload" in props else None
+        if twice and "not" in rules:
+            rules["not"] = {"anyOf": [rules["not"], twice]}
+        elif twice:
+            rules["not"] = twice
+        body.update(rules)
         return schema
 
     @model_validator(mode="before")
@@ -172,24 +175,11 @@ class ActionEnvelope(StrictSchema):
         own = set(cls.model_fields) - set(REQUEST_FIELDS)
         payload = dict(data["payload"])
         nested = {k: payload.pop(k) for k in list(payload) if k in own}
-        # Given at both places, the top level counts; the nested copy must still be valid,
-        # as the document says of every property of payload.
+        # Given at both places, one copy was dropped unsaid (a replay judged on the other).
         for name in sorted(set(nested) & set(data)):
-            try:
-                _field_adapter(cls, name).validate_python(nested.pop(name))
-            except ValidationError as exc:
-                raise refusal(f"payload.{name}", exc.errors()[0]["msg"]) from None
+            raise refusal(f"payload.{name}", f"{name} is given at the top level too: send it"
+                          " once, at either place.")
         return {**data, **nested, "payload": payload}
-
-
-@cache
-def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter:
-    """Validates one field of a request schema on its own, as strictly as the model does."""
-    info = model.model_fields[name]
-    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-        return TypeAdapter(kind)  # a model keeps its own (strict) config
-    return TypeAdapter(kind, config=StrictSchema.model_config)
 
 
 class LeaseEnvelope(ActionEnvelope):
