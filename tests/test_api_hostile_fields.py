@@ -474,3 +474,17 @@ def test_a_person_s_worker_goes_by_their_name_not_one_a_request_gives(apis, user
     assert human.act("heartbeat-worker", worker_euid=own, display_name="Samantha Rivera"
                      ).status_code == 200
     assert human.get(f"/workers/{own}").json()["display_name"] == "Samantha Rivera"
+
+
+@pytest.mark.parametrize("field", ["queue_key", "subject_euid"])
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_id_is_refused_not_read_as_none_given(apis, field, blank):
+    """A claim naming queue_key "" claimed from any queue: a worker whose queue setting was
+    blank drained the others."""
+    api = apis["worker_service"]
+    worker = api.act("register-worker", worker_key="svc-blank").json()["worker_euid"]
+    make_subject("q1")
+    before = counts()
+    r = api.act("claim", worker_euid=worker, **{field: blank})
+    refused_field(r, field)
+    assert counts() == before

@@ -87,8 +87,8 @@ LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
 STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
-Id = Annotated[str, Field(max_length=ID_MAX)]
-RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX)]
+# A blank one is no id: a claim's queue_key "" claimed from any queue.
+Id = RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK)]
 NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX, json_schema_extra=LINE)]
 # A list of keys (capabilities, scopes, template codes), as the engine bounds it.
 KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
