@@ -488,3 +488,41 @@ def test_a_blank_id_is_refused_not_read_as_none_given(apis, field, blank):
     r = api.act("claim", worker_euid=worker, **{field: blank})
     refused_field(r, field)
     assert counts() == before
+
+
+@pytest.mark.parametrize("key", ["q2\u202e", "q2\u200b", "q\n2"])
+def test_an_external_result_s_next_queue_is_a_readable_line(apis, key):
+    """A next queue of an outside result with a right-to-left override or a zero-width space
+    was looked up as sent: 404 'No queue', where the rule is a 400 naming the field."""
+    make_queue("q2")
+    subject = make_subject("q1", state="WAITING_EXTERNAL")
+    before = counts()
+    r = apis["admin"].act("external-result", subject_euid=subject,
+                          expected_state="WAITING_EXTERNAL", outcome="READY",
+                          next_queue_key=key)
+    refused_field(r, "next_queue_key")
+    assert counts() == before
+
+
+@pytest.mark.parametrize("path", ["external-result", "complete"])
+def test_a_next_queue_with_white_space_around_it_is_the_queue(apis, path):
+    """Checked stripped, it was looked up as sent: 'q2\\n' was a 404 'No queue'. The
+    document says the engine strips it first, and so it does."""
+    make_queue("q2")
+    if path == "complete":
+        api = apis["worker_service"]
+        worker = api.act("register-worker", worker_key="svc-ws").json()["worker_euid"]
+        make_subject("q1")
+        lease = api.act("claim", worker_euid=worker, queue_key="q1").json()
+        r = api.act("complete", worker_euid=worker, lease_euid=lease["lease_euid"],
+                    expected_state="READY", next_queue_key=" q2\n")
+        subject = lease["subject_euid"]
+    else:
+        subject = make_subject("q1", state="WAITING_EXTERNAL")
+        r = apis["admin"].act("external-result", subject_euid=subject,
+                              expected_state="WAITING_EXTERNAL", outcome="READY",
+                              next_queue_key="q2\n")
+    assert r.status_code == 200, r.content
+    from tests.engine import envelope
+
+    assert envelope(subject)["next_queue_key"] == "q2"

@@ -238,7 +238,7 @@ class OutputSpec(StrictSchema):
         "Execution envelope fields for a produced work-bearing object."))
 
 
-_NON_EMPTY_TEXT = {"type": "string", "minLength": 1}
+_NON_EMPTY_TEXT = {"type": "string", "pattern": NON_BLANK}
 
 
 class CompleteIn(LeaseEnvelope):
@@ -343,7 +343,7 @@ class ExternalResultIn(SubjectEnvelope):
         "then": {"required": ["next_queue_key"],
                  "properties": {"next_queue_key": _NON_EMPTY_TEXT}},
         "else": {"properties": {"next_queue_key": {"anyOf": [
-            {"type": "null"}, {"type": "string", "maxLength": 0}]}}},
+            {"type": "null"}, {"type": "string", "pattern": r"^\s*$"}]}}},
         # a result that ends the item says why (RULES.md#retries)
         "allOf": [{"if": {"required": ["outcome"],
                           "properties": {"outcome": {"const": "FAILED_TERMINAL"}}},
@@ -352,7 +352,7 @@ class ExternalResultIn(SubjectEnvelope):
 
     outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]
     next_queue_key: str | None = Field(None, max_length=KEY_MAX, description=(
-        "Required when outcome is READY, and only then."))
+        "Required when outcome is READY, and only then."), json_schema_extra=STRIPPED_LINE)
     result_snapshot: dict[str, Any] | None = None
     outputs: list[OutputSpec] | None = None
     error_message: str | None = text(ERROR_MESSAGE_MAX)

@@ -302,6 +302,7 @@ class RecordExternalResult(Handler):
         if outcome not in self.OUTCOMES:
             raise ActionError("VALIDATION_ERROR", "outcome must be one of "
                               + ", ".join(self.OUTCOMES) + ".", field="outcome")
+        key_field(req.payload, "next_queue_key")
         if outcome == "READY" and not req.payload.get("next_queue_key"):
             raise ActionError("VALIDATION_ERROR", "next_queue_key is required for READY.",
                               field="next_queue_key")

@@ -50,8 +50,13 @@ def key_problem(value: object) -> str | None:
 
 
 def key_field(payload: dict, name: str) -> str | None:
-    """A key the payload names (key_problem), stripped; None when it names none."""
-    return text_field(payload, name, max_len=KEY_MAX, line=True)
+    """A key the payload names (key_problem), stripped; None when it names none. The payload
+    then holds it so (blank: null, left out), as every later read matches it: "q2\n" was
+    checked stripped and looked up as sent, a queue nobody has (404 for a 400)."""
+    value = text_field(payload, name, max_len=KEY_MAX, line=True)
+    if name in payload:
+        payload[name] = value
+    return value
 
 
 def str_list_field(payload: dict, name: str) -> list[str] | None:
