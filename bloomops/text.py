@@ -71,3 +71,31 @@ _OTHER = _class([c for c in _REFUSED if not chr(c).isspace()])
 # final newline): a line taken as given, and one the engine strips first.
 REFUSED_IN_LINE = f"[{_SPACE}{_OTHER}]"
 REFUSED_IN_STRIPPED_LINE = rf"[{_OTHER}]|\S\s*[{_SPACE}]\s*\S"
+
+
+# What a text people read may not hold though it spans lines (a reason, a failure's words):
+# control characters but tab and the line breaks (a terminal escape cleared the screen of
+# whoever read a log or a CSV in a terminal, and counted as the words a failure needs), and
+# the bidirectional controls that make a text read in another order ("RTL" shown as "LTR").
+_BIDI = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_NOT_IN_PROSE = sorted({c for c in range(0x10000) if unicodedata.category(chr(c)) == "Cc"
+                        and chr(c) not in "\t\n\r"} | set(_BIDI))
+REFUSED_IN_PROSE = f"[{_class(_NOT_IN_PROSE)}]"
+
+
+def prose_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a text people read over several lines, or None."""
+    if any(ord(c) in _NOT_IN_PROSE_SET for c in value):
+        return ("may hold no control characters but tabs and line breaks, and no characters"
+                " that reorder text (bidirectional controls)")
+    return None
+
+
+_NOT_IN_PROSE_SET = frozenset(_NOT_IN_PROSE)
+
+
+def readable_prose(value: str) -> str:
+    """``value`` made one prose_problem accepts, each character it refuses written out as its
+    escape ("\\x1b"): a worker's exception text with a terminal colour code is still said."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if ord(c) in _NOT_IN_PROSE_SET
+                   else c for c in value)

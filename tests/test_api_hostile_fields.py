@@ -526,3 +526,28 @@ def test_a_next_queue_with_white_space_around_it_is_the_queue(apis, path):
     from tests.engine import envelope
 
     assert envelope(subject)["next_queue_key"] == "q2"
+
+
+@pytest.mark.parametrize("words", ["\x1b[2J", "ok\u202eLTR", "bell\x07", "\x1b]0;pwned\x07"])
+def test_a_reason_or_a_failure_s_words_hold_no_escape_or_reordering(apis, words):
+    """A terminal escape or a right-to-left override was stored in a reason and a failure's
+    words, and served in every history, export and bundle; a screen-clear sequence counted
+    as the words a permanent failure needs."""
+    subject = make_subject("q1")
+    before = counts()
+    refused_field(apis["operator"].act("hold", subject_euid=subject, expected_state="READY",
+                                       reason=words), "reason")
+    api = apis["worker_service"]
+    worker = api.act("register-worker", worker_key="svc-words").json()["worker_euid"]
+    lease = api.act("claim", worker_euid=worker, queue_key="q1").json()
+    after_claim = counts()
+    refused_field(api.act("fail", worker_euid=worker, lease_euid=lease["lease_euid"],
+                          expected_state="READY", error_class="PERMANENT_INPUT",
+                          error_message=words), "error_message")
+    refused_field(api.act("fail", worker_euid=worker, lease_euid=lease["lease_euid"],
+                          expected_state="READY", error_class="PERMANENT_INPUT",
+                          error_message="bad", error_code="E1\nE2"), "error_code")
+    assert counts() == after_claim and after_claim != before
+    ok = apis["operator"].act("hold", subject_euid=make_subject("q1"), expected_state="READY",
+                              reason="seen twice:\n\tonce at 09:00\r\n\tagain at 10:00")
+    assert ok.status_code == 200, ok.content

@@ -7,7 +7,13 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_STRIPPED_LINE, line_problem
+from bloomops.text import (
+    REFUSED_IN_LINE,
+    REFUSED_IN_PROSE,
+    REFUSED_IN_STRIPPED_LINE,
+    line_problem,
+    prose_problem,
+)
 
 ASSIGNED = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF
             and unicodedata.category(chr(c)) != "Cn"]
@@ -35,3 +41,14 @@ def test_a_line_the_engine_strips_first():
             != refused(f"{c}{c}x y{c}".strip())]
     assert ends == []
     assert not re.search(REFUSED_IN_STRIPPED_LINE, " \t\n ")  # blank: the field is missing
+
+
+def test_a_text_of_several_lines():
+    """A reason or a failure's words: the document's pattern refuses what prose_problem does,
+    character by character; tabs and line breaks are text, escapes and bidi controls not."""
+    every = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
+    wrong = [c for c in every if bool(re.search(REFUSED_IN_PROSE, f"x{c}y"))
+             != (prose_problem(f"x{c}y") is not None)]
+    assert wrong == []
+    assert prose_problem("line one\r\nline two\tend") is None
+    assert prose_problem("\x1b[2J") and prose_problem("\u202eRTL") and prose_problem("\x07")

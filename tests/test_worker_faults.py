@@ -44,6 +44,8 @@ class Bench(HandlerSet):
             raise TerminalError("\u200b")
         if job.subject["name"] == "long-winded":
             raise TerminalError("x" * 5000)
+        if job.subject["name"] == "coloured":
+            raise TerminalError("\x1b[31mlot 7 expired\x1b[0m")
         return Outcome(result_snapshot={"domain_state": "extracted"})
 
     def poll(self, runtime: WorkerRuntime) -> None:
@@ -110,14 +112,18 @@ def test_a_failure_raised_without_a_message_still_ends_the_item(bench_queue):
     unsaid = make_subject("fq", name="unsaid", next_action_key=ACTION)
     invisible = make_subject("fq", name="invisible", next_action_key=ACTION)
     long_winded = make_subject("fq", name="long-winded", next_action_key=ACTION)
+    coloured = make_subject("fq", name="coloured", next_action_key=ACTION)
     runtime = run(DirectTransport("svc"))
-    assert (runtime.stats.failed, runtime.stats.lost) == (3, 0)
+    assert (runtime.stats.failed, runtime.stats.lost) == (4, 0)
     for euid in (unsaid, invisible):  # a message that shows nothing is none
         assert envelope(euid)["state"] == "FAILED_TERMINAL"
         (record,) = history(euid)["records"]
         assert record["props"]["error_message"] == "PERMANENT_INPUT: the handler gave no message"
     (record,) = history(long_winded)["records"]  # too long: cut, not refused
     assert record["props"]["error_message"] == "x" * 4000
+    # a terminal colour code the engine refuses is written out, not the failure lost
+    (record,) = history(coloured)["records"]
+    assert record["props"]["error_message"] == "\\x1b[31mlot 7 expired\\x1b[0m"
 
 
 def test_malformed_envelope_does_not_stop_the_worker(bench_queue):

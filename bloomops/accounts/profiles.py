@@ -22,7 +22,7 @@ from bloomops.accounts.models import (
 )
 from bloomops.accounts.roles import ALL_ROLES, Role, stored_roles
 from bloomops.accounts.sessions import end_sessions
-from bloomops.text import line_problem, shows_nothing
+from bloomops.text import line_problem, prose_problem, shows_nothing
 
 # A capability or scope value: a word of letters, digits and . _ : / - (as the demo's
 # "wetlab.extraction"), so a typo'd separator cannot hide in a list.
@@ -120,9 +120,11 @@ def refuse_without_reason(reason: str | None) -> None:
     if shows_nothing(reason):  # blank, or characters that show as nothing
         raise ProfileError("VALIDATION_ERROR", "Say why: a change of who may do what needs a"
                            " reason.", "reason")
-    if len(reason) > MAX_REASON or "\x00" in reason:
+    if len(reason) > MAX_REASON:
         raise ProfileError("VALIDATION_ERROR", f"A reason is up to {MAX_REASON} characters"
                            " of text.", "reason")
+    if problem := prose_problem(reason):
+        raise ProfileError("VALIDATION_ERROR", f"A reason {problem}.", "reason")
 
 
 def validate(change: PersonChange, *, target, admin_username: str) -> None:

@@ -38,7 +38,7 @@ from bloomops.execution.states import (
     TRANSIENT_CLASSES,
     RetryClass,
 )
-from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_STRIPPED_LINE
+from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_PROSE, REFUSED_IN_STRIPPED_LINE
 
 # An instant as the engine takes it (envelope.REQUEST_INSTANT), white space around it aside.
 INSTANT = rf"^\s*{REQUEST_INSTANT_PATTERN}\s*$"
@@ -85,6 +85,7 @@ def integer(minimum: int, maximum: int) -> Any:
 # before a final newline). LINE: taken as given; STRIPPED_LINE: the engine strips it first.
 LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
 STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
+PROSE = {"not": {"type": "string", "pattern": REFUSED_IN_PROSE}}
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
@@ -98,14 +99,14 @@ def text(max_length: int, description: str | None = None, *, line: bool = False)
     """An optional text field the engine bounds to ``max_length``; ``line``: one printable
     line (the engine's ``text_field(line=True)``)."""
     return Field(None, max_length=max_length, description=description,
-                 json_schema_extra=STRIPPED_LINE if line else None)
+                 json_schema_extra=STRIPPED_LINE if line else PROSE)
 
 
 def required_text(max_length: int, description: str | None = None, *,
                   line: bool = False) -> Any:
     """Required text that must not be blank (the engine's ``required`` text)."""
     return Field(min_length=1, max_length=max_length, pattern=NON_BLANK,
-                 description=description, json_schema_extra=STRIPPED_LINE if line else None)
+                 description=description, json_schema_extra=STRIPPED_LINE if line else PROSE)
 
 
 class StrictSchema(BaseModel):
@@ -293,7 +294,7 @@ class FailIn(LeaseEnvelope):
     retryable: bool | None = Field(None, description=(
         "Give retryable, error_class or both (then they must agree)."))
     error_class: RetryClassName | None = None
-    error_code: str | None = text(KEY_MAX)
+    error_code: str | None = text(KEY_MAX, line=True)
     error_message: str | None = text(ERROR_MESSAGE_MAX, (
         "What went wrong, for whoever takes the item up; required when the failure ends the"
         " item or holds it (retryable false, or a class that is not TRANSIENT_*)."))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bloomops.execution.actions.fields import ERROR_MESSAGE_MAX
 from bloomops.execution.states import RetryClass
-from bloomops.text import shows_nothing
+from bloomops.text import readable_prose, shows_nothing
 
 if TYPE_CHECKING:
     from bloomops.worker.runtime import WorkerRuntime
@@ -34,7 +34,7 @@ class HandlerError(Exception):
         """The message as the engine takes it: one that shows nothing (a zero-width space)
         counts as none and one too long is refused, and either would leave the claim held
         until it ran out; a failure that ends or holds the item needs one."""
-        message = self.message.strip()[:ERROR_MESSAGE_MAX]
+        message = readable_prose(self.message.strip())[:ERROR_MESSAGE_MAX]
         if shows_nothing(message):
             return f"{self.error_class.value}: the handler gave no message"
         return message

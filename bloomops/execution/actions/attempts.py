@@ -233,7 +233,7 @@ class FailQueueExecution(LeaseAction):
             cls = classify_failure(retryable, error_class)
         except ValueError as exc:
             raise ActionError("VALIDATION_ERROR", str(exc), field="error_class") from None
-        text_field(p, "error_code", max_len=KEY_MAX)
+        text_field(p, "error_code", max_len=KEY_MAX, line=True)  # a code, filtered on
         require_why(cls, text_field(p, "error_message", max_len=ERROR_MESSAGE_MAX))
         key_field(p, "next_queue_key")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
-from bloomops.text import line_problem, shows_nothing
+from bloomops.text import line_problem, prose_problem, shows_nothing
 
 # The longest text each kind of field takes; the API's schemas state the same bounds from
 # here (docs/API.md, "Limits").
@@ -35,7 +35,7 @@ def text_field(payload: dict, name: str, *, required: bool = False,
         raise ActionError("VALIDATION_ERROR", f"{name} must be text.", field=name)
     if len(value) > max_len:
         raise ActionError("VALIDATION_ERROR", f"{name} is too long ({max_len} max).", field=name)
-    problem = line_problem(value.strip()) if line else None
+    problem = line_problem(value.strip()) if line else prose_problem(value)
     if problem:
         raise ActionError("VALIDATION_ERROR", f"{name} {problem}.", field=name)
     return value.strip()
