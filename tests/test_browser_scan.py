@@ -28,6 +28,21 @@ def leases_of(euid: str) -> int:
     return sum(1 for x in selectors.leases() if x["subject_euid"] == euid)
 
 
+def lease_statuses(euid: str) -> list[str]:
+    return [x["props"]["status"] for x in selectors.leases() if x["subject_euid"] == euid]
+
+
+def claimed_on_my_work(browser, site: str, name: str):
+    """A subject named ``name`` scanned and claimed, then My work open: its page, its card,
+    its EUID."""
+    euid = make_subject("q1", name=name)
+    page = scan_page(browser, site, javascript=True)
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    page.goto(f"{site}/my-work/")
+    return page, page.locator(f'article.work-item[data-euid="{euid}"]'), euid
+
+
 def claim_records() -> int:
     """Claim action records of this test's tenant."""
     return fetch_value("SELECT count(*) FROM generic_instance WHERE type = 'execution_queue'"
@@ -253,12 +268,7 @@ def test_a_scan_into_a_release_or_failure_reason_sends_neither(browser, site):
     """A scanner types into whatever has focus and presses Enter: in My work's "Why" of a
     release it released the item with the barcode as its reason, in "What went wrong" it
     recorded a failure nobody chose. Those forms are sent by their buttons only."""
-    euid = make_subject("q1", name="Specimen at the bench")
-    page = scan_page(browser, site, javascript=True)
-    scan(page, euid)
-    outcome(page, ".claimed", euid)
-    page.goto(f"{site}/my-work/")
-    item = page.locator(f'article.work-item[data-euid="{euid}"]')
+    page, item, euid = claimed_on_my_work(browser, site, "Specimen at the bench")
     for summary, field in (("Release…", "input[name=reason]"),
                            ("Fail…", "input[name=error_message]")):
         item.get_by_text(summary).click()
@@ -267,8 +277,7 @@ def test_a_scan_into_a_release_or_failure_reason_sends_neither(browser, site):
         page.keyboard.press("Enter")
         page.wait_for_timeout(500)
         assert page.url == f"{site}/my-work/"
-        assert [x["props"]["status"] for x in selectors.leases()
-                if x["subject_euid"] == euid] == ["ACTIVE"]
+        assert lease_statuses(euid) == ["ACTIVE"]
     page.context.close()
 
 
@@ -305,12 +314,7 @@ def test_recording_a_failure_says_what_becomes_of_the_item_first(browser, site):
     """One tap on "Record failure" with "Cannot be done" chosen sent the item to the dead
     letters, which only QA undoes (with a second person's approval): the bench was not asked
     first. The dialog says what the chosen kind of failure does; going back sends nothing."""
-    euid = make_subject("q1", name="Specimen that failed")
-    page = scan_page(browser, site, javascript=True)
-    scan(page, euid)
-    outcome(page, ".claimed", euid)
-    page.goto(f"{site}/my-work/")
-    item = page.locator(f'article.work-item[data-euid="{euid}"]')
+    page, item, euid = claimed_on_my_work(browser, site, "Specimen that failed")
     item.get_by_text("Fail…").click()
     item.get_by_label("What kind of failure").select_option("PERMANENT_INPUT")
     item.get_by_label("What went wrong").fill("tube cracked")
@@ -320,13 +324,11 @@ def test_recording_a_failure_says_what_becomes_of_the_item_first(browser, site):
                                    " it among the dead letters.")
     page.get_by_role("button", name="Go back").click()
     expect(dialog).to_be_hidden()
-    assert [x["props"]["status"] for x in selectors.leases()
-            if x["subject_euid"] == euid] == ["ACTIVE"]
+    assert lease_statuses(euid) == ["ACTIVE"]
     item.get_by_label("What kind of failure").select_option("TRANSIENT_SYSTEM")
     item.get_by_role("button", name="Record failure").click()
     expect(dialog).to_contain_text("tried again after a pause")
     page.get_by_role("button", name="Yes, record failure").click()
     expect(page.locator(".messages")).to_contain_text("tried again")
-    assert [x["props"]["status"] for x in selectors.leases()
-            if x["subject_euid"] == euid] != ["ACTIVE"]
+    assert lease_statuses(euid) != ["ACTIVE"]
     page.context.close()

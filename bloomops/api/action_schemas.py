@@ -89,7 +89,7 @@ PROSE = {"not": {"type": "string", "pattern": REFUSED_IN_PROSE}}
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
-Id = RequiredId = Annotated[str, Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK)]
+Id = Annotated[str, Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK)]
 NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX, json_schema_extra=LINE)]
 # A list of keys (capabilities, scopes, template codes), as the engine bounds it.
 KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
@@ -186,26 +186,26 @@ class ActionEnvelope(StrictSchema):
 class LeaseEnvelope(ActionEnvelope):
     """Actions on a leased attempt: the lease, its worker and the state the caller saw."""
 
-    lease_euid: RequiredId
-    worker_euid: RequiredId
+    lease_euid: Id
+    worker_euid: Id
     expected_state: StateName
 
 
 class SubjectEnvelope(ActionEnvelope):
     """Operator actions on a subject: the subject and the state the caller saw."""
 
-    subject_euid: RequiredId
+    subject_euid: Id
     expected_state: StateName
 
 
 
 class ClaimIn(ActionEnvelope):
-    worker_euid: RequiredId
+    worker_euid: Id
 
 
 class RenewLeaseIn(ActionEnvelope):
-    lease_euid: RequiredId
-    worker_euid: RequiredId
+    lease_euid: Id
+    worker_euid: Id
 
 
 class ReleaseLeaseIn(LeaseEnvelope):
@@ -362,7 +362,7 @@ class ExternalResultIn(SubjectEnvelope):
 class RoutingFields(ActionEnvelope):
     """Where and how a subject enters its queue (RULES.md#intake)."""
 
-    queue_key: RequiredId
+    queue_key: Id
     next_action_key: str | None = text(KEY_MAX, "The queue's default_next_action_key when omitted.",
                                            line=True)
     priority: Priority | None = Field(None, description=(
@@ -374,7 +374,7 @@ class RoutingFields(ActionEnvelope):
 
 
 class RouteSubjectIn(RoutingFields):
-    subject_euid: RequiredId
+    subject_euid: Id
     template_code: str | None = text(KEY_MAX, (
         "When given, the object's template must be this one (a manifest's check)."))
 
@@ -385,7 +385,7 @@ class RegisterSubjectIn(RoutingFields):
     properties: dict[str, Any] | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
 class RecordEvidenceIn(ActionEnvelope):
-    subject_euid: RequiredId
+    subject_euid: Id
     bundle_sha256: str = Field(pattern="^[0-9a-f]{64}$", min_length=64, max_length=64,
                                description="sha256 (lowercase hex) of the bundle's bytes.")
 

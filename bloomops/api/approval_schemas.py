@@ -6,14 +6,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bloomops.accounts.signatures import MAX_PASSWORD_LENGTH
-from bloomops.api.action_schemas import ActionEnvelope, RequiredId, required_text
+from bloomops.api.action_schemas import ActionEnvelope, Id, required_text
 from bloomops.execution.actions.approvals import DECISIONS
 from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.approvals import GATED_ACTIONS
 
 
 class RequestApprovalIn(ActionEnvelope):
-    subject_euid: RequiredId
+    subject_euid: Id
     action_key: Literal[tuple(sorted(GATED_ACTIONS))] = Field(  # type: ignore[valid-type]
         description="The gated action to perform once approved.")
     parameters: dict[str, Any] | None = Field(None, description=(
@@ -23,7 +23,7 @@ class RequestApprovalIn(ActionEnvelope):
 
 
 class DecideApprovalIn(ActionEnvelope):
-    approval_euid: RequiredId
+    approval_euid: Id
     decision: Literal[DECISIONS]  # type: ignore[valid-type]
     reason: str = required_text(REASON_MAX)
     password: str = Field(min_length=1, max_length=MAX_PASSWORD_LENGTH, description=(
@@ -33,7 +33,7 @@ class DecideApprovalIn(ActionEnvelope):
 
 
 class CancelApprovalIn(ActionEnvelope):
-    approval_euid: RequiredId
+    approval_euid: Id
     reason: str = required_text(REASON_MAX, "Why the request is withdrawn.")
 
 

@@ -10,8 +10,8 @@ from pydantic import Field
 from bloomops.api.action_schemas import (
     REASON_RULE,
     ActionEnvelope,
+    Id,
     KeyList,
-    RequiredId,
     integer,
     text,
 )
@@ -65,7 +65,7 @@ class RegisterWorkerIn(ActionEnvelope):
 
 
 class HeartbeatWorkerIn(ActionEnvelope):
-    worker_euid: RequiredId
+    worker_euid: Id
     status: ReportedWorkerStatus | None = None
     display_name: str | None = text(WORKER_TEXT_MAX)
     build_version: str | None = text(WORKER_TEXT_MAX)
@@ -79,7 +79,7 @@ class WorkerStatusIn(ActionEnvelope):
                       "enum": list(SetWorkerStatus.NEEDS_REASON)}}},
                   "then": REASON_RULE}
 
-    worker_euid: RequiredId
+    worker_euid: Id
     operation: Literal[tuple(sorted(SetWorkerStatus.OPERATIONS))]  # type: ignore[valid-type]
     reason: str | None = text(NOTE_MAX, "Required to drain, disable or retire.")
 

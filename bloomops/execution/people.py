@@ -17,6 +17,8 @@ from django.contrib.auth.models import Group
 
 from bloomops.accounts.models import LIST_FIELDS, SCOPE_FIELDS, PersonProfile
 from bloomops.accounts.roles import ALL_ROLES, Role
+from bloomops.accounts.signatures import display_names
+from bloomops.execution.errors import ActionError
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.tapdb.db import fetch_all
 
@@ -125,8 +127,6 @@ def current_profile(username: str) -> dict:
 def person_worker_name(username: str) -> str:
     """The name a person's worker goes by: theirs, as their account holds it (a request
     named one "Supervisor Sasha" on the workers page)."""
-    from bloomops.accounts.signatures import display_names
-
     return display_names([username]).get(username) or username
 
 
@@ -135,8 +135,6 @@ def refuse_another_name(username: str, asked: Any) -> str:
     refused: identity comes from the account, never a request."""
     name = person_worker_name(username)
     if asked is not None and asked != name:
-        from bloomops.execution.errors import ActionError
-
         raise ActionError("VALIDATION_ERROR", "A person's worker goes by their name as their"
                           f" account holds it ({name!r}); display_name cannot change it.",
                           field="display_name")

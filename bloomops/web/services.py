@@ -158,10 +158,13 @@ def named_actions(actions: list[dict]) -> list[dict]:
     """Each action record (with executed_by, executed_by_name, action_key) with who did it
     as people read a person (``who``): their name as the record kept it when they acted, so
     a later rename does not rewrite who did what, else (an older record) as it reads now,
-    one query for those; and what was done in the action's words (``what``, None for
-    another writer's action)."""
-    now = display_names(a["executed_by"] for a in actions if not a["executed_by_name"])
+    one query for those (and for whoever asked for what a record decided, ``asked_by`` where
+    a read gives it: ``asker``, their name as it reads now); and what was done in the
+    action's words (``what``, None for another writer's action)."""
+    now = display_names([a["executed_by"] for a in actions if not a["executed_by_name"]]
+                        + [a["asked_by"] for a in actions if a.get("asked_by")])
     return [{**a, "who": a["executed_by_name"] or now.get(a["executed_by"]),
+             "asker": now.get(a.get("asked_by") or ""),
              "what": action_name(a["action_key"])} for a in actions]
 
 

@@ -91,8 +91,13 @@ def when(value: datetime | str | None) -> str:
     moment = parse_ts_or_none(value)
     if moment is None:
         return "–"
-    moment = moment.astimezone(UTC)  # a value given at another offset, said in UTC
-    return f"{moment.year:04d}-" + moment.strftime("%m-%d %H:%M:%S UTC")
+    return _stamp(moment.astimezone(UTC))  # a value given at another offset, said in UTC
+
+
+def _stamp(moment: datetime) -> str:
+    """2026-01-05 12:00:07 and the zone's abbreviation (a year below 1000 padded: strftime
+    leaves it short on some platforms)."""
+    return f"{moment.year:04d}-" + moment.strftime("%m-%d %H:%M:%S %Z")
 
 
 @register.filter
@@ -103,10 +108,9 @@ def when_in(value: datetime | str | None, zone: str | None) -> str:
     moment = parse_ts_or_none(value)
     if moment is None or not zone or zone == "UTC":
         return when(value)
-    local = moment.astimezone(ZoneInfo(zone))
     return format_html('<time datetime="{}" title="{}">{}</time>',
                        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), when(moment),
-                       f"{local.year:04d}-" + local.strftime("%m-%d %H:%M:%S %Z"))
+                       _stamp(moment.astimezone(ZoneInfo(zone))))
 
 
 @register.filter

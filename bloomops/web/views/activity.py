@@ -13,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from bloomops.accounts.signatures import display_names
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions import ACTIONS
 from bloomops.execution.context import action_name
@@ -90,11 +89,10 @@ def _rows(found: list[dict]) -> list[dict]:
     record kept), with the username beside it, and what was done in words; a decision on
     an approval with the person who asked for it and what they asked (the decider's name
     alone read as if they had released the hold of their own accord)."""
-    askers = display_names({r["asked_by"] for r in found if r["asked_by"]})
     rows = []
     for r in services.named_actions(found):
         what = r["what"] or r["action_key"]
-        asked = person(r["asked_by"], askers)
+        asked = person(r["asked_by"], {r["asked_by"]: r["asker"]})
         if asked:
             gated = r["gated_action_key"]
             what += (f": {(action_name(gated) or gated).lower()}" if gated else "") + \
