@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # after WhiteNoise, so static files keep their cache: every other answer is no-store
+    "bloomops.web.middleware.NoStoreMiddleware",
     # refuses NUL in path/query (everywhere); under /api/ also oversize bodies, errors as JSON
     # (docs/API.md)
     "bloomops.api.guard.ApiGuardMiddleware",

@@ -1,5 +1,5 @@
-"""The console's answer to a visit of an address that only takes a form (a POST-only view
-visited by GET): a page saying so, not Django's empty 405."""
+"""The console's middleware: every answer fetched anew, a page for a visit of an address that
+only takes a form, a form sent after the session ended."""
 
 from __future__ import annotations
 
@@ -11,9 +11,26 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import resolve_url
 from django.template.loader import render_to_string
+from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from bloomops.web.drafts import keep_draft
+
+
+class NoStoreMiddleware:
+    """Every page and API answer is about work that changes under it and is often seen on a
+    shared tablet: no browser or proxy keeps one (Back after a change showed the old revision
+    of a queue's settings, a finished item with a live countdown). Static files are answered
+    by WhiteNoise before this runs, and keep their long cache."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not response.has_header("Cache-Control"):
+            add_never_cache_headers(response)
+        return response
 
 
 class MethodNotAllowedPage:

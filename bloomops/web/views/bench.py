@@ -12,7 +12,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
 from django.utils.html import format_html
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
@@ -93,7 +92,6 @@ def _scan_refusal(request: HttpRequest, euid: str, err: ActionError,
     return _scan_page(request, context, status=err.http_status)
 
 
-@never_cache
 @reader
 def scan(request: HttpRequest) -> HttpResponse:
     """Scan to claim, a loop: every outcome comes back on /scan/ with an empty, focused field
@@ -136,7 +134,6 @@ def scan(request: HttpRequest) -> HttpResponse:
     return redirect("scan")
 
 
-@never_cache
 @require_GET
 @reader
 def my_work(request: HttpRequest) -> HttpResponse:

@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from bloomops.accounts.models import ApiToken
@@ -53,7 +52,6 @@ def tokens_of(user) -> list[dict]:
             for row in [*rows.filter(working), *rows.exclude(working)[:LISTED]]]
 
 
-@never_cache  # the answer holds the token itself
 @require_POST
 @admin_only
 def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
