@@ -196,3 +196,20 @@ def test_an_instant_comes_with_its_date_time_and_zone(apis, value):
                              name="Timed", due_at="2026-01-01T05:30:00+05:30")
     assert r.status_code == 200
     assert envelope(r.json()["subject_euid"])["due_at"] == "2026-01-01T00:00:00.000000Z"
+
+
+def test_a_site_in_another_case_is_the_queue_s_site_over_the_api_too(apis):
+    """RULES.md#intake says a batch takes "SFO" as the queue's sfo; the manifest did, the
+    API's intake-batch and register-subject refused it SUBJECT_OUT_OF_SCOPE."""
+    api = apis["worker_service"]
+    make_queue("sited", site_scope=["sfo", "rtp"])
+    one = api.act("register-subject", queue_key="sited", template_code=SPECIMEN,
+                  name="Upper tube", properties={"site": "SFO"})
+    assert one.status_code == 200, one.content
+    batch = api.post("/actions/intake-batch", {"items": [
+        _register(31, queue_key="sited", properties={"site": "Rtp"}),
+        _register(32, queue_key="sited", properties={"site": "LAX"})]}).json()
+    assert [i["ok"] for i in batch["items"]] == [True, False]
+    assert batch["items"][1]["error"]["code"] == "SUBJECT_OUT_OF_SCOPE"
+    made = [one.json()["subject_euid"], batch["items"][0]["result"]["subject_euid"]]
+    assert [props(euid)["site"] for euid in made] == ["sfo", "rtp"]

@@ -262,6 +262,19 @@ def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, l
     return None
 
 
+def as_scoped(config: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
+    """A new subject's site, platform or assay as the queue's scope spells it when it
+    differs only in case ("SFO" for sfo; RULES.md#intake): the people and systems that type
+    them read them as one. Any other value is left as given, for scope_problem to judge."""
+    out = dict(props)
+    for field in SCOPE_FIELDS:
+        value = out.get(field)
+        if isinstance(value, str):
+            out[field] = next((v for v in scope_values(config.get(f"{field}_scope")) or []
+                               if v.lower() == value.lower()), value)
+    return out
+
+
 def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
     """Whether a queue takes subjects of this template (its subject_template_codes): a subject
     of another is never visible in it (RULES.md#visibility), so nothing may send one there."""

@@ -15,7 +15,6 @@ from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code
-from bloomops.execution.policy import scope_values
 from bloomops.execution.selectors import queue_config
 from bloomops.web.spreadsheets import csv_cell
 
@@ -169,16 +168,6 @@ def _template_code(value: str, config: dict[str, Any]) -> str:
     return full_template_code(value, config.get("subject_template_codes") or [])
 
 
-def _as_scoped(field: str, value: str, config: dict[str, Any]) -> str:
-    """A site, platform or assay as the queue's scope spells it when it differs only in case
-    ("SFO" for sfo): a person typing a manifest reads them as one; any other value as
-    given, for the engine to judge."""
-    for scoped in scope_values(config.get(f"{field}_scope")) or []:
-        if scoped.lower() == value.lower():
-            return scoped
-    return value
-
-
 def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
     """Each row's action request; a row that cannot become one gets its problem instead.
     Every row's idempotency key is the batch's and its line, so confirming twice replays."""
@@ -206,7 +195,8 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
             payload["priority"] = v["priority"]
         if v.get("due_date"):
             payload["due_at"] = spreadsheet_instant(v["due_date"])
-        scopes = {k: _as_scoped(k, v[k], config) for k in SCOPE_COLUMNS if v.get(k)}
+        # the engine takes "SFO" as the queue's sfo (policy.as_scoped)
+        scopes = {k: v[k] for k in SCOPE_COLUMNS if v.get(k)}
         if v.get("euid"):
             if scopes:
                 row.problem = ("Site, platform and assay are an existing object's own; give"

@@ -38,7 +38,7 @@ from bloomops.execution.guards import (
     lock_subject,
 )
 from bloomops.execution.objects import is_engine_template
-from bloomops.execution.policy import is_terminal
+from bloomops.execution.policy import as_scoped, is_terminal
 from bloomops.execution.states import parse_priority
 from bloomops.tapdb.templates import TemplateRef, all_templates
 from bloomops.tapdb.tenancy import tenant_of
@@ -133,6 +133,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
         "VALIDATION_ERROR", f"properties: {message}", field="properties"))
     props = {k: v for k, v in ref.properties.items() if k != "execution"}
     props.update(given)
+    props = as_scoped(queue["config"], props)
     refuse_unless_in_scope(queue, props)
     return queue, code, props
 
