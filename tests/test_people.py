@@ -180,6 +180,9 @@ REFUSED = [
     # "any" would be a site called any, and the person handed nothing
     ({"site_scope": "Any"}, "Leave it empty for any site"),
     ({"assay_scope": "wgs, all"}, "Leave it empty for any assay"),
+    # one of two spellings matches no item: the person was handed half their work
+    ({"site_scope": "sfo, SFO"}, "&#x27;sfo&#x27; and &#x27;SFO&#x27; differ only in case"),
+    ({"capabilities": "wetlab.QC, wetlab.qc"}, "differ only in case"),
     ({"max_concurrent_leases": "0"}, "max_concurrent_leases"),
     ({"max_concurrent_leases": "1001"}, "max_concurrent_leases"),
     ({"max_concurrent_leases": "many"}, "max_concurrent_leases"),

@@ -71,6 +71,11 @@ def test_create_queue_sets_every_field_and_marks_it_ours(tenant):
     ({"retry_policy": {"mode": "LINEAR"}}, "retry_policy.mode"),
     ({"manual_only": "yes"}, "manual_only"),
     ({"reason": " "}, "reason"),
+    # one spelling matches no subject; "any" is a site called so (an empty scope is any)
+    ({"site_scope": ["SFO", "sfo"]}, "site_scope"),
+    ({"assay_scope": ["All"]}, "assay_scope"),
+    ({"required_worker_capabilities": ["wetlab.QC", "wetlab.qc"]},
+     "required_worker_capabilities"),
 ])
 def test_create_queue_refuses_bad_fields(tenant, fields, field):
     err = refused("VALIDATION_ERROR", lambda: create(actor("admin"), **fields))

@@ -70,6 +70,24 @@ class PersonChange:
 # What people write in a scope to mean every value, which an empty scope means.
 MEANS_ANY = frozenset({"any", "all", "every"})
 SCOPE_WORDS = {"site_scope": "site", "platform_scope": "platform", "assay_scope": "assay"}
+assert set(SCOPE_WORDS) == set(SCOPE_FIELDS)
+
+
+def values_problem(field: str, values: list[str]) -> str | None:
+    """What is wrong with a list of capabilities or scope values, a person's or a queue's
+    (matched exactly, RULES.md#human-workers): a scope of "any" (an empty scope admits every
+    value; "any" is a site of that name, and the person would be handed nothing), or two
+    values differing only in case ("SFO" and "sfo": one of them matches no subject)."""
+    word = SCOPE_WORDS.get(field, "capability")
+    seen: dict[str, str] = {}
+    for value in values:
+        if field in SCOPE_WORDS and value.lower() in MEANS_ANY:
+            return f"Leave it empty for any {word}: {value!r} would be a {word} called so."
+        first = seen.setdefault(value.casefold(), value)
+        if first != value:
+            return (f"{first!r} and {value!r} differ only in case: a {word} is matched exactly,"
+                    " so give the one your items and people use, once.")
+    return None
 
 
 def parse_tokens(raw: str, field: str) -> list[str]:
@@ -82,15 +100,13 @@ def parse_tokens(raw: str, field: str) -> list[str]:
         if not TOKEN.fullmatch(value):
             raise ProfileError("VALIDATION_ERROR", f"{value[:40]!r} is not a valid value: use"
                                " letters, digits and . _ : / - (up to 100).", field)
-        if field in SCOPE_FIELDS and value.lower() in MEANS_ANY:
-            # an empty scope admits every site; "any" would be a site of that name, and the
-            # person would be handed nothing (their history read "any -> any")
-            raise ProfileError("VALIDATION_ERROR", f"Leave it empty for any {SCOPE_WORDS[field]}:"
-                               f" {value!r} would be a {SCOPE_WORDS[field]} called so.", field)
         if value not in out:
             out.append(value)
     if len(out) > MAX_ITEMS:
         raise ProfileError("VALIDATION_ERROR", f"At most {MAX_ITEMS} values.", field)
+    problem = values_problem(field, out)
+    if problem:
+        raise ProfileError("VALIDATION_ERROR", problem, field)
     return out
 
 

@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any
 
+from bloomops.accounts.profiles import values_problem
 from bloomops.execution.actions.fields import int_field, key_field, str_list_field, text_field
 from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import (
@@ -38,6 +39,8 @@ QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}(?!\n)$"
 QUEUE_KEY_RE = re.compile(QUEUE_KEY_PATTERN)
 BOOL_FIELDS = ("manual_only", "operator_visible", "strict_order", "diagnostics_enabled")
 LIST_FIELDS = ("required_worker_capabilities", "site_scope", "platform_scope", "assay_scope")
+# a queue's list field as the person's profile field its values are matched against
+_PROFILE_TWIN = {"required_worker_capabilities": "capabilities"}
 # Sane ranges: (minimum, maximum).
 RANGES = {
     "dispatch_priority": (0, 1000),
@@ -206,7 +209,11 @@ def clean_settings(payload: dict, problems: Problems | None = None) -> dict[str,
                 if any(len(v) > 200 for v in values) or len(values) > 100:
                     raise ActionError("VALIDATION_ERROR", f"{name}: up to 100 items of up to"
                                       " 200 characters.", field=name)
-                out[name] = list(dict.fromkeys(values))
+                values = list(dict.fromkeys(values))
+                problem = values_problem(_PROFILE_TWIN.get(name, name), values)
+                if problem:
+                    raise ActionError("VALIDATION_ERROR", f"{name}: {problem}", field=name)
+                out[name] = values
     if "output_template_codes" in payload:
         with problems.field():
             out["output_template_codes"] = _codes(payload, "output_template_codes") or []
