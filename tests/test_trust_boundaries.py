@@ -20,6 +20,7 @@ from tests.engine import (
     act,
     actor,
     claim,
+    counts,
     envelope,
     make_queue,
     make_subject,
@@ -114,6 +115,33 @@ def test_an_output_s_name_is_one_readable_line_as_a_registered_subject_s(flow, n
     err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
         {"template_code": EXTRACTED, "name": name}]))
     assert err.message.startswith("outputs[0]: name") and words in err.message, err.message
+
+
+def test_two_outputs_of_one_name_are_refused(flow):
+    """One completion made two extracts named "Extract 7" and "extract 7 ", which the bench
+    tells apart only by EUID; intake refuses a batch doing the same."""
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    before = counts()
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
+        {"template_code": EXTRACTED, "name": "Extract 7"},
+        {"template_code": EXTRACTED, "name": "Extract 8"},
+        {"template_code": EXTRACTED, "name": "extract 7 "}]))
+    assert err.message == ("outputs[2]: outputs[0] gives the name 'extract 7' too: two new"
+                           " objects of one name are told apart only by EUID.")
+    assert counts() == before and envelope(subject)["state"] == "READY"
+
+
+def test_an_output_s_site_in_another_case_is_its_next_queue_s(flow):
+    """As at intake (RULES.md#intake): "SFO" into a queue scoped to sfo was refused out of
+    scope; it is stored as the queue spells it."""
+    make_queue("sited", subject_template_codes=[EXTRACTED], site_scope=["sfo"])
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    done = _complete(svc, worker, lease, outputs=[{
+        "template_code": EXTRACTED, "name": "Extract", "properties": {"site": "SFO"},
+        "execution": {"next_queue_key": "sited"}}])
+    assert props(done["output_euids"][0])["site"] == "sfo"
 
 
 @pytest.mark.parametrize("payload", [{"next_action_key": "qc.rerun"},

@@ -10,9 +10,10 @@ from ninja import Router
 from pydantic import Field
 
 from bloomops.api import action_schemas as A
-from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, name_key
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import execute
+from bloomops.execution.objects import name_key
 
 
 class RouteItem(A.StrictSchema):

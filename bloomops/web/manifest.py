@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS, repeated_names
+from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
-from bloomops.execution.objects import full_template_code
+from bloomops.execution.objects import full_template_code, repeated_names
 from bloomops.execution.selectors import queue_config
 from bloomops.web.spreadsheets import csv_cell
 
@@ -214,7 +214,7 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
 
 
 def refuse_repeated_names(rows: list[Row]) -> None:
-    """A new subject's name an earlier row gives too is refused (intake.repeated_names)."""
+    """A new subject's name an earlier row gives too is refused (objects.repeated_names)."""
     names = [r.values["name"] if r.action_key == "register_subject" and not r.problem else None
              for r in rows]
     for i, earlier in repeated_names(names).items():

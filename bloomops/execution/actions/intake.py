@@ -201,29 +201,6 @@ class RegisterSubject(Handler):
                           envelope_created=True)
 
 
-def name_key(name: str) -> str:
-    """Two names of one tube (in any case, spaces around aside): RULES.md#intake."""
-    return name.strip().lower()
-
-
-def repeated_names(names: list[str | None]) -> dict[int, int]:
-    """RULES.md#intake: in one batch (the API's, a manifest), each new subject whose name an
-    earlier one gives too (name_key), with that earlier position: a name is what the bench
-    scans, and two new tubes of one name are told apart only by EUID. None: not a new
-    subject (or one refused already)."""
-    first: dict[str, int] = {}
-    repeated: dict[int, int] = {}
-    for i, name in enumerate(names):
-        if not isinstance(name, str) or not name.strip():
-            continue
-        key = name_key(name)
-        if key in first:
-            repeated[i] = first[key]
-        else:
-            first[key] = i
-    return repeated
-
-
 def preview(req: ActionRequest) -> dict[str, Any]:
     """What ``route_subject`` or ``register_subject`` would do with this request, checked as
     the executor checks it (role, fields, payload, subject guards, the intake rules) without

@@ -19,8 +19,9 @@ from bloomops.execution.objects import (
     is_engine_template,
     is_subject,
     load,
+    repeated_names,
 )
-from bloomops.execution.policy import takes_template
+from bloomops.execution.policy import as_scoped, takes_template
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
     parse_priority,
@@ -157,6 +158,9 @@ def validate_outputs(payload: dict) -> None:
                                 "OUTPUT_NOT_ALLOWED")
         _check_output_properties(i, ref, spec.get("properties") or {})
         _output_envelope(i, spec.get("execution"))
+    for i, earlier in repeated_names([spec["name"] for spec in outputs]).items():
+        raise _output_error(i, f"outputs[{earlier}] gives the name {outputs[i]['name'].strip()!r}"
+                            " too: two new objects of one name are told apart only by EUID.")
 
 
 def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
@@ -189,6 +193,7 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
                 raise _output_error(i, f"queue {target['queue_key']!r} does not take {code}"
                                     " subjects.", "OUTPUT_NOT_ALLOWED")
             if target is not None:
+                props = as_scoped(target["config"], props)
                 try:
                     refuse_unless_in_scope(target, props)
                     # what a step makes goes where its flow lets the finished item go
