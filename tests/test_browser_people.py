@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bloomops.accounts.models import PersonProfile, ProfileChange
-from tests.engine import make_queue
+from bloomops.execution.context import Actor
+from tests.engine import claim, make_queue, make_subject, register
 from tests.test_browser_ui import browser, signed_in, site  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser]
@@ -80,9 +81,46 @@ def test_admin_gives_a_service_account_a_token_copies_it_and_revokes_it(
     assert "robot-arm" in row.inner_text() and "active" in row.inner_text()
     row.get_by_label("Why revoke").fill("the adapter was retired")
     row.get_by_role("button", name="Revoke").click()
+    # asked first: a service calling with it is refused from its next request
+    dialog = page.locator("#confirm-dialog")
+    assert "stops working now" in dialog.inner_text() and api_answers(token) == 200
+    dialog.get_by_role("button", name="Yes, revoke the token").click()
     assert "is revoked" in page.locator(".messages").inner_text()
     assert "revoked" in page.locator("#token-list tbody tr").first.inner_text()
     assert api_answers(token) == 401
     history = page.locator("#person-history").inner_text()
     assert "the liquid handler's adapter" in history and "the adapter was retired" in history
+    page.context.close()
+
+
+def test_taking_sign_in_away_names_what_the_person_still_holds_first(
+        browser, site):  # noqa: F811  (the fixtures imported above)
+    """An admin unticked a scientist's sign-in and saved: their sessions and tokens ended and
+    their claimed item stayed locked to them, with nothing asked before."""
+    from django.contrib.auth.models import User
+
+    scientist = Actor(username="scientist", roles=frozenset({"worker_human"}))
+    make_subject("q1", name="Held tube")
+    claim(scientist, register(scientist, worker_type="HUMAN_SESSION"), "q1")
+    page = signed_in(browser, site, "admin")
+    page.goto(f"{site}/people/scientist/")
+    page.get_by_label("Reason").fill("left the lab")
+    # a save that takes nothing away asks nothing: the lease limit alone
+    page.get_by_label("Use the lab-wide default profile").uncheck()
+    page.get_by_label("Lease limit").fill("3")
+    page.get_by_role("button", name="Save").click()
+    assert "changed" in page.locator(".messages").inner_text()
+    page.get_by_label("Reason").fill("left the lab")
+    page.get_by_label("May sign in").uncheck()
+    page.get_by_role("button", name="Save").click()
+    dialog = page.locator("#confirm-dialog")
+    said = dialog.inner_text()
+    assert "You take scientist's sign-in or bench role away" in said
+    assert "The 1 item they hold stays claimed by them" in said
+    dialog.get_by_role("button", name="Go back").click()
+    assert User.objects.get(username="scientist").is_active  # nothing sent
+    page.get_by_role("button", name="Save").click()
+    dialog.get_by_role("button", name="Yes, save").click()
+    assert "can no longer sign in" in page.locator(".messages").inner_text()
+    assert not User.objects.get(username="scientist").is_active
     page.context.close()

@@ -1,7 +1,8 @@
 // Operator controls (inspector, workbench, workers, admin): a destructive action asks first.
 // A form (or the button that submits it) carries data-confirm, the consequence in plain
 // words; before anything is sent, a <dialog> shows it with the reason typed, and only
-// "Yes" sends the form, once. Without this script the form posts directly and the server
+// "Yes" sends the form, once; data-confirm-when (a CSS selector) asks only when the form
+// holds a match. Without this script the form posts directly and the server
 // still demands the reason. Built here: the Content-Security-Policy forbids inline script.
 (function () {
   var dialog = null;
@@ -50,10 +51,10 @@
     var form = event.target;
     var submitter = event.submitter || null;
     var text = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
-    // data-confirm-finish: asked only when the form's next queue is none (the flow ends)
-    var next = form.querySelector('select[name="next_queue_key"]');
-    if (!text && form.dataset.confirmFinish && next && next.value === "") {
-      text = form.dataset.confirmFinish;
+    // data-confirm-when: asked only when something in the form, as it is sent, matches
+    // (the flow's end chosen as the next queue; a person's sign-in unticked)
+    if (text && form.dataset.confirmWhen && !form.querySelector(form.dataset.confirmWhen)) {
+      return;
     }
     if (!text) return;
     if (form.dataset.confirmed === "1") {  // confirmed: this is the one send

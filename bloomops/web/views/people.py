@@ -244,6 +244,9 @@ def person_page(request: HttpRequest, target, form: PersonForm | None = None, *,
     named = _named_by_queues()
     roles = stored_roles(target)
     profile = people.human_profile(target.get_username(), roles)
+    tokens = tokens_of(target)
+    # what the page's confirmations name: what taking sign-in or the bench role away leaves
+    _, held = services.open_claims(target)
     return render(request, "web/person.html", {
         "person": target, "form": form,
         # each list with what the queues name, and the person's values none names (said
@@ -256,7 +259,8 @@ def person_page(request: HttpRequest, target, form: PersonForm | None = None, *,
         # a service account's profile bounds its workers (RULES.md#service-workers)
         "service": people.bounds_its_workers(roles),
         "history": ProfileChange.objects.filter(username=target.get_username())[:HISTORY_LIMIT],
-        "tokens": tokens_of(target), "token_form": TokenForm(),
+        "tokens": tokens, "token_form": TokenForm(), "held": held,
+        "live_tokens": sum(1 for t in tokens if t["status"] == "active"),
         **extra,
     }, status=status)
 
