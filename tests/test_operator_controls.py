@@ -11,7 +11,8 @@ import re
 import pytest
 from django.contrib.messages import get_messages
 
-from bloomops.execution import selectors
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.execution.objects import load
 from bloomops.tapdb.instances import link
 from bloomops.web import services
@@ -174,6 +175,22 @@ def test_workbench_bulk_controls_by_role(client, lab, role):
     for action in ("hold", "requeue", "cancel"):
         assert (f'name="action" value="{action}"' in html) is operator
     assert "timeout" in html  # everyone reads the list
+
+
+def test_a_retry_time_that_has_come_reads_due_now(client, lab):
+    """The Retrying list kept showing a past next try ("2026-11-26 14:05:03 UTC") as if it
+    were still to come: it says when, then "due now" once that time has passed."""
+    euid = _retrying(lab)[0]
+    retry_at = parse_ts(envelope(euid)["retry_at"])
+
+    def next_try() -> str:
+        html = page(client, lab["operator"], "/workbench/")
+        row = html.split(f'<tr data-euid="{euid}">')[1].split("</tr>")[0]
+        return re.sub(r"<[^>]+>", "", row.split("<td")[-1].split(">", 1)[1]).strip()
+
+    assert next_try().startswith("in ") and "due now" not in next_try()
+    clock.advance((retry_at - clock.now()).total_seconds() + 60)
+    assert next_try().startswith("due now") and "since" in next_try()
 
 
 def test_bulk_hold_and_cancel_from_the_workbench(client, lab, tenant):

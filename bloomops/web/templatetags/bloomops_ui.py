@@ -128,6 +128,18 @@ def humane(value: datetime | str | None) -> str:
 
 
 @register.filter
+def next_try(value: datetime | str | None) -> str:
+    """When a retrying item is tried again: "in 12 min (14:05 UTC)", or once that time has
+    come, "due now" (it waits only for a worker to claim it; its retry time, past, read as
+    one still to come)."""
+    moment = parse_ts_or_none(value)
+    if moment is None or moment <= clock.now():
+        return format_html('<span class="badge ok due">due now</span>{}', format_html(
+            ' <span class="muted">since {}</span>', when(moment)) if moment else "")
+    return humane(moment)
+
+
+@register.filter
 def percent(value: float | None) -> str:
     return f"{(value or 0) * 100:.0f} %"
 
