@@ -67,6 +67,8 @@ def test_request_list_and_decide_over_the_api(people, settings):
     locked = bob.act("decide-approval", approval_euid=approval, decision="APPROVED",
                      reason="ok", password=password_of("bob"))
     assert locked.status_code == 403 and "locked" in locked.json()["error"]["message"]
+    # for how long, not "a while": the cool-off (BLOOMOPS_SIGNIN_COOLOFF_MINUTES)
+    assert "locked for 15 minutes after the last wrong one" in locked.json()["error"]["message"]
     assert locked["Content-Type"].startswith("application/json")
     assert counts() == before
     from axes.utils import reset

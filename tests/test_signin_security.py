@@ -158,6 +158,7 @@ def test_a_wrong_current_password_on_the_password_page_counts_toward_the_lockout
     assert "Too many wrong passwords" in change("guess").text
     refused = change("pw-alice")  # the right one, while locked
     assert refused.status_code == 200 and "Too many wrong passwords" in refused.text
+    assert "is locked for 15 minutes" in refused.text
     assert User.objects.get(username="alice").check_password("pw-alice")
     # and sign-in from that address is locked as well: it is one count
     assert sign_in(Client(), "alice", "pw-alice").status_code == 429

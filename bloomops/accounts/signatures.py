@@ -40,7 +40,10 @@ def signature_problem(username: str, password: Any, origin: Any = None,
     if getattr(origin, "axes_locked_out", False):
         # Our refusal answers; django-axes' lockout page would replace the API's JSON.
         origin.axes_locked_out = False
-        return f"Too many wrong passwords: {doing} is locked for a while."
+        minutes = max(1, round(settings.AXES_COOLOFF_TIME.total_seconds() / 60))
+        return (f"Too many wrong passwords: {doing} is locked for {minutes} minute"
+                f"{'s' if minutes != 1 else ''} after the last wrong one (signing in too);"
+                " then try again, or ask an admin to lift it.")
     if user is None or user.get_username() != username:
         return "The password does not match."
     if settings.AXES_RESET_ON_SUCCESS:
