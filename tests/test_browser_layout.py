@@ -194,6 +194,28 @@ def test_no_screen_scrolls_sideways_on_a_tablet_or_a_phone(browser, bench, width
     page.context.close()
 
 
+@pytest.mark.parametrize("width", [1440, 1280])
+def test_identifiers_in_tables_read_whole_on_a_desktop(browser, bench, width):
+    """At 1440 px tables broke EUIDs, queue keys and codes mid-word ("Z-MX-" / "W2"), which a
+    person then copies or reads back wrongly; a hash may still wrap, and nothing scrolls
+    sideways for it."""
+    site = bench["site"]
+    page = page_for(browser, site, "admin", width)
+    claim_one(page, site)
+    broken, wide = {}, {}
+    for path in screens(site, bench["subject"]):
+        page.goto(f"{site}{path}")
+        split = page.evaluate("""() => Array.from(document.querySelectorAll(
+            'main td code:not(.hash)')).filter(c => c.getClientRects().length > 1)
+            .map(c => c.textContent)""")
+        if split:
+            broken[path] = split
+        if overflow(page) > 0:
+            wide[path] = overflow(page)
+    assert broken == {} and wide == {}
+    page.context.close()
+
+
 def axe_violations(page) -> list[str]:
     """axe-core's serious and critical violations on the page as it is now."""
     page.add_script_tag(path=str(AXE))
