@@ -67,6 +67,9 @@ def test_token_is_stored_hashed_and_shown_once(users, capsys):
     call_command("revoke_api_token", str(row.id))
     r = Api(token).get("/queues")
     assert r.status_code == 401 and error_code(r) == "UNAUTHENTICATED"
+    # a 401 says how to authenticate (RFC 9110), with a token or without one
+    assert r["WWW-Authenticate"] == 'Bearer realm="bloomops"'
+    assert Api(None).get("/queues")["WWW-Authenticate"] == 'Bearer realm="bloomops"'
 
 
 def test_a_token_row_written_in_the_database_authenticates_nobody(users, settings):

@@ -97,7 +97,8 @@ def test_event_counters_claim_conflict_and_replay(tenant, users):
 
 def test_metrics_token_protection(tenant, users, settings):
     settings.BLOOMOPS_METRICS_TOKEN = "scrape-secret"
-    assert Client().get("/metrics").status_code == 401
+    refused = Client().get("/metrics")
+    assert refused.status_code == 401 and refused["WWW-Authenticate"].startswith("Bearer ")
     # a monitor's probe: HEAD is answered as GET is, without the body
     head = Client().head("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret")
     assert head.status_code == 200 and head.content == b""

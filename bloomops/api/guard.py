@@ -216,10 +216,17 @@ CODE_OF_STATUS = {400: "VALIDATION_ERROR", 401: "UNAUTHENTICATED", 403: "FORBIDD
                   404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
 
 
-def _as_json(response: HttpResponse) -> HttpResponse:
+def _as_json(response: HttpResponse, path: str) -> HttpResponse:
     """An error Django or ninja answered as HTML/plain text, as the API's JSON error (same
-    status; an Allow header is kept)."""
+    status; an Allow header is kept, with HEAD wherever GET is: RFC 9110). A 401 says how to
+    authenticate (WWW-Authenticate, RFC 9110 11.6.1), whoever answered it."""
     status = response.status_code
+    if status == 401 and not response.has_header("WWW-Authenticate"):
+        response["WWW-Authenticate"] = 'Bearer realm="bloomops"'
+    if status == 405 and response.has_header("Allow") and not WRITING_GETS.search(path):
+        allowed = [m.strip() for m in response["Allow"].split(",")]
+        if "GET" in allowed and "HEAD" not in allowed:
+            response["Allow"] = ", ".join([*allowed, "HEAD"])
     if not 400 <= status < 500 or "json" in response.get("Content-Type", ""):
         return response
     code = CODE_OF_STATUS.get(status, "VALIDATION_ERROR")
@@ -262,7 +269,7 @@ class ApiGuardMiddleware:
                 response["Allow"] = ", ".join(allowed)
             return response
         if request.method != "HEAD":
-            return _as_json(self.get_response(request))
+            return _as_json(self.get_response(request), request.path)
         if WRITING_GETS.search(request.path):
             refused = RequestRefused("METHOD_NOT_ALLOWED", "HEAD would record an export that"
                                      " nobody receives; send GET.", allowed_methods=["GET"])
@@ -271,7 +278,7 @@ class ApiGuardMiddleware:
             return response
         # HEAD is GET without the body (RFC 9110), wherever GET is answered.
         request.method = "GET"
-        response = _as_json(self.get_response(request))
+        response = _as_json(self.get_response(request), request.path)
         if not response.streaming:
             response["Content-Length"] = str(len(response.content))
             response.content = b""

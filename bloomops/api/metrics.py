@@ -169,5 +169,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         # compared in constant time: the comparison must not tell how much of a guess is right
         if not hmac.compare_digest(token.encode(), required.encode()) \
                 and not roles_of(user_for_token(token)):
-            return HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+            refused = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+            refused["WWW-Authenticate"] = 'Bearer realm="bloomops"'
+            return refused
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
