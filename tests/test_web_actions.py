@@ -82,7 +82,7 @@ def test_claim_a_row_with_a_stale_page_is_refused(client, lab):
     act("release_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="HELD", payload={"reason": "x"})
     response = client.post(f"/subjects/{euid}/claim/", data)
-    assert any("changed since you loaded the page" in m for m in said(response))
+    assert any("changed after you last read it" in m for m in said(response))
     assert active_leases(lab["worker_human"]) == []
 
 
@@ -357,7 +357,7 @@ def test_a_stale_page_says_the_subject_changed_and_writes_nothing(client, lab):
         expected_state="READY", payload={"reason": "someone else"})
     before = counts()
     response = client.post(f"/subjects/{euid}/cancel/", stale)
-    assert any("changed since you loaded the page" in m for m in said(response))
+    assert any("changed after you last read it" in m for m in said(response))
     assert counts() == before
     assert envelope(euid)["state"] == "HELD"
 
@@ -374,7 +374,7 @@ def test_a_stale_revision_is_refused_too(client, lab):
         payload={"reason": "done looking"})
     before = counts()
     response = client.post(f"/subjects/{euid}/hold/", stale)
-    assert any("changed since you loaded the page (revision" in m for m in said(response))
+    assert any("changed after you last read it (revision" in m for m in said(response))
     assert counts() == before
 
 

@@ -105,7 +105,7 @@ def test_preview_shows_the_diff_then_save_writes_it(client, world):
     stale = {**save, "idempotency_key": uuid.uuid4().hex,
              "changes": '{"lease_ttl_seconds": 300}'}
     r = client.post("/settings/queues/cfg/save/", stale, follow=True)
-    assert "changed since you loaded it" in r.content.decode()
+    assert "changed after you last read it" in r.content.decode()
     assert counts() == before and cfg()["lease_ttl_seconds"] == 1200
 
 

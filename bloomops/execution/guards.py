@@ -259,7 +259,7 @@ def guard_subject(ctx: Context, *, allowed_states: bool = True) -> None:
     if req.expected_revision is not None and int(req.expected_revision) != revision:
         raise ActionError(
             "REVISION_CONFLICT",
-            f"This subject changed since you loaded the page (revision {req.expected_revision}"
+            f"This subject changed after you last read it (revision {req.expected_revision}"
             f" expected, now {revision}).",
             expected_revision=req.expected_revision,
             current_revision=revision,
@@ -277,7 +277,7 @@ def guard_subject(ctx: Context, *, allowed_states: bool = True) -> None:
 
 def details_state(expected: str, current: str) -> str:
     return (
-        f"This subject changed since you loaded the page: it is {current}, not {expected}."
+        f"This subject changed after you last read it: it is {current}, not {expected}."
     )
 
 

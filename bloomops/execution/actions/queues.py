@@ -80,7 +80,7 @@ def lock_managed_queue(ctx: Context) -> Obj:
                           managed_by=queue.props.get("managed_by"))
     current = int(queue.props.get("revision") or 0)
     if ctx.request.expected_revision != current:
-        raise ActionError("REVISION_CONFLICT", "This queue changed since you loaded it"
+        raise ActionError("REVISION_CONFLICT", "This queue changed after you last read it"
                           " (revision differs).", queue_key=key, current_revision=current,
                           expected_revision=ctx.request.expected_revision)
     ctx.target = queue
