@@ -329,3 +329,21 @@ def test_claim_next_and_a_chosen_claim_read_an_odd_property_alike(tenant):
     assert claim(svc, adapter)["lease_euid"]
     assert [r["subject_euid"] for r in selectors.leases()
             if r["effective_status"] == "ACTIVE"] == [odd]
+
+
+@pytest.mark.django_db
+def test_a_chosen_subject_in_another_queue_says_where_it_is(tenant):
+    """A claim of a subject by EUID naming the wrong queue was NOT_VISIBLE with an empty
+    reasons list and "not available in that queue right now": nothing a caller could act on."""
+    make_queue("q1")
+    make_queue("q2")
+    subject = make_subject("q2")
+    human = actor("worker_human")
+    worker = register(human, worker_type="HUMAN_SESSION")
+    with pytest.raises(ActionError) as err:
+        act("claim_queue_item", human, worker_euid=worker, subject_euid=subject,
+            queue_key="q1")
+    assert err.value.code == "NOT_VISIBLE"
+    assert err.value.details["reasons"] == [
+        {"code": "IN_ANOTHER_QUEUE", "message": "It is in queue q2, not q1."}]
+    assert err.value.message == "Not claimable: It is in queue q2, not q1."

@@ -184,6 +184,11 @@ class ClaimQueueItem(Handler):
                     diag = selectors.subject_diagnostics(subject.euid, now=ctx.now,
                                                          tenant=ctx.tenant)
                     reasons = diag.reasons if diag else []
+                    if diag and not reasons and diag.queue_key != queue["queue_key"]:
+                        # claimable, but where it is: the claim named another queue
+                        reasons = [selectors.Reason(
+                            "IN_ANOTHER_QUEUE",
+                            f"It is in queue {diag.queue_key}, not {queue['queue_key']}.")]
                     raise ActionError(
                         "NOT_VISIBLE",
                         "Not claimable: " + "; ".join(r.message for r in reasons)
