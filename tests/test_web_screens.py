@@ -420,6 +420,28 @@ def test_workbench_lists_dead_letters_and_holds_with_filters(client, lab):
     assert "Ask for approval to requeue" not in sci
 
 
+def test_a_long_failure_or_hold_reason_is_clipped_on_the_workbench_whole_on_its_subject(
+        client, lab):
+    """A 4,000-character stack trace made one workbench row several screens tall; the lists
+    show its first 200 characters, the subject's page the whole."""
+    who = actor("worker_human", username="sci")
+    op = actor("operator", username="op")
+    worker = services.ensure_my_worker(lab["worker_human"])
+    dead = make_subject("q1", name="dead one")
+    trace = "Traceback: " + " ".join(f"frame{i}" for i in range(400))
+    lease = act("claim_queue_item", who, worker_euid=worker, subject_euid=dead)
+    act("fail_queue_execution", who, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": trace})
+    held = make_subject("q1", name="held one")
+    act("place_execution_hold", op, subject_euid=held, expected_state="READY",
+        payload={"reason": "QA: " + "long words " * 100 + "END"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workbench/").content.decode()
+    assert trace[:150] in html and "frame399" not in html
+    assert "QA: long words" in html and "END" not in html
+    assert "frame399" in client.get(f"/subjects/{dead}/").content.decode()
+
+
 def test_the_workbench_shows_the_newest_of_how_many_and_searches_them_all(
         client, lab, monkeypatch):
     """At lab scale the workbench listed 2,000 retrying, 500 dead letters and 500 holds as
