@@ -166,7 +166,9 @@ def test_a_name_two_subjects_share_claims_neither_and_names_both(client, lab):
     # what tells them apart: name, state, queue, site, when registered
     assert f"{first} (Tube 7, READY in q1, sfo, registered " in html
     assert f"{second} (TUBE 7, READY in q1, sfo, registered " in html
-    assert "Scan the EUID of the one you hold, or ask QA to rename one." in html
+    # no "ask QA to rename one": bloomops renames nothing, so it sends nobody to do it here
+    assert ("Scan the EUID of the one you hold, and tell QA: one name on two subjects is put"
+            " right where they were registered, not here.") in html
     assert counts() == before
 
 

@@ -117,7 +117,8 @@ def scan(request: HttpRequest) -> HttpResponse:
                               f" \u201c{label}\u201d: "
                               + "; ".join(bench_words.told_apart(m) for m in meant[:5])
                               + f"{' …' if len(meant) > 5 else ''}. Scan the EUID of the one"
-                              " you hold, or ask QA to rename one.")
+                              " you hold, and tell QA: one name on two subjects is put right"
+                              " where they were registered, not here.")
         if not meant:  # said before anything about the person's own limits
             raise ActionError("NOT_FOUND", "No subject has this EUID or name.")
         result = as_human(request, "claim_queue_item", subject_euid=euid,
