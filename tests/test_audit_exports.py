@@ -133,7 +133,8 @@ def test_activity_downloads_with_the_sealed_records_euids(client, lab, october):
     again = _csv(client.get("/activity/export.csv?by=qa&from=2026-10-31&to=2026-10-31&tz=UTC"))
     assert dict(zip(again[0], again[1], strict=True))["who"] == "Quinn Okafor (qa)"
     assert first["subject_euid"] == october["late"][0] and first["reason"] == "held late"
-    assert first["executed_at_utc"].startswith("2026-10-31T23:30:00")
+    # in the form every stored instant has (RULES.md#envelope), not Python's "+00:00"
+    assert first["executed_at_utc"] == "2026-10-31T23:30:00.000000Z"
     assert first["state_after"] == "HELD" and first["queue"] == "q1"
 
 

@@ -197,6 +197,9 @@ def test_csv_export_of_the_filtered_view(client, lab):
     assert rows[1][2] == "'=HYPERLINK(1)"  # no spreadsheet formula injection
     assert rows[1][rows[0].index("priority")] == "-5"  # a number stays a number
     assert rows[1][9] == "sfo"
+    # every instant as stored instants are written, in every download
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z",
+                        rows[1][rows[0].index("ready_at")])
 
 
 def test_a_cut_export_says_so_on_its_last_line(client, lab, monkeypatch):

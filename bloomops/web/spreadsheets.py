@@ -4,17 +4,21 @@ specimen named "Müller" or "試料" arrives as written) and runs no cell as a f
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpResponse
+
+from bloomops.execution.envelope import ts
 
 BOM = "\ufeff"
 
 
 def csv_cell(value: Any) -> str:
     """Text a spreadsheet will not run as a formula ('=1+1' is kept as text); a negative
-    number stays a number."""
-    text = "" if value is None else str(value)
+    number stays a number; an instant in UTC as every stored one is written
+    (2026-11-26T14:05:03.000000Z), whichever column or download it is in."""
+    text = "" if value is None else ts(value) if isinstance(value, datetime) else str(value)
     if text[:1] in _FORMULA_STARTS or (text[:1] == "-" and not
                                        text[1:].replace(".", "").isdigit()):
         return "'" + text

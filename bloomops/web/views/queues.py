@@ -174,8 +174,7 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
         out.writerow(["position"] + head)
     for it in items:
         row = [it.euid, it.name, it.state, it.priority_class, it.execution.get("priority"),
-               it.ready_at.isoformat() if it.ready_at else "",
-               it.due_at.isoformat() if it.due_at else "", it.attempt_count, it.site,
+               it.ready_at, it.due_at, it.attempt_count, it.site,
                it.platform, it.assay]
         row = [*row, " ".join(r.message for r in it.reasons)] if state else [it.position, *row]
         out.writerow([csv_cell(v) for v in row])
