@@ -331,3 +331,23 @@ def test_the_default_next_queue_is_offered_from_the_queues_there_are(client, wor
     choices = html.split('<datalist id="queue-keys">')[1].split("</datalist>")[0]
     assert '<option value="qc">QC bench</option>' in choices
     assert 'value="cfg"' not in choices  # not itself
+
+
+def test_the_preview_warns_when_nobody_could_serve_the_queue_any_more(client, world):
+    """A capability typed "wetlab.QC" for the people's wetlab.qc was saved without a word,
+    and the queue's items then waited for a person nobody was."""
+    from bloomops.accounts.models import PersonProfile
+
+    PersonProfile.objects.create(user=world["worker_human"], capabilities=["wetlab.qc"],
+                                 site_scope=[], platform_scope=[], assay_scope=[],
+                                 max_concurrent_leases=3)
+    assert selectors.queue_coverage(cfg()).rostered  # someone serves it today
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    typo = client.post("/settings/queues/cfg/", settings_form(
+        page, required_worker_capabilities="wetlab.QC")).content.decode()
+    assert 'id="flow-warnings"' in typo
+    assert "With these settings nobody can serve cfg" in typo and "(1 can now)" in typo
+    fine = client.post("/settings/queues/cfg/", settings_form(
+        page, required_worker_capabilities="wetlab.qc")).content.decode()
+    assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine

@@ -14,7 +14,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import selectors
-from bloomops.execution.actions.queue_fields import HELP, MANAGED_BY, clean_settings
+from bloomops.execution.actions.queue_fields import (
+    HELP,
+    LIST_FIELDS,
+    MANAGED_BY,
+    clean_settings,
+)
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
@@ -82,9 +87,27 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     # these are said, not refused.
     queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
     warnings = flow_warnings(queue_key, {**row["config"], **changes}, queues)
+    warnings += _served_by_nobody(queue_key, row["config"], changes)
     # the form below keeps what was typed: a warning is fixed there, not typed again
     return _page(request, row, typed=request.POST, preview=preview, changes=encode(changes),
                  warnings=warnings, reason=reason_of(request), seen_revision=seen_revision)
+
+
+def _served_by_nobody(queue_key: str, config: dict, changes: dict) -> list[str]:
+    """A change of what a queue asks of its workers (capabilities, scopes) after which no
+    person's profile and no worker could serve it, where some could before: most often a
+    typo ("wetlab.QC"), and its items would wait unseen by everyone. Said, not refused: the
+    people may be given the capability next."""
+    if not any(name in changes for name in LIST_FIELDS):
+        return []
+    if selectors.queue_coverage({**config, **changes}).rostered:
+        return []
+    now = len(selectors.queue_coverage(config).rostered)
+    if not now:
+        return []
+    return [f"With these settings nobody can serve {queue_key}: no person's profile and no"
+            f" worker has what it would ask for ({now} can now). Check the spelling, or give"
+            " the people the capability first."]
 
 
 @require_POST
