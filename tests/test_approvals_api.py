@@ -119,3 +119,21 @@ def test_an_approval_another_writer_left_malformed_fails_no_list(people):
     console = Client()
     console.force_login(User.objects.get(username="bob"))
     assert console.get("/approvals/").status_code == 200
+
+
+def test_a_bad_parameter_of_an_approval_is_named_as_the_request_names_it(people):
+    """A requeue's priority "SOON" in parameters was refused with details.field "payload"
+    (or "priority"), neither of which the request holds; it is parameters.priority."""
+    from tests.approval_support import dead_lettered
+
+    dead = dead_lettered()
+    before = counts()
+    for parameters, field in (({"priority": "SOON"}, "parameters.priority"),
+                              ({"reset_attempts": "maybe"}, "parameters.reset_attempts"),
+                              ({"teleport": True}, "parameters")):
+        r = people["ann"].act("request-approval", subject_euid=dead,
+                              expected_state="FAILED_TERMINAL", action_key="requeue_subject",
+                              parameters=parameters, reason="rerun it")
+        assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+        assert r.json()["error"]["details"]["field"] == field, (parameters, r.json())
+    assert counts() == before

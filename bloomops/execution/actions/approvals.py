@@ -94,8 +94,17 @@ class RequestApproval(Handler):
         obj_field(req.payload, "parameters")
         gated = gated_request(req, key, gated_parameters(req))
         check_request_fields(gated)
-        check_payload(gated.payload, HANDLERS[key].fields)
-        HANDLERS[key].validate(gated)
+        try:
+            check_payload(gated.payload, HANDLERS[key].fields)
+            HANDLERS[key].validate(gated)
+        except ActionError as err:
+            # the gated action's field is one of this request's parameters: named so
+            field = err.details.get("field")
+            if field in gated.payload or field == "payload":
+                named = "parameters" if field == "payload" else f"parameters.{field}"
+                raise ActionError(err.code, err.message,
+                                  **{**err.details, "field": named}) from None
+            raise
         # A hold or queue the gated action does not use would be signed for and then
         # refused when the approval runs it.
         check_not_applicable(gated, HANDLERS[key].not_applicable)
