@@ -372,7 +372,9 @@ def test_scan_page_has_an_autofocused_labelled_field(client, lab):
 
 def test_my_work_before_any_claim(client, lab):
     html = signed_in(client, lab["worker_human"]).get("/my-work/").content.decode()
-    assert "No active leases" in html and "registered with your first claim" in html
+    # in the bench's words: no "leases", a word of the engine
+    assert "You are working on nothing" in html and "registered with your first claim" in html
+    assert "lease" not in html.split('id="no-leases"')[1].split("</p>")[0]
     assert services.my_worker_euid(lab["worker_human"]) is None  # a GET writes nothing
 
 
