@@ -216,6 +216,21 @@ def test_identifiers_in_tables_read_whole_on_a_desktop(browser, bench, width):
     page.context.close()
 
 
+@pytest.mark.parametrize("width", [1440, 1280])
+def test_an_admin_s_navigation_is_one_row_on_a_desktop(browser, site, width):
+    """At 1440 px the admin's screens wrapped into a ragged second row beside the inspector's
+    field and sign-out. The navigation has a row of its own, whole, below them."""
+    page = page_for(browser, site, "admin", width)
+    links = page.evaluate("""() => Array.from(document.querySelectorAll('.topbar nav a'))
+        .map(e => Math.round(e.getBoundingClientRect().top))""")
+    forms = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '.topbar form.lookup, .topbar form.signout')).map(
+        e => Math.round(e.getBoundingClientRect().bottom))""")
+    assert len(links) >= 10 and len(set(links)) == 1, links
+    assert max(forms) <= links[0], (forms, links)
+    page.context.close()
+
+
 def axe_violations(page) -> list[str]:
     """axe-core's serious and critical violations on the page as it is now."""
     page.add_script_tag(path=str(AXE))
