@@ -347,3 +347,11 @@ def test_a_chosen_subject_in_another_queue_says_where_it_is(tenant):
     assert err.value.details["reasons"] == [
         {"code": "IN_ANOTHER_QUEUE", "message": "It is in queue q2, not q1."}]
     assert err.value.message == "Not claimable: It is in queue q2, not q1."
+    # said first too when the subject, where it is, is not claimable either (held)
+    act("place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="READY", payload={"reason": "QA look"})
+    with pytest.raises(ActionError) as err:
+        act("claim_queue_item", human, worker_euid=worker, subject_euid=subject,
+            queue_key="q1")
+    assert err.value.details["reasons"][0]["code"] == "IN_ANOTHER_QUEUE"
+    assert "ACTIVE_HOLD" in [r["code"] for r in err.value.details["reasons"]]

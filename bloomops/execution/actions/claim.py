@@ -184,11 +184,12 @@ class ClaimQueueItem(Handler):
                     diag = selectors.subject_diagnostics(subject.euid, now=ctx.now,
                                                          tenant=ctx.tenant)
                     reasons = diag.reasons if diag else []
-                    if diag and not reasons and diag.queue_key != queue["queue_key"]:
-                        # claimable, but where it is: the claim named another queue
-                        reasons = [selectors.Reason(
-                            "IN_ANOTHER_QUEUE",
-                            f"It is in queue {diag.queue_key}, not {queue['queue_key']}.")]
+                    if diag and diag.queue_key != queue["queue_key"]:
+                        # the claim named another queue: said first, the rest is about
+                        # the subject in its own queue
+                        where = f"queue {diag.queue_key}" if diag.queue_key else "no queue"
+                        reasons = [selectors.Reason("IN_ANOTHER_QUEUE", f"It is in {where},"
+                                                    f" not {queue['queue_key']}."), *reasons]
                     raise ActionError(
                         "NOT_VISIBLE",
                         "Not claimable: " + "; ".join(r.message for r in reasons)
