@@ -169,9 +169,10 @@ def test_a_form_sent_offline_is_not_sent_and_the_card_says_so(browser, site):
 
 def test_finishing_where_the_flow_goes_on_asks_first(browser, site):
     """'Complete and finish' sent an item past its next step in one tap; where the flow
-    ends, finishing is the plain completion and asks nothing."""
+    ends, finishing is the plain completion and asks nothing. A name that reads like one of
+    the question's placeholders is a name ("{count}" had sent the form unasked)."""
     make_queue("pick", display_name="Pick", next_queue_keys=["q1", "q2"])
-    euid = make_subject("pick", name="Tube to finish")
+    euid = make_subject("pick", name="Tube {count} to finish")
     last = make_subject("q2", name="Tube at the end")  # q2's flow ends there
     page = ui.signed_in(browser, site, "scientist", width=768)
     page.goto(f"{site}/queues/pick/")
@@ -181,8 +182,8 @@ def test_finishing_where_the_flow_goes_on_asks_first(browser, site):
     card.get_by_label("Next queue").select_option("")
     card.get_by_role("button", name="Complete").click()
     dialog = page.locator("dialog#confirm-dialog")
-    expect(dialog).to_contain_text(f"Tube to finish ({euid}) is finished here and goes to no"
-                                   " next queue")
+    expect(dialog).to_contain_text(f"Tube {{count}} to finish ({euid}) is finished here and"
+                                   " goes to no next queue")
     page.get_by_role("button", name="Go back").click()
     assert selectors.leases(status="ACTIVE")[0]["subject_euid"] == euid
     card.get_by_role("button", name="Complete").click()

@@ -50,10 +50,11 @@
   document.addEventListener("submit", function (event) {
     var form = event.target;
     var submitter = event.submitter || null;
-    var text = (submitter && submitter.dataset.confirm) || form.dataset.confirm;
-    // data-confirm-when: asked only when something in the form, as it is sent, matches
-    // (the flow's end chosen as the next queue; a person's sign-in unticked)
-    if (text && form.dataset.confirmWhen && !form.querySelector(form.dataset.confirmWhen)) {
+    var own = submitter && submitter.dataset.confirm;
+    var text = own || form.dataset.confirm;
+    // data-confirm-when: the form's question is asked only when something in the form, as
+    // it is sent, matches (the flow's end chosen as the next queue; a sign-in unticked)
+    if (!own && form.dataset.confirmWhen && !form.querySelector(form.dataset.confirmWhen)) {
       return;
     }
     if (!text) return;
@@ -61,8 +62,11 @@
       delete form.dataset.confirmed;
       return;
     }
+    // {count} only on a form of picked rows: a subject or token named "{count}" elsewhere
+    // is its name, and must not turn the question off
     var count = picked(form);
-    if (text.indexOf("{count}") >= 0) {
+    if (text.indexOf("{count}") >= 0 && form.id &&
+        document.querySelector('input[name="pick"][form="' + form.id + '"]')) {
       if (count === 0) return;  // the server says "select at least one item"
       text = text.split("{count}").join(String(count));
     }
