@@ -115,8 +115,9 @@ def test_taking_sign_in_away_names_what_the_person_still_holds_first(
     page.get_by_role("button", name="Save").click()
     dialog = page.locator("#confirm-dialog")
     said = dialog.inner_text()
-    assert "You take scientist's sign-in or bench role away" in said
-    assert "The 1 item they hold stays claimed by them" in said
+    assert "This change takes something away from scientist." in said
+    assert "Taking their sign-in ends their sessions now" in said
+    assert "Either way, the 1 item they hold stays claimed by them" in said
     dialog.get_by_role("button", name="Go back").click()
     assert User.objects.get(username="scientist").is_active  # nothing sent
     page.get_by_role("button", name="Save").click()

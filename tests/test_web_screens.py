@@ -439,11 +439,11 @@ def test_a_long_failure_or_hold_reason_is_clipped_on_the_workbench_whole_on_its_
         expected_state="READY", payload={"retryable": False, "error_message": trace})
     held = make_subject("q1", name="held one")
     act("place_execution_hold", op, subject_euid=held, expected_state="READY",
-        payload={"reason": "QA: " + "long words " * 100 + "END"})
+        payload={"reason": "QA: " + "long words " * 100 + "END-OF-REASON"})
     client = signed_in(client, lab["operator"])
     html = client.get("/workbench/").content.decode()
     assert trace[:150] in html and "frame399" not in html
-    assert "QA: long words" in html and "END" not in html
+    assert "QA: long words" in html and "END-OF-REASON" not in html
     assert "frame399" in client.get(f"/subjects/{dead}/").content.decode()
 
 

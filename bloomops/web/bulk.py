@@ -109,7 +109,7 @@ def too_many(picks: list[Pick]) -> str | None:
 
 # A refusal of one of these payload fields is the same for every item: said once, and the
 # run stops before writing anything.
-FORM_FIELDS = ("reason", "hold_code")
+FORM_FIELDS = ("reason", "hold_code", "parameters.reason")
 
 
 @dataclass

@@ -100,7 +100,8 @@ class RequestApproval(Handler):
         except ActionError as err:
             # the gated action's field is one of this request's parameters: named so
             field = err.details.get("field")
-            if field in gated.payload or field == "payload":
+            stated = req.payload.get("parameters") or {}  # not the reason filled in
+            if field in stated or field == "payload":
                 named = "parameters" if field == "payload" else f"parameters.{field}"
                 raise ActionError(err.code, err.message,
                                   **{**err.details, "field": named}) from None
