@@ -62,6 +62,22 @@ def test_the_holds_a_search_finds_download_as_the_screen_lists_them(client, lab)
     assert row["reason"].startswith("'=")  # a spreadsheet keeps it as text, runs nothing
 
 
+def test_an_instant_another_writer_stored_otherwise_is_exported_as_the_engine_writes(
+        client, lab):
+    """A hold's placed_at stored by another writer as "...+00:00" went into the spreadsheet
+    as it was, beside the engine's "...Z" rows: one column, two forms."""
+    from bloomops.tapdb.db import execute
+
+    placed = _hold(make_subject("q1", name="Tube 9"), "qa", "SAMPLE_QUALITY", "odd clock")
+    execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+            " '{properties,placed_at}', '\"2026-11-20T08:15:00+00:00\"') WHERE euid = %s",
+            [placed["hold_euid"]])
+    rows = _csv(signed_in(client, lab["worker_human"]).get("/holds/export.csv?since=all"))
+    row = dict(zip(rows[0], rows[1], strict=True))
+    assert row["placed_at_utc"] == "2026-11-20T08:15:00.000000Z"
+    assert row["reason"] == "odd clock"  # text that is no instant is left as it is
+
+
 def test_a_holds_export_past_its_limit_says_it_is_cut(client, lab, monkeypatch):
     monkeypatch.setattr("bloomops.web.views.holds.EXPORT_LIMIT", 2)
     for n in range(3):

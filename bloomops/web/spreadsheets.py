@@ -9,15 +9,19 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from bloomops.execution.envelope import ts
+from bloomops.execution.envelope import parse_ts_or_none, ts
 
 BOM = "\ufeff"
 
 
-def csv_cell(value: Any) -> str:
+def csv_cell(value: Any, *, instant: bool = False) -> str:
     """Text a spreadsheet will not run as a formula ('=1+1' is kept as text); a negative
-    number stays a number; an instant in UTC as every stored one is written
-    (2026-11-26T14:05:03.000000Z), whichever column or download it is in."""
+    number stays a number; an instant in UTC as the engine writes one
+    (2026-11-26T14:05:03.000000Z), whichever download it is in: a datetime, or the stored
+    text of an ``instant`` column another writer wrote otherwise (text that is no instant
+    stays as it is)."""
+    if instant and isinstance(value, str):
+        value = parse_ts_or_none(value) or value
     text = "" if value is None else ts(value) if isinstance(value, datetime) else str(value)
     if text[:1] in _FORMULA_STARTS or (text[:1] == "-" and not
                                        text[1:].replace(".", "").isdigit()):

@@ -132,7 +132,8 @@ def activity_export(request: HttpRequest) -> HttpResponse:
     out = csv.writer(response)
     out.writerow([column for column, _ in EXPORT_COLUMNS])
     for r in _rows(search["found"][:EXPORT_LIMIT]):
-        out.writerow([csv_cell(r[field]) for _, field in EXPORT_COLUMNS])
+        out.writerow([csv_cell(r[field], instant=column.endswith("_utc"))
+                      for column, field in EXPORT_COLUMNS])
     if len(search["found"]) > EXPORT_LIMIT:
         out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} records: narrow the search"
                                " to export the rest")])

@@ -122,7 +122,8 @@ def hold_export(request: HttpRequest) -> HttpResponse:
                 value = h["props"].get(field)
                 row[name] = (person(value, names) if field.endswith("by_lookup_euid")
                              and isinstance(value, str) else value)
-        out.writerow([csv_cell(row[name]) for name, _ in EXPORT_COLUMNS])
+        out.writerow([csv_cell(row[name], instant=name.endswith("_utc"))
+                      for name, _ in EXPORT_COLUMNS])
     if len(found) > EXPORT_LIMIT:
         out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} holds: narrow the search"
                                " to export the rest")])
