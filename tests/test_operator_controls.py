@@ -177,9 +177,9 @@ def test_workbench_bulk_controls_by_role(client, lab, role):
     assert "timeout" in html  # everyone reads the list
 
 
-def test_a_retry_time_that_has_come_reads_due_now(client, lab):
+def test_a_retry_time_that_has_come_reads_due(client, lab):
     """The Retrying list kept showing a past next try ("2026-11-26 14:05:03 UTC") as if it
-    were still to come: it says when, then "due now" once that time has passed."""
+    were still to come: it says when, then "due" once that time has passed."""
     euid = _retrying(lab)[0]
     retry_at = parse_ts(envelope(euid)["retry_at"])
 
@@ -188,9 +188,9 @@ def test_a_retry_time_that_has_come_reads_due_now(client, lab):
         row = html.split(f'<tr data-euid="{euid}">')[1].split("</tr>")[0]
         return re.sub(r"<[^>]+>", "", row.split("<td")[-1].split(">", 1)[1]).strip()
 
-    assert next_try().startswith("in ") and "due now" not in next_try()
+    assert next_try().startswith("in ") and "due" not in next_try()
     clock.advance((retry_at - clock.now()).total_seconds() + 60)
-    assert next_try().startswith("due now") and "since" in next_try()
+    assert next_try().startswith("due since ")
 
 
 def test_bulk_hold_and_cancel_from_the_workbench(client, lab, tenant):

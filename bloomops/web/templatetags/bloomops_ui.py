@@ -129,12 +129,15 @@ def humane(value: datetime | str | None) -> str:
 
 @register.filter
 def next_try(value: datetime | str | None) -> str:
-    """When a retrying item is tried again: "in 12 min (14:05 UTC)", or once that time has
-    come, "due now" (it waits only for a worker to claim it; its retry time, past, read as
-    one still to come)."""
+    """When a retrying item may be tried again: "in 12 min (14:05 UTC)", or once that time
+    has come (or none was set), "due" (its retry time, past, read as one still to come).
+    Whether a worker takes it is the queue's (disabled, states offered), said on its page.
+    A time no one can read is "–"."""
     moment = parse_ts_or_none(value)
+    if value is not None and moment is None:
+        return "–"
     if moment is None or moment <= clock.now():
-        return format_html('<span class="badge ok due">due now</span>{}', format_html(
+        return format_html('<span class="badge ok due">due</span>{}', format_html(
             ' <span class="muted">since {}</span>', when(moment)) if moment else "")
     return humane(moment)
 
