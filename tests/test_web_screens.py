@@ -917,10 +917,11 @@ def test_the_audit_trail_says_what_each_change_changed(client, lab):
     audit = html[html.index('id="h-audit"'):].split("</table>")[0]
     held = next(r for r in audit.split("<tr>") if "<td>json_addl</td>" in r
                 and "properties.execution.state" in r)
-    assert "<code>properties.execution.state</code>: &quot;READY&quot; → &quot;HELD&quot;" \
-        in held
-    assert "<code>properties.execution.hold_state</code>: &quot;NONE&quot; → &quot;ACTIVE&quot;" \
-        in held
+    # (a path wraps as text of any length does: code.free)
+    assert ('<code class="free">properties.execution.state</code>: &quot;READY&quot; →'
+            ' &quot;HELD&quot;') in held
+    assert ('<code class="free">properties.execution.hold_state</code>: &quot;NONE&quot; →'
+            ' &quot;ACTIVE&quot;') in held
     assert "properties.name" not in held  # what did not change is not listed
 
 
