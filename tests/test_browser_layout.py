@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from bloomops.execution import clock
 from bloomops.execution.envelope import ts
+from bloomops.web.templatetags.bloomops_ui import LISTED_TEXT
 from tests import test_browser_ui as ui
 from tests.approval_support import decide, integrity_held, person, request_release
 from tests.engine import make_subject
@@ -419,8 +420,8 @@ def test_a_reason_of_one_unbroken_run_widens_no_screen(browser, site, width):
     wide = {}
     for path in (f"/subjects/{euid}/", "/workbench/", "/holds/?since=all"):
         page.goto(f"{site}{path}")
-        # whole, but on the workbench, which shows a reason's first 200 characters
-        assert "x" * (199 if path == "/workbench/" else 432) in page.content()
+        # whole, but on the workbench, which shows a reason's first characters
+        assert "x" * (LISTED_TEXT - 1 if path == "/workbench/" else 432) in page.content()
         if overflow(page) > 0:
             wide[path] = overflow(page)
     assert wide == {}

@@ -341,7 +341,7 @@ def test_the_preview_warns_when_nobody_could_serve_the_queue_any_more(client, wo
     PersonProfile.objects.create(user=world["worker_human"], capabilities=["wetlab.qc"],
                                  site_scope=[], platform_scope=[], assay_scope=[],
                                  max_concurrent_leases=3)
-    assert selectors.queue_coverage(cfg()).rostered  # someone serves it today
+    assert selectors.queue_coverage(cfg())[0].rostered  # someone serves it today
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")
     typo = client.post("/settings/queues/cfg/", settings_form(

@@ -271,7 +271,7 @@ def as_scoped(config: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
         value = out.get(field)
         if isinstance(value, str):
             out[field] = next((v for v in scope_values(config.get(f"{field}_scope")) or []
-                               if v.lower() == value.lower()), value)
+                               if v.casefold() == value.casefold()), value)
     return out
 
 

@@ -28,8 +28,7 @@ class NoStoreMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if not response.has_header("Cache-Control"):
-            add_never_cache_headers(response)
+        add_never_cache_headers(response)  # merged with any directive a view set
         return response
 
 

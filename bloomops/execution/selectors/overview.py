@@ -101,10 +101,12 @@ def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overv
                     coverage=coverage)
 
 
-def queue_coverage(config: dict, *, now: datetime | None = None,
-                   tenant: str | None = None) -> Coverage:
-    """Who can serve one queue (the dashboard's coverage, for the queue's own page, where
-    its rostered and online people are named in full). Two queries."""
+def queue_coverage(*configs: dict, now: datetime | None = None,
+                   tenant: str | None = None) -> list[Coverage]:
+    """Who can serve a queue configured so, for each of ``configs`` (the dashboard's coverage,
+    for the queue's own page, where its rostered and online people are named in full; a
+    settings preview's before and after). Two queries, however many configs."""
     rows = workers(now=now or clock.now(), tenant=tenant)
-    serving = [w for w in rows if can_serve(w.props, w.computed_status, config)]
-    return _coverage(config, rows, rostered_people(), serving)
+    people = rostered_people()
+    return [_coverage(config, rows, people, [
+        w for w in rows if can_serve(w.props, w.computed_status, config)]) for config in configs]

@@ -56,7 +56,6 @@ REASON_TEXT: dict[str, str] = {
     "RETRY_WINDOW_NOT_REACHED": "Retry window not reached.",
     "NOT_READY_YET": "Not ready yet.",
     "NEXT_QUEUE_KEY_MISSING": "Not routed to any queue.",
-    "IN_ANOTHER_QUEUE": "Routed to another queue.",
     "QUEUE_NOT_FOUND": "Routed to a queue that does not exist.",
     "STATE_NOT_ELIGIBLE": "State not eligible in this queue.",
     "TEMPLATE_NOT_ACCEPTED": "The queue does not take this kind of subject.",

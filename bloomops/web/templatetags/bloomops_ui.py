@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from django import template
+from django.template.defaultfilters import truncatechars
 from django.utils.html import format_html
 
 from bloomops.accounts.roles import ROLE_WORDS
@@ -140,6 +141,16 @@ def next_try(value: datetime | str | None) -> str:
         return format_html('<span class="badge ok due">due</span>{}', format_html(
             ' <span class="muted">since {}</span>', when(moment)) if moment else "")
     return humane(moment)
+
+
+# How much of a long text (a failure's words, a hold's reason) a list shows: a stack trace
+# made one row screens tall. The subject's page shows the whole.
+LISTED_TEXT = 200
+
+
+@register.filter
+def clipped(value: str | None) -> str:
+    return truncatechars(value or "", LISTED_TEXT)
 
 
 @register.filter

@@ -150,7 +150,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         "export_query": query.urlencode(),
         "history_url": history_url(queue_key),
         # the dashboard's "online of rostered", named: a supervisor asks who
-        "coverage": selectors.queue_coverage(queue["config"]),
+        "coverage": selectors.queue_coverage(queue["config"])[0],
         "not_yours": not_yours,
     })
 

@@ -100,10 +100,9 @@ def _served_by_nobody(queue_key: str, config: dict, changes: dict) -> list[str]:
     people may be given the capability next."""
     if not any(name in changes for name in LIST_FIELDS):
         return []
-    if selectors.queue_coverage({**config, **changes}).rostered:
-        return []
-    now = len(selectors.queue_coverage(config).rostered)
-    if not now:
+    before, after = selectors.queue_coverage(config, {**config, **changes})
+    now = len(before.rostered)
+    if after.rostered or not now:
         return []
     return [f"With these settings nobody can serve {queue_key}: no person's profile and no"
             f" worker has what it would ask for ({now} can now). Check the spelling, or give"
