@@ -119,7 +119,9 @@ errors.install(api)
 
 # Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden.
 READ_ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut}
-ERRORS = {**READ_ERRORS, 404: S.ErrorOut, 413: S.ErrorOut}
+# A request with a body may also be chunked (411), too large (413) or not JSON (415): guard.py.
+BODY_ERRORS = {411: S.ErrorOut, 413: S.ErrorOut, 415: S.ErrorOut}
+ERRORS = {**READ_ERRORS, 404: S.ErrorOut, **BODY_ERRORS}
 
 
 router = Router(tags=["read models"])
@@ -251,7 +253,7 @@ def subject_evidence(request, euid: S.PathId):
 
 @router.post("/subjects/{euid}/evidence/verify",
              response={200: S.EvidenceVerdictOut, 404: S.ErrorOut, 409: S.ErrorOut,
-                       413: S.ErrorOut, **READ_ERRORS},
+                       **BODY_ERRORS, **READ_ERRORS},
              summary="Verify an evidence bundle file (the request body, as downloaded)"
              " against its record and the database (any role: it only reads)",
              openapi_extra={"requestBody": {"required": True, "content": {
