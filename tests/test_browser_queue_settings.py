@@ -26,8 +26,10 @@ def test_admin_previews_the_diff_then_saves(browser, site):  # noqa: F811
     page.get_by_label("Strict order").check()
     page.locator("#preview-button").click()
     diff = page.locator("#diff")
-    assert diff.locator('tr[data-field="lease_ttl_seconds"]').inner_text().split() == [
-        "lease_ttl_seconds", "900", "1800"]
+    # the field in words and by key, its seconds in words too (a typo of x10 shows)
+    assert [c.inner_text() for c in diff.locator(
+        'tr[data-field="lease_ttl_seconds"] td').all()] == [
+        "Lease TTL seconds lease_ttl_seconds", "900 (15 min)", "1800 (30 min)"]
     assert diff.locator('tr[data-field="strict_order"]').count() == 1
     assert diff.locator("tbody tr").count() == 2
     # Nothing is saved by the preview.

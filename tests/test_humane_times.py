@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bloomops.execution import clock
-from bloomops.web.templatetags.bloomops_ui import humane, readable_seconds
+from bloomops.web.templatetags.bloomops_ui import humane, readable_seconds, setting_value
 
 NOW = datetime(2026, 11, 22, 9, 0, 0, tzinfo=UTC)
 
@@ -78,3 +78,20 @@ def test_an_exact_time_given_at_another_offset_is_said_in_utc():
 
     assert when("2026-11-26T05:00:00+05:00") == "2026-11-26 00:00:00 UTC"
     assert when(datetime(1000, 1, 1, tzinfo=UTC)) == "1000-01-01 00:00:00 UTC"
+
+
+@pytest.mark.parametrize(("value", "name", "words"), [
+    (900, "lease_ttl_seconds", "900 (15 min)"),
+    (90, "lease_ttl_seconds", "90 (1 min 30 s)"),  # not rounded to "1 min"
+    (90061, "straggler_threshold_seconds", "90061 (1 d 1 h 1 min 1 s)"),
+    (86400, "max_delay_seconds", "86400 (1 d)"),
+    (90.5, "initial_delay_seconds", "90.5 (1 min 30.5 s)"),
+    (45, "lease_ttl_seconds", "45"),  # under a minute the number says it all
+    (900, "dispatch_priority", "900"),  # not a number of seconds
+    ({"initial_delay_seconds": 120, "backoff_factor": 2.0},
+     "retry_policy", "backoff_factor 2.0, initial_delay_seconds 120 (2 min)"),
+])
+def test_a_setting_of_seconds_reads_in_words_too(value, name, words):
+    """A queue setting's preview says what a number of seconds is, exactly: a typo of a
+    factor of ten reads as one (docs/RULES.md 16.8)."""
+    assert setting_value(value, name) == words

@@ -83,6 +83,7 @@ def test_preview_shows_the_diff_then_save_writes_it(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")
     assert 'name="lease_ttl_seconds"' in page.content.decode()
+    assert 'id="f-lease_ttl_seconds-words"> (15 min)</span>' in page.content.decode()
     data = settings_form(page, lease_ttl_seconds="1200", display_name="Renamed")
     before = counts()
     preview = client.post("/settings/queues/cfg/", data)
@@ -90,6 +91,7 @@ def test_preview_shows_the_diff_then_save_writes_it(client, world):
     assert preview.status_code == 200 and 'id="diff"' in html
     assert 'data-field="lease_ttl_seconds"' in html and 'data-field="display_name"' in html
     assert 'data-field="dispatch_priority"' not in html
+    assert "<td>900 (15 min)</td><td>1200 (20 min)</td>" in html
     assert counts() == before  # a preview writes nothing
     save = form_for(preview, "/settings/queues/cfg/save/", reason="slower centrifuge")
     r = client.post("/settings/queues/cfg/save/", save)

@@ -28,6 +28,20 @@ def readable_seconds(seconds: float | None) -> str:
     return f"{secs} s"
 
 
+def exact_seconds(seconds: float) -> str:
+    """Every part, none rounded away ("1 d 1 h 1 min 1 s"; fractions of a second kept): a
+    setting read back in words, where readable_seconds' rounding would hide a typo."""
+    whole, fraction = divmod(max(0.0, float(seconds)), 1)
+    days, rest = divmod(int(whole), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    secs_words = f"{secs + fraction:g}" if fraction else str(secs)
+    parts = [f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min")) if n]
+    if secs or fraction or not parts:
+        parts.append(f"{secs_words} s")
+    return " ".join(parts)
+
+
 def relative(moment: datetime, now: datetime | None = None) -> str:
     """"in 12 min", "3 h ago", "25 s ago", "just now" (under 10 s either way: a worker's
     heartbeat 29 s ago is not "just now" beside a lag of 29 s)."""

@@ -18,7 +18,7 @@ from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
-from bloomops.web.timewords import local_clock, readable_seconds, relative
+from bloomops.web.timewords import exact_seconds, local_clock, readable_seconds, relative
 
 register = template.Library()
 
@@ -210,9 +210,10 @@ def retry_words(error_class: str | None) -> str:
 
 
 @register.filter
-def setting_value(value) -> str:
+def setting_value(value, name: str = "") -> str:
     """A queue setting as a person reads it: a list comma-separated, a mapping as
-    "key value" pairs, yes/no, a dash for none (never a Python repr)."""
+    "key value" pairs, yes/no, a dash for none (never a Python repr); a number of seconds
+    (a setting ``name``d ``*_seconds``) also in words, "900 (15 min)"."""
     if value is None or value == "":
         return "–"
     if isinstance(value, bool):
@@ -220,8 +221,23 @@ def setting_value(value) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(str(v) for v in value) or "none"
     if isinstance(value, dict):
-        return ", ".join(f"{k} {setting_value(v)}" for k, v in sorted(value.items())) or "–"
-    return str(value)
+        return ", ".join(f"{k} {setting_value(v, k)}" for k, v in sorted(value.items())) or "–"
+    return f"{value}{seconds_words(value, name)}"
+
+
+@register.filter
+def seconds_words(value, name: str) -> str:
+    """" (15 min)" after a number of seconds a setting ``name``d ``*_seconds`` holds, for
+    one at or past a minute (whose words say more than the number); else nothing."""
+    if isinstance(value, str):  # as typed into a refused form
+        try:
+            value = float(value)
+        except ValueError:
+            return ""
+    if not name.endswith("_seconds") or isinstance(value, bool) or not isinstance(
+            value, int | float) or not 60 <= value < float("inf"):
+        return ""
+    return f" ({exact_seconds(value)})"
 
 
 @register.filter

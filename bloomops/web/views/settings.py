@@ -26,7 +26,7 @@ from bloomops.execution.objects import is_engine_template
 from bloomops.execution.policy import flow_warnings, open_to_every_worker
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
-from bloomops.web.queue_form import decode, encode, form_fields, read_form
+from bloomops.web.queue_form import decode, encode, field_label, form_fields, read_form
 from bloomops.web.views.common import (
     answer,
     forbidden,
@@ -82,7 +82,7 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     if not changes:
         messages.info(request, "Nothing would change: every field has that value already.")
         return _page(request, row)
-    preview = [(k, row["config"].get(k), v) for k, v in sorted(changes.items())]
+    preview = [(k, field_label(k), row["config"].get(k), v) for k, v in sorted(changes.items())]
     # A next queue may be created after this one (a lab's file names them in any order), so
     # these are said, not refused.
     queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
