@@ -483,6 +483,9 @@ def test_nav_shows_each_role_its_screens(client, lab):
     assert 'href="/scan/"' in sci and 'href="/my-work/"' in sci and 'href="/admin/"' not in sci
     op = signed_in(client, lab["operator"]).get("/").content.decode()
     assert 'href="/scan/"' not in op and 'href="/workbench/"' in op
+    # the hold search answers auditors as the failure search does: both a screen of its own
+    assert 'href="/holds/"' in op and 'href="/failures/"' in op
+    assert 'href="/holds/"' not in sci
     adm = signed_in(client, lab["admin"]).get("/").content.decode()
     assert 'href="/admin/"' in adm and 'href="/scan/"' in adm
 
