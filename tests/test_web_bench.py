@@ -576,3 +576,53 @@ def test_a_lost_claim_names_who_ended_it_as_they_were_named(client, lab):
     page = client.get("/my-work/").content.decode()
     lost = page.split('id="lost-leases"')[1].split("</section>")[0]
     assert "Quinn Avery put the item on hold" in lost
+
+
+def test_back_to_a_completed_item_shows_no_other_item_in_its_place(client, lab):
+    """Back after completing an item reloaded its work view (?item=) as the whole list, the
+    next item's Complete button where the old one was: one tap completed the wrong item."""
+    first, second = make_subject("q1", name="Specimen one"), make_subject("q1")
+    sci = signed_in(client, lab["worker_human"])
+    lease, other = claim(sci, first), claim(sci, second)
+    view = sci.get(f"/my-work/?item={lease}")
+    sci.post(f"/leases/{lease}/complete/", form_for(view, f"/leases/{lease}/complete/"))
+    html = sci.get(f"/my-work/?item={lease}").content.decode()
+    assert 'id="item-gone"' in html and "All my work (1)" in html
+    assert 'id="my-leases"' not in html and f"/leases/{other}/complete/" not in html
+    assert f"/leases/{other}/complete/" in sci.get("/my-work/").content.decode()
+
+
+def test_a_refused_complete_lands_on_that_item_not_the_list(client, lab):
+    """Completing without choosing the next queue was refused on top of the whole list, the
+    item somewhere below it; the refusal now shows the item it is about."""
+    make_queue("fork", next_queue_keys=["q1", "q2"])
+    euid = make_subject("fork", name="Specimen fork")
+    sci = signed_in(client, lab["worker_human"])
+    make_subject("q1")
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    assert "choose where it goes next" in page.content.decode()
+    before = counts()
+    response = sci.post(f"/leases/{lease}/complete/",
+                        form_for(page, f"/leases/{lease}/complete/", next_queue_key="-choose"))
+    assert response.status_code == 302 and response.url == f"/my-work/?item={lease}"
+    assert said(response) == ["Choose where the item goes next (or finish its flow) before"
+                              " completing it."]
+    assert counts() == before
+    assert "Work on Specimen fork" in sci.get(response.url).content.decode()
+
+
+def test_a_refusal_because_the_claim_ended_names_the_item_that_ended(client, lab):
+    euid = make_subject("q1", name="Specimen held")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="READY", payload={"hold_code": "OPERATOR_HOLD",
+                                          "reason": "check the label"})
+    response = sci.post(f"/leases/{lease}/complete/", form_for(page, f"/leases/{lease}/complete/"))
+    assert response.url == f"/my-work/?item={lease}"
+    html = sci.get(response.url).content.decode()
+    notice = html[html.index('id="lost-leases"'):]
+    assert "This item is no longer yours" in notice and "Specimen held" in notice
+    assert "not recorded as done" in notice and 'id="item-gone"' not in html

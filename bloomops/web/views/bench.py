@@ -4,6 +4,7 @@ release, complete, fail)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -161,12 +162,18 @@ def my_work(request: HttpRequest) -> HttpResponse:
         if worker_euid else []
     standing = bench_words.standing_notice(
         bench_selectors.worker_standing(worker_euid) if worker_euid else None)
+    lost_focus = bool(focus) and any(n["row"]["euid"] == focus for n in lost)
+    # An item's work view whose claim ended (Back after completing it, a bookmark) shows no
+    # other item in its place: a tap meant for the one gone would land on the next's button.
+    gone = bool(focus) and not focused and not lost_focus
     return render(request, "web/my_work.html", {
         "worker_euid": worker_euid,
-        "items": focused or items,
+        "items": [] if gone else focused or items,
+        "gone": gone,
+        "still_held": len(items),
         "focused": bool(focused),
         "others": len(items) - len(focused) if focused else 0,
-        "lost_focus": bool(focus) and any(n["row"]["euid"] == focus for n in lost),
+        "lost_focus": lost_focus,
         "lost": lost,
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
@@ -177,7 +184,8 @@ def my_work(request: HttpRequest) -> HttpResponse:
 
 def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
                  success: Callable[[ActionResult], str], default: str,
-                 goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
+                 goto: Callable[[ActionResult], str] | None = None,
+                 refused_to: str | None = None) -> HttpResponse:
     """``answer`` with refusals in the bench's words (bench_words.BENCH_REFUSALS)."""
     def worded() -> ActionResult:
         try:
@@ -188,11 +196,17 @@ def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
                 raise
             raise ActionError(err.code, words, **err.details) from None
 
-    return answer(request, worded, success, default, goto)
+    return answer(request, worded, success, default, goto, refused_to)
 
 
 def work_view_url(result: ActionResult) -> str:
-    return f"{reverse('my_work')}?item={result['lease_euid']}"
+    return item_view(result["lease_euid"])
+
+
+def item_view(lease_euid: str) -> str:
+    """My work showing one claim. A refused action on it lands there, not on the list where
+    the refusal's banner sits far from the item (or says what became of a claim gone)."""
+    return f"{reverse('my_work')}?{urlencode({'item': lease_euid})}"
 
 
 def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payload: dict,
@@ -204,7 +218,7 @@ def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payloa
         return as_human(request, action_key, lease_euid=lease_euid, payload=payload, **g)
 
     return bench_answer(request, run, success, reverse("my_work"),
-                        (lambda r: reverse("my_work")) if ends else None)
+                        (lambda r: reverse("my_work")) if ends else None, item_view(lease_euid))
 
 
 def _until(expires_at: str | None) -> str:
@@ -256,7 +270,8 @@ def release_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     choice = request.POST.get("next_queue_key", "").strip()
     if choice == CHOOSE:
-        return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"))
+        return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"),
+                      refused_to=item_view(lease_euid))
     made = services.parse_make_choice(choice)
     if made is not None:
         def run() -> ActionResult:
@@ -269,7 +284,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
             request, run, lambda r: format_html(
                 "Completed {}: made {} ({}) for {}.", services.item_link(r),
                 ", ".join(r["output_euids"]), words, _queue_called(made[0])),
-            reverse("my_work"), lambda r: reverse("my_work"))
+            reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid))
     payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
@@ -291,7 +306,8 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         # A person's failure is read by the next person and by QA: it says what went wrong,
         # whatever its class (the engine asks it only of a failure that ends or holds the
         # item, attempts.require_why: a service's transient one may come bare).
-        return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"))
+        return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"),
+                      refused_to=item_view(lease_euid))
     return _lease_action(
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
         lambda r: f"Recorded the failure of {services.item_called(r)}:"

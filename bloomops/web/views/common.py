@@ -86,9 +86,10 @@ def said_refused(request: HttpRequest, err: ActionError) -> None:
 
 def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Callable[
         [ActionResult], str], default: str,
-           goto: Callable[[ActionResult], str] | None = None) -> HttpResponse:
+           goto: Callable[[ActionResult], str] | None = None,
+           refused_to: str | None = None) -> HttpResponse:
     """Run one action; redirect back with its outcome (or 403 when the role may not), or on
-    success to ``goto``'s page."""
+    success to ``goto``'s page, on a refusal to ``refused_to`` when given."""
     try:
         result = run()
     except ActionError as err:
@@ -96,7 +97,7 @@ def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Calla
             return forbidden(request, err.message)
         said_refused(request, err)
         keep_draft(request)
-        return redirect(back_url(request, default))
+        return redirect(refused_to or back_url(request, default))
     if result.replayed:
         messages.info(request, "Already done: this form was submitted before, so nothing"
                                " was repeated.")
