@@ -337,6 +337,26 @@ def test_hold_then_release_through_the_inspector(client, lab):
     assert "holdme" in client.get("/queues/q1/").content.decode()
 
 
+def test_another_hold_is_not_preset_to_a_two_person_code(client, lab):
+    """With OPERATOR_HOLD already on the item, the form's first code (QC_FAIL, released only
+    with a second person's approval) came preselected: a hurried second hold took it."""
+    euid = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    page = client.get(f"/subjects/{euid}/")
+    client.post(f"/subjects/{euid}/hold/", form_for(page, f"/subjects/{euid}/hold/",
+                                                    reason="QA review"))
+    page = client.get(f"/subjects/{euid}/")
+    select = page.content.decode().split('id="hold-code"')[1].split("</select>")[0]
+    assert ' required>' in select.split("<option")[0]
+    assert '<option value="" selected>choose a hold code…</option>' in select
+    assert select.count(" selected") == 1 and "OPERATOR_HOLD" not in select
+    before = counts()
+    response = client.post(f"/subjects/{euid}/hold/",
+                           form_for(page, f"/subjects/{euid}/hold/", reason="again"))
+    assert counts() == before  # the one hold stays one
+    assert said(response)[0] == "Choose a hold code: the item is already held with the usual one."
+
+
 def test_hold_needs_a_reason(client, lab):
     euid = make_subject("q1")
     client = signed_in(client, lab["operator"])

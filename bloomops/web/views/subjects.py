@@ -204,12 +204,19 @@ def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
                    reverse("my_work"))
 
 
+def _no_code_chosen() -> str:
+    raise ActionError("VALIDATION_ERROR", "Choose a hold code: the item is already held with"
+                      " the usual one.", field="hold_code")
+
+
 def _operator_action(request: HttpRequest, euid: str, action_key: str,
                      success: Callable[[ActionResult], str]) -> HttpResponse:
     def run() -> ActionResult:
         payload = {"reason": reason_of(request)}
-        if action_key == "place_execution_hold" and request.POST.get("hold_code", "").strip():
-            payload["hold_code"] = request.POST["hold_code"].strip()
+        if action_key == "place_execution_hold" and "hold_code" in request.POST:
+            # sent empty: the form's "choose a hold code…" left as it was (no default to take
+            # when the default code already holds the item)
+            payload["hold_code"] = request.POST["hold_code"].strip() or _no_code_chosen()
         hold_euid = request.POST.get("hold_euid") or None
         # a requeue may name the queue (one that takes the subject); none: its own
         queue_key = (request.POST.get("queue_key", "").strip() or None
