@@ -349,6 +349,10 @@ def test_subject_lookup_and_missing_subject(client, lab):
     assert response.status_code == 302 and response["Location"] == f"/subjects/{euid}/"
     missing = client.get("/subjects/Z-MX-999999/")
     assert missing.status_code == 404 and "No subject" in missing.content.decode()
+    # an empty lookup is asked for first (required), and told if sent anyway
+    assert re.search(r'<input id="lookup-euid" name="euid" required', missing.content.decode())
+    empty = client.get("/subjects/?euid=+", follow=True)
+    assert "Type an EUID or a subject&#x27;s name to inspect it." in empty.content.decode()
 
 
 def test_inspector_controls_follow_the_role(client, lab):

@@ -51,7 +51,8 @@ def subject_lookup(request: HttpRequest) -> HttpResponse:
     subject; the ones to choose from when it means several (a name shared, or one subject's
     name that is another's EUID)."""
     label = request.GET.get("euid", "").strip()
-    if not label:
+    if not label:  # the field asks first (required); a request sent anyway is told
+        messages.info(request, "Type an EUID or a subject's name to inspect it.")
         return redirect("dashboard")
     return _page_labelled(request, label)
 
