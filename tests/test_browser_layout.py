@@ -18,7 +18,7 @@ from bloomops.execution.envelope import ts
 from bloomops.web.templatetags.bloomops_ui import LISTED_TEXT
 from tests import test_browser_ui as ui
 from tests.approval_support import decide, integrity_held, person, request_release
-from tests.engine import make_subject
+from tests.engine import act, actor, make_subject
 from tests.test_failures_view import held_and_dead
 
 pytestmark = [pytest.mark.browser]
@@ -236,6 +236,27 @@ def test_an_admin_s_navigation_is_one_row_on_a_desktop(browser, site, width):
     assert page.evaluate("""() => !!(document.querySelector('.topbar form.signout')
         .compareDocumentPosition(document.querySelector('.topbar nav'))
         & Node.DOCUMENT_POSITION_FOLLOWING)""")
+    page.context.close()
+
+
+@pytest.mark.parametrize("width", [1440, 1024])
+def test_roles_and_usernames_in_tables_are_never_split(browser, site, width):
+    """People read "worker_hu / man" in its Roles column, a queue's history "admi / n" and
+    "create_que / ue": a long cell beside them took the width and split short words."""
+    act("create_queue", actor("admin", username="admin"), queue_key="line",
+        payload={"subject_template_codes": ["content/material/specimen/1.0"],
+                 "display_name": "Line", "reason": "a reason long enough to take the width"
+                 " of the table beside the short words of who did it and which action"})
+    page = page_for(browser, site, "admin", width)
+    split = {}
+    for path in ("/people/", "/settings/queues/line/"):
+        page.goto(site + path)
+        words = page.evaluate("""() => Array.from(document.querySelectorAll(
+            'main td .word, #history td code')).filter(e => e.textContent.length < 30)
+            .map(e => [e.textContent, e.getClientRects().length])""")
+        assert words, path
+        split[path] = [w for w, lines in words if lines != 1]
+    assert split == {"/people/": [], "/settings/queues/line/": []}
     page.context.close()
 
 
