@@ -18,7 +18,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.sql import BLOCKED_SUBJECTS
 from bloomops.execution.statements import WORKER_ACTIVE_LEASE_COUNT
 from bloomops.tapdb.db import fetch_all, fetch_one, fetch_value
-from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
+from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, refused, register
 from tests.plans import plan_of
 
 TABLES = ("generic_instance", "generic_instance_lineage")
@@ -355,3 +355,26 @@ def test_a_chosen_subject_in_another_queue_says_where_it_is(tenant):
             queue_key="q1")
     assert err.value.details["reasons"][0]["code"] == "IN_ANOTHER_QUEUE"
     assert "ACTIVE_HOLD" in [r["code"] for r in err.value.details["reasons"]]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("field", "values", "words"), [
+    ("site_scope", ["SFO", "sfo"], "differ only in case"),
+    ("capabilities", ["wetlab.QC", "wetlab.qc"], "differ only in case"),
+    ("site_scope", ["any"], "Leave it empty for any site"),
+    ("assay_scope", ["ALL"], "Leave it empty for any assay"),
+])
+def test_a_worker_s_lists_follow_the_rules_of_a_queue_s_and_a_person_s(tenant, field, values,
+                                                                       words):
+    """A worker registered with "SFO" and "sfo" (one matches no subject) or a scope of "any"
+    (a site of that name: handed nothing) was stored; the queue and person forms refuse
+    both (docs/RULES.md 7)."""
+    err = refused("VALIDATION_ERROR", lambda: register(actor(*SERVICE), **{field: values}))
+    assert err.details["field"] == field and words in err.message
+
+
+@pytest.mark.django_db
+def test_a_worker_s_value_given_twice_is_kept_once(tenant):
+    worker = register(actor(*SERVICE), capabilities=["wetlab.qc", "wetlab.qc"])
+    row = next(w for w in selectors.workers() if w.euid == worker)
+    assert row.props["capabilities"] == ["wetlab.qc"]

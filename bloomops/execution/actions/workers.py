@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
+from bloomops.accounts.profiles import values_problem
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     NOTE_MAX,
@@ -134,7 +135,11 @@ class RegisterWorker(Handler):
                 raise ActionError("FORBIDDEN", "Only service workers register SERVICE or"
                                   " INSTRUMENT_ADAPTER workers.")
         for name in ("capabilities", "site_scope", "platform_scope", "assay_scope"):
-            str_list_field(p, name)
+            # a worker's lists as a queue's and a person's (one of "SFO" and "sfo" matches
+            # nothing; "any" would be a site of that name)
+            problem = values_problem(name, str_list_field(p, name) or [])
+            if problem:
+                raise ActionError("VALIDATION_ERROR", f"{name}: {problem}", field=name)
         int_field(p, "max_concurrent_leases", minimum=1, maximum=1000)
         int_field(p, "heartbeat_ttl_seconds", minimum=5, maximum=86400)
 
@@ -200,7 +205,10 @@ class RegisterWorker(Handler):
         else:
             for name in PROFILE_FIELDS:
                 if p.get(name) is not None:
-                    fields[name] = p[name]
+                    # a value given twice is kept once, as a queue's lists keep it
+                    value = p[name]
+                    fields[name] = list(dict.fromkeys(value)) if isinstance(value, list) \
+                        else value
             owner = worker.props.get("owner_username") if worker else ctx.actor.username
             bounds = account_bounds(owner or "")
             if bounds and worker is None:
