@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bloomops.execution import selectors
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import action_spec
 from tests.api_helpers import Api, api_for, error_code
@@ -118,6 +119,10 @@ def test_route_subject_over_the_api_refusals(apis):
     r = api.act("route-subject", subject_euid=done, queue_key="q1")
     assert r.status_code == 409 and error_code(r) == "SUBJECT_TERMINAL"
     r = api.act("route-subject", subject_euid="Z-MX-0", queue_key="q1")
+    assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
+    # the engine's own objects and workers are no subjects, as every read answers for them
+    queue = selectors.queue_config("q1")["euid"]
+    r = api.act("route-subject", subject_euid=queue, queue_key="q1")
     assert r.status_code == 404 and error_code(r) == "NOT_FOUND"
     r = api.act("register-subject", queue_key="q1", template_code=SPECIMEN, name="x",
                 properties={"colour": "red"})

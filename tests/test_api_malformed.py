@@ -122,6 +122,19 @@ def test_a_blank_filter_is_refused_whatever_its_spaces(lab, value):
     assert err["details"]["field"] == "site" and "must not be blank" in err["message"]
 
 
+@pytest.mark.parametrize(("path", "field"), [
+    ("/queues/%20", "queue_key"), ("/queues/%20/items", "queue_key"),
+    ("/queues/%09/history", "queue_key"), ("/subjects/%20", "euid"),
+    ("/subjects/%20/history", "euid"), ("/subjects/%20/evidence", "euid"),
+    ("/workers/%20", "worker_euid"),
+])
+def test_a_blank_id_in_the_path_is_refused_as_in_a_query(lab, path, field):
+    """/queues/%20 was looked up (404: no such queue) where ?queue_key=%20 is 400."""
+    r = lab["apis"]["operator"].get(path)
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == field and "must not be blank" in err["message"]
+
+
 def test_the_largest_bigint_offset_is_answered(lab):
     r = lab["apis"]["operator"].get("/queues/q1/items", offset="9223372036854775807")
     assert r.status_code == 200 and r.json()["items"] == []

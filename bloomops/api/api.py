@@ -117,11 +117,12 @@ api = NinjaAPI(
 errors.install(api)
 
 
-# Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden.
-READ_ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut}
-# A request with a body may also be chunked (411), too large (413) or not JSON (415): guard.py.
+# A body, on any method, may be chunked (411), too large (413) or not JSON (415): guard.py.
 BODY_ERRORS = {411: S.ErrorOut, 413: S.ErrorOut, 415: S.ErrorOut}
-ERRORS = {**READ_ERRORS, 404: S.ErrorOut, **BODY_ERRORS}
+# Any request may be malformed (400: a NUL in the path, say), unauthenticated or forbidden,
+# and a GET too may come with a body the guard refuses.
+READ_ERRORS = {400: S.ErrorOut, 401: S.ErrorOut, 403: S.ErrorOut, **BODY_ERRORS}
+ERRORS = {**READ_ERRORS, 404: S.ErrorOut}
 
 
 router = Router(tags=["read models"])

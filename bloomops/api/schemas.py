@@ -29,7 +29,9 @@ class ErrorOut(Schema):
 # Query values arrive as text, so "50" is taken as 50; every number is bounded. Which
 # parameters a path takes is checked before this (guard.refuse_unknown_query).
 
-PathId = Annotated[str, Path(max_length=ID_MAX)]
+# a path id of spaces alone is refused (400) as the same value in a query or body is, not
+# looked up as an id nobody has (404)
+PathId = Annotated[str, Path(max_length=ID_MAX, pattern=NON_BLANK)]
 _DIGITS = re.compile(r"[0-9]+")
 # Far past any bound below, so an over-long number is refused by its range, in its words.
 _DIGITS_MAX = 100
