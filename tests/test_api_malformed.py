@@ -135,6 +135,18 @@ def test_a_blank_id_in_the_path_is_refused_as_in_a_query(lab, path, field):
     assert err["details"]["field"] == field and "must not be blank" in err["message"]
 
 
+@pytest.mark.parametrize("path", ["/actions/hold", "/actions/release-hold",
+                                  "/actions/intake-batch"])
+def test_an_action_sent_without_a_body_is_told_so(lab, path):
+    """No body was refused as "Field required", naming no field."""
+    before = counts()
+    r = lab["apis"]["operator"].post(path, b"")
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert err["details"]["field"] == "body" and err["message"].startswith(
+        "The request has no body")
+    assert counts() == before
+
+
 def test_the_largest_bigint_offset_is_answered(lab):
     r = lab["apis"]["operator"].get("/queues/q1/items", offset="9223372036854775807")
     assert r.status_code == 200 and r.json()["items"] == []

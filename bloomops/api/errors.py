@@ -53,6 +53,12 @@ def validation_refusal(exc: ValidationError) -> RequestRefused:
         return RequestRefused("VALIDATION_ERROR")
     # A rule between fields names its field in the error's context (action_schemas.refusal).
     ctx = exc.errors[0].get("ctx") or {}
+    if errors[0]["loc"][:1] == ["body"] and not _field(errors[0]["loc"]) \
+            and errors[0]["type"] == "missing":
+        # no body at all: pydantic's "Field required" named no field
+        return RequestRefused("VALIDATION_ERROR", "The request has no body: send the"
+                              " action's fields as a JSON object.", field="body",
+                              errors=errors, error_count=len(exc.errors))
     field = _field(errors[0]["loc"]) or str(ctx.get("field") or "")
     message = f"{field}: {errors[0]['msg']}" if field else errors[0]["msg"]
     where: dict[str, Any] = {"field": field} if field else {}
