@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import F
 from django.test import Client
 
+from bloomops.accounts.signatures import signature_problem
 from bloomops.execution import clock, selectors
 from bloomops.execution.approvals import check_settings
 from bloomops.execution.errors import ActionError
@@ -77,6 +78,11 @@ def test_releasing_an_integrity_hold_takes_a_second_person(lab):
     assert selectors.approvals_waiting().count == 1
 
     refused("SELF_APPROVAL", lambda: decide(ann, approval))
+    # ... whatever password she gives: none would do, and a wrong one is not counted
+    # towards locking her signing (and sign-in) out
+    for _ in range(6):
+        refused("SELF_APPROVAL", lambda: decide(ann, approval, password="not-it"))
+    assert signature_problem("ann", password_of("ann"), None) is None
     refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password="not-it"))
     refused("SIGNATURE_INVALID", lambda: decide(bob, approval, password=password_of("ann")))
     # ann's hash copied into bob's row (someone who can write auth_user): her password is

@@ -173,6 +173,11 @@ def named_approval(euid: str, tenant: str | None) -> Obj:
     return found
 
 
+def refuse_own_request(approval: Obj, username: str) -> None:
+    if approval.props.get("requested_by") == username:
+        raise ActionError("SELF_APPROVAL", approval_euid=approval.euid)
+
+
 class _OnApproval(Handler):
     """Decide and cancel: the approval names its subject, locked first (subject -> approval,
     the executor's lock order), so two deciders of one approval queue behind each other."""
@@ -270,7 +275,11 @@ class DecideApproval(_OnApproval):
         # An approval that does not exist is said before the password is weighed: a wrong
         # password counts towards its person's lockout, and a caller naming no approval
         # (a typo, a fuzzer) locked people out of signing and signing in.
-        named_approval(req.payload["approval_euid"].strip(), tenant_of(req.tenant))
+        approval = named_approval(req.payload["approval_euid"].strip(), tenant_of(req.tenant))
+        # ... and so is one's own request (who asked never changes): a person deciding it
+        # was told their password was wrong, or their signing locked, not that no password
+        # would do
+        refuse_own_request(approval, req.actor.username)
         # The electronic signature, checked before anything is locked; its password goes no
         # further than this comparison.
         problem = signature_problem(req.actor.username, req.signature_password, req.origin)
@@ -282,8 +291,7 @@ class DecideApproval(_OnApproval):
         approval = ctx.target
         assert approval is not None
         p = dict(approval.props)
-        if p.get("requested_by") == ctx.actor.username:
-            raise ActionError("SELF_APPROVAL", approval_euid=approval.euid)
+        refuse_own_request(approval, ctx.actor.username)
         refuse_standing_from_requester(ctx, p["requested_by"], approval.euid)
         ensure_role(ctx.actor.roles, action_spec(p["action_key"]))
         decision = ctx.payload["decision"]
