@@ -259,7 +259,10 @@ CONTENT_SECURITY_POLICY = {
 }
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+# The lab's zone: the wall clock of times the server writes into sentences (a banner's
+# "until 14:05 CET"); the browser rewrites those it marks in the reader's own. Stored
+# instants, exports and audit stamps stay UTC. Django refuses an unknown zone at start.
+TIME_ZONE = os.environ.get("BLOOMOPS_TIME_ZONE", "").strip() or "UTC"
 USE_I18N = False
 USE_TZ = True
 

@@ -95,3 +95,12 @@ def test_a_setting_of_seconds_reads_in_words_too(value, name, words):
     """A queue setting's preview says what a number of seconds is, exactly: a typo of a
     factor of ten reads as one (docs/RULES.md 16.8)."""
     assert setting_value(value, name) == words
+
+
+def test_the_lab_s_zone_is_the_wall_clock_of_the_server_s_sentences(settings):
+    """A banner said "until 17:48 UTC" to a lab in Berlin: BLOOMOPS_TIME_ZONE sets the zone
+    of the times the server writes (the exact instant stays UTC)."""
+    settings.TIME_ZONE = "Europe/Berlin"
+    html = str(humane("2026-11-22T09:12:00Z"))
+    assert '<span class="local">(10:12 CET)</span>' in html
+    assert 'title="2026-11-22 09:12:00 UTC"' in html

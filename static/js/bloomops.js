@@ -381,7 +381,10 @@ window.bloomopsSideways = "table.grid, .table-container";
         options.month = "short";
       }
       if (moment.getFullYear() !== today.getFullYear()) options.year = "numeric";
-      span.textContent = "(" + new Intl.DateTimeFormat(undefined, options).format(moment) + ")";
+      // day before month, as the server writes dates ("28 Nov", never "Nov 28" beside it)
+      var shown = new Intl.DateTimeFormat("en-GB", options).format(moment);
+      // in brackets after |humane's words; alone in a banner's sentence (wall_clock)
+      span.textContent = span.textContent.trim().charAt(0) === "(" ? "(" + shown + ")" : shown;
     });
   }
   // A form asking for the reader's day ("today" on the hold search) is told their zone.

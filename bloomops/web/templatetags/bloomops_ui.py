@@ -128,6 +128,16 @@ def humane(value: datetime | str | None) -> str:
         relative(moment), local_clock(moment))
 
 
+def wall_clock(moment: datetime) -> str:
+    """The wall-clock time alone ("14:05 CET"), marked as |humane's is so that the browser
+    says it in the reader's own zone: for a sentence the server writes (a banner)."""
+    exact = moment.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{}" data-humane><span class="local">{}</span></time>',
+        exact.strftime("%Y-%m-%dT%H:%M:%SZ"), exact.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        local_clock(moment))
+
+
 @register.filter
 def next_try(value: datetime | str | None) -> str:
     """When a retrying item may be tried again: "in 12 min (14:05 UTC)", or once that time

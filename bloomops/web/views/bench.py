@@ -25,7 +25,8 @@ from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
 from bloomops.web.bench_items import bench_order, work_item
-from bloomops.web.timewords import local_clock, relative
+from bloomops.web.templatetags.bloomops_ui import wall_clock
+from bloomops.web.timewords import relative
 from bloomops.web.views.common import (
     answer,
     as_human,
@@ -225,14 +226,15 @@ def _until(expires_at: str | None) -> str:
     moment = parse_ts_or_none(expires_at)
     if moment is None:
         return ""
-    return f"{relative(moment).removeprefix('in ')}, until {local_clock(moment)}"
+    return format_html("{}, until {}", relative(moment).removeprefix("in "), wall_clock(moment))
 
 
 @require_POST
 def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     return _lease_action(request, lease_euid, "renew_queue_lease", {},
-                         lambda r: f"Renewed: {services.item_called(r)} is yours for another"
-                                   f" {_until(r['expires_at'])}.", ends=False)
+                         lambda r: format_html("Renewed: {} is yours for another {}.",
+                                               services.item_called(r),
+                                               _until(r["expires_at"])), ends=False)
 
 
 @require_POST
