@@ -20,8 +20,9 @@ def test_cancel_asks_first_going_back_sends_nothing(browser, site):  # noqa: F81
     euid = make_subject("q1", name="Specimen to keep")
     page = signed_in(browser, site, "qa", width=1024)
     page.goto(f"{site}/subjects/{euid}/")
-    # the actions are above the fold at 1024 px, before the envelope
-    cancel = page.get_by_role("button", name="Cancel", exact=True)
+    # the actions are above the fold at 1024 px, before the envelope; "Cancel" alone read as
+    # "close this form", and it ends the work for good
+    cancel = page.get_by_role("button", name="Cancel the work", exact=True)
     expect(cancel).to_be_in_viewport()
     page.get_by_label("Cancel reason").fill("duplicate tube")
     before = counts()
