@@ -639,3 +639,17 @@ def test_taking_a_person_from_the_bench_says_what_they_still_hold(client, users,
     fields = _page_form(client, "op", reason="promote", roles=["operator", "worker_human"])
     page = client.post("/people/op/", fields, follow=True).content.decode()
     assert "still holds" not in page
+
+
+def test_every_field_s_described_by_names_its_help_on_the_page(client, users):
+    """The person and token forms pointed screen readers at help texts by ids no element
+    had (id_capabilities_helptext, token-name_helptext): the help was never read out."""
+    client.force_login(users["admin"])
+    for path in ("/people/", "/people/sci/", "/accounts/password/", "/intake/", "/scan/",
+                 "/workbench/", "/failures/", "/holds/", "/activity/", "/admin/"):
+        html = client.get(path).content.decode()
+        described = set(re.findall(r'aria-describedby="([^"]+)"', html))
+        assert described or path not in ("/people/", "/people/sci/"), path
+        missing = {i for ids in described for i in ids.split()
+                   if f'id="{i}"' not in html}
+        assert missing == set(), path
