@@ -206,6 +206,7 @@ def test_a_refused_change_says_why_and_writes_nothing(client, users, overrides, 
     html = response.content.decode()
     assert said in html or said in str(response.context["form"].errors)
     assert _written() == before
+    assert 'id="person-refused"' in html and 'id="token-refused"' not in html
 
 
 def test_every_problem_of_a_change_is_said_at_once(client, users):

@@ -111,6 +111,9 @@ def test_a_refused_token_says_why_and_writes_nothing(client, users, fields, fiel
     errors = answer.context["token_form"].errors
     assert said in " ".join(errors[field]) and not TOKEN.search(answer.content.decode())
     assert _written() == before
+    # said at the top too: the page came back at its top, the field's words far below
+    assert 'id="token-refused"' in answer.content.decode()
+    assert 'id="person-refused"' not in answer.content.decode()
 
 
 def test_no_token_for_someone_who_may_not_sign_in(client, users):
