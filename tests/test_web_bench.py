@@ -214,7 +214,9 @@ def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
     response = sci.post(f"/leases/{lease}/complete/",
                         form_for(page, f"/leases/{lease}/complete/"))
     [words] = said(response)
-    made = re.search(r"made (Z-\S+) \(library\) for Pooling \(pool\)", words).group(1)
+    # what was made linked by its name: what the person writes on the new tube
+    made = re.search(r'made <a href="/subjects/(Z-[^/]+)/">Library of Sample 7 \(\1\)</a>'
+                     r" \(library\) for Pooling \(pool\)", words).group(1)
     assert envelope(euid)["state"] == "COMPLETED"
     output = selectors.subject_diagnostics(made)
     assert output.name == "Library of Sample 7" and output.template_code == library

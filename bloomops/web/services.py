@@ -184,7 +184,10 @@ def last_change(euid: str) -> str:
 def item_called(result: Any) -> str:
     """The item an action's result is about, as the person's cards name it: "Specimen 0082
     (Z-MX-2JB)" (the EUID alone when it has no name)."""
-    euid = result["subject_euid"]
+    return subject_called(result["subject_euid"])
+
+
+def subject_called(euid: str | None) -> str:
     name = selectors.subject_name(euid) if euid else None
     return f"{name} ({euid})" if name else str(euid)
 
@@ -192,5 +195,11 @@ def item_called(result: Any) -> str:
 def item_link(result: Any) -> SafeString:
     """item_called as a link to the item's page, for a message that says what became of it
     (a message is text otherwise: the item just done could not be followed)."""
-    return format_html('<a href="{}">{}</a>', reverse("subject", args=[result["subject_euid"]]),
-                       item_called(result))
+    return subject_link(result["subject_euid"])
+
+
+def subject_link(euid: str) -> SafeString:
+    """A subject named as the bench names it, linking to its page: what a step made, the
+    name to write on the new tube and the page to follow it by."""
+    return format_html('<a href="{}">{}</a>', reverse("subject", args=[euid]),
+                       subject_called(euid))

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
@@ -285,7 +285,9 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         return bench_answer(
             request, run, lambda r: format_html(
                 "Completed {}: made {} ({}) for {}.", services.item_link(r),
-                ", ".join(r["output_euids"]), words, _queue_called(made[0])),
+                format_html_join(", ", "{}", ((services.subject_link(e),)
+                                              for e in r["output_euids"])),
+                words, _queue_called(made[0])),
             reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid))
     payload = {"next_queue_key": choice} if choice else {}
     return _lease_action(
