@@ -328,8 +328,14 @@ def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, 
     ask = html.split('id="ask-gated"')[1].split("</form>")[0]
     run = html.split('name="verb" value="requeue"')[1].split("</form>")[0]
     assert re.findall(r'name="pick" value="([^"]*)"', run) == [retry]
-    # the one left out is asked for instead, on the same page
+    # the one left out is asked for instead, on the same page; one primary button (the run),
+    # and the list says which is left out, not "asked for" before anyone asked
     assert re.findall(r'name="pick" value="([^"]*)"', ask) == [dead]
+    assert html.count('class="primary"') == 1 and 'class="primary"' in run
+    listed = html.split('class="confirm-list"')[1]
+    row = listed.split(f"<code>{failing['dead']}</code>")[1].split("</li>")[0]
+    assert "left out here: needs a second person's approval" in row
+    assert "asked for" not in listed
 
 
 def test_dead_letters_are_asked_for_in_one_go_when_requeues_need_a_second_person(
