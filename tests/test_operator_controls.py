@@ -100,7 +100,8 @@ def test_hold_codes_offered_are_the_configured_ones(client, lab, settings):
     settings.BLOOMOPS_HOLD_CODES = ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
     euid = make_subject("q1")
     html = page(client, lab["operator"], f"/subjects/{euid}/")
-    select = re.search(r'<select id="hold-code" name="hold_code">(.*?)</select>', html).group(1)
+    select = re.search(r'<select id="hold-code" name="hold_code" required>(.*?)</select>',
+                       html).group(1)
     assert re.findall(r'value="(\w+)"', select) == ["QC_FAIL", "CONTAMINATION", "OPERATOR_HOLD"]
     # which of them only a second person can release is said before the hold is placed
     assert re.findall(r'>([^<]+)</option>', select) == [
