@@ -417,6 +417,9 @@ def test_workbench_lists_dead_letters_and_holds_with_filters(client, lab):
     client = signed_in(client, lab["operator"])
     html = client.get("/workbench/").content.decode()
     assert "dead one" in html and "bad input" in html and "held one" in html
+    # the failure's kind in the words the Failures page uses, its code on hover
+    assert re.search(r'<span class="tag" title="[A-Z_]+">Cannot be done[^<]*</span>: bad input',
+                     html)
     # Requeueing a dead letter needs a second person by default: each row asks for it.
     assert "awaiting QA" in html and "Release selected" in html
     assert "Ask for approval to requeue" in html and "Requeue selected" not in html
