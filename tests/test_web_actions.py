@@ -126,7 +126,7 @@ def test_scan_claims_the_subject(client, lab):
 
 
 def test_scan_of_a_held_subject_shows_why_and_writes_nothing(client, lab):
-    euid = make_subject("q1")
+    euid = make_subject("q1", name="Specimen 0001")
     act("place_execution_hold", actor("operator", username="op"), subject_euid=euid,
         expected_state="READY", payload={"reason": "QA hold"})
     client = signed_in(client, lab["worker_human"])
@@ -137,6 +137,8 @@ def test_scan_of_a_held_subject_shows_why_and_writes_nothing(client, lab):
     html = response.content.decode()
     assert response.status_code == 409
     assert "Not claimed" in html and "ACTIVE_HOLD" in html and "QA hold" in html
+    # named as the person knows it (a successful claim is), its EUID beside
+    assert f"Not claimed: Specimen 0001 (<code>{euid}</code>)</h2>" in html
     # the hold says it; "State HELD is not eligible in q1" would say it again in code
     assert "STATE_NOT_ELIGIBLE" not in html
     assert counts() == before
