@@ -368,7 +368,7 @@ def test_a_worker_s_lists_follow_the_rules_of_a_queue_s_and_a_person_s(tenant, f
                                                                        words):
     """A worker registered with "SFO" and "sfo" (one matches no subject) or a scope of "any"
     (a site of that name: handed nothing) was stored; the queue and person forms refuse
-    both (docs/RULES.md 7)."""
+    both (docs/RULES.md#human-workers)."""
     err = refused("VALIDATION_ERROR", lambda: register(actor(*SERVICE), **{field: values}))
     assert err.details["field"] == field and words in err.message
 

@@ -93,7 +93,7 @@ def test_an_exact_time_given_at_another_offset_is_said_in_utc():
 ])
 def test_a_setting_of_seconds_reads_in_words_too(value, name, words):
     """A queue setting's preview says what a number of seconds is, exactly: a typo of a
-    factor of ten reads as one (docs/RULES.md 16.8)."""
+    factor of ten reads as one (docs/RULES.md#queue-configuration)."""
     assert setting_value(value, name) == words
 
 
