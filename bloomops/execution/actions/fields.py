@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bloomops.accounts.profiles import values_problem
 from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
 from bloomops.text import line_problem, prose_problem, shows_nothing
@@ -76,6 +77,21 @@ def str_list_field(payload: dict, name: str) -> list[str] | None:
             raise ActionError("VALIDATION_ERROR", f"{name}: {item[:40]!r} {problem}.",
                               field=name)
     return list(value)
+
+
+def key_list_field(payload: dict, name: str) -> list[str] | None:
+    """A list of capabilities or scope values, a queue's or a worker's (str_list_field), held
+    to the rules a person's are (profiles.values_problem: no two differing only in case, no
+    "any" scope); a value given twice is kept once, and the payload then holds it so."""
+    values = str_list_field(payload, name)
+    if values is None:
+        return None
+    values = list(dict.fromkeys(values))
+    problem = values_problem(name, values)
+    if problem:
+        raise ActionError("VALIDATION_ERROR", f"{name}: {problem}", field=name)
+    payload[name] = values
+    return values
 
 
 def int_field(payload: dict, name: str, *, minimum: int, maximum: int) -> int | None:

@@ -8,8 +8,13 @@ import math
 import re
 from typing import Any
 
-from bloomops.accounts.profiles import values_problem
-from bloomops.execution.actions.fields import int_field, key_field, str_list_field, text_field
+from bloomops.execution.actions.fields import (
+    int_field,
+    key_field,
+    key_list_field,
+    str_list_field,
+    text_field,
+)
 from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import (
     full_template_code,
@@ -203,12 +208,7 @@ def clean_settings(payload: dict, problems: Problems | None = None) -> dict[str,
     for name in LIST_FIELDS:
         if name in payload:
             with problems.field():
-                # bounded as every list of keys is (str_list_field: LIST_MAX, KEY_MAX)
-                values = list(dict.fromkeys(str_list_field(payload, name) or []))
-                problem = values_problem(name, values)
-                if problem:
-                    raise ActionError("VALIDATION_ERROR", f"{name}: {problem}", field=name)
-                out[name] = values
+                out[name] = key_list_field(payload, name) or []
     if "output_template_codes" in payload:
         with problems.field():
             out["output_template_codes"] = _codes(payload, "output_template_codes") or []

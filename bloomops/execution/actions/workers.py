@@ -8,15 +8,14 @@ from typing import Any
 
 from django.conf import settings
 
-from bloomops.accounts.profiles import values_problem
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     NOTE_MAX,
     WORKER_TEXT_MAX,
     common_checks,
     int_field,
+    key_list_field,
     require,
-    str_list_field,
     text_field,
 )
 from bloomops.execution.actions.steps import (
@@ -135,11 +134,7 @@ class RegisterWorker(Handler):
                 raise ActionError("FORBIDDEN", "Only service workers register SERVICE or"
                                   " INSTRUMENT_ADAPTER workers.")
         for name in ("capabilities", "site_scope", "platform_scope", "assay_scope"):
-            # a worker's lists as a queue's and a person's (one of "SFO" and "sfo" matches
-            # nothing; "any" would be a site of that name)
-            problem = values_problem(name, str_list_field(p, name) or [])
-            if problem:
-                raise ActionError("VALIDATION_ERROR", f"{name}: {problem}", field=name)
+            key_list_field(p, name)
         int_field(p, "max_concurrent_leases", minimum=1, maximum=1000)
         int_field(p, "heartbeat_ttl_seconds", minimum=5, maximum=86400)
 
@@ -205,10 +200,7 @@ class RegisterWorker(Handler):
         else:
             for name in PROFILE_FIELDS:
                 if p.get(name) is not None:
-                    # a value given twice is kept once, as a queue's lists keep it
-                    value = p[name]
-                    fields[name] = list(dict.fromkeys(value)) if isinstance(value, list) \
-                        else value
+                    fields[name] = p[name]
             owner = worker.props.get("owner_username") if worker else ctx.actor.username
             bounds = account_bounds(owner or "")
             if bounds and worker is None:
