@@ -104,7 +104,10 @@ def test_a_retry_whose_time_has_come_reads_as_claimable_not_expired(client, lab,
     clock.advance(7 * 86400)
     items = client.get("/failures/").content.decode().split('id="failure-items"')[1]
     row = items.split(f'data-euid="{failing["retry_a"]}"')[1].split("</tr>")[0]
-    assert "retrying: due now, claimable" in row and "expired" not in row
+    # said as the workbench says it (next_try): due, since when
+    assert re.search(r'retrying <span class="badge ok due">due</span> <span class="muted">'
+                     r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</span>", row)
+    assert "expired" not in row
 
 
 def test_retry_now_on_everything_a_filter_matches_is_counted_then_confirmed(client, lab, tenant,

@@ -121,21 +121,22 @@ def humane(value: datetime | str | None) -> str:
     moment = parse_ts_or_none(value)  # another writer may have stored anything
     if moment is None:
         return "–"
-    exact = moment.astimezone(UTC)
-    return format_html(
-        '<time datetime="{}" title="{}" data-humane>{} <span class="local">({})</span></time>',
-        exact.strftime("%Y-%m-%dT%H:%M:%SZ"), exact.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        relative(moment), local_clock(moment))
+    return _marked(moment, format_html('{} <span class="local">({})</span>', relative(moment),
+                                       local_clock(moment)))
 
 
 def wall_clock(moment: datetime) -> str:
     """The wall-clock time alone ("14:05 CET"), marked as |humane's is so that the browser
     says it in the reader's own zone: for a sentence the server writes (a banner)."""
+    return _marked(moment, format_html('<span class="local">{}</span>', local_clock(moment)))
+
+
+def _marked(moment: datetime, shown: str) -> str:
+    """A <time> the browser rewrites in the reader's zone (static/js/bloomops.js), the exact
+    UTC instant its title and datetime."""
     exact = moment.astimezone(UTC)
-    return format_html(
-        '<time datetime="{}" title="{}" data-humane><span class="local">{}</span></time>',
-        exact.strftime("%Y-%m-%dT%H:%M:%SZ"), exact.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        local_clock(moment))
+    return format_html('<time datetime="{}" title="{}" data-humane>{}</time>',
+                       exact.strftime("%Y-%m-%dT%H:%M:%SZ"), when(exact), shown)
 
 
 @register.filter
