@@ -104,9 +104,19 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
                         site_scope="sfo, bos", max_concurrent_leases="3",
                         roles=["worker_human", "operator"], reason="now leads QC in SFO")
     fields.pop("use_default", None)
-    response = client.post("/people/sci/", fields)
+    # a site no queue is scoped to is most often a typo: asked before anything is saved
+    # (compute.qc was in the lab-wide default profile this person had: not asked again)
+    before = _written()
+    refused = client.post("/people/sci/", fields)
+    assert refused.status_code == 400 and _written() == before
+    asked = refused.content.decode()
+    assert ("No queue is scoped to site sfo, bos yet: check the spelling, or tick &quot;Save"
+            " values no queue names yet, as typed&quot; below and save again.") in asked
+    assert "capabilities" not in refused.context["form"].errors
+    assert 'name="keep_unnamed"' in asked and 'id="person-refused"' in asked
+    response = client.post("/people/sci/", {**fields, "keep_unnamed": "on"})
     assert response.status_code == 302
-    # saved (a queue may ask for it later), but a step no queue asks for is most often a typo
+    # saved as confirmed (a queue may ask for it later), and still said
     told = client.get(response["Location"]).content.decode()
     assert "No queue asks for compute.qc yet: check the spelling." in told
     stored = PersonProfile.objects.get(user=users["worker_human"])
@@ -137,9 +147,10 @@ def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, user
     assert "<code>site_scope</code>: sfo, bos → lab default" in history
 
 
-def test_a_scope_no_queue_names_is_saved_with_a_warning(client, users):
+def test_a_scope_no_queue_names_is_saved_only_when_confirmed(client, users):
     """A misspelt site ("sfx") was saved without a word, and kept the person from every queue
-    scoped by site: a scope meets a queue's only where the two overlap."""
+    scoped by site: a scope meets a queue's only where the two overlap. Then it was saved and
+    warned about after; now the admin is asked first, and nothing is saved until they confirm."""
     make_queue("q1", required_worker_capabilities=["wetlab.qc"], site_scope=["sfo", "bos"],
                assay_scope=["wgs"])
     client = signed_in(client, users["admin"])
@@ -149,7 +160,18 @@ def test_a_scope_no_queue_names_is_saved_with_a_warning(client, users):
                         assay_scope="wgs", platform_scope="ont", max_concurrent_leases="3",
                         reason="moves to the Boston bench")
     fields.pop("use_default", None)
-    response = client.post("/people/sci/", fields)
+    before = _written()
+    refused = client.post("/people/sci/", fields)
+    assert refused.status_code == 400 and _written() == before
+    form = refused.context["form"]
+    assert [e.split(":")[0] for e in form.errors["site_scope"]] == [
+        "No queue is scoped to site sfx yet"]
+    assert [e.split(":")[0] for e in form.errors["platform_scope"]] == [
+        "No queue is scoped to platform ont yet"]
+    assert "capabilities" not in form.errors and "assay_scope" not in form.errors
+    # the typed values stay in the form, to be mended or confirmed
+    assert form["site_scope"].value() == "sfx, bos"
+    response = client.post("/people/sci/", {**fields, "keep_unnamed": "on"})
     assert response.status_code == 302
     told = [str(m) for m in get_messages(response.wsgi_request)]
     assert [m for m in told if m.startswith("No queue")] == [  # wgs, wetlab.qc: named
@@ -157,6 +179,32 @@ def test_a_scope_no_queue_names_is_saved_with_a_warning(client, users):
         "No queue is scoped to platform ont yet: check the spelling."]
     stored = PersonProfile.objects.get(user=users["worker_human"])
     assert stored.site_scope == ["sfx", "bos"]  # saved as typed: a queue may name it later
+
+
+def test_values_confirmed_once_are_not_asked_again(client, users):
+    make_queue("q1", required_worker_capabilities=["wetlab.qc"], site_scope=["sfo"])
+    PersonProfile.objects.create(user=users["worker_human"], capabilities=["wetlab.qc"],
+                                 site_scope=["sfo", "lab9"], max_concurrent_leases=2)
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", max_concurrent_leases="4", reason="more at once")
+    assert client.post("/people/sci/", fields).status_code == 302
+    assert PersonProfile.objects.get(user=users["worker_human"]).max_concurrent_leases == 4
+    # a new one is asked about, the old one not named again
+    fields = _page_form(client, "sci", site_scope="sfo, lab9, lab7", reason="also lab 7")
+    refused = client.post("/people/sci/", fields)
+    assert refused.status_code == 400
+    assert refused.context["form"].errors["site_scope"][0].startswith(
+        "No queue is scoped to site lab7 yet:")
+
+
+def test_an_unnamed_value_is_asked_with_every_other_problem_at_once(client, users):
+    client = signed_in(client, users["admin"])
+    fields = _page_form(client, "sci", capabilities="wetlab.qcc", reason="")
+    fields.pop("use_default", None)
+    before = _written()
+    refused = client.post("/people/sci/", fields)
+    assert refused.status_code == 400 and _written() == before
+    assert {"reason", "capabilities", "keep_unnamed"} <= set(refused.context["form"].errors)
 
 
 def test_saving_an_unchanged_page_records_nothing(client, users):

@@ -42,6 +42,7 @@ from bloomops.web import services
 from bloomops.web.views.common import forbidden, not_found
 
 HISTORY_LIMIT = 50
+KEEP_UNNAMED = "Save values no queue names yet, as typed"
 PROFILE_FORM_FIELDS = ("capabilities", *SCOPE_FIELDS, "max_concurrent_leases")
 
 
@@ -81,6 +82,8 @@ class PersonForm(forms.Form):
                              widget=forms.Textarea(attrs={"rows": 2}),
                              help_text="Why: recorded with the change.")
     seen_change = forms.IntegerField(required=False, widget=forms.HiddenInput, min_value=0)
+    # offered once a save held values no queue names (_refuse_unnamed)
+    keep_unnamed = forms.BooleanField(required=False, label=KEEP_UNNAMED)
 
 
 def _initial(user) -> dict:
@@ -116,6 +119,8 @@ def _change_of(form: PersonForm, target) -> PersonChange:
     lists = {name: checked(parse_tokens, data[name], name)
              for name in ("capabilities", *SCOPE_FIELDS)}
     checked(refuse_without_reason, data["reason"])
+    if not data["use_default"] and not data["keep_unnamed"]:
+        found.extend(_unconfirmed_unnamed(target, lists))
     if found:
         for err in found[1:]:
             form.add_error(err.field, err.message)
@@ -339,18 +344,37 @@ def _named_by_queues() -> dict[str, list[str]]:
     return {name: sorted(values) for name, values in named.items()}
 
 
-def _unnamed(profile: dict | None) -> list[str]:
-    """A warning for each list of a saved profile holding values no queue names. They are
-    saved (a queue may name them later), but most often they are typos: a scope meets a
+def _unnamed_values(profile: dict | None) -> dict[str, list[str]]:
+    """Per profile list, its values no queue names. Most often they are typos: a scope meets a
     queue's only where they overlap (policy.eligibility_problems), so a misspelt site keeps
     the person from every queue scoped by site."""
     if not profile:
-        return []
+        return {}
     named = _named_by_queues()
-    warnings = []
-    for name, sentence in _NAMED_AS.items():
-        unnamed = [v for v in profile.get(name) or [] if v not in named[name]]
-        if unnamed:
-            warnings.append(sentence.format(values=", ".join(unnamed))
-                            + ": check the spelling.")
-    return warnings
+    found = {name: [v for v in profile.get(name) or [] if v not in named[name]]
+             for name in _NAMED_AS}
+    return {name: values for name, values in found.items() if values}
+
+
+def _unnamed(profile: dict | None) -> list[str]:
+    """A warning for each list of a saved profile holding values no queue names (saved as the
+    admin confirmed them: a queue may name them later)."""
+    return [_NAMED_AS[name].format(values=", ".join(values)) + ": check the spelling."
+            for name, values in _unnamed_values(profile).items()]
+
+
+def _unconfirmed_unnamed(target, lists: dict) -> list[ProfileError]:
+    """A save that adds values no queue names is not made until the admin confirms them: a
+    typo saved and then warned about had already kept the person from the queues it missed.
+    Values the person's profile holds already were confirmed before and are not asked again."""
+    now = people.human_profile(target.get_username(), roles_of(target))
+    found = []
+    for name, values in _unnamed_values(lists).items():
+        if new := [v for v in values if v not in (now.get(name) or [])]:
+            found.append(ProfileError("VALIDATION_ERROR", _NAMED_AS[name].format(
+                values=", ".join(new)) + ": check the spelling, or tick \"" + KEEP_UNNAMED
+                + "\" below and save again.", name))
+    if found:
+        found.append(ProfileError("VALIDATION_ERROR", "Tick this if those values are meant.",
+                                  "keep_unnamed"))
+    return found
