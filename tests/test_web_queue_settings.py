@@ -51,7 +51,8 @@ POSTS = {
     "disable": ("/settings/queues/cfg/enabled/", {"enabled": "false", "reason": "forged",
                                                   "expected_revision": "2"}),
     "create": ("/settings/new-queue/", {"queue_key": "forged", "reason": "forged",
-                                        "subject_template_codes": SPECIMEN}),
+                                        "subject_template_codes": SPECIMEN,
+                                        "needs_no_step": "on"}),
 }
 
 
@@ -143,12 +144,13 @@ def test_every_bad_value_is_said_at_once(client, world):
     assert any("display_name" in m for m in said)
     assert any("lease_ttl_seconds must be an integer from 30 to 86400" in m for m in said)
     assert any("straggler_threshold_seconds" in m for m in said)
-    # a new queue with a bad key and no template says both
+    # a new queue with a bad key, no template and no word on who may take it says all three
     new = client.post("/settings/new-queue/", {
         **form_for(client.get("/settings/new-queue/"), "/settings/new-queue/"),
         "queue_key": "Bad Key", "reason": "new line"})
     said = [str(m) for m in new.context["messages"]]
-    assert new.status_code == 400 and len(said) == 2, said
+    assert new.status_code == 400 and len(said) == 3, said
+    assert any("Name the steps a worker needs" in m for m in said)
     assert any("queue_key must be lowercase" in m for m in said)
     assert any("subject_template_codes" in m for m in said)
     assert counts() == before
@@ -188,16 +190,16 @@ def test_new_queue_from_the_ui(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/new-queue/")
     data = form_for(page, "/settings/new-queue/", queue_key="bench_qc", reason="new line",
-                    display_name="Bench QC")
+                    display_name="Bench QC", needs_no_step="on")
     data["subject_template_codes"] = [SPECIMEN]
     r = client.post("/settings/new-queue/", data)
     assert r.status_code == 302 and r["Location"] == "/settings/queues/bench_qc/"
     assert cfg("bench_qc")["display_name"] == "Bench QC"
-    # a new queue needs no capability yet: the admin is told every robot may take from it
+    # chosen to need no capability: the admin is told every robot may take from it
     settings_page = client.get(r["Location"])
     html = settings_page.content.decode()
     assert 'id="open-to-all"' in html and "service robots included" in html
-    assert any("Any worker may take its items" in str(m)
+    assert any("It asks for no step: any worker may take its items" in str(m)
                for m in settings_page.context["messages"])
     before = counts()
     bad = client.post("/settings/new-queue/", {**data, "idempotency_key": uuid.uuid4().hex,
@@ -207,6 +209,42 @@ def test_new_queue_from_the_ui(client, world):
     # what was ticked is ticked again: fixing the key alone is then enough
     html = bad.content.decode()
     assert f'value="{SPECIMEN}" checked>' in html and 'value="Bad Key"' in html
+
+
+def test_a_new_queue_names_who_may_take_its_items_or_says_it_asks_for_no_step(client, world):
+    """A queue created on the console asked for no capability unasked: every worker, service
+    robots included, could take its items until the admin named one. Now the form asks."""
+    make_queue("line", required_worker_capabilities=["wetlab.qc"])
+    client.force_login(world["admin"])
+    page = client.get("/settings/new-queue/")
+    assert "Named already: " in page.content.decode() and "wetlab.qc" in page.content.decode()
+    data = {**form_for(page, "/settings/new-queue/", queue_key="bench_qc", reason="new line"),
+            "subject_template_codes": [SPECIMEN]}
+    before = counts()
+    for extra, field in (({}, "Name the steps a worker needs to take its items"),
+                         ({"required_worker_capabilities": "wetlab.qc", "needs_no_step": "on"},
+                          "not both")):
+        refused = client.post("/settings/new-queue/", {**data, **extra})
+        said = [str(m) for m in refused.context["messages"]]
+        assert refused.status_code == 400 and any(field in m for m in said), said
+    assert counts() == before and selectors.queue_config("bench_qc") is None
+    # a refused key is said with the missing choice, each on its own line
+    refused = client.post("/settings/new-queue/", {**data, "queue_key": "Bad Key"})
+    said = [str(m) for m in refused.context["messages"]]
+    assert len(said) == 2 and any("queue_key must be lowercase" in m for m in said), said
+    # named: saved with the queue, one action; the manual-only tick too
+    made = client.post("/settings/new-queue/", {
+        **data, "required_worker_capabilities": "wetlab.qc, wetlab.review",
+        "manual_only": "on"})
+    assert made.status_code == 302
+    stored = cfg("bench_qc")
+    assert stored["required_worker_capabilities"] == ["wetlab.qc", "wetlab.review"]
+    assert stored["manual_only"] is True and stored["revision"] == 1
+    told = [str(m) for m in client.get(made["Location"]).context["messages"]]
+    assert "Queue bench_qc created. Workers with wetlab.qc, wetlab.review may take its" \
+        " items." in told
+    # no one has wetlab.review: said at once
+    assert any(m.startswith("Nobody can serve bench_qc yet") for m in told), told
 
 
 def test_a_queue_that_names_who_may_work_it_is_not_said_to_be_open_to_all(client, world):

@@ -159,7 +159,9 @@ class Problems:
         except ActionError as err:
             if err.code != "VALIDATION_ERROR":
                 raise
-            self.found.append(err)
+            # a check that gathered several itself: each said on its own, not as one line
+            self.found.extend([ActionError("VALIDATION_ERROR", p["message"], field=p["field"])
+                               for p in err.details.get("problems") or []] or [err])
 
     def raise_any(self) -> None:
         """Nothing found: nothing. One: that refusal. Several: one VALIDATION_ERROR saying

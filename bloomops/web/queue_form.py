@@ -25,7 +25,8 @@ CODE_LIST_FIELDS = ("output_template_codes", "next_queue_keys")
 RETRY_NUMBERS = tuple(RETRY_RANGES)
 
 
-def _split(raw: str) -> list[str]:
+def split_list(raw: str) -> list[str]:
+    """A list field as typed: comma-, space- or line-separated."""
     return [v for v in re.split(r"[,\s]+", raw.strip()) if v]
 
 
@@ -123,7 +124,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         wanted[name] = post.get(name) == "on"
     wanted["eligible_states"] = [s for s in ALL_STATES if s in post.getlist("eligible_states")]
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
-        wanted[name] = _split(post.get(name, ""))
+        wanted[name] = split_list(post.get(name, ""))
     policy = dict(cfg.get("retry_policy") or {})
     for name in RETRY_NUMBERS:
         raw = post.get(f"retry_{name}", "").strip()

@@ -18,15 +18,24 @@ from bloomops.execution.actions.queue_fields import (
     HELP,
     LIST_FIELDS,
     MANAGED_BY,
+    clean_new_queue,
     clean_settings,
 )
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
-from bloomops.execution.policy import flow_warnings, open_to_every_worker
+from bloomops.execution.people import rostered_people
+from bloomops.execution.policy import flow_warnings, open_to_every_worker, scope_values
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
-from bloomops.web.queue_form import decode, encode, field_label, form_fields, read_form
+from bloomops.web.queue_form import (
+    decode,
+    encode,
+    field_label,
+    form_fields,
+    read_form,
+    split_list,
+)
 from bloomops.web.views.common import (
     answer,
     forbidden,
@@ -190,16 +199,28 @@ def new_queue(request: HttpRequest) -> HttpResponse:
     refused = _admin_only(request)
     if refused:
         return refused
-    templates = subject_templates()
     if request.method == "GET":
-        return render(request, "web/queue_new.html", {"templates": templates, "help": HELP})
+        return render(request, "web/queue_new.html", _new_queue_choices())
     queue_key = request.POST.get("queue_key", "").strip()
+    capabilities = split_list(request.POST.get("required_worker_capabilities", ""))
+    manual_only = request.POST.get("manual_only") == "on"
 
     def run() -> ActionResult:
-        payload = {"subject_template_codes": request.POST.getlist("subject_template_codes"),
-                   "reason": reason_of(request)}
+        payload: dict[str, Any] = {
+            "subject_template_codes": request.POST.getlist("subject_template_codes"),
+            "reason": reason_of(request)}
         if request.POST.get("display_name", "").strip():
             payload["display_name"] = request.POST["display_name"].strip()
+        if capabilities:
+            payload["required_worker_capabilities"] = capabilities
+        if manual_only:
+            payload["manual_only"] = True
+        problems = Problems()
+        with problems.field():
+            _who_may_take(capabilities, request.POST.get("needs_no_step") == "on")
+        with problems.field():  # said with the choice above, not one try after it
+            clean_new_queue({**payload, "queue_key": queue_key})
+        problems.raise_any()
         return services.perform(request.user, "create_queue", queue_key=queue_key,
                                 idempotency_key=guards(request)["idempotency_key"],
                                 payload=payload)
@@ -213,12 +234,47 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         # what was typed and ticked comes back: a refused key unticked the templates, and
         # the next try was refused for having none
         return render(request, "web/queue_new.html", {
-            "templates": templates, "help": HELP, "form": request.POST,
+            **_new_queue_choices(), "form": request.POST,
             "chosen": request.POST.getlist("subject_template_codes")}, status=400)
-    messages.success(request, f"Queue {queue_key} created. Any worker may take its items"
-                              " until you name the capabilities it needs or make it"
-                              " manual-only below.")
+    config = {"required_worker_capabilities": capabilities, "manual_only": manual_only}
+    if open_to_every_worker(config):
+        messages.success(request, f"Queue {queue_key} created. It asks for no step: any"
+                         f" {'person at the bench' if manual_only else 'worker'} may take its"
+                         " items.")
+    else:
+        messages.success(request, f"Queue {queue_key} created. Workers with"
+                         f" {', '.join(capabilities)} may take its items.")
+    if not selectors.queue_coverage(config)[0].rostered:
+        messages.warning(request, f"Nobody can serve {queue_key} yet: no person's profile and"
+                         " no worker has what it asks for. Give the people the capability on"
+                         " People.")
     return redirect(reverse("queue_settings", args=[queue_key]))
+
+
+def _who_may_take(capabilities: list[str], needs_no_step: bool) -> None:
+    """A new queue names who may take its items, or says that it asks for no step: a queue
+    asking for none is open to every worker, service robots included, which was what a new
+    queue became unasked."""
+    if capabilities and needs_no_step:
+        raise ActionError("VALIDATION_ERROR", "Name the steps a worker needs, or tick"
+                          f" \"{NEEDS_NO_STEP}\", not both.", field="needs_no_step")
+    if not capabilities and not needs_no_step:
+        raise ActionError("VALIDATION_ERROR", "Name the steps a worker needs to take its items"
+                          " (Required worker capabilities), or tick"
+                          f" \"{NEEDS_NO_STEP}\".", field="required_worker_capabilities")
+
+
+NEEDS_NO_STEP = "It asks for no step: any worker may take its items"
+
+
+def _new_queue_choices() -> dict[str, Any]:
+    """What the new-queue form offers: the templates, and the steps the people at the bench
+    and the queues name already (a new queue's capability is most often one of them)."""
+    steps = {c for q in selectors.queues()
+             for c in scope_values(q["config"].get("required_worker_capabilities")) or []}
+    steps.update(c for p in rostered_people() for c in p.profile.get("capabilities") or [])
+    return {"templates": subject_templates(), "help": HELP, "steps": sorted(steps),
+            "needs_no_step": NEEDS_NO_STEP}
 
 
 @require_GET
