@@ -23,6 +23,13 @@ from bloomops.execution.actions.queue_fields import (
     RETRY_MODES,
     RETRY_RANGES,
 )
+from bloomops.execution.results import (
+    MAX_RESULT_FIELDS,
+    RESULT_KEY_PATTERN,
+    RESULT_KINDS,
+    RESULT_LABEL_MAX,
+    RESULT_UNIT_MAX,
+)
 from bloomops.execution.states import ELIGIBLE_STATES
 
 QueueKeyText = Annotated[str, Field(pattern=QUEUE_KEY_PATTERN, max_length=100)]
@@ -52,6 +59,22 @@ class RetryPolicyIn(StrictSchema):
     backoff_factor: float = _number("backoff_factor")
     max_delay_seconds: float = _number("max_delay_seconds")
     jitter_ratio: float = _number("jitter_ratio")
+
+
+class ResultFieldIn(StrictSchema):
+    """One thing a completion of the queue's step records (RULES.md#results)."""
+
+    key: str = Field(pattern=RESULT_KEY_PATTERN, max_length=40)
+    label: str = omittable(min_length=1, max_length=RESULT_LABEL_MAX, pattern=NON_BLANK,
+                           description="What people read (default: the key).",
+                           json_schema_extra=STRIPPED_LINE)
+    kind: Literal[RESULT_KINDS] = omittable(  # type: ignore[valid-type]
+        description="number (the default), text or pass_fail.")
+    unit: str = omittable(min_length=1, max_length=RESULT_UNIT_MAX, pattern=NON_BLANK,
+                          description="A number's unit.", json_schema_extra=STRIPPED_LINE)
+    min: float = omittable(description="A number's lowest value.")
+    max: float = omittable(description="A number's highest value.")
+    required: bool = omittable(description="A completion must record it (default false).")
 
 
 def _ranged(name: str) -> Any:
@@ -94,6 +117,8 @@ class QueueSettingsIn(ActionEnvelope):
                                                line=True)
     next_queue_keys: list[QueueKeyText] | None = Field(None, max_length=LIST_MAX,
                                                        description=HELP["next_queue_keys"])
+    result_fields: list[ResultFieldIn] | None = Field(None, max_length=MAX_RESULT_FIELDS,
+                                                      description=HELP["result_fields"])
 
 
 class CreateQueueIn(QueueSettingsIn):

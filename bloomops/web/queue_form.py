@@ -17,6 +17,7 @@ from bloomops.execution.actions.queue_fields import (
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import load_json
 from bloomops.execution.policy import scope_values
+from bloomops.execution.results import MAX_RESULT_FIELDS, RESULT_KINDS, declared_results
 from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES
 
 TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_key")
@@ -95,6 +96,8 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
         out.append({"name": name, "kind": "list", "help": HELP[name],
                     "value": shown(name, ", ".join(cfg.get(name) or []))})
+    out.append({"name": "result_fields", "kind": "results", "help": HELP["result_fields"],
+                "kinds": RESULT_KINDS, "rows": _result_rows(cfg, typed)})
     policy = cfg.get("retry_policy") or {}
     for name in RETRY_NUMBERS:
         low, high = RETRY_RANGES[name]
@@ -125,6 +128,18 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     wanted["eligible_states"] = [s for s in ALL_STATES if s in post.getlist("eligible_states")]
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
         wanted[name] = split_list(post.get(name, ""))
+    wanted["result_fields"] = []
+    for row in typed_result_rows(post):
+        field: dict[str, Any] = {"key": row["key"], "label": row["label"] or row["key"],
+                                 "kind": row["kind"], "required": row["required"]}
+        if row["unit"]:
+            field["unit"] = row["unit"]
+        for bound in ("min", "max"):
+            if row[bound]:
+                field[bound] = _number(row[bound])
+                if field[bound] is None:
+                    unreadable.append(f"result_fields.{row['key'] or '?'}.{bound}")
+        wanted["result_fields"].append(field)
     policy = dict(cfg.get("retry_policy") or {})
     for name in RETRY_NUMBERS:
         raw = post.get(f"retry_{name}", "").strip()
@@ -138,7 +153,41 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     # A setting the queue never had and the form leaves empty (false, no list) is no change.
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
             and not (cfg.get(k) is None and not v
-                     and k in (*BOOL_FIELDS, *LIST_FIELDS, *CODE_LIST_FIELDS))}
+                     and k in (*BOOL_FIELDS, *LIST_FIELDS, *CODE_LIST_FIELDS, "result_fields"))}
+
+
+# Blank rows the settings page offers below a queue's result fields, for new ones.
+SPARE_RESULT_ROWS = 2
+_ROW_TEXTS = ("key", "label", "unit", "min", "max")
+
+
+def typed_result_rows(post: Any) -> list[dict[str, Any]]:
+    """The result-field rows of a sent settings form (``result-<n>-<part>``), as typed;
+    a row left blank is none."""
+    rows = []
+    for n in range(MAX_RESULT_FIELDS + SPARE_RESULT_ROWS):
+        if f"result-{n}-key" not in post:
+            break
+        row: dict[str, Any] = {part: post.get(f"result-{n}-{part}", "").strip()
+                               for part in _ROW_TEXTS}
+        row["kind"] = post.get(f"result-{n}-kind", "") or "number"
+        row["required"] = post.get(f"result-{n}-required") == "on"
+        if any(row[part] for part in _ROW_TEXTS):
+            rows.append(row)
+    return rows
+
+
+def _result_rows(cfg: dict[str, Any], typed: Any) -> list[dict[str, Any]]:
+    """The rows the settings page shows: the queue's result fields (or those typed into a
+    refused form), then blank ones."""
+    if typed is not None:
+        rows = typed_result_rows(typed)
+    else:
+        rows = [{**{part: "" if f.get(part) is None else f[part] for part in _ROW_TEXTS},
+                 "kind": f["kind"], "required": f["required"]}
+                for f in declared_results(cfg)]
+    blank = {**{part: "" for part in _ROW_TEXTS}, "kind": "number", "required": False}
+    return [*rows, *[blank] * SPARE_RESULT_ROWS]
 
 
 def encode(payload: dict[str, Any]) -> str:

@@ -53,6 +53,7 @@ from bloomops.execution.policy import (
     failure_classes_for,
     retry_at,
 )
+from bloomops.execution.results import check_step_result
 from bloomops.execution.states import (
     DEFAULT_LEASE_TTL_SECONDS,
     TRANSIENT_CLASSES,
@@ -170,7 +171,9 @@ class CompleteQueueExecution(LeaseAction):
             refuse_stopped_worker(ctx.worker, "complete work")
         p = ctx.payload
         next_queue = next_queue_or_refuse(ctx, p.get("next_queue_key"), required=False)
-        refuse_unless_flow_allows(self.queue_of_lease(ctx), next_queue)
+        queue = self.queue_of_lease(ctx)
+        refuse_unless_flow_allows(queue, next_queue)
+        check_step_result(queue, p.get("result_snapshot"), finishing=p.get("external") is None)
         record = record_of_lease(lease)
         close_lease(ctx, lease, "COMPLETED", "COMPLETED")
         external = p.get("external")
@@ -197,7 +200,7 @@ class CompleteQueueExecution(LeaseAction):
             snapshot["external_dispatch"] = external
         finish_record(ctx, record, "SUCCEEDED", result_snapshot=snapshot,
                        end_revision=int(env["revision"]) + 1)
-        outputs = create_outputs(ctx, record, p.get("outputs") or [], self.queue_of_lease(ctx))
+        outputs = create_outputs(ctx, record, p.get("outputs") or [], queue)
         ctx.result.update(lease_euid=lease.euid, execution_record_euid=record.euid if record
                           else None, worker_euid=ctx.worker.euid if ctx.worker else None,
                           queue_key=lease.props.get("queue_lookup_key"),
@@ -360,6 +363,8 @@ class RecordExternalResult(Handler):
                               f" queue {dispatched!r}, not {named!r}.", field="queue_key",
                               dispatched_from=dispatched)
         queue = queue_or_refuse(ctx, dispatched or named, required=False)
+        if outcome in ("READY", "COMPLETED"):  # the step's result, as its queue declares it
+            check_step_result(queue, p.get("result_snapshot"))
         # The result ends the attempt whoever holds the subject now (a lease taken on a queue
         # offering it while it waited): the subject moves on, so no lease may outlive it.
         end_active_leases(ctx, "ABANDONED", "CANCELED", "EXTERNAL_RESULT")

@@ -21,6 +21,7 @@ from bloomops.execution.objects import (
     is_engine_template,
     templates_named,
 )
+from bloomops.execution.results import clean_result_fields
 from bloomops.execution.states import ELIGIBLE_STATES
 from bloomops.tapdb.templates import all_templates
 
@@ -32,7 +33,7 @@ MUTABLE_FIELDS = (
     "eligible_states", "required_worker_capabilities", "site_scope", "platform_scope",
     "assay_scope", "output_template_codes", "lease_ttl_seconds", "max_attempts_default",
     "retry_policy", "straggler_threshold_seconds", "default_next_queue_key",
-    "default_next_action_key", "diagnostics_enabled", "next_queue_keys",
+    "default_next_action_key", "diagnostics_enabled", "next_queue_keys", "result_fields",
 )
 # Who owns a queue: bloomops changes only queues it created (another system, e.g. Bloom on a
 # shared database, owns and rewrites its own queue keys).
@@ -91,6 +92,9 @@ HELP = {
                        " only the default).",
     "default_next_action_key": "The next_action_key given to subjects routed here.",
     "diagnostics_enabled": "Show hidden items and their reasons.",
+    "result_fields": "What a completion of this queue's step records (RULES.md#results): per"
+                     " field its key, label, kind (number, text or pass_fail), for a number"
+                     " its unit and bounds, and whether it is required.",
     "reason": "Why: kept in the queue's change history.",
 }
 
@@ -235,6 +239,9 @@ def clean_settings(payload: dict, problems: Problems | None = None) -> dict[str,
     if "default_next_action_key" in payload:
         with problems.field():
             out["default_next_action_key"] = key_field(payload, "default_next_action_key")
+    if "result_fields" in payload:
+        with problems.field():
+            out["result_fields"] = clean_result_fields(payload["result_fields"])
     if own:
         problems.raise_any()
     return out

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from bloomops.accounts.roles import ROLE_WORDS
 from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.results import described
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
 from bloomops.web.bulk import Pick
@@ -230,6 +231,8 @@ def setting_value(value, name: str = "") -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list | tuple):
+        if name == "result_fields":
+            return "; ".join(described(v) for v in value) or "none"
         return ", ".join(str(v) for v in value) or "none"
     if isinstance(value, dict):
         return ", ".join(f"{k} {setting_value(v, k)}" for k, v in sorted(value.items())) or "–"

@@ -1,0 +1,199 @@
+"""What a queue's step records when it is completed (RULES.md#results): the queue's
+``result_fields`` (a measurement, a note, a QC pass or fail), checked when a queue is set up,
+and a completion's ``result_snapshot`` checked against them, whoever completes (a person at
+the bench, a service worker, an instrument adapter)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from bloomops.execution.errors import ActionError, Problems
+from bloomops.text import line_problem
+
+RESULT_KINDS = ("number", "text", "pass_fail")
+PASS_FAIL = ("pass", "fail")
+MAX_RESULT_FIELDS = 20
+RESULT_TEXT_MAX = 500  # a note recorded with a result
+RESULT_LABEL_MAX = 80
+RESULT_UNIT_MAX = 20
+# a key a worker's JSON names and a lab's file holds: short, lowercase, no spaces
+RESULT_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,39}(?!\n)$"
+_KEY = re.compile(RESULT_KEY_PATTERN)
+RESULT_FIELD_KEYS = ("key", "label", "kind", "unit", "min", "max", "required")
+
+
+def _finite(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _short_line(value: Any, what: str, longest: int) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > longest:
+        raise ActionError("VALIDATION_ERROR", f"{what} must be text of 1 to {longest}"
+                          " characters.", field="result_fields")
+    if problem := line_problem(value.strip()):
+        raise ActionError("VALIDATION_ERROR", f"{what} {problem}.", field="result_fields")
+    return value.strip()
+
+
+def _one_field(number: int, value: Any) -> dict[str, Any]:
+    said = f"result_fields #{number}"
+    if not isinstance(value, dict):
+        raise ActionError("VALIDATION_ERROR", f"{said} must be an object.",
+                          field="result_fields")
+    if extra := sorted(set(value) - set(RESULT_FIELD_KEYS)):
+        raise ActionError("VALIDATION_ERROR", f"{said} has unknown fields {extra}: it takes"
+                          f" {', '.join(RESULT_FIELD_KEYS)}.", field="result_fields")
+    key = value.get("key")
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ActionError("VALIDATION_ERROR", f"{said}: key must be lowercase letters, digits"
+                          " and _ (up to 40, starting with a letter).", field="result_fields")
+    said = f"result_fields {key}"
+    kind = value.get("kind", "number")
+    if kind not in RESULT_KINDS:
+        raise ActionError("VALIDATION_ERROR", f"{said}: kind must be one of"
+                          f" {', '.join(RESULT_KINDS)}.", field="result_fields")
+    out: dict[str, Any] = {"key": key, "kind": kind,
+                           "label": _short_line(value.get("label", key), f"{said}: label",
+                                                RESULT_LABEL_MAX)}
+    required = value.get("required", False)
+    if not isinstance(required, bool):
+        raise ActionError("VALIDATION_ERROR", f"{said}: required must be true or false.",
+                          field="result_fields")
+    out["required"] = required
+    numeric = {name: value[name] for name in ("unit", "min", "max")
+               if value.get(name) is not None}
+    if numeric and kind != "number":
+        raise ActionError("VALIDATION_ERROR", f"{said}: {', '.join(numeric)} belong to a"
+                          " number only.", field="result_fields")
+    if "unit" in numeric:
+        out["unit"] = _short_line(numeric["unit"], f"{said}: unit", RESULT_UNIT_MAX)
+    for bound in ("min", "max"):
+        if bound in numeric:
+            if not _finite(numeric[bound]):
+                raise ActionError("VALIDATION_ERROR", f"{said}: {bound} must be a number.",
+                                  field="result_fields")
+            out[bound] = numeric[bound]
+    if out.get("min", -math.inf) > out.get("max", math.inf):
+        raise ActionError("VALIDATION_ERROR", f"{said}: min is above max.",
+                          field="result_fields")
+    return out
+
+
+def clean_result_fields(value: Any) -> list[dict[str, Any]]:
+    """A queue's result fields as a lab writes them, checked and in their stored form (label
+    defaulting to the key, kind to number, required to false)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_RESULT_FIELDS:
+        raise ActionError("VALIDATION_ERROR", "result_fields must be a list of up to"
+                          f" {MAX_RESULT_FIELDS} fields.", field="result_fields")
+    fields = [_one_field(number, each) for number, each in enumerate(value, 1)]
+    keys = [f["key"] for f in fields]
+    if twice := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ActionError("VALIDATION_ERROR", f"result_fields names {', '.join(twice)} twice.",
+                          field="result_fields")
+    return fields
+
+
+def declared_results(config: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The result fields a stored queue declares; none where another writer stored a list
+    the engine cannot read (a wrong type reads as absent, RULES.md#foreign-rows)."""
+    try:
+        return clean_result_fields((config or {}).get("result_fields"))
+    except ActionError:
+        return []
+
+
+def described(field: Any) -> str:
+    """One result field in words: "RIN (rin): number from 1 to 10, required"."""
+    if not isinstance(field, dict):
+        return str(field)
+    kind = {"pass_fail": "pass or fail"}.get(field.get("kind"), field.get("kind") or "number")
+    low, high, unit = field.get("min"), field.get("max"), field.get("unit")
+    bounds = (f" from {low} to {high}" if low is not None and high is not None
+              else f" at least {low}" if low is not None
+              else f" at most {high}" if high is not None else "")
+    label, key = field.get("label") or field.get("key"), field.get("key")
+    return (f"{label}{f' ({key})' if label != key else ''}: {kind}{bounds}"
+            f"{f' {unit}' if unit else ''}{', required' if field.get('required') else ''}")
+
+
+def value_problem(field: dict[str, Any], value: Any) -> str | None:
+    """Why ``value`` cannot be recorded as ``field``, or None."""
+    kind = field["kind"]
+    if kind == "number":
+        if not _finite(value):
+            return f"{field['label']} ({field['key']}) must be a number"
+        low, high = field.get("min"), field.get("max")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = (f"from {low} to {high}" if low is not None and high is not None
+                    else f"at least {low}" if low is not None else f"at most {high}")
+            return f"{field['label']} ({field['key']}) must be {span}"
+        return None
+    if kind == "pass_fail":
+        if value not in PASS_FAIL:
+            return f"{field['label']} ({field['key']}) must be pass or fail"
+        return None
+    if not isinstance(value, str) or len(value) > RESULT_TEXT_MAX:
+        return f"{field['label']} ({field['key']}) must be text of up to {RESULT_TEXT_MAX}"\
+            " characters"
+    if problem := line_problem(value):
+        return f"{field['label']} ({field['key']}) {problem}"
+    return None
+
+
+def _given(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def check_results(fields: list[dict[str, Any]], snapshot: dict[str, Any]) -> None:
+    """Refuse a completion whose result leaves out a required field or records a declared
+    one out of its kind or bounds: every problem said at once (VALIDATION_ERROR, each field
+    as ``result_snapshot.<key>``). Keys the queue does not declare are kept as sent (a
+    service worker's own data)."""
+    problems = Problems()
+    for field in fields:
+        with problems.field():
+            value = snapshot.get(field["key"])
+            where = f"result_snapshot.{field['key']}"
+            if not _given(value):
+                if field["required"]:
+                    raise ActionError("VALIDATION_ERROR", f"Record {field['label']}"
+                                      f" ({field['key']}): this step requires it.",
+                                      field=where)
+                continue
+            if problem := value_problem(field, value):
+                raise ActionError("VALIDATION_ERROR", problem + ".", field=where)
+    problems.raise_any()
+
+
+def check_step_result(queue: dict[str, Any] | None, snapshot: dict[str, Any] | None, *,
+                      finishing: bool = True) -> None:
+    """A result reported for ``queue``'s step (a queue row as selectors read it) held to the
+    fields the queue declares. A completion that hands the step to an external system
+    (``finishing`` false) records what it has: its required fields are the external result's
+    to give."""
+    fields = declared_results(queue["config"] if queue else None)
+    if not finishing:
+        fields = [{**f, "required": False} for f in fields]
+    check_results(fields, snapshot or {})
+
+
+def recorded(fields: list[dict[str, Any]], snapshot: Any) -> list[tuple[str, str]]:
+    """A record's result as people read it: each declared field given (label, value and
+    unit), then any other key the result holds, as (label, value) pairs."""
+    if not isinstance(snapshot, dict):
+        return []
+    out = []
+    for field in fields:
+        value = snapshot.get(field["key"])
+        if _given(value):
+            out.append((field["label"], f"{value} {field['unit']}" if field.get("unit")
+                        else str(value)))
+    declared = {f["key"] for f in fields}
+    out += [(str(k), v if isinstance(v, str) else str(v)) for k, v in snapshot.items()
+            if k not in declared and _given(v)]
+    return out
