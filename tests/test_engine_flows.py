@@ -58,7 +58,7 @@ def test_wet_lab_queue_chain_regression(lab, tenant):
     assert envelope(specimen)["state"] == "COMPLETED"
     extract = done["output_euids"][0]
     qc = _step(svc, worker, "post_extract_qc", extract, next_queue_key="ilmn_lib_prep",
-               result_snapshot={"qc": "passed", "concentration_ng_ul": 35})
+               result_snapshot={"rin": 8.1, "qc": "pass", "concentration": 35})
     assert qc["state"] == "READY" and envelope(extract)["next_queue_key"] == "ilmn_lib_prep"
     assert envelope(extract)["next_action_key"] == "create_library_prep"
     lib = _step(svc, worker, "ilmn_lib_prep", extract,

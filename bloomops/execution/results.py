@@ -5,6 +5,7 @@ the bench, a service worker, an instrument adapter)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -182,6 +183,11 @@ def check_step_result(queue: dict[str, Any] | None, snapshot: dict[str, Any] | N
     check_results(fields, snapshot or {})
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                           default=str)
+
+
 def recorded(fields: list[dict[str, Any]], snapshot: Any) -> list[tuple[str, str]]:
     """A record's result as people read it: each declared field given (label, value and
     unit), then any other key the result holds, as (label, value) pairs."""
@@ -191,9 +197,8 @@ def recorded(fields: list[dict[str, Any]], snapshot: Any) -> list[tuple[str, str
     for field in fields:
         value = snapshot.get(field["key"])
         if _given(value):
-            out.append((field["label"], f"{value} {field['unit']}" if field.get("unit")
-                        else str(value)))
+            out.append((field["label"], f"{_text(value)} {field['unit']}" if field.get("unit")
+                        else _text(value)))
     declared = {f["key"] for f in fields}
-    out += [(str(k), v if isinstance(v, str) else str(v)) for k, v in snapshot.items()
-            if k not in declared and _given(v)]
+    out += [(str(k), _text(v)) for k, v in snapshot.items() if k not in declared and _given(v)]
     return out

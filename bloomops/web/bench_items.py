@@ -5,13 +5,19 @@ take it, policy.queue_takes)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.objects import LEASE, is_kind, load
 from bloomops.execution.policy import next_queues_allowed, queue_takes
+from bloomops.execution.results import declared_results, recorded
 from bloomops.execution.states import PRIORITY_CLASSES, priority_class
+from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import bench_words, services
+from bloomops.web.drafts import RESULT_INPUT
+from bloomops.web.queue_form import decimal_number
 
 # My work warns at least this long before a claim runs out (static/js/bloomops.js counts
 # down); a long claim earlier (work_item's warn_seconds).
@@ -82,7 +88,29 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "passed_over": config_of(passed_over).get("display_name") or passed_over,
         "passed_over_missing": bool(passed_over) and passed_over not in queues,
         "may_finish": not default_next,
+        # what completing it records (RULES.md#results), each with its form field's name
+        "results": [{**f, "input": RESULT_INPUT + f["key"]} for f in declared_results(config)],
     }
+
+
+def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
+    """The result_snapshot a Complete form asks to record: each field the lease's queue
+    declares, as typed (a number read as one; what cannot be read is sent as typed, for the
+    engine to refuse in words); a field left blank is left out. With it, in words for the
+    banner: " (recorded RIN 8.2, QC pass)"."""
+    lease = load(euid=lease_euid, tenant=tenant_of())
+    if lease is None or not is_kind(lease, LEASE):
+        return {}, ""  # the engine refuses the claim itself
+    queue = selectors.queue_config(lease.props.get("queue_lookup_key") or "")
+    fields = declared_results(queue["config"] if queue else None)
+    result: dict[str, Any] = {}
+    for field in fields:
+        raw = post.get(RESULT_INPUT + field["key"], "").strip()
+        if raw:
+            number = decimal_number(raw) if field["kind"] == "number" else None
+            result[field["key"]] = raw if number is None else number
+    words = ", ".join(f"{label} {value}" for label, value in recorded(fields, result))
+    return result, f" (recorded {words})" if words else ""
 
 
 def bench_order(items: list[dict]) -> list[dict]:

@@ -17,6 +17,9 @@ from bloomops.text import readable_line
 DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What went wrong, as you wrote it,",
                 "hold_code": None, "error_class": None}
 SESSION_KEY = "refused_form_drafts"
+# A completion's result fields in the Complete form ("result.rin", bench_items): kept too,
+# a measurement typed once.
+RESULT_INPUT = "result."
 
 
 def draft_key(action: str, name: str) -> str:
@@ -29,8 +32,9 @@ def keep_draft(request: HttpRequest, *, refill: bool = True) -> None:
     for the form to show again. A request from nobody signed in says them only: kept, every
     such request would add a session row anyone could post without end."""
     # words nobody would see (spaces, zero-width characters) are not worth giving back
+    names = [*DRAFT_FIELDS, *[n for n in request.POST if n.startswith(RESULT_INPUT)][:50]]
     kept = {draft_key(request.path, name): value[:4000]
-            for name in DRAFT_FIELDS
+            for name in names
             if readable_line(value := request.POST.get(name, "").strip())}
     if not kept:
         return

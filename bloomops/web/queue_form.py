@@ -34,7 +34,7 @@ def split_list(raw: str) -> list[str]:
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
 
 
-def _number(raw: str) -> int | float | None:
+def decimal_number(raw: str) -> int | float | None:
     """A decimal number as people write one (not "1e3", "nan" or other scripts' digits,
     which float() would also read), or None."""
     if not _DECIMAL.fullmatch(raw):
@@ -120,7 +120,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     for name in RANGES:
         raw = post.get(name, "").strip()
         if raw:
-            wanted[name] = _number(raw)
+            wanted[name] = decimal_number(raw)
             if wanted[name] is None:
                 unreadable.append(name)
     for name in BOOL_FIELDS:
@@ -136,7 +136,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
             field["unit"] = row["unit"]
         for bound in ("min", "max"):
             if row[bound]:
-                field[bound] = _number(row[bound])
+                field[bound] = decimal_number(row[bound])
                 if field[bound] is None:
                     unreadable.append(f"result_fields.{row['key'] or '?'}.{bound}")
         wanted["result_fields"].append(field)
@@ -144,7 +144,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     for name in RETRY_NUMBERS:
         raw = post.get(f"retry_{name}", "").strip()
         if raw:
-            policy[name] = _number(raw)
+            policy[name] = decimal_number(raw)
             if policy[name] is None:
                 unreadable.append(f"retry_policy.{name}")
     if unreadable:

@@ -14,9 +14,10 @@ from django.utils.html import format_html
 from bloomops.accounts.roles import ROLE_WORDS
 from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
-from bloomops.execution.results import described
+from bloomops.execution.results import declared_results, described, recorded
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
+from bloomops.text import readable_line
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
 from bloomops.web.timewords import exact_seconds, local_clock, readable_seconds, relative
@@ -282,6 +283,26 @@ def draft(context: template.Context, action: str, name: str = "reason") -> str:
     return (context.get("refused_drafts") or {}).get(draft_key(action, name), "")
 
 
+def _queue_configs(context) -> dict[str, dict]:
+    """Every queue's config, read once per request however many tags ask."""
+    return per_request(context.get("request"), "queue_configs", lambda: {
+        q["queue_key"]: q["config"] for q in selectors.queues()})
+
+
+@register.simple_tag(takes_context=True)
+def recorded_result(context, record_props: dict | None) -> list[tuple[str, str]]:
+    """What an attempt recorded (its result_snapshot), as people read it: its queue's result
+    fields by label with their units, then anything else the worker kept (RULES.md#results);
+    each value one readable line (another writer may have stored anything)."""
+    props = record_props if isinstance(record_props, dict) else {}
+    snapshot = props.get("result_snapshot")
+    if not isinstance(snapshot, dict) or not snapshot:
+        return []
+    fields = declared_results(_queue_configs(context).get(props.get("queue_lookup_key") or ""))
+    return [(readable_line(label), readable_line(value))
+            for label, value in recorded(fields, snapshot)][:40]
+
+
 @register.simple_tag(takes_context=True)
 def queue_called(context, queue_key: str | None) -> str:
     """A queue as the dashboard names it, wherever a list names one (selectors.queue_called:
@@ -289,9 +310,7 @@ def queue_called(context, queue_key: str | None) -> str:
     alone). The queues are read once per request."""
     if not queue_key:
         return "–"
-    configs = per_request(context.get("request"), "queue_configs", lambda: {
-        q["queue_key"]: q["config"] for q in selectors.queues()})
-    return selectors.queue_called(queue_key, configs.get(queue_key))
+    return selectors.queue_called(queue_key, _queue_configs(context).get(queue_key))
 
 
 @register.simple_tag(takes_context=True)

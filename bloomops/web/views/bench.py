@@ -24,7 +24,7 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
-from bloomops.web.bench_items import bench_order, work_item
+from bloomops.web.bench_items import bench_order, result_of_form, work_item
 from bloomops.web.templatetags.bloomops_ui import wall_clock
 from bloomops.web.timewords import relative
 from bloomops.web.views.common import (
@@ -274,25 +274,30 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     if choice == CHOOSE:
         return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"),
                       refused_to=item_view(lease_euid))
+    result, recorded = result_of_form(request.POST, lease_euid)
     made = services.parse_make_choice(choice)
     if made is not None:
         def run() -> ActionResult:
             payload = services.made_for_next_queue(request.user, lease_euid, *made)
+            if result:
+                payload["result_snapshot"] = result
             return as_human(request, "complete_queue_execution", lease_euid=lease_euid,
                             payload=payload, **guards(request))
 
         words = bench_words.template_words(made[1])
         return bench_answer(
             request, run, lambda r: format_html(
-                "Completed {}: made {} ({}) for {}.", services.item_link(r),
+                "Completed {}{}: made {} ({}) for {}.", services.item_link(r), recorded,
                 format_html_join(", ", "{}", ((services.subject_link(e),)
                                               for e in r["output_euids"])),
                 words, _queue_called(made[0])),
             reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid))
-    payload = {"next_queue_key": choice} if choice else {}
+    payload: dict = {"next_queue_key": choice} if choice else {}
+    if result:
+        payload["result_snapshot"] = result
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
-        lambda r: format_html("Completed {}{}", services.item_link(r),
+        lambda r: format_html("Completed {}{}{}", services.item_link(r), recorded,
                               f"; it moved to {_queue_called(choice)}." if choice
                               else "; its flow is finished."))
 

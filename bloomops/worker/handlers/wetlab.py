@@ -76,7 +76,8 @@ class Handlers(HandlerSet):
         next_queue = {"ont": "ont_lib_prep", "illumina": "ilmn_lib_prep"}.get(
             platform or "", job.queue_config.get("default_next_queue_key"))
         return Outcome(next_queue_key=next_queue,
-                       result_snapshot={"domain_state": "qc_passed", "rin": rin})
+                       result_snapshot={"domain_state": "qc_passed", "rin": rin,
+                                        "qc": "pass"})
 
     def create_library_prep(self, job: Job) -> Outcome:
         self.maybe_fail(job, "library prep")

@@ -1,0 +1,148 @@
+"""Results at the bench and on the console (docs/RULES.md#results): an admin declares what a
+queue's step records on its settings page; a person completing an item is asked for each
+(a measurement with its unit and bounds, QC pass or fail) and a refusal gives back what they
+typed; the inspector shows what each attempt recorded."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.messages import get_messages
+
+from bloomops.execution import selectors
+from tests.engine import SPECIMEN, act, actor, counts, make_queue, make_subject
+from tests.test_web_bench import claim
+from tests.web_support import form_for, signed_in
+
+pytestmark = pytest.mark.django_db
+
+RESULTS = [
+    {"key": "rin", "label": "RIN", "min": 1, "max": 10, "required": True},
+    {"key": "conc", "label": "Concentration", "unit": "ng/µL", "min": 0},
+    {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True},
+]
+
+
+def _settings(page, **typed) -> dict:
+    """The settings form as a browser sends it (the test parser leaves out checkboxes)."""
+    return {**form_for(page, "/settings/queues/cfgq/", **typed),
+            "eligible_states": ["READY", "FAILED_RETRYABLE"], "operator_visible": "on",
+            "diagnostics_enabled": "on"}
+
+
+def _said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.fixture
+def qc_line(lab):
+    make_queue("qcq", display_name="Post-extraction QC", required_worker_capabilities=[],
+               result_fields=RESULTS)
+    return lab
+
+
+def _leased(client, user) -> tuple:
+    euid = make_subject("qcq", name="Specimen 0007")
+    sci = signed_in(client, user)
+    return sci, euid, claim(sci, euid)
+
+
+def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_line):
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    html = sci.get("/my-work/").content.decode()
+    form = html[html.index(f'action="/leases/{lease}/complete/"'):]
+    form = form[:form.index("</form>")]
+    assert "<legend>Results to record</legend>" in form
+    assert re.search(r'<label for="res-[^"]+-rin">RIN <span class="muted">\(required\)', form)
+    assert 'name="result.rin"' in form and 'min="1"' in form and 'max="10"' in form
+    assert "Concentration (ng/µL)" in form
+    # pass or fail: two radios, the first required, nothing chosen for the person
+    assert form.count('name="result.qc"') == 2 and "checked" not in form.split("QC")[1]
+
+
+def test_completing_records_the_results_typed_and_says_them(client, qc_line):
+    sci, euid, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    done = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8.2", "result.conc": "41",
+                                                "result.qc": "fail"}))
+    assert done.status_code == 302
+    assert any("(recorded RIN 8.2, Concentration 41 ng/µL, QC fail)" in m
+               for m in _said(done)), _said(done)
+    record = selectors.subject_history(selectors.subject_diagnostics(euid).uid)["records"][0]
+    # numbers as numbers, not the text typed
+    assert record["props"]["result_snapshot"] == {"rin": 8.2, "conc": 41, "qc": "fail"}
+    inspector = sci.get(f"/subjects/{euid}/").content.decode()
+    recorded = inspector[inspector.index('class="facts recorded"'):]
+    recorded = recorded[:recorded.index("</dl>")]
+    assert "<dt>RIN</dt><dd>8.2</dd>" in recorded
+    assert "<dt>Concentration</dt><dd>41 ng/µL</dd>" in recorded
+    assert "<dt>QC</dt><dd>fail</dd>" in recorded
+
+
+def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_line):
+    sci, euid, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "12", "result.conc": "4,1",
+                                                "result.qc": ""}))
+    assert counts() == before
+    # back on the item, each problem on its own line, what was typed in the form again
+    assert refused["Location"] == f"/my-work/?item={lease}"
+    told = _said(refused)
+    assert "RIN (rin) must be from 1 to 10." in told
+    assert "Concentration (conc) must be a number." in told
+    assert "Record QC (qc): this step requires it." in told
+    again = sci.get(refused["Location"]).content.decode()
+    assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4,1"' in again
+    assert selectors.leases(status="ACTIVE")[0]["euid"] == lease  # still theirs to complete
+
+
+def test_an_admin_declares_results_on_the_settings_page(client, lab):
+    act("create_queue", actor("admin", username="adm"), queue_key="cfgq", payload={
+        "subject_template_codes": [SPECIMEN], "reason": "new", "required_worker_capabilities":
+        ["wetlab.qc"]})
+    admin = signed_in(client, lab["admin"])
+    page = admin.get("/settings/queues/cfgq/")
+    html = page.content.decode()
+    assert 'id="result-rows"' in html and 'name="result-0-key"' in html
+    fields = _settings(page, **{
+        "result-0-key": "rin", "result-0-label": "RIN", "result-0-min": "1",
+        "result-0-max": "10", "result-0-required": "on",
+        "result-1-key": "qc", "result-1-kind": "pass_fail"})
+    preview = admin.post("/settings/queues/cfgq/", fields)
+    shown = preview.content.decode()
+    row = shown[shown.index('data-field="result_fields"'):]
+    assert "RIN (rin): number from 1 to 10, required; qc: pass or fail" in row[:row.index("</tr>")]
+    save = form_for(preview, "/settings/queues/cfgq/save/", reason="QC records RIN")
+    assert admin.post("/settings/queues/cfgq/save/", save).status_code == 302
+    stored = selectors.queue_config("cfgq")["config"]["result_fields"]
+    assert stored == [{"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 10,
+                       "required": True},
+                      {"key": "qc", "label": "qc", "kind": "pass_fail", "required": False}]
+    # shown again as rows, a blank one below for the next
+    again = admin.get("/settings/queues/cfgq/").content.decode()
+    assert 'name="result-1-key" value="qc"' in again and 'name="result-2-key" value=""' in again
+
+
+def test_a_result_row_the_engine_could_not_hold_a_completion_to_is_refused_on_preview(
+        client, lab):
+    act("create_queue", actor("admin", username="adm"), queue_key="cfgq", payload={
+        "subject_template_codes": [SPECIMEN], "reason": "new", "required_worker_capabilities":
+        ["wetlab.qc"]})
+    admin = signed_in(client, lab["admin"])
+    page = admin.get("/settings/queues/cfgq/")
+    before = counts()
+    for typed, said in (({"result-0-key": "RIN value"}, "key must be lowercase"),
+                        ({"result-0-key": "rin", "result-0-min": "ten"},
+                         "must be a number"),
+                        ({"result-0-key": "qc", "result-0-kind": "pass_fail",
+                          "result-0-unit": "%"}, "belong to a number only")):
+        refused = admin.post("/settings/queues/cfgq/", _settings(page, **typed))
+        assert refused.status_code == 400 and any(said in m for m in _said(refused)), \
+            _said(refused)
+        # the row comes back as typed, to be mended
+        assert f'value="{typed["result-0-key"]}"' in refused.content.decode()
+    assert counts() == before
