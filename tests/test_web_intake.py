@@ -11,6 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from bloomops.execution import selectors
 from tests.conftest import make_user
 from tests.engine import SPECIMEN, counts, envelope, make_queue, make_subject, props
 from tests.test_intake import raw_sql_object
@@ -83,7 +84,8 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
     assert html.count('data-outcome="SKIPPED"') == 4
     env = envelope(pending)
     assert env["state"] == "READY" and env["priority"] == 300
-    assert env["due_at"] == "2030-01-02T00:00:00.000000Z"
+    # due on the 2nd: by the end of the 2nd in the lab's zone (UTC here), not its midnight
+    assert env["due_at"] == "2030-01-02T23:59:59.000000Z"
     after = counts()
     # Confirming again (a double submit) replays every row: nothing new.
     client.post("/intake/confirm/", confirm)
@@ -268,6 +270,28 @@ def test_refusals_name_the_manifest_s_columns_and_the_form_explains_priorities(i
     rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
     assert "template is required" in rows[2] and "template_code" not in rows[2]
     assert "due_date must be an ISO 8601 timestamp" in rows[3] and "due_at" not in rows[3]
+
+
+def test_a_due_date_is_read_in_the_lab_s_zone(intake_lab, settings):
+    """A date alone was midnight UTC: due on the 2nd, an item was overdue all of the 2nd (and
+    in Berlin from 01:00 on the 1st's evening). A time without a zone is the lab's clock."""
+    settings.TIME_ZONE = "Europe/Berlin"
+    client = signed_in(Client(), intake_lab["operator"])
+    assert "the lab's time, Europe/Berlin" in client.get("/intake/").content.decode()
+    names = ("Tube winter", "Tube summer", "Tube zoned", "Tube no day")
+    manifest = (HEADER + f",{names[0]},specimen,q1,,2030-01-02,sfo,,\n"
+                + f",{names[1]},specimen,q1,,2030-07-02 14:30,sfo,,\n"
+                + f",{names[2]},specimen,q1,,2030-07-02T14:30:00Z,sfo,,\n"
+                + f",{names[3]},specimen,q1,,2030-02-30,sfo,,\n")
+    preview = client.post("/intake/preview/", {"manifest": manifest})
+    assert "due_date must be an ISO 8601 timestamp" in preview.content.decode().split(
+        'data-line="5"')[1].split("</tr>")[0]
+    client.post("/intake/confirm/", form_for(preview, "/intake/confirm/"))
+    named = selectors.subjects_named(list(names))
+    due = {name: envelope(euids[0])["due_at"] for name, euids in named.items()}
+    assert due == {"Tube winter": "2030-01-02T22:59:59.000000Z",   # 23:59:59 CET
+                   "Tube summer": "2030-07-02T12:30:00.000000Z",   # 14:30 CEST
+                   "Tube zoned": "2030-07-02T14:30:00.000000Z"}    # as written
 
 
 def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):

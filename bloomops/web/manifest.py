@@ -9,7 +9,11 @@ import difflib
 import io
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time
 from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
 
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
@@ -36,16 +40,23 @@ _NO_ZONE = re.compile(
 
 
 def spreadsheet_instant(text: str) -> str:
-    """A spreadsheet's due date as the engine takes an instant (with its zone): a date alone
-    is midnight UTC, a time without a zone is UTC (as the intake page says); anything else
-    goes as written, for the engine to judge."""
-    if _DATE_ONLY.fullmatch(text):
-        return text.strip() + "T00:00:00Z"
-    if _NO_ZONE.fullmatch(text):
-        day, _, time = text.strip().replace("t", "T").replace(" ", "T", 1).partition("T")
-        return f"{day}T{time}{':00' if time.count(':') == 1 else ''}Z"
-    return text
-
+    """A spreadsheet's due date as the engine takes an instant (with its zone), in the lab's
+    zone (BLOOMOPS_TIME_ZONE) as the people who wrote it meant it: a date alone is the end of
+    that day (due on the 2nd was overdue all of the 2nd as its midnight), a time without a
+    zone the lab's wall clock; anything else goes as written, for the engine to judge."""
+    zone = ZoneInfo(settings.TIME_ZONE)
+    try:
+        if _DATE_ONLY.fullmatch(text):
+            moment = datetime.combine(date.fromisoformat(text.strip()), time(23, 59, 59),
+                                      zone)
+        elif _NO_ZONE.fullmatch(text):
+            moment = datetime.fromisoformat(text.strip().replace("t", "T").replace(" ", "T", 1)
+                                            ).replace(tzinfo=zone)
+        else:
+            return text
+    except ValueError:  # a day no calendar has: the engine says so in its words
+        return text
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def in_columns(err: ActionError) -> str:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -51,6 +52,7 @@ def _page(request: HttpRequest, **context) -> HttpResponse:
     # "URGENT 200, STAT 300": what a number means (RULES.md#order), lowest band first
     context.setdefault("priority_bands", sorted(
         ((floor, name) for name, floor in PRIORITY_CLASSES.items() if floor > 0)))
+    context.setdefault("lab_zone", settings.TIME_ZONE)  # how a due date is read
     status = context.pop("status", 200)
     return render(request, "web/intake.html", context, status=status)
 
