@@ -40,7 +40,11 @@ def test_role_matrix_of_the_intake_screens(intake_lab, role, status):
     assert r.status_code == status
     r = client.post("/intake/confirm/", {"manifest": HEADER + ",Tube 1,specimen,q1,,,sfo,,\n",
                                          "batch_key": "a" * 32, "accepted": "2"})
-    assert r.status_code == status
+    # done, the results are a page of their own (a reload asks to send nothing again)
+    assert r.status_code == (302 if status == 200 else status)
+    if status == 200:
+        assert r["Location"] == f"/intake/{'a' * 32}/"
+        assert client.get(r["Location"]).status_code == 200
     if status == 403:
         assert counts() == before
     assert client.get(f"/intake/{'a' * 32}/results.csv").status_code == status
@@ -76,8 +80,8 @@ def test_preview_checks_every_row_and_writes_nothing_then_confirm_runs_the_good_
     assert "does not take content/material/specimen/1.0" in html
     confirm = form_for(r, "/intake/confirm/")
     assert confirm["accepted"] == "2,3"
-    r = client.post("/intake/confirm/", confirm)
-    assert r.status_code == 200
+    r = client.post("/intake/confirm/", confirm, follow=True)
+    assert r.status_code == 200 and r.redirect_chain[0][0].startswith("/intake/")
     html = r.content.decode()
     assert html.count('data-outcome="ROUTED"') == 1
     assert html.count('data-outcome="REGISTERED"') == 1
@@ -141,10 +145,30 @@ def test_confirm_refuses_a_forged_batch_key_and_a_changed_row_is_refused_by_the_
     # The same batch and line with other content (posted from another session, which holds
     # no results of the batch): the engine refuses, nothing written.
     confirm["manifest"] = HEADER + ",Other,specimen,q1,,,sfo,,\n"
-    r = signed_in(Client(), intake_lab["operator"]).post("/intake/confirm/", confirm)
+    r = signed_in(Client(), intake_lab["operator"]).post("/intake/confirm/", confirm,
+                                                         follow=True)
     assert 'data-outcome="REFUSED"' in r.content.decode()
     assert "IDEMPOTENCY_CONFLICT" in r.content.decode()
     assert counts() == before
+
+
+def test_results_are_a_page_a_reload_or_back_never_sends_again(intake_lab):
+    """The results were the answer to the confirmation's POST: reloading them, or Back to
+    them, asked the browser to send the confirmation again."""
+    client = signed_in(Client(), intake_lab["operator"])
+    preview = client.post("/intake/preview/",
+                          {"manifest": HEADER + ",Tube 80,specimen,q1,,,sfo,,\n"})
+    done = client.post("/intake/confirm/", form_for(preview, "/intake/confirm/"))
+    assert done.status_code == 302
+    after = counts()
+    page = client.get(done["Location"])
+    assert page.status_code == 200 and page.content.decode().count(
+        'data-outcome="REGISTERED"') == 1 and 'id="intake-again"' not in page.content.decode()
+    assert client.get(done["Location"]).status_code == 200 and counts() == after
+    # another person's session has no such results, nor a made-up batch
+    other = signed_in(Client(), intake_lab["admin"])
+    assert other.get(done["Location"]).status_code == 404
+    assert client.get(f"/intake/{'b' * 32}/").status_code == 404
 
 
 def test_confirming_a_batch_again_shows_its_first_results_and_keeps_its_csv(intake_lab):
@@ -154,11 +178,11 @@ def test_confirming_a_batch_again_shows_its_first_results_and_keeps_its_csv(inta
     preview = client.post("/intake/preview/", {
         "manifest": HEADER + ",Tube 70,specimen,q1,,,sfo,,\n,Tube 71,specimen,q1,SOON,,,,\n"})
     confirm = form_for(preview, "/intake/confirm/")
-    first = client.post("/intake/confirm/", confirm).content.decode()
+    first = client.post("/intake/confirm/", confirm, follow=True).content.decode()
     url = f"/intake/{confirm['batch_key']}/results.csv"
     kept = client.get(url).content
     after = counts()
-    again = client.post("/intake/confirm/", confirm).content.decode()
+    again = client.post("/intake/confirm/", confirm, follow=True).content.decode()
     assert counts() == after
     assert 'id="intake-again"' in again and 'id="intake-again"' not in first
     assert "Already done before" not in again
@@ -303,7 +327,7 @@ def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):
     assert html.count('data-ok="yes"') == 1 and "Not read" not in html
     confirm = form_for(client.post("/intake/preview/", {"manifest": manifest}),
                        "/intake/confirm/")
-    done = client.post("/intake/confirm/", confirm).content.decode()
+    done = client.post("/intake/confirm/", confirm, follow=True).content.decode()
     euid = re.search(r'href="/subjects/(Z-[^/]+)/"', done).group(1)
     assert props(euid)["site"] == "sfo"  # as the queue spells it
     # a value no scope spells in any case is left to the engine, which says why
@@ -318,7 +342,7 @@ def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab)
     client = signed_in(Client(), intake_lab["operator"])
     manifest = HEADER + ",DupTube,specimen,q1,,,sfo,,\n,duptube,specimen,q1,,,sfo,,\n"
     done = client.post("/intake/confirm/", {"manifest": manifest, "accepted": "2,3",
-                                            "batch_key": "a" * 32}).content.decode()
+                                            "batch_key": "a" * 32}, follow=True).content.decode()
     assert 'data-line="3" data-outcome="SKIPPED"' in done
     assert "Line 2 has the same name" in done
     from bloomops.tapdb.db import fetch_value

@@ -54,6 +54,7 @@ urlpatterns = [
     path("intake/", views.intake, name="intake"),
     path("intake/preview/", views.intake_preview, name="intake_preview"),
     path("intake/confirm/", views.intake_confirm, name="intake_confirm"),
+    path("intake/<str:batch_key>/", views.intake_results, name="intake_results"),
     path("intake/<str:batch_key>/results.csv", views.intake_results_csv,
          name="intake_results_csv"),
     path("settings/queues/", views.queue_settings_index, name="queue_settings_index"),

@@ -37,6 +37,7 @@ from bloomops.web.views.intake import (
     intake,
     intake_confirm,
     intake_preview,
+    intake_results,
     intake_results_csv,
 )
 from bloomops.web.views.people import people_list, person, person_password
@@ -70,7 +71,8 @@ from bloomops.web.views.tokens import person_token_new, person_token_revoke
 __all__ = [
     "admin_tools", "cancel_subject", "claim_next", "claim_subject", "complete_lease",
     "dashboard", "expire_lease", "fail_lease", "failures", "failures_bulk", "hold_subject",
-    "intake", "intake_confirm", "intake_preview", "intake_results_csv", "my_work",
+    "intake", "intake_confirm", "intake_preview", "intake_results",
+    "intake_results_csv", "my_work",
     "new_queue", "people_list", "person", "person_password", "queue_detail", "queue_enabled",
     "queue_export", "queue_settings", "queue_settings_index", "release_hold", "release_lease",
     "replace_queue", "renew_all", "renew_lease",

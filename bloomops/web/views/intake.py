@@ -11,7 +11,8 @@ from functools import wraps
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from bloomops.accounts.roles import roles_of
@@ -120,12 +121,10 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     if not BATCH_KEY.fullmatch(batch_key):
         return _page(request, error="The confirmation lost its batch; preview again.",
                      status=400)
-    kept = request.session.get(SESSION_PREFIX + batch_key)
-    if kept is not None:
+    if request.session.get(SESSION_PREFIX + batch_key) is not None:
         # Back and Confirm again: the first run's results stand (a replay of each row would
         # rewrite them as "already done", the result CSV the person kept included).
-        return _page(request, results=kept, batch_key=batch_key, again=True,
-                     done_count=sum(1 for r in kept if r["outcome"] in DONE_OUTCOMES))
+        return redirect(f"{reverse('intake_results', args=[batch_key])}?again=1")
     try:
         rows = _rows(request, request.POST.get("manifest", ""), batch_key)
     except manifest.ManifestError as exc:
@@ -154,7 +153,20 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
                               " nothing repeated." if done.replayed else "")
         results.append(result)
     _keep(request, batch_key, results)
+    # the results are a page of their own: reloading it, or coming Back to it, asks to send
+    # nothing again
+    return redirect("intake_results", batch_key)
+
+
+@require_GET
+@intake_role
+def intake_results(request: HttpRequest, batch_key: str) -> HttpResponse:
+    """What a confirmed manifest did, row by row, from the person's session."""
+    results = _kept(request, batch_key)
+    if results is None:
+        return _not_kept(request)
     return _page(request, results=results, batch_key=batch_key,
+                 again=request.GET.get("again") == "1",
                  done_count=sum(1 for r in results if r["outcome"] in DONE_OUTCOMES))
 
 
@@ -169,6 +181,16 @@ def _why_skipped(row: manifest.Row) -> str:
     return "Not accepted at preview (it would be now: preview the file again to take it)."
 
 
+def _kept(request: HttpRequest, batch_key: str) -> list[dict] | None:
+    return request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.fullmatch(
+        batch_key) else None
+
+
+def _not_kept(request: HttpRequest) -> HttpResponse:
+    return not_found(request, "No such intake results in this session: they are kept in the"
+                     " session that ran the intake.")
+
+
 def _keep(request: HttpRequest, batch_key: str, results: list[dict]) -> None:
     """The results for the download, in the person's own session (only the newest few)."""
     kept = [k for k in request.session.keys() if k.startswith(SESSION_PREFIX)]
@@ -180,11 +202,9 @@ def _keep(request: HttpRequest, batch_key: str, results: list[dict]) -> None:
 @require_GET
 @intake_role
 def intake_results_csv(request: HttpRequest, batch_key: str) -> HttpResponse:
-    results = request.session.get(SESSION_PREFIX + batch_key) if BATCH_KEY.fullmatch(
-        batch_key) else None
+    results = _kept(request, batch_key)
     if results is None:
-        return not_found(request, "No such intake results in this session: they are kept in"
-                         " the session that ran the intake.")
+        return _not_kept(request)
     response = csv_response(f"intake-{batch_key[:8]}.csv")
     response.write(manifest.results_csv(results))
     return response
