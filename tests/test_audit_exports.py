@@ -195,7 +195,8 @@ def test_a_failure_s_words_are_its_why_on_activity_and_in_its_csv(client, lab):
 
     svc = actor(*SERVICE)
     subject = make_subject("q1", name="Tube 9")
-    worker = register(svc, capabilities=["wetlab.extraction"])
+    worker = register(svc, "demo://centrifuge", capabilities=["wetlab.extraction"],
+                      display_name="Centrifuge adapter")
     lease = claim(svc, worker, "q1")["lease_euid"]
     act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease,
         expected_state="READY", payload={"retryable": False, "error_class": "PERMANENT_INPUT",
@@ -203,9 +204,13 @@ def test_a_failure_s_words_are_its_why_on_activity_and_in_its_csv(client, lab):
     client = signed_in(client, lab["operator"])
     html = client.get("/activity/?action=fail_queue_execution").content.decode()
     assert "PERMANENT_INPUT: Tube cracked in centrifuge" in html
+    # which worker failed it, as the inspector says (Activity named the account alone)
+    row = html.split('data-label="Who"')[1].split("</td>")[0]
+    assert f"worker Centrifuge adapter <code>{worker}</code>" in row
     head, row = _csv(client.get("/activity/export.csv?action=fail_queue_execution"))[:2]
-    assert dict(zip(head, row, strict=True))["reason"] == \
-        "PERMANENT_INPUT: Tube cracked in centrifuge"
+    exported = dict(zip(head, row, strict=True))
+    assert exported["reason"] == "PERMANENT_INPUT: Tube cracked in centrifuge"
+    assert (exported["worker_euid"], exported["worker"]) == (worker, "Centrifuge adapter")
     # the subject's own history says it once, in the same words
     page = client.get(f"/subjects/{subject}/").content.decode()
     history = page.split('id="actions"')[1].split("</table>")[0]

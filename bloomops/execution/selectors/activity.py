@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.envelope import ts
-from bloomops.execution.selectors.base import ACTION_WHY, read_params
+from bloomops.execution.selectors.base import ACTION_WHY, ACTION_WORKER, read_params
 from bloomops.tapdb.db import fetch_all
 
 # An action record's instant as the executor wrote it (envelope.ts: fixed-width UTC text),
@@ -36,7 +36,8 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                a.json_addl->'result'->>'state' AS state_after,
                coalesce(a.json_addl->'result'->>'requested_by',
                         a.json_addl->'result'->'approval'->>'requested_by') AS asked_by,
-               a.json_addl->'result'->>'gated_action_key' AS gated_action_key
+               a.json_addl->'result'->>'gated_action_key' AS gated_action_key,
+               {ACTION_WORKER}
         FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted
           AND (%(people)s::text[] IS NULL

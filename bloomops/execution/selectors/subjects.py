@@ -17,6 +17,7 @@ from bloomops.execution.errors import PLAIN
 from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.selectors.base import (
     ACTION_WHY,
+    ACTION_WORKER,
     EnvelopeView,
     read_params,
 )
@@ -300,10 +301,7 @@ def action_history(instance_uid: int) -> list[dict[str, Any]]:
                a.json_addl->>'executed_by_name' AS executed_by_name,
                a.json_addl->>'executed_at' AS executed_at, {ACTION_WHY} AS reason,
                a.json_addl->'result' AS result, a.json_addl->'captured_data' AS payload,
-               a.json_addl->>'worker_lookup_euid' AS worker_euid,
-               (SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
-                 WHERE w.euid = a.json_addl->>'worker_lookup_euid'
-                   AND w.tenant_id = %(tenant)s) AS worker_name
+               {ACTION_WORKER}
         FROM generic_instance_lineage l
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
              AND a.tenant_id = %(tenant)s

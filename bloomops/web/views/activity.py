@@ -118,7 +118,8 @@ EXPORT_COLUMNS = (("executed_at_utc", "executed_at"), ("who", "who"), ("action",
                   ("action_key", "action_key"), ("subject_euid", "subject_euid"),
                   ("queue", "queue_key"), ("target_euid", "target_euid"),
                   ("state_after", "state_after"), ("reason", "reason"),
-                  ("action_record_euid", "euid"), ("asked_by", "asked_by"))
+                  ("action_record_euid", "euid"), ("asked_by", "asked_by"),
+                  ("worker_euid", "worker_euid"), ("worker", "worker_name"))
 
 
 @require_GET
