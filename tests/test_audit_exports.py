@@ -337,3 +337,26 @@ def test_activity_lists_its_rows_in_the_clock_of_the_days_it_searched(client, la
     assert shown == local.strftime("%Y-%m-%d %H:%M:%S JST")
     utc_page = client.get("/activity/?tz=UTC").content.decode()
     assert re.search(r'<td data-label="When">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>', utc_page)
+
+
+def test_a_first_visit_reads_whole_days_in_the_reader_s_zone(client, lab, october, settings):
+    """Until the form was sent (with the zone the browser filled in), Activity read whole
+    days in UTC: a Berlin QA lead's first look at "the last week" was UTC's. The browser
+    says its zone on every page (a cookie); without one, the lab's zone is read."""
+    client = signed_in(client, lab["operator"])
+    query = "by=qa&from=2026-10-01&to=2026-10-31"
+    client.cookies["bloomops_tz"] = "Europe/Berlin"
+    found, count = _october(lab["operator"], client, query)
+    assert "whole days in Europe/Berlin" in count
+    assert found == [_record_of(october["early"][1]), _record_of(october["september"][1])]
+    # the form's own zone wins over the cookie
+    _, count = _october(lab["operator"], client, query + "&tz=Asia/Tokyo")
+    assert "whole days in Asia/Tokyo" in count
+    del client.cookies["bloomops_tz"]
+    settings.TIME_ZONE = "America/New_York"
+    _, count = _october(lab["operator"], client, query)
+    assert "whole days in America/New_York" in count
+    # a cookie naming no zone reads UTC, said as such (not a 500)
+    client.cookies["bloomops_tz"] = "Mars/Olympus"
+    _, count = _october(lab["operator"], client, query)
+    assert "whole days in UTC" in count

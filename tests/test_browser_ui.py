@@ -286,3 +286,20 @@ def test_holds_placed_today_are_counted_in_the_readers_own_zone(browser, site):
     page.get_by_role("button", name="Find").click()
     expect(page.locator("#hold-count")).to_contain_text("(Asia/Tokyo)")
     context.close()
+
+
+def test_activity_reads_the_reader_s_days_on_the_first_visit(browser, site):
+    """The browser says its zone on every page, so Activity's first visit (before its form
+    sends "tz") reads whole days where the reader is, not in UTC."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  timezone_id="Pacific/Honolulu")
+    page = context.new_page()
+    page.set_default_timeout(10000)
+    page.goto(f"{site}/accounts/login/")
+    page.get_by_label("Username").fill("qa")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site}/")
+    page.goto(f"{site}/activity/")
+    expect(page.locator("#activity-count")).to_contain_text("whole days in Pacific/Honolulu")
+    context.close()

@@ -387,12 +387,17 @@ window.bloomopsSideways = "table.grid, .table-container";
       span.textContent = span.textContent.trim().charAt(0) === "(" ? "(" + shown + ")" : shown;
     });
   }
-  // A form asking for the reader's day ("today" on the hold search) is told their zone.
+  // A form asking for the reader's day ("today" on the hold search) is told their zone; so
+  // is the server, for a page's first visit (the cookie web/views/holds.py ZONE_COOKIE reads).
   function zone() {
     var name = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
     document.querySelectorAll("input[data-local-zone]").forEach(function (input) {
       if (!input.value) input.value = name;
     });
+    if (name && /^[A-Za-z0-9_+\-\/]{1,64}$/.test(name)) {
+      document.cookie = "bloomops_tz=" + name + "; path=/; max-age=31536000; SameSite=Lax" +
+        (location.protocol === "https:" ? "; Secure" : "");
+    }
   }
   document.addEventListener("DOMContentLoaded", function () { localise(document); zone(); });
   document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });

@@ -21,7 +21,7 @@ from bloomops.web import services
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
 from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator
-from bloomops.web.views.holds import local_midnight, usernames_meant
+from bloomops.web.views.holds import local_midnight, reader_zone, usernames_meant
 
 SHOWN = 500
 # A worker's housekeeping: hundreds an hour from each service, deciding nothing. Left out
@@ -45,7 +45,7 @@ def _search(request: HttpRequest, limit: int) -> dict:
     the end of the last) in the reader's time zone, as the holds' "today" is."""
     get = request.GET
     asked_zone = get.get("tz", "").strip()[:64]
-    today, zone = local_midnight(clock.now(), asked_zone)
+    today, zone = local_midnight(clock.now(), reader_zone(request))
     problems = [f"{label} is not a date (YYYY-MM-DD, the years {YEARS[0]} to {YEARS[1]}):"
                 f" read as {default}."
                 for label, name, default in (("From", "from", "a week ago"),

@@ -8,6 +8,7 @@ import csv
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -41,6 +42,18 @@ def usernames_meant(text: str | None) -> list[str] | None:
     return [text, *named.values_list("username", flat=True)]
 
 
+# The reader's zone as their browser last said it: static/js/bloomops.js sets this cookie on
+# every page, so a page's first visit (before its form sends "tz") reads the reader's days.
+ZONE_COOKIE = "bloomops_tz"
+
+
+def reader_zone(request: HttpRequest) -> str:
+    """The zone the reader asked for (the form's "tz"), else their browser's (the cookie),
+    else the lab's (BLOOMOPS_TIME_ZONE); local_midnight falls back to UTC for no such zone."""
+    return (request.GET.get("tz", "").strip() or request.COOKIES.get(ZONE_COOKIE, "").strip()
+            or settings.TIME_ZONE)[:64]
+
+
 def local_midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
     """The last midnight in the reader's time zone (the IANA name their browser gives,
     static/js/bloomops.js), and the zone's name; UTC when none or no such zone is named.
@@ -60,7 +73,7 @@ def _search(request: HttpRequest, limit: int) -> dict:
         since_key = "30d"
     ended = request.GET.get("status", "any") != "active"
     span, now = SINCE[since_key], clock.now()
-    since, zone = (local_midnight(now, request.GET.get("tz", "")[:64]) if since_key == "today"
+    since, zone = (local_midnight(now, reader_zone(request)) if since_key == "today"
                    else (now - span if span else None, None))
     found = selectors.holds(ended=ended, code=code, placed_by=usernames_meant(placed_by),
                             since=since, limit=limit)
