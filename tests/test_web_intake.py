@@ -213,6 +213,30 @@ def test_the_preview_warns_of_a_name_already_registered_and_refuses_one_given_tw
     assert html.count('data-ok="yes"') == 3
 
 
+def test_a_row_named_like_a_registered_subject_runs_only_when_ticked(intake_lab):
+    """Warned of, the row still ran: the same manifest confirmed twice registered every
+    specimen twice, and the bench's scan of a name was then ambiguous. Now it runs only when
+    the person ticks it; unticked, the result says why it was skipped."""
+    client = signed_in(Client(), intake_lab["operator"])
+    make_subject("q1", name="Tube 30")
+    make_subject("q1", name="Tube 31")
+    manifest = (HEADER + ",Tube 30,specimen,q1,,,sfo,,\n" + ",Tube 31,specimen,q1,,,sfo,,\n"
+                + ",Tube 32,specimen,q1,,,sfo,,\n")
+    preview = client.post("/intake/preview/", {"manifest": manifest})
+    html = preview.content.decode()
+    assert "1 row ready, 2 named like a registered subject, 0 with problems" in html
+    assert html.count('name="also"') == 2 and "Confirm: run 1 row and those ticked" in html
+    confirm = form_for(preview, "/intake/confirm/")
+    assert confirm["accepted"] == "4" and "also" not in confirm
+    done = client.post("/intake/confirm/", {**confirm, "also": ["3"]}, follow=True)
+    outcomes = dict(re.findall(r'data-line="(\d)" data-outcome="([A-Z]+)"',
+                               done.content.decode()))
+    assert outcomes == {"2": "SKIPPED", "3": "REGISTERED", "4": "REGISTERED"}
+    assert "It was not ticked to register anyway." in done.content.decode()
+    assert len(selectors.subjects_named(["Tube 30"])["Tube 30"]) == 1
+    assert len(selectors.subjects_named(["Tube 31"])["Tube 31"]) == 2
+
+
 @pytest.mark.parametrize(("heading", "refused"), [
     ("prioirty", "did you mean &#x27;priority&#x27;?"),
     ("qeueu", "did you mean &#x27;queue&#x27;?"), ("queue_ky", None),

@@ -105,12 +105,19 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
             row.outcome = preview(row.request)
         except ActionError as exc:
             row.problem = manifest.in_columns(exc)
+    _warn_of_duplicates(rows)
+    # a row named like a registered subject runs only if ticked: most often it is the same
+    # manifest uploaded again, and confirming registered every specimen twice
+    ok = [r.line for r in rows if not r.problem and not r.warning]
+    warned = [r.line for r in rows if not r.problem and r.warning]
+    return _page(request, rows=rows, manifest=text, batch_key=batch_key, notes=notes,
+                 accepted=",".join(map(str, ok)), ok_count=len(ok), warned_count=len(warned),
+                 bad_count=len(rows) - len(ok) - len(warned))
+
+
+def _warn_of_duplicates(rows: list[manifest.Row]) -> None:
     manifest.warn_of_duplicates(rows, selectors.subjects_named(
         [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
-    ok = [r.line for r in rows if not r.problem]
-    return _page(request, rows=rows, manifest=text, batch_key=batch_key, notes=notes,
-                 accepted=",".join(map(str, ok)), ok_count=len(ok),
-                 bad_count=len(rows) - len(ok))
 
 
 @require_POST
@@ -129,7 +136,10 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         rows = _rows(request, request.POST.get("manifest", ""), batch_key)
     except manifest.ManifestError as exc:
         return _page(request, error=str(exc), status=400)
+    _warn_of_duplicates(rows)
+    # the rows the preview accepted, and those named like a registered subject ticked to run
     accepted = {p for p in request.POST.get("accepted", "").split(",") if p.isdigit()}
+    accepted |= {p for p in request.POST.getlist("also") if p.isdigit()}
     results = []
     for row in rows:
         v = row.values
@@ -139,7 +149,9 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         # a row the manifest itself refuses (a repeated name) has no request: never run,
         # whatever the confirmation says was accepted
         if str(row.line) not in accepted or row.request is None:
-            result.update(outcome="SKIPPED", message=row.problem or _why_skipped(row))
+            result.update(outcome="SKIPPED", message=row.problem or (
+                f"Not registered: {row.warning} It was not ticked to register anyway."
+                if row.warning else _why_skipped(row)))
         else:
             try:
                 done = execute(row.request)
