@@ -52,8 +52,10 @@ def site(committed, tenant, settings, live_server):
     return live_server.url
 
 
-def signed_in(browser, url: str, username: str, width: int = 1280):
-    context = browser.new_context(viewport={"width": width, "height": 900})
+def signed_in(browser, url: str, username: str, width: int = 1280,
+              timezone_id: str | None = None):
+    context = browser.new_context(viewport={"width": width, "height": 900},
+                                  **({"timezone_id": timezone_id} if timezone_id else {}))
     page = context.new_page()
     page.set_default_timeout(10000)
     page.goto(f"{url}/accounts/login/")
@@ -272,34 +274,18 @@ def test_keyboard_only_claim_from_the_queue_page(browser, site):
 
 def test_holds_placed_today_are_counted_in_the_readers_own_zone(browser, site):
     """The hold search's "today" is the reader's day: the browser names its zone."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  timezone_id="Asia/Tokyo")
-    page = context.new_page()
-    page.set_default_timeout(10000)
-    page.goto(f"{site}/accounts/login/")
-    page.get_by_label("Username").fill("qa")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{site}/")
+    page = signed_in(browser, site, "qa", timezone_id="Asia/Tokyo")
     page.goto(f"{site}/holds/")
     page.get_by_label("Placed", exact=True).select_option("today")
     page.get_by_role("button", name="Find").click()
     expect(page.locator("#hold-count")).to_contain_text("(Asia/Tokyo)")
-    context.close()
+    page.context.close()
 
 
 def test_activity_reads_the_reader_s_days_on_the_first_visit(browser, site):
     """The browser says its zone on every page, so Activity's first visit (before its form
     sends "tz") reads whole days where the reader is, not in UTC."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900},
-                                  timezone_id="Pacific/Honolulu")
-    page = context.new_page()
-    page.set_default_timeout(10000)
-    page.goto(f"{site}/accounts/login/")
-    page.get_by_label("Username").fill("qa")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{site}/")
+    page = signed_in(browser, site, "qa", timezone_id="Pacific/Honolulu")
     page.goto(f"{site}/activity/")
     expect(page.locator("#activity-count")).to_contain_text("whole days in Pacific/Honolulu")
-    context.close()
+    page.context.close()
