@@ -101,7 +101,8 @@ def clean_result_fields(value: Any) -> list[dict[str, Any]]:
 
 def declared_results(config: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The result fields a stored queue declares; none where another writer stored a list
-    the engine cannot read (a wrong type reads as absent, RULES.md#foreign-rows)."""
+    the engine cannot read (a wrong type reads as absent, as every field another writer
+    stores: docs/ARCHITECTURE.md, "reading a stored field")."""
     try:
         return clean_result_fields((config or {}).get("result_fields"))
     except ActionError:
