@@ -48,10 +48,13 @@ ZONE_COOKIE = "bloomops_tz"
 
 
 def reader_zone(request: HttpRequest) -> str:
-    """The zone the reader asked for (the form's "tz"), else their browser's (the cookie),
-    else the lab's (BLOOMOPS_TIME_ZONE); local_midnight falls back to UTC for no such zone."""
-    return (request.GET.get("tz", "").strip() or request.COOKIES.get(ZONE_COOKIE, "").strip()
-            or settings.TIME_ZONE)[:64]
+    """The zone the reader asked for (the form's "tz": one that does not exist is said, and
+    local_midnight reads UTC), else their browser's (the cookie, where it names a zone), else
+    the lab's (BLOOMOPS_TIME_ZONE)."""
+    if asked := request.GET.get("tz", "").strip()[:64]:
+        return asked
+    told = request.COOKIES.get(ZONE_COOKIE, "").strip()[:64]
+    return told if told in available_timezones() else settings.TIME_ZONE
 
 
 def local_midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
