@@ -142,6 +142,11 @@ def test_a_failure_needs_no_results(tenant):
     ([{"key": "rin", "required": "yes"}], "required must be true or false"),
     ([{"key": "rin", "label": "R\u200bIN"}], "label may hold only printable characters"),
     ([{"key": "rin", "colour": "red"}], "unknown fields ['colour']"),
+    ([{"key": "grade", "kind": "choice"}], "a choice needs them"),
+    ([{"key": "grade", "choices": ["A", "B"]}], "choices belong to a choice"),
+    ([{"key": "grade", "kind": "choice", "choices": ["A"]}], "choices must list 2 to 20"),
+    ([{"key": "grade", "kind": "choice", "choices": ["A", "A "]}], "a choice is listed twice"),
+    ([{"key": "grade", "kind": "choice", "choices": ["A", ""]}], "a choice must be text"),
     ([{"key": f"f{n}"} for n in range(21)], "a list of up to 20 fields"),
     ({"key": "rin"}, "must be a list"),
 ])
@@ -179,3 +184,17 @@ def test_result_fields_are_changed_as_any_setting_with_their_history(tenant):
     with pytest.raises(ActionError):  # still refused out of bounds
         act("update_queue", _admin(), queue_key="qc", expected_revision=2,
             payload={"reason": "r", "result_fields": [{"key": "x", "max": float("nan")}]})
+
+
+def test_a_choice_records_one_of_its_values(tenant):
+    act("create_queue", _admin(), queue_key="gel", payload={
+        "subject_template_codes": [SPECIMEN], "reason": "gel QC", "result_fields": [
+            {"key": "grade", "label": "Gel grade", "kind": "choice",
+             "choices": ["A", "B", "borderline"], "required": True}]})
+    stored = selectors.queue_config("gel")["config"]["result_fields"][0]
+    assert described(stored) == "Gel grade (grade): one of A, B, borderline, required"
+    svc, worker, lease = _leased("gel")
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, {"grade": "C"}))
+    assert err.message == "Gel grade (grade) must be one of A, B, borderline."
+    done = _complete(svc, worker, lease, {"grade": "borderline"})
+    assert props(done["execution_record_euid"])["result_snapshot"] == {"grade": "borderline"}

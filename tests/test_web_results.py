@@ -21,6 +21,7 @@ RESULTS = [
     {"key": "rin", "label": "RIN", "min": 1, "max": 10, "required": True},
     {"key": "conc", "label": "Concentration", "unit": "ng/µL", "min": 0},
     {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True},
+    {"key": "grade", "label": "Gel grade", "kind": "choice", "choices": ["A", "B  2"]},
 ]
 
 
@@ -59,6 +60,9 @@ def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_li
     assert "Concentration (ng/µL)" in form
     # pass or fail: two radios, the first required, nothing chosen for the person
     assert form.count('name="result.qc"') == 2 and "checked" not in form.split("QC")[1]
+    # a choice from a list, none chosen for the person, each value exactly as declared
+    assert re.search(r'<select id="res-[^"]+-grade" name="result.grade"><option value="">'
+                     r'choose…</option><option value="A">A</option><option value="B  2">', form)
 
 
 def test_completing_records_the_results_typed_and_says_them(client, qc_line):
@@ -66,13 +70,14 @@ def test_completing_records_the_results_typed_and_says_them(client, qc_line):
     page = sci.get("/my-work/")
     done = sci.post(f"/leases/{lease}/complete/", form_for(
         page, f"/leases/{lease}/complete/", **{"result.rin": "8.2", "result.conc": "41",
-                                                "result.qc": "fail"}))
+                                                "result.qc": "fail", "result.grade": "B  2"}))
     assert done.status_code == 302
-    assert any("(recorded RIN 8.2, Concentration 41 ng/µL, QC fail)" in m
+    assert any("(recorded RIN 8.2, Concentration 41 ng/µL, QC fail, Gel grade B  2)" in m
                for m in _said(done)), _said(done)
     record = selectors.subject_history(selectors.subject_diagnostics(euid).uid)["records"][0]
     # numbers as numbers, not the text typed
-    assert record["props"]["result_snapshot"] == {"rin": 8.2, "conc": 41, "qc": "fail"}
+    assert record["props"]["result_snapshot"] == {"rin": 8.2, "conc": 41, "qc": "fail",
+                                                  "grade": "B  2"}
     inspector = sci.get(f"/subjects/{euid}/").content.decode()
     recorded = inspector[inspector.index('class="facts recorded"'):]
     recorded = recorded[:recorded.index("</dl>")]
@@ -111,20 +116,25 @@ def test_an_admin_declares_results_on_the_settings_page(client, lab):
     fields = _settings(page, **{
         "result-0-key": "rin", "result-0-label": "RIN", "result-0-min": "1",
         "result-0-max": "10", "result-0-required": "on",
-        "result-1-key": "qc", "result-1-kind": "pass_fail"})
+        "result-1-key": "qc", "result-1-kind": "pass_fail",
+        "result-2-key": "grade", "result-2-kind": "choice", "result-2-choices": "A, B,C"})
     preview = admin.post("/settings/queues/cfgq/", fields)
     shown = preview.content.decode()
     row = shown[shown.index('data-field="result_fields"'):]
-    assert "RIN (rin): number from 1 to 10, required; qc: pass or fail" in row[:row.index("</tr>")]
+    assert ("RIN (rin): number from 1 to 10, required; qc: pass or fail; grade: one of A, B, C"
+            in row[:row.index("</tr>")])
     save = form_for(preview, "/settings/queues/cfgq/save/", reason="QC records RIN")
     assert admin.post("/settings/queues/cfgq/save/", save).status_code == 302
     stored = selectors.queue_config("cfgq")["config"]["result_fields"]
     assert stored == [{"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 10,
                        "required": True},
-                      {"key": "qc", "label": "qc", "kind": "pass_fail", "required": False}]
+                      {"key": "qc", "label": "qc", "kind": "pass_fail", "required": False},
+                      {"key": "grade", "label": "grade", "kind": "choice",
+                       "choices": ["A", "B", "C"], "required": False}]
     # shown again as rows, a blank one below for the next
     again = admin.get("/settings/queues/cfgq/").content.decode()
-    assert 'name="result-1-key" value="qc"' in again and 'name="result-2-key" value=""' in again
+    assert 'name="result-1-key" value="qc"' in again and 'name="result-3-key" value=""' in again
+    assert 'name="result-2-choices" value="A, B, C"' in again
 
 
 def test_a_result_row_the_engine_could_not_hold_a_completion_to_is_refused_on_preview(

@@ -24,6 +24,8 @@ from bloomops.execution.actions.queue_fields import (
     RETRY_RANGES,
 )
 from bloomops.execution.results import (
+    CHOICE_MAX,
+    MAX_CHOICES,
     MAX_RESULT_FIELDS,
     RESULT_KEY_PATTERN,
     RESULT_KINDS,
@@ -69,11 +71,14 @@ class ResultFieldIn(StrictSchema):
                            description="What people read (default: the key).",
                            json_schema_extra=STRIPPED_LINE)
     kind: Literal[RESULT_KINDS] = omittable(  # type: ignore[valid-type]
-        description="number (the default), text or pass_fail.")
+        description="number (the default), text, pass_fail or choice.")
     unit: str = omittable(min_length=1, max_length=RESULT_UNIT_MAX, pattern=NON_BLANK,
                           description="A number's unit.", json_schema_extra=STRIPPED_LINE)
     min: float = omittable(description="A number's lowest value.")
     max: float = omittable(description="A number's highest value.")
+    choices: list[Annotated[str, Field(min_length=1, max_length=CHOICE_MAX, pattern=NON_BLANK,
+                                       json_schema_extra=STRIPPED_LINE)]] = omittable(
+        min_length=2, max_length=MAX_CHOICES, description="A choice's values.")
     required: bool = omittable(description="A completion must record it (default false).")
 
 

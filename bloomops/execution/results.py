@@ -13,7 +13,7 @@ from typing import Any
 from bloomops.execution.errors import ActionError, Problems
 from bloomops.text import line_problem
 
-RESULT_KINDS = ("number", "text", "pass_fail")
+RESULT_KINDS = ("number", "text", "pass_fail", "choice")
 PASS_FAIL = ("pass", "fail")
 MAX_RESULT_FIELDS = 20
 RESULT_TEXT_MAX = 500  # a note recorded with a result
@@ -22,7 +22,9 @@ RESULT_UNIT_MAX = 20
 # a key a worker's JSON names and a lab's file holds: short, lowercase, no spaces
 RESULT_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,39}(?!\n)$"
 _KEY = re.compile(RESULT_KEY_PATTERN)
-RESULT_FIELD_KEYS = ("key", "label", "kind", "unit", "min", "max", "required")
+RESULT_FIELD_KEYS = ("key", "label", "kind", "unit", "min", "max", "choices", "required")
+MAX_CHOICES = 20
+CHOICE_MAX = 40  # one choice's words ("borderline", "grade B")
 
 
 def _finite(value: Any) -> bool:
@@ -80,6 +82,18 @@ def _one_field(number: int, value: Any) -> dict[str, Any]:
     if out.get("min", -math.inf) > out.get("max", math.inf):
         raise ActionError("VALIDATION_ERROR", f"{said}: min is above max.",
                           field="result_fields")
+    choices = value.get("choices")
+    if (choices is not None) != (kind == "choice"):
+        raise ActionError("VALIDATION_ERROR", f"{said}: choices belong to a choice, and a"
+                          " choice needs them.", field="result_fields")
+    if choices is not None:
+        if not isinstance(choices, list) or not 2 <= len(choices) <= MAX_CHOICES:
+            raise ActionError("VALIDATION_ERROR", f"{said}: choices must list 2 to"
+                              f" {MAX_CHOICES} values.", field="result_fields")
+        out["choices"] = [_short_line(c, f"{said}: a choice", CHOICE_MAX) for c in choices]
+        if len(set(out["choices"])) != len(out["choices"]):
+            raise ActionError("VALIDATION_ERROR", f"{said}: a choice is listed twice.",
+                              field="result_fields")
     return out
 
 
@@ -113,7 +127,9 @@ def described(field: Any) -> str:
     """One result field in words: "RIN (rin): number from 1 to 10, required"."""
     if not isinstance(field, dict):
         return str(field)
-    kind = {"pass_fail": "pass or fail"}.get(field.get("kind"), field.get("kind") or "number")
+    kind = {"pass_fail": "pass or fail",
+            "choice": "one of " + ", ".join(str(c) for c in field.get("choices") or [])
+            }.get(field.get("kind"), field.get("kind") or "number")
     low, high, unit = field.get("min"), field.get("max"), field.get("unit")
     bounds = (f" from {low} to {high}" if low is not None and high is not None
               else f" at least {low}" if low is not None
@@ -138,6 +154,11 @@ def value_problem(field: dict[str, Any], value: Any) -> str | None:
     if kind == "pass_fail":
         if value not in PASS_FAIL:
             return f"{field['label']} ({field['key']}) must be pass or fail"
+        return None
+    if kind == "choice":
+        if value not in field["choices"]:
+            return (f"{field['label']} ({field['key']}) must be one of"
+                    f" {', '.join(field['choices'])}")
         return None
     if not isinstance(value, str) or len(value) > RESULT_TEXT_MAX:
         return f"{field['label']} ({field['key']}) must be text of up to {RESULT_TEXT_MAX}"\

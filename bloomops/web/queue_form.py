@@ -134,6 +134,8 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
                                  "kind": row["kind"], "required": row["required"]}
         if row["unit"]:
             field["unit"] = row["unit"]
+        if row["choices"]:  # comma-separated, as the page shows them
+            field["choices"] = [c.strip() for c in row["choices"].split(",") if c.strip()]
         for bound in ("min", "max"):
             if row[bound]:
                 field[bound] = decimal_number(row[bound])
@@ -158,7 +160,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
 
 # Blank rows the settings page offers below a queue's result fields, for new ones.
 SPARE_RESULT_ROWS = 2
-_ROW_TEXTS = ("key", "label", "unit", "min", "max")
+_ROW_TEXTS = ("key", "label", "unit", "min", "max", "choices")
 
 
 def typed_result_rows(post: Any) -> list[dict[str, Any]]:
@@ -184,6 +186,7 @@ def _result_rows(cfg: dict[str, Any], typed: Any) -> list[dict[str, Any]]:
         rows = typed_result_rows(typed)
     else:
         rows = [{**{part: "" if f.get(part) is None else f[part] for part in _ROW_TEXTS},
+                 "choices": ", ".join(f.get("choices") or []),
                  "kind": f["kind"], "required": f["required"]}
                 for f in declared_results(cfg)]
     blank = {**{part: "" for part in _ROW_TEXTS}, "kind": "number", "required": False}

@@ -93,8 +93,9 @@ HELP = {
     "default_next_action_key": "The next_action_key given to subjects routed here.",
     "diagnostics_enabled": "Show hidden items and their reasons.",
     "result_fields": "What a completion of this queue's step records (RULES.md#results): per"
-                     " field its key, label, kind (number, text or pass_fail), for a number"
-                     " its unit and bounds, and whether it is required.",
+                     " field its key, label, kind (number, text, pass_fail or choice), a"
+                     " number's unit and bounds, a choice's values, and whether it is"
+                     " required.",
     "reason": "Why: kept in the queue's change history.",
 }
 
