@@ -57,6 +57,8 @@ def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_li
     assert "<legend>Results to record</legend>" in form
     assert re.search(r'<label for="res-[^"]+-rin">RIN <span class="muted">\(required\)', form)
     assert 'name="result.rin"' in form and 'min="1"' in form and 'max="10"' in form
+    assert '<span class="muted">from 1 to 10</span>' in form  # said, not only enforced
+    assert '<span class="muted">at least 0</span>' in form
     assert "Concentration (ng/µL)" in form
     # pass or fail: two radios, the first required, nothing chosen for the person
     assert form.count('name="result.qc"') == 2 and "checked" not in form.split("QC")[1]

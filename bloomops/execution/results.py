@@ -123,6 +123,18 @@ def declared_results(config: dict[str, Any] | None) -> list[dict[str, Any]]:
         return []
 
 
+def _span(low: Any, high: Any) -> str:
+    """A number's bounds in words: "from 1 to 10", "at least 0", "at most 5"."""
+    return (f"from {low} to {high}" if low is not None and high is not None
+            else f"at least {low}" if low is not None else f"at most {high}")
+
+
+def bounds_words(field: dict[str, Any]) -> str:
+    """A number field's bounds as the bench says them beside its input; "" without any."""
+    low, high = field.get("min"), field.get("max")
+    return _span(low, high) if low is not None or high is not None else ""
+
+
 def described(field: Any) -> str:
     """One result field in words: "RIN (rin): number from 1 to 10, required"."""
     if not isinstance(field, dict):
@@ -130,10 +142,8 @@ def described(field: Any) -> str:
     kind = {"pass_fail": "pass or fail",
             "choice": "one of " + ", ".join(str(c) for c in field.get("choices") or [])
             }.get(field.get("kind"), field.get("kind") or "number")
-    low, high, unit = field.get("min"), field.get("max"), field.get("unit")
-    bounds = (f" from {low} to {high}" if low is not None and high is not None
-              else f" at least {low}" if low is not None
-              else f" at most {high}" if high is not None else "")
+    unit, bounds = field.get("unit"), bounds_words(field)
+    bounds = f" {bounds}" if bounds else ""
     label, key = field.get("label") or field.get("key"), field.get("key")
     return (f"{label}{f' ({key})' if label != key else ''}: {kind}{bounds}"
             f"{f' {unit}' if unit else ''}{', required' if field.get('required') else ''}")
@@ -147,9 +157,7 @@ def value_problem(field: dict[str, Any], value: Any) -> str | None:
             return f"{field['label']} ({field['key']}) must be a number"
         low, high = field.get("min"), field.get("max")
         if (low is not None and value < low) or (high is not None and value > high):
-            span = (f"from {low} to {high}" if low is not None and high is not None
-                    else f"at least {low}" if low is not None else f"at most {high}")
-            return f"{field['label']} ({field['key']}) must be {span}"
+            return f"{field['label']} ({field['key']}) must be {_span(low, high)}"
         return None
     if kind == "pass_fail":
         if value not in PASS_FAIL:

@@ -12,7 +12,7 @@ from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.objects import LEASE, is_kind, load
 from bloomops.execution.policy import next_queues_allowed, queue_takes
-from bloomops.execution.results import declared_results, recorded
+from bloomops.execution.results import bounds_words, declared_results, recorded
 from bloomops.execution.states import PRIORITY_CLASSES, priority_class
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import bench_words, services
@@ -89,7 +89,8 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "passed_over_missing": bool(passed_over) and passed_over not in queues,
         "may_finish": not default_next,
         # what completing it records (RULES.md#results), each with its form field's name
-        "results": [{**f, "input": RESULT_INPUT + f["key"]} for f in declared_results(config)],
+        "results": [{**f, "input": RESULT_INPUT + f["key"], "bounds": bounds_words(f)}
+                    for f in declared_results(config)],
     }
 
 
