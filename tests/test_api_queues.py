@@ -97,3 +97,34 @@ def test_a_flow_to_a_queue_no_one_has_made_is_saved_with_a_warning_the_caller_re
     r = api.act("update-queue", queue_key="flow_a", expected_revision=2,
                 lease_ttl_seconds=1200, reason="slower")
     assert r.status_code == 200 and not r.json().get("warnings")
+
+
+@pytest.mark.parametrize(("fields", "where"), [
+    ([{"key": "rin", "kind": "float"}], "kind"),
+    ([{"key": "RIN"}], "key"),
+    ([{"key": "rin", "colour": "red"}], "colour"),
+    ([{"key": "grade", "kind": "choice", "choices": ["A"]}], "choices"),
+    ([{"key": "rin", "min": "1"}], "min"),
+])
+def test_result_fields_the_schema_cannot_hold_are_refused_by_the_api(tenant, users, fields,
+                                                                     where):
+    """docs/RULES.md#results: what a step records is declared through the API too, and a
+    definition the engine could not hold a result to is a 400 naming it, nothing written."""
+    api = api_for(users["admin"])
+    before = counts()
+    r = api.act("create-queue", queue_key="api_r", subject_template_codes=[SPECIMEN],
+                reason="new", result_fields=fields)
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert where in r.content.decode()
+    assert counts() == before
+
+
+def test_a_queue_declares_its_results_through_the_api(tenant, users):
+    api = api_for(users["admin"])
+    r = api.act("create-queue", queue_key="api_r", subject_template_codes=[SPECIMEN],
+                reason="new", result_fields=[
+                    {"key": "rin", "label": "RIN", "min": 1, "max": 10, "required": True},
+                    {"key": "grade", "kind": "choice", "choices": ["A", "B"]}])
+    assert r.status_code == 200, r.content
+    stored = api.get("/queues/api_r").json()["config"]["result_fields"]
+    assert [f["key"] for f in stored] == ["rin", "grade"] and stored[0]["required"] is True
