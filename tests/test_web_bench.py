@@ -229,6 +229,18 @@ def test_completing_a_step_makes_its_output_for_the_next_queue(client, lab):
     assert selectors.queue_depths()["pool"] == 1
 
 
+def test_subjects_named_in_one_banner_are_read_in_one_query(lab, django_assert_num_queries):
+    """What a step made was named one query per output: a banner of several outputs read
+    each name alone."""
+    made = [make_subject("q1", name=f"Aliquot {n}") for n in range(3)]
+    unnamed = make_subject("q1", name="")
+    with django_assert_num_queries(1):
+        links = str(services.subject_links([*made, unnamed]))
+    assert links == ", ".join([*(f'<a href="/subjects/{e}/">Aliquot {n} ({e})</a>'
+                                 for n, e in enumerate(made)),
+                               f'<a href="/subjects/{unnamed}/">{unnamed}</a>'])
+
+
 def test_a_forged_make_choice_is_refused_and_writes_nothing(client, lab):
     """The choice names the queue and template; the engine still decides: a template the
     step's queue does not declare, or a claim that is not the person's, makes nothing."""

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from bloomops.accounts.signatures import display_names
@@ -188,18 +188,23 @@ def item_called(result: Any) -> str:
 
 
 def subject_called(euid: str | None) -> str:
-    name = selectors.subject_name(euid) if euid else None
+    return _called(euid, selectors.subject_name(euid) if euid else None)
+
+
+def _called(euid: str | None, name: str | None) -> str:
     return f"{name} ({euid})" if name else str(euid)
 
 
 def item_link(result: Any) -> SafeString:
     """item_called as a link to the item's page, for a message that says what became of it
     (a message is text otherwise: the item just done could not be followed)."""
-    return subject_link(result["subject_euid"])
+    return subject_links([result["subject_euid"]])
 
 
-def subject_link(euid: str) -> SafeString:
-    """A subject named as the bench names it, linking to its page: what a step made, the
-    name to write on the new tube and the page to follow it by."""
-    return format_html('<a href="{}">{}</a>', reverse("subject", args=[euid]),
-                       subject_called(euid))
+def subject_links(euids: list[str]) -> SafeString:
+    """Subjects named as the bench names them, each linking to its page, comma-separated:
+    what a step made, the name to write on the new tube and the page to follow it by. Their
+    names are read in one query."""
+    names = selectors.subject_names(euids) if euids else {}
+    return format_html_join(", ", '<a href="{}">{}</a>', (
+        (reverse("subject", args=[e]), _called(e, names.get(e))) for e in euids))

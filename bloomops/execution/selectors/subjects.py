@@ -392,9 +392,15 @@ def open_one(meant: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return open_ if len(meant) > 1 and len(open_) == 1 else meant
 
 
+def subject_names(euids: list[str], *, tenant: str | None = None) -> dict[str, str]:
+    """Subjects' names as people know them, by EUID (those without one left out). One
+    query, however many (what a step made, named in one banner)."""
+    rows = fetch_all("SELECT s.euid, s.name FROM generic_instance s"
+                     " WHERE s.euid = ANY(%(euids)s) AND s.tenant_id = %(tenant)s"
+                     " AND NOT s.is_deleted", read_params(None, tenant, euids=list(euids)))
+    return {r["euid"]: r["name"] for r in rows if r["name"]}
+
+
 def subject_name(euid: str, *, tenant: str | None = None) -> str | None:
     """A subject's name, as people know it, or None. One query."""
-    row = fetch_one("SELECT s.name FROM generic_instance s WHERE s.euid = %(euid)s"
-                    " AND s.tenant_id = %(tenant)s AND NOT s.is_deleted",
-                    read_params(None, tenant, euid=euid))
-    return row["name"] if row else None
+    return subject_names([euid], tenant=tenant).get(euid)

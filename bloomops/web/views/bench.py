@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.crypto import salted_hmac
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.roles import roles_of
@@ -288,8 +288,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         return bench_answer(
             request, run, lambda r: format_html(
                 "Completed {}{}: made {} ({}) for {}.", services.item_link(r), recorded,
-                format_html_join(", ", "{}", ((services.subject_link(e),)
-                                              for e in r["output_euids"])),
+                services.subject_links(r["output_euids"]),
                 words, _queue_called(made[0])),
             reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid))
     payload: dict = {"next_queue_key": choice} if choice else {}
