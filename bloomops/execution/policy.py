@@ -249,6 +249,22 @@ def scope_values(scope: Any) -> list[str] | None:
     return [v for v in scope if isinstance(v, str)] if isinstance(scope, list) else []
 
 
+def named_by_queues(configs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per list of a worker's profile (``capabilities``, ``site_scope``, ``platform_scope``,
+    ``assay_scope``), the values the queues configured so name: the steps they ask for and
+    what they are scoped to, sorted. What a person's values are checked against (a value no
+    queue names is most often a typo) and what a new queue's form offers."""
+    named: dict[str, set[str]] = {"capabilities": set(),
+                                  **{f"{f}_scope": set() for f in SCOPE_FIELDS}}
+    for config in configs:
+        # another writer may have stored anything: read as a list of texts as scopes are
+        named["capabilities"].update(scope_values(config.get("required_worker_capabilities"))
+                                     or [])
+        for f in SCOPE_FIELDS:
+            named[f"{f}_scope"].update(scope_values(config.get(f"{f}_scope")) or [])
+    return {name: sorted(values) for name, values in named.items()}
+
+
 def scope_problem(config: dict[str, Any], props: dict[str, Any]) -> tuple[str, list[str]] | None:
     """The first of site/platform/assay (sql.SCOPE_FIELDS) whose queue scope this subject's
     property is outside, with the scope's values; None when within every one (the SQL twin

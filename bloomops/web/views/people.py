@@ -332,16 +332,8 @@ _NAMED_AS = {"capabilities": "No queue asks for {values} yet",
 
 
 def _named_by_queues() -> dict[str, list[str]]:
-    """Per profile list, the values the lab's queues name: the steps they ask for and the
-    sites, platforms and assays they are scoped to. A person's list is checked against them."""
-    named: dict[str, set[str]] = {name: set() for name in _NAMED_AS}
-    for q in selectors.queues():
-        # another writer may have stored anything: a list of texts as the scopes are read
-        named["capabilities"].update(
-            policy.scope_values(q["config"].get("required_worker_capabilities")) or [])
-        for name in SCOPE_FIELDS:
-            named[name].update(policy.scope_values(q["config"].get(name)) or [])
-    return {name: sorted(values) for name, values in named.items()}
+    """Per profile list, the values the lab's queues name (policy.named_by_queues)."""
+    return policy.named_by_queues([q["config"] for q in selectors.queues()])
 
 
 def _unnamed_values(profile: dict | None) -> dict[str, list[str]]:

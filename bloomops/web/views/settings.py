@@ -25,7 +25,7 @@ from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
 from bloomops.execution.people import rostered_people
-from bloomops.execution.policy import flow_warnings, open_to_every_worker, scope_values
+from bloomops.execution.policy import flow_warnings, named_by_queues, open_to_every_worker
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import (
@@ -270,8 +270,7 @@ NEEDS_NO_STEP = "It asks for no step: any worker may take its items"
 def _new_queue_choices() -> dict[str, Any]:
     """What the new-queue form offers: the templates, and the steps the people at the bench
     and the queues name already (a new queue's capability is most often one of them)."""
-    steps = {c for q in selectors.queues()
-             for c in scope_values(q["config"].get("required_worker_capabilities")) or []}
+    steps = set(named_by_queues([q["config"] for q in selectors.queues()])["capabilities"])
     steps.update(c for p in rostered_people() for c in p.profile.get("capabilities") or [])
     return {"templates": subject_templates(), "help": HELP, "steps": sorted(steps),
             "needs_no_step": NEEDS_NO_STEP}
