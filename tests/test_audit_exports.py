@@ -159,7 +159,8 @@ def test_a_period_people_mistype_is_said_and_read_sensibly(client, lab, october)
     assert len(found) == 2  # swapped, and said so
     html = signed_in(client, lab["operator"]).get(
         "/activity/?from=October&to=2026-11-01&tz=UTC").content.decode()
-    assert "From is not a date (YYYY-MM-DD, the years 1000 to 9998): read as a week ago." in html
+    assert ("From is not a date (YYYY-MM-DD, the years 1000 to 9998): read as 6 days before"
+            " To.") in html
     # a day the date picker offers but no period can end on was a 500 (its next midnight)
     for far in ("to=9999-12-31", "from=9999-12-30&to=9999-12-31", "to=0001-01-01",
                 "from=0001-01-01&to=1000-01-02"):

@@ -176,7 +176,7 @@ def screens(site: str, subject: str) -> list[str]:
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
             "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
             "/settings/new-queue/", "/failures/", "/approvals/", "/holds/?since=all",
-            "/completions/", "/activity/"]
+            "/completions/", "/activity/", "/results/"]
 
 
 @pytest.mark.parametrize("width", [768, 375])

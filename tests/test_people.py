@@ -695,7 +695,7 @@ def test_every_field_s_described_by_names_its_help_on_the_page(client, users):
     had (id_capabilities_helptext, token-name_helptext): the help was never read out."""
     client.force_login(users["admin"])
     for path in ("/people/", "/people/sci/", "/accounts/password/", "/intake/", "/scan/",
-                 "/workbench/", "/failures/", "/holds/", "/activity/", "/admin/"):
+                 "/workbench/", "/failures/", "/holds/", "/activity/", "/results/", "/admin/"):
         html = client.get(path).content.decode()
         described = set(re.findall(r'aria-describedby="([^"]+)"', html))
         assert described or path not in ("/people/", "/people/sci/"), path

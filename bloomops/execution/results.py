@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from bloomops.execution.errors import ActionError, Problems
@@ -213,9 +214,15 @@ def check_step_result(queue: dict[str, Any] | None, snapshot: dict[str, Any] | N
     check_results(fields, snapshot or {})
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A stored result value as text: text as it is, anything else as its JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
                                                            default=str)
+
+
+def with_unit(field: dict[str, Any], value: Any) -> str:
+    """A declared field's value with its unit: "45.2 ng/µL"."""
+    return f"{value_text(value)} {field['unit']}" if field.get("unit") else value_text(value)
 
 
 def recorded(fields: list[dict[str, Any]], snapshot: Any) -> list[tuple[str, str]]:
@@ -227,8 +234,70 @@ def recorded(fields: list[dict[str, Any]], snapshot: Any) -> list[tuple[str, str
     for field in fields:
         value = snapshot.get(field["key"])
         if _given(value):
-            out.append((field["label"], f"{_text(value)} {field['unit']}" if field.get("unit")
-                        else _text(value)))
+            out.append((field["label"], with_unit(field, value)))
     declared = {f["key"] for f in fields}
-    out += [(str(k), _text(v)) for k, v in snapshot.items() if k not in declared and _given(v)]
+    out += [(str(k), value_text(v)) for k, v in snapshot.items()
+            if k not in declared and _given(v)]
+    return out
+
+
+def result_row(fields: list[dict[str, Any]],
+               snapshot: Any) -> tuple[list[Any], list[tuple[str, str]]]:
+    """One attempt's result as a table's row: the value of each declared field as stored
+    (None where not given), and the keys the queue does not declare as (key, value) words."""
+    if not isinstance(snapshot, dict):
+        return [None] * len(fields), []
+    values = [value if _given(value := snapshot.get(f["key"])) else None for f in fields]
+    return values, recorded([], {k: v for k, v in snapshot.items()
+                                 if k not in {f["key"] for f in fields}})
+
+
+def _figure(value: Any, places: int | None = None) -> str:
+    """A tally's figure: a stored value as written (8.40 reads 8.4), a mean or a median to
+    ``places`` decimals at most."""
+    number = Decimal(str(value))
+    if places is not None:
+        number = round(number, places)
+    return format(number.normalize(), "f")
+
+
+def _counted(counts: dict[str, int], said: tuple[str, ...]) -> str:
+    """Each of ``said`` with its count, in the queue's order, then values it does not name."""
+    words = [f"{counts.get(value, 0)} {value}" for value in said]
+    others = sum(n for value, n in counts.items() if value not in said)
+    return ", ".join(words + ([f"{others} other"] if others else []))
+
+
+def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Each declared field over a period in words (rows: selectors.results_tally's): a
+    number's count, range, median and mean; a pass/fail's or a choice's count of each value;
+    a text's count."""
+    totals = {r["key"]: r for r in rows if r["said"] is None and r["key"] is not None}
+    said: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["said"] is not None:
+            said.setdefault(r["key"], {})[r["said"]] = int(r["given"])
+    out = []
+    for field in fields:
+        total = totals.get(field["key"]) or {}
+        given, numbers = int(total.get("given") or 0), int(total.get("numbers") or 0)
+        if not given:
+            words = "none recorded"
+        elif field["kind"] == "number":
+            unit = f" {field['unit']}" if field.get("unit") else ""
+            words = (f"{numbers} recorded, {_figure(total['least'])} to"
+                     f" {_figure(total['greatest'])}{unit}, median"
+                     f" {_figure(total['median'], 3)}, mean {_figure(total['mean'], 3)}"
+                     if numbers else "no number recorded")
+            if given > numbers:
+                words += f"; {given - numbers} not a number"
+        elif field["kind"] in ("pass_fail", "choice"):
+            words = _counted(said.get(field["key"], {}),
+                             PASS_FAIL if field["kind"] == "pass_fail" else
+                             tuple(field["choices"]))
+            if not_text := given - sum(said.get(field["key"], {}).values()):
+                words += f", {not_text} not text"
+        else:
+            words = f"{given} recorded"
+        out.append({"key": field["key"], "label": field["label"], "words": words})
     return out

@@ -28,6 +28,8 @@ urlpatterns = [
     path("activity/", views.activity, name="activity"),
     path("activity/export.csv", views.activity_export, name="activity_export"),
     path("completions/", views.completions, name="completions"),
+    path("results/", views.results, name="results"),
+    path("results/export.csv", views.results_export, name="results_export"),
     path("subjects/<str:euid>/evidence/verify/", views.verify_subject_evidence,
          name="verify_subject_evidence"),
     path("subjects/<str:euid>/request-approval/", views.request_approval,

@@ -388,7 +388,7 @@ window.bloomopsSideways = "table.grid, .table-container";
     });
   }
   // A form asking for the reader's day ("today" on the hold search) is told their zone; so
-  // is the server, for a page's first visit (the cookie web/views/holds.py ZONE_COOKIE reads).
+  // is the server, for a page's first visit (the cookie web/periods.py ZONE_COOKIE reads).
   function zone() {
     var name = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
     document.querySelectorAll("input[data-local-zone]").forEach(function (input) {

@@ -56,6 +56,7 @@ from bloomops.execution.selectors.queues import (
     queues,
     throughput_trend,
 )
+from bloomops.execution.selectors.results import results_recorded, results_tally
 from bloomops.execution.selectors.subjects import (
     REASON_TEXT,
     Diagnostics,
@@ -101,5 +102,5 @@ __all__ = [
     "QueueChange", "queue_history",
     "FailureGroup", "finished_attempts", "failure_counts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
-    "engine_object",
+    "engine_object", "results_recorded", "results_tally",
 ]

@@ -47,6 +47,7 @@ from bloomops.web.views.queues import (
     queue_detail,
     queue_export,
 )
+from bloomops.web.views.results import results, results_export
 from bloomops.web.views.settings import (
     new_queue,
     queue_enabled,
@@ -82,4 +83,5 @@ __all__ = [
 ]
 __all__ += ["person_token_new", "person_token_revoke"]
 __all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
-__all__ += ["hold_search", "hold_export", "activity", "activity_export", "completions"]
+__all__ += ["hold_search", "hold_export", "activity", "activity_export", "completions",
+            "results", "results_export"]

@@ -6,22 +6,20 @@ Reads only."""
 from __future__ import annotations
 
 import csv
-from datetime import date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from bloomops.execution import clock, selectors
+from bloomops.execution import selectors
 from bloomops.execution.actions import ACTIONS
 from bloomops.execution.context import action_name
-from bloomops.execution.envelope import YEARS
 from bloomops.web import services
+from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
 from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator
-from bloomops.web.views.holds import local_midnight, reader_zone, usernames_meant
+from bloomops.web.views.holds import usernames_meant
 
 SHOWN = 500
 # A worker's housekeeping: hundreds an hour from each service, deciding nothing. Left out
@@ -31,37 +29,12 @@ HOUSEKEEPING = ("heartbeat_worker", "renew_queue_lease")
 DEFAULT_DAYS = 7
 
 
-def _day(text: str) -> date | None:
-    """A day people can mean: the engine's years (a day of 9999 has no next midnight)."""
-    try:
-        day = date.fromisoformat(text.strip()[:10]) if text.strip() else None
-    except ValueError:
-        return None
-    return day if day is None or YEARS[0] <= day.year <= YEARS[1] else None
-
-
 def _search(request: HttpRequest, limit: int) -> dict:
     """The search the form asks for: its period whole days (from the first day's midnight to
     the end of the last) in the reader's time zone, as the holds' "today" is."""
     get = request.GET
-    asked_zone = get.get("tz", "").strip()[:64]
-    today, zone = local_midnight(clock.now(), reader_zone(request))
-    problems = [f"{label} is not a date (YYYY-MM-DD, the years {YEARS[0]} to {YEARS[1]}):"
-                f" read as {default}."
-                for label, name, default in (("From", "from", "a week ago"),
-                                             ("To", "to", "today"))
-                if get.get(name, "").strip() and _day(get[name]) is None]
-    if asked_zone and zone != asked_zone:
-        problems.append(f"No time zone is called {asked_zone!r}: days are read in UTC.")
-    last = _day(get.get("to", "")) or today.date()
-    first = _day(get.get("from", "")) or max(last - timedelta(days=DEFAULT_DAYS - 1),
-                                             date(YEARS[0], 1, 1))
-    if first > last:
-        problems.append("From is after To: the two are swapped.")
-        first, last = last, first
-    tz = ZoneInfo(zone)
-    since = datetime.combine(first, time(0), tzinfo=tz)
-    until = datetime.combine(last + timedelta(days=1), time(0), tzinfo=tz)
+    days = days_asked(request, DEFAULT_DAYS)
+    problems = list(days.problems)
     by = get.get("by", "").strip()[:150]
     action = get.get("action", "")
     queue = get.get("queue", "").strip()[:200]
@@ -78,10 +51,10 @@ def _search(request: HttpRequest, limit: int) -> dict:
         people=usernames_meant(by or None), action_key=action or None,
         queue_key=queue or None, subject_euids=meant or ([subject.upper()] if subject else None),
         leave_out=() if housekeeping or action else HOUSEKEEPING,
-        since=since, until=until, limit=limit)
+        since=days.since, until=days.until, limit=limit)
     return {"found": found, "by": by, "action": action, "subject": subject,
-            "housekeeping": housekeeping, "queue": queue, "first": first, "last": last,
-            "zone": zone, "problems": problems, "notes": notes}
+            "housekeeping": housekeeping, "queue": queue, "first": days.first,
+            "last": days.last, "zone": days.zone, "problems": problems, "notes": notes}
 
 
 def _rows(found: list[dict]) -> list[dict]:

@@ -5,11 +5,8 @@ CONTAMINATION last month", "every hold I placed last week"). Reads only."""
 from __future__ import annotations
 
 import csv
-from datetime import datetime, timedelta
-from functools import cache
-from zoneinfo import ZoneInfo, available_timezones
+from datetime import timedelta
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -20,6 +17,7 @@ from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.steps import FAILURE_HOLD_CODE
 from bloomops.execution.actions.subjects import hold_codes
+from bloomops.web.periods import local_midnight, reader_zone
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
 from bloomops.web.views.common import EXPORT_LIMIT, reader
@@ -41,38 +39,6 @@ def usernames_meant(text: str | None) -> list[str] | None:
     for word in words:
         named = named.filter(Q(first_name__icontains=word) | Q(last_name__icontains=word))
     return [text, *named.values_list("username", flat=True)]
-
-
-# The reader's zone as their browser last said it: static/js/bloomops.js sets this cookie on
-# every page, so a page's first visit (before its form sends "tz") reads the reader's days.
-ZONE_COOKIE = "bloomops_tz"
-
-
-@cache
-def known_zones() -> frozenset[str]:
-    """The zones this machine's time zone database holds, read once: each read walks the
-    whole database (about 14 ms), and a page of days asked it twice."""
-    return frozenset(available_timezones())
-
-
-def reader_zone(request: HttpRequest) -> str:
-    """The zone the reader asked for (the form's "tz": one that does not exist is said, and
-    local_midnight reads UTC), else their browser's (the cookie, where it names a zone), else
-    the lab's (BLOOMOPS_TIME_ZONE)."""
-    if asked := request.GET.get("tz", "").strip()[:64]:
-        return asked
-    told = request.COOKIES.get(ZONE_COOKIE, "").strip()[:64]
-    return told if told in known_zones() else settings.TIME_ZONE
-
-
-def local_midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
-    """The last midnight in the reader's time zone (the IANA name their browser gives,
-    static/js/bloomops.js), and the zone's name; UTC when none or no such zone is named.
-    "Today" is the reader's day: a QA lead in Honolulu and one in Berlin mean different
-    instants."""
-    name = zone_name if zone_name in known_zones() else "UTC"
-    local = now.astimezone(ZoneInfo(name))
-    return local.replace(hour=0, minute=0, second=0, microsecond=0), name
 
 
 def _search(request: HttpRequest, limit: int) -> dict:

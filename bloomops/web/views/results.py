@@ -1,0 +1,110 @@
+"""Results (every role): what one queue's step recorded over a period of days
+(RULES.md#results), each completed attempt with the value of each result field the queue
+declares, every field tallied over the whole period, and the same as a spreadsheet. What QA
+answers "every RIN of last week" and "how many failed QC in October" with. Reads only."""
+
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from bloomops.execution import selectors
+from bloomops.execution.results import declared_results, result_row, tallied, value_text, with_unit
+from bloomops.text import readable_line
+from bloomops.web.periods import days_asked
+from bloomops.web.spreadsheets import csv_cell, csv_response
+from bloomops.web.views.common import EXPORT_LIMIT, reader
+
+SHOWN = 500
+DEFAULT_DAYS = 7
+# the kinds whose values are counted one by one (a note's words are not tallied)
+SAID_KINDS = ("pass_fail", "choice")
+
+
+def _asked(request: HttpRequest) -> dict[str, Any]:
+    """The queue and the days the form asks for: the queue named (none named: the first, in
+    dispatch order, that declares result fields), its declared fields, each problem said."""
+    days = days_asked(request, DEFAULT_DAYS)
+    queues = selectors.queues()
+    asked = request.GET.get("queue", "").strip()[:200]
+    by_key = {q["queue_key"]: q for q in queues}
+    declaring = [q for q in queues if declared_results(q["config"])]
+    problems = list(days.problems)
+    queue = by_key.get(asked) if asked else (declaring[0] if declaring else None)
+    if asked and queue is None:
+        problems.append(f"No queue is called {readable_line(asked)!r}: choose one.")
+    return {"days": days, "queues": queues, "declaring": {q["queue_key"] for q in declaring},
+            "queue": queue, "fields": declared_results(queue["config"]) if queue else [],
+            "problems": problems}
+
+
+def _found(asked: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+    queue, days = asked["queue"], asked["days"]
+    if queue is None:
+        return []
+    return selectors.results_recorded(queue["queue_key"], since=days.since, until=days.until,
+                                      limit=limit)
+
+
+@require_GET
+@reader
+def results(request: HttpRequest) -> HttpResponse:
+    asked = _asked(request)
+    queue, days, fields = asked["queue"], asked["days"], asked["fields"]
+    found = _found(asked, SHOWN + 1)
+    tally, attempts = [], 0
+    if queue is not None:
+        rows = selectors.results_tally(
+            queue["queue_key"], [f["key"] for f in fields], since=days.since, until=days.until,
+            said_keys=[f["key"] for f in fields if f["kind"] in SAID_KINDS])
+        attempts = next((int(r["given"]) for r in rows if r["key"] is None), 0)
+        tally = tallied(fields, rows)
+    shown = []
+    for r in found[:SHOWN]:
+        values, others = result_row(fields, r["result"])
+        shown.append({**r, "values": [(f["label"], "" if v is None else
+                                       readable_line(with_unit(f, v)))
+                                      for f, v in zip(fields, values, strict=True)],
+                      "others": [(readable_line(k), readable_line(v)) for k, v in others]})
+    return render(request, "web/results.html", {
+        **asked, "found": shown, "attempts": attempts, "tally": tally,
+        "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT,
+        "shown_limit": SHOWN})
+
+
+# The columns of a results export before the queue's own fields, and after them.
+LEADING_COLUMNS = ("finished_at_utc", "subject_euid", "subject", "attempt", "worker_euid",
+                   "worker")
+TRAILING_COLUMNS = ("other", "execution_record_euid")
+
+
+@require_GET
+@reader
+def results_export(request: HttpRequest) -> HttpResponse:
+    """The period's completed attempts of the queue as a spreadsheet, up to EXPORT_LIMIT:
+    a column per declared field by its key, its value as recorded (a number stays a number
+    a spreadsheet can add up; the unit is the page's), then any other keys as words."""
+    asked = _asked(request)
+    queue, days, fields = asked["queue"], asked["days"], asked["fields"]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", queue["queue_key"]) if queue else "none"
+    response = csv_response(f"results-{name}-{days.first}-{days.last}.csv")
+    out = csv.writer(response)
+    out.writerow([*LEADING_COLUMNS, *(f["key"] for f in fields), *TRAILING_COLUMNS])
+    found = _found(asked, EXPORT_LIMIT + 1)
+    for r in found[:EXPORT_LIMIT]:
+        values, others = result_row(fields, r["result"])
+        out.writerow([csv_cell(r["finished_at"], instant=True), csv_cell(r["subject_euid"]),
+                      csv_cell(r["subject_name"]), csv_cell(r["attempt"]),
+                      csv_cell(r["worker_euid"]), csv_cell(r["worker_name"]),
+                      *(csv_cell(None if v is None else value_text(v)) for v in values),
+                      csv_cell("; ".join(f"{k}: {v}" for k, v in others)),
+                      csv_cell(r["record_euid"])])
+    if len(found) > EXPORT_LIMIT:
+        out.writerow([csv_cell(f"# only the newest {EXPORT_LIMIT} attempts: narrow the days"
+                               " to export the rest")])
+    return response

@@ -1,0 +1,206 @@
+"""Results over a period (docs/RULES.md#results): what one queue's step recorded, each
+completed attempt of the reader's days with each declared field, every field counted over
+the whole period, and the same as a spreadsheet; what QA answers "every RIN of last week" and
+"how many failed QC in October" with."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from bloomops.execution import clock
+from bloomops.tapdb.db import execute
+from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
+from tests.web_support import signed_in
+
+pytestmark = pytest.mark.django_db
+
+RESULTS = [
+    {"key": "rin", "label": "RIN", "min": 1, "max": 10, "required": True},
+    {"key": "conc", "label": "Concentration", "unit": "ng/µL", "min": 0},
+    {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True},
+    {"key": "grade", "label": "Gel grade", "kind": "choice", "choices": ["A", "B"]},
+    {"key": "note", "label": "Note", "kind": "text"},
+]
+DAY = "from=2026-11-02&to=2026-11-03&tz=UTC"
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _complete(queue_key: str, name: str, when: str, result: dict, *, fail: bool = False) -> str:
+    """A subject of ``queue_key`` claimed and completed (or failed) by the QC robot at
+    ``when`` (UTC): the execution record's finished_at."""
+    clock.freeze(_at(when))
+    svc = actor(*SERVICE)
+    euid = make_subject(queue_key, name=name, ready_at=_at(when))
+    worker = register(svc, display_name="QC robot")
+    lease = claim(svc, worker, queue_key)
+    if fail:
+        act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+            expected_state="READY", payload={"retryable": True, "error_message": "bioanalyzer"
+                                             " offline", "error_class": "TRANSIENT_DEPENDENCY"})
+    else:
+        act("complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+            expected_state="READY", payload={"result_snapshot": result})
+    return euid
+
+
+@pytest.fixture
+def qc_done(lab):
+    """Post-extraction QC's completions: two on 2 November, one on the 3rd, one on the 10th;
+    a failed attempt and another queue's completion on the 2nd, which are no QC results."""
+    make_queue("qcq", display_name="Post-extraction QC", required_worker_capabilities=[],
+               result_fields=RESULTS)
+    make_queue("other", required_worker_capabilities=[])
+    made = {
+        "S1": _complete("qcq", "S1", "2026-11-02T10:00:00", {
+            "rin": 8.4, "conc": 40.5, "qc": "pass", "grade": "A", "note": "=1+1"}),
+        "S2": _complete("qcq", "S2", "2026-11-02T15:00:00", {
+            "rin": 6.1, "conc": 12, "qc": "fail", "run_id": "R-9"}),
+        "S3": _complete("qcq", "S3", "2026-11-03T09:00:00", {"rin": 9.2, "qc": "pass"}),
+        "S4": _complete("qcq", "S4", "2026-11-10T09:00:00", {"rin": 7, "qc": "pass"}),
+        "F1": _complete("qcq", "F1", "2026-11-02T11:00:00", {}, fail=True),
+        "O1": _complete("other", "O1", "2026-11-02T12:00:00", {"rin": 1}),
+    }
+    clock.freeze(_at("2026-11-20T12:00:00"))
+    return {**lab, **made}
+
+
+def _page(client, user, query: str) -> str:
+    response = signed_in(client, user).get(f"/results/?{query}")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _listed(html: str) -> list[str]:
+    """The subjects the table lists, in order (each row's subject link text)."""
+    table = html[html.index('id="results-found"'):html.index("</table>")]
+    return re.findall(r'<td data-label="Subject"><a href="/subjects/[^"]+/">([^<]+)</a>', table)
+
+
+def test_the_days_completed_attempts_are_listed_newest_first_with_each_field(client, qc_done):
+    html = _page(client, qc_done["worker_human"], f"queue=qcq&{DAY}")
+    # the failed attempt, the other queue's completion and the 10th are not results of these
+    assert _listed(html) == ["S3", "S2", "S1"]
+    head = html[html.index('id="results-found"'):html.index("</thead>")]
+    assert ("<th scope=\"col\">RIN</th><th scope=\"col\">Concentration (ng/µL)</th>"
+            "<th scope=\"col\">QC</th>") in head
+    s1 = html[html.index(f'href="/subjects/{qc_done["S1"]}/"'):]
+    s1 = s1[:s1.index("</tr>")]
+    assert '<td data-label="Concentration">40.5 ng/µL</td>' in s1
+    assert '<td data-label="Gel grade">A</td>' in s1 and "QC robot" in s1
+    s2 = html[html.index(f'href="/subjects/{qc_done["S2"]}/"'):]
+    s2 = s2[:s2.index("</tr>")]
+    # a key the queue does not declare is kept and shown as sent; a field not given is a dash
+    assert "run_id: R-9" in s2 and '<td data-label="Gel grade">–</td>' in s2
+    assert "3 completed attempts from 2026-11-02 to 2026-11-03, whole days in UTC" in html
+
+
+def test_each_field_is_counted_over_the_whole_period(client, qc_done):
+    html = _page(client, qc_done["operator"], f"queue=qcq&{DAY}")
+    tally = html[html.index('id="results-tally"'):]
+    tally = tally[:tally.index("</dl>")]
+    said = dict(part.split('">', 1) for part in tally.split('<dd data-field="')[1:])
+    assert said["rin"].startswith("3 recorded, 6.1 to 9.2, median 8.4, mean 7.9<")
+    assert said["conc"].startswith("2 recorded, 12 to 40.5 ng/µL, median 26.25, mean 26.25<")
+    assert said["qc"].startswith("2 pass, 1 fail<")
+    assert said["grade"].startswith("1 A, 0 B<")
+    assert said["note"].startswith("1 recorded<")
+
+
+def test_a_day_is_the_readers_day_and_ends_at_its_midnight(client, qc_done):
+    # Los Angeles (UTC-8): 2 November runs 08:00Z to 08:00Z the next day
+    la = _page(client, qc_done["operator"], "queue=qcq&from=2026-11-02&to=2026-11-02"
+               "&tz=America/Los_Angeles")
+    assert _listed(la) == ["S2", "S1"]
+    # Tokyo (UTC+9): S2 finished at 15:00Z, Tokyo's midnight: it is the 3rd's, not the 2nd's
+    tokyo = _page(client, qc_done["operator"], "queue=qcq&from=2026-11-02&to=2026-11-02"
+                  "&tz=Asia/Tokyo")
+    assert _listed(tokyo) == ["S1"]
+    assert "whole days in Asia/Tokyo" in tokyo
+
+
+def test_the_results_download_as_a_spreadsheet_by_field_key(client, qc_done):
+    response = signed_in(client, qc_done["operator"]).get(f"/results/export.csv?queue=qcq&{DAY}")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == \
+        'attachment; filename="results-qcq-2026-11-02-2026-11-03.csv"'
+    text = response.content.decode("utf-8")
+    assert text.startswith("\ufeff")
+    rows = list(csv.DictReader(io.StringIO(text[1:])))
+    assert list(rows[0]) == ["finished_at_utc", "subject_euid", "subject", "attempt",
+                             "worker_euid", "worker", "rin", "conc", "qc", "grade", "note",
+                             "other", "execution_record_euid"]
+    assert [r["subject"] for r in rows] == ["S3", "S2", "S1"]
+    s1 = rows[2]
+    assert s1["finished_at_utc"] == "2026-11-02T10:00:00.000000Z"
+    # numbers a spreadsheet adds up (the unit is the page's), a note never run as a formula
+    assert (s1["rin"], s1["conc"], s1["qc"], s1["grade"]) == ("8.4", "40.5", "pass", "A")
+    assert s1["note"] == "'=1+1" and s1["worker"] == "QC robot"
+    assert rows[1]["other"] == "run_id: R-9" and rows[1]["grade"] == ""
+
+
+def test_a_value_another_writer_stored_otherwise_is_shown_and_not_counted_as_a_number(
+        client, qc_done):
+    execute("""
+        UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+            '{properties,result_snapshot,rin}', '"n/a"')
+        WHERE subtype = 'execution_record'
+          AND json_addl->'properties'->>'subject_lookup_euid' = %(euid)s""",
+                {"euid": qc_done["S3"]})
+    html = _page(client, qc_done["operator"], f"queue=qcq&{DAY}")
+    assert '<dd data-field="rin">2 recorded, 6.1 to 8.4, median 7.25, mean 7.25; 1 not a' \
+        ' number</dd>' in html
+    s3 = html[html.index(f'href="/subjects/{qc_done["S3"]}/"'):]
+    assert '<td data-label="RIN">n/a</td>' in s3[:s3.index("</tr>")]
+
+
+def test_the_page_reads_the_same_queries_however_many_attempts_it_lists(client, qc_done):
+    reader = signed_in(client, qc_done["operator"])
+
+    def queries(query: str) -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert reader.get(f"/results/?queue=qcq&{query}").status_code == 200
+        return len(seen)
+
+    assert queries("from=2026-11-03&to=2026-11-03&tz=UTC") == \
+        queries("from=2026-11-01&to=2026-11-30&tz=UTC")
+
+
+def test_without_a_queue_named_the_first_declaring_results_is_shown(client, qc_done):
+    html = _page(client, qc_done["worker_human"], DAY)
+    assert "<h1>Results of Post-extraction QC (qcq)</h1>" in html
+    # a queue declaring none lists what its workers sent, and says so
+    other = _page(client, qc_done["operator"], f"queue=other&{DAY}")
+    assert 'id="results-undeclared"' in other and "rin: 1" in other
+
+
+def test_what_cannot_be_read_is_said_and_nothing_is_listed(client, qc_done):
+    html = _page(client, qc_done["operator"], "queue=nope&from=2026-13-01&to=x")
+    assert "No queue is called &#x27;nope&#x27;: choose one." in html
+    assert "From is not a date (YYYY-MM-DD, the years 1000 to 9998)" in html
+    assert "To is not a date" in html and 'id="results-found"' not in html
+    assert "No time zone is called &#x27;Mars/Base&#x27;" in _page(
+        client, qc_done["operator"], "queue=qcq&from=2026-11-02&tz=Mars/Base")
+    export = signed_in(client, qc_done["operator"]).get("/results/export.csv?queue=nope")
+    assert export.status_code == 200
+    assert export.content.decode("utf-8").strip("\ufeff").splitlines() == [
+        "finished_at_utc,subject_euid,subject,attempt,worker_euid,worker,other,"
+        "execution_record_euid"]
+
+
+def test_results_are_for_the_labs_roles_only(client, qc_done, django_user_model):
+    nobody = django_user_model.objects.create_user("visitor", password="x-Long-enough-1")
+    for path in ("/results/?queue=qcq", "/results/export.csv?queue=qcq"):
+        refused = signed_in(client, nobody).get(path)
+        assert refused.status_code == 403 and b"S1" not in refused.content
+    assert client.logout() is None
+    assert client.get("/results/")["Location"].startswith("/accounts/login/")
