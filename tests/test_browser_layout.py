@@ -18,7 +18,7 @@ from bloomops.execution.envelope import ts
 from bloomops.web.templatetags.bloomops_ui import LISTED_TEXT
 from tests import test_browser_ui as ui
 from tests.approval_support import decide, integrity_held, person, request_release
-from tests.engine import act, actor, make_subject
+from tests.engine import act, actor, make_queue, make_subject
 from tests.test_failures_view import held_and_dead
 
 pytestmark = [pytest.mark.browser]
@@ -85,6 +85,10 @@ def bench(site):
     ready = make_subject("q1", name="Specimen waiting", priority=205,
                          due_at="2099-01-01T10:00:00.000000Z")
     make_subject("q1", name="Specimen also waiting")
+    # a queue with a long name, listed on every screen that names queues (Results' list)
+    make_queue("post_extract_qc_second_pass", required_worker_capabilities=["wetlab.qc"],
+               display_name="Post-extraction quality control, second pass",
+               result_fields=[{"key": "rin", "label": "RNA integrity number", "unit": "RIN"}])
     # one on hold, a failure and an approval waiting, so the workbench, the failures view
     # and the inbox have rows
     held_and_dead("q1", "q2")

@@ -111,9 +111,21 @@ def test_each_field_is_counted_over_the_whole_period(client, qc_done):
     said = dict(part.split('">', 1) for part in tally.split('<dd data-field="')[1:])
     assert said["rin"].startswith("3 recorded, 6.1 to 9.2, median 8.4, mean 7.9<")
     assert said["conc"].startswith("2 recorded, 12 to 40.5 ng/µL, median 26.25, mean 26.25<")
-    assert said["qc"].startswith("2 pass, 1 fail<")
-    assert said["grade"].startswith("1 A, 0 B<")
     assert said["note"].startswith("1 recorded<")
+    # a pass/fail's and a choice's counts lead to the attempts they count (none: no link)
+    assert re.findall(r">([^<>]+)</a>", said["qc"]) == ["2 pass", "1 fail"]
+    assert re.sub(r"<[^>]+>", "", said["grade"]).startswith("1 A, 0 B")
+    assert "0 B</a>" not in said["grade"]
+    fails = re.search(r'href="(\?[^"]+value=fail)"', said["qc"]).group(1).replace("&amp;", "&")
+    failed = _page(client, qc_done["operator"], fails)
+    assert _listed(failed) == ["S2"]
+    assert "1 completed attempt of those days whose qc is fail from 2026-11-02" in failed
+    assert 'id="results-said"' in failed
+    # the whole period is still counted beside the attempts listed
+    assert ">2 pass</a>" in failed
+    export = signed_in(client, qc_done["operator"]).get("/results/export.csv" + fails)
+    assert [r["subject"] for r in csv.DictReader(io.StringIO(
+        export.content.decode("utf-8")[1:]))] == ["S2"]
 
 
 def test_a_day_is_the_readers_day_and_ends_at_its_midnight(client, qc_done):
@@ -188,6 +200,11 @@ def test_what_cannot_be_read_is_said_and_nothing_is_listed(client, qc_done):
     assert "No queue is called &#x27;nope&#x27;: choose one." in html
     assert "From is not a date (YYYY-MM-DD, the years 1000 to 9998)" in html
     assert "To is not a date" in html and 'id="results-found"' not in html
+    # a count asked of a field that is not a pass/fail or a choice lists every attempt
+    for asked in ("field=rin&value=8.4", "field=nope&value=x", "field=qc&value=%20"):
+        every = _page(client, qc_done["operator"], f"queue=qcq&{DAY}&{asked}")
+        assert "with a value given: every attempt is listed." in every, asked
+        assert _listed(every) == ["S3", "S2", "S1"], asked
     assert "No time zone is called &#x27;Mars/Base&#x27;" in _page(
         client, qc_done["operator"], "queue=qcq&from=2026-11-02&tz=Mars/Base")
     export = signed_in(client, qc_done["operator"]).get("/results/export.csv?queue=nope")

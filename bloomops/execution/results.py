@@ -261,17 +261,11 @@ def _figure(value: Any, places: int | None = None) -> str:
     return format(number.normalize(), "f")
 
 
-def _counted(counts: dict[str, int], said: tuple[str, ...]) -> str:
-    """Each of ``said`` with its count, in the queue's order, then values it does not name."""
-    words = [f"{counts.get(value, 0)} {value}" for value in said]
-    others = sum(n for value, n in counts.items() if value not in said)
-    return ", ".join(words + ([f"{others} other"] if others else []))
-
-
-def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Each declared field over a period in words (rows: selectors.results_tally's): a
-    number's count, range, median and mean; a pass/fail's or a choice's count of each value;
-    a text's count."""
+def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each declared field over a period (rows: selectors.results_tally's): ``words`` for a
+    number (its count, range, median and mean) or a text (its count); for a pass/fail or a
+    choice, ``counts``, each value it declares with how many gave it, in its order, and
+    ``words`` for what else was given ("1 other")."""
     totals = {r["key"]: r for r in rows if r["said"] is None and r["key"] is not None}
     said: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -281,7 +275,16 @@ def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[di
     for field in fields:
         total = totals.get(field["key"]) or {}
         given, numbers = int(total.get("given") or 0), int(total.get("numbers") or 0)
-        if not given:
+        counts: list[tuple[int, str]] = []
+        if field["kind"] in ("pass_fail", "choice"):
+            named = PASS_FAIL if field["kind"] == "pass_fail" else tuple(field["choices"])
+            values = said.get(field["key"], {})
+            counts = [(values.get(value, 0), value) for value in named]
+            other = sum(n for value, n in values.items() if value not in named)
+            not_text = given - sum(values.values())
+            words = ", ".join([f"{other} other"] * bool(other) +
+                              [f"{not_text} not text"] * bool(not_text))
+        elif not given:
             words = "none recorded"
         elif field["kind"] == "number":
             unit = f" {field['unit']}" if field.get("unit") else ""
@@ -291,13 +294,8 @@ def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[di
                      if numbers else "no number recorded")
             if given > numbers:
                 words += f"; {given - numbers} not a number"
-        elif field["kind"] in ("pass_fail", "choice"):
-            words = _counted(said.get(field["key"], {}),
-                             PASS_FAIL if field["kind"] == "pass_fail" else
-                             tuple(field["choices"]))
-            if not_text := given - sum(said.get(field["key"], {}).values()):
-                words += f", {not_text} not text"
         else:
             words = f"{given} recorded"
-        out.append({"key": field["key"], "label": field["label"], "words": words})
+        out.append({"key": field["key"], "label": field["label"], "counts": counts,
+                    "words": words})
     return out

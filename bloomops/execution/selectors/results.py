@@ -32,6 +32,8 @@ _RECORDED = f"""
            w.json_addl->'properties'->>'display_name' AS worker_name,
            s.uid IS NOT NULL AS subject_found, s.name AS subject_name
     FROM ({_PERIOD}
+            AND (%(field)s::text IS NULL
+                 OR r.json_addl->'properties'->'result_snapshot'->>%(field)s = %(value)s)
           ORDER BY r.json_addl->'properties'->>'finished_at' DESC, r.euid DESC
           LIMIT %(limit)s) r
     LEFT JOIN generic_instance s
@@ -48,12 +50,16 @@ def _params(queue_key: str, since: datetime, until: datetime, tenant: str | None
 
 
 def results_recorded(queue_key: str, *, since: datetime, until: datetime,
-                     tenant: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+                     tenant: str | None = None, limit: int = 500,
+                     said: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """The completed attempts of ``queue_key`` finished in [since, until), newest first (at
     most ``limit``), each with its ``result`` (the result_snapshot as stored: any JSON another
     writer left), its worker's name and its subject's (subject_found false: no longer among
-    the tenant's live objects). One query."""
-    return fetch_all(_RECORDED, _params(queue_key, since, until, tenant, limit=limit))
+    the tenant's live objects); ``said`` (key, text): only those whose result gave that key
+    that text (the QC fails of a week). One query."""
+    field, value = said or (None, None)
+    return fetch_all(_RECORDED, _params(queue_key, since, until, tenant, limit=limit,
+                                        field=field, value=value))
 
 
 # The period's completed attempts counted (a row with key NULL, ``given`` the count), then each

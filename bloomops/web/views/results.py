@@ -9,7 +9,7 @@ import csv
 import re
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -38,9 +38,25 @@ def _asked(request: HttpRequest) -> dict[str, Any]:
     queue = by_key.get(asked) if asked else (declaring[0] if declaring else None)
     if asked and queue is None:
         problems.append(f"No queue is called {readable_line(asked)!r}: choose one.")
+    fields = declared_results(queue["config"]) if queue else []
     return {"days": days, "queues": queues, "declaring": {q["queue_key"] for q in declaring},
-            "queue": queue, "fields": declared_results(queue["config"]) if queue else [],
-            "problems": problems}
+            "queue": queue, "fields": fields, "problems": problems,
+            "said": _said(request, fields, problems)}
+
+
+def _said(request: HttpRequest, fields: list[dict[str, Any]],
+          problems: list[str]) -> tuple[str, str] | None:
+    """The value a tally's count leads to (``field`` and ``value``: the attempts whose QC is
+    fail): a pass/fail or choice field the queue declares, any value (another writer's too)."""
+    key, value = request.GET.get("field", "").strip()[:40], request.GET.get("value", "")[:200]
+    if not key:
+        return None
+    field = next((f for f in fields if f["key"] == key), None)
+    if field is None or field["kind"] not in SAID_KINDS or not value.strip():
+        problems.append(f"{readable_line(key)!r} is no pass/fail or choice this queue declares"
+                        " with a value given: every attempt is listed.")
+        return None
+    return key, value
 
 
 def _found(asked: dict[str, Any], limit: int) -> list[dict[str, Any]]:
@@ -48,7 +64,7 @@ def _found(asked: dict[str, Any], limit: int) -> list[dict[str, Any]]:
     if queue is None:
         return []
     return selectors.results_recorded(queue["queue_key"], since=days.since, until=days.until,
-                                      limit=limit)
+                                      limit=limit, said=asked["said"])
 
 
 @require_GET
@@ -63,6 +79,9 @@ def results(request: HttpRequest) -> HttpResponse:
             queue["queue_key"], [f["key"] for f in fields], since=days.since, until=days.until,
             said_keys=[f["key"] for f in fields if f["kind"] in SAID_KINDS])
         attempts = next((int(r["given"]) for r in rows if r["key"] is None), 0)
+        if asked["said"]:  # those the count led to: how many of them there are
+            attempts = next((int(r["given"]) for r in rows
+                             if (r["key"], r["said"]) == asked["said"]), 0)
         tally = tallied(fields, rows)
     shown = []
     for r in found[:SHOWN]:
@@ -74,7 +93,16 @@ def results(request: HttpRequest) -> HttpResponse:
     return render(request, "web/results.html", {
         **asked, "found": shown, "attempts": attempts, "tally": tally,
         "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT,
-        "shown_limit": SHOWN})
+        "shown_limit": SHOWN, "period_query": _period_query(asked, request)})
+
+
+def _period_query(asked: dict[str, Any], request: HttpRequest) -> str:
+    """The page's queue and days as a query, without a value chosen: where a count leads."""
+    query = QueryDict(mutable=True)
+    query.update({"queue": asked["queue"]["queue_key"] if asked["queue"] else "",
+                  "from": str(asked["days"].first), "to": str(asked["days"].last),
+                  "tz": request.GET.get("tz", "")})
+    return query.urlencode()
 
 
 # The columns of a results export before the queue's own fields, and after them.

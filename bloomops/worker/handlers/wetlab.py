@@ -77,7 +77,8 @@ class Handlers(HandlerSet):
             platform or "", job.queue_config.get("default_next_queue_key"))
         return Outcome(next_queue_key=next_queue,
                        result_snapshot={"domain_state": "qc_passed", "rin": rin,
-                                        "qc": "pass"})
+                                        "concentration": round(10 + self.rng.random() * 90,
+                                                               1), "qc": "pass"})
 
     def create_library_prep(self, job: Job) -> Outcome:
         self.maybe_fail(job, "library prep")
