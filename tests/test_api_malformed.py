@@ -18,7 +18,9 @@ ACTIONS = "/api/v1/execution/actions"
 
 @pytest.fixture
 def lab(tenant, users):
-    make_queue("q1", required_worker_capabilities=[])
+    # a result it may record (a pass/fail), which GET /queues/q1/results can be asked about
+    make_queue("q1", required_worker_capabilities=[],
+               result_fields=[{"key": "qc", "label": "QC", "kind": "pass_fail"}])
     subject = make_subject("q1")
     apis = {role: api_for(user) for role, user in users.items()}
     worker = apis["worker_service"].act("register-worker", worker_key="w").json()["worker_euid"]

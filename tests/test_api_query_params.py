@@ -101,7 +101,9 @@ def test_digits_are_read_as_the_number_they_write(lab):
 
 def _sample(name: str, schema: dict, lab: dict) -> str:
     real = {"worker_euid": lab["worker"], "subject_euid": lab["subject"], "queue_key": "q1",
-            "site": "sfo", "platform": "illumina", "assay": "wgs"}
+            "site": "sfo", "platform": "illumina", "assay": "wgs",
+            "since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z", "field": "qc",
+            "value": "pass"}
     if name in real:
         return real[name]
     options = schema.get("enum") or [o["enum"][0] for o in schema.get("anyOf", [])

@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from bloomops.execution import clock
 from bloomops.tapdb.db import execute
+from tests.api_helpers import Api, api_for, error_code
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
 from tests.web_support import signed_in
 
@@ -221,3 +222,61 @@ def test_results_are_for_the_labs_roles_only(client, qc_done, django_user_model)
         assert refused.status_code == 403 and b"S1" not in refused.content
     assert client.logout() is None
     assert client.get("/results/")["Location"].startswith("/accounts/login/")
+
+
+def _api(user, **params):
+    return api_for(user).get("/queues/qcq/results", **params)
+
+
+def test_a_lims_reads_a_windows_results_and_their_counts_through_the_api(qc_done):
+    answer = _api(qc_done["worker_service"], since="2026-11-02T00:00:00Z",
+                  until="2026-11-03T00:00:00Z")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["attempts"], body["complete"]) == (2, True)
+    assert [r["subject_name"] for r in body["results"]] == ["S2", "S1"]
+    assert body["results"][1]["result"] == {"rin": 8.4, "conc": 40.5, "qc": "pass",
+                                            "grade": "A", "note": "=1+1"}
+    assert body["results"][1]["worker_name"] == "QC robot"
+    assert body["results"][1]["attempt"] == 1
+    assert [f["key"] for f in body["result_fields"]] == ["rin", "conc", "qc", "grade", "note"]
+    tally = {t["key"]: t for t in body["tally"]}
+    assert (tally["rin"]["given"], tally["rin"]["least"], tally["rin"]["greatest"],
+            tally["rin"]["median"]) == (2, 6.1, 8.4, 7.25)
+    assert tally["qc"]["values"] == {"pass": 1, "fail": 1} and tally["note"]["values"] == {}
+    # the fails alone, and a limit that leaves some out says so
+    fails = _api(qc_done["operator"], since="2026-11-01T00:00:00Z", field="qc", value="fail")
+    assert [r["subject_name"] for r in fails.json()["results"]] == ["S2"]
+    assert fails.json()["attempts"] == 1
+    cut = _api(qc_done["operator"], since="2026-11-01T00:00:00+09:00", limit="2").json()
+    assert (cut["attempts"], cut["complete"], len(cut["results"])) == (4, False, 2)
+    # no window given: the day up to now (the test's clock: 20 November, nothing finished)
+    assert _api(qc_done["operator"]).json()["since"] == "2026-11-19T12:00:00.000000Z"
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"since": "2026-11-02"}, "since"),
+    ({"until": "2026-11-02T10:00:00"}, "until"),
+    ({"since": "9999-01-01T00:00:00Z"}, "since"),
+    ({"since": "2026-11-03T00:00:00Z", "until": "2026-11-02T00:00:00Z"}, "since"),
+    ({"field": "rin", "value": "8.4"}, "field"),
+    ({"field": "qc"}, "value"),
+    ({"value": "fail"}, "field"),
+    ({"field": "QC!", "value": "fail"}, "field"),
+    ({"limit": "1001"}, "limit"),
+    ({"value": " "}, "value"),
+])
+def test_a_window_or_filter_that_cannot_be_read_is_refused_naming_it(qc_done, params, field):
+    refused = _api(qc_done["operator"], **params)
+    assert refused.status_code == 400, (params, refused.content)
+    assert error_code(refused) == "VALIDATION_ERROR"
+    assert field in refused.content.decode(), refused.content
+
+
+def test_an_unknown_queue_or_caller_gets_no_results(qc_done, django_user_model):
+    missing = api_for(qc_done["operator"]).get("/queues/nope/results")
+    assert missing.status_code == 404 and error_code(missing) == "NOT_FOUND"
+    nobody = django_user_model.objects.create_user("roleless")
+    refused = _api(nobody)
+    assert refused.status_code == 403 and error_code(refused) == "FORBIDDEN"
+    assert Api().get("/queues/qcq/results").status_code == 401
