@@ -142,7 +142,7 @@ def test_release_without_a_reason_through_the_inspector_writes_nothing(client, l
                 if f["action"] == f"/subjects/{euid}/release-hold/")
     before = counts()
     response = client.post(f"/subjects/{euid}/release-hold/", {**data, "reason": "   "})
-    assert "reason is required." in said(response)
+    assert "Give a reason: left blank or spaces alone, it is not one." in said(response)
     assert counts() == before and envelope(euid)["state"] == "HELD"
     response = client.post(f"/subjects/{euid}/release-hold/", {**data, "reason": "cleared"})
     assert f"Hold on {euid} released." in said(response)
@@ -288,10 +288,10 @@ def test_drain_and_force_expiry_without_a_reason_write_nothing(client, lab):
     before = counts()
     response = client.post(f"/workers/{worker}/status/", {
         "operation": "drain", "idempotency_key": "d1", "reason": ""})
-    assert "reason is required." in said(response)
+    assert "Give a reason: left blank or spaces alone, it is not one." in said(response)
     response = client.post(f"/leases/{lease['lease_euid']}/expire/", {
         "idempotency_key": "e1", "reason": "  "})
-    assert "reason is required." in said(response)
+    assert "Give a reason: left blank or spaces alone, it is not one." in said(response)
     assert counts() == before
     response = client.post(f"/workers/{worker}/status/", {
         "operation": "drain", "idempotency_key": "d2", "reason": "firmware update"})

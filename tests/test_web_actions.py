@@ -369,7 +369,15 @@ def test_hold_needs_a_reason(client, lab):
     response = client.post(f"/subjects/{euid}/hold/",
                            form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/",
                                     reason="  "))
-    assert "reason is required." in said(response)
+    assert "Give a reason: left blank or spaces alone, it is not one." in said(response)
+    assert counts() == before
+    # too long (a page that let it through): said in the person's words, not the field key
+    from bloomops.execution.actions.fields import REASON_MAX
+
+    response = client.post(f"/subjects/{euid}/hold/",
+                           form_for(client.get(f"/subjects/{euid}/"), f"/subjects/{euid}/hold/",
+                                    reason="x" * (REASON_MAX + 1)))
+    assert f"The reason is too long: at most {REASON_MAX} characters." in said(response)
     assert counts() == before
 
 

@@ -3,6 +3,7 @@ standing in plain words, and refusals without engine jargon."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bloomops.execution.envelope import parse_ts_or_none
@@ -215,3 +216,28 @@ def told_apart(subject: dict[str, Any]) -> str:
     when = f", registered {local_clock(made)}" if made else ""
     return (f"{subject['euid']} ({subject.get('name') or 'no name'},"
             f" {subject.get('state') or 'not in a queue'}{where}{site}{when})")
+
+
+# A form's text fields as the console names them in a refusal: the engine names a field by
+# its key ("reason is required."), which is the API's word, not the person's.
+FIELD_WORDS: dict[str, tuple[str, str]] = {
+    "reason": ("a reason", "The reason"),
+    "error_message": ("what went wrong", "What went wrong"),
+    "display_name": ("a name", "The name"),
+}
+_TOO_LONG = re.compile(r"(?P<field>[a-z_]+) is too long \((?P<most>[0-9]+) max\)\.")
+
+
+def field_refusal(problem: dict[str, Any]) -> str:
+    """One problem of a refusal as the console says it: a text field left blank or too long
+    in the person's words ("Give a reason: spaces alone are not one."), any other as the
+    engine says it."""
+    field, message = problem.get("field"), str(problem.get("message") or "")
+    if field not in FIELD_WORDS:
+        return message
+    asked, called = FIELD_WORDS[field]
+    if message == f"{field} is required.":
+        return f"Give {asked}: left blank or spaces alone, it is not one."
+    if (long := _TOO_LONG.fullmatch(message)) and long["field"] == field:
+        return f"{called} is too long: at most {long['most']} characters."
+    return message

@@ -16,6 +16,7 @@ from bloomops.accounts.roles import BENCH_ROLES, roles_of
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
+from bloomops.web.bench_words import field_refusal
 from bloomops.web.bulk import Pick, bulk_payload, outcome_messages, page_revision, run_bulk
 from bloomops.web.drafts import keep_draft
 
@@ -81,7 +82,7 @@ def said_refused(request: HttpRequest, err: ActionError) -> None:
     """A refusal as the page's messages: each field's problem on its own line when the
     engine found several (errors.Problems), so all are fixed in one go."""
     for problem in err.problems():
-        messages.error(request, problem["message"])
+        messages.error(request, field_refusal(problem))
 
 
 def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Callable[
