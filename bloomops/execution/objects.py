@@ -244,6 +244,9 @@ def queue_properties(**overrides: Any) -> dict[str, Any]:
 
 def name_key(name: str) -> str:
     """Two names of one tube (in any case, spaces around aside): RULES.md#intake."""
+    # lower(), not casefold(): the database finds a name by lower(name) (the index
+    # bloomops_subject_name), and a batch's own check must mean the same two names ("ß" and
+    # "SS" are two names to it, as to the bench's scan).
     return name.strip().lower()
 
 
