@@ -158,3 +158,17 @@ def test_a_result_row_the_engine_could_not_hold_a_completion_to_is_refused_on_pr
         # the row comes back as typed, to be mended
         assert f'value="{typed["result-0-key"]}"' in refused.content.decode()
     assert counts() == before
+
+
+def test_a_completion_with_nothing_typed_reads_no_declaration(client, qc_line,
+                                                              django_assert_num_queries):
+    """Most steps record nothing: their Complete read the lease and its queue for nothing."""
+    from django.http import QueryDict
+
+    from bloomops.web.bench_items import result_of_form
+
+    _, _, lease = _leased(client, qc_line["worker_human"])
+    with django_assert_num_queries(0):
+        assert result_of_form(QueryDict("next_queue_key=&result.rin=+"), lease) == ({}, "")
+    assert result_of_form(QueryDict("result.rin=8.5"), lease) == ({"rin": 8.5},
+                                                                   " (recorded RIN 8.5)")

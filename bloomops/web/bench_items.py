@@ -99,6 +99,9 @@ def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
     declares, as typed (a number read as one; what cannot be read is sent as typed, for the
     engine to refuse in words); a field left blank is left out. With it, in words for the
     banner: " (recorded RIN 8.2, QC pass)"."""
+    if not any(name.startswith(RESULT_INPUT) and str(post.get(name, "")).strip()
+               for name in post):
+        return {}, ""  # nothing typed: no declaration to read it by (most steps record none)
     lease = load(euid=lease_euid, tenant=tenant_of())
     if lease is None or not is_kind(lease, LEASE):
         return {}, ""  # the engine refuses the claim itself
