@@ -109,7 +109,7 @@ def test_withdrawing_a_request_asks_first_and_keeps_why(client, desk):
     assert 'data-confirm="Your request on' in tag[:tag.index(">")]
     before = counts()
     blank = client.post(form["action"], {**form["fields"], "reason": " "}, follow=True)
-    assert said(blank)[-1].startswith("reason is required") and counts() == before
+    assert said(blank)[-1].startswith("Give a reason") and counts() == before
     done = client.post(form["action"], {**form["fields"], "reason": "asked the wrong queue"},
                        follow=True)
     recent = done.content.decode().split('id="approvals-recent"')[1]

@@ -141,7 +141,7 @@ def test_every_bad_value_is_said_at_once(client, world):
         page, lease_ttl_seconds="5", display_name="", straggler_threshold_seconds="1"))
     said = [str(m) for m in preview.context["messages"]]
     assert preview.status_code == 400 and len(said) == 3, said
-    assert any("display_name" in m for m in said)
+    assert "Give a display name: left blank or spaces alone, it is not one." in said
     assert any("lease_ttl_seconds must be an integer from 30 to 86400" in m for m in said)
     assert any("straggler_threshold_seconds" in m for m in said)
     # a new queue with a bad key, no template and no word on who may take it says all three

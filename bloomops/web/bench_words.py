@@ -223,7 +223,7 @@ def told_apart(subject: dict[str, Any]) -> str:
 FIELD_WORDS: dict[str, tuple[str, str]] = {
     "reason": ("a reason", "The reason"),
     "error_message": ("what went wrong", "What went wrong"),
-    "display_name": ("a name", "The name"),
+    "display_name": ("a display name", "The display name"),
 }
 _TOO_LONG = re.compile(r"(?P<field>[a-z_]+) is too long \((?P<most>[0-9]+) max\)\.")
 
