@@ -18,7 +18,7 @@ from bloomops.execution.envelope import ts
 from bloomops.web.templatetags.bloomops_ui import LISTED_TEXT
 from tests import test_browser_ui as ui
 from tests.approval_support import decide, integrity_held, person, request_release
-from tests.engine import act, actor, make_queue, make_subject
+from tests.engine import SPECIMEN, act, actor, make_subject
 from tests.test_failures_view import held_and_dead
 
 pytestmark = [pytest.mark.browser]
@@ -86,9 +86,13 @@ def bench(site):
                          due_at="2099-01-01T10:00:00.000000Z")
     make_subject("q1", name="Specimen also waiting")
     # a queue with a long name, listed on every screen that names queues (Results' list)
-    make_queue("post_extract_qc_second_pass", required_worker_capabilities=["wetlab.qc"],
-               display_name="Post-extraction quality control, second pass",
-               result_fields=[{"key": "rin", "label": "RNA integrity number", "unit": "RIN"}])
+    # (through the queue actions, so its settings page offers every setting's form)
+    act("create_queue", actor("admin", username="admin"),
+        queue_key="post_extract_qc_second_pass", payload={
+            "subject_template_codes": [SPECIMEN], "reason": "a second QC",
+            "required_worker_capabilities": ["wetlab.qc"],
+            "display_name": "Post-extraction quality control, second pass",
+            "result_fields": [{"key": "rin", "label": "RNA integrity number", "unit": "RIN"}]})
     # one on hold, a failure and an approval waiting, so the workbench, the failures view
     # and the inbox have rows
     held_and_dead("q1", "q2")
@@ -180,7 +184,8 @@ def screens(site: str, subject: str) -> list[str]:
             f"/subjects/{subject}/", "/workers/", "/workbench/", "/admin/", "/intake/",
             "/people/", "/people/scientist/", "/settings/queues/", "/settings/queues/q1/",
             "/settings/new-queue/", "/failures/", "/approvals/", "/holds/?since=all",
-            "/completions/", "/activity/", "/results/"]
+            "/completions/", "/activity/", "/results/",
+            "/settings/queues/post_extract_qc_second_pass/"]
 
 
 @pytest.mark.parametrize("width", [768, 375])
@@ -221,6 +226,22 @@ def test_identifiers_in_tables_read_whole_on_a_desktop(browser, bench, width):
         if overflow(page) > 0:
             wide[path] = overflow(page)
     assert broken == {} and wide == {}
+    page.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_queue_s_settings_with_result_fields_read_whole(browser, bench, width):
+    """The result fields' row of inputs squeezed the settings' help column to a letter a
+    line (53 px at 1280, the page scrolling sideways): the rows' help now sits below them."""
+    site = bench["site"]
+    page = page_for(browser, site, "admin", width)
+    page.goto(f"{site}/settings/queues/post_extract_qc_second_pass/")
+    assert page.locator("#result-rows input[name=result-0-key]").input_value() == "rin"
+    helps = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#settings-form > table > tbody > tr > td.muted')).map(
+        e => Math.round(e.getBoundingClientRect().width))""")
+    assert len(helps) > 5 and min(helps) >= (200 if width > 1000 else 120), helps
+    assert overflow(page) <= 0
     page.context.close()
 
 
