@@ -92,16 +92,17 @@ def test_the_days_completed_attempts_are_listed_newest_first_with_each_field(cli
     # the failed attempt, the other queue's completion and the 10th are not results of these
     assert _listed(html) == ["S3", "S2", "S1"]
     head = html[html.index('id="results-found"'):html.index("</thead>")]
-    assert ("<th scope=\"col\">RIN</th><th scope=\"col\">Concentration (ng/µL)</th>"
-            "<th scope=\"col\">QC</th>") in head
+    # the unit once, in the heading (and beside each value on a phone's card), kept whole
+    assert ('<th scope="col">RIN</th><th scope="col">Concentration <span class="word">'
+            '(ng/µL)</span></th><th scope="col">QC</th>') in head
     s1 = html[html.index(f'href="/subjects/{qc_done["S1"]}/"'):]
     s1 = s1[:s1.index("</tr>")]
-    assert '<td data-label="Concentration">40.5 ng/µL</td>' in s1
-    assert '<td data-label="Gel grade">A</td>' in s1 and "QC robot" in s1
+    assert '<td data-label="Concentration (ng/µL)" class="val">40.5</td>' in s1
+    assert '<td data-label="Gel grade" class="val">A</td>' in s1 and "QC robot" in s1
     s2 = html[html.index(f'href="/subjects/{qc_done["S2"]}/"'):]
     s2 = s2[:s2.index("</tr>")]
     # a key the queue does not declare is kept and shown as sent; a field not given is a dash
-    assert "run_id: R-9" in s2 and '<td data-label="Gel grade">–</td>' in s2
+    assert "run_id: R-9" in s2 and '<td data-label="Gel grade" class="val">–</td>' in s2
     assert "3 completed attempts from 2026-11-02 to 2026-11-03, whole days in UTC" in html
 
 
@@ -111,19 +112,26 @@ def test_each_field_is_counted_over_the_whole_period(client, qc_done):
     tally = tally[:tally.index("</dl>")]
     said = dict(part.split('">', 1) for part in tally.split('<dd data-field="')[1:])
     assert said["rin"].startswith("3 recorded, 6.1 to 9.2, median 8.4, mean 7.9<")
-    assert said["conc"].startswith("2 recorded, 12 to 40.5 ng/µL, median 26.25, mean 26.25<")
-    assert said["note"].startswith("1 recorded<")
+    # what the attempts that gave none leave out is said
+    assert said["conc"].startswith("2 recorded, 12 to 40.5 ng/µL, median 26.25, mean 26.25;"
+                                   " 1 gave none<")
+    assert said["note"].startswith("1 recorded; 2 gave none<")
     # a pass/fail's and a choice's counts lead to the attempts they count (none: no link)
     assert re.findall(r">([^<>]+)</a>", said["qc"]) == ["2 pass", "1 fail"]
-    assert re.sub(r"<[^>]+>", "", said["grade"]).startswith("1 A, 0 B")
-    assert "0 B</a>" not in said["grade"]
+    assert re.sub(r"<[^>]+>", "", said["grade"]).startswith("A: 1, B: 0; 2 gave none")
+    assert "B: 0</a>" not in said["grade"]
     fails = re.search(r'href="(\?[^"]+value=fail)"', said["qc"]).group(1).replace("&amp;", "&")
     failed = _page(client, qc_done["operator"], fails)
     assert _listed(failed) == ["S2"]
-    assert "1 completed attempt of those days whose qc is fail from 2026-11-02" in failed
-    assert 'id="results-said"' in failed
-    # the whole period is still counted beside the attempts listed
+    assert "1 completed attempt whose QC is fail from 2026-11-02" in failed
+    assert 'id="results-said"' in failed and 'aria-current="true">1 fail</a>' in failed
+    # the whole period is still counted beside the attempts listed, and says so
     assert ">2 pass</a>" in failed
+    assert "Counted over all 3 completed attempts of these days, not only those listed." \
+        in failed
+    # a change of days keeps the value chosen
+    assert '<input type="hidden" name="field" value="qc"><input type="hidden" name="value"' \
+        ' value="fail">' in failed
     export = signed_in(client, qc_done["operator"]).get("/results/export.csv" + fails)
     assert [r["subject"] for r in csv.DictReader(io.StringIO(
         export.content.decode("utf-8")[1:]))] == ["S2"]
@@ -149,14 +157,16 @@ def test_the_results_download_as_a_spreadsheet_by_field_key(client, qc_done):
     text = response.content.decode("utf-8")
     assert text.startswith("\ufeff")
     rows = list(csv.DictReader(io.StringIO(text[1:])))
+    # by key, a unit travelling with its column
     assert list(rows[0]) == ["finished_at_utc", "subject_euid", "subject", "attempt",
-                             "worker_euid", "worker", "rin", "conc", "qc", "grade", "note",
-                             "other", "execution_record_euid"]
+                             "worker_euid", "worker", "rin", "conc [ng/µL]", "qc", "grade",
+                             "note", "other", "execution_record_euid"]
     assert [r["subject"] for r in rows] == ["S3", "S2", "S1"]
     s1 = rows[2]
     assert s1["finished_at_utc"] == "2026-11-02T10:00:00.000000Z"
     # numbers a spreadsheet adds up (the unit is the page's), a note never run as a formula
-    assert (s1["rin"], s1["conc"], s1["qc"], s1["grade"]) == ("8.4", "40.5", "pass", "A")
+    assert (s1["rin"], s1["conc [ng/µL]"], s1["qc"], s1["grade"]) == ("8.4", "40.5", "pass",
+                                                                       "A")
     assert s1["note"] == "'=1+1" and s1["worker"] == "QC robot"
     assert rows[1]["other"] == "run_id: R-9" and rows[1]["grade"] == ""
 
@@ -173,7 +183,7 @@ def test_a_value_another_writer_stored_otherwise_is_shown_and_not_counted_as_a_n
     assert '<dd data-field="rin">2 recorded, 6.1 to 8.4, median 7.25, mean 7.25; 1 not a' \
         ' number</dd>' in html
     s3 = html[html.index(f'href="/subjects/{qc_done["S3"]}/"'):]
-    assert '<td data-label="RIN">n/a</td>' in s3[:s3.index("</tr>")]
+    assert '<td data-label="RIN" class="val">n/a</td>' in s3[:s3.index("</tr>")]
 
 
 def test_the_page_reads_the_same_queries_however_many_attempts_it_lists(client, qc_done):
@@ -202,17 +212,23 @@ def test_what_cannot_be_read_is_said_and_nothing_is_listed(client, qc_done):
     assert "From is not a date (YYYY-MM-DD, the years 1000 to 9998)" in html
     assert "To is not a date" in html and 'id="results-found"' not in html
     # a count asked of a field that is not a pass/fail or a choice lists every attempt
-    for asked in ("field=rin&value=8.4", "field=nope&value=x", "field=qc&value=%20"):
-        every = _page(client, qc_done["operator"], f"queue=qcq&{DAY}&{asked}")
-        assert "with a value given: every attempt is listed." in every, asked
-        assert _listed(every) == ["S3", "S2", "S1"], asked
-    assert "No time zone is called &#x27;Mars/Base&#x27;" in _page(
-        client, qc_done["operator"], "queue=qcq&from=2026-11-02&tz=Mars/Base")
-    export = signed_in(client, qc_done["operator"]).get("/results/export.csv?queue=nope")
-    assert export.status_code == 200
-    assert export.content.decode("utf-8").strip("\ufeff").splitlines() == [
-        "finished_at_utc,subject_euid,subject,attempt,worker_euid,worker,other,"
-        "execution_record_euid"]
+    for asked, told in (
+            ("field=rin&value=8.4", "This queue declares no pass/fail or choice called 'rin'"),
+            ("field=nope&value=x", "This queue declares no pass/fail or choice called 'nope'"),
+            ("field=qc&value=%20", "No value of QC was given"),
+            ("field=qc", "No value of QC was given"),
+            ("value=fail", "A value was given without the field it is of"),
+            ("to=2026-11-03junk", "To is not a date")):
+        every = _page(client, qc_done["operator"], f"queue=qcq&from=2026-11-02&to=2026-11-03"
+                      f"&{asked}")
+        assert told.replace("'", "&#x27;") in every, asked
+        assert _listed(every)[-2:] == ["S2", "S1"], asked
+    # a download is what was asked for or nothing: each problem said, no file
+    for asked in ("queue=nope", "queue=qcq&to=x", "queue=qcq&field=rin&value=5",
+                  "queue=qcq&tz=Mars/Base"):
+        export = signed_in(client, qc_done["operator"]).get(f"/results/export.csv?{asked}")
+        assert export.status_code == 400 and export["Content-Type"].startswith("text/plain")
+        assert b"finished_at_utc" not in export.content, asked
 
 
 def test_results_are_for_the_labs_roles_only(client, qc_done, django_user_model):
@@ -280,3 +296,15 @@ def test_an_unknown_queue_or_caller_gets_no_results(qc_done, django_user_model):
     refused = _api(nobody)
     assert refused.status_code == 403 and error_code(refused) == "FORBIDDEN"
     assert Api().get("/queues/qcq/results").status_code == 401
+
+
+def test_a_queue_s_completed_attempts_lead_to_what_they_recorded_on_their_days(client,
+                                                                              qc_done):
+    bar = "since=2026-11-02T00:00:00.000000Z&until=2026-11-03T00:00:00.000000Z"
+    html = signed_in(client, qc_done["operator"]).get(
+        f"/completions/?queue=qcq&{bar}").content.decode()
+    link = re.search(r'<a href="(/results/[^"]+)" id="completions-results">([^<]+)</a>', html)
+    assert link.group(2) == "What this queue's step recorded on these days (2026-11-02, whole" \
+        " days)"
+    assert _listed(_page(client, qc_done["operator"],
+                         link.group(1).replace("&amp;", "&").split("?", 1)[1])) == ["S2", "S1"]

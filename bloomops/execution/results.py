@@ -261,11 +261,12 @@ def _figure(value: Any, places: int | None = None) -> str:
     return format(number.normalize(), "f")
 
 
-def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each declared field over a period (rows: selectors.results_tally's): ``words`` for a
-    number (its count, range, median and mean) or a text (its count); for a pass/fail or a
-    choice, ``counts``, each value it declares with how many gave it, in its order, and
-    ``words`` for what else was given ("1 other")."""
+def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]],
+            attempts: int) -> list[dict[str, Any]]:
+    """Each declared field over a period's ``attempts`` (rows: selectors.results_tally's):
+    ``words`` for a number (its count, range, median and mean) or a text (its count); for a
+    pass/fail or a choice, ``counts``, each value it declares with how many gave it, in its
+    order; then in ``words`` what else was given ("1 other") and how many gave none."""
     totals = {r["key"]: r for r in rows if r["said"] is None and r["key"] is not None}
     said: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -276,26 +277,26 @@ def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[di
         total = totals.get(field["key"]) or {}
         given, numbers = int(total.get("given") or 0), int(total.get("numbers") or 0)
         counts: list[tuple[int, str]] = []
+        words: list[str] = []
         if field["kind"] in ("pass_fail", "choice"):
             named = PASS_FAIL if field["kind"] == "pass_fail" else tuple(field["choices"])
             values = said.get(field["key"], {})
             counts = [(values.get(value, 0), value) for value in named]
             other = sum(n for value, n in values.items() if value not in named)
             not_text = given - sum(values.values())
-            words = ", ".join([f"{other} other"] * bool(other) +
-                              [f"{not_text} not text"] * bool(not_text))
-        elif not given:
-            words = "none recorded"
-        elif field["kind"] == "number":
+            words += [f"{other} other"] * bool(other) + [f"{not_text} not text"] * bool(not_text)
+        elif field["kind"] == "number" and given:
             unit = f" {field['unit']}" if field.get("unit") else ""
-            words = (f"{numbers} recorded, {_figure(total['least'])} to"
-                     f" {_figure(total['greatest'])}{unit}, median"
-                     f" {_figure(total['median'], 3)}, mean {_figure(total['mean'], 3)}"
-                     if numbers else "no number recorded")
+            words.append(f"{numbers} recorded, {_figure(total['least'])} to"
+                         f" {_figure(total['greatest'])}{unit}, median"
+                         f" {_figure(total['median'], 3)}, mean {_figure(total['mean'], 3)}"
+                         if numbers else "no number recorded")
             if given > numbers:
-                words += f"; {given - numbers} not a number"
-        else:
-            words = f"{given} recorded"
-        out.append({"key": field["key"], "label": field["label"], "counts": counts,
-                    "words": words})
+                words.append(f"{given - numbers} not a number")
+        elif given:
+            words.append(f"{given} recorded")
+        if attempts > given:
+            words.append("none recorded" if not given else f"{attempts - given} gave none")
+        out.append({"key": field["key"], "label": field["label"],
+                    "kind": field["kind"], "counts": counts, "words": "; ".join(words)})
     return out

@@ -68,8 +68,9 @@ class Days:
 
 def _day(text: str) -> date | None:
     """A day people can mean: the engine's years (a day of 9999 has no next midnight)."""
+    # the whole text: "2026-11-26junk" is no day (it was read as the 26th)
     try:
-        day = date.fromisoformat(text.strip()[:10]) if text.strip() else None
+        day = date.fromisoformat(text.strip()) if text.strip() and len(text) <= 40 else None
     except ValueError:
         return None
     return day if day is None or YEARS[0] <= day.year <= YEARS[1] else None
@@ -96,3 +97,12 @@ def days_asked(request: HttpRequest, default_days: int) -> Days:
         problems.append("From is after To: the two are swapped.")
         first, last = last, first
     return Days(first, last, zone, problems)
+
+
+def days_spanning(since: datetime, until: datetime, request: HttpRequest) -> tuple[date, date]:
+    """The reader's days an instant range falls on (a chart's last 24 h: yesterday and
+    today), for a page of whole days it leads to."""
+    zone = ZoneInfo(local_midnight(until, reader_zone(request))[1])
+    # the range ends before ``until``: one ending at midnight is the day before's
+    last = max(since, until - timedelta(microseconds=1))
+    return since.astimezone(zone).date(), last.astimezone(zone).date()

@@ -28,6 +28,7 @@ from bloomops.web.bulk import (
     too_many,
 )
 from bloomops.web.offers import requests_waiting, requeues_asked
+from bloomops.web.periods import days_spanning
 from bloomops.web.views.common import (
     answer_bulk,
     forbidden,
@@ -79,7 +80,9 @@ def _attempts(request: HttpRequest, queue_key: str | None,
     # one more than shown: whether there were more to show
     rows = selectors.finished_attempts(keys, outcome=outcome, since=since, until=until,
                                        limit=ATTEMPTS_SHOWN + 1)
+    first, last = days_spanning(since, until, request)
     return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range,
+            "attempts_days": {"from": first, "to": last},
             "ranges": list(RANGES), "attempts_counted": counted,
             "attempts_capped": len(rows) > ATTEMPTS_SHOWN}
 

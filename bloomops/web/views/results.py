@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from bloomops.execution import selectors
-from bloomops.execution.results import declared_results, result_row, tallied, value_text, with_unit
+from bloomops.execution.results import declared_results, result_row, tallied, value_text
 from bloomops.text import readable_line
 from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
@@ -48,15 +48,22 @@ def _said(request: HttpRequest, fields: list[dict[str, Any]],
           problems: list[str]) -> tuple[str, str] | None:
     """The value a tally's count leads to (``field`` and ``value``: the attempts whose QC is
     fail): a pass/fail or choice field the queue declares, any value (another writer's too)."""
-    key, value = request.GET.get("field", "").strip()[:40], request.GET.get("value", "")[:200]
-    if not key:
+    key = request.GET.get("field", "").strip()[:40]
+    value = request.GET.get("value", "")[:200]
+    if not key and not value.strip():
         return None
     field = next((f for f in fields if f["key"] == key), None)
-    if field is None or field["kind"] not in SAID_KINDS or not value.strip():
-        problems.append(f"{readable_line(key)!r} is no pass/fail or choice this queue declares"
-                        " with a value given: every attempt is listed.")
-        return None
-    return key, value
+    if not key:
+        problems.append("A value was given without the field it is of: every attempt is"
+                        " listed.")
+    elif field is None or field["kind"] not in SAID_KINDS:
+        problems.append(f"This queue declares no pass/fail or choice called"
+                        f" {readable_line(key)!r}: every attempt is listed.")
+    elif not value.strip():
+        problems.append(f"No value of {field['label']} was given: every attempt is listed.")
+    else:
+        return key, value
+    return None
 
 
 def _found(asked: dict[str, Any], limit: int) -> list[dict[str, Any]]:
@@ -73,36 +80,47 @@ def results(request: HttpRequest) -> HttpResponse:
     asked = _asked(request)
     queue, days, fields = asked["queue"], asked["days"], asked["fields"]
     found = _found(asked, SHOWN + 1)
-    tally, attempts = [], 0
+    tally, attempts, counted = [], 0, 0
     if queue is not None:
         rows = selectors.results_tally(
             queue["queue_key"], [f["key"] for f in fields], since=days.since, until=days.until,
             said_keys=[f["key"] for f in fields if f["kind"] in SAID_KINDS])
-        attempts = next((int(r["given"]) for r in rows if r["key"] is None), 0)
+        counted = attempts = next((int(r["given"]) for r in rows if r["key"] is None), 0)
         if asked["said"]:  # those the count led to: how many of them there are
             attempts = next((int(r["given"]) for r in rows
                              if (r["key"], r["said"]) == asked["said"]), 0)
-        tally = tallied(fields, rows)
+        tally = tallied(fields, rows, counted)
     shown = []
     for r in found[:SHOWN]:
         values, others = result_row(fields, r["result"])
-        shown.append({**r, "values": [(f["label"], "" if v is None else
-                                       readable_line(with_unit(f, v)))
+        # the unit is the column's (its heading; a phone's card says it beside each value)
+        shown.append({**r, "values": [(f, "" if v is None else readable_line(value_text(v)))
                                       for f, v in zip(fields, values, strict=True)],
                       "others": [(readable_line(k), readable_line(v)) for k, v in others]})
+    said = asked["said"]
     return render(request, "web/results.html", {
-        **asked, "found": shown, "attempts": attempts, "tally": tally,
-        "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT,
-        "shown_limit": SHOWN, "period_query": _period_query(asked, request)})
+        **asked, "found": shown, "attempts": attempts, "counted": counted, "tally": tally,
+        "said_label": next((f["label"] for f in fields if said and f["key"] == said[0]), ""),
+        "export_query": _query(asked, request, with_said=True), "export_limit": EXPORT_LIMIT,
+        "shown_limit": SHOWN, "period_query": _query(asked, request)})
 
 
-def _period_query(asked: dict[str, Any], request: HttpRequest) -> str:
-    """The page's queue and days as a query, without a value chosen: where a count leads."""
+def _query(asked: dict[str, Any], request: HttpRequest, *, with_said: bool = False) -> str:
+    """The page's queue and days as read (a date that was none: the one read instead) as a
+    query: where a count leads (``with_said`` false) and what the download exports."""
     query = QueryDict(mutable=True)
     query.update({"queue": asked["queue"]["queue_key"] if asked["queue"] else "",
                   "from": str(asked["days"].first), "to": str(asked["days"].last),
-                  "tz": request.GET.get("tz", "")})
+                  "tz": asked["days"].zone if request.GET.get("tz") else ""})
+    if with_said and asked["said"]:
+        query.update({"field": asked["said"][0], "value": asked["said"][1]})
     return query.urlencode()
+
+
+def column_name(field: dict[str, Any]) -> str:
+    """A declared field's column in a download: its key, which a program reads it by, and
+    its unit, which travels with the file: "concentration [ng/µL]"."""
+    return f"{field['key']} [{field['unit']}]" if field.get("unit") else field["key"]
 
 
 # The columns of a results export before the queue's own fields, and after them.
@@ -115,14 +133,21 @@ TRAILING_COLUMNS = ("other", "execution_record_euid")
 @reader
 def results_export(request: HttpRequest) -> HttpResponse:
     """The period's completed attempts of the queue as a spreadsheet, up to EXPORT_LIMIT:
-    a column per declared field by its key, its value as recorded (a number stays a number
-    a spreadsheet can add up; the unit is the page's), then any other keys as words."""
+    a column per declared field by its key (with its unit: "concentration [ng/µL]"), its
+    value as recorded (a number stays a number a spreadsheet can add up), then any other keys
+    as words. A query the page would say a problem of is refused (400), not exported as
+    read."""
     asked = _asked(request)
     queue, days, fields = asked["queue"], asked["days"], asked["fields"]
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", queue["queue_key"]) if queue else "none"
+    if asked["problems"] or queue is None:
+        # a download is what was asked for or nothing: an auditor's file of the wrong days
+        # or of every attempt would be taken for the one asked for
+        return HttpResponse("\n".join(asked["problems"] or ["Choose a queue."]) + "\n",
+                            status=400, content_type="text/plain; charset=utf-8")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", queue["queue_key"])
     response = csv_response(f"results-{name}-{days.first}-{days.last}.csv")
     out = csv.writer(response)
-    out.writerow([*LEADING_COLUMNS, *(f["key"] for f in fields), *TRAILING_COLUMNS])
+    out.writerow([*LEADING_COLUMNS, *(column_name(f) for f in fields), *TRAILING_COLUMNS])
     found = _found(asked, EXPORT_LIMIT + 1)
     for r in found[:EXPORT_LIMIT]:
         values, others = result_row(fields, r["result"])
