@@ -266,8 +266,8 @@ def test_a_lims_reads_a_windows_results_and_their_counts_through_the_api(qc_done
     assert fails.json()["attempts"] == 1
     cut = _api(qc_done["operator"], since="2026-11-01T00:00:00+09:00", limit="2").json()
     assert (cut["attempts"], cut["complete"], len(cut["results"])) == (4, False, 2)
-    # no window given: the day up to now (the test's clock: 20 November, nothing finished)
-    assert _api(qc_done["operator"]).json()["since"] == "2026-11-19T12:00:00.000000Z"
+    # no window given: the week up to now, as the page's (the test's clock: 20 November)
+    assert _api(qc_done["operator"]).json()["since"] == "2026-11-13T12:00:00.000000Z"
 
 
 @pytest.mark.parametrize("params, field", [
@@ -308,3 +308,30 @@ def test_a_queue_s_completed_attempts_lead_to_what_they_recorded_on_their_days(c
         " days)"
     assert _listed(_page(client, qc_done["operator"],
                          link.group(1).replace("&amp;", "&").split("?", 1)[1])) == ["S2", "S1"]
+
+
+@pytest.mark.parametrize("params, said", [
+    ({"since": "yesterday"}, "since: must be a date, time and zone, e.g. 2026-11-01T00:00:00Z"),
+    ({"since": "2026-11-01T00:00:00+99:99"},
+     "since: '2026-11-01T00:00:00+99:99' is not a date, time and zone."),
+    ({"since": "1000-01-01T00:00:00+01:00"}, "is outside the years 1000 to 9998 (in UTC)."),
+    ({"field": "QC", "value": "fail"}, "field: must be a result field's key"),
+    ({"limit": "-1"}, "no sign, point or space"),
+])
+def test_an_api_refusal_says_what_a_value_must_be_in_words(qc_done, params, said):
+    """A regular expression or Python's own words ("offset must be a timedelta strictly
+    between ...") were the caller's only guide."""
+    refused = _api(qc_done["operator"], **params)
+    assert refused.status_code == 400
+    assert said in refused.json()["error"]["message"], refused.json()
+
+
+def test_a_median_reads_as_its_figure(qc_done):
+    """The median between 6.1 and 7.3, computed in floating point, read 6.699999999999999."""
+    make_queue("qc2", required_worker_capabilities=[], result_fields=RESULTS[:1])
+    _complete("qc2", "S5", "2026-11-03T10:00:00", {"rin": 6.1})
+    _complete("qc2", "S6", "2026-11-03T11:00:00", {"rin": 7.3})
+    clock.freeze(_at("2026-11-20T12:00:00"))
+    body = api_for(qc_done["operator"]).get("/queues/qc2/results",
+                                            since="2026-11-03T00:00:00Z").json()
+    assert body["tally"][0]["median"] == 6.7 and body["tally"][0]["mean"] == 6.7

@@ -9,9 +9,11 @@ from typing import Any
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
-from bloomops.api.action_schemas import NON_BLANK
+from bloomops.api.action_schemas import INSTANT, NON_BLANK
 from bloomops.api.guard import CODE_OF_STATUS, RequestRefused
+from bloomops.execution.actions.queue_fields import QUEUE_KEY_PATTERN
 from bloomops.execution.errors import ActionError
+from bloomops.execution.results import RESULT_KEY_PATTERN
 
 # The parameter names ninja puts in front of a field's location ("body", "filters", ...).
 _LOCATION_PREFIXES = ("body", "query", "path", "filters")
@@ -29,6 +31,16 @@ def _field(loc: list[str]) -> str:
     return ".".join(p for p in parts if not _VALIDATOR_STEP.match(p))
 
 
+# What a field held to a pattern must be, in words: the pattern itself ("String should match
+# pattern '^\\s*[0-9]{4}-...'") is a developer's reading.
+PATTERN_WORDS = {
+    INSTANT: "must be a date, time and zone, e.g. 2026-11-01T00:00:00Z",
+    QUEUE_KEY_PATTERN: "must be a queue key: lowercase letters, digits and _ . - (up to 100)",
+    RESULT_KEY_PATTERN: "must be a result field's key: lowercase letters, digits and _,"
+                        " starting with a letter (up to 40)",
+}
+
+
 def _plain(error: dict[str, Any]) -> str:
     """pydantic's message, in words where it would read as a developer's: a text that must
     not be blank said "String should match pattern '\\S'"."""
@@ -36,6 +48,8 @@ def _plain(error: dict[str, Any]) -> str:
     if ((error.get("type") == "string_pattern_mismatch" and ctx.get("pattern") == NON_BLANK)
             or (error.get("type") == "string_too_short" and ctx.get("min_length") == 1)):
         return "must not be blank"
+    if error.get("type") == "string_pattern_mismatch" and ctx.get("pattern") in PATTERN_WORDS:
+        return PATTERN_WORDS[ctx["pattern"]]
     return str(error.get("msg", "")).removeprefix("Value error, ")
 
 

@@ -42,7 +42,7 @@ def _digits(value: Any) -> Any:
     " 5", "+5" and "1_0" (as 10), none of which a caller who means a count writes."""
     if isinstance(value, str) and not _DIGITS.fullmatch(value):
         raise PydanticCustomError("int_parsing", "Write a whole number in decimal digits"
-                                  " (e.g. 50).")
+                                  " alone, no sign, point or space (e.g. 50).")
     if isinstance(value, str) and len(value) > _DIGITS_MAX:
         raise PydanticCustomError("int_parsing", f"At most {_DIGITS_MAX} digits.")
     return value

@@ -101,7 +101,10 @@ def normalize_ts(value: Any) -> str | None:
     """An instant as the envelope stores it (UTC, fixed width), read as bloomops_utc reads
     another writer's (a time without a zone is UTC); ValueError when it is no ISO 8601
     instant within YEARS."""
-    moment = parse_ts(value)
+    try:
+        moment = parse_ts(value)
+    except ValueError as exc:  # Python's words ("offset must be a timedelta ...") are no one's
+        raise ValueError(f"{str(value)[:40]!r} is not a date, time and zone") from exc
     if moment is None:
         return None
     try:
@@ -109,7 +112,8 @@ def normalize_ts(value: Any) -> str | None:
     except OverflowError:
         utc = None
     if utc is None or not YEARS[0] <= utc.year <= YEARS[1]:
-        raise ValueError(f"{str(value)[:40]!r} is outside the years {YEARS[0]} to {YEARS[1]}")
+        raise ValueError(f"{str(value)[:40]!r} is outside the years {YEARS[0]} to {YEARS[1]}"
+                         " (in UTC)")
     return ts(utc)
 
 
