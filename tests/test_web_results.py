@@ -172,3 +172,23 @@ def test_a_completion_with_nothing_typed_reads_no_declaration(client, qc_line,
         assert result_of_form(QueryDict("next_queue_key=&result.rin=+"), lease) == ({}, "")
     assert result_of_form(QueryDict("result.rin=8.5"), lease) == ({"rin": 8.5},
                                                                    " (recorded RIN 8.5)")
+
+
+def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab):
+    """The results typed came back; the next queue chosen fell back to the flow's default,
+    and a resubmit sent the item where the person had not chosen."""
+    for key in ("lib_a", "lib_b"):
+        make_queue(key, required_worker_capabilities=[])
+    make_queue("qcq", required_worker_capabilities=[], result_fields=RESULTS,
+               default_next_queue_key="lib_a", next_queue_keys=["lib_b"])
+    sci, _, lease = _leased(client, lab["worker_human"])
+    page = sci.get("/my-work/")
+    assert re.search(r'<option value="lib_a" selected>', page.content.decode())
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", next_queue_key="lib_b",
+        **{"result.rin": "12", "result.qc": "pass"}))
+    again = sci.get(refused["Location"]).content.decode()
+    form = again[again.index(f'action="/leases/{lease}/complete/"'):]
+    form = form[:form.index("</form>")]
+    assert '<option value="lib_b" selected>' in form
+    assert '<option value="lib_a" selected>' not in form

@@ -15,7 +15,7 @@ from bloomops.text import readable_line
 
 # The fields kept, and how the refusal's message names the words of each.
 DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What went wrong, as you wrote it,",
-                "hold_code": None, "error_class": None}
+                "hold_code": None, "error_class": None, "next_queue_key": None}
 SESSION_KEY = "refused_form_drafts"
 # A completion's result fields in the Complete form ("result.rin", bench_items): kept too,
 # a measurement typed once.
