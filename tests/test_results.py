@@ -137,7 +137,7 @@ def test_a_failure_needs_no_results(tenant):
     ([{"key": "rin", "kind": "float"}], "kind must be one of number, text, pass_fail"),
     ([{"key": "rin"}, {"key": "rin", "kind": "text"}], "names rin twice"),
     ([{"key": "rin", "min": 10, "max": 1}], "min is above max"),
-    ([{"key": "qc", "kind": "pass_fail", "unit": "%"}], "unit belong to a number only"),
+    ([{"key": "qc", "kind": "pass_fail", "unit": "%"}], "unit belongs to a number only"),
     ([{"key": "rin", "min": "1"}], "min must be a number"),
     ([{"key": "rin", "required": "yes"}], "required must be true or false"),
     ([{"key": "rin", "label": "R\u200bIN"}], "label may hold only printable characters"),

@@ -151,12 +151,21 @@ def test_a_result_row_the_engine_could_not_hold_a_completion_to_is_refused_on_pr
                         ({"result-0-key": "rin", "result-0-min": "ten"},
                          "must be a number"),
                         ({"result-0-key": "qc", "result-0-kind": "pass_fail",
-                          "result-0-unit": "%"}, "belong to a number only")):
+                          "result-0-unit": "%"}, "belongs to a number only")):
         refused = admin.post("/settings/queues/cfgq/", _settings(page, **typed))
         assert refused.status_code == 400 and any(said in m for m in _said(refused)), \
             _said(refused)
         # the row comes back as typed, to be mended
         assert f'value="{typed["result-0-key"]}"' in refused.content.decode()
+    # three bad rows: each said on its own line at once, named as the page names them
+    refused = admin.post("/settings/queues/cfgq/", _settings(page, **{
+        "result-0-key": "rin", "result-0-min": "10", "result-0-max": "1",
+        "result-1-key": "qc", "result-1-kind": "pass_fail", "result-1-unit": "%",
+        "result-2-key": "grade", "result-2-kind": "choice", "result-2-choices": "A"}))
+    told = _said(refused)
+    assert "Result field rin: min is above max." in told
+    assert "Result field qc: unit belongs to a number only." in told
+    assert "Result field grade: choices must list 2 to 20 values." in told, told
     assert counts() == before
 
 

@@ -43,7 +43,7 @@ def _short_line(value: Any, what: str, longest: int) -> str:
 
 
 def _one_field(number: int, value: Any) -> dict[str, Any]:
-    said = f"result_fields #{number}"
+    said = f"Result field #{number}"
     if not isinstance(value, dict):
         raise ActionError("VALIDATION_ERROR", f"{said} must be an object.",
                           field="result_fields")
@@ -54,7 +54,7 @@ def _one_field(number: int, value: Any) -> dict[str, Any]:
     if not isinstance(key, str) or not _KEY.match(key):
         raise ActionError("VALIDATION_ERROR", f"{said}: key must be lowercase letters, digits"
                           " and _ (up to 40, starting with a letter).", field="result_fields")
-    said = f"result_fields {key}"
+    said = f"Result field {key}"
     kind = value.get("kind", "number")
     if kind not in RESULT_KINDS:
         raise ActionError("VALIDATION_ERROR", f"{said}: kind must be one of"
@@ -70,8 +70,9 @@ def _one_field(number: int, value: Any) -> dict[str, Any]:
     numeric = {name: value[name] for name in ("unit", "min", "max")
                if value.get(name) is not None}
     if numeric and kind != "number":
-        raise ActionError("VALIDATION_ERROR", f"{said}: {', '.join(numeric)} belong to a"
-                          " number only.", field="result_fields")
+        raise ActionError("VALIDATION_ERROR", f"{said}: {', '.join(numeric)}"
+                          f" belong{'s' if len(numeric) == 1 else ''} to a number only.",
+                          field="result_fields")
     if "unit" in numeric:
         out["unit"] = _short_line(numeric["unit"], f"{said}: unit", RESULT_UNIT_MAX)
     for bound in ("min", "max"):
@@ -106,7 +107,12 @@ def clean_result_fields(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or len(value) > MAX_RESULT_FIELDS:
         raise ActionError("VALIDATION_ERROR", "result_fields must be a list of up to"
                           f" {MAX_RESULT_FIELDS} fields.", field="result_fields")
-    fields = [_one_field(number, each) for number, each in enumerate(value, 1)]
+    # each field's problem said at once (a form of three bad rows was refused row by row)
+    problems, fields = Problems(), []
+    for number, each in enumerate(value, 1):
+        with problems.field():
+            fields.append(_one_field(number, each))
+    problems.raise_any()
     keys = [f["key"] for f in fields]
     if twice := sorted({k for k in keys if keys.count(k) > 1}):
         raise ActionError("VALIDATION_ERROR", f"result_fields names {', '.join(twice)} twice.",
