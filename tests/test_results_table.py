@@ -147,6 +147,9 @@ def test_a_day_is_the_readers_day_and_ends_at_its_midnight(client, qc_done):
                   "&tz=Asia/Tokyo")
     assert _listed(tokyo) == ["S1"]
     assert "whole days in Asia/Tokyo" in tokyo
+    # ... and it is the first of the 3rd's
+    assert _listed(_page(client, qc_done["operator"], "queue=qcq&from=2026-11-03&to=2026-11-03"
+                         "&tz=Asia/Tokyo")) == ["S3", "S2"]
 
 
 def test_the_results_download_as_a_spreadsheet_by_field_key(client, qc_done):
@@ -286,7 +289,7 @@ def test_a_window_or_filter_that_cannot_be_read_is_refused_naming_it(qc_done, pa
     refused = _api(qc_done["operator"], **params)
     assert refused.status_code == 400, (params, refused.content)
     assert error_code(refused) == "VALIDATION_ERROR"
-    assert field in refused.content.decode(), refused.content
+    assert refused.json()["error"]["details"]["field"] == field, refused.content
 
 
 def test_an_unknown_queue_or_caller_gets_no_results(qc_done, django_user_model):
@@ -315,7 +318,7 @@ def test_a_queue_s_completed_attempts_lead_to_what_they_recorded_on_their_days(c
     ({"since": "2026-11-01T00:00:00+99:99"},
      "since: '2026-11-01T00:00:00+99:99' is not a date, time and zone."),
     ({"since": "1000-01-01T00:00:00+01:00"}, "is outside the years 1000 to 9998 (in UTC)."),
-    ({"field": "QC", "value": "fail"}, "field: must be a result field's key"),
+    ({"field": "QC", "value": "fail"}, "field: must be lowercase letters, digits and _"),
     ({"limit": "-1"}, "no sign, point or space"),
 ])
 def test_an_api_refusal_says_what_a_value_must_be_in_words(qc_done, params, said):
@@ -335,3 +338,29 @@ def test_a_median_reads_as_its_figure(qc_done):
     body = api_for(qc_done["operator"]).get("/queues/qc2/results",
                                             since="2026-11-03T00:00:00Z").json()
     assert body["tally"][0]["median"] == 6.7 and body["tally"][0]["mean"] == 6.7
+
+
+def test_huge_numbers_and_blanks_of_any_white_space_are_counted_as_the_table_shows_them(
+        client, qc_done):
+    """A mean past 1e25 was a 500 (decimal rounding at 28 digits); a note of a tab alone was
+    no value to the check and the table but counted as one by the tally."""
+    make_queue("qc3", required_worker_capabilities=[], result_fields=RESULTS)
+    _complete("qc3", "B1", "2026-11-05T10:00:00", {"rin": 5, "qc": "pass", "conc": 1e30,
+                                                    "note": "\t"})
+    _complete("qc3", "B2", "2026-11-05T11:00:00", {"rin": 5, "qc": "pass", "conc": 3e30,
+                                                    "note": " \n "})
+    clock.freeze(_at("2026-11-20T12:00:00"))
+    html = _page(client, qc_done["operator"], "queue=qc3&from=2026-11-05&to=2026-11-05&tz=UTC")
+    assert '<dd data-field="conc">2 recorded, 1000000000000000000000000000000 to' \
+        ' 3000000000000000000000000000000 ng/µL, median 2000000000000000000000000000000,' \
+        ' mean 2000000000000000000000000000000</dd>' in html
+    assert '<dd data-field="note">none recorded</dd>' in html
+    assert html.count('<td data-label="Note" class="val">–</td>') == 2
+
+
+def test_a_bar_of_any_years_leads_to_its_days(client, qc_done):
+    """The year 1 has no day west of UTC: the link to a bar's days was a 500."""
+    client.cookies["bloomops_tz"] = "America/Los_Angeles"
+    answer = signed_in(client, qc_done["operator"]).get(
+        "/completions/?queue=qcq&since=0001-01-01T00:00:00Z&until=2026-11-03T00:00:00Z")
+    assert answer.status_code == 200

@@ -201,3 +201,15 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
     form = form[:form.index("</form>")]
     assert '<option value="lib_b" selected>' in form
     assert '<option value="lib_a" selected>' not in form
+    # "none: finish the flow" is a choice as well, where the person must choose one
+    make_queue("qcf", required_worker_capabilities=[], result_fields=RESULTS,
+               next_queue_keys=["lib_b"])
+    other = claim(sci, make_subject("qcf", name="Specimen 0008"))
+    page = sci.get("/my-work/")
+    refused = sci.post(f"/leases/{other}/complete/", form_for(
+        page, f"/leases/{other}/complete/", next_queue_key="", **{"result.rin": "12"}))
+    again = sci.get(refused["Location"]).content.decode()
+    form = again[again.index(f'action="/leases/{other}/complete/"'):]
+    form = form[:form.index("</form>")]
+    assert '<option value="" selected>none: finish the flow</option>' in form
+    assert "selected>" not in form.replace('<option value="" selected>', ""), form

@@ -11,9 +11,9 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Val
 
 from bloomops.api.action_schemas import INSTANT, NON_BLANK
 from bloomops.api.guard import CODE_OF_STATUS, RequestRefused
-from bloomops.execution.actions.queue_fields import QUEUE_KEY_PATTERN
+from bloomops.execution.actions.queue_fields import QUEUE_KEY_PATTERN, QUEUE_KEY_WORDS
 from bloomops.execution.errors import ActionError
-from bloomops.execution.results import RESULT_KEY_PATTERN
+from bloomops.execution.results import RESULT_KEY_PATTERN, RESULT_KEY_WORDS
 
 # The parameter names ninja puts in front of a field's location ("body", "filters", ...).
 _LOCATION_PREFIXES = ("body", "query", "path", "filters")
@@ -35,9 +35,8 @@ def _field(loc: list[str]) -> str:
 # pattern '^\\s*[0-9]{4}-...'") is a developer's reading.
 PATTERN_WORDS = {
     INSTANT: "must be a date, time and zone, e.g. 2026-11-01T00:00:00Z",
-    QUEUE_KEY_PATTERN: "must be a queue key: lowercase letters, digits and _ . - (up to 100)",
-    RESULT_KEY_PATTERN: "must be a result field's key: lowercase letters, digits and _,"
-                        " starting with a letter (up to 40)",
+    QUEUE_KEY_PATTERN: QUEUE_KEY_WORDS,
+    RESULT_KEY_PATTERN: RESULT_KEY_WORDS,
 }
 
 

@@ -16,11 +16,15 @@ from bloomops.api.schemas import PathId, query_integer, query_text
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import parse_ts, request_ts, ts
 from bloomops.execution.errors import ActionError, Problems
-from bloomops.execution.results import RESULT_KEY_PATTERN, declared_results
+from bloomops.execution.results import (
+    DEFAULT_DAYS,
+    RESULT_KEY_PATTERN,
+    SAID_KINDS,
+    declared_results,
+    said_keys,
+)
 
-SAID_KINDS = ("pass_fail", "choice")
-# the Results page's default too: a week of whole days
-DEFAULT_WINDOW = timedelta(days=7)
+DEFAULT_WINDOW = timedelta(days=DEFAULT_DAYS)  # the Results page's too
 
 
 class ResultsQuery(Schema):
@@ -142,7 +146,7 @@ def add_results_route(router: Router, responses: dict) -> None:
         said = _said(query, fields)
         rows = selectors.results_tally(
             queue_key, [f["key"] for f in fields], since=since, until=until,
-            said_keys=[f["key"] for f in fields if f["kind"] in SAID_KINDS])
+            said_keys=said_keys(fields))
         attempts = next((int(r["given"]) for r in rows
                          if (r["key"], r["said"]) == (said or (None, None))), 0)
         found = selectors.results_recorded(queue_key, since=since, until=until,

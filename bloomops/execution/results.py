@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 from bloomops.execution.errors import ActionError, Problems
@@ -23,6 +23,14 @@ RESULT_UNIT_MAX = 20
 # a key a worker's JSON names and a lab's file holds: short, lowercase, no spaces
 RESULT_KEY_PATTERN = r"^[a-z][a-z0-9_]{0,39}(?!\n)$"
 _KEY = re.compile(RESULT_KEY_PATTERN)
+RESULT_KEY_WORDS = "must be lowercase letters, digits and _ (up to 40, starting with a letter)"
+# The kinds whose values are counted one by one (a note's words are not tallied), and the
+# days a period of results covers when none is asked for (the page's and the API's).
+SAID_KINDS = ("pass_fail", "choice")
+DEFAULT_DAYS = 7
+# What a value may hold and still be no value: ASCII white space, as the tally's SQL trims
+# it (selectors.results_tally), so a "\t" is blank to the check, the table and the counts.
+BLANK = " \t\n\r\f\v"
 RESULT_FIELD_KEYS = ("key", "label", "kind", "unit", "min", "max", "choices", "required")
 MAX_CHOICES = 20
 CHOICE_MAX = 40  # one choice's words ("borderline", "grade B")
@@ -52,8 +60,8 @@ def _one_field(number: int, value: Any) -> dict[str, Any]:
                           f" {', '.join(RESULT_FIELD_KEYS)}.", field="result_fields")
     key = value.get("key")
     if not isinstance(key, str) or not _KEY.match(key):
-        raise ActionError("VALIDATION_ERROR", f"{said}: key must be lowercase letters, digits"
-                          " and _ (up to 40, starting with a letter).", field="result_fields")
+        raise ActionError("VALIDATION_ERROR", f"{said}: key {RESULT_KEY_WORDS}.",
+                          field="result_fields")
     said = f"Result field {key}"
     kind = value.get("kind", "number")
     if kind not in RESULT_KINDS:
@@ -184,7 +192,12 @@ def value_problem(field: dict[str, Any], value: Any) -> str | None:
 
 
 def _given(value: Any) -> bool:
-    return value is not None and not (isinstance(value, str) and not value.strip())
+    return value is not None and not (isinstance(value, str) and not value.strip(BLANK))
+
+
+def said_keys(fields: list[dict[str, Any]]) -> list[str]:
+    """The keys whose values a tally counts one by one (SAID_KINDS)."""
+    return [f["key"] for f in fields if f["kind"] in SAID_KINDS]
 
 
 def check_results(fields: list[dict[str, Any]], snapshot: dict[str, Any]) -> None:
@@ -260,11 +273,14 @@ def result_row(fields: list[dict[str, Any]],
 
 def _figure(value: Any, places: int | None = None) -> str:
     """A tally's figure: a stored value as written (8.40 reads 8.4), a mean or a median to
-    ``places`` decimals at most."""
+    ``places`` decimals at most; whatever its size (a precision of 28 digits failed at 1e25)."""
     number = Decimal(str(value))
-    if places is not None:
-        number = round(number, places)
-    return format(number.normalize(), "f")
+    with localcontext() as context:
+        context.prec = max(28, len(number.as_tuple().digits) + (places or 0) + 2,
+                           number.adjusted() + (places or 0) + 2)
+        if places is not None:
+            number = round(number, places)
+        return format(number.normalize(), "f")
 
 
 def tallied(fields: list[dict[str, Any]], rows: list[dict[str, Any]],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bloomops.execution.actions.fields import required_words, too_long_words
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import failure_classes_for
 from bloomops.execution.states import RETRY_CLASS_WORDS, TRANSIENT_CLASSES, RetryClass
@@ -225,19 +226,26 @@ FIELD_WORDS: dict[str, tuple[str, str]] = {
     "error_message": ("what went wrong", "What went wrong"),
     "display_name": ("a display name", "The display name"),
 }
-_TOO_LONG = re.compile(r"(?P<field>[a-z_]+) is too long \((?P<most>[0-9]+) max\)\.")
 
 
 def field_refusal(problem: dict[str, Any]) -> str:
     """One problem of a refusal as the console says it: a text field left blank or too long
     in the person's words ("Give a reason: spaces alone are not one."), any other as the
-    engine says it."""
+    engine says it (its words for the two: fields.required_words, too_long_words)."""
     field, message = problem.get("field"), str(problem.get("message") or "")
     if field not in FIELD_WORDS:
         return message
     asked, called = FIELD_WORDS[field]
-    if message == f"{field} is required.":
+    if message == required_words(field):
         return f"Give {asked}: left blank or spaces alone, it is not one."
-    if (long := _TOO_LONG.fullmatch(message)) and long["field"] == field:
-        return f"{called} is too long: at most {long['most']} characters."
+    if (most := _most_of(field, message)) is not None:
+        return f"{called} is too long: at most {most} characters."
     return message
+
+
+def _most_of(field: str, message: str) -> int | None:
+    """The length a too-long refusal names (any field's own, read from the engine's words)."""
+    marker = 987654321
+    said = re.fullmatch(re.escape(too_long_words(field, marker)).replace(
+        str(marker), "([0-9]+)"), message)
+    return int(said.group(1)) if said else None

@@ -20,6 +20,9 @@ SESSION_KEY = "refused_form_drafts"
 # A completion's result fields in the Complete form ("result.rin", bench_items): kept too,
 # a measurement typed once.
 RESULT_INPUT = "result."
+# A Complete's next queue left empty ("none: finish the flow") is a choice too, kept as this
+# (no queue key starts with "-"): dropped as empty, the form came back on the flow's default.
+FINISHED = "-finish"
 
 
 def draft_key(action: str, name: str) -> str:
@@ -36,6 +39,8 @@ def keep_draft(request: HttpRequest, *, refill: bool = True) -> None:
     kept = {draft_key(request.path, name): value[:4000]
             for name in names
             if readable_line(value := request.POST.get(name, "").strip())}
+    if "next_queue_key" in request.POST and not request.POST["next_queue_key"].strip():
+        kept[draft_key(request.path, "next_queue_key")] = FINISHED
     if not kept:
         return
     if refill:

@@ -19,6 +19,17 @@ ERROR_MESSAGE_MAX = 4000  # what went wrong, in a failing worker's words
 LIST_MAX = 100  # values in one list (capabilities, scopes, template codes, queue keys)
 
 
+def required_words(name: str) -> str:
+    """A field left out or blank, as the engine says it (the console says it in its own
+    words by this: web/bench_words.field_refusal)."""
+    return f"{name} is required."
+
+
+def too_long_words(name: str, most: int) -> str:
+    """A text over its length, as the engine says it (and the console reads it)."""
+    return f"{name} is too long ({most} max)."
+
+
 def text_field(payload: dict, name: str, *, required: bool = False,
                max_len: int = REASON_MAX, line: bool = False) -> str | None:
     """Text, stripped; blank is missing, as is other text that shows nothing
@@ -30,12 +41,12 @@ def text_field(payload: dict, name: str, *, required: bool = False,
     if value is None or (isinstance(value, str) and (
             not value.strip() or (not line and shows_nothing(value)))):
         if required:
-            raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
+            raise ActionError("VALIDATION_ERROR", required_words(name), field=name)
         return None
     if not isinstance(value, str):
         raise ActionError("VALIDATION_ERROR", f"{name} must be text.", field=name)
     if len(value) > max_len:
-        raise ActionError("VALIDATION_ERROR", f"{name} is too long ({max_len} max).", field=name)
+        raise ActionError("VALIDATION_ERROR", too_long_words(name, max_len), field=name)
     problem = line_problem(value.strip()) if line else prose_problem(value)
     if problem:
         raise ActionError("VALIDATION_ERROR", f"{name} {problem}.", field=name)
@@ -116,7 +127,7 @@ def obj_field(payload: dict, name: str) -> dict | None:
 def require(req: ActionRequest, *names: str) -> None:
     for name in names:
         if not getattr(req, name):
-            raise ActionError("VALIDATION_ERROR", f"{name} is required.", field=name)
+            raise ActionError("VALIDATION_ERROR", required_words(name), field=name)
 
 
 def state_field(value: str | None, name: str = "expected_state") -> None:

@@ -42,6 +42,9 @@ MANAGED_BY = "bloomops"
 # "(?!\n)": Python's "$" also matches before a final newline; JSON Schema readers (the API
 # document) know no "\Z", and this reads the same in both.
 QUEUE_KEY_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}(?!\n)$"
+# the pattern in words, wherever a key is refused (the engine's check, the API's schema)
+QUEUE_KEY_WORDS = ("must be lowercase letters, digits, _ . - (up to 100, starting with a"
+                   " letter or digit)")
 QUEUE_KEY_RE = re.compile(QUEUE_KEY_PATTERN)
 BOOL_FIELDS = ("manual_only", "operator_visible", "strict_order", "diagnostics_enabled")
 LIST_FIELDS = ("required_worker_capabilities", "site_scope", "platform_scope", "assay_scope")
@@ -134,8 +137,7 @@ def _codes(payload: dict, name: str, *, required: bool = False) -> list[str] | N
 def queue_key_field(payload: dict, name: str = "queue_key", *, required: bool = True) -> str:
     value = text_field(payload, name, required=required, max_len=100) or ""
     if value and not QUEUE_KEY_RE.match(value):
-        raise ActionError("VALIDATION_ERROR", f"{name} must be lowercase letters, digits, _ . -"
-                          " (up to 100, starting with a letter or digit).", field=name)
+        raise ActionError("VALIDATION_ERROR", f"{name} {QUEUE_KEY_WORDS}.", field=name)
     return value
 
 

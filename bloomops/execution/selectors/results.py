@@ -10,11 +10,14 @@ from datetime import datetime
 from typing import Any
 
 from bloomops.execution.envelope import ts
+from bloomops.execution.results import BLANK
 from bloomops.execution.selectors.base import read_params
 from bloomops.tapdb.db import fetch_all
 
 # The completed attempts of %(queue_key)s that finished in [%(since)s, %(until)s): a range of
-# bloomops_record_queue_finished (its text order is the engine's fixed-width UTC).
+# bloomops_record_queue_finished (its text order is the engine's fixed-width UTC). Whole days
+# start at their midnight; the charts' bars (failures.finished_attempts) count (since, until]
+# as the recorder's samples do.
 _PERIOD = """
     SELECT r.euid, r.json_addl->'properties' AS p
     FROM generic_instance r
@@ -33,7 +36,9 @@ _RECORDED = f"""
            s.uid IS NOT NULL AS subject_found, s.name AS subject_name
     FROM ({_PERIOD}
             AND (%(field)s::text IS NULL
-                 OR r.json_addl->'properties'->'result_snapshot'->>%(field)s = %(value)s)
+                 OR (jsonb_typeof(r.json_addl->'properties'->'result_snapshot'->%(field)s)
+                       = 'string'
+                     AND r.json_addl->'properties'->'result_snapshot'->>%(field)s = %(value)s))
           ORDER BY r.json_addl->'properties'->>'finished_at' DESC, r.euid DESC
           LIMIT %(limit)s) r
     LEFT JOIN generic_instance s
@@ -56,7 +61,7 @@ def results_recorded(queue_key: str, *, since: datetime, until: datetime,
     most ``limit``), each with its ``result`` (the result_snapshot as stored: any JSON another
     writer left), its worker's name and its subject's (subject_found false: no longer among
     the tenant's live objects); ``said`` (key, text): only those whose result gave that key
-    that text (the QC fails of a week). One query."""
+    that text (the QC fails of a week; text only, as the tally counts them). One query."""
     field, value = said or (None, None)
     return fetch_all(_RECORDED, _params(queue_key, since, until, tenant, limit=limit,
                                         field=field, value=value))
@@ -74,7 +79,7 @@ _TALLY = f"""
             FROM r CROSS JOIN unnest(%(keys)s::text[]) AS k(key)
             WHERE jsonb_typeof(r.p->'result_snapshot') = 'object') x
         WHERE jsonb_typeof(v) <> 'null'
-          AND NOT (jsonb_typeof(v) = 'string' AND btrim(v #>> '{{}}') = '')
+          AND NOT (jsonb_typeof(v) = 'string' AND btrim(v #>> '{{}}', %(blank)s) = '')
     ), n AS (
         SELECT key, (v #>> '{{}}')::numeric AS x FROM v WHERE jsonb_typeof(v) = 'number'
     )
@@ -101,4 +106,4 @@ def results_tally(queue_key: str, keys: list[str], *, said_keys: list[str], sinc
     its numbers the count, least, greatest, mean and median) and, for ``said_keys``, a row of
     each text value given with its count (``given``). One query."""
     return fetch_all(_TALLY, _params(queue_key, since, until, tenant, keys=list(keys),
-                                     said_keys=list(said_keys)))
+                                     said_keys=list(said_keys), blank=BLANK))

@@ -25,6 +25,7 @@ from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
 from bloomops.web.bench_items import bench_order, result_of_form, work_item
+from bloomops.web.drafts import FINISHED
 from bloomops.web.templatetags.bloomops_ui import wall_clock
 from bloomops.web.timewords import relative
 from bloomops.web.views.common import (
@@ -179,7 +180,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
         "refresh_seconds": settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS,
-        "choose": CHOOSE,
+        "choose": CHOOSE, "finished": FINISHED,
     })
 
 

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.approvals import dead_letter_gate
-from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.envelope import normalize_ts, parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
 from bloomops.web import bulk
@@ -61,10 +61,19 @@ def _counted(data: QueryDict, now: datetime) -> tuple[datetime, datetime] | None
     """The window a failure bar counted (``since``/``until``, in the form the charts write,
     ``envelope.ts``), when it is one: since before until, until not in the future; None
     for anything else (then the whole range is listed)."""
-    since, until = (parse_ts_or_none(data.get(name)) for name in ("since", "until"))
+    since, until = (_instant(data.get(name)) for name in ("since", "until"))
     if since is None or until is None or not since < until <= now:
         return None
     return since, until
+
+
+def _instant(text: str | None) -> datetime | None:
+    """An instant of the engine's years (normalize_ts): the year 1 has no day in a zone west
+    of UTC, and the days a range falls on were a 500 (periods.days_spanning)."""
+    try:
+        return parse_ts_or_none(normalize_ts(text)) if text else None
+    except ValueError:
+        return None
 
 
 def _attempts(request: HttpRequest, queue_key: str | None,

@@ -14,16 +14,21 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from bloomops.execution import selectors
-from bloomops.execution.results import declared_results, result_row, tallied, value_text
+from bloomops.execution.results import (
+    DEFAULT_DAYS,
+    SAID_KINDS,
+    declared_results,
+    result_row,
+    said_keys,
+    tallied,
+    value_text,
+)
 from bloomops.text import readable_line
 from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.views.common import EXPORT_LIMIT, reader
 
 SHOWN = 500
-DEFAULT_DAYS = 7
-# the kinds whose values are counted one by one (a note's words are not tallied)
-SAID_KINDS = ("pass_fail", "choice")
 
 
 def _asked(request: HttpRequest) -> dict[str, Any]:
@@ -84,7 +89,7 @@ def results(request: HttpRequest) -> HttpResponse:
     if queue is not None:
         rows = selectors.results_tally(
             queue["queue_key"], [f["key"] for f in fields], since=days.since, until=days.until,
-            said_keys=[f["key"] for f in fields if f["kind"] in SAID_KINDS])
+            said_keys=said_keys(fields))
         counted = attempts = next((int(r["given"]) for r in rows if r["key"] is None), 0)
         if asked["said"]:  # those the count led to: how many of them there are
             attempts = next((int(r["given"]) for r in rows
