@@ -99,9 +99,10 @@ def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_li
     # back on the item, each problem on its own line, what was typed in the form again
     assert refused["Location"] == f"/my-work/?item={lease}"
     told = _said(refused)
-    assert "RIN (rin) must be from 1 to 10." in told
-    assert "Concentration (conc) must be a number." in told
-    assert "Record QC (qc): this step requires it." in told
+    # by the label the form shows (the key beside it is the API's word)
+    assert "RIN must be from 1 to 10." in told
+    assert "Concentration must be a number." in told
+    assert "Record QC: this step requires it." in told
     again = sci.get(refused["Location"]).content.decode()
     assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4,1"' in again
     assert selectors.leases(status="ACTIVE")[0]["euid"] == lease  # still theirs to complete

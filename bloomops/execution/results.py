@@ -27,6 +27,8 @@ RESULT_KEY_WORDS = "must be lowercase letters, digits and _ (up to 40, starting 
 # The kinds whose values are counted one by one (a note's words are not tallied), and the
 # days a period of results covers when none is asked for (the page's and the API's).
 SAID_KINDS = ("pass_fail", "choice")
+# how a refusal names a result's field: the API's path to it in the request
+RESULT_FIELD = "result_snapshot."
 DEFAULT_DAYS = 7
 # What a value may hold and still be no value: ASCII white space, as the tally's SQL trims
 # it (selectors.results_tally), so a "\t" is blank to the check, the table and the counts.
@@ -209,7 +211,7 @@ def check_results(fields: list[dict[str, Any]], snapshot: dict[str, Any]) -> Non
     for field in fields:
         with problems.field():
             value = snapshot.get(field["key"])
-            where = f"result_snapshot.{field['key']}"
+            where = RESULT_FIELD + field["key"]
             if not _given(value):
                 if field["required"]:
                     raise ActionError("VALIDATION_ERROR", f"Record {field['label']}"

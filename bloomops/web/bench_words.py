@@ -9,6 +9,7 @@ from typing import Any
 from bloomops.execution.actions.fields import required_words, too_long_words
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import failure_classes_for
+from bloomops.execution.results import RESULT_FIELD
 from bloomops.execution.states import RETRY_CLASS_WORDS, TRANSIENT_CLASSES, RetryClass
 from bloomops.web.timewords import local_clock
 
@@ -233,6 +234,9 @@ def field_refusal(problem: dict[str, Any]) -> str:
     in the person's words ("Give a reason: spaces alone are not one."), any other as the
     engine says it (its words for the two: fields.required_words, too_long_words)."""
     field, message = problem.get("field"), str(problem.get("message") or "")
+    if isinstance(field, str) and field.startswith(RESULT_FIELD):
+        # a step's result: the person reads its label; the key beside it is the API's
+        return message.replace(f" ({field.removeprefix(RESULT_FIELD)})", "", 1)
     if field not in FIELD_WORDS:
         return message
     asked, called = FIELD_WORDS[field]
