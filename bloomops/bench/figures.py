@@ -174,6 +174,21 @@ def _reads(out: dict[str, Any], runs: int, queue_key: str) -> None:
                                    max(runs, 15))
     out["lease_count"], out["lease_edges"] = _lease_count(runs)
     out["dashboard"] = dashboard_ms()
+    out["results_hour"] = median_ms(partial(_results_hour, queue_key), runs)
+
+
+def _results_hour(queue_key: str) -> None:
+    """A queue's Results of the last hour, its list and its counts (RULES.md#results): a
+    range of the index of finished records, so history (finished hours to weeks ago) is
+    never read."""
+    from datetime import timedelta
+
+    from bloomops.execution import clock, selectors
+
+    until = clock.now()
+    since = until - timedelta(hours=1)
+    selectors.results_recorded(queue_key, since=since, until=until, limit=500)
+    selectors.results_tally(queue_key, [], said_keys=[], since=since, until=until)
 
 
 def _lease_count(runs: int) -> tuple[float, int]:

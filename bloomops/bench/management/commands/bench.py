@@ -34,7 +34,8 @@ TARGETS: dict[str, tuple[str, float, str]] = {
     "double_claims": ("==", 0, ""),
 }
 HISTORY_RATIO = 1.2
-RATIO_KEYS = ("summaries", "summaries_cpu", "first_page", "claim_p95", "lease_count")
+RATIO_KEYS = ("summaries", "summaries_cpu", "first_page", "claim_p95", "lease_count",
+              "results_hour")
 
 
 class Command(BaseCommand):
@@ -355,6 +356,7 @@ class Command(BaseCommand):
         line("first page of largest queue (50 items)", "first_page", "ms")
         line("subject diagnostics (one subject)", "diagnostics", "ms")
         line("dashboard view, fresh snapshot (db time)", "dashboard", "ms")
+        line("a queue's results, last hour (list, counts)", "results_hour", "ms")
         line("worker's active-lease count", "lease_count", "ms")
         line("  (that worker's lease edges, past included)", "lease_edges", "")
         line("claim latency p50, 1 worker", "claim_p50", "ms")
