@@ -105,6 +105,16 @@ def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_li
     assert "Record QC: this step requires it." in told
     again = sci.get(refused["Location"]).content.decode()
     assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4,1"' in again
+    # each problem under the field it is of, and the field told so (a screen reader says it)
+    rin = again[again.index('<p class="result" data-key="rin">'):]
+    rin = rin[:rin.index("</p>")]
+    assert re.search(r'<span class="error field-problem" id="res-[^"]+-rin-problem">RIN must'
+                     r' be from 1 to 10\.</span>', rin)
+    assert 'aria-invalid="true" aria-describedby="res-' in rin
+    qc = again[again.index('<p class="result" data-key="qc">'):]
+    assert "Record QC: this step requires it." in qc[:qc.index("</p>")]
+    grade = again[again.index('<p class="result" data-key="grade">'):]
+    assert "field-problem" not in grade[:grade.index("</p>")]  # nothing wrong with it
     assert selectors.leases(status="ACTIVE")[0]["euid"] == lease  # still theirs to complete
 
 

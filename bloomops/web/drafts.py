@@ -6,12 +6,15 @@ there. A draft never reaches a later page, where it would fill a form nobody cho
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest
 
+from bloomops.execution.results import RESULT_FIELD
 from bloomops.text import readable_line
+from bloomops.web.bench_words import field_refusal
 
 # The fields kept, and how the refusal's message names the words of each.
 DRAFT_FIELDS = {"reason": "Your reason", "error_message": "What went wrong, as you wrote it,",
@@ -23,6 +26,9 @@ RESULT_INPUT = "result."
 # A Complete's next queue left empty ("none: finish the flow") is a choice too, kept as this
 # (no queue key starts with "-"): dropped as empty, the form came back on the flow's default.
 FINISHED = "-finish"
+# A field's problem is kept under its name after this (the template tag ``draft`` reads it
+# beside the input: a gloved hand fixes the field the words sit under).
+PROBLEM = "!"
 
 
 def draft_key(action: str, name: str) -> str:
@@ -30,15 +36,22 @@ def draft_key(action: str, name: str) -> str:
     return f"{action}:{name}"
 
 
-def keep_draft(request: HttpRequest, *, refill: bool = True) -> None:
+def keep_draft(request: HttpRequest, *, refill: bool = True,
+               problems: Iterable[dict[str, Any]] = ()) -> None:
     """The words are said in the refusal's message; with ``refill`` kept in the session too,
-    for the form to show again. A request from nobody signed in says them only: kept, every
-    such request would add a session row anyone could post without end."""
+    for the form to show again, with each result field's ``problems`` (the refusal's) to be
+    said beside its input (``PROBLEM`` + its name). A request from nobody signed in says them
+    only: kept, every such request would add a session row anyone could post without end."""
     # words nobody would see (spaces, zero-width characters) are not worth giving back
     names = [*DRAFT_FIELDS, *[n for n in request.POST if n.startswith(RESULT_INPUT)][:50]]
     kept = {draft_key(request.path, name): value[:4000]
             for name in names
             if readable_line(value := request.POST.get(name, "").strip())}
+    for problem in problems:
+        field = problem.get("field")
+        if isinstance(field, str) and field.startswith(RESULT_FIELD):
+            name = PROBLEM + RESULT_INPUT + field.removeprefix(RESULT_FIELD)
+            kept[draft_key(request.path, name)] = field_refusal(problem)[:1000]
     if "next_queue_key" in request.POST and not request.POST["next_queue_key"].strip():
         kept[draft_key(request.path, "next_queue_key")] = FINISHED
     if not kept:

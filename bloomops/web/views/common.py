@@ -97,7 +97,7 @@ def answer(request: HttpRequest, run: Callable[[], ActionResult], success: Calla
         if err.code == "FORBIDDEN":
             return forbidden(request, err.message)
         said_refused(request, err)
-        keep_draft(request)
+        keep_draft(request, problems=err.problems())
         return redirect(refused_to or back_url(request, default))
     if result.replayed:
         messages.info(request, "Already done: this form was submitted before, so nothing"
