@@ -239,7 +239,7 @@ def test_results_are_for_the_labs_roles_only(client, qc_done, django_user_model)
     for path in ("/results/?queue=qcq", "/results/export.csv?queue=qcq"):
         refused = signed_in(client, nobody).get(path)
         assert refused.status_code == 403 and b"S1" not in refused.content
-    assert client.logout() is None
+    client.logout()
     assert client.get("/results/")["Location"].startswith("/accounts/login/")
 
 
@@ -364,3 +364,17 @@ def test_a_bar_of_any_years_leads_to_its_days(client, qc_done):
     answer = signed_in(client, qc_done["operator"]).get(
         "/completions/?queue=qcq&since=0001-01-01T00:00:00Z&until=2026-11-03T00:00:00Z")
     assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/results/?queue=qcq", "/completions/?queue=qcq",
+                                  "/failures/", "/workbench/", "/admin/"])
+def test_a_page_reads_the_queues_once_for_its_list_and_its_names(client, qc_done, monkeypatch,
+                                                                 path):
+    """The page's own list of queues and each queue its template names were two reads of
+    the same rows."""
+    from bloomops.execution import selectors
+
+    read, calls = selectors.queues, []
+    monkeypatch.setattr(selectors, "queues", lambda **kw: calls.append(kw) or read(**kw))
+    assert signed_in(client, qc_done["admin"]).get(path).status_code == 200
+    assert len(calls) == 1

@@ -21,6 +21,7 @@ from bloomops.execution.guards import lease_not_active
 from bloomops.execution.objects import LEASE, is_kind, load, worker_by_key
 from bloomops.execution.policy import lease_effective_status
 from bloomops.execution.states import WorkerType
+from bloomops.memo import per_request
 from bloomops.tapdb.templates import all_templates
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.text import readable_line
@@ -208,3 +209,10 @@ def subject_links(euids: list[str]) -> SafeString:
     names = selectors.subject_names(euids) if euids else {}
     return format_html_join(", ", '<a href="{}">{}</a>', (
         (reverse("subject", args=[e]), _called(e, names.get(e))) for e in euids))
+
+
+def queues(request: Any) -> list[dict[str, Any]]:
+    """The tenant's queues (selectors.queues: config only, dispatch order), read once per
+    request: a page's own list and every ``queue_called`` its template says read the same
+    one. A read page's only; a page that writes a queue reads it after the write itself."""
+    return per_request(request, "queues", selectors.queues)

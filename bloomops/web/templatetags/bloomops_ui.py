@@ -18,6 +18,7 @@ from bloomops.execution.results import declared_results, described, recorded
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
 from bloomops.text import readable_line
+from bloomops.web import services
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
 from bloomops.web.timewords import exact_seconds, local_clock, readable_seconds, relative
@@ -285,8 +286,9 @@ def draft(context: template.Context, action: str, name: str = "reason") -> str:
 
 def _queue_configs(context) -> dict[str, dict]:
     """Every queue's config, read once per request however many tags ask."""
-    return per_request(context.get("request"), "queue_configs", lambda: {
-        q["queue_key"]: q["config"] for q in selectors.queues()})
+    request = context.get("request")
+    return per_request(request, "queue_configs", lambda: {
+        q["queue_key"]: q["config"] for q in services.queues(request)})
 
 
 @register.simple_tag(takes_context=True)

@@ -146,7 +146,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "retrying": retrying,
         "hold_codes": hold_codes(),
         "can": subject_states(),
-        "queues": selectors.queues(),
+        "queues": services.queues(request),
         "queue_key": queue_key or "",
         "q": request.GET.get("q", ""),
     })
@@ -186,7 +186,7 @@ def admin_tools(request: HttpRequest) -> HttpResponse:
         "active": active, "expired": expired,
         "totals": {"active": selectors.total_of(active),
                    "expired": selectors.total_of(expired)},
-        "queues": selectors.queues(), "filters": {"queue": queue_key or "",
+        "queues": services.queues(request), "filters": {"queue": queue_key or "",
                                                   "worker": worker or ""},
     })
 

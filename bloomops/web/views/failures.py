@@ -19,7 +19,7 @@ from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import normalize_ts, parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
 from bloomops.execution.stats.history import RANGES, range_key
-from bloomops.web import bulk
+from bloomops.web import bulk, services
 from bloomops.web.bulk import (
     BULK_ACTIONS,
     UNREADABLE_PICK,
@@ -104,7 +104,7 @@ def failures(request: HttpRequest) -> HttpResponse:
     # the groups: every failing subject of the queue, counted in SQL
     items = selectors.failures(**filters)
     counts = selectors.failure_counts(queue_key=filters["queue_key"])
-    queues = selectors.queues()
+    queues = services.queues(request)
     gated = dead_letter_gate() and any(r["kind"] == FAILED for r in items)
     return render(request, "web/failures.html", {
         # a dead letter whose requeue is asked for already says so (asking again is refused)
@@ -128,7 +128,8 @@ def completions(request: HttpRequest) -> HttpResponse:
     subject is now: the charts' other half, as the failures page is for failure bars."""
     queue_key = request.GET.get("queue", "").strip() or None
     return render(request, "web/completions.html", {
-        "queue_key": queue_key, **_attempts(request, queue_key, selectors.queues(), "completed"),
+        "queue_key": queue_key,
+        **_attempts(request, queue_key, services.queues(request), "completed"),
     })
 
 

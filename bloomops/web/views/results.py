@@ -24,6 +24,7 @@ from bloomops.execution.results import (
     value_text,
 )
 from bloomops.text import readable_line
+from bloomops.web import services
 from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.views.common import EXPORT_LIMIT, reader
@@ -35,7 +36,7 @@ def _asked(request: HttpRequest) -> dict[str, Any]:
     """The queue and the days the form asks for: the queue named (none named: the first, in
     dispatch order, that declares result fields), its declared fields, each problem said."""
     days = days_asked(request, DEFAULT_DAYS)
-    queues = selectors.queues()
+    queues = services.queues(request)
     asked = request.GET.get("queue", "").strip()[:200]
     by_key = {q["queue_key"]: q for q in queues}
     declaring = [q for q in queues if declared_results(q["config"])]
