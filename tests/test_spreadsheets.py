@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bloomops.web.spreadsheets import csv_cell
+from bloomops.web.spreadsheets import csv_cell, csv_response
 
 
 @pytest.mark.parametrize(("value", "cell"), [
@@ -16,3 +16,11 @@ from bloomops.web.spreadsheets import csv_cell
 ])
 def test_no_cell_starts_a_formula_and_numbers_stay_numbers(value, cell):
     assert csv_cell(value) == cell
+
+
+def test_a_download_s_name_cannot_end_its_header_early():
+    """A name is built from keys another writer may have stored: a quote ended the header's
+    filename and the rest read as parameters of its own."""
+    response = csv_response('results-q"1; filename=evil.exe-2026-11-01.csv')
+    assert response["Content-Disposition"] == \
+        'attachment; filename="results-q_1__filename_evil.exe-2026-11-01.csv"'

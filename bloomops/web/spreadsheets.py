@@ -4,6 +4,7 @@ specimen named "Müller" or "試料" arrives as written) and runs no cell as a f
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -35,8 +36,11 @@ _FORMULA_STARTS = frozenset("=+@\t\r\n\uff1d\uff0b\uff0d\uff20")
 
 
 def csv_response(filename: str) -> HttpResponse:
-    """An attachment to write csv rows into, its byte-order mark already written."""
+    """An attachment to write csv rows into, its byte-order mark already written. The name
+    keeps letters, digits and ``_ . -`` (anything else an underscore): it is built from a
+    key another writer may have stored, and a quote in it ended the header's name early."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", filename)
+    response["Content-Disposition"] = f'attachment; filename="{safe}"'
     response.write(BOM)
     return response

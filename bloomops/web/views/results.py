@@ -6,7 +6,6 @@ answers "every RIN of last week" and "how many failed QC in October" with. Reads
 from __future__ import annotations
 
 import csv
-import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -150,8 +149,7 @@ def results_export(request: HttpRequest) -> HttpResponse:
         # or of every attempt would be taken for the one asked for
         return HttpResponse("\n".join(asked["problems"] or ["Choose a queue."]) + "\n",
                             status=400, content_type="text/plain; charset=utf-8")
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", queue["queue_key"])
-    response = csv_response(f"results-{name}-{days.first}-{days.last}.csv")
+    response = csv_response(f"results-{queue['queue_key']}-{days.first}-{days.last}.csv")
     out = csv.writer(response)
     out.writerow([*LEADING_COLUMNS, *(column_name(f) for f in fields), *TRAILING_COLUMNS])
     found = _found(asked, EXPORT_LIMIT + 1)
