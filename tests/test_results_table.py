@@ -367,9 +367,12 @@ def test_a_bar_of_any_years_leads_to_its_days(client, qc_done):
 
 
 @pytest.mark.parametrize("path", ["/results/?queue=qcq", "/completions/?queue=qcq",
-                                  "/failures/", "/workbench/", "/admin/"])
+                                  "/failures/", "/workbench/", "/admin/",
+                                  # an attempt's results named, and where it may be requeued to
+                                  "/subjects/{S2}/"])
 def test_a_page_reads_the_queues_once_for_its_list_and_its_names(client, qc_done, monkeypatch,
                                                                  path):
+    path = path.replace("{S2}", qc_done["S2"])
     """The page's own list of queues and each queue its template names were two reads of
     the same rows."""
     from bloomops.execution import selectors

@@ -153,7 +153,7 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
     # where an operator may requeue it: the queues that take its template and have it in
     # scope (the engine refuses the others: SUBJECT_TEMPLATE_MISMATCH, SUBJECT_OUT_OF_SCOPE)
     requeue_to = [(q["queue_key"], selectors.display_name(q["queue_key"], q["config"]))
-                  for q in selectors.queues()
+                  for q in services.queues(request)
                   if queue_takes(q["config"], diag.template_code, diag.props)
                   ] if is_operator(request) and diag.state in subject_states()["requeue"] else []
     held_by = {h["props"].get("hold_code") for h in diag.active_holds}
