@@ -61,9 +61,13 @@ run: setup-db
 	  $(VENV)/bin/gunicorn -c python:bloomops.serving bloomops.wsgi:application \
 	    --bind 127.0.0.1:$(PORT) --access-logfile -'
 
+# The suite in TEST_JOBS processes, each on a test database of its own; the tests that stop
+# the shared PostgreSQL (marked serial) alone afterwards.
+TEST_JOBS ?= 2
 test: setup-db chromium axe bloom-env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_JOBS) --dist worksteal -m "not serial"
+	$(VENV)/bin/pytest -m serial
 
 bench: setup-db
 	$(PY) manage.py bench

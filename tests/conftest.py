@@ -3,6 +3,7 @@ same PostgreSQL the app uses (embedded, or DATABASE_URL), with TapDB bootstrappe
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -17,6 +18,14 @@ pytest_plugins = ["tests.web_support", "tests.bloom.fixtures"]
 TAPDB_TABLES = (
     "outbox_event_attempt, outbox_event, audit_log, generic_instance_lineage, generic_instance"
 )
+
+
+def pytest_runtest_setup(item):
+    """A test marked serial stops the PostgreSQL every process of a parallel run shares: it
+    would fail the other processes' tests, so a parallel run fails it instead of running it."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and item.get_closest_marker("serial"):
+        pytest.fail("A test marked serial runs alone: `pytest -m serial`, the rest in parallel"
+                    " with `-m 'not serial'` (make test does both).", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -135,21 +135,19 @@ def request(port: int, method: str, path: str, *, https: bool = True, body: str 
     return response
 
 
-def _server_log() -> str:
-    """What the production server said, for a failure message."""
-    import glob
-
-    logs = sorted(glob.glob("/tmp/pytest-of-*/pytest-*/test_production_server*/gunicorn.log"))
-    return Path(logs[-1]).read_text()[-4000:] if logs else "(no server log)"
+def _server_log(tmp_path: Path) -> str:
+    """What this test's production server said, for a failure message."""
+    log = tmp_path / "gunicorn.log"
+    return log.read_text()[-4000:] if log.exists() else "(no server log)"
 
 
-def test_production_server_headers_and_cookies(production_server):
+def test_production_server_headers_and_cookies(production_server, tmp_path):
     port = production_server
     plain = request(port, "GET", "/accounts/login/", https=False)
     assert plain.status == 301 and plain.getheader("Location") == f"https://{HOST}/accounts/login/"
 
     page = request(port, "GET", "/accounts/login/")
-    assert page.status == 200, _server_log()
+    assert page.status == 200, _server_log(tmp_path)
     assert page.getheader("Strict-Transport-Security") == (
         "max-age=31536000; includeSubDomains; preload")
     assert page.getheader("X-Content-Type-Options") == "nosniff"
@@ -176,7 +174,7 @@ def test_production_server_headers_and_cookies(production_server):
     assert "Max-Age" not in session and "expires" not in session.lower()
 
 
-def test_clients_that_stall_mid_request_do_not_stop_the_server(production_server):
+def test_clients_that_stall_mid_request_do_not_stop_the_server(production_server, tmp_path):
     """Three connections that never finished their headers held all three workers of
     `make run` for 30 s, and a body shorter than its Content-Length ended in a 500 when
     gunicorn killed the worker. Here more stalled connections than the server has threads
@@ -192,7 +190,7 @@ def test_clients_that_stall_mid_request_do_not_stop_the_server(production_server
                    "X-Forwarded-Proto: https\r\nContent-Type: application/json\r\n"
                    'Content-Length: 60\r\n\r\n{"idempotency_key":').encode())
     time.sleep(0.5)
-    assert request(port, "GET", "/metrics").status == 200, _server_log()
+    assert request(port, "GET", "/metrics").status == 200, _server_log(tmp_path)
     short.settimeout(30)
     answer = b""
     while b'"field": "body"' not in answer and (chunk := short.recv(4096)):

@@ -53,6 +53,7 @@ def completed(euids: list[str]) -> int:
     return sum(envelope(e)["state"] == "COMPLETED" for e in euids)
 
 
+@pytest.mark.serial
 def test_workers_carry_on_through_a_database_restart(qc_lab):
     server = embedded_server()
     if server is None:
