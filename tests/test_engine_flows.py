@@ -19,7 +19,17 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, load
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.instances import children
-from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    envelope,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -166,6 +176,80 @@ def _sent_outside(svc, worker, queue_key: str) -> str:
         expected_state="READY", payload={"external": {"run_id": "wf-1"}})
     assert envelope(subject)["state"] == "WAITING_EXTERNAL"
     return subject
+
+
+def _superseded(record: str) -> list[tuple[str, str]]:
+    """The records ``record`` supersedes, by EUID, with the relationship's name."""
+    return [(r["euid"], r["rel"]) for r in fetch_all(
+        "SELECT c.euid, l.relationship_type AS rel FROM generic_instance_lineage l"
+        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
+        " JOIN generic_instance c ON c.uid = l.child_instance_uid"
+        " WHERE p.euid = %s AND l.relationship_type LIKE %s", [record, "%supersedes"])]
+
+
+@pytest.mark.parametrize(("action", "done", "after"), [
+    ("requeue_subject", "requeued", "READY"),
+    ("place_execution_hold", "held", "HELD"),
+    ("cancel_subject_execution", "canceled", "CANCELED")])
+def test_reconciling_work_under_way_outside_records_that_it_was_given_up(
+        tenant, action, done, after):
+    """Work sent outside with no result back is reconciled by an operator's requeue, hold or
+    cancel, and "reconciliation must produce a new execution_record" (RULES.md#reconciliation).
+    A hold or a cancel wrote none: the subject's history ended on the dispatch, as if the
+    outside run were still to come back."""
+    make_queue("q1", required_worker_capabilities=[])
+    svc = actor(*SERVICE)
+    subject = _sent_outside(svc, register(svc), "q1")
+    sent = envelope(subject)["last_execution_record_euid"]
+    act(action, actor("operator"), subject_euid=subject, expected_state="WAITING_EXTERNAL",
+        payload={"reason": "  pipeline lost "})
+    env = envelope(subject)
+    assert env["state"] == after
+    ended = env["last_execution_record_euid"]
+    assert ended != sent
+    record = props(ended)
+    assert (record["status"], record["error_message"], record["subject_lookup_euid"]) == (
+        "CANCELED", f"{done} by operator: pipeline lost", subject)
+    assert record["finished_at"] is not None
+    assert props(sent)["status"] == "SUCCEEDED"  # the dispatch itself did succeed
+    assert _superseded(ended) == [(sent, "execution_record_supersedes")]
+    records = [r["euid"] for r in children_of_subject(subject)]
+    assert sorted(records) == sorted([sent, ended])
+
+
+def children_of_subject(subject: str) -> list[dict]:
+    return fetch_all(
+        "SELECT c.euid FROM generic_instance_lineage l"
+        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
+        " JOIN generic_instance c ON c.uid = l.child_instance_uid"
+        " WHERE p.euid = %s AND l.relationship_type = 'execution_subject_record'", [subject])
+
+
+@pytest.mark.parametrize("action", ["place_execution_hold", "cancel_subject_execution"])
+def test_work_another_writer_left_running_is_reconciled_on_the_record_too(tenant, action):
+    """RUNNING is stored by other writers (Bloom's own steps): its outcome is as unknown to
+    bloomops as an outside run's, so a hold or cancel records its end; with no record of its
+    start, the new one supersedes nothing."""
+    make_queue("q1")
+    subject = make_subject("q1", state="RUNNING")
+    act(action, actor("operator"), subject_euid=subject, expected_state="RUNNING",
+        payload={"reason": "instrument stopped"})
+    (record,) = children_of_subject(subject)
+    assert props(record["euid"])["status"] == "CANCELED"
+    assert envelope(subject)["last_execution_record_euid"] == record["euid"]
+    assert _superseded(record["euid"]) == []
+
+
+def test_holding_or_cancelling_work_not_under_way_writes_no_record(tenant):
+    make_queue("q1")
+    op = actor("operator")
+    held, canceled = make_subject("q1"), make_subject("q1", state="FAILED_RETRYABLE",
+                                                       retry_at="2026-01-01T00:00:00Z")
+    act("place_execution_hold", op, subject_euid=held, expected_state="READY",
+        payload={"reason": "check"})
+    act("cancel_subject_execution", op, subject_euid=canceled,
+        expected_state="FAILED_RETRYABLE", payload={"reason": "withdrawn"})
+    assert children_of_subject(held) == children_of_subject(canceled) == []
 
 
 def test_an_external_retryable_failure_at_the_attempt_limit_fails_for_good(tenant):

@@ -72,6 +72,28 @@ def _reason(req: ActionRequest) -> None:
 RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE")
 
 
+# Work under way outside bloomops whose outcome is not known (RULES.md#reconciliation).
+UNCERTAIN_STATES = ("RUNNING", "WAITING_EXTERNAL")
+
+
+def reconcile_outside_work(ctx: Context, queue: dict | None, done: str) -> None:
+    """An operator's requeue, hold or cancel of a subject whose work is under way outside
+    (UNCERTAIN_STATES) records that attempt's end as a record of its own, superseding the
+    record that sent it out: the outside run is given up on the record, never silently."""
+    env = ctx.env
+    assert env is not None
+    if env["state"] not in UNCERTAIN_STATES:
+        return
+    previous = env.get("last_execution_record_euid")
+    record = new_record(ctx, queue=queue, status="STARTED",
+                        attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
+    finish_record(ctx, record, "CANCELED", error_message=f"{done} by operator: "
+                  + ctx.payload["reason"].strip())
+    prev = load(euid=previous, tenant=ctx.tenant) if previous else None
+    if prev is not None:
+        ctx.link(record, prev, "record_supersedes")
+
+
 class PlaceExecutionHold(Handler):
     # an operator's action on the subject: no worker's lease to name; the hold is new
     uses = frozenset({"subject_euid", "queue_key", "expected_state", "expected_revision"})
@@ -99,6 +121,7 @@ class PlaceExecutionHold(Handler):
         code = _hold_code(ctx.payload)
         if before == "HELD":
             before = self._on_top(ctx, code)
+        reconcile_outside_work(ctx, queue, "held")
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
         hold = place_hold(ctx, queue, code, reason, state_before=before)
@@ -214,20 +237,10 @@ class RequeueSubject(Handler):
     def run(self, ctx: Context) -> None:
         env = ctx.env
         assert env is not None and ctx.subject is not None
-        state = env["state"]
         queue = ctx.next_queue
         assert queue is not None  # found by check, before the approval gate
         was_terminal = is_terminal(env)
-        if state in ("RUNNING", "WAITING_EXTERNAL"):
-            # Reconciling uncertain external work produces its own record: no silent rollback.
-            previous = env.get("last_execution_record_euid")
-            record = new_record(ctx, queue=queue, status="STARTED", attempt=int(
-                env.get("attempt_count") or 0) + 1, lease=None)
-            finish_record(ctx, record, "CANCELED", error_message="requeued by operator: "
-                           + ctx.payload["reason"])
-            prev = load(euid=previous, tenant=ctx.tenant) if previous else None
-            if prev is not None:
-                ctx.link(record, prev, "record_supersedes")
+        reconcile_outside_work(ctx, queue, "requeued")
         end_active_leases(ctx, "ABANDONED", "CANCELED", "REQUEUED")
         changes: dict[str, Any] = dict(
             state="READY", next_queue_key=queue["queue_key"], terminal=False,
@@ -255,7 +268,9 @@ class CancelSubjectExecution(Handler):
         _reason(req)
 
     def run(self, ctx: Context) -> None:
-        assert ctx.subject is not None
+        assert ctx.subject is not None and ctx.env is not None
+        reconcile_outside_work(ctx, selectors.queue_config(
+            ctx.env.get("next_queue_key") or "", tenant=ctx.tenant), "canceled")
         end_active_leases(ctx, "CANCELED", "CANCELED", "CANCELED")
         # A canceled subject keeps no active hold: the hold's evidence stays, ended by the
         # cancel and saying so (RULES.md#holds).
