@@ -18,7 +18,7 @@ EVENTS = CollectorRegistry(auto_describe=True)
 CLAIM_CONFLICTS = Counter("claim_conflict", "Claims refused with NO_WORK or a conflict"
                           " (process-local).", ["tenant", "queue"], registry=EVENTS)
 REPLAYS = Counter("idempotent_replay", "Requests answered from a stored result (replays,"
-                  " process-local).", ["tenant", "action_key"], registry=EVENTS)
+                  " process-local).", ["tenant", "queue", "action_key"], registry=EVENTS)
 
 
 def count_refusal(action_key: str, code: str, queue_key: str | None) -> None:
@@ -26,5 +26,5 @@ def count_refusal(action_key: str, code: str, queue_key: str | None) -> None:
         CLAIM_CONFLICTS.labels(tenant_of() or "", queue_key or ALL).inc()
 
 
-def count_replay(action_key: str) -> None:
-    REPLAYS.labels(tenant_of() or "", action_key).inc()
+def count_replay(action_key: str, queue_key: str | None) -> None:
+    REPLAYS.labels(tenant_of() or "", queue_key or ALL, action_key).inc()

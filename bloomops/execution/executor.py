@@ -63,14 +63,17 @@ __all__ = ["ActionRequest", "ActionResult", "Actor", "execute"]
 
 
 def execute(req: ActionRequest) -> ActionResult:
-    """Run one action (module docstring); every refusal and replay is counted here."""
+    """Run one action (module docstring); every refusal and replay is counted and every
+    refusal logged here."""
+    started = time.monotonic()
     try:
         result = _execute(req)
     except ActionError as exc:
         count_refusal(req.action_key, exc.code, req.queue_key)
+        _log_refusal(req, exc, started)
         raise
     if result.replayed:
-        count_replay(req.action_key)
+        count_replay(req.action_key, result.get("queue_key") or req.queue_key)
     return result
 
 
@@ -180,25 +183,43 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
     return result
 
 
-def _log(req: ActionRequest, ctx: Context, result: ActionResult, started: float,
-         *, replayed: bool) -> None:
-    """One structured log line per action, to trace what happened."""
-    fields = {
-        "event": "execution_action",
-        "tenant": ctx.tenant,
+def _line(event: str, req: ActionRequest, tenant: str | None, started: float,
+          result: dict, routed_to: str | None = None, **more: object) -> dict:
+    """The fields of one action's log line (RULES.md#requests, "Logged"): identifiers,
+    states and codes only; no payload text, which may name a patient."""
+    return {
+        "event": event,
+        "tenant": tenant,
         "action_key": req.action_key,
         "subject_euid": result.get("subject_euid") or req.subject_euid,
         "worker_euid": result.get("worker_euid") or req.worker_euid,
         "lease_euid": result.get("lease_euid") or req.lease_euid,
-        "queue_key": result.get("queue_key") or req.queue_key,
+        "queue_key": result.get("queue_key") or req.queue_key or routed_to,
         "idempotency_key": req.idempotency_key,
         "expected_state": req.expected_state,
-        "terminal_status": result.get("state") if result.get("state") in TERMINAL_STATES
-        else None,
-        "state": result.get("state"),
-        "action_euid": result.action_euid,
-        "replayed": replayed,
+        **more,
         "actor": req.actor.username,
         "duration_ms": round((time.monotonic() - started) * 1000, 2),
     }
-    log.info(json.dumps(fields, default=str))
+
+
+def _log(req: ActionRequest, ctx: Context, result: ActionResult, started: float,
+         *, replayed: bool) -> None:
+    """One structured log line per action done, to trace what happened."""
+    state = result.get("state")
+    log.info(json.dumps(_line(
+        "execution_action", req, ctx.tenant, started, result,
+        (ctx.env or {}).get("next_queue_key"),
+        terminal_status=state if state in TERMINAL_STATES else None, state=state,
+        action_euid=result.action_euid, replayed=replayed), default=str))
+
+
+def _log_refusal(req: ActionRequest, exc: ActionError, started: float) -> None:
+    """One line per refusal, with its code and the field it names: why a late completion or
+    a stale page was refused can be traced. A claim that found no work is the idle worker's
+    poll, not a refusal to trace: logged at DEBUG."""
+    level = logging.DEBUG if exc.code == "NO_WORK" else logging.INFO
+    if log.isEnabledFor(level):
+        log.log(level, json.dumps(_line(
+            "execution_refused", req, tenant_of(req.tenant), started, {},
+            code=exc.code, field=exc.details.get("field")), default=str))
