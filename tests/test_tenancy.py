@@ -5,16 +5,31 @@ lease."""
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import pytest
-from django.db import connection
+from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.steps import WORKER_CODE
+from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.instances import create_instance
 from bloomops.tapdb.tenancy import for_tenant, tenant_of
 from tests.api_helpers import api_for
-from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    envelope,
+    make_queue,
+    make_subject,
+    props,
+    register,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +64,33 @@ def test_a_deployment_without_tenant_works_on_null_rows(no_tenant):
     assert fetch_value("SELECT count(*) FROM generic_instance WHERE tenant_id IS NULL"
                        " AND type = 'execution_queue'") >= 3
     assert {s.queue_key for s in selectors.queue_summaries()} == {"q1"}
+
+
+def test_with_no_tenant_a_queue_or_worker_key_is_still_one_object(no_tenant):
+    """Spec 2.1, 5.2: one queue object per key, no duplicate worker objects. The unique
+    indexes are keyed on the tenant, and with tenant_id NULL (as Bloom writes) PostgreSQL's
+    NULLs are distinct: a second writer's copy of a key was stored beside the first, and which
+    one was "the queue" depended on the read. bloomops' own writes take a lock first; another
+    writer's (Bloom's register_worker finds, then creates) need the database to refuse."""
+    make_queue("q1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_queue("q1")
+    worker = register(actor(*SERVICE), "w1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        create_instance(WORKER_CODE, name="w1", properties=props(worker))
+    make_queue("q2")  # another key stays free
+    create_instance(WORKER_CODE, name="w2", properties={**props(worker), "worker_key": "w2"})
+
+
+def test_bootstrap_names_the_objects_another_writer_left_sharing_a_key(no_tenant):
+    """A database whose other writer already stored two queues of one key (the index was not
+    there to refuse it): attaching says which index and key, not a bare IntegrityError."""
+    sql_execute("DROP INDEX bloomops_queue_key_untenanted")
+    make_queue("dup")
+    make_queue("dup")
+    with pytest.raises(CommandError, match=r"bloomops_queue_key_untenanted: two live objects"
+                                           r" .*\bdup\b.*is_deleted"):
+        call_command("bootstrap_tapdb", stdout=io.StringIO())
 
 
 def test_tenants_do_not_see_each_other(settings):

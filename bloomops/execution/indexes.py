@@ -117,6 +117,18 @@ READ_INDEXES: dict[str, str] = {
         CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key ON generic_instance
         (tenant_id, template_uid, ({_PROPS}->>'worker_key'))
         WHERE NOT is_deleted AND type = 'system' AND subtype = 'worker'""",
+    # With no tenant (tenant_id NULL, as Bloom writes every row) the two above hold nothing:
+    # PostgreSQL's NULLs are distinct. These hold a key to one object there, whoever writes.
+    "bloomops_queue_key_untenanted": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_queue_key_untenanted ON generic_instance
+        (template_uid, ({_PROPS}->>'queue_key'))
+        WHERE tenant_id IS NULL AND NOT is_deleted AND type = 'execution'
+          AND subtype = 'queue'""",
+    "bloomops_worker_key_untenanted": f"""
+        CREATE UNIQUE INDEX IF NOT EXISTS bloomops_worker_key_untenanted ON generic_instance
+        (template_uid, ({_PROPS}->>'worker_key'))
+        WHERE tenant_id IS NULL AND NOT is_deleted AND type = 'system'
+          AND subtype = 'worker'""",
     # Leases by tenant + template + queue_lookup_key + status + expires_at, and active holds:
     # a small partial index over only ACTIVE leases/holds, the rows every visibility
     # exclusion and active-lease count reads.

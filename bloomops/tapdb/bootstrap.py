@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from bloomops.tapdb import templates as template_cache
 from bloomops.tapdb.db import execute, fetch_all, fetch_value
@@ -206,6 +206,24 @@ def seed_templates(report: BootstrapReport, packs: list[dict]) -> None:
             report.templates_updated.append(code)
 
 
+class BootstrapError(RuntimeError):
+    """What the database holds stops bootstrap; the message says what and where."""
+
+
+def _create(name: str, ddl: str) -> None:
+    """A unique index over rows another writer left duplicated (two queues of one key) cannot
+    be built: say which rows, so that they can be put right, instead of a bare IntegrityError."""
+    try:
+        with transaction.atomic():
+            execute(ddl)
+    except IntegrityError as exc:
+        detail = getattr(exc.__cause__, "diag", None)
+        raise BootstrapError(
+            f"{name}: two live objects hold what must be one object's"
+            f" ({getattr(detail, 'message_detail', None) or exc}). Mark all but one deleted"
+            " (is_deleted) or give it another key, then run this again.") from exc
+
+
 def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
                    retired: Sequence[tuple[str, str]]) -> None:
     """Create the read indexes the domain hands over (name -> DDL) that are missing, and drop
@@ -223,7 +241,7 @@ def ensure_indexes(report: BootstrapReport, read_indexes: Mapping[str, str],
         in_place = (bodies.get(name, "").strip() == body.strip() if body is not None
                     else name in have)
         if not in_place:
-            execute(ddl)
+            _create(name, ddl)
             report.indexes_created.append(name)
     have |= set(bodies)
     for kind, name in retired:

@@ -1,8 +1,8 @@
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from bloomops.execution.indexes import READ_INDEXES, RETIRED
-from bloomops.tapdb.bootstrap import bootstrap
+from bloomops.tapdb.bootstrap import BootstrapError, bootstrap
 from bloomops.tapdb.tenancy import tenant_of
 
 
@@ -17,7 +17,10 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options) -> None:
-        report = bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)
+        try:
+            report = bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)
+        except BootstrapError as exc:
+            raise CommandError(str(exc)) from exc
         for line in report.lines():
             self.stdout.write(line)
         call_command("migrate", interactive=False, verbosity=0)

@@ -1,7 +1,7 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from bloomops.execution.indexes import READ_INDEXES, RETIRED
-from bloomops.tapdb.bootstrap import bootstrap
+from bloomops.tapdb.bootstrap import BootstrapError, bootstrap
 
 
 class Command(BaseCommand):
@@ -12,6 +12,9 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args, **options) -> None:
-        report = bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)
+        try:
+            report = bootstrap(read_indexes=READ_INDEXES, retired=RETIRED)
+        except BootstrapError as exc:
+            raise CommandError(str(exc)) from exc
         for line in report.lines():
             self.stdout.write(line)
