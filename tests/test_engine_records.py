@@ -1,6 +1,6 @@
 """What the engine writes beside the envelope that readers and auditors rely on: the lineage of
-dead letters and holds (spec 2.5, 8.6: relationships are lineage, RULES.md#objects) and one
-log line for every action, done or refused (RULES.md#requests, "Logged")."""
+dead letters and holds (relationships are lineage, RULES.md#objects) and one log line for
+every action, done or refused (RULES.md#requests, "Logged")."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _lines(caplog, event: str) -> list[dict]:
 
 
 def test_every_action_done_or_refused_is_one_log_line_with_the_specs_fields(tenant, caplog):
-    """Spec 9.5: every queue action logs tenant, subject, worker, lease, queue key, action key,
+    """Every queue action logs tenant, subject, worker, lease, queue key, action key,
     idempotency key, expected state, terminal status, duration. A refused one (a completion
     after its lease was ended elsewhere) wrote no line: it could not be traced."""
     make_queue("q1")

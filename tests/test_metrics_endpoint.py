@@ -99,7 +99,7 @@ def test_event_counters_claim_conflict_and_replay(tenant, users):
                for fam in text_string_to_metric_families(Client().get("/metrics").content.decode())
                for s in fam.samples if s.name == "idempotent_replay_total"
                and s.labels["tenant"] == tenant}
-    # per queue, as the spec asks of every metric; an action on no queue under __all__
+    # per queue, as every metric is (RULES.md#metrics); an action on no queue under __all__
     assert replays == {("__all__", "heartbeat_worker"): 1, ("q1", "claim_queue_item"): 1}
 
 

@@ -67,7 +67,7 @@ def test_a_deployment_without_tenant_works_on_null_rows(no_tenant):
 
 
 def test_with_no_tenant_a_queue_or_worker_key_is_still_one_object(no_tenant):
-    """Spec 2.1, 5.2: one queue object per key, no duplicate worker objects. The unique
+    """One queue object per key, no duplicate worker objects (RULES.md#objects). The unique
     indexes are keyed on the tenant, and with tenant_id NULL (as Bloom writes) PostgreSQL's
     NULLs are distinct: a second writer's copy of a key was stored beside the first, and which
     one was "the queue" depended on the read. bloomops' own writes take a lock first; another

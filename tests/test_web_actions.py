@@ -9,6 +9,7 @@ import pytest
 from django.contrib.messages import get_messages
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import parse_ts
 from bloomops.web import services
 from tests.engine import act, actor, counts, envelope, make_queue, make_subject, register
 from tests.web_support import form_for, forms, signed_in
@@ -278,10 +279,13 @@ def test_renew_extends_the_lease(client, lab):
     response = client.post(f"/leases/{lease['euid']}/renew/", data)
     [words] = [m for m in said(response)
                if m.startswith(f"Renewed: s ({lease['subject_euid']}) is yours for another")]
-    # its time marked for the browser to say in the reader's zone (the page's other times are)
-    assert re.search(r'until <time datetime="[^"]+Z" title="[^"]+ UTC" data-humane>'
-                     r'<span class="local">\d\d:\d\d UTC</span></time>\.$', words)
+    # its time marked for the browser to say in the reader's zone (the page's other times are),
+    # with its day when that is not today (a renewal just before midnight)
     renewed = active_leases(lab["worker_human"])[0]
+    today = parse_ts(renewed["props"]["expires_at"]).date() == clock.now().date()
+    assert re.search(r'until <time datetime="[^"]+Z" title="[^"]+ UTC" data-humane>'
+                     r'<span class="local">' + ("" if today else r"\d\d \w{3} ")
+                     + r'\d\d:\d\d UTC</span></time>\.$', words)
     assert renewed["props"]["expires_at"] > lease["props"]["expires_at"]
 
 

@@ -189,6 +189,11 @@ READ_INDEXES: dict[str, str] = {
         CREATE INDEX IF NOT EXISTS bloomops_dead_letter_open ON generic_instance
         (tenant_id, ({_PROPS}->>'queue_lookup_key'), ({_PROPS}->>'resolution_state'))
         WHERE NOT is_deleted AND type = 'execution' AND subtype = 'dead_letter'""",
+    # Subjects whose work is under way outside (RULES.md#reconciliation): the workbench's
+    # list of them reads these few rows, not every routed subject.
+    "bloomops_outside_work": f"""
+        CREATE INDEX IF NOT EXISTS bloomops_outside_work ON generic_instance (tenant_id)
+        WHERE NOT is_deleted AND {_EXEC}->>'state' IN ('WAITING_EXTERNAL', 'RUNNING')""",
     # Work-bearing objects by name in any case (selectors.subjects_named: the intake
     # preview's warning of a name already registered), so a preview reads the names asked
     # about, not every object's. Engine objects (leases, records, actions...) are not in it.

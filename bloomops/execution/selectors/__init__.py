@@ -77,6 +77,7 @@ from bloomops.execution.selectors.workbench import (
     active_holds,
     dead_letters,
     holds,
+    outside_work,
 )
 from bloomops.execution.selectors.workers import (
     WorkerRow,
@@ -90,7 +91,7 @@ __all__ = [
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
     "action_history", "activity", "last_action", "active_holds", "holds", "audit_trail",
-    "dead_letters",
+    "dead_letters", "outside_work",
     "display_name", "queue_called", "filters_sql",
     "is_visible", "item_from_row", "leases", "lineage_of", "minus_minutes", "queue_config",
     "queue_depths", "queue_filter_values", "queue_head", "queue_hidden_items", "queue_items",

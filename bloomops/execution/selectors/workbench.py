@@ -1,4 +1,5 @@
-"""The QA workbench: dead letters and active holds with their subjects."""
+"""The QA workbench: dead letters, active holds and work under way outside, with their
+subjects."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from bloomops.execution.selectors.base import (
     text_found,
     total_column,
 )
-from bloomops.execution.sql import SUBJECT_REVISION, hold_active, utc, utc_text
+from bloomops.execution.sql import ENV, SUBJECT_REVISION, hold_active, utc, utc_text
 from bloomops.tapdb.db import fetch_all
 
 
@@ -96,4 +97,38 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
                     placed_by=[p.lower() for p in placed_by] if placed_by else None,
                     since=ts(since) if since else None, text=text or None,
                     limit=limit),
+    )
+
+
+# States whose work is under way outside bloomops (actions/subjects.UNCERTAIN_STATES).
+OUTSIDE_STATES = ("WAITING_EXTERNAL", "RUNNING")
+_DISPATCH = "s.json_addl->'properties'->'external_dispatch'"
+
+
+def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
+                 text: str | None = None, limit: int = 500,
+                 counted: bool = False) -> list[dict[str, Any]]:
+    """Subjects whose work is under way outside (RULES.md#reconciliation), the longest
+    waiting first: the queue that sent each out, since when (the dispatch's instant, else the
+    row's last change: another writer's RUNNING says no more) and what the dispatch said (a
+    run id). What QA reconciles when a result does not come back. One query."""
+    return fetch_all(
+        f"""
+        SELECT w.*, {total_column(counted)} AS total FROM (
+            SELECT s.euid AS subject_euid, s.name AS subject_name,
+                   {ENV}->>'state' AS subject_state, {SUBJECT_REVISION} AS subject_revision,
+                   coalesce({_DISPATCH}->>'queue_key', {ENV}->>'next_queue_key') AS queue_key,
+                   CASE WHEN jsonb_typeof({_DISPATCH}) = 'object' THEN {_DISPATCH}
+                   END AS dispatch,
+                   coalesce({utc(f"{_DISPATCH}->>'dispatched_at'")},
+                            {utc_text("s.modified_dt")}) AS since
+            FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted
+              AND {ENV}->>'state' IN {OUTSIDE_STATES!r}
+              AND {text_found("s.euid", "s.name", f"({_DISPATCH})::text")}
+        ) w
+        WHERE %(queue_key)s::text IS NULL OR w.queue_key = %(queue_key)s
+        ORDER BY w.since, w.subject_euid LIMIT %(limit)s
+        """,
+        read_params(None, tenant, queue_key=queue_key, text=text or None, limit=limit),
     )

@@ -167,6 +167,22 @@ def clipped(value: str | None) -> str:
     return truncatechars(value or "", LISTED_TEXT)
 
 
+# What bloomops adds to a dispatch (actions/attempts.py) beside what the worker said of it.
+DISPATCH_OWN = frozenset({"dispatched_at", "lease_euid", "queue_key"})
+
+
+@register.filter
+def dispatch_said(dispatch: object) -> str:
+    """What a worker said of the work it sent out (``run_id: wf-1``), one short line: its own
+    plain fields, not those bloomops adds; from another writer, only what reads as text."""
+    if not isinstance(dispatch, dict):
+        return ""
+    said = [f"{readable_line(str(k))}: {readable_line(str(v))}" for k, v in dispatch.items()
+            if k not in DISPATCH_OWN and isinstance(v, str | int | float)
+            and not isinstance(v, bool)]
+    return clipped("; ".join(said))
+
+
 @register.filter
 def percent(value: float | None) -> str:
     return f"{(value or 0) * 100:.0f} %"

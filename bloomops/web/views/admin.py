@@ -124,6 +124,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     holds = [{**h, "gated": hold_gates(h["props"].get("hold_code"))}
              for h in selectors.active_holds(**shown)]
     retrying = selectors.failures(kind="retrying", **shown)
+    outside = selectors.outside_work(**shown)
     requeue_gate = dead_letter_gate()
     # what is asked already, waiting for a second person (the waiting approvals only: the
     # decided ones pile up for years): requeues by subject, releases by hold
@@ -136,7 +137,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     return render(request, "web/workbench.html", {
         # each list's newest, and how many there are in all
         "totals": {"dead": selectors.total_of(dead), "holds": selectors.total_of(holds),
-                   "retrying": selectors.total_of(retrying)},
+                   "retrying": selectors.total_of(retrying),
+                   "outside": selectors.total_of(outside)},
         "dead_letters": dead,
         # requeueing a dead letter needs a second person: each row asks for one instead
         "requeue_gate": requeue_gate,
@@ -144,6 +146,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "holds": holds,
         "names": hold_people(holds),
         "retrying": retrying,
+        "outside": outside,
         "hold_codes": hold_codes(),
         "can": subject_states(),
         "queues": services.queues(request),

@@ -1,0 +1,109 @@
+"""Work under way outside whose result does not come back (RULES.md#reconciliation): QA finds
+it on the workbench, the longest waiting first, and reconciles it from there; each way of doing
+so records that the outside run was given up (tests/test_engine_flows.py holds the record)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from bloomops.execution import clock, selectors
+from bloomops.tapdb.db import fetch_all
+from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+from tests.web_support import EXTRACTION, QC, forms, signed_in
+
+pytestmark = pytest.mark.django_db
+MORNING = "2026-11-26T08:00:00Z"
+
+
+def sent_outside(svc, worker: str, queue_key: str, run_id: str) -> str:
+    subject = make_subject(queue_key, name=f"tube {run_id}", ready_at=MORNING)
+    lease = claim(svc, worker, queue_key)
+    assert lease["subject_euid"] == subject
+    act("complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"external": {"run_id": run_id, "lane": 3}})
+    return subject
+
+
+@pytest.fixture
+def outside(tenant):
+    """Three items sent out an hour apart (two from q1, one from q2), one another writer left
+    RUNNING, and one still in its queue."""
+    make_queue("q1", required_worker_capabilities=EXTRACTION)
+    make_queue("q2", required_worker_capabilities=QC)
+    clock.freeze(datetime(2026, 11, 26, 8, tzinfo=UTC))
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=[*EXTRACTION, *QC])
+    first = sent_outside(svc, worker, "q1", "wf-1")
+    clock.advance(3600)
+    second = sent_outside(svc, worker, "q2", "wf-2")
+    clock.advance(3600)
+    third = sent_outside(svc, worker, "q1", "wf-3")
+    running = make_subject("q1", state="RUNNING", name="on the sequencer",
+                           ready_at=MORNING)
+    make_subject("q1", ready_at=MORNING)  # waiting in its queue: not outside
+    clock.advance(600)
+    return {"first": first, "second": second, "third": third, "running": running}
+
+
+def test_the_workbench_lists_work_waiting_outside_the_longest_waiting_first(outside):
+    rows = selectors.outside_work(counted=True)
+    sent = [r for r in rows if r["subject_state"] == "WAITING_EXTERNAL"]
+    assert [(r["subject_euid"], r["queue_key"], r["dispatch"]["run_id"]) for r in sent] == [
+        (outside["first"], "q1", "wf-1"), (outside["second"], "q2", "wf-2"),
+        (outside["third"], "q1", "wf-3")]
+    assert [r["since"] for r in sent] == [
+        "2026-11-26T08:00:00.000000Z", "2026-11-26T09:00:00.000000Z",
+        "2026-11-26T10:00:00.000000Z"]
+    (running,) = [r for r in rows if r["subject_state"] == "RUNNING"]
+    assert running["subject_euid"] == outside["running"] and running["dispatch"] is None
+    assert {r["total"] for r in rows} == {4}
+    # narrowed by the queue that sent it out, and by the run id QA has from the instrument
+    narrowed = selectors.outside_work(queue_key="q1", counted=True)
+    assert {r["subject_euid"] for r in narrowed} == {
+        outside["first"], outside["third"], outside["running"]}
+    assert {r["total"] for r in narrowed} == {3}
+    assert [r["subject_euid"] for r in selectors.outside_work(text="WF-2")] == [
+        outside["second"]]
+    assert [r["subject_euid"] for r in selectors.outside_work(limit=1, counted=True)][0] in (
+        outside["first"], outside["running"])
+
+
+def _row(html: str, euid: str) -> str:
+    return html.split(f'<tr data-euid="{euid}">')[1].split("</tr>")[0]
+
+
+@pytest.mark.parametrize("role", ["worker_human", "operator"])
+def test_qa_sees_what_waits_outside_and_an_operator_may_act_on_it(outside, users, role):
+    html = signed_in(Client(), users[role]).get("/workbench/").content.decode()
+    section = html.split('id="h-outside"')[1].split("</section>")[0]
+    assert "Waiting on outside work (4)" in section
+    row = _row(section, outside["first"])
+    assert "lane: 3; run_id: wf-1" in row and "2 h 10 min" in row
+    assert "lease_euid" not in row and "dispatched_at" not in row  # bloomops' own fields
+    assert "running elsewhere" in _row(section, outside["running"])
+    assert ('id="bulk-outside"' in section) is (role == "operator")
+    assert section.index(outside["first"]) < section.index(outside["third"])
+
+
+def test_an_operator_holds_work_that_will_not_come_back_from_the_workbench(outside, users):
+    client = signed_in(Client(), users["operator"])
+    html = client.get("/workbench/").content.decode()
+    data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-outside")
+    pick = f"{outside['first']}|WAITING_EXTERNAL|{envelope(outside['first'])['revision']}"
+    response = client.post("/workbench/bulk/", {**data, "action": "hold", "pick": [pick],
+                                                 "reason": "pipeline lost the run"})
+    assert any(str(m).startswith("Held 1") for m in get_messages(response.wsgi_request))
+    assert envelope(outside["first"])["state"] == "HELD"
+    statuses = [r["status"] for r in fetch_all(
+        "SELECT x.json_addl->'properties'->>'status' AS status,"
+        " x.json_addl->'properties'->>'error_message' AS why FROM generic_instance_lineage l"
+        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
+        " JOIN generic_instance x ON x.uid = l.child_instance_uid WHERE p.euid = %s"
+        " AND l.relationship_type = 'execution_subject_record' ORDER BY x.uid",
+        [outside["first"]])]
+    assert statuses == ["SUCCEEDED", "CANCELED"]  # the dispatch, then the run given up
+    assert outside["first"] not in {r["subject_euid"] for r in selectors.outside_work()}
