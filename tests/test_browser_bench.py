@@ -56,10 +56,12 @@ def test_claim_next_countdown_warning_and_the_force_expiry_notice(browser, site)
     # its "until" said by the browser in the reader's zone, bare (no brackets in a sentence)
     until = page.locator(".messages time[data-humane]")
     # the day too when that is not today where the reader is (a renewal just before midnight)
-    today = page.evaluate("at => new Date(at).toDateString() === new Date().toDateString()",
-                          until.get_attribute("datetime"))
-    expect(until).to_have_text(re.compile(r"^\d\d:\d\d \S+$" if today
-                                          else r"^\d\d? \w{3}, \d\d:\d\d \S+$"))
+    today, this_year = page.evaluate(
+        "at => [new Date(at).toDateString() === new Date().toDateString(),"
+        " new Date(at).getFullYear() === new Date().getFullYear()]",
+        until.get_attribute("datetime"))
+    day = "" if today else r"\d\d? \w{3}" + ("" if this_year else r" \d{4}") + ", "
+    expect(until).to_have_text(re.compile(rf"^{day}\d\d:\d\d \S+$"))
     expect(item.locator(".expiry-warning")).to_have_text("")
 
     # An admin force-expires it: the person's next tap says what happened, by whom, why.

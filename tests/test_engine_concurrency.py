@@ -201,8 +201,11 @@ def test_a_lease_action_held_up_past_its_lease_does_not_step_over_the_next_claim
     thread.start()
     try:
         for _ in range(500):  # until it waits for the lock
+            # this database's wait for this key: another test process's waits are not it
             if fetch_value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                           " AND NOT granted"):
+                           " AND NOT granted AND objid = hashtext(%s)::oid AND database ="
+                           " (SELECT oid FROM pg_database WHERE datname = current_database())",
+                           [hold]):
                 break
             time.sleep(0.01)
         else:

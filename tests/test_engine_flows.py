@@ -194,9 +194,9 @@ def _superseded(record: str) -> list[tuple[str, str]]:
 def test_reconciling_work_under_way_outside_records_that_it_was_given_up(
         tenant, action, done, after):
     """Work sent outside with no result back is reconciled by an operator's requeue, hold or
-    cancel, and "reconciliation must produce a new execution_record" (RULES.md#reconciliation).
-    A hold or a cancel wrote none: the subject's history ended on the dispatch, as if the
-    outside run were still to come back."""
+    cancel, each recording the attempt's end (RULES.md#reconciliation). A hold or a cancel
+    wrote no record: the subject's history ended on the dispatch, as if the outside run were
+    still to come back."""
     make_queue("q1", required_worker_capabilities=[])
     svc = actor(*SERVICE)
     subject = _sent_outside(svc, register(svc), "q1")
@@ -210,6 +210,10 @@ def test_reconciling_work_under_way_outside_records_that_it_was_given_up(
     record = props(ended)
     assert (record["status"], record["error_message"], record["subject_lookup_euid"]) == (
         "CANCELED", f"{done} by operator: pipeline lost", subject)
+    # it ends where the action left the subject (not "waiting outside", which the inspector
+    # reads as a dispatch), under the queue that sent the work out
+    assert (record["start_state"], record["end_state"], record["queue_lookup_key"]) == (
+        "WAITING_EXTERNAL", after, "q1")
     assert record["finished_at"] is not None
     assert props(sent)["status"] == "SUCCEEDED"  # the dispatch itself did succeed
     assert _superseded(ended) == [(sent, "execution_record_supersedes")]
@@ -238,6 +242,27 @@ def test_work_another_writer_left_running_is_reconciled_on_the_record_too(tenant
     assert props(record["euid"])["status"] == "CANCELED"
     assert envelope(subject)["last_execution_record_euid"] == record["euid"]
     assert _superseded(record["euid"]) == []
+
+
+def test_a_reconciliation_supersedes_only_a_record_that_sent_work_outside(tenant):
+    """Another writer's RUNNING subject whose last record is an earlier step's (it succeeded
+    and moved on): that record sent nothing outside, and is not superseded."""
+    make_queue("q1", required_worker_capabilities=[])
+    svc = actor(*SERVICE)
+    worker = register(svc)
+    subject = make_subject("q1")
+    lease = claim(svc, worker, "q1")
+    act("complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"next_queue_key": "q1"})
+    earlier = envelope(subject)["last_execution_record_euid"]
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+              " '{properties,execution,state}', '\"RUNNING\"') WHERE euid = %s RETURNING uid",
+              [subject])
+    act("place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="RUNNING", payload={"reason": "instrument stopped"})
+    ended = envelope(subject)["last_execution_record_euid"]
+    assert ended != earlier and props(ended)["status"] == "CANCELED"
+    assert _superseded(ended) == []
 
 
 def test_holding_or_cancelling_work_not_under_way_writes_no_record(tenant):

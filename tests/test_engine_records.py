@@ -11,7 +11,17 @@ import pytest
 
 from bloomops.execution import selectors
 from bloomops.tapdb.db import fetch_all
-from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, refused
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    envelope,
+    make_queue,
+    make_subject,
+    refused,
+)
 from tests.engine import register as register_worker
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +99,8 @@ def test_every_action_done_or_refused_is_one_log_line_with_the_specs_fields(tena
         idempotency_key="cancel-1", payload={"reason": "withdrawn by the clinic: patient X"})
     refused("LEASE_NOT_ACTIVE", lambda: act(
         "complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
-        expected_state="READY", idempotency_key="late-1", payload={}))
+        expected_state="READY", idempotency_key="late-1",
+        payload={"result_snapshot": {"note": "patient Y's second tube"}}))
     (done,) = _lines(caplog, "execution_action")
     assert {k: done[k] for k in ("tenant", "action_key", "subject_euid", "queue_key",
                                  "idempotency_key", "expected_state", "terminal_status",
@@ -119,3 +130,29 @@ def test_an_idle_workers_poll_is_not_logged_as_a_refusal(tenant, caplog):
     caplog.set_level(logging.DEBUG, logger="bloomops.execution")
     refused("NO_WORK", lambda: claim(svc, worker))
     assert [line["code"] for line in _lines(caplog, "execution_refused")] == ["NO_WORK"]
+
+
+def test_a_refused_requests_own_words_are_logged_no_longer_than_a_line(tenant, caplog):
+    """A key refused for its length was logged whole: a caller could fill the log."""
+    svc = actor(*SERVICE)
+    caplog.set_level(logging.INFO, logger="bloomops.execution")
+    refused("VALIDATION_ERROR", lambda: act("register_worker", svc,
+                                            idempotency_key="k" * 5000,
+                                            payload={"worker_key": "w1"}))
+    (line,) = _lines(caplog, "execution_refused")
+    assert line["code"] == "VALIDATION_ERROR" and line["field"] == "idempotency_key"
+    assert line["idempotency_key"] == "k" * 200
+
+
+def test_a_key_another_writer_created_meanwhile_is_a_conflict_not_a_500(tenant, monkeypatch):
+    """Two writers registering one worker key at once: the second's insert meets the unique
+    index (the first committed after the second looked). It was an IntegrityError, a 500 on
+    the API; it is CONCURRENT_UPDATE, to be tried again, and writes nothing."""
+    from bloomops.execution.actions import workers
+
+    svc = actor(*SERVICE)
+    register_worker(svc, "w1")
+    before = counts()
+    monkeypatch.setattr(workers, "worker_by_key", lambda *a, **k: None)  # looked too early
+    refused("CONCURRENT_UPDATE", lambda: register_worker(svc, "w1"))
+    assert counts() == before

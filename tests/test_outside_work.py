@@ -68,8 +68,25 @@ def test_the_workbench_lists_work_waiting_outside_the_longest_waiting_first(outs
     assert {r["total"] for r in narrowed} == {3}
     assert [r["subject_euid"] for r in selectors.outside_work(text="WF-2")] == [
         outside["second"]]
-    assert [r["subject_euid"] for r in selectors.outside_work(limit=1, counted=True)][0] in (
-        outside["first"], outside["running"])
+    # the longest waiting first, whatever says since when (another writer's RUNNING: the
+    # row's last change)
+    assert [r["since"] for r in rows] == sorted(r["since"] for r in rows)
+    (head,) = selectors.outside_work(limit=1, counted=True)
+    assert head["subject_euid"] == min(rows, key=lambda r: r["since"])["subject_euid"]
+    assert head["total"] == 4
+
+
+def test_a_dispatch_of_an_earlier_step_says_nothing_of_work_running_now(outside):
+    """A subject another writer moved from waiting outside to RUNNING keeps the earlier
+    step's dispatch among its properties: listed with it, it read as the old run, sent by the
+    old queue, waiting since the old instant."""
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,"
+              " '{properties,execution,state}', '\"RUNNING\"'),"
+              " '{properties,execution,next_queue_key}', '\"q2\"')"
+              " WHERE euid = %s RETURNING uid", [outside["first"]])
+    (row,) = [r for r in selectors.outside_work() if r["subject_euid"] == outside["first"]]
+    assert (row["dispatch"], row["queue_key"]) == (None, "q2")
+    assert row["since"] > "2026-11-26T08:00:00.000000Z"  # its row's change, not the dispatch
 
 
 def _row(html: str, euid: str) -> str:

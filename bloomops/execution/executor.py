@@ -48,6 +48,7 @@ from bloomops.execution.guards import (
     guard_lease,
     guard_subject,
 )
+from bloomops.execution.indexes import ONE_OBJECT_PER_KEY
 from bloomops.execution.journal import emit_event, find_replay, idempotency_scope, record_action
 from bloomops.execution.models import QueueSnapshot
 from bloomops.execution.objects import save_props
@@ -172,10 +173,13 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
             if ctx.emit and req.action_key not in NOT_EMITTED:
                 emit_event(ctx, action)
     except DatabaseError as exc:
-        # Lock timeouts and deadlocks between racing actions: nothing was committed.
-        if getattr(exc, "__cause__", None) is not None and getattr(
-            exc.__cause__, "pgcode", ""
-        ) in {"40P01", "55P03", "40001"}:
+        # Lock timeouts and deadlocks between racing actions, or another writer creating the
+        # same queue or worker key meanwhile: nothing was committed.
+        cause = getattr(exc, "__cause__", None)
+        code = getattr(cause, "pgcode", "")
+        if code in {"40P01", "55P03", "40001"} or (
+                code == "23505" and getattr(getattr(cause, "diag", None), "constraint_name",
+                                            None) in ONE_OBJECT_PER_KEY):
             raise ActionError("CONCURRENT_UPDATE") from exc
         raise
     result = ActionResult(req.action_key, action.euid, False, ctx.result)
@@ -214,12 +218,18 @@ def _log(req: ActionRequest, ctx: Context, result: ActionResult, started: float,
         action_euid=result.action_euid, replayed=replayed), default=str))
 
 
+# A refused request's identifiers are the caller's, unchecked (one refused for its length):
+# each is logged up to this many characters.
+LOGGED_REFUSED = 200
+
+
 def _log_refusal(req: ActionRequest, exc: ActionError, started: float) -> None:
     """One line per refusal, with its code and the field it names: why a late completion or
     a stale page was refused can be traced. A claim that found no work is the idle worker's
     poll, not a refusal to trace: logged at DEBUG."""
     level = logging.DEBUG if exc.code == "NO_WORK" else logging.INFO
     if log.isEnabledFor(level):
-        log.log(level, json.dumps(_line(
-            "execution_refused", req, tenant_of(req.tenant), started, {},
-            code=exc.code, field=exc.details.get("field")), default=str))
+        line = _line("execution_refused", req, tenant_of(req.tenant), started, {},
+                     code=exc.code, field=exc.details.get("field"))
+        log.log(level, json.dumps({k: v[:LOGGED_REFUSED] if isinstance(v, str) else v
+                                   for k, v in line.items()}, default=str))

@@ -13,6 +13,7 @@ from bloomops.execution.sql import (
     ENVELOPE_VALID,
     HAS_ENVELOPE,
     ORDER_KEYS,
+    OUTSIDE_WORK,
     ROUTED,
     TERMINAL,
     expires_utc,
@@ -193,7 +194,7 @@ READ_INDEXES: dict[str, str] = {
     # list of them reads these few rows, not every routed subject.
     "bloomops_outside_work": f"""
         CREATE INDEX IF NOT EXISTS bloomops_outside_work ON generic_instance (tenant_id)
-        WHERE NOT is_deleted AND {_EXEC}->>'state' IN ('WAITING_EXTERNAL', 'RUNNING')""",
+        WHERE NOT is_deleted AND {_unaliased(OUTSIDE_WORK)}""",
     # Work-bearing objects by name in any case (selectors.subjects_named: the intake
     # preview's warning of a name already registered), so a preview reads the names asked
     # about, not every object's. Engine objects (leases, records, actions...) are not in it.
@@ -260,6 +261,13 @@ READ_INDEXES: dict[str, str] = {
 }
 
 # Indexes and statistics an earlier version created and a later one replaced.
+# The unique indexes that hold a key to one object: a write refused by one lost a race with
+# another writer creating the same key (the executor says CONCURRENT_UPDATE).
+ONE_OBJECT_PER_KEY = frozenset({"bloomops_queue_key", "bloomops_worker_key",
+                                "bloomops_queue_key_untenanted",
+                                "bloomops_worker_key_untenanted"})
+assert ONE_OBJECT_PER_KEY <= set(READ_INDEXES)
+
 RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
     # Ordered by timestamps as stored, over every routed subject; the order now reads them

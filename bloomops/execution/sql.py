@@ -5,6 +5,7 @@ parameters are ``%(tenant)s`` and ``%(now)s`` (fixed-width UTC text, envelope.ts
 
 from __future__ import annotations
 
+from bloomops.execution import states
 from bloomops.execution.envelope import HOLD_STATES
 from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES, PRIORITY_CLASSES, TERMINAL_STATES
 
@@ -203,13 +204,19 @@ HELD_BY_ENVELOPE = f"coalesce({ENV}->>'hold_state', 'NONE') = 'ACTIVE'"
 TERMINAL_FLAG = env_flag("terminal")
 
 
+def state_in(values, state: str = f"({ENV}->>'state')") -> str:
+    """``state`` is one of ``values`` (texts of our own vocabulary, never a caller's)."""
+    return f"{state} IN ({', '.join(repr(str(v)) for v in values)})"
+
+
 def terminal(flag: str = TERMINAL_FLAG, state: str = f"({ENV}->>'state')") -> str:
     """RULES.md#envelope: terminal by its flag or by its state, whichever a writer set."""
-    states = ", ".join(f"'{t}'" for t in sorted(TERMINAL_STATES))
-    return f"({flag} OR {state} IN ({states}))"
+    return f"({flag} OR {state_in(sorted(TERMINAL_STATES), state)})"
 
 
 TERMINAL = terminal()
+# RULES.md#reconciliation: its work is under way outside (the workbench's list, its index).
+OUTSIDE_WORK = state_in(states.OUTSIDE_STATES)
 # RULES.md#retries: waiting for its retry window, and the metric "retry pending".
 def retry_waiting(retry_at: str = f"{ENV}->>'retry_at'") -> str:
     return f"coalesce({utc(retry_at)} > %(now)s, false)"
@@ -253,16 +260,14 @@ def _whole_or_null(name: str, pattern: str = "^[0-9]+$") -> str:
 
 _ENVELOPE_CHECKS = " AND ".join([
     f"jsonb_typeof({ENV}) = 'object'",
-    "({ENV}->>'state') IN ({states})".format(
-        ENV=ENV, states=", ".join(f"'{s}'" for s in ALL_STATES)),
+    state_in(ALL_STATES),
     _whole_or_null("revision"), _whole_or_null("attempt_count"),
     _whole_or_null("max_attempts_override", "^[1-9][0-9]*$"),
     _json_type("priority", "number"),
     *(_json_type(n, "string") for n in ("next_queue_key", "next_action_key", "hold_reason",
                                          "last_execution_record_euid")),
     _json_type("terminal", "boolean"), _json_type("cancel_requested", "boolean"),
-    "coalesce({ENV}->>'hold_state', 'NONE') IN ({hs})".format(
-        ENV=ENV, hs=", ".join(f"'{h}'" for h in HOLD_STATES)),
+    state_in(HOLD_STATES, f"coalesce({ENV}->>'hold_state', 'NONE')"),
     _json_type("queue_cache", "object"),
     *(_timestamp_or_null(n) for n in ("ready_at", "due_at", "retry_at")),
 ])
@@ -278,15 +283,10 @@ ENVELOPE_VALID = f"(CASE WHEN {_ENVELOPE_CHECKS} THEN true ELSE false END)"
 # condition the index predicate implies); they are paid once, when a row is written.
 HAS_ENVELOPE = f"{ROUTED} AND {ENVELOPE_VALID}"
 
-# The whole visibility rule (RULES.md#visibility) for subject s in queue q, where t is s's template.
-#
-# Planner note: the JSON tests against the queue's lists (? on eligible_states, template
-# codes, scopes) have no statistics; PostgreSQL guesses 1 % for each, multiplies the guesses
-# and expects one visible row where there are thousands, then sorts instead of walking
-# bloomops_routed_order and probes lineage row by row where hashing is cheaper. Tested
-# inside one CASE they count as a single 50 % guess. The conditions are the same; only the
-# estimate changes. next_queue_key stays a plain equality (index and hash-join key) and the
-# lineage exclusions stay NOT EXISTS.
+# The whole visibility rule (RULES.md#visibility) for subject s in queue q. Why one CASE: the
+# JSON tests against the queue's lists have no statistics, and PostgreSQL multiplied its 1 %
+# guesses into one visible row where there are thousands (so it sorted instead of walking
+# bloomops_routed_order, probed lineage per row); inside one CASE they are one 50 % guess.
 def visibility(*, leased: str, held: str, routed: str = f"{ENV}->>'next_queue_key' = q.queue_key",
                state: str = f"{ENV}->>'state'", terminal: str = TERMINAL,
                cancel_requested: str = CANCEL_REQUESTED,

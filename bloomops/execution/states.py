@@ -29,6 +29,9 @@ DEFAULT_HEARTBEAT_TTL_SECONDS = 60
 # its step twice), HELD and the terminal states are out of every queue.
 ELIGIBLE_STATES = (State.READY.value, State.FAILED_RETRYABLE.value)
 TERMINAL_STATES = frozenset({State.FAILED_TERMINAL, State.CANCELED, State.COMPLETED})
+# Work under way outside bloomops whose outcome it does not know: an operator reconciles it
+# (RULES.md#reconciliation) and the workbench lists it.
+OUTSIDE_STATES = (State.WAITING_EXTERNAL.value, State.RUNNING.value)
 
 
 class DeadLetterResolution(StrEnum):

@@ -167,8 +167,8 @@ def finish_record(ctx: Context, record: Obj | None, status: str, **fields: Any) 
         from bloomops.execution.envelope import parse_ts
 
         duration = int((ctx.now - parse_ts(started)).total_seconds() * 1000)  # type: ignore[operator]
-    props.update(status=status, finished_at=ctx.now_ts, duration_ms=duration,
-                 end_state=ctx.env["state"] if ctx.env else None, **fields)
+    fields.setdefault("end_state", ctx.env["state"] if ctx.env else None)
+    props.update(status=status, finished_at=ctx.now_ts, duration_ms=duration, **fields)
     save_props(record, props)
     if ctx.env is not None:  # non-authoritative cache, saved with the envelope if it changes
         ctx.env["last_execution_record_euid"] = record.euid

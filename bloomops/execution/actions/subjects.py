@@ -37,6 +37,7 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.policy import is_terminal
 from bloomops.execution.states import (
+    OUTSIDE_STATES,
     DeadLetterResolution,
     parse_priority,
 )
@@ -72,25 +73,28 @@ def _reason(req: ActionRequest) -> None:
 RESTORED_STATES = ("PENDING", "READY", "FAILED_RETRYABLE")
 
 
-# Work under way outside bloomops whose outcome is not known (RULES.md#reconciliation).
-UNCERTAIN_STATES = ("RUNNING", "WAITING_EXTERNAL")
-
-
-def reconcile_outside_work(ctx: Context, queue: dict | None, done: str) -> None:
-    """An operator's requeue, hold or cancel of a subject whose work is under way outside
-    (UNCERTAIN_STATES) records that attempt's end as a record of its own, superseding the
-    record that sent it out: the outside run is given up on the record, never silently."""
+def reconcile_outside_work(ctx: Context, done: str, after: str) -> None:
+    """An operator's requeue, hold or cancel (``done``) of a subject whose work is under way
+    outside (OUTSIDE_STATES) records that attempt's end as a record of its own, ending in
+    ``after`` and filed under the queue that sent the work out, superseding the record that
+    sent it (one that ended waiting outside): the outside run is given up on the record,
+    never silently (RULES.md#reconciliation)."""
     env = ctx.env
-    assert env is not None
-    if env["state"] not in UNCERTAIN_STATES:
+    assert env is not None and ctx.subject is not None
+    if env["state"] not in OUTSIDE_STATES:
         return
+    dispatch = ctx.subject.props.get("external_dispatch")
+    sent_by = dispatch.get("queue_key") if isinstance(dispatch, dict) else None
+    queue = selectors.queue_config(str(sent_by or env.get("next_queue_key") or ""),
+                                   tenant=ctx.tenant)
     previous = env.get("last_execution_record_euid")
+    prev = load(euid=previous, tenant=ctx.tenant) if isinstance(previous, str) else None
     record = new_record(ctx, queue=queue, status="STARTED",
                         attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
-    finish_record(ctx, record, "CANCELED", error_message=f"{done} by operator: "
-                  + ctx.payload["reason"].strip())
-    prev = load(euid=previous, tenant=ctx.tenant) if previous else None
-    if prev is not None:
+    finish_record(ctx, record, "CANCELED", end_state=after,
+                  error_message=f"{done} by operator: " + ctx.payload["reason"].strip())
+    if (prev is not None and prev.subtype == "execution_record"
+            and prev.props.get("end_state") in OUTSIDE_STATES):
         ctx.link(record, prev, "record_supersedes")
 
 
@@ -121,7 +125,7 @@ class PlaceExecutionHold(Handler):
         code = _hold_code(ctx.payload)
         if before == "HELD":
             before = self._on_top(ctx, code)
-        reconcile_outside_work(ctx, queue, "held")
+        reconcile_outside_work(ctx, "held", "HELD")
         end_active_leases(ctx, "CANCELED", "CANCELED", "HELD")
         reason = ctx.payload["reason"].strip()
         hold = place_hold(ctx, queue, code, reason, state_before=before)
@@ -240,7 +244,7 @@ class RequeueSubject(Handler):
         queue = ctx.next_queue
         assert queue is not None  # found by check, before the approval gate
         was_terminal = is_terminal(env)
-        reconcile_outside_work(ctx, queue, "requeued")
+        reconcile_outside_work(ctx, "requeued", "READY")
         end_active_leases(ctx, "ABANDONED", "CANCELED", "REQUEUED")
         changes: dict[str, Any] = dict(
             state="READY", next_queue_key=queue["queue_key"], terminal=False,
@@ -268,9 +272,8 @@ class CancelSubjectExecution(Handler):
         _reason(req)
 
     def run(self, ctx: Context) -> None:
-        assert ctx.subject is not None and ctx.env is not None
-        reconcile_outside_work(ctx, selectors.queue_config(
-            ctx.env.get("next_queue_key") or "", tenant=ctx.tenant), "canceled")
+        assert ctx.subject is not None
+        reconcile_outside_work(ctx, "canceled", "CANCELED")
         end_active_leases(ctx, "CANCELED", "CANCELED", "CANCELED")
         # A canceled subject keeps no active hold: the hold's evidence stays, ended by the
         # cancel and saying so (RULES.md#holds).

@@ -13,7 +13,14 @@ from bloomops.execution.selectors.base import (
     text_found,
     total_column,
 )
-from bloomops.execution.sql import ENV, SUBJECT_REVISION, hold_active, utc, utc_text
+from bloomops.execution.sql import (
+    ENV,
+    OUTSIDE_WORK,
+    SUBJECT_REVISION,
+    hold_active,
+    utc,
+    utc_text,
+)
 from bloomops.tapdb.db import fetch_all
 
 
@@ -100,16 +107,17 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
     )
 
 
-# States whose work is under way outside bloomops (actions/subjects.UNCERTAIN_STATES).
-OUTSIDE_STATES = ("WAITING_EXTERNAL", "RUNNING")
 _DISPATCH = "s.json_addl->'properties'->'external_dispatch'"
+# A dispatch is what a WAITING_EXTERNAL subject waits on; on a subject another writer moved
+# (RUNNING, say) it is an earlier step's, which says nothing of the work under way now.
+_WAITING = f"({ENV}->>'state') = 'WAITING_EXTERNAL' AND jsonb_typeof({_DISPATCH}) = 'object'"
 
 
 def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
                  text: str | None = None, limit: int = 500,
                  counted: bool = False) -> list[dict[str, Any]]:
     """Subjects whose work is under way outside (RULES.md#reconciliation), the longest
-    waiting first: the queue that sent each out, since when (the dispatch's instant, else the
+    waiting first: the queue that sent each out, since when (its dispatch's instant, else the
     row's last change: another writer's RUNNING says no more) and what the dispatch said (a
     run id). What QA reconciles when a result does not come back. One query."""
     return fetch_all(
@@ -117,17 +125,17 @@ def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
         SELECT w.*, {total_column(counted)} AS total FROM (
             SELECT s.euid AS subject_euid, s.name AS subject_name,
                    {ENV}->>'state' AS subject_state, {SUBJECT_REVISION} AS subject_revision,
-                   coalesce({_DISPATCH}->>'queue_key', {ENV}->>'next_queue_key') AS queue_key,
-                   CASE WHEN jsonb_typeof({_DISPATCH}) = 'object' THEN {_DISPATCH}
-                   END AS dispatch,
-                   coalesce({utc(f"{_DISPATCH}->>'dispatched_at'")},
+                   CASE WHEN {_WAITING} THEN {_DISPATCH} END AS dispatch,
+                   coalesce(CASE WHEN {_WAITING} THEN {_DISPATCH}->>'queue_key' END,
+                            {ENV}->>'next_queue_key') AS queue_key,
+                   coalesce(CASE WHEN {_WAITING}
+                                 THEN {utc(f"{_DISPATCH}->>'dispatched_at'")} END,
                             {utc_text("s.modified_dt")}) AS since
             FROM generic_instance s
-            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted
-              AND {ENV}->>'state' IN {OUTSIDE_STATES!r}
-              AND {text_found("s.euid", "s.name", f"({_DISPATCH})::text")}
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {OUTSIDE_WORK}
         ) w
-        WHERE %(queue_key)s::text IS NULL OR w.queue_key = %(queue_key)s
+        WHERE (%(queue_key)s::text IS NULL OR w.queue_key = %(queue_key)s)
+          AND {text_found("w.subject_euid", "w.subject_name", "w.dispatch::text")}
         ORDER BY w.since, w.subject_euid LIMIT %(limit)s
         """,
         read_params(None, tenant, queue_key=queue_key, text=text or None, limit=limit),
