@@ -124,3 +124,25 @@ def test_an_operator_holds_work_that_will_not_come_back_from_the_workbench(outsi
         [outside["first"]])]
     assert statuses == ["SUCCEEDED", "CANCELED"]  # the dispatch, then the run given up
     assert outside["first"] not in {r["subject_euid"] for r in selectors.outside_work()}
+
+
+@pytest.mark.parametrize("role", ["worker_human", "operator"])
+def test_the_subject_page_says_what_its_outside_work_is_and_who_reconciles_it(
+        outside, users, role):
+    """The inspector showed a subject waiting outside as "in q1, not claimable now" and its
+    state alone: nothing said since when, which run, or that someone must act if the result
+    never comes."""
+    html = signed_in(Client(), users[role]).get(
+        f"/subjects/{outside['first']}/").content.decode()
+    notice = html.split('id="outside-work">')[1].split("</p>")[0]
+    assert "Sent out by q1" in notice and "2 h 10 min ago" in notice
+    assert "The dispatch said: lane: 3; run_id: wf-1." in notice
+    if role == "operator":
+        assert "requeue it to run again, hold it or cancel its work below" in notice
+        for action in ("requeue", "hold", "cancel"):
+            assert f'action="/subjects/{outside["first"]}/{action}/"' in html
+    else:
+        assert "QA requeues, holds or cancels it" in notice
+    running = signed_in(Client(), users[role]).get(
+        f"/subjects/{outside['running']}/").content.decode()
+    assert "Running elsewhere (another system set it so)" in running
