@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
@@ -10,7 +12,8 @@ from django.utils.html import escape
 
 from bloomops.accounts.models import ProfileChange
 from bloomops.demo.data import DEMO_QUEUES, seed_demo
-from bloomops.execution import selectors
+from bloomops.execution import clock, selectors
+from bloomops.execution.envelope import ts
 from bloomops.tapdb import instances
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.models import AuditLog, GenericInstance, GenericInstanceLineage
@@ -145,10 +148,19 @@ def test_the_demo_gives_qa_work_to_practise_on(client, tenant):
         "AWAITING_INFORMATION", "QC_FAIL"]
     adapter = next(w for w in selectors.workers() if w.worker_key == "demo://qc-fluorometer")
     assert adapter.computed_status == "RETIRED"  # not left looking alive, or lost
+    # and a pipeline run that never reported back, waiting an hour already
+    (lost,) = selectors.outside_work()
+    assert (lost["queue_key"], lost["dispatch"]["run_id"]) == ("analysis_dispatch",
+                                                               "wf-demo-0412")
+    assert lost["since"] < ts(clock.now() - timedelta(minutes=59))
+    launcher = next(w for w in selectors.workers()
+                    if w.worker_key == "demo://pipeline-launcher-v1")
+    assert launcher.computed_status == "RETIRED"
     client.force_login(User.objects.get(username="qa"))
     html = client.get("/workbench/").content.decode()
     assert all(d["subject_euid"] in html for d in letters)
     assert "contamination suspected" in html
+    assert lost["subject_euid"] in html.split('id="h-outside"')[1].split("</section>")[0]
 
 
 def test_dashboard_depths_equal_a_direct_count(client, tenant):

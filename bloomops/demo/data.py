@@ -179,13 +179,19 @@ DEAD_LETTERS = (
      " matched to its well"),
 )
 QA_QUEUE = "post_extract_qc"
+# An analysis run the pipeline lost: sent out an hour before the demo starts, never called
+# back (the living demo's pipeline answers only the runs it sent itself).
+LOST_RUN = {"run_id": "wf-demo-0412", "pipeline": "rnaseq 2.3"}
+OUTSIDE_QUEUE = "analysis_dispatch"
 
 
 def _seed_qa_work(report: DemoReport) -> None:
     """What a QA desk finds on a real morning, made through the engine as it happens: two
     extracts a QC instrument failed for good (OPEN dead letters), one on an integrity hold
     (QC_FAIL: its release needs a second person) and one an operator held while waiting for
-    information. The instrument's worker is retired afterwards, as a replaced adapter is."""
+    information; and an analysis whose pipeline run never reported back (waiting on outside
+    work). The instrument's and the launcher's workers are retired afterwards, as replaced
+    adapters are."""
     def act(action_key: str, actor: Actor, n: int, **fields) -> dict:
         return execute(ActionRequest(action_key=action_key, actor=actor,
                                      idempotency_key=f"demo-qa-{n}", **fields)).result
@@ -208,6 +214,17 @@ def _seed_qa_work(report: DemoReport) -> None:
                      "error_message": message})
     act("set_worker_status", admin, n := n + 1, worker_euid=worker,
         payload={"operation": "retire", "reason": "Demo: replaced by the new fluorometer"})
+    launched = clock.now() - timedelta(hours=1)
+    launcher = act("register_worker", adapter, n := n + 1, now=launched, payload={
+        "worker_type": "SERVICE", "worker_key": "demo://pipeline-launcher-v1",
+        "display_name": "Pipeline launcher (v1)", "capabilities": ["compute.dispatch"]}
+    )["worker_euid"]
+    lease = act("claim_queue_item", adapter, n := n + 1, now=launched, worker_euid=launcher,
+                queue_key=OUTSIDE_QUEUE)
+    act("complete_queue_execution", adapter, n := n + 1, now=launched, worker_euid=launcher,
+        lease_euid=lease["lease_euid"], expected_state="READY", payload={"external": LOST_RUN})
+    act("set_worker_status", admin, n := n + 1, worker_euid=launcher,
+        payload={"operation": "retire", "reason": "Demo: replaced by launcher v2"})
     held = [item.euid for item in selectors.queue_items(QA_QUEUE, limit=2)[0]]
     for euid, (code, reason) in zip(held, (
             ("QC_FAIL", "Negative control shows amplification: contamination suspected"),
