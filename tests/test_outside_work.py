@@ -12,6 +12,7 @@ from django.test import Client
 
 from bloomops.execution import clock, selectors
 from bloomops.tapdb.db import fetch_all
+from tests.api_helpers import api_for, error_code
 from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
 from tests.web_support import EXTRACTION, QC, forms, signed_in
 
@@ -146,3 +147,38 @@ def test_the_subject_page_says_what_its_outside_work_is_and_who_reconciles_it(
     running = signed_in(Client(), users[role]).get(
         f"/subjects/{outside['running']}/").content.decode()
     assert "Running elsewhere (another system set it so)" in running
+
+
+def test_the_api_lists_work_waiting_outside_as_the_workbench_does(outside, users):
+    """A LIMS finds the runs that will not report back and reconciles them by action, the
+    state and revision listed as its expectation."""
+    api = api_for(users["worker_service"])
+    r = api.get("/outside-work")
+    assert r.status_code == 200, r.content
+    listed = r.json()
+    assert [w["subject_euid"] for w in listed] == [
+        row["subject_euid"] for row in selectors.outside_work()]
+    first = next(w for w in listed if w["subject_euid"] == outside["first"])
+    assert (first["subject_state"], first["queue_key"], first["waiting_since"]) == (
+        "WAITING_EXTERNAL", "q1", "2026-11-26T08:00:00.000000Z")
+    assert (first["dispatch"]["run_id"], first["dispatch"]["lane"]) == ("wf-1", 3)
+    running = next(w for w in listed if w["subject_euid"] == outside["running"])
+    assert (running["subject_state"], running["dispatch"]) == ("RUNNING", None)
+    assert [w["subject_euid"] for w in api.get("/outside-work", queue_key="q2").json()] == [
+        outside["second"]]
+    assert len(api.get("/outside-work", limit="1").json()) == 1
+    held = api_for(users["operator"]).act(
+        "hold", subject_euid=outside["first"], expected_state="WAITING_EXTERNAL",
+        expected_revision=first["subject_revision"], payload={"reason": "run lost"})
+    assert held.status_code == 200, held.content
+    assert outside["first"] not in {w["subject_euid"] for w in api.get("/outside-work").json()}
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"), ({"limit": "ten"}, "limit"),
+    ({"queue_key": " "}, "queue_key"), ({"queue_key": "q" * 300}, "queue_key"),
+    ({"since": "2026-01-01T00:00:00Z"}, "since")])
+def test_the_api_refuses_a_malformed_outside_work_query(tenant, users, params, field):
+    r = api_for(users["operator"]).get("/outside-work", **params)
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert field in r.content.decode()

@@ -17,7 +17,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.accounts.tokens import user_for_token
 from bloomops.api import action_schemas as A
 from bloomops.api import approval_schemas as AS
-from bloomops.api import errors, intake, results
+from bloomops.api import errors, intake, outside, results
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
 from bloomops.api.readmodel import lease_dict, subject_dict, summary_dict
@@ -401,6 +401,7 @@ intake.add_batch_route(actions, ACTION_RESPONSES, BearerToken(
     build_request)
 
 results.add_results_route(router, {404: S.ErrorOut, **READ_ERRORS})
+outside.add_outside_route(router, READ_ERRORS)
 router.add_router("/actions", actions)
 api.add_router("/execution", router)
 
