@@ -141,3 +141,36 @@ def test_a_worker_that_claims_is_online_again(tenant):
     modified = load(euid=worker, tenant=tenant).props
     claim(svc, worker)  # online: the worker is not written
     assert load(euid=worker, tenant=tenant).props == modified
+
+
+def test_a_pipeline_result_that_comes_back_after_its_run_was_given_up_is_refused(lab):
+    """QA gave up an analysis run (requeued it) while the pipeline was still at it; the item
+    was sent out again, and then the first run's result came back: it was taken as the
+    item's result (WAITING_EXTERNAL, as expected) and the item moved on on the run QA had
+    given up, leaving the new run's result nowhere to go. The callback names the revision
+    its dispatch left, so the late one is refused and the new run's result is the one kept."""
+    request = make_subject("analysis_dispatch", code=ANALYSIS, name="Analysis L",
+                           next_action_key="start_analysis_run")
+    given_up: list[str] = []
+
+    class QaGivesUpTheFirstRun(compute.Handlers):
+        def after_complete(self, runtime, job, outcome, result):
+            super().after_complete(runtime, job, outcome, result)
+            if not given_up:  # the first dispatch: QA requeues it before its result is in
+                given_up.append(outcome.external["run_id"])
+                act("requeue_subject", actor("operator"), subject_euid=request,
+                    expected_state="WAITING_EXTERNAL",
+                    payload={"reason": "pipeline node lost, run again"})
+
+    # the pipeline takes a moment: the item is sent out again before the first result is in
+    runtime = run(QaGivesUpTheFirstRun(seed=5, pipeline_seconds=0.5))
+    assert envelope(request)["state"] == "COMPLETED"
+    records = history(request)["records"]
+    outside = [r["props"] for r in records
+               if r["props"]["correlation"]["action_key"] == "record_external_result"]
+    (kept,) = outside  # one outside result only: the late one wrote nothing
+    assert kept["result_snapshot"]["run_id"] != given_up[0]
+    assert [r["props"]["error_message"] for r in records
+            if r["props"]["status"] == "CANCELED"] == [
+        "requeued by operator: pipeline node lost, run again"]
+    assert runtime.stats.completed == 3  # two dispatches, the analysis QC

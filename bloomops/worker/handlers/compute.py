@@ -7,7 +7,8 @@
 The "external pipeline" is simulated inside the worker process: after pipeline_seconds it
 posts the result callback through the worker's transport (over the API with HttpTransport).
 If the worker dies meanwhile the subject honestly stays WAITING_EXTERNAL until an operator
-reconciles it (requeue, hold or cancel; never a silent rollback). A reprocessing run (the
+reconciles it (requeue, hold or cancel; never a silent rollback); a result that comes back
+after that is refused, since it names the revision its dispatch left. A reprocessing run (the
 subject requeued to analysis_dispatch) records the artifacts it reprocesses in its dispatch
 metadata; earlier artifacts stay linked.
 """
@@ -35,6 +36,9 @@ class PendingRun:
     due: float
     next_queue_key: str | None
     assay: str | None
+    # the subject's revision its dispatch left: the result is refused (STATE_CONFLICT) once
+    # an operator has given the run up, even if the subject was sent out again since
+    revision: int | None = None
 
 
 class Handlers(HandlerSet):
@@ -65,7 +69,8 @@ class Handlers(HandlerSet):
                 subject_euid=job.subject_euid, run_id=outcome.external["run_id"],
                 due=time.monotonic() + self.pipeline_seconds,
                 next_queue_key=job.queue_config.get("default_next_queue_key"),
-                assay=job.properties.get("assay")))
+                assay=job.properties.get("assay"),
+                revision=result["revision"] if type(result.get("revision")) is int else None))
 
     def busy(self) -> bool:
         return bool(self.pending)
@@ -86,11 +91,12 @@ class Handlers(HandlerSet):
             if run.next_queue_key:
                 payload["next_queue_key"] = run.next_queue_key
             try:
+                expected = {} if run.revision is None else {"expected_revision": run.revision}
                 runtime.transport.act("record_external_result", subject_euid=run.subject_euid,
                                       worker_euid=runtime.worker_euid,
                                       expected_state="WAITING_EXTERNAL",
                                       idempotency_key=f"pipeline-result:{run.run_id}",
-                                      payload=payload)
+                                      payload=payload, **expected)
             except ActionError as exc:
                 if exc.code in ("CONCURRENT_UPDATE",):
                     self.pending.append(run)
