@@ -209,7 +209,7 @@ def test_reconciling_work_under_way_outside_records_that_it_was_given_up(
     assert ended != sent
     record = props(ended)
     assert (record["status"], record["error_message"], record["subject_lookup_euid"]) == (
-        "CANCELED", f"{done} by operator: pipeline lost", subject)
+        "CANCELED", f"{done} by operator: pipeline lost (outside run wf-1 given up)", subject)
     # it ends where the action left the subject (not "waiting outside", which the inspector
     # reads as a dispatch), under the queue that sent the work out
     assert (record["start_state"], record["end_state"], record["queue_lookup_key"]) == (
@@ -240,6 +240,8 @@ def test_work_another_writer_left_running_is_reconciled_on_the_record_too(tenant
         payload={"reason": "instrument stopped"})
     (record,) = children_of_subject(subject)
     assert props(record["euid"])["status"] == "CANCELED"
+    assert props(record["euid"])["error_message"].endswith(
+        "instrument stopped (work running elsewhere given up)")
     assert envelope(subject)["last_execution_record_euid"] == record["euid"]
     assert _superseded(record["euid"]) == []
 

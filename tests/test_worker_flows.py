@@ -172,5 +172,6 @@ def test_a_pipeline_result_that_comes_back_after_its_run_was_given_up_is_refused
     assert kept["result_snapshot"]["run_id"] != given_up[0]
     assert [r["props"]["error_message"] for r in records
             if r["props"]["status"] == "CANCELED"] == [
-        "requeued by operator: pipeline node lost, run again"]
+        f"requeued by operator: pipeline node lost, run again (outside run {given_up[0]}"
+        " given up)"]
     assert runtime.stats.completed == 3  # two dispatches, the analysis QC

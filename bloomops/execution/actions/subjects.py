@@ -91,8 +91,12 @@ def reconcile_outside_work(ctx: Context, done: str, after: str) -> None:
     prev = load(euid=previous, tenant=ctx.tenant) if isinstance(previous, str) else None
     record = new_record(ctx, queue=queue, status="STARTED",
                         attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
-    finish_record(ctx, record, "CANCELED", end_state=after,
-                  error_message=f"{done} by operator: " + ctx.payload["reason"].strip())
+    run_id = dispatch.get("run_id") if isinstance(dispatch, dict) else None
+    given_up = ("work running elsewhere" if env["state"] == "RUNNING" else "outside run"
+                + (f" {run_id}" if isinstance(run_id, str | int) else ""))
+    finish_record(ctx, record, "CANCELED", end_state=after, error_message=(
+        f"{done} by {ctx.actor.username}: {ctx.payload['reason'].strip()}"
+        f" ({given_up} given up)"))
     if (prev is not None and prev.subtype == "execution_record"
             and prev.props.get("end_state") in OUTSIDE_STATES):
         ctx.link(record, prev, "record_supersedes")
