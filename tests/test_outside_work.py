@@ -14,6 +14,7 @@ from bloomops.execution import clock, selectors
 from bloomops.tapdb.db import fetch_all
 from tests.api_helpers import api_for, error_code
 from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+from tests.test_operator_controls import confirm_of
 from tests.web_support import EXTRACTION, QC, forms, signed_in
 
 pytestmark = pytest.mark.django_db
@@ -140,8 +141,10 @@ def test_the_subject_page_says_what_its_outside_work_is_and_who_reconciles_it(
     assert "The dispatch said: lane: 3; run_id: wf-1." in notice
     if role == "operator":
         assert "requeue it to run again, hold it or cancel its work below" in notice
+        # each asks first, saying the run is given up for good (the hold asked nothing)
         for action in ("requeue", "hold", "cancel"):
-            assert f'action="/subjects/{outside["first"]}/{action}/"' in html
+            asked = confirm_of(html, f"/subjects/{outside['first']}/{action}/")
+            assert "outside run" in asked and "comes back later is refused" in asked, action
     else:
         assert "QA requeues, holds or cancels it" in notice
     running = signed_in(Client(), users[role]).get(
