@@ -185,3 +185,14 @@ def test_the_api_refuses_a_malformed_outside_work_query(tenant, users, params, f
     r = api_for(users["operator"]).get("/outside-work", **params)
     assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
     assert field in r.content.decode()
+
+
+def test_the_workbench_says_so_when_its_queue_filter_names_no_queue(outside, users):
+    """A stale bookmark's queue showed every list at (0), "Nothing is waiting on outside
+    work": the desk looked clear while it was not."""
+    client = signed_in(Client(), users["operator"])
+    html = client.get("/workbench/?queue=nope").content.decode()
+    warning = html.split('id="unknown-queue"')[1].split("</p>")[0]
+    assert "There is no queue <code>nope</code>" in warning
+    assert 'id="unknown-queue"' not in client.get("/workbench/?queue=q1").content.decode()
+    assert 'id="unknown-queue"' not in client.get("/workbench/").content.decode()

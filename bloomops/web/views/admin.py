@@ -151,6 +151,9 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "can": subject_states(),
         "queues": services.queues(request),
         "queue_key": queue_key or "",
+        # a stale bookmark's queue would show every list empty, as if the desk were clear
+        "unknown_queue": queue_key if queue_key and queue_key not in {
+            q["queue_key"] for q in services.queues(request)} else None,
         "q": request.GET.get("q", ""),
     })
 
