@@ -14,6 +14,7 @@ from bloomops.accounts.models import ProfileChange
 from bloomops.demo.data import DEMO_QUEUES, seed_demo
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import ts
+from bloomops.execution.objects import load
 from bloomops.tapdb import instances
 from bloomops.tapdb.db import fetch_value
 from bloomops.tapdb.models import AuditLog, GenericInstance, GenericInstanceLineage
@@ -153,6 +154,11 @@ def test_the_demo_gives_qa_work_to_practise_on(client, tenant):
     assert (lost["queue_key"], lost["dispatch"]["run_id"]) == ("analysis_dispatch",
                                                                "wf-demo-0412")
     assert lost["since"] < ts(clock.now() - timedelta(minutes=59))
+    # its history reads in order: registered, claimed, sent out
+    done = sorted((a["executed_at"], a["action_key"]) for a in selectors.action_history(
+        load(euid=lost["subject_euid"], tenant=tenant).uid))
+    assert [k for _, k in done] == [
+        "register_subject", "claim_queue_item", "complete_queue_execution"]
     launcher = next(w for w in selectors.workers()
                     if w.worker_key == "demo://pipeline-launcher-v1")
     assert launcher.computed_status == "RETIRED"

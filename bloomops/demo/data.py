@@ -214,13 +214,20 @@ def _seed_qa_work(report: DemoReport) -> None:
                      "error_message": message})
     act("set_worker_status", admin, n := n + 1, worker_euid=worker,
         payload={"operation": "retire", "reason": "Demo: replaced by the new fluorometer"})
+    # its own analysis request, registered before it was sent out, so that its history reads
+    # in order: registered, claimed, sent out an hour ago
     launched = clock.now() - timedelta(hours=1)
+    requested = launched - timedelta(minutes=40)
+    subject = act("register_subject", admin, n := n + 1, now=requested, queue_key=OUTSIDE_QUEUE,
+                  payload={"template_code": ANALYSIS_REQUEST, "name": "Analysis request 0412",
+                           "properties": {"site": SITES[0], "assay": ASSAYS[0]},
+                           "ready_at": ts(requested)})["subject_euid"]
     launcher = act("register_worker", adapter, n := n + 1, now=launched, payload={
-        "worker_type": "SERVICE", "worker_key": "demo://pipeline-launcher-v1",
+        "worker_type": "INSTRUMENT_ADAPTER", "worker_key": "demo://pipeline-launcher-v1",
         "display_name": "Pipeline launcher (v1)", "capabilities": ["compute.dispatch"]}
     )["worker_euid"]
     lease = act("claim_queue_item", adapter, n := n + 1, now=launched, worker_euid=launcher,
-                queue_key=OUTSIDE_QUEUE)
+                subject_euid=subject)
     act("complete_queue_execution", adapter, n := n + 1, now=launched, worker_euid=launcher,
         lease_euid=lease["lease_euid"], expected_state="READY", payload={"external": LOST_RUN})
     act("set_worker_status", admin, n := n + 1, worker_euid=launcher,
