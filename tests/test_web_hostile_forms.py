@@ -54,6 +54,20 @@ def test_a_bulk_pick_the_page_cannot_have_sent_is_refused(client, lab, revision)
     assert counts() == before
 
 
+def test_a_bulk_pick_without_its_guard_is_refused_as_unreadable(client, lab):
+    """A pick of a bare word (no state, no revision) was acted on and refused item by item
+    as "nonsense: expected_state is required.", in the engine's words."""
+    subject = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    before = counts()
+    for pick in ("nonsense", subject):
+        response = client.post("/workbench/bulk/", {
+            "action": "hold", "idempotency_key": "b1", "reason": "x", "pick": [pick]})
+        assert set(said(response)) == {
+            "The page sent a selection it could not read: reload it and select again."}
+    assert counts() == before
+
+
 def test_a_subject_picked_twice_is_acted_on_once(client, lab):
     subject = make_subject("q1")
     client = signed_in(client, lab["operator"])

@@ -54,10 +54,12 @@ class Pick:
     def parse(cls, raw: str) -> Pick | None:
         """None for an empty pick; ValueError for one the page cannot have sent (a guard
         read loosely would be a guard dropped)."""
-        euid, _, rest = raw.partition("|")
+        euid, sep, rest = raw.partition("|")
         state, _, revision = rest.partition("|")
         if not euid.strip():
             return None
+        if not sep:  # a page sends the guard with every pick, empty or not
+            raise ValueError(raw)
         return cls(euid.strip(), state or None, page_revision(revision))
 
     def encode(self) -> str:
