@@ -8,9 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.stats.recorder import record
 from bloomops.tapdb.db import fetch_all
 from tests.api_helpers import api_for, error_code
 from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
@@ -196,3 +199,20 @@ def test_the_workbench_says_so_when_its_queue_filter_names_no_queue(outside, use
     assert "There is no queue <code>nope</code>" in warning
     assert 'id="unknown-queue"' not in client.get("/workbench/?queue=q1").content.decode()
     assert 'id="unknown-queue"' not in client.get("/workbench/").content.decode()
+
+
+def test_the_dashboard_says_how_much_waits_outside_and_for_how_long(outside, users):
+    """Work sent out whose result never came is in no queue's depth, age or dead letters: the
+    morning overview showed nothing of an item stuck for hours."""
+    client = signed_in(Client(), users["operator"])
+    line = client.get("/").content.decode().split('id="outside-waiting">')[1].split("</p>")[0]
+    assert "4 items waiting on outside work" in line and 'href="/workbench/#h-outside"' in line
+    assert "the longest for 2 h 10 min, from q1." in line  # the first sent out, at 08:00
+    # computed once for every viewer by the recorder, like the queues' figures: a
+    # dashboard read from its snapshot says the same
+    record()
+    with CaptureQueriesContext(connection) as read:
+        html = client.get("/").content.decode()
+    assert not [q for q in read.captured_queries if "external_dispatch" in q["sql"]]
+    assert "4 items waiting on outside work" in html
+    assert "the longest for 2 h 10 min, from q1." in html

@@ -11,6 +11,7 @@ from bloomops.execution import clock
 from bloomops.execution.people import RosteredPerson, rostered_people, username_of_human_key
 from bloomops.execution.policy import can_serve, free_slots, is_able
 from bloomops.execution.selectors.queues import QueueSummary, queue_summaries
+from bloomops.execution.selectors.workbench import outside_work
 from bloomops.execution.selectors.workers import WorkerRow, workers
 from bloomops.execution.states import WorkerType
 
@@ -37,6 +38,16 @@ class Coverage:
 
 
 @dataclass
+class OutsideWaiting:
+    """Work waiting on outside results (RULES.md#reconciliation), in no queue's figures: how
+    many, and since when and from which queue the longest has waited."""
+
+    total: int
+    since: str | None
+    queue_key: str | None
+
+
+@dataclass
 class Overview:
     now: datetime
     summaries: list[QueueSummary]
@@ -44,6 +55,7 @@ class Overview:
     # queue_key -> the workers able to serve it now (online coverage)
     serving: dict[str, list[WorkerRow]]
     coverage: dict[str, Coverage] = field(default_factory=dict)
+    outside: OutsideWaiting | None = None
 
     def lag(self, queue_key: str) -> float | None:
         """The worst heartbeat lag among the workers serving a queue."""
@@ -82,8 +94,9 @@ def _coverage(queue: dict, rows: list[WorkerRow], people: list[RosteredPerson],
 
 
 def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overview:
-    """Queue summaries (3 queries), workers (1 query) and the rostered people (1 query);
-    fills the summaries' worker_online_count, worker_rostered_count and worker_free_slots."""
+    """Queue summaries (3 queries), workers (1 query), the rostered people (1 query) and the
+    work waiting outside (1 query); fills the summaries' worker_online_count,
+    worker_rostered_count and worker_free_slots."""
     moment = now or clock.now()
     summaries = queue_summaries(now=moment, tenant=tenant)
     rows = workers(now=moment, tenant=tenant)
@@ -97,8 +110,11 @@ def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overv
         coverage[summary.queue_key] = cover
         summary.worker_rostered_count = len(cover.rostered)
         summary.worker_free_slots = cover.free_slots
+    longest = outside_work(limit=1, counted=True, tenant=tenant)
     return Overview(now=moment, summaries=summaries, workers=rows, serving=serving,
-                    coverage=coverage)
+                    coverage=coverage, outside=OutsideWaiting(
+                        int(longest[0]["total"]), longest[0]["since"], longest[0]["queue_key"])
+                    if longest else None)
 
 
 def queue_coverage(*configs: dict, now: datetime | None = None,

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any
 
 from bloomops.execution.envelope import parse_ts, ts
-from bloomops.execution.selectors.overview import Coverage, Overview
+from bloomops.execution.selectors.overview import Coverage, OutsideWaiting, Overview
 from bloomops.execution.selectors.queues import QueueSummary
 from bloomops.execution.selectors.workers import WorkerRow
 
@@ -47,6 +47,7 @@ def encode_overview(ov: Overview, trend: dict[str, list[int]]) -> dict[str, Any]
         "workers": [_encode(w) for w in ov.workers],
         "serving": {key: [w.euid for w in rows] for key, rows in ov.serving.items()},
         "coverage": {key: _encode(c) for key, c in ov.coverage.items()},
+        "outside": _encode(ov.outside) if ov.outside else None,
         "trend": trend,
     }
 
@@ -61,5 +62,6 @@ def decode_overview(data: dict[str, Any]) -> tuple[Overview, dict[str, list[int]
         serving={key: [by_euid[e] for e in euids if e in by_euid]
                  for key, euids in data.get("serving", {}).items()},
         coverage={key: _decode(Coverage, c) for key, c in data.get("coverage", {}).items()},
+        outside=_decode(OutsideWaiting, data["outside"]) if data.get("outside") else None,
     )
     return ov, {k: list(v) for k, v in data.get("trend", {}).items()}

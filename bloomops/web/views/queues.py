@@ -67,6 +67,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     # an admin is told before a service's token runs out and its calls answer 401
     # (RULES.md#api-tokens); a whole page only, never its refreshes
     context["expiring_tokens"] = expiring(timezone.now()) if "admin" in roles else []
+    # work a result never came back for is in no queue's figures (RULES.md#reconciliation)
+    context["outside"] = stats.overview.outside
+    if stats.overview.outside and stats.overview.outside.queue_key:
+        key = stats.overview.outside.queue_key
+        context["outside_from"] = names.get(key, key)
     return render(request, "web/dashboard.html", {**context, **_history(request, names)})
 
 
