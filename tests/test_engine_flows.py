@@ -267,6 +267,25 @@ def test_a_reconciliation_supersedes_only_a_record_that_sent_work_outside(tenant
     assert _superseded(ended) == []
 
 
+def test_a_dispatch_an_earlier_step_left_is_not_the_work_a_reconciliation_gives_up(tenant):
+    """Another writer moved a subject that had waited outside on to RUNNING in q2; its
+    properties still held q1's dispatch, and a hold filed the record under q1 as if q1's
+    run were the one given up."""
+    make_queue("q1", required_worker_capabilities=[])
+    make_queue("q2")
+    svc = actor(*SERVICE)
+    subject = _sent_outside(svc, register(svc), "q1")
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,"
+              " '{properties,execution,state}', '\"RUNNING\"'),"
+              " '{properties,execution,next_queue_key}', '\"q2\"')"
+              " WHERE euid = %s RETURNING uid", [subject])
+    act("place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="RUNNING", payload={"reason": "instrument stopped"})
+    record = props(envelope(subject)["last_execution_record_euid"])
+    assert (record["queue_lookup_key"], record["error_message"]) == (
+        "q2", "held by operator: instrument stopped (work running elsewhere given up)")
+
+
 def test_holding_or_cancelling_work_not_under_way_writes_no_record(tenant):
     make_queue("q1")
     op = actor("operator")

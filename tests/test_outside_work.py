@@ -187,7 +187,7 @@ def test_the_api_lists_work_waiting_outside_as_the_workbench_does(outside, users
 def test_the_api_refuses_a_malformed_outside_work_query(tenant, users, params, field):
     r = api_for(users["operator"]).get("/outside-work", **params)
     assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
-    assert field in r.content.decode()
+    assert r.json()["error"]["details"]["field"] == field
 
 
 def test_the_workbench_says_so_when_its_queue_filter_names_no_queue(outside, users):

@@ -260,7 +260,6 @@ READ_INDEXES: dict[str, str] = {
     CLAIM_FUNCTION: CLAIM_FUNCTION_DDL,
 }
 
-# Indexes and statistics an earlier version created and a later one replaced.
 # The unique indexes that hold a key to one object: a write refused by one lost a race with
 # another writer creating the same key (the executor says CONCURRENT_UPDATE).
 ONE_OBJECT_PER_KEY = frozenset({"bloomops_queue_key", "bloomops_worker_key",
@@ -268,6 +267,7 @@ ONE_OBJECT_PER_KEY = frozenset({"bloomops_queue_key", "bloomops_worker_key",
                                 "bloomops_worker_key_untenanted"})
 assert ONE_OBJECT_PER_KEY <= set(READ_INDEXES)
 
+# Indexes and statistics an earlier version created and a later one replaced.
 RETIRED: tuple[tuple[str, str], ...] = (
     ("INDEX", "bloomops_subject_queue_state"),
     # Ordered by timestamps as stored, over every routed subject; the order now reads them

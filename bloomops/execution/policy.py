@@ -380,3 +380,17 @@ def retry_delay_seconds(
 
 def retry_at(policy: dict[str, Any], attempt_count: int, now: datetime) -> datetime:
     return now + timedelta(seconds=retry_delay_seconds(policy, attempt_count))
+
+
+# What bloomops adds to the dispatch of work sent outside (actions/attempts.py writes them,
+# after what the worker said of it): when, by which lease, from which queue.
+DISPATCH_OWN = ("dispatched_at", "lease_euid", "queue_key")
+
+
+def waiting_dispatch(state: str | None, props: dict[str, Any]) -> dict[str, Any] | None:
+    """The dispatch a subject waits on (RULES.md#reconciliation): its ``external_dispatch``
+    while it is WAITING_EXTERNAL. On a subject another writer has moved on (to RUNNING, say)
+    it is an earlier step's and says nothing of the work under way now. Its SQL twin is
+    ``selectors/workbench._WAITING``."""
+    dispatch = props.get("external_dispatch")
+    return dispatch if state == "WAITING_EXTERNAL" and isinstance(dispatch, dict) else None

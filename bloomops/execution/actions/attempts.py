@@ -48,6 +48,7 @@ from bloomops.execution.objects import (
     save_props,
 )
 from bloomops.execution.policy import (
+    DISPATCH_OWN,
     attempt_limit,
     classify_failure,
     failure_classes_for,
@@ -181,9 +182,8 @@ class CompleteQueueExecution(LeaseAction):
             ctx.set_env(state="WAITING_EXTERNAL", retry_at=None)
             props = dict(ctx.subject.props) if ctx.subject else {}
             # The dispatching queue answers for the callback (its declared outputs).
-            props["external_dispatch"] = {**external, "dispatched_at": ctx.now_ts,
-                                          "lease_euid": lease.euid,
-                                          "queue_key": lease.props.get("queue_lookup_key")}
+            props["external_dispatch"] = {**external, **dict(zip(DISPATCH_OWN, (
+                ctx.now_ts, lease.euid, lease.props.get("queue_lookup_key")), strict=True))}
             ctx.subject.props = props  # type: ignore[union-attr]
         elif next_queue is not None:
             ctx.set_env(state="READY", next_queue_key=next_queue["queue_key"],

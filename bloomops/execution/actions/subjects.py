@@ -35,7 +35,7 @@ from bloomops.execution.objects import (
     is_kind,
     load,
 )
-from bloomops.execution.policy import is_terminal
+from bloomops.execution.policy import is_terminal, waiting_dispatch
 from bloomops.execution.states import (
     OUTSIDE_STATES,
     DeadLetterResolution,
@@ -83,15 +83,15 @@ def reconcile_outside_work(ctx: Context, done: str, after: str) -> None:
     assert env is not None and ctx.subject is not None
     if env["state"] not in OUTSIDE_STATES:
         return
-    dispatch = ctx.subject.props.get("external_dispatch")
-    sent_by = dispatch.get("queue_key") if isinstance(dispatch, dict) else None
+    dispatch = waiting_dispatch(env["state"], ctx.subject.props) or {}
+    sent_by = dispatch.get("queue_key")
     queue = selectors.queue_config(str(sent_by or env.get("next_queue_key") or ""),
                                    tenant=ctx.tenant)
     previous = env.get("last_execution_record_euid")
     prev = load(euid=previous, tenant=ctx.tenant) if isinstance(previous, str) else None
     record = new_record(ctx, queue=queue, status="STARTED",
                         attempt=int(env.get("attempt_count") or 0) + 1, lease=None)
-    run_id = dispatch.get("run_id") if isinstance(dispatch, dict) else None
+    run_id = dispatch.get("run_id")
     given_up = ("work running elsewhere" if env["state"] == "RUNNING" else "outside run"
                 + (f" {run_id}" if isinstance(run_id, str | int) else ""))
     finish_record(ctx, record, "CANCELED", end_state=after, error_message=(

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from bloomops.accounts.roles import ROLE_WORDS
 from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.policy import DISPATCH_OWN
 from bloomops.execution.results import declared_results, described, recorded
 from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
@@ -165,10 +166,6 @@ LISTED_TEXT = 200
 @register.filter
 def clipped(value: str | None) -> str:
     return truncatechars(value or "", LISTED_TEXT)
-
-
-# What bloomops adds to a dispatch (actions/attempts.py) beside what the worker said of it.
-DISPATCH_OWN = frozenset({"dispatched_at", "lease_euid", "queue_key"})
 
 
 @register.filter
