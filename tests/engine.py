@@ -85,6 +85,13 @@ def envelope(euid: str) -> dict:
     return obj.envelope
 
 
+def uid(euid: str) -> int:
+    """The row id lineage helpers (tapdb.instances.children, parents) take."""
+    obj = load(euid=euid, tenant=_tenant())
+    assert obj is not None
+    return obj.uid
+
+
 def props(euid: str) -> dict:
     obj = load(euid=euid, tenant=_tenant())
     assert obj is not None

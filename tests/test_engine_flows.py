@@ -29,6 +29,7 @@ from tests.engine import (
     make_subject,
     props,
     register,
+    uid,
 )
 
 pytestmark = pytest.mark.django_db
@@ -178,13 +179,9 @@ def _sent_outside(svc, worker, queue_key: str) -> str:
     return subject
 
 
-def _superseded(record: str) -> list[tuple[str, str]]:
-    """The records ``record`` supersedes, by EUID, with the relationship's name."""
-    return [(r["euid"], r["rel"]) for r in fetch_all(
-        "SELECT c.euid, l.relationship_type AS rel FROM generic_instance_lineage l"
-        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
-        " JOIN generic_instance c ON c.uid = l.child_instance_uid"
-        " WHERE p.euid = %s AND l.relationship_type LIKE %s", [record, "%supersedes"])]
+def _superseded(record: str) -> list[str]:
+    """The records ``record`` supersedes."""
+    return [o.euid for o in children(uid(record), REL["record_supersedes"])]
 
 
 @pytest.mark.parametrize(("action", "done", "after"), [
@@ -216,17 +213,12 @@ def test_reconciling_work_under_way_outside_records_that_it_was_given_up(
         "WAITING_EXTERNAL", after, "q1")
     assert record["finished_at"] is not None
     assert props(sent)["status"] == "SUCCEEDED"  # the dispatch itself did succeed
-    assert _superseded(ended) == [(sent, "execution_record_supersedes")]
-    records = [r["euid"] for r in children_of_subject(subject)]
-    assert sorted(records) == sorted([sent, ended])
+    assert _superseded(ended) == [sent]
+    assert sorted(records_of(subject)) == sorted([sent, ended])
 
 
-def children_of_subject(subject: str) -> list[dict]:
-    return fetch_all(
-        "SELECT c.euid FROM generic_instance_lineage l"
-        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
-        " JOIN generic_instance c ON c.uid = l.child_instance_uid"
-        " WHERE p.euid = %s AND l.relationship_type = 'execution_subject_record'", [subject])
+def records_of(subject: str) -> list[str]:
+    return [o.euid for o in children(uid(subject), REL["subject_record"])]
 
 
 @pytest.mark.parametrize("action", ["place_execution_hold", "cancel_subject_execution"])
@@ -238,12 +230,12 @@ def test_work_another_writer_left_running_is_reconciled_on_the_record_too(tenant
     subject = make_subject("q1", state="RUNNING")
     act(action, actor("operator"), subject_euid=subject, expected_state="RUNNING",
         payload={"reason": "instrument stopped"})
-    (record,) = children_of_subject(subject)
-    assert props(record["euid"])["status"] == "CANCELED"
-    assert props(record["euid"])["error_message"].endswith(
+    (record,) = records_of(subject)
+    assert props(record)["status"] == "CANCELED"
+    assert props(record)["error_message"].endswith(
         "instrument stopped (work running elsewhere given up)")
-    assert envelope(subject)["last_execution_record_euid"] == record["euid"]
-    assert _superseded(record["euid"]) == []
+    assert envelope(subject)["last_execution_record_euid"] == record
+    assert _superseded(record) == []
 
 
 def test_a_reconciliation_supersedes_only_a_record_that_sent_work_outside(tenant):
@@ -295,7 +287,7 @@ def test_holding_or_cancelling_work_not_under_way_writes_no_record(tenant):
         payload={"reason": "check"})
     act("cancel_subject_execution", op, subject_euid=canceled,
         expected_state="FAILED_RETRYABLE", payload={"reason": "withdrawn"})
-    assert children_of_subject(held) == children_of_subject(canceled) == []
+    assert records_of(held) == records_of(canceled) == []
 
 
 def test_an_external_retryable_failure_at_the_attempt_limit_fails_for_good(tenant):

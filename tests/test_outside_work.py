@@ -13,10 +13,22 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.objects import REL
 from bloomops.execution.stats.recorder import record
 from bloomops.tapdb.db import fetch_all
+from bloomops.tapdb.instances import children
 from tests.api_helpers import api_for, error_code
-from tests.engine import SERVICE, act, actor, claim, envelope, make_queue, make_subject, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    envelope,
+    make_queue,
+    make_subject,
+    register,
+    uid,
+)
 from tests.test_operator_controls import confirm_of
 from tests.web_support import EXTRACTION, QC, forms, signed_in
 
@@ -120,13 +132,8 @@ def test_an_operator_holds_work_that_will_not_come_back_from_the_workbench(outsi
                                                  "reason": "pipeline lost the run"})
     assert any(str(m).startswith("Held 1") for m in get_messages(response.wsgi_request))
     assert envelope(outside["first"])["state"] == "HELD"
-    statuses = [r["status"] for r in fetch_all(
-        "SELECT x.json_addl->'properties'->>'status' AS status,"
-        " x.json_addl->'properties'->>'error_message' AS why FROM generic_instance_lineage l"
-        " JOIN generic_instance p ON p.uid = l.parent_instance_uid"
-        " JOIN generic_instance x ON x.uid = l.child_instance_uid WHERE p.euid = %s"
-        " AND l.relationship_type = 'execution_subject_record' ORDER BY x.uid",
-        [outside["first"]])]
+    statuses = [o.json_addl["properties"]["status"]
+                for o in children(uid(outside["first"]), REL["subject_record"])]
     assert statuses == ["SUCCEEDED", "CANCELED"]  # the dispatch, then the run given up
     assert outside["first"] not in {r["subject_euid"] for r in selectors.outside_work()}
 
