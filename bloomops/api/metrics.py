@@ -90,6 +90,17 @@ class QueueCollector:
                                  labels=["tenant"])
         live.add_metric([tenant], float(stats.source == snapshot.LIVE))
         yield live
+        # in no queue's figures (RULES.md#reconciliation): what an alert on lost runs reads
+        for name, doc, value in (
+                ("outside_waiting_count", "Subjects whose work is under way outside (sent to"
+                 " an instrument or pipeline, or RUNNING elsewhere).",
+                 ov.outside.total if ov.outside else 0),
+                ("outside_overdue_count", "Of those, the ones waiting longer than the queue"
+                 " that sent them out expects (its outside_overdue_seconds).",
+                 ov.outside.overdue if ov.outside else 0)):
+            fam = GaugeMetricFamily(name, doc, labels=["tenant"])
+            fam.add_metric([tenant], float(value))
+            yield fam
         for name, (doc, get) in GAUGES.items():
             fam = GaugeMetricFamily(name, doc, labels=labels)
             for s in sums:

@@ -16,6 +16,8 @@ from bloomops.execution import selectors
 
 class OutsideQuery(Schema):
     queue_key: str | None = query_text(description="Only work this queue sent out.")
+    overdue: query_integer(0, 0, 1, description=(  # type: ignore[valid-type]
+        "1: only work waiting longer than its queue's outside_overdue_seconds."))
     limit: query_integer(200, 1, 1000)  # type: ignore[valid-type]
 
 
@@ -32,6 +34,11 @@ class OutsideOut(Schema):
     dispatch: dict[str, Any] | None = Field(description=(
         "What the completion that sent it out said (`external`), with bloomops'"
         " dispatched_at, lease_euid and queue_key; null for RUNNING."))
+    overdue: bool = Field(description="Waiting longer than the sending queue's"
+                                      " outside_overdue_seconds.")
+    overdue_after_seconds: float | None = Field(description=(
+        "The sending queue's outside_overdue_seconds; null when it flags none (or for"
+        " RUNNING)."))
 
 
 def add_outside_route(router: Router, responses: dict) -> None:
@@ -42,5 +49,7 @@ def add_outside_route(router: Router, responses: dict) -> None:
             "subject_euid": r["subject_euid"], "subject_name": r["subject_name"],
             "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
             "queue_key": r["queue_key"], "waiting_since": r["since"],
-            "dispatch": r["dispatch"],
-        } for r in selectors.outside_work(queue_key=query.queue_key, limit=query.limit)]
+                "dispatch": r["dispatch"], "overdue": r["overdue"],
+            "overdue_after_seconds": r["overdue_after"],
+        } for r in selectors.outside_work(queue_key=query.queue_key, limit=query.limit,
+                                          overdue_only=bool(query.overdue))]

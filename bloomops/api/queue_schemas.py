@@ -107,6 +107,8 @@ class QueueSettingsIn(ActionEnvelope):
     straggler_threshold_seconds: _ranged(  # type: ignore[valid-type]
         "straggler_threshold_seconds") = omittable(
         description=HELP["straggler_threshold_seconds"])
+    outside_overdue_seconds: _ranged(  # type: ignore[valid-type]
+        "outside_overdue_seconds") = omittable(description=HELP["outside_overdue_seconds"])
     eligible_states: list[Literal[ELIGIBLE_STATES]] = omittable(  # type: ignore[valid-type]
         min_length=1, description=HELP["eligible_states"])
     required_worker_capabilities: KeyList | None = None

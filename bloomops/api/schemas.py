@@ -48,8 +48,10 @@ def _digits(value: Any) -> Any:
     return value
 
 
-def query_integer(default: int, minimum: int, maximum: int) -> Any:
-    return Annotated[int, Field(default, ge=minimum, le=maximum), BeforeValidator(_digits)]
+def query_integer(default: int, minimum: int, maximum: int,
+                  description: str | None = None) -> Any:
+    return Annotated[int, Field(default, ge=minimum, le=maximum, description=description),
+                     BeforeValidator(_digits)]
 
 
 def query_text(max_length: int = ID_MAX, description: str | None = None) -> Any:

@@ -34,6 +34,7 @@ MUTABLE_FIELDS = (
     "assay_scope", "output_template_codes", "lease_ttl_seconds", "max_attempts_default",
     "retry_policy", "straggler_threshold_seconds", "default_next_queue_key",
     "default_next_action_key", "diagnostics_enabled", "next_queue_keys", "result_fields",
+    "outside_overdue_seconds",
 )
 # Who owns a queue: bloomops changes only queues it created (another system, e.g. Bloom on a
 # shared database, owns and rewrites its own queue keys).
@@ -54,6 +55,8 @@ RANGES = {
     "lease_ttl_seconds": (30, 86400),
     "max_attempts_default": (1, 100),
     "straggler_threshold_seconds": (60, 30 * 86400),
+    # 0: work sent outside is never flagged (another writer's queue names none either)
+    "outside_overdue_seconds": (0, 30 * 86400),
 }
 RETRY_FIELDS = ("mode", "initial_delay_seconds", "backoff_factor", "max_delay_seconds",
                 "jitter_ratio")
@@ -86,6 +89,9 @@ HELP = {
     "max_attempts_default": "Attempts before a retryable failure becomes terminal (1 to 100).",
     "retry_policy": "Backoff after a retryable failure: initial delay, factor, cap, jitter.",
     "straggler_threshold_seconds": "Flag the queue when its oldest item waits longer.",
+    "outside_overdue_seconds": "Flag work this queue's step sent outside (to an instrument or"
+                               " a pipeline) as overdue when its result has not come back"
+                               " after this long (0: never).",
     "default_next_queue_key": "The flow's next queue: the bench offers it first and the"
                               " built-in workers send completed work there. A completion"
                               " through the API goes where it names; naming none finishes"

@@ -40,11 +40,13 @@ class Coverage:
 @dataclass
 class OutsideWaiting:
     """Work waiting on outside results (RULES.md#reconciliation), in no queue's figures: how
-    many, and since when and from which queue the longest has waited."""
+    many, and since when and from which queue the longest has waited; how many of them are
+    overdue (past their sending queue's outside_overdue_seconds)."""
 
     total: int
     since: str | None
     queue_key: str | None
+    overdue: int = 0
 
 
 @dataclass
@@ -113,8 +115,8 @@ def overview(*, now: datetime | None = None, tenant: str | None = None) -> Overv
     longest = outside_work(limit=1, counted=True, tenant=tenant)
     return Overview(now=moment, summaries=summaries, workers=rows, serving=serving,
                     coverage=coverage, outside=OutsideWaiting(
-                        int(longest[0]["total"]), longest[0]["since"], longest[0]["queue_key"])
-                    if longest else None)
+                        int(longest[0]["total"]), longest[0]["since"], longest[0]["queue_key"],
+                        int(longest[0]["overdue_total"])) if longest else None)
 
 
 def queue_coverage(*configs: dict, now: datetime | None = None,

@@ -16,6 +16,8 @@ from bloomops.execution.selectors.base import (
 from bloomops.execution.sql import (
     ENV,
     OUTSIDE_WORK,
+    QP,
+    QUEUES,
     SUBJECT_REVISION,
     hold_active,
     utc,
@@ -113,30 +115,59 @@ _DISPATCH = "s.json_addl->'properties'->'external_dispatch'"
 _WAITING = f"({ENV}->>'state') = 'WAITING_EXTERNAL' AND jsonb_typeof({_DISPATCH}) = 'object'"
 
 
+# How long the queue that sent work out expects its result to take (its
+# outside_overdue_seconds: a positive number; anything else another writer stored, never).
+_OVERDUE_AFTER = (f"CASE WHEN jsonb_typeof({QP}->'outside_overdue_seconds') = 'number'"
+                  f" AND ({QP}->>'outside_overdue_seconds')::numeric > 0"
+                  f" THEN ({QP}->>'outside_overdue_seconds')::numeric END")
+
+
 def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
-                 text: str | None = None, limit: int = 500,
+                 text: str | None = None, subject_euid: str | None = None,
+                 overdue_only: bool = False, limit: int = 500,
                  counted: bool = False) -> list[dict[str, Any]]:
     """Subjects whose work is under way outside (RULES.md#reconciliation), the longest
     waiting first: the queue that sent each out, since when (its dispatch's instant, else the
-    row's last change: another writer's RUNNING says no more) and what the dispatch said (a
-    run id). What QA reconciles when a result does not come back. One query."""
+    row's last change: another writer's RUNNING says no more), what the dispatch said (a
+    run id), and whether it is overdue (waiting longer than the sending queue's
+    ``outside_overdue_seconds``; only work sent out by a dispatch is). What QA reconciles
+    when a result does not come back. With ``counted``, each row also carries
+    ``overdue_total``. One query."""
     return fetch_all(
         f"""
-        SELECT w.*, {total_column(counted)} AS total FROM (
-            SELECT s.euid AS subject_euid, s.name AS subject_name,
-                   {ENV}->>'state' AS subject_state, {SUBJECT_REVISION} AS subject_revision,
-                   CASE WHEN {_WAITING} THEN {_DISPATCH} END AS dispatch,
-                   coalesce(CASE WHEN {_WAITING} THEN {_DISPATCH}->>'queue_key' END,
-                            {ENV}->>'next_queue_key') AS queue_key,
-                   coalesce(CASE WHEN {_WAITING}
-                                 THEN {utc(f"{_DISPATCH}->>'dispatched_at'")} END,
-                            {utc_text("s.modified_dt")}) AS since
-            FROM generic_instance s
-            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {OUTSIDE_WORK}
+        SELECT w.*, {total_column(counted)} AS total,
+               {"count(*) FILTER (WHERE w.overdue) OVER ()" if counted else "NULL::bigint"}
+                   AS overdue_total
+        FROM (
+            -- as a number a page can show (another writer may have stored any size)
+            SELECT o.*, (CASE WHEN t.overdue_after > 1e9 THEN 1e9 ELSE t.overdue_after END
+                   )::float8 AS overdue_after,
+                   coalesce(extract(epoch FROM %(now)s::timestamptz - o.since::timestamptz)
+                            >= t.overdue_after, false) AS overdue
+            FROM (
+                SELECT s.euid AS subject_euid, s.name AS subject_name,
+                       {ENV}->>'state' AS subject_state, {SUBJECT_REVISION} AS subject_revision,
+                       CASE WHEN {_WAITING} THEN {_DISPATCH} END AS dispatch,
+                       coalesce(CASE WHEN {_WAITING} THEN {_DISPATCH}->>'queue_key' END,
+                                {ENV}->>'next_queue_key') AS queue_key,
+                       coalesce(CASE WHEN {_WAITING}
+                                     THEN {utc(f"{_DISPATCH}->>'dispatched_at'")} END,
+                                {utc_text("s.modified_dt")}) AS since,
+                       ({_WAITING}) AS waiting
+                FROM generic_instance s
+                WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {OUTSIDE_WORK}
+                  AND (%(subject)s::text IS NULL OR s.euid = %(subject)s)
+            ) o
+            LEFT JOIN LATERAL (
+                SELECT CASE WHEN o.waiting THEN {_OVERDUE_AFTER} END AS overdue_after
+                FROM ({QUEUES}) q WHERE q.queue_key = o.queue_key LIMIT 1
+            ) t ON true
         ) w
         WHERE (%(queue_key)s::text IS NULL OR w.queue_key = %(queue_key)s)
+          AND (NOT %(overdue_only)s OR w.overdue)
           AND {text_found("w.subject_euid", "w.subject_name", "w.dispatch::text")}
         ORDER BY w.since, w.subject_euid LIMIT %(limit)s
         """,
-        read_params(None, tenant, queue_key=queue_key, text=text or None, limit=limit),
+        read_params(None, tenant, queue_key=queue_key, text=text or None, limit=limit,
+                    subject=subject_euid, overdue_only=overdue_only),
     )

@@ -124,7 +124,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     holds = [{**h, "gated": hold_gates(h["props"].get("hold_code"))}
              for h in selectors.active_holds(**shown)]
     retrying = selectors.failures(kind="retrying", **shown)
-    outside = selectors.outside_work(**shown)
+    overdue_only = request.GET.get("overdue") == "1"
+    outside = selectors.outside_work(overdue_only=overdue_only, **shown)
     requeue_gate = dead_letter_gate()
     # what is asked already, waiting for a second person (the waiting approvals only: the
     # decided ones pile up for years): requeues by subject, releases by hold
@@ -147,6 +148,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "names": hold_people(holds),
         "retrying": retrying,
         "outside": outside,
+        "overdue_only": overdue_only,
+        "overdue_total": outside[0]["overdue_total"] if outside else 0,
         "hold_codes": hold_codes(),
         "can": subject_states(),
         "queues": services.queues(request),

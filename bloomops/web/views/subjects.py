@@ -26,6 +26,7 @@ from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
+from bloomops.execution.states import OUTSIDE_STATES
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
 from bloomops.web.evidence_readable import readable
@@ -181,6 +182,10 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "gated": gated_controls(diag.uid) if is_operator(request) else {},
         "one_by_one": _releasable_one_by_one(request, diag),
         "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
+        # how long its outside work has waited and whether that is overdue: the workbench's
+        # read, so the two never disagree
+        "outside": next(iter(selectors.outside_work(subject_euid=diag.euid, limit=1)), None)
+        if diag.state in OUTSIDE_STATES else None,
     })
 
 
