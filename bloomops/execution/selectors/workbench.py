@@ -140,10 +140,10 @@ def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
                    AS overdue_total
         FROM (
             -- as a number a page can show (another writer may have stored any size)
-            SELECT o.*, (CASE WHEN t.overdue_after > 1e9 THEN 1e9 ELSE t.overdue_after END
-                   )::float8 AS overdue_after,
+            SELECT o.*, (CASE WHEN t.after > 1e9 THEN 1e9 ELSE t.after END)::float8
+                       AS overdue_after,
                    coalesce(extract(epoch FROM %(now)s::timestamptz - o.since::timestamptz)
-                            >= t.overdue_after, false) AS overdue
+                            >= t.after, false) AS overdue
             FROM (
                 SELECT s.euid AS subject_euid, s.name AS subject_name,
                        {ENV}->>'state' AS subject_state, {SUBJECT_REVISION} AS subject_revision,
@@ -158,10 +158,11 @@ def outside_work(*, tenant: str | None = None, queue_key: str | None = None,
                 WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {OUTSIDE_WORK}
                   AND (%(subject)s::text IS NULL OR s.euid = %(subject)s)
             ) o
-            LEFT JOIN LATERAL (
-                SELECT CASE WHEN o.waiting THEN {_OVERDUE_AFTER} END AS overdue_after
-                FROM ({QUEUES}) q WHERE q.queue_key = o.queue_key LIMIT 1
-            ) t ON true
+            -- the queues read once, whatever the number of items (a key is one live queue)
+            LEFT JOIN (
+                SELECT DISTINCT ON (q.queue_key) q.queue_key, {_OVERDUE_AFTER} AS after
+                FROM ({QUEUES}) q ORDER BY q.queue_key, q.uid
+            ) t ON o.waiting AND t.queue_key = o.queue_key
         ) w
         WHERE (%(queue_key)s::text IS NULL OR w.queue_key = %(queue_key)s)
           AND (NOT %(overdue_only)s OR w.overdue)
