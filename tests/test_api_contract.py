@@ -503,8 +503,12 @@ def test_workers_and_dead_letters_are_read_a_page_at_a_time(q1, apis):
     letters = {dead_lettered("dl"), dead_lettered("dl")}
     every = [d["subject_euid"] for d in svc.get("/dead-letter").json()]
     assert set(every) == letters  # newest first
-    assert [d["subject_euid"] for d in svc.get("/dead-letter", limit=1, offset=1).json()] \
-        == every[1:2]
+    page = svc.get("/dead-letter", limit=1, offset=1)
+    assert [d["subject_euid"] for d in page.json()] == every[1:2]
+    # a LIMS paging through them is told how many there are in all
+    assert page["X-Total-Count"] == "2"
+    assert svc.get("/dead-letter", queue_key="none")["X-Total-Count"] == "0"
+    assert "X-Total-Count" not in svc.get("/dead-letter", offset=5)  # past the end: unknown
     assert svc.get("/dead-letter", limit=0).status_code == 400
 
 

@@ -149,8 +149,11 @@ def test_the_api_says_which_outside_work_is_overdue(overdue, users):
             listed[overdue["first"]]["overdue_after_seconds"]) == (True, NINETY_MINUTES)
     assert (listed[overdue["second"]]["overdue"],
             listed[overdue["second"]]["overdue_after_seconds"]) == (False, None)
-    only = api.get("/outside-work", overdue="1").json()
-    assert [w["subject_euid"] for w in only] == [overdue["first"]]
+    only = api.get("/outside-work", overdue="1")
+    assert [w["subject_euid"] for w in only.json()] == [overdue["first"]]
+    # how many in all, beyond the page asked for
+    assert only["X-Total-Count"] == "1"
+    assert api.get("/outside-work", limit="2")["X-Total-Count"] == "4"
 
 
 @pytest.mark.parametrize("value", ["2", "-1", "yes", ""])

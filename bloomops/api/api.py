@@ -321,11 +321,12 @@ def list_leases(request, filters: Query[S.LeaseFilters]):
 
 @router.get("/dead-letter", response={200: list[S.DeadLetterOut], **READ_ERRORS},
             summary="Dead letters (OPEN by default; resolution=ALL for every one)")
-def list_dead_letters(request, filters: Query[S.DeadLetterFilters]):
+def list_dead_letters(request, response: HttpResponse, filters: Query[S.DeadLetterFilters]):
     resolution = filters.resolution
     rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,
                                   queue_key=filters.queue_key, limit=filters.limit,
-                                  offset=filters.offset)
+                                  offset=filters.offset, counted=True)
+    S.say_total(response, rows, filters.offset)
     return [{
         "dead_letter_euid": r["euid"], "subject_euid": r["subject_euid"],
         "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],

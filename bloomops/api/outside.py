@@ -7,10 +7,11 @@ hold and cancel actions (each takes the listed state and revision as its expecta
 
 from typing import Any
 
+from django.http import HttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from bloomops.api.schemas import query_integer, query_text
+from bloomops.api.schemas import query_integer, query_text, say_total
 from bloomops.execution import selectors
 
 
@@ -44,12 +45,14 @@ class OutsideOut(Schema):
 def add_outside_route(router: Router, responses: dict) -> None:
     @router.get("/outside-work", response={200: list[OutsideOut], **responses},
                 summary="Work waiting on outside results, the longest waiting first")
-    def outside_work(request, query: Query[OutsideQuery]):
+    def outside_work(request, response: HttpResponse, query: Query[OutsideQuery]):
+        rows = selectors.outside_work(queue_key=query.queue_key, limit=query.limit,
+                                      overdue_only=bool(query.overdue), counted=True)
+        say_total(response, rows)
         return [{
             "subject_euid": r["subject_euid"], "subject_name": r["subject_name"],
             "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
             "queue_key": r["queue_key"], "waiting_since": r["since"],
-                "dispatch": r["dispatch"], "overdue": r["overdue"],
+            "dispatch": r["dispatch"], "overdue": r["overdue"],
             "overdue_after_seconds": r["overdue_after"],
-        } for r in selectors.outside_work(queue_key=query.queue_key, limit=query.limit,
-                                          overdue_only=bool(query.overdue))]
+        } for r in rows]

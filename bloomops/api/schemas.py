@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from bloomops.api.action_schemas import BIGINT_MAX, ID_MAX, NON_BLANK
+from bloomops.execution import selectors
 from bloomops.execution.states import DeadLetterResolution, LeaseStatus
 
 LeaseStatusName = Literal[tuple(s.value for s in LeaseStatus)]  # type: ignore[valid-type]
@@ -52,6 +53,17 @@ def query_integer(default: int, minimum: int, maximum: int,
                   description: str | None = None) -> Any:
     return Annotated[int, Field(default, ge=minimum, le=maximum, description=description),
                      BeforeValidator(_digits)]
+
+
+# How many a list's filters match in all, beyond its page (limit, offset).
+TOTAL_HEADER = "X-Total-Count"
+
+
+def say_total(response: Any, rows: list[dict[str, Any]], offset: int = 0) -> None:
+    """``TOTAL_HEADER`` from a counted read's rows (``selectors.total_of``); a page past the
+    end has no row to carry it, and then says none rather than a wrong 0."""
+    if rows or not offset:
+        response[TOTAL_HEADER] = str(selectors.total_of(rows))
 
 
 def query_text(max_length: int = ID_MAX, description: str | None = None) -> Any:
