@@ -308,7 +308,11 @@ def test_a_query_no_database_can_hold_is_a_400_on_every_page(client, lab, query)
     for path in ("/failures/", "/", "/queues/q1/", "/workbench/"):
         response = client.get(f"{path}?{query}")
         assert response.status_code == 400, path
-        assert response.content.decode().startswith("Bad request: Query parameter")
+        # a page a person reads, saying what was wrong and the way back (it was plain text)
+        page = response.content.decode()
+        assert response["Content-Type"].startswith("text/html")
+        assert "Bad request: Query parameter" in page.split('id="bad-request">')[1]
+        assert "Nothing was looked up or changed" in page and 'href="/"' in page
 
 
 def test_a_requeue_that_needs_a_second_person_is_said_before_the_reason(client, lab, failing):

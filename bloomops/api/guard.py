@@ -4,7 +4,7 @@ Every refusal here is a 4xx with the API's error body and happens before a view 
 writes nothing. Four parts:
 
 - ``ApiGuardMiddleware`` (under ``/api/``; on the console's pages only the query check, as a
-  plain 400): a body over ``MAX_BODY_BYTES`` is 413 before
+  400 page): a body over ``MAX_BODY_BYTES`` is 413 before
   it is read; a NUL character in the path or a query parameter is 400 (PostgreSQL cannot hold
   NUL in text, so it would otherwise fail deep in a query); an error answer Django or
   django-ninja gives as HTML or plain text (unknown path 404, wrong method 405) becomes JSON.
@@ -32,6 +32,7 @@ from django.http import (
     JsonResponse,
     UnreadablePostError,
 )
+from django.template.loader import render_to_string
 from ninja.parser import Parser
 
 from bloomops.execution.errors import HTTP_STATUS, PLAIN
@@ -247,8 +248,9 @@ def _as_json(response: HttpResponse, path: str) -> HttpResponse:
 
 class ApiGuardMiddleware:
     """The checks above for every request under ``/api/``. Elsewhere (the console's pages)
-    a path or query parameter no query can hold (NUL, a lone surrogate) is a plain 400 too,
-    before any view passes it to the database; everything else passes untouched."""
+    a path or query parameter no query can hold (NUL, a lone surrogate) is a 400 too (a page,
+    ``400.html``), before any view passes it to the database; everything else passes
+    untouched."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -257,8 +259,9 @@ class ApiGuardMiddleware:
         if not request.path.startswith(API_PREFIX):
             refused = _query_problem(request)
             if refused is not None:
-                return HttpResponseBadRequest(f"Bad request: {refused.message}",
-                                              content_type="text/plain; charset=utf-8")
+                # a page a person can read, rendered without the session (not read yet)
+                return HttpResponseBadRequest(render_to_string(
+                    "400.html", {"message": f"Bad request: {refused.message}"}))
             return self.get_response(request)
         refused = (_document_method(request) or _body_problem(request)
                    or _query_problem(request) or _repeated_parameter(request)
