@@ -81,7 +81,7 @@ def overflow(page) -> int:
 @pytest.fixture
 def bench(site):
     """A scientist holding one item (My work has its controls), more waiting in q1, one on
-    hold; the subject page's EUID."""
+    hold; the subject page's EUID, and one with lineage (held)."""
     ready = make_subject("q1", name="Specimen waiting", priority=205,
                          due_at="2099-01-01T10:00:00.000000Z")
     make_subject("q1", name="Specimen also waiting")
@@ -104,7 +104,7 @@ def bench(site):
     decide(person("qa-decider", "operator", full_name="Maximiliana Featherstonehaugh"),
            request_release(qa, decided, other)["approval_euid"], "REJECTED",
            reason="the rerun trace is missing from the record")
-    return {"site": site, "subject": ready}
+    return {"site": site, "subject": ready, "held": gated}
 
 
 def claim_one(page, site: str) -> None:
@@ -161,6 +161,21 @@ def test_a_decided_approval_reads_whole_on_a_phone(browser, bench):
         box = cells.nth(i).bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
     expect(page.locator("#approvals-recent")).to_contain_text("Maximiliana Featherstonehaugh")
+    page.context.close()
+
+
+def test_a_subjects_lineage_and_bundles_read_whole_on_a_phone(browser, bench):
+    """At 375 px the subject page's lineage table scrolled inside itself: the objects an item
+    is linked to, and when, sat past the edge."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 375)
+    page.goto(f"{site}/subjects/{bench['held']}/")
+    cells = page.locator("section[aria-labelledby=h-lineage] td")
+    assert cells.count() >= 5
+    for i in range(cells.count()):
+        box = cells.nth(i).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+    expect(cells.first).to_have_attribute("data-label", "Direction")  # said before it
     page.context.close()
 
 
