@@ -175,3 +175,50 @@ def test_a_pipeline_result_that_comes_back_after_its_run_was_given_up_is_refused
         f"requeued by operator: pipeline node lost, run again (outside run {given_up[0]}"
         " given up)"]
     assert runtime.stats.completed == 3  # two dispatches, the analysis QC
+
+
+def test_a_worker_without_a_handler_for_an_items_step_releases_it_and_stops(tenant, users):
+    """A lab's robot given the capability of a lab queue its handler module does not know
+    failed each item it claimed there as FAILED_TERMINAL ("No handler for action None"),
+    dead-lettering the lab's work one item after another. The item is not at fault: it is
+    released (no attempt counted) and the worker stops, saying what it lacks."""
+    from tests.engine import make_queue
+
+    make_queue("receipt", required_worker_capabilities=["lab.receipt"])
+    first = make_subject("receipt", name="tube 1")
+    second = make_subject("receipt", name="tube 2")
+    runtime = WorkerRuntime(DirectTransport("svc"), wetlab.Handlers(), worker_key="robot",
+                            capabilities=["lab.receipt"], poll_min=0.0)
+    runtime.run()  # stops by itself: no exit_when_idle, no max_items
+    assert runtime.unhandled == "no handler for action None of queue 'receipt'"
+    assert (runtime.stats.claimed, runtime.stats.released, runtime.stats.failed) == (1, 1, 0)
+    env = envelope(first)
+    assert (env["state"], env["attempt_count"]) == ("READY", 0)
+    assert selectors.dead_letters() == []
+    assert history(second)["records"] == []  # it stopped at the first
+    (record,) = history(first)["records"]
+    assert record["props"]["status"] == "CANCELED"
+    assert record["props"]["error_message"] == (
+        "NO_HANDLER: worker robot has no handler for action None of queue 'receipt'")
+    (worker,) = selectors.workers()
+    assert worker.props["status"] == "OFFLINE"  # signed off: nobody counts on it
+
+
+def test_run_worker_without_a_handler_exits_4_saying_what_to_mend(tenant, users, capsys):
+    """A supervisor restarts a worker that exits; one that lacks a handler would only claim
+    and release again, so it exits 4 (docs/DEPLOY.md: RestartPreventExitStatus=3 4)."""
+    from django.core.management import call_command
+
+    from bloomops.worker.management.commands.run_worker import EXIT_NO_HANDLER
+    from tests.engine import make_queue
+
+    make_queue("receipt", required_worker_capabilities=["lab.receipt"])
+    make_subject("receipt", name="tube 1")
+    with pytest.raises(SystemExit) as stopped:
+        call_command("run_worker", "--worker-key", "robot", "--user", "svc",
+                     "--capabilities", "lab.receipt", "--handlers",
+                     "bloomops.worker.handlers.wetlab", "--poll-max", "0.01")
+    assert stopped.value.code == EXIT_NO_HANDLER == 4
+    said = capsys.readouterr().err
+    assert "no handler for action None of queue 'receipt'" in said
+    assert "was released, not failed" in said and "bloomops.worker.handlers.wetlab" in said

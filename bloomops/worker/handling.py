@@ -146,6 +146,20 @@ class HandlerSet:
         return False
 
 
+@dataclass
+class Stats:
+    """What a worker's run did, counted (run_worker prints it when the worker stops)."""
+
+    claimed: int = 0
+    completed: int = 0
+    failed: int = 0
+    released: int = 0
+    lost: int = 0
+    idle_polls: int = 0
+    faults: int = 0
+    recovered_leases: int = 0
+
+
 def unexpected_failure(exc: BaseException) -> HandlerError:
     """A handler bug (or an item it could not read) fails the item as TRANSIENT_SYSTEM with
     the exception's class and text, so the retry policy decides and operators see why."""

@@ -25,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bloomops.execution.errors import ActionError
@@ -44,7 +43,7 @@ from bloomops.worker.handling import (
     Interrupted,
     Job,
     Outcome,
-    TerminalError,
+    Stats,
     unexpected_failure,
 )
 from bloomops.worker.renewal import LEASE_GONE, keep_alive
@@ -57,18 +56,6 @@ log = logging.getLogger("bloomops.worker")
 POLL_MIN_SECONDS = 0.1
 POLL_MAX_SECONDS = 5.0
 HEARTBEAT_CAP_SECONDS = 30.0
-
-
-@dataclass
-class Stats:
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    released: int = 0
-    lost: int = 0
-    idle_polls: int = 0
-    faults: int = 0
-    recovered_leases: int = 0
 
 
 def process_identity() -> str:
@@ -116,6 +103,8 @@ class WorkerRuntime:
         self._last_heartbeat = 0.0
         self._hb_lock = threading.Lock()
         self._job_stop: threading.Event | None = None
+        # what stopped it, when it claimed an item whose step it has no handler for
+        self.unhandled: str | None = None
 
     # ---------------------------------------------------------------- plumbing
 
@@ -297,7 +286,11 @@ class WorkerRuntime:
                             claim["subject_euid"], faults.describe(exc))
                 failure = unexpected_failure(exc.cause if isinstance(exc, Fault) else exc)
         else:
-            outcome, failure, interrupted = self._run_handler(job)
+            handler = self.handlers.handler_for(job.action_key)
+            if handler is None:
+                self._unhandled(job, common)
+                return
+            outcome, failure, interrupted = self._run_handler(job, handler)
             if job.lost.is_set():
                 # someone else may own the item now: its result would only be refused
                 self.stats.lost += 1
@@ -336,7 +329,21 @@ class WorkerRuntime:
                 "error_message": failure.said()}) is not None:
             self.stats.failed += 1
 
-    def _run_handler(self, job: Job) -> tuple[Outcome | None, HandlerError | None, bool]:
+    def _unhandled(self, job: Job, common: dict) -> None:
+        """An item whose step this worker has no handler for (its capabilities take a queue
+        its handlers do not): not the item's fault (failing it dead-lettered a lab's every
+        item), so its lease is released, no attempt counted, and the worker stops for an
+        admin to mend it (run_worker exits 4)."""
+        self.unhandled = f"no handler for action {job.action_key!r} of queue {job.queue_key!r}"
+        self._report_or_drop("release_queue_lease", common, {
+            "reason": f"NO_HANDLER: worker {self.worker_key} has {self.unhandled}"})
+        self.stats.released += 1
+        log.error("worker %s: %s (%s released, not failed); stopping", self.worker_key,
+                  self.unhandled, job.subject_euid)
+        self.request_stop()
+
+    def _run_handler(self, job: Job, handler: Callable[[Job], Outcome]
+                     ) -> tuple[Outcome | None, HandlerError | None, bool]:
         """Runs the handler while the lease is renewed: (outcome, failure, interrupted)."""
         try:
             ttl = float(job.queue_config.get("lease_ttl_seconds") or DEFAULT_LEASE_TTL_SECONDS)
@@ -347,10 +354,6 @@ class WorkerRuntime:
                                    name=f"renew-{job.lease_euid}", daemon=True)
         renewer.start()
         try:
-            handler = self.handlers.handler_for(job.action_key)
-            if handler is None:
-                return None, TerminalError(f"No handler for action {job.action_key!r}.",
-                                           error_class=RetryClass.PERMANENT_STATE), False
             outcome = handler(job)
             if not isinstance(outcome, Outcome):
                 raise TypeError(f"the handler returned {type(outcome).__name__}, not an Outcome")

@@ -19,6 +19,9 @@ from bloomops.worker.transport import DirectTransport, HttpTransport
 # The exit status of a worker an admin disabled or retired: a supervisor must not start it
 # again until it is enabled (systemd: RestartPreventExitStatus=3; docs/DEPLOY.md).
 EXIT_STOPPED_BY_ADMIN = 3
+# A worker that claimed an item whose step it has no handler for stops (the item released,
+# not failed): starting it again would only claim and release again until it is mended.
+EXIT_NO_HANDLER = 4
 
 
 def _list(value: str | None) -> list[str] | None:
@@ -93,6 +96,12 @@ class Command(BaseCommand):
             # that repeats): nothing waiting would cure. A supervisor may start it again.
             raise CommandError(f"worker {o['worker_key']} could not register: {exc}") from None
         self.stdout.write(f"worker {o['worker_key']} stopped: {stats}")
+        if runtime.unhandled:
+            self.stderr.write(f"worker {o['worker_key']} stopped: {runtime.unhandled} (the item"
+                              " was released, not failed). Give its handlers"
+                              f" ({o['handlers']}) that action, or it capabilities that leave"
+                              " the queue to another worker, then start it again.")
+            sys.exit(EXIT_NO_HANDLER)
         if runtime.stopped_by_admin:
             self.stderr.write(f"worker {o['worker_key']} is {runtime.status} by an admin: not"
                               " starting again until it is enabled.")
