@@ -169,6 +169,38 @@ subject_template_codes = ["content/material/specimen/1.0"]
     assert counts() == before
 
 
+def test_misspelt_keys_of_the_file_and_every_value_are_said_in_the_same_run(tenant, tmp_path):
+    """A misspelt reason or a [[queues]] table was dropped without a word (the queues it held
+    never made); a misspelt field hid the file's bad values until the next run."""
+    path = tmp_path / "typos.toml"
+    path.write_text("""
+reasn = "our lab v1"
+
+[[queue]]
+queue_key = "dna_qc"
+subject_template_codes = ["content/material/specimen/1.0"]
+result_field = []
+[queue.retry_policy]
+backof_factor = 2.0
+
+[[queue]]
+queue_key = "dna_extraction"
+
+[[queues]]
+queue_key = "never_made"
+subject_template_codes = ["content/material/specimen/1.0"]
+""")
+    before = counts()
+    with pytest.raises(CommandError) as err:
+        run(path)
+    said = str(err.value)
+    for words in ("unknown key 'reasn'", "unknown table 'queues'",
+                  "queue #1: unknown fields ['result_field']", "backof_factor",
+                  "queue #2 (dna_extraction): subject_template_codes is required"):
+        assert words in said, said
+    assert counts() == before
+
+
 def test_short_template_names_and_a_next_queue_nobody_made(tenant, tmp_path):
     """The intake took "specimen"; apply_queues and the settings refused it. A next queue
     that exists nowhere was taken without a word, and the flow then went nowhere."""

@@ -28,6 +28,10 @@ FILE_FIELDS = ("queue_key", "subject_template_codes", *MUTABLE_FIELDS, "enabled"
                "disabled_reason")
 
 
+# What a file holds besides its queues.
+FILE_KEYS = ("queue", "reason")
+
+
 class QueueFileError(ValueError):
     """The file cannot be read as queue definitions (says where)."""
 
@@ -65,17 +69,23 @@ class Plan:
         return out + [f"{'warning':<17} {w}" for w in self.warnings]
 
 
-def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
-    """The queue definitions of a file (``[[queue]]`` tables) and its ``reason``."""
+def read_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """The queue definitions of a file (``[[queue]]`` tables), its ``reason`` and what is
+    wrong with the file itself (keys of its own, each queue's unknown fields, a key defined
+    twice), said with the values the engine refuses by ``plan``: a misspelt field hid the
+    file's bad values until the next run. No database."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise QueueFileError(f"{path}: {exc}") from None
+    problems = [f"unknown {'table' if isinstance(data[k], list | dict) else 'key'} {k!r}"
+                " (a file holds [[queue]] tables and a reason)." for k in sorted(data)
+                if k not in FILE_KEYS]
     specs = data.get("queue")
-    if not isinstance(specs, list) or not specs:
-        raise QueueFileError(f"{path}: no [[queue]] tables.")
+    if not isinstance(specs, list) or not specs or not all(isinstance(s, dict) for s in specs):
+        raise QueueFileError("\n".join(f"{path}: {p}" for p in [
+            *problems, "no [[queue]] tables."]))
     seen: set[str] = set()
-    problems = []
     for i, spec in enumerate(specs, 1):
         unknown = sorted(set(spec) - set(FILE_FIELDS))
         if unknown:
@@ -84,10 +94,18 @@ def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
         if key in seen:
             problems.append(f"queue {key!r} is defined twice.")
         seen.add(key)
-    if problems:
-        raise QueueFileError("\n".join(f"{path}: {p}" for p in problems))
+    if not isinstance(data.get("reason", ""), str):
+        problems.append("reason must be text.")
     # Every configuration change says why: the file's reason, else which file it came from.
     reason = str(data.get("reason") or "").strip() or f"apply_queues {Path(path).name}"
+    return specs, reason, [f"{path}: {p}" for p in problems]
+
+
+def load_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
+    """``read_queue_file``, refusing a file with problems of its own."""
+    specs, reason, problems = read_queue_file(path)
+    if problems:
+        raise QueueFileError("\n".join(problems))
     return specs, reason
 
 
@@ -112,12 +130,15 @@ def _short(changes: dict[str, list[Any]]) -> str:
     return "; ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in changes.items())
 
 
-def plan(specs: list[dict[str, Any]], *, tenant: str | None = None) -> Plan:
-    """What applying ``specs`` would do, in order, without writing."""
+def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
+         file_problems: list[str] | None = None) -> Plan:
+    """What applying ``specs`` would do, in order, without writing; refused with every
+    problem of the file (``file_problems``, from ``read_queue_file``) and of its values."""
     result = Plan()
     current = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=tenant)}
-    results = [_checked(spec, number) for number, spec in enumerate(specs, 1)]
-    problems = [p for _, said in results for p in said]
+    results = [_checked({k: v for k, v in spec.items() if k in FILE_FIELDS}, number)
+               for number, spec in enumerate(specs, 1)]
+    problems = [*(file_problems or []), *(p for _, said in results for p in said)]
     if problems:
         raise QueueFileError("\n".join(problems))
     checked = [fields for fields, _ in results]

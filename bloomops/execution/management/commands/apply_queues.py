@@ -8,8 +8,8 @@ from bloomops.execution.queue_plan import (
     CONFIG_ACTOR,
     QueueFileError,
     apply,
-    load_queue_file,
     plan,
+    read_queue_file,
 )
 
 
@@ -30,8 +30,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            specs, reason = load_queue_file(options["file"])
-            result = plan(specs)
+            specs, reason, problems = read_queue_file(options["file"])
+            result = plan(specs, file_problems=problems)
         except QueueFileError as exc:
             raise CommandError(str(exc)) from None
         for line in result.lines():
