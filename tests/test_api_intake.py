@@ -218,3 +218,44 @@ def test_a_site_in_another_case_is_the_queue_s_site_over_the_api_too(apis):
     assert batch["items"][1]["error"]["code"] == "SUBJECT_OUT_OF_SCOPE"
     made = [one.json()["subject_euid"], batch["items"][0]["result"]["subject_euid"]]
     assert [props(euid)["site"] for euid in made] == ["sfo", "rtp"]
+
+
+def test_a_short_template_name_is_taken_as_the_intake_screen_takes_it(apis):
+    """The intake screen, the queue settings and apply_queues take "specimen"; the API's
+    register-subject and intake-batch refused it NOT_FOUND without saying the full code."""
+    api = apis["worker_service"]
+    one = api.act("register-subject", queue_key="q1", template_code="Specimen ",
+                  name="Short tube")
+    assert one.status_code == 200, one.content
+    assert one.json()["template_code"] == SPECIMEN
+    batch = api.post("/actions/intake-batch", {"items": [
+        _register(41, template_code="specimen", name="Short tube 2")]})
+    assert batch.json()["succeeded"] == 1, batch.content
+    pending = raw_sql_object(SPECIMEN, "from the LIMS", {})
+    routed = api.act("route-subject", subject_euid=pending, queue_key="q1",
+                     template_code="specimen")
+    assert routed.status_code == 200, routed.content
+    assert envelope(pending)["state"] == "READY"
+
+
+def test_a_short_template_name_two_templates_share_names_both(apis, request):
+    """Taken as the queue's own when one of its templates has that name; named in full
+    when its queue takes both."""
+    from bloomops.tapdb import templates
+    from tests.test_shared_templates import _foreign_template
+
+    _foreign_template("BX", "sample", "specimen", "content")
+    # the row rolls back with the test; the process's template cache must follow it
+    request.addfinalizer(templates.clear_cache)
+    api = apis["operator"]
+    own = api.act("register-subject", queue_key="q1", template_code="specimen", name="Mine")
+    assert own.json()["template_code"] == SPECIMEN, own.content
+    make_queue("both", subject_template_codes=[SPECIMEN, "content/sample/specimen/1.0"])
+    before = counts()
+    r = api.act("register-subject", queue_key="both", template_code="specimen",
+                name="Which tube")
+    assert r.status_code == 404 and error_code(r) == "NOT_FOUND", r.content
+    message = r.json()["error"]["message"]
+    assert "it could mean" in message and SPECIMEN in message, message
+    assert "content/sample/specimen/1.0" in message
+    assert counts() == before

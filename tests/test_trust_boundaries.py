@@ -11,9 +11,11 @@ import pytest
 from django.db import connection
 
 from bloomops.execution import clock, selectors
+from bloomops.execution.actions.steps import template_code_of
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.objects import load
 from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.tenancy import tenant_of
 from tests.api_helpers import Api
 from tests.engine import (
     SERVICE,
@@ -78,6 +80,17 @@ def test_a_step_creates_only_what_its_queue_declares(flow):
         svc, worker, lease, outputs=[{"template_code": "data/analysis/artifact/1.0",
                                       "name": "bam"}]))
     assert "q1" in err.message and EXTRACTED in err.message
+
+
+def test_a_step_names_its_output_template_as_its_queue_settings_do(flow):
+    """The queue settings took "extracted_sample" for its outputs; a completion naming its
+    output so was refused "unknown template"."""
+    svc = flow
+    subject, worker, lease = _claimed(svc)
+    done = _complete(svc, worker, lease, outputs=[{"template_code": "extracted_sample",
+                                                   "name": "Extract 1"}])
+    (made,) = done.result["output_euids"]
+    assert template_code_of(load(euid=made, tenant=tenant_of())) == EXTRACTED
 
 
 @pytest.mark.parametrize(("output", "words"), [

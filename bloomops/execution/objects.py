@@ -222,6 +222,13 @@ def full_template_code(value: str, preferred: list[str] | tuple[str, ...] = ()) 
     return value
 
 
+def template_words(value: str) -> str:
+    """What to say of a template code that names none: the full codes its short name could
+    mean, when several do."""
+    named = templates_named(value) if value and "/" not in value else []
+    return f" (it could mean {', '.join(named)}: write the one meant in full)" if named else ""
+
+
 def is_subject_kind(type_: str | None, subtype: str | None) -> bool:
     return type_ not in ENGINE_TYPES and f"{type_}/{subtype}" != WORKER
 

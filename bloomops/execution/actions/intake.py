@@ -37,7 +37,7 @@ from bloomops.execution.guards import (
     guard_subject,
     lock_subject,
 )
-from bloomops.execution.objects import is_engine_template
+from bloomops.execution.objects import full_template_code, is_engine_template, template_words
 from bloomops.execution.policy import as_scoped, is_terminal
 from bloomops.execution.states import parse_priority
 from bloomops.tapdb.templates import TemplateRef, all_templates
@@ -70,17 +70,32 @@ def _check_routing(payload: dict) -> None:
                               field=name) from None
 
 
-def _routing_queue(ctx: Context, template_code: str | None) -> dict:
-    """The target queue, refused when it does not exist, is disabled or does not take the
-    template: a subject routed there could never be seen."""
+def _target_queue(ctx: Context) -> dict:
+    """The target queue, refused when it does not exist or is disabled."""
     queue = queue_or_refuse(ctx, ctx.request.queue_key, routing=True)
     assert queue is not None
     config = queue["config"]
     if config.get("enabled") is False:
         raise ActionError("QUEUE_DISABLED", queue_key=queue["queue_key"],
                           disabled_reason=config.get("disabled_reason"))
+    return queue
+
+
+def _routing_queue(ctx: Context, template_code: str | None) -> dict:
+    """The target queue, refused when it does not exist, is disabled or does not take the
+    template: a subject routed there could never be seen."""
+    queue = _target_queue(ctx)
     refuse_unless_takes(queue, template_code)
     return queue
+
+
+def _template_asked(ctx: Context, queue: dict | None = None) -> str:
+    """The request's template code in full: a short name a person writes (``specimen``), as
+    the intake screen, the queue settings and apply_queues take it, first among the queue's
+    own templates."""
+    written = (ctx.payload.get("template_code") or "").strip()
+    return full_template_code(written, (queue or {}).get("config", {}).get(
+        "subject_template_codes") or [])
 
 
 def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
@@ -99,7 +114,7 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     subject = ctx.subject
     assert subject is not None and ctx.env is not None
     code = template_code_of(subject)
-    claimed = (ctx.payload.get("template_code") or "").strip()
+    claimed = _template_asked(ctx)
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"{subject.euid} is a {code or 'subject without a template'},"
@@ -122,12 +137,14 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
 def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
     """Whether a new subject of the request's template and properties may enter the queue:
     its queue, template and full properties (the template's defaults, then the given)."""
-    code = ctx.payload["template_code"].strip()
+    queue = _target_queue(ctx)
+    code = _template_asked(ctx, queue)
     ref: TemplateRef | None = all_templates().get(code)
     if ref is None or is_engine_template(ref):
-        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
-                          field="template_code", template_code=code[:200])
-    queue = _routing_queue(ctx, code)
+        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}"
+                          f"{template_words(code)}.", field="template_code",
+                          template_code=code[:200])
+    refuse_unless_takes(queue, code)
     given = ctx.payload.get("properties") or {}
     check_template_properties(ref, given, lambda message: ActionError(
         "VALIDATION_ERROR", f"properties: {message}", field="properties"))

@@ -16,10 +16,12 @@ from bloomops.execution.context import Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
     Obj,
+    full_template_code,
     is_engine_template,
     is_subject,
     load,
     repeated_names,
+    template_words,
 )
 from bloomops.execution.policy import as_scoped, takes_template
 from bloomops.execution.sql import SCOPE_FIELDS
@@ -35,6 +37,13 @@ OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
 # What a produced object's envelope may say; the engine builds the rest (RULES.md#outputs).
 OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priority", "due_at",
                            "ready_at")
+
+
+def output_template(spec: dict) -> Any:
+    """An output's template code in full (a short name a person writes, ``library``, as the
+    queue settings take it); anything else as given, for the check to refuse."""
+    code = spec.get("template_code")
+    return full_template_code(code.strip()) if isinstance(code, str) else code
 
 
 def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> ActionError:
@@ -149,10 +158,11 @@ def validate_outputs(payload: dict) -> None:
             text_field(spec, "name", required=True, max_len=NAME_MAX, line=True)
         except ActionError as err:
             raise _output_error(i, err.message) from None
-        code = spec.get("template_code")
+        code = output_template(spec)
         ref = templates.get(code) if isinstance(code, str) else None
         if ref is None:
-            raise _output_error(i, f"unknown template {str(code)[:100]!r}.")
+            raise _output_error(i, f"unknown template {str(code)[:100]!r}"
+                                f"{template_words(code) if isinstance(code, str) else ''}.")
         if is_engine_template(ref):
             raise _output_error(i, f"{code} objects are made only by the engine's own actions.",
                                 "OUTPUT_NOT_ALLOWED")
@@ -172,7 +182,7 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
     allowed = (queue or {}).get("config", {}).get("output_template_codes") or []
     created = []
     for i, spec in enumerate(outputs):
-        code = spec["template_code"]
+        code = output_template(spec)
         if code not in allowed:
             raise _output_error(i, f"queue {(queue or {}).get('queue_key')!r} declares no"
                                 f" {code} outputs (it declares: {', '.join(allowed) or 'none'}).",
