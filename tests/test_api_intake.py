@@ -259,3 +259,18 @@ def test_a_short_template_name_two_templates_share_names_both(apis, request):
     assert "it could mean" in message and SPECIMEN in message, message
     assert "content/sample/specimen/1.0" in message
     assert counts() == before
+
+
+def test_a_name_already_registered_is_taken_with_a_warning_over_the_api(apis):
+    """The intake screen warns of a name already registered and asks for a tick; the API
+    took S-101 a second and third time without a word, and a scan of S-101 then refused."""
+    api = apis["worker_service"]
+    first = api.act("register-subject", queue_key="q1", template_code=SPECIMEN, name="S-101")
+    assert "warnings" not in first.json()
+    again = api.act("register-subject", queue_key="q1", template_code=SPECIMEN, name="s-101 ")
+    assert again.status_code == 200, again.content
+    (said,) = again.json()["warnings"]
+    assert f"'s-101' is also the name of {first.json()['subject_euid']}" in said
+    batch = api.post("/actions/intake-batch", {"items": [_register(51, name="S-101")]})
+    (item,) = batch.json()["items"]
+    assert item["ok"] and "is also the name of" in item["result"]["warnings"][0], item

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
-from bloomops.execution import clock
+from bloomops.execution import clock, selectors
 from bloomops.execution.actions.base import Handler
 from bloomops.execution.actions.fields import (
     KEY_MAX,
@@ -212,10 +212,20 @@ class RegisterSubject(Handler):
         queue, code, props = _register_checks(ctx)
         env = _envelope(ctx, queue, 1)
         props["execution"] = env
-        subject = ctx.create(code, name=ctx.payload["name"].strip(), properties=props)
+        name = ctx.payload["name"].strip()
+        subject = ctx.create(code, name=name, properties=props)
         ctx.subject, ctx.target, ctx.env = subject, subject, env
         ctx.result.update(queue_key=queue["queue_key"], template_code=code,
                           envelope_created=True)
+        # allowed (another system's tubes may share names), but most often the same batch
+        # sent again: the caller is told, as the manifest's preview tells a person
+        others = [e for e in selectors.subjects_named([name], tenant=ctx.tenant).get(name, [])
+                  if e != subject.euid]
+        if others:
+            ctx.result["warnings"] = [
+                f"{name!r} is also the name of {', '.join(others[:3])}"
+                f"{' …' if len(others) > 3 else ''}: a scan of it asks which is meant; a"
+                " batch sent twice registers its tubes twice."]
 
 
 def preview(req: ActionRequest) -> dict[str, Any]:
