@@ -163,6 +163,13 @@ def test_tokens_given_and_revoked_from_a_shell_are_recorded_as_the_command_line(
     assert revoked.reason.startswith("manage.py revoke_api_token, run as")
     assert "“nightly” given" in given.after["api_token"]
     assert revoked.after["api_token"].endswith("revoked")
+    # the UI asks why; the command takes it too, kept with who ran it
+    call_command("create_api_token", "svc", "--reason", "the nightly LIMS sync")
+    capsys.readouterr()
+    call_command("revoke_api_token", "--user", "svc", "--reason", "sync retired")
+    given, revoked = ProfileChange.objects.filter(username="svc").order_by("id")[2:]
+    assert given.reason.startswith("the nightly LIMS sync (manage.py create_api_token, run as")
+    assert revoked.reason.startswith("sync retired (manage.py revoke_api_token, run as")
 
 
 def test_after_a_token_is_given_the_persons_form_still_saves_the_person(client, users):

@@ -300,12 +300,14 @@ def set_password(target_id: int, password: str, *, reason: str, admin_username: 
         return _password_given(target, by=admin_username, reason=reason, how="by an admin")
 
 
-def from_shell(command: str) -> str:
-    """Why a change made from a shell was made: the command and the OS user that ran it (as
-    Django names it; a uid with no passwd entry has no name)."""
+def from_shell(command: str, why: str = "") -> str:
+    """Why a change made from a shell was made: the reason given (``--reason``), with the
+    command and the OS user that ran it (as Django names it; a uid with no passwd entry has
+    no name)."""
     from django.contrib.auth.management import get_system_username
 
-    return f"manage.py {command}, run as {get_system_username() or 'an unknown OS user'}"
+    ran = f"manage.py {command}, run as {get_system_username() or 'an unknown OS user'}"
+    return f"{why.strip()} ({ran})" if why.strip() else ran
 
 
 def made_from_command_line(user) -> ProfileChange:

@@ -14,15 +14,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="a label to tell tokens apart")
+        parser.add_argument("--reason", default="", help="why, kept in the person's change"
+                            " history (with who ran the command)")
         parser.add_argument("--days", type=int, default=None,
                             help=f"days until the token expires, 1 to {MAX_DAYS} (default:"
                                  f" {settings.BLOOMOPS_API_TOKEN_DAYS})")
 
     def handle(self, *args, **options) -> None:
         try:
-            row, token = create_token(options["username"], name=options["name"],
-                                      days=options["days"], by=COMMAND_LINE,
-                                      reason=from_shell("create_api_token"))
+            row, token = create_token(
+                options["username"], name=options["name"], days=options["days"],
+                by=COMMAND_LINE, reason=from_shell("create_api_token", options["reason"]))
         except get_user_model().DoesNotExist:
             raise CommandError(f"No user {options['username']!r}.") from None
         except ProfileError as exc:

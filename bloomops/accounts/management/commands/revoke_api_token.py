@@ -13,11 +13,13 @@ class Command(BaseCommand):
         parser.add_argument("token_id", nargs="?", type=int)
         parser.add_argument("--prefix", default=None)
         parser.add_argument("--user", default=None)
+        parser.add_argument("--reason", default="", help="why, kept in the person's change"
+                            " history (with who ran the command)")
 
     def handle(self, *args, **options) -> None:
         if options["token_id"] is None and not options["prefix"] and not options["user"]:
             raise CommandError("Give a token id, --prefix or --user.")
         n = revoke(token_id=options["token_id"], prefix=options["prefix"],
                    username=options["user"], by=COMMAND_LINE,
-                   reason=from_shell("revoke_api_token"))
+                   reason=from_shell("revoke_api_token", options["reason"]))
         self.stdout.write(f"Revoked {n} token(s).")
