@@ -814,6 +814,13 @@ def test_an_address_that_is_no_page_is_the_consoles_own_404(client, lab):
     assert response.status_code == 404 and "<h1>Not found</h1>" in response.content.decode()
 
 
+def test_the_queues_address_is_the_dashboard(client, lab):
+    """/queues/ (a queue's page is /queues/q1/) answered 404: the list of queues is the
+    dashboard."""
+    response = signed_in(client, lab["operator"]).get("/queues/")
+    assert response.status_code == 302 and response["Location"] == "/"
+
+
 def test_qa_finds_every_hold_by_code_person_and_time_ended_ones_too(client, lab):
     """QA could not answer "every hold for SAMPLE_QUALITY" or "every item I held last week":
     the workbench listed active holds only, and its filter did not know who placed them."""

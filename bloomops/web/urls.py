@@ -1,9 +1,12 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from bloomops.web import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    # the queues are the dashboard: an address typed from a queue's own (/queues/q1/) lands there
+    path("queues/", RedirectView.as_view(pattern_name="dashboard")),
     path("queues/<str:queue_key>/", views.queue_detail, name="queue"),
     path("queues/<str:queue_key>/export.csv", views.queue_export, name="queue_export"),
     path("queues/<str:queue_key>/claim-next/", views.claim_next, name="claim_next"),
