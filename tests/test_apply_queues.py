@@ -251,3 +251,22 @@ def test_a_file_that_does_not_say_enabled_leaves_a_disabled_queue_disabled(tenan
     conf.write_text(FILE.replace("lease_ttl_seconds = 900",
                                  "lease_ttl_seconds = 1200\nenabled = true"))
     assert "set_queue_enabled extract: enabled" in check(conf)[1]
+
+
+def test_a_file_that_leaves_a_queue_to_nobody_is_warned_of_as_the_preview_does(tenant, conf):
+    """The settings preview warns when a change of capabilities leaves nobody able to serve
+    the queue; apply_queues planned "lab.qc" -> "lab.qcc" without a word."""
+    from tests.engine import SERVICE, actor, register
+
+    served = FILE.replace('lease_ttl_seconds = 900',
+                          'lease_ttl_seconds = 900\nrequired_worker_capabilities = ["lab.qc"]')
+    conf.write_text(served)
+    run(conf)
+    register(actor(*SERVICE), capabilities=["lab.qc"])
+    conf.write_text(served.replace('"lab.qc"', '"lab.qcc"'))
+    code, out = check(conf)
+    assert code == 1
+    assert "warning           extract: With these settings nobody can serve extract" in out
+    assert "(1 can now)" in out
+    conf.write_text(served.replace("lease_ttl_seconds = 900", "lease_ttl_seconds = 1000"))
+    assert "nobody can serve" not in check(conf)[1]  # what it asks of workers is unchanged

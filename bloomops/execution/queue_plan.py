@@ -13,6 +13,7 @@ from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.queue_fields import (
+    LIST_FIELDS,
     MANAGED_BY,
     MUTABLE_FIELDS,
     clean_new_queue,
@@ -177,6 +178,10 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
         elif changes:
             result.steps.append(Step("update_queue", key, {k: b for k, (_, b) in
                                                            changes.items()}, _short(changes)))
+            # as the settings preview says it (a typo "lab.qcc" left the queue to nobody)
+            if any(name in changes for name in LIST_FIELDS):
+                result.warnings += [f"{key}: {w}" for w in selectors.served_by_nobody(
+                    key, cfg, {k: b for k, (_, b) in changes.items()}, tenant=tenant)]
         if toggled:
             payload = {"enabled": enabled, "reason": reason if not enabled
                        else "enabled in the configuration file"}

@@ -43,7 +43,13 @@ from bloomops.execution.selectors.items import (
     scope_texts,
 )
 from bloomops.execution.selectors.lookup import engine_object
-from bloomops.execution.selectors.overview import Coverage, Overview, overview, queue_coverage
+from bloomops.execution.selectors.overview import (
+    Coverage,
+    Overview,
+    overview,
+    queue_coverage,
+    served_by_nobody,
+)
 from bloomops.execution.selectors.queue_config import QueueChange, queue_history
 from bloomops.execution.selectors.queues import (
     QueueSummary,
@@ -87,7 +93,7 @@ from bloomops.execution.selectors.workers import (
 
 __all__ = [
     "total_of",
-    "Coverage", "Overview", "overview", "queue_coverage",
+    "Coverage", "Overview", "overview", "queue_coverage", "served_by_nobody",
     "Diagnostics", "EnvelopeView", "HIDDEN_REASONS", "HiddenItem", "ITEM_COLUMNS", "QueueItem",
     "QueueSummary", "REASON_TEXT", "Reason", "THROUGHPUT_WINDOW_MINUTES", "WorkerRow",
     "action_history", "activity", "last_action", "active_holds", "holds", "audit_trail",

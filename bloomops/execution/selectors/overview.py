@@ -128,3 +128,19 @@ def queue_coverage(*configs: dict, now: datetime | None = None,
     people = rostered_people()
     return [_coverage(config, rows, people, [
         w for w in rows if can_serve(w.props, w.computed_status, config)]) for config in configs]
+
+
+def served_by_nobody(queue_key: str, config: dict, changes: dict,
+                     *, tenant: str | None = None) -> list[str]:
+    """A change of what a queue asks of its workers (capabilities, scopes) after which no
+    person's profile and no worker could serve it, where some could before: most often a
+    typo ("wetlab.QC"), and its items would wait unseen by everyone. Said (the settings
+    preview, apply_queues), not refused: the people may be given the capability next. Two
+    queries."""
+    before, after = queue_coverage(config, {**config, **changes}, tenant=tenant)
+    now = len(before.rostered)
+    if after.rostered or not now:
+        return []
+    return [f"With these settings nobody can serve {queue_key}: no person's profile and no"
+            f" worker has what it would ask for ({now} can now). Check the spelling, or give"
+            " the people the capability first."]

@@ -96,26 +96,11 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     # these are said, not refused.
     queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
     warnings = flow_warnings(queue_key, {**row["config"], **changes}, queues)
-    warnings += _served_by_nobody(queue_key, row["config"], changes)
+    if any(name in changes for name in LIST_FIELDS):
+        warnings += selectors.served_by_nobody(queue_key, row["config"], changes)
     # the form below keeps what was typed: a warning is fixed there, not typed again
     return _page(request, row, typed=request.POST, preview=preview, changes=encode(changes),
                  warnings=warnings, reason=reason_of(request), seen_revision=seen_revision)
-
-
-def _served_by_nobody(queue_key: str, config: dict, changes: dict) -> list[str]:
-    """A change of what a queue asks of its workers (capabilities, scopes) after which no
-    person's profile and no worker could serve it, where some could before: most often a
-    typo ("wetlab.QC"), and its items would wait unseen by everyone. Said, not refused: the
-    people may be given the capability next."""
-    if not any(name in changes for name in LIST_FIELDS):
-        return []
-    before, after = selectors.queue_coverage(config, {**config, **changes})
-    now = len(before.rostered)
-    if after.rostered or not now:
-        return []
-    return [f"With these settings nobody can serve {queue_key}: no person's profile and no"
-            f" worker has what it would ask for ({now} can now). Check the spelling, or give"
-            " the people the capability first."]
 
 
 @require_POST
