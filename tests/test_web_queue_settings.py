@@ -211,6 +211,31 @@ def test_new_queue_from_the_ui(client, world):
     assert f'value="{SPECIMEN}" checked>' in html and 'value="Bad Key"' in html
 
 
+def test_a_blank_new_queue_form_is_told_every_missing_field_at_once(client, world):
+    """It listed three problems and not the missing reason, which came on the next try."""
+    client.force_login(world["admin"])
+    page = client.get("/settings/new-queue/")
+    before = counts()
+    r = client.post("/settings/new-queue/", form_for(page, "/settings/new-queue/"))
+    assert r.status_code == 400 and counts() == before
+    said = [str(m) for m in r.context["messages"]]
+    for words in ("Give a reason", "queue_key is required",
+                  "subject_template_codes must name at least one template"):
+        assert any(words in m for m in said), said
+
+
+def test_a_new_queue_of_a_key_taken_leads_to_that_queue(client, world):
+    client.force_login(world["admin"])
+    page = client.get("/settings/new-queue/")
+    data = form_for(page, "/settings/new-queue/", queue_key="cfg", reason="again",
+                    needs_no_step="on")
+    data["subject_template_codes"] = [SPECIMEN]
+    r = client.post("/settings/new-queue/", data)
+    assert r.status_code == 400
+    notice = r.content.decode().split('id="queue-exists">')[1].split("</p>")[0]
+    assert 'href="/settings/queues/cfg/"' in notice and "open its settings" in notice
+
+
 def test_a_new_queue_names_who_may_take_its_items_or_says_it_asks_for_no_step(client, world):
     """A queue created on the console asked for no capability unasked: every worker, service
     robots included, could take its items until the admin named one. Now the form asks."""

@@ -21,7 +21,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.actions.steps import lock_queue_key
 from bloomops.execution.context import ActionRequest, Context
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
 from bloomops.execution.policy import flow_keys, flow_warnings
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
@@ -137,6 +137,15 @@ def _new_queue(req: ActionRequest, key: str | None) -> dict[str, Any]:
     return clean_new_queue({**req.payload, "queue_key": key})
 
 
+def new_queue_problems(payload: dict[str, Any], key: str | None, problems: Problems) -> None:
+    """Every refusal of a new queue's request, gathered: its reason with its fields (a blank
+    form was told its reason was missing only once the fields were put right)."""
+    with problems.field():
+        text_field(payload, "reason", required=True, max_len=REASON_MAX)
+    with problems.field():
+        clean_new_queue({**payload, "queue_key": key})
+
+
 # What a new queue's record says it started with.
 STARTING_FIELDS = (*IMMUTABLE_FIELDS, *MUTABLE_FIELDS, "enabled")
 
@@ -151,8 +160,9 @@ class CreateQueue(Handler):
 
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
-        _reason(req)
-        _new_queue(req, req.queue_key)
+        problems = Problems()
+        new_queue_problems(req.payload, req.queue_key, problems)
+        problems.raise_any()
 
     def prepare(self, ctx: Context) -> None:
         key = ctx.request.queue_key or ""

@@ -18,9 +18,9 @@ from bloomops.execution.actions.queue_fields import (
     HELP,
     LIST_FIELDS,
     MANAGED_BY,
-    clean_new_queue,
     clean_settings,
 )
+from bloomops.execution.actions.queues import new_queue_problems
 from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
@@ -203,8 +203,8 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         problems = Problems()
         with problems.field():
             _who_may_take(capabilities, request.POST.get("needs_no_step") == "on")
-        with problems.field():  # said with the choice above, not one try after it
-            clean_new_queue({**payload, "queue_key": queue_key})
+        # said with the choice above, not one try after it
+        new_queue_problems(payload, queue_key, problems)
         problems.raise_any()
         return services.perform(request.user, "create_queue", queue_key=queue_key,
                                 idempotency_key=guards(request)["idempotency_key"],
@@ -220,7 +220,9 @@ def new_queue(request: HttpRequest) -> HttpResponse:
         # the next try was refused for having none
         return render(request, "web/queue_new.html", {
             **_new_queue_choices(), "form": request.POST,
-            "chosen": request.POST.getlist("subject_template_codes")}, status=400)
+            "chosen": request.POST.getlist("subject_template_codes"),
+            # the way to the queue that has the key: change or replace it there
+            "existing": queue_key if err.code == "QUEUE_EXISTS" else None}, status=400)
     config = {"required_worker_capabilities": capabilities, "manual_only": manual_only}
     if open_to_every_worker(config):
         messages.success(request, f"Queue {queue_key} created. It asks for no step: any"
