@@ -95,6 +95,16 @@ def test_an_admin_sees_everyone_with_their_roles_and_effective_profile(client, u
     assert "not at the bench" not in sci
 
 
+def test_the_people_screen_says_what_each_role_may_do(client, users):
+    """A new lab's admin met worker_human, operator and worker_service bare, with nothing
+    saying which is the bench scientist and which is QA."""
+    html = signed_in(client, users["admin"]).get("/people/").content.decode()
+    legend = html.split('id="role-duties">')[1].split("</details>")[0]
+    for role, words in (("worker_human", "a bench scientist"), ("operator", "QA and"),
+                        ("admin", "sets the lab up"), ("worker_service", "not a person")):
+        assert f"<code>{role}</code></dt><dd>{words}" in legend, role
+
+
 def test_an_admin_changes_a_persons_profile_and_roles_with_a_reason(client, users):
     make_queue("q1", required_worker_capabilities=["wetlab.qc"])
     client = signed_in(client, users["admin"])

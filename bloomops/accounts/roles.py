@@ -17,6 +17,18 @@ ALL_ROLES = tuple(r.value for r in Role)
 # "worker_human".
 ROLE_WORDS = {Role.WORKER_SERVICE: "service account", Role.WORKER_HUMAN: "at the bench",
               Role.OPERATOR: "operator", Role.ADMIN: "admin"}
+# What each role may do, for whoever gives roles (the People screen); RULES.md#roles has them
+# in full.
+ROLE_DUTIES = {
+    Role.WORKER_HUMAN: "a bench scientist: claims items (Scan, a queue's page), completes or"
+                       " fails them on My work",
+    Role.OPERATOR: "QA and supervisors: holds, releases, requeues and cancels; brings work in"
+                   " (Intake); asks and decides two-person approvals",
+    Role.ADMIN: "sets the lab up: queues, people, workers and API tokens; may also work at the"
+                " bench and do what an operator does",
+    Role.WORKER_SERVICE: "not a person: a service, instrument adapter or LIMS calling the API"
+                         " with a token, through workers it registers",
+}
 
 
 def roles_of(user) -> frozenset[str]:

@@ -35,7 +35,7 @@ from bloomops.accounts.profiles import (
     refuse_without_reason,
     set_password,
 )
-from bloomops.accounts.roles import ALL_ROLES, Role, roles_of, stored_roles
+from bloomops.accounts.roles import ALL_ROLES, ROLE_DUTIES, Role, roles_of, stored_roles
 from bloomops.accounts.tokens import expiring
 from bloomops.execution import people, policy, selectors
 from bloomops.web import services
@@ -197,7 +197,9 @@ def people_list(request: HttpRequest) -> HttpResponse:
                      "bounded": service and own, "bench": Role.WORKER_HUMAN in roles,
                      "profile": people.effective_profile(u.get_username(), roles,
                                                          getattr(u, "worker_profile", None))})
-    return render(request, "web/people.html", {"rows": rows, "new": form}, status=status)
+    return render(request, "web/people.html", {"rows": rows, "new": form,
+                                               "role_duties": ROLE_DUTIES.items()},
+                  status=status)
 
 
 @require_http_methods(["GET", "POST"])
