@@ -56,8 +56,10 @@ def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_li
     form = form[:form.index("</form>")]
     assert "<legend>Results to record</legend>" in form
     assert re.search(r'<label for="res-[^"]+-rin">RIN <span class="muted">\(required\)', form)
-    assert 'name="result.rin"' in form and 'min="1"' in form and 'max="10"' in form
-    assert '<span class="muted">from 1 to 10</span>' in form  # said, not only enforced
+    # a text field: a number field dropped the comma of "12,5" and sent 125; the bounds are
+    # said beside it and held by the engine
+    assert re.search(r'<input type="text" inputmode="decimal"[^>]* name="result.rin"', form)
+    assert '<span class="muted">from 1 to 10</span>' in form
     assert '<span class="muted">at least 0</span>' in form
     assert "Concentration (ng/µL)" in form
     # pass or fail: two radios, the first required, nothing chosen for the person
@@ -93,7 +95,7 @@ def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_li
     page = sci.get("/my-work/")
     before = counts()
     refused = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "12", "result.conc": "4,1",
+        page, f"/leases/{lease}/complete/", **{"result.rin": "12", "result.conc": "4 1",
                                                 "result.qc": ""}))
     assert counts() == before
     # back on the item, each problem on its own line, what was typed in the form again
@@ -104,7 +106,7 @@ def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_li
     assert "Concentration must be a number." in told
     assert "Record QC: this step requires it." in told
     again = sci.get(refused["Location"]).content.decode()
-    assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4,1"' in again
+    assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4 1"' in again
     # each problem under the field it is of, and the field told so (a screen reader says it)
     rin = again[again.index('<p class="result" data-key="rin">'):]
     rin = rin[:rin.index("</p>")]
@@ -224,3 +226,36 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
     form = form[:form.index("</form>")]
     assert '<option value="" selected>none: finish the flow</option>' in form
     assert "selected>" not in form.replace('<option value="" selected>', ""), form
+
+
+@pytest.mark.parametrize(("typed", "kept"), [("12,5", 12.5), ("0,25", 0.25), ("1000,5", 1000.5),
+                                             ("12.5", 12.5), ("1,2500", 1.25)])
+def test_a_decimal_comma_is_read_as_the_scientist_meant_it(client, qc_line, typed, kept):
+    """A number field dropped the comma of "12,5": 125 was recorded, ten times too much,
+    and the completion said so as if it were right."""
+    sci, euid, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    done = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
+                                                "result.qc": "pass"}))
+    assert done.status_code == 302
+    record = selectors.subject_history(selectors.subject_diagnostics(euid).uid)["records"][0]
+    assert record["props"]["result_snapshot"]["conc"] == kept
+
+
+@pytest.mark.parametrize("typed", ["1,250", "12,500"])
+def test_a_comma_that_could_separate_thousands_is_asked_about_not_guessed(client, qc_line,
+                                                                            typed):
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
+                                                "result.qc": "pass"}))
+    assert counts() == before
+    assert refused["Location"] == f"/my-work/?item={lease}"
+    point, whole = typed.replace(",", "."), typed.replace(",", "")
+    assert (f"Concentration: is {typed} a decimal or thousands? Write it with a decimal point"
+            f" and no separator ({point} or {whole}).") in _said(refused)
+    again = sci.get(refused["Location"]).content.decode()
+    assert f'name="result.conc" value="{typed}"' in again  # given back as typed

@@ -4,15 +4,17 @@ take it, policy.queue_takes)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from bloomops.execution import selectors
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import LEASE, is_kind, load
 from bloomops.execution.policy import next_queues_allowed, queue_takes
-from bloomops.execution.results import bounds_words, declared_results, recorded
+from bloomops.execution.results import RESULT_FIELD, bounds_words, declared_results, recorded
 from bloomops.execution.states import PRIORITY_CLASSES, priority_class
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import bench_words, services
@@ -94,11 +96,46 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     }
 
 
+# One comma between digits: a decimal comma ("12,5"), unless three digits follow it, when
+# it may as well separate thousands ("1,250": 1.25 or 1250?).
+_DECIMAL_COMMA = re.compile(r"([+-]?[0-9]+),([0-9]+)")
+
+
+def typed_number(raw: str) -> int | float | str | None:
+    """A number as a person at the bench types it: with a decimal point, or a decimal comma
+    (a number field dropped the comma of "12,5", and 125 was recorded); None when it cannot
+    be read, the text itself when its comma could mean either (said so, not guessed)."""
+    number = decimal_number(raw)
+    if number is not None:
+        return number
+    comma = _DECIMAL_COMMA.fullmatch(raw)
+    if comma is None:
+        return None
+    return raw if len(comma[2]) == 3 else decimal_number(f"{comma[1]}.{comma[2]}")
+
+
+def refuse_unclear_numbers(post: Any, fields: list[dict[str, Any]]) -> None:
+    """Refuses the numbers typed whose comma could be a decimal or a thousands separator,
+    each under its field, before anything is sent."""
+    problems = Problems()
+    for field in fields:
+        raw = str(post.get(RESULT_INPUT + field["key"], "")).strip()
+        if field["kind"] == "number" and raw and typed_number(raw) == raw:
+            with problems.field():
+                raise ActionError("VALIDATION_ERROR", f"{field['label']}: is {raw} a decimal"
+                                  " or thousands? Write it with a decimal point and no"
+                                  f" separator ({raw.replace(',', '.')} or"
+                                  f" {raw.replace(',', '')}).",
+                                  field=RESULT_FIELD + field["key"])
+    problems.raise_any()
+
+
 def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
     """The result_snapshot a Complete form asks to record: each field the lease's queue
     declares, as typed (a number read as one; what cannot be read is sent as typed, for the
     engine to refuse in words); a field left blank is left out. With it, in words for the
-    banner: " (recorded RIN 8.2, QC pass)"."""
+    banner: " (recorded RIN 8.2, QC pass)". Raises for a number it will not guess
+    (``refuse_unclear_numbers``)."""
     if not any(name.startswith(RESULT_INPUT) and str(post.get(name, "")).strip()
                for name in post):
         return {}, ""  # nothing typed: no declaration to read it by (most steps record none)
@@ -107,11 +144,12 @@ def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
         return {}, ""  # the engine refuses the claim itself
     queue = selectors.queue_config(lease.props.get("queue_lookup_key") or "")
     fields = declared_results(queue["config"] if queue else None)
+    refuse_unclear_numbers(post, fields)
     result: dict[str, Any] = {}
     for field in fields:
         raw = post.get(RESULT_INPUT + field["key"], "").strip()
         if raw:
-            number = decimal_number(raw) if field["kind"] == "number" else None
+            number = typed_number(raw) if field["kind"] == "number" else None
             result[field["key"]] = raw if number is None else number
     words = ", ".join(f"{label} {value}" for label, value in recorded(fields, result))
     return result, f" (recorded {words})" if words else ""

@@ -4,6 +4,7 @@ release, complete, fail)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -275,7 +276,11 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     if choice == CHOOSE:
         return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"),
                       refused_to=item_view(lease_euid))
-    result, recorded = result_of_form(request.POST, lease_euid)
+    try:
+        result, recorded = result_of_form(request.POST, lease_euid)
+    except ActionError as unclear:  # a number it will not guess: back to the card, as typed
+        return answer(request, partial(_refuse, unclear), lambda r: "", reverse("my_work"),
+                      refused_to=item_view(lease_euid))
     made = services.parse_make_choice(choice)
     if made is not None:
         def run() -> ActionResult:
@@ -325,6 +330,10 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 
 # The Next queue list's first option when the person must choose (no default to go to).
 CHOOSE = "-choose"  # no queue key starts with "-" (queue_fields.QUEUE_KEY_PATTERN)
+
+
+def _refuse(err: ActionError) -> ActionResult:
+    raise err
 
 
 def _refuse_no_choice() -> ActionResult:
