@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from bloomops.execution import clock, selectors
 from bloomops.execution.envelope import parse_ts
 from tests import test_browser_ui as ui
-from tests.engine import act, actor, make_queue, make_subject
+from tests.engine import act, actor, envelope, make_queue, make_subject
 
 pytestmark = [pytest.mark.browser]
 
@@ -242,4 +242,32 @@ def test_a_scientist_records_qc_results_on_a_tablet(browser, site):
     expect(page.locator(".messages")).to_contain_text("(recorded RIN 8.4, QC pass)")
     record = selectors.subject_history(selectors.subject_diagnostics(euid).uid)["records"][0]
     assert record["props"]["result_snapshot"] == {"rin": 8.4, "qc": "pass"}
+    page.context.close()
+
+
+def test_sending_an_item_that_failed_its_check_on_asks_first(browser, site):
+    """QC recorded as Fail and Complete -> the next queue sent a failed extract on to
+    library prep in one tap, as if it had passed."""
+    make_queue("lib", display_name="Library prep")
+    make_queue("qcf", display_name="QC", default_next_queue_key="lib", result_fields=[
+        {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True}])
+    euid = make_subject("qcf", name="Extract 12")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/qcf/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    card.get_by_role("radio", name="Fail").check()
+    card.get_by_role("button", name="Complete").click()
+    dialog = page.locator("dialog#confirm-dialog")
+    expect(dialog).to_contain_text(f"Extract 12 ({euid}) is recorded as failing its check,"
+                                   " and goes on to Library prep (lib) as if it had passed")
+    expect(dialog.locator("#confirm-title")).to_have_text("Send a failed item on?")
+    page.get_by_role("button", name="Go back").click()
+    assert selectors.leases(status="ACTIVE")[0]["subject_euid"] == euid  # nothing sent
+    card.get_by_role("radio", name="Pass").check()
+    card.get_by_role("button", name="Complete").click()  # a pass goes on unasked
+    page.wait_for_url(f"{site}/my-work/")
+    assert selectors.leases(status="ACTIVE") == []
+    assert envelope(euid)["next_queue_key"] == "lib"
     page.context.close()

@@ -93,6 +93,9 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         # what completing it records (RULES.md#results), each with its form field's name
         "results": [{**f, "input": RESULT_INPUT + f["key"], "bounds": bounds_words(f)}
                     for f in declared_results(config)],
+        # a check recorded as fail and the item sent on as if it passed is asked about first
+        # (a QC fail had gone on to library prep in one tap)
+        "fails_asked": any(f["kind"] == "pass_fail" for f in declared_results(config)),
     }
 
 

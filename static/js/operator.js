@@ -52,9 +52,16 @@
     var submitter = event.submitter || null;
     var own = submitter && submitter.dataset.confirm;
     var text = own || form.dataset.confirm;
-    // data-confirm-when: the form's question is asked only when something in the form, as
-    // it is sent, matches (the flow's end chosen as the next queue; a sign-in unticked)
-    if (!own && form.dataset.confirmWhen && !form.querySelector(form.dataset.confirmWhen)) {
+    // data-confirm-also (with -when, matched by the form as it is sent, and -label): another
+    // question, asked instead when it applies (a QC recorded as fail sent on to the next step)
+    var also = !own && form.dataset.confirmAlso && form.dataset.confirmAlsoWhen &&
+      form.matches(form.dataset.confirmAlsoWhen);
+    if (also) {
+      text = form.dataset.confirmAlso;
+    } else if (!own && form.dataset.confirmWhen &&
+               !form.querySelector(form.dataset.confirmWhen)) {
+      // data-confirm-when: the form's question is asked only when something in the form, as
+      // it is sent, matches (the flow's end chosen as the next queue; a sign-in unticked)
       return;
     }
     if (!text) return;
@@ -75,6 +82,11 @@
     if (text.indexOf("{queue}") >= 0 && queueList && queueList.selectedIndex >= 0) {
       text = text.split("{queue}").join(queueList.options[queueList.selectedIndex].text);
     }
+    // {next}: the next queue chosen in the form's list, as the list names it.
+    var nextList = form.querySelector('select[name="next_queue_key"]');
+    if (text.indexOf("{next}") >= 0 && nextList && nextList.selectedIndex >= 0) {
+      text = text.split("{next}").join(nextList.options[nextList.selectedIndex].text);
+    }
     // {after}: what becomes of the item, as the chosen option of the form's list says it
     // (a failure's class decides whether it is tried again or goes to the dead letters).
     var chosen = form.querySelector("select option:checked[data-after]");
@@ -85,7 +97,8 @@
     if (!dialog) build();
     // The action in words: data-confirm-label where the button's text alone is ambiguous
     // ("Cancel" beside "Go back").
-    var label = (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel ||
+    var label = (also && form.dataset.confirmAlsoLabel) ||
+      (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel ||
       (submitter && submitter.textContent.trim()) || "Confirm";
     var reasonField = form.querySelector('[name="reason"]') ||
       (form.id && document.querySelector('[name="reason"][form="' + form.id + '"]'));
