@@ -161,6 +161,34 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
     page.context.close()
 
 
+def test_a_claim_renewed_elsewhere_counts_down_again_and_others_are_said(browser, site,
+                                                                         settings):
+    """A claim renewed on another device read "ran out" on the tablet (the countdown the
+    page was sent with) while it held; claims made elsewhere never appeared until reload."""
+    settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS = 1
+    page, euid, item = _claimed_at_the_bench(browser, site, "Specimen renewed elsewhere")
+    page.goto(f"{site}/my-work/")
+    item = page.locator(f'#my-leases [data-euid="{euid}"]')
+    # the page's own countdown runs out (as an open page's does after its claim's length),
+    # its polls not answered meanwhile
+    page.route("**/my-work/?part=held", lambda route: route.abort())
+    item.locator(".countdown").evaluate("c => { c.dataset.secondsLeft = '0'; }")
+    expect(item.locator(".countdown")).to_have_text("ran out")
+    expect(item.locator(".expiry-warning")).to_contain_text("Your claim has run out")
+    # the poll says how long the claim has left: the card counts down from it again
+    page.unroute("**/my-work/?part=held")
+    expect(item.locator(".countdown")).to_contain_text("min", timeout=10000)
+    expect(item.locator(".expiry-warning")).to_have_text("")
+    expect(item.get_by_role("button", name="Renew")).to_be_enabled()
+    # one claimed elsewhere (the same person on another device) is said, with the way to it
+    other = make_subject("q1", name="Claimed on the phone")
+    act("claim_queue_item", actor("worker_human", username="scientist"), subject_euid=other,
+        worker_euid=selectors.leases(status="ACTIVE")[0]["worker_euid"])
+    expect(page.locator("#more-claims")).to_contain_text("You hold 1 claim more than this"
+                                                         " page shows", timeout=10000)
+    page.context.close()
+
+
 def test_a_form_sent_offline_is_not_sent_and_the_card_says_so(browser, site):
     """A tablet whose Wi-Fi dropped showed the browser's "site can't be reached" after
     Renew, and nothing said whether it was done."""

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from django.contrib.messages import get_messages
+from django.test import Client
 
 from bloomops.execution import clock, selectors
 from bloomops.web import services
@@ -537,15 +538,27 @@ def test_a_scan_s_answer_brings_the_held_count_and_sign_out_s_question_with_it(c
     assert 'hx-swap-oob="true"' in signout and 'data-confirm="You hold 1 item: ' in signout
 
 def test_my_work_s_poll_names_the_claims_that_still_hold(client, lab):
+    """... and how long each has left: a claim renewed on another device read "ran out" on
+    the tablet, by the countdown the page was sent with, while it held."""
+    clock.freeze(clock.now())
     client = signed_in(client, lab["worker_human"])
     poll = {"HTTP_HX_REQUEST": "true", "HTTP_X_BLOOMOPS_POLL": "1"}
-    assert client.get("/my-work/?part=held", **poll).json() == {"held": []}
+    assert client.get("/my-work/?part=held", **poll).json() == {"held": [], "left": {}}
     euid = make_subject("q1", name="Tube polled")
     lease = claim(client, euid)
-    assert client.get("/my-work/?part=held", **poll).json() == {"held": [lease]}
+    ttl = selectors.leases(status="ACTIVE")[0]["props"]["ttl_seconds"]
+    assert client.get("/my-work/?part=held", **poll).json() == {
+        "held": [lease], "left": {lease: ttl}}
+    clock.advance(ttl - 30)
+    assert client.get("/my-work/?part=held", **poll).json()["left"] == {lease: 30}
+    # renewed elsewhere (another device, signed in as the same person)
+    other = signed_in(Client(), lab["worker_human"])
+    other.post(f"/leases/{lease}/renew/", form_for(other.get("/my-work/"),
+                                                   f"/leases/{lease}/renew/"))
+    assert client.get("/my-work/?part=held", **poll).json()["left"] == {lease: ttl}
     act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
         expected_state="READY", payload={"reason": "label check"})
-    assert client.get("/my-work/?part=held", **poll).json() == {"held": []}
+    assert client.get("/my-work/?part=held", **poll).json() == {"held": [], "left": {}}
 
 
 def test_renew_all_renews_every_claim_in_one_tap(client, lab):

@@ -66,7 +66,6 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     default_make = next((services.make_choice(k, c) for k, c in makes if k == flow_next), "")
     if default_make:
         passed_over = ""
-    expires = parse_ts_or_none(props.get("expires_at"))
     return {
         **lease,
         "queue_key": queue_key,
@@ -75,7 +74,7 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "priority_class": priority_class(env.get("priority")),
         "due_at": env.get("due_at"),
         "step": bench_words.step_label(env.get("next_action_key"), config),
-        "seconds_left": max(0, int((expires - now).total_seconds())) if expires else 0,
+        "seconds_left": seconds_left(lease, now),
         # warned a fifth of the claim's length ahead, two minutes at least: two minutes of a
         # half-hour claim went unseen at the bench
         "warn_seconds": max(WARN_SECONDS, _ttl(props) // 5),
@@ -131,6 +130,12 @@ def refuse_unclear_numbers(post: Any, fields: list[dict[str, Any]]) -> None:
                                   f" {raw.replace(',', '')}).",
                                   field=RESULT_FIELD + field["key"])
     problems.raise_any()
+
+
+def seconds_left(lease: dict, now: datetime) -> int:
+    """How long a claim has left, by the server's clock (0: run out, or unreadable)."""
+    expires = parse_ts_or_none((lease["props"] or {}).get("expires_at"))
+    return max(0, int((expires - now).total_seconds())) if expires else 0
 
 
 def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:

@@ -445,8 +445,31 @@ window.bloomopsSideways = "table.grid, .table-container";
   // and offering buttons that would only be refused, and says to reload for why.
   document.addEventListener("htmx:afterRequest", function (event) {
     if (event.detail.elt.id !== "my-claims-poll" || !event.detail.successful) return;
-    var held;
-    try { held = JSON.parse(event.detail.xhr.responseText).held; } catch (e) { return; }
+    var held, left;
+    try {
+      var said = JSON.parse(event.detail.xhr.responseText);
+      held = said.held;
+      left = said.left || {};
+    } catch (e) { return; }
+    // each claim that holds counts down from what the server says now: one renewed on
+    // another device read "ran out" while it held
+    var elapsed = Math.floor((Date.now() - started) / 1000);
+    document.querySelectorAll(".work-item[data-lease]").forEach(function (item) {
+      var clock = item.querySelector(".countdown[data-seconds-left]");
+      if (clock && typeof left[item.dataset.lease] === "number") {
+        clock.dataset.secondsLeft = left[item.dataset.lease] + elapsed;
+      }
+    });
+    tick();
+    // claims made elsewhere (another device, a tab) are said, not silently missing
+    var shown = Array.prototype.map.call(
+      document.querySelectorAll(".work-item[data-lease]"), function (i) { return i.dataset.lease; });
+    var more = document.getElementById("more-claims");
+    if (more && !new URLSearchParams(window.location.search).has("item")) {
+      var extra = held.filter(function (l) { return shown.indexOf(l) === -1; }).length;
+      more.hidden = extra === 0;
+      more.querySelector("span").textContent = extra === 1 ? "1 claim" : extra + " claims";
+    }
     // what the navigation counts and Renew all renews follow the claims that still hold
     var count = document.querySelector("#nav-my-work .badge");
     if (count) { if (held.length) count.textContent = held.length; else count.remove(); }

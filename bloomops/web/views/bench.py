@@ -25,7 +25,7 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
-from bloomops.web.bench_items import bench_order, result_of_form, work_item
+from bloomops.web.bench_items import bench_order, result_of_form, seconds_left, work_item
 from bloomops.web.drafts import FINISHED
 from bloomops.web.templatetags.bloomops_ui import wall_clock
 from bloomops.web.timewords import relative
@@ -145,12 +145,15 @@ def my_work(request: HttpRequest) -> HttpResponse:
     """My leases (or, with ?item=LEASE, the one item just claimed: its work view), and what
     happened to the ones that ended without me."""
     worker_euid = services.my_worker_euid(request.user)
-    if request.GET.get("part") == "held":
-        # the page's own poll: which of its claims still hold (static/js/bloomops.js marks
-        # the others ended)
-        return JsonResponse({"held": [x["euid"] for x in selectors.leases(
-            status="ACTIVE", worker_euid=worker_euid)] if worker_euid else []})
     now = clock.now()
+    if request.GET.get("part") == "held":
+        # the page's own poll: which of its claims still hold and how long each has left
+        # (static/js/bloomops.js marks the others ended and sets each countdown again: a
+        # claim renewed on another device read "ran out" while it held)
+        held = selectors.leases(status="ACTIVE", worker_euid=worker_euid, now=now) \
+            if worker_euid else []
+        return JsonResponse({"held": [x["euid"] for x in held],
+                             "left": {x["euid"]: seconds_left(x, now) for x in held}})
     queues = {q["queue_key"]: q for q in selectors.queues()}
     items = bench_order([work_item(x, queues, now) for x in selectors.leases(
         status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)]) \
