@@ -160,6 +160,21 @@ def test_a_double_enter_claims_once_and_shows_the_claim(browser, site, javascrip
     page.context.close()
 
 
+def test_a_scanner_that_ends_its_scan_with_tab_claims_each_scan(browser, site):
+    """A scanner set to send Tab after the barcode moved the focus to Claim and sent
+    nothing; the next scan was glued to the first ("Z-MX-4J9Z-MX-49W")."""
+    first, second = make_subject("q1", name="Tab tube 1"), make_subject("q1", name="Tab tube 2")
+    page = ui.signed_in(browser, site, "scientist")
+    page.goto(f"{site}/scan/")
+    for euid in (first, second):
+        focused(page)
+        page.keyboard.type(euid)
+        page.keyboard.press("Tab")
+        outcome(page, ".claimed", euid)
+    assert {x["subject_euid"] for x in selectors.leases(status="ACTIVE")} == {first, second}
+    page.context.close()
+
+
 def test_what_is_typed_while_a_claim_runs_is_the_next_scan(browser, site):
     first = make_subject("q1", name="Specimen held back")
     second = make_subject("q1", name="Specimen typed meanwhile")

@@ -83,6 +83,14 @@ document.addEventListener("click", function (event) {
     if (event.key === "Enter" && event.target.id === "scan-euid" && !event.target.value.trim()) {
       event.preventDefault();
     }
+    // A scanner set to end its scan with Tab moved the focus to Claim and sent nothing, and
+    // the next scan was glued to it: Tab after a scan sends it, as Enter does (an empty
+    // field's Tab still moves on, for the keyboard).
+    if (event.key === "Tab" && !event.shiftKey && event.target.id === "scan-euid" &&
+        event.target.value.trim()) {
+      event.preventDefault();
+      event.target.form.requestSubmit();
+    }
   });
 
   // Each scan is taken out of the field when its Enter submits, before htmx sees the form:
