@@ -407,7 +407,8 @@ def test_a_scan_refused_because_someone_has_it_names_them_and_a_humane_time(clie
     response = sci.post("/scan/", form_for(sci.get("/scan/"), "/scan/", euid=euid))
     html = response.content.decode()
     reason = re.search(r'<li data-code="ACTIVE_LEASE">(.*?)</li>', html, re.S).group(1)
-    assert reason.startswith("adm is working on it, until <time datetime=")
+    # "until in 14 min (01:52 UTC)" read as two answers at once
+    assert reason.startswith("adm is working on it; their claim ends <time datetime=")
     worker = next(x["worker_euid"] for x in selectors.leases() if x["euid"] == lease)
     assert worker not in reason and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.", html)
     assert "Specimen taken (" + euid + ")" in html

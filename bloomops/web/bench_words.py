@@ -196,13 +196,13 @@ def scan_reasons(diagnostics: Any, mine: str | None = None) -> list[dict[str, An
                         "when": lease.get("expires_at"), "mine": True})
         elif reason.code == "ACTIVE_LEASE":
             who = (diagnostics.active_lease or {}).get("worker_name") or "Another worker"
-            out.append({"code": reason.code, "text": f"{who} is"
-                        " working on it, until", "when": lease.get("expires_at")})
+            out.append({"code": reason.code, "text": f"{who} is working on it; their"
+                        " claim ends", "when": lease.get("expires_at")})
         elif reason.code == "RETRY_WINDOW_NOT_REACHED":
             out.append({"code": reason.code, "text": "It failed and waits to be retried,"
                         " due", "when": env.get("retry_at")})
         elif reason.code == "NOT_READY_YET":
-            out.append({"code": reason.code, "text": "It is not ready yet; it will be",
+            out.append({"code": reason.code, "text": "It is not ready yet: it becomes ready",
                         "when": env.get("ready_at")})
         else:
             out.append({"code": reason.code, "text": reason.message.rstrip("."), "when": None})
