@@ -259,3 +259,33 @@ def test_a_comma_that_could_separate_thousands_is_asked_about_not_guessed(client
             f" and no separator ({point} or {whole}).") in _said(refused)
     again = sci.get(refused["Location"]).content.decode()
     assert f'name="result.conc" value="{typed}"' in again  # given back as typed
+
+
+def test_results_typed_for_a_claim_an_admin_ended_are_said_not_lost(client, qc_line):
+    """An admin force-expired the claim while the scientist typed; Complete came back with
+    the card gone, the measurements with it, and "The lease has expired" over the notice
+    saying an admin had ended it."""
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    act("expire_queue_lease", actor("admin", username="adm"), lease_euid=lease,
+        payload={"reason": "bench reassigned"})
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8.2", "result.conc": "41",
+                                                "result.qc": "pass"}))
+    assert counts() == before
+    told = " ".join(_said(refused))
+    assert "an admin ended your claim" in told and "lease has expired" not in told
+    assert ("What you typed was not recorded: RIN 8.2, Concentration 41 ng/µL, QC pass."
+            in told), told
+
+
+def test_results_typed_when_the_session_ended_are_said_at_sign_in(client, qc_line):
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    data = form_for(page, f"/leases/{lease}/complete/", **{"result.rin": "8.2",
+                                                           "result.qc": "pass"})
+    sci.logout()
+    sent = sci.post(f"/leases/{lease}/complete/", data)
+    assert sent.status_code == 302 and "/accounts/login/" in sent["Location"]
+    assert "The results you typed were not recorded: rin 8.2, qc pass" in _said(sent)

@@ -55,6 +55,11 @@ HTTP_STATUS: dict[str, int] = {
 # The refusals of a request whose page or caller saw an older subject (expected_state,
 # expected_revision): the person must see what changed before deciding again.
 STALE_CODES = frozenset({"STATE_CONFLICT", "REVISION_CONFLICT"})
+# The refusals of an action on a claim that is no longer the caller's (ended, expired, taken
+# over, its subject changed or held): what it would have reported goes nowhere.
+CLAIM_GONE_CODES = frozenset({"LEASE_EXPIRED", "LEASE_NOT_OWNED", "LEASE_NOT_ACTIVE",
+                              "STATE_CONFLICT", "REVISION_CONFLICT", "SUBJECT_HELD",
+                              "NOT_VISIBLE"})
 
 # What an operator reads when the code comes back (the UI shows these, the API returns
 # them as the message when the raiser gave none).

@@ -311,8 +311,11 @@ def guard_lease(ctx: Context) -> None:
     ensure_controls_worker(ctx.actor, worker)
     status = lease_effective_status(lease.props, ctx.now_ts)
     if status == "EXPIRED":
+        # how it ended, as LEASE_NOT_ACTIVE says it: an admin's force-expiry or its time
         raise ActionError("LEASE_EXPIRED", lease_euid=lease.euid,
-                          expires_at=lease.props.get("expires_at"))
+                          expires_at=lease.props.get("expires_at"), lease_status=status,
+                          released_at=lease.props.get("released_at"),
+                          release_reason=lease.props.get("release_reason"))
     if status != "ACTIVE":
         raise lease_not_active(lease, status)
 

@@ -84,7 +84,8 @@ def template_words(code: str) -> str:
 
 
 def bench_refusal(code: str, message: str, details: dict[str, Any] | None = None) -> str:
-    if code == "LEASE_NOT_ACTIVE":
+    # an expired claim too: "The lease has expired" sat over "an admin ended your claim"
+    if code in ("LEASE_NOT_ACTIVE", "LEASE_EXPIRED"):
         return ended_claim(details or {})
     if code == "MAX_LEASES_REACHED":  # the person's own limit, in their words
         d = details or {}

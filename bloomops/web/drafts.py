@@ -62,6 +62,11 @@ def keep_draft(request: HttpRequest, *, refill: bool = True,
         value = kept.get(draft_key(request.path, name))
         if words and value:
             messages.info(request, f"{words} was not recorded: \u201c{value[:500]}\u201d")
+    typed = [f"{name.removeprefix(RESULT_INPUT)} {value[:100]}" for name in names
+             if name.startswith(RESULT_INPUT)
+             and (value := kept.get(draft_key(request.path, name)))]
+    if typed and not refill:  # the form will not be filled again: its results are said
+        messages.info(request, f"The results you typed were not recorded: {', '.join(typed)}")
 
 
 def drafts(request: HttpRequest) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import CLAIM_GONE_CODES, ActionError
 from bloomops.worker import faults
 from bloomops.worker.handling import Job
 
@@ -16,8 +16,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bloomops.worker")
 # Refusals of a renewal or an attempt's end meaning the lease is no longer this worker's.
-LEASE_GONE = frozenset({"LEASE_EXPIRED", "LEASE_NOT_OWNED", "LEASE_NOT_ACTIVE", "STATE_CONFLICT",
-                        "REVISION_CONFLICT", "SUBJECT_HELD", "NOT_VISIBLE"})
+LEASE_GONE = CLAIM_GONE_CODES
 
 
 def keep_alive(runtime: WorkerRuntime, job: Job, ttl: float, done: threading.Event) -> None:

@@ -20,7 +20,7 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.envelope import parse_ts_or_none
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import CLAIM_GONE_CODES, ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
@@ -191,13 +191,17 @@ def my_work(request: HttpRequest) -> HttpResponse:
 def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
                  success: Callable[[ActionResult], str], default: str,
                  goto: Callable[[ActionResult], str] | None = None,
-                 refused_to: str | None = None) -> HttpResponse:
-    """``answer`` with refusals in the bench's words (bench_words.BENCH_REFUSALS)."""
+                 refused_to: str | None = None, typed: str = "") -> HttpResponse:
+    """``answer`` with refusals in the bench's words (bench_words.BENCH_REFUSALS); where the
+    claim is gone, with the results ``typed`` for it (its card, where they would come back,
+    is gone too: a force-expired claim's measurements were lost unseen)."""
     def worded() -> ActionResult:
         try:
             return run()
         except ActionError as err:
             words = bench_words.bench_refusal(err.code, err.message, err.details)
+            if typed and err.code in CLAIM_GONE_CODES:
+                words += f" What you typed was not recorded: {typed}."
             if words == err.message:
                 raise
             raise ActionError(err.code, words, **err.details) from None
@@ -216,7 +220,8 @@ def item_view(lease_euid: str) -> str:
 
 
 def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payload: dict,
-                  success: Callable[[ActionResult], str], *, ends: bool = True) -> HttpResponse:
+                  success: Callable[[ActionResult], str], *, ends: bool = True,
+                  typed: str = "") -> HttpResponse:
     """An action on one of my leases; one that ends it lands on My work (its work view would
     be empty), a renewal back where the person was."""
     def run() -> ActionResult:
@@ -224,7 +229,8 @@ def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payloa
         return as_human(request, action_key, lease_euid=lease_euid, payload=payload, **g)
 
     return bench_answer(request, run, success, reverse("my_work"),
-                        (lambda r: reverse("my_work")) if ends else None, item_view(lease_euid))
+                        (lambda r: reverse("my_work")) if ends else None, item_view(lease_euid),
+                        typed=typed)
 
 
 def _until(expires_at: str | None) -> str:
@@ -284,6 +290,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     except ActionError as unclear:  # a number it will not guess: back to the card, as typed
         return answer(request, partial(_refuse, unclear), lambda r: "", reverse("my_work"),
                       refused_to=item_view(lease_euid))
+    typed = recorded.removeprefix(" (recorded ").removesuffix(")")
     made = services.parse_make_choice(choice)
     if made is not None:
         def run() -> ActionResult:
@@ -299,7 +306,8 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
                 "Completed {}{}: made {} ({}) for {}.", services.item_link(r), recorded,
                 services.subject_links(r["output_euids"]),
                 words, _queue_called(made[0])),
-            reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid))
+            reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid),
+            typed=typed)
     payload: dict = {"next_queue_key": choice} if choice else {}
     if result:
         payload["result_snapshot"] = result
@@ -307,7 +315,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         request, lease_euid, "complete_queue_execution", payload,
         lambda r: format_html("Completed {}{}{}", services.item_link(r), recorded,
                               f"; it moved to {_queue_called(choice)}." if choice
-                              else "; its flow is finished."))
+                              else "; its flow is finished."), typed=typed)
 
 
 def _queue_called(queue_key: str) -> str:
