@@ -653,4 +653,40 @@ def test_a_refusal_because_the_claim_ended_names_the_item_that_ended(client, lab
     html = sci.get(response.url).content.decode()
     notice = html[html.index('id="lost-leases"'):]
     assert "This item is no longer yours" in notice and "Specimen held" in notice
-    assert "not recorded as done" in notice and 'id="item-gone"' not in html
+    assert "nothing you send for them is recorded" in notice and 'id="item-gone"' not in html
+
+
+def test_the_list_of_claims_that_ended_says_each_item_once_and_can_be_cleared(client, lab):
+    """It kept every lost claim of a day, one item twice, and could not be dismissed: on a
+    phone five endings pushed the item just claimed below the fold."""
+    sci = signed_in(client, lab["worker_human"])
+    qa = actor("operator", username="qa")
+    twice = make_subject("q1", name="Tube twice")
+    for n in range(2):  # claimed, held, released, claimed again, held again
+        claim(sci, twice)
+        act("place_execution_hold", qa, subject_euid=twice, expected_state="READY",
+            payload={"reason": f"check {n}"})
+        if n == 0:
+            act("release_execution_hold", qa, subject_euid=twice, expected_state="HELD",
+                payload={"reason": "checked"})
+    for n in range(6):
+        euid = make_subject("q1", name=f"Tube {n}")
+        claim(sci, euid)
+        act("place_execution_hold", qa, subject_euid=euid, expected_state="READY",
+            payload={"reason": "label"})
+    html = sci.get("/my-work/").content.decode()
+    notice = html.split('id="lost-leases"')[1].split("</section>")[0]
+    assert notice.count("<li ") == 5 and "and 2 more before these." in notice
+    assert notice.count(">Tube twice<") <= 1
+    cleared = sci.post("/my-work/lost-seen/", form_for(sci.get("/my-work/"),
+                                                       "/my-work/lost-seen/"))
+    assert cleared.status_code == 302
+    assert 'id="lost-leases"' not in sci.get("/my-work/").content.decode()
+    # a claim that ends afterwards is listed again
+    later = make_subject("q1", name="Tube later")
+    clock.advance(1)
+    claim(sci, later)
+    act("place_execution_hold", qa, subject_euid=later, expected_state="READY",
+        payload={"reason": "label"})
+    notice = sci.get("/my-work/").content.decode().split('id="lost-leases"')[1]
+    assert "Tube later" in notice.split("</section>")[0]

@@ -14,6 +14,7 @@ urlpatterns = [
     path("my-work/", views.my_work, name="my_work"),
     path("leases/<str:lease_euid>/renew/", views.renew_lease, name="renew_lease"),
     path("my-work/renew-all/", views.renew_all, name="renew_all"),
+    path("my-work/lost-seen/", views.lost_seen, name="lost_seen"),
     path("leases/<str:lease_euid>/release/", views.release_lease, name="release_lease"),
     path("leases/<str:lease_euid>/complete/", views.complete_lease, name="complete_lease"),
     path("leases/<str:lease_euid>/fail/", views.fail_lease, name="fail_lease"),

@@ -25,6 +25,7 @@ from bloomops.web.views.approvals import (
 from bloomops.web.views.bench import (
     complete_lease,
     fail_lease,
+    lost_seen,
     my_work,
     release_lease,
     renew_all,
@@ -76,7 +77,7 @@ __all__ = [
     "intake_results_csv", "my_work",
     "new_queue", "people_list", "person", "person_password", "queue_detail", "queue_enabled",
     "queue_export", "queue_settings", "queue_settings_index", "release_hold", "release_lease",
-    "replace_queue", "renew_all", "renew_lease",
+    "replace_queue", "lost_seen", "renew_all", "renew_lease",
     "requeue_subject", "save_queue_settings", "scan", "subject", "subject_evidence",
     "subject_lookup", "sweep", "verify_subject_evidence", "workbench", "workbench_bulk",
     "worker_dashboard", "worker_status",

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import NAME_MAX
-from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.envelope import parse_ts_or_none, ts
 from bloomops.execution.errors import CLAIM_GONE_CODES, ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
@@ -166,6 +166,14 @@ def my_work(request: HttpRequest) -> HttpResponse:
                         for r in bench_selectors.lost_leases(worker_euid)
                         if r["subject_euid"] not in held_again) if n] \
         if worker_euid else []
+    # each item once (its latest ending), none the person has cleared the list of: a day of
+    # endings pushed the item just claimed below a phone's fold
+    cleared = request.session.get(LOST_SEEN, "")
+    listed: list[dict] = []
+    for n in lost:  # newest first
+        if (str(n["when"] or "") > cleared
+                and all(m["row"]["subject_euid"] != n["row"]["subject_euid"] for m in listed)):
+            listed.append(n)
     standing = bench_words.standing_notice(
         bench_selectors.worker_standing(worker_euid) if worker_euid else None)
     lost_focus = bool(focus) and any(n["row"]["euid"] == focus for n in lost)
@@ -180,12 +188,20 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "focused": bool(focused),
         "others": len(items) - len(focused) if focused else 0,
         "lost_focus": lost_focus,
-        "lost": lost,
+        "lost": listed[:LOST_SHOWN] if not focus else [n for n in lost
+                                                        if n["row"]["euid"] == focus],
+        "lost_more": max(0, len(listed) - LOST_SHOWN) if not focus else 0,
         "standing": standing,
         "retry_choices": bench_words.retry_choices(roles_of(request.user)),
         "refresh_seconds": settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS,
         "choose": CHOOSE, "finished": FINISHED,
     })
+
+
+# My work lists this many claims that ended without the person, the newest first.
+LOST_SHOWN = 5
+# When the person last cleared that list (session key).
+LOST_SEEN = "bench_lost_seen_at"
 
 
 def bench_answer(request: HttpRequest, run: Callable[[], ActionResult],
@@ -246,6 +262,14 @@ def renew_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
                          lambda r: format_html("Renewed: {} is yours for another {}.",
                                                services.item_called(r),
                                                _until(r["expires_at"])), ends=False)
+
+
+@require_POST
+def lost_seen(request: HttpRequest) -> HttpResponse:
+    """Clear My work's list of claims that ended without the person: the endings until now
+    are not listed again (the session remembers when)."""
+    request.session[LOST_SEEN] = ts(clock.now())
+    return redirect("my_work")
 
 
 @require_POST
