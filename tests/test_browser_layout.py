@@ -507,3 +507,30 @@ def test_a_queue_s_claim_buttons_and_row_numbers_read_whole_on_a_tablet(browser,
     assert broken == [], width
     assert page.locator("#items thead th").filter(has_text="Claim").count() == 1
     page.context.close()
+
+
+def test_the_workers_table_keeps_whole_words_on_a_desktop(browser, bench):
+    """At 1366 px the Type column read "servic e" and "instru ment": the page's rule that a
+    long typed word may break anywhere let the table squeeze that column."""
+    from tests.engine import SERVICE, register
+
+    svc = actor(*SERVICE)
+    for n in range(3):
+        register(svc, f"demo://compute/a-rather-long-dispatcher-key-{n}",
+                 display_name=f"Demo pipeline dispatcher {n}",
+                 capabilities=["compute.dispatch", "compute.qc", "wetlab.extraction"])
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 1366)
+    page.goto(f"{site}/workers/")
+    # each Type cell's first word, and on how many lines it lies
+    lines = page.evaluate("""() => [...document.querySelectorAll(
+        '#workers tbody td:nth-child(2)')].map(td => {
+            const r = document.createRange(); const t = td.firstChild;
+                     if (!t || t.nodeType !== 3) return [td.textContent, 1];
+                     const word = t.textContent.trim().split(' ')[0];
+                     const at = t.textContent.indexOf(word);
+                     r.setStart(t, at); r.setEnd(t, at + word.length);
+                     const tops = [...r.getClientRects()].map(x => Math.round(x.top));
+                     return [word, new Set(tops).size]; })""")
+    assert lines and all(n == 1 for _, n in lines), lines
+    page.context.close()
