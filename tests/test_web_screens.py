@@ -564,6 +564,17 @@ def test_workers_show_what_each_works_on_and_filter(client, lab):
     assert "No worker matches the filter." in none
 
 
+def test_retired_workers_are_listed_after_those_in_service(client, lab):
+    """A supervisor read retired adapters among the online workers, by key."""
+    svc = actor("worker_service")
+    old = register(svc, worker_key="a://old-adapter")
+    new = register(svc, worker_key="b://new-adapter")
+    act("set_worker_status", actor("admin", username="adm"), worker_euid=old,
+        payload={"operation": "retire", "reason": "replaced"})
+    html = signed_in(client, lab["operator"]).get("/workers/").content.decode()
+    assert html.index(f'data-worker="{new}"') < html.index(f'data-worker="{old}"')
+
+
 def test_every_worker_names_its_newest_items_and_counts_the_rest(client, lab, monkeypatch):
     """The page read the lab's newest 500 leases: at 8,180 most workers read "32 of 50"
     leases yet "working on nothing". Each worker names its own newest few, and counts the

@@ -63,6 +63,8 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
              and (not text or text in " ".join(str(v) for v in (
                  w.euid, w.worker_key, w.props.get("display_name"),
                  *(w.props.get("capabilities") or []))).lower())]
+    # the retired last: out of service for good, they sat among the online ones by key
+    shown.sort(key=lambda w: w.computed_status == WorkerStatus.RETIRED)
     # a service worker registered past what its account's profile allows now: its claims are
     # refused until it registers again within it (RULES.md#service-workers)
     outside = people.outside_profiles(shown)
