@@ -299,3 +299,16 @@ def test_sending_an_item_that_failed_its_check_on_asks_first(browser, site):
     assert selectors.leases(status="ACTIVE") == []
     assert envelope(euid)["next_queue_key"] == "lib"
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_renew_sits_on_its_own_row_above_the_complete_form(browser, site, width):
+    """A card whose Complete form was short put Renew beside it, the next card under it: a
+    gloved tap aimed at one card's Renew met the other's Next queue."""
+    page, euid, item = _claimed_at_the_bench(browser, site, "Specimen on a row")
+    page.set_viewport_size({"width": width, "height": 900})
+    renew = item.get_by_role("button", name="Renew").bounding_box()
+    complete = item.locator("form.complete").bounding_box()
+    assert renew and complete and renew["y"] + renew["height"] <= complete["y"], (renew,
+                                                                                 complete)
+    page.context.close()
