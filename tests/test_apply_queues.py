@@ -45,8 +45,9 @@ def check(path) -> tuple[int, str]:
     out = io.StringIO()
     try:
         call_command("apply_queues", str(path), "--check", stdout=out)
-    except CommandError as exc:
-        return exc.returncode, out.getvalue()
+    except SystemExit as exc:
+        assert "The database differs from the file" in out.getvalue()
+        return int(exc.code), out.getvalue()
     return 0, out.getvalue()
 
 

@@ -38,7 +38,11 @@ class Command(BaseCommand):
             self.stdout.write(line)
         if options["check"]:
             if result.differs:
-                raise CommandError("The database differs from the file.", returncode=1)
+                # a finding, not a failure of the command: said plainly, exit status 1 (a
+                # "CommandError:" line read as if the command had crashed)
+                self.stdout.write("The database differs from the file: apply it without"
+                                  " --check to make them the same.")
+                raise SystemExit(1)
             return
         if result.blocked:
             raise CommandError("Some queues belong to another system; nothing applied.")
