@@ -58,7 +58,7 @@ def test_work_waiting_longer_than_its_queue_expects_is_overdue(overdue):
     assert list(_flags(overdue_only=True, queue_key="q2")) == []
 
 
-@pytest.mark.parametrize("stored", ["5400", -60, 0, True, {"s": 1}, None])
+@pytest.mark.parametrize("stored", ["5400", -60, 0, 0.5, True, {"s": 1}, None])
 def test_a_threshold_another_writer_stored_otherwise_flags_nothing(outside, stored):  # noqa: F811
     expects("q1", stored)
     assert {r["overdue"] for r in selectors.outside_work()} == {False}
@@ -69,6 +69,19 @@ def test_a_huge_threshold_another_writer_stored_is_read_not_a_500(outside):  # n
     expects("q1", 1e300)
     flags = _flags()
     assert flags[outside["first"]] == (False, 1e9)  # shown clipped; compared in full
+
+
+def test_a_tiny_threshold_another_writer_stored_is_read_not_a_500(outside, users):  # noqa: F811
+    """1e-400 is a JSON number PostgreSQL keeps, and no float holds: the workbench, the
+    dashboard and the recorder failed on it."""
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+              " '{properties,outside_overdue_seconds}', '1e-400'::jsonb)"
+              " WHERE type = 'execution' AND subtype = 'queue'"
+              " AND json_addl->'properties'->>'queue_key' = 'q1' RETURNING uid")
+    assert {r["overdue"] for r in selectors.outside_work()} == {False}
+    client = signed_in(Client(), users["operator"])
+    assert client.get("/workbench/").status_code == 200
+    assert client.get("/").status_code == 200
 
 
 @pytest.mark.parametrize("value", [-1, 30 * 86400 + 1, True, "3600", 1.5e9])

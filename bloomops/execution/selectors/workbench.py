@@ -116,9 +116,10 @@ _WAITING = f"({ENV}->>'state') = 'WAITING_EXTERNAL' AND jsonb_typeof({_DISPATCH}
 
 
 # How long the queue that sent work out expects its result to take (its
-# outside_overdue_seconds: a positive number; anything else another writer stored, never).
+# outside_overdue_seconds: a number of seconds, one at least; anything else another writer
+# stored, never: 1e-400 is a JSON number no float holds)
 _OVERDUE_AFTER = (f"CASE WHEN jsonb_typeof({QP}->'outside_overdue_seconds') = 'number'"
-                  f" AND ({QP}->>'outside_overdue_seconds')::numeric > 0"
+                  f" AND ({QP}->>'outside_overdue_seconds')::numeric >= 1"
                   f" THEN ({QP}->>'outside_overdue_seconds')::numeric END")
 
 
