@@ -3,6 +3,8 @@ matrix; a bad item among good ones is reported on its own and writes nothing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bloomops.execution import selectors
@@ -254,7 +256,8 @@ def test_a_short_template_name_two_templates_share_names_both(apis, request):
     before = counts()
     r = api.act("register-subject", queue_key="both", template_code="specimen",
                 name="Which tube")
-    assert r.status_code == 404 and error_code(r) == "NOT_FOUND", r.content
+    # which template is meant is the caller's to say: a refusal of the request, not a 404
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
     message = r.json()["error"]["message"]
     assert "it could mean" in message and SPECIMEN in message, message
     assert "content/sample/specimen/1.0" in message
@@ -274,3 +277,38 @@ def test_a_name_already_registered_is_taken_with_a_warning_over_the_api(apis):
     batch = api.post("/actions/intake-batch", {"items": [_register(51, name="S-101")]})
     (item,) = batch.json()["items"]
     assert item["ok"] and "is also the name of" in item["result"]["warnings"][0], item
+
+
+def test_route_subject_takes_a_short_name_two_templates_share_as_the_subject_s_own(apis,
+                                                                                  request):
+    """RULES 16.8: a short name is the subject's own template where it is one of the name's;
+    route-subject refused "specimen" for a specimen once another template had that name."""
+    from bloomops.tapdb import templates
+    from tests.test_shared_templates import _foreign_template
+
+    _foreign_template("BX", "sample", "specimen", "content")
+    request.addfinalizer(templates.clear_cache)
+    pending = raw_sql_object(SPECIMEN, "from the LIMS", {})
+    r = apis["operator"].act("route-subject", subject_euid=pending, queue_key="q1",
+                             template_code="specimen")
+    assert r.status_code == 200, r.content
+    assert envelope(pending)["state"] == "READY"
+
+
+@pytest.mark.parametrize("stored", [5, True, "content/material/specimen/1.0", {"a": 1}])
+def test_a_queue_s_templates_another_writer_stored_otherwise_are_read_not_a_500(apis,
+                                                                               stored):
+    from bloomops.tapdb.db import fetch_all
+
+    make_queue("odd")
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+              " '{properties,subject_template_codes}', %s::jsonb) WHERE type = 'execution'"
+              " AND subtype = 'queue' AND json_addl->'properties'->>'queue_key' = 'odd'"
+              " RETURNING uid", [json.dumps(stored)])
+    before = counts()
+    for code in (SPECIMEN, "specimen"):
+        r = apis["operator"].act("register-subject", queue_key="odd", template_code=code,
+                                 name=f"Odd {code}")
+        assert r.status_code in (200, 409), r.content
+        if r.status_code == 409:
+            assert error_code(r) == "SUBJECT_TEMPLATE_MISMATCH" and counts() == before

@@ -291,11 +291,16 @@ def as_scoped(config: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def queue_templates(config: dict[str, Any]) -> list[str]:
+    """A queue's subject_template_codes as the texts it lists (another writer's 5 or true
+    lists none)."""
+    return scope_values(config.get("subject_template_codes")) or []
+
+
 def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
     """Whether a queue takes subjects of this template (its subject_template_codes): a subject
     of another is never visible in it (RULES.md#visibility), so nothing may send one there."""
-    return template_code is not None and template_code in (
-        config.get("subject_template_codes") or [])
+    return template_code is not None and template_code in queue_templates(config)
 
 
 def queue_takes(config: dict[str, Any], template_code: str | None,

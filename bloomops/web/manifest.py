@@ -19,6 +19,7 @@ from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code, repeated_names
+from bloomops.execution.policy import queue_templates
 from bloomops.execution.selectors import queue_config
 from bloomops.web.spreadsheets import csv_cell
 
@@ -176,7 +177,7 @@ def _template_code(value: str, config: dict[str, Any]) -> str:
     """A full template code as given, or a short name (``specimen``) among the queue's."""
     if not value or "/" in value:
         return value
-    return full_template_code(value, config.get("subject_template_codes") or [])
+    return full_template_code(value, queue_templates(config))
 
 
 def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:

@@ -38,7 +38,7 @@ from bloomops.execution.guards import (
     lock_subject,
 )
 from bloomops.execution.objects import full_template_code, is_engine_template, template_words
-from bloomops.execution.policy import as_scoped, is_terminal
+from bloomops.execution.policy import as_scoped, is_terminal, queue_templates
 from bloomops.execution.states import parse_priority
 from bloomops.tapdb.templates import TemplateRef, all_templates
 from bloomops.tapdb.tenancy import tenant_of
@@ -89,13 +89,12 @@ def _routing_queue(ctx: Context, template_code: str | None) -> dict:
     return queue
 
 
-def _template_asked(ctx: Context, queue: dict | None = None) -> str:
+def _template_asked(ctx: Context, preferred: list[str]) -> str:
     """The request's template code in full: a short name a person writes (``specimen``), as
-    the intake screen, the queue settings and apply_queues take it, first among the queue's
-    own templates."""
+    the intake screen, the queue settings and apply_queues take it, first among
+    ``preferred`` (the subject's own template, or the queue's)."""
     written = (ctx.payload.get("template_code") or "").strip()
-    return full_template_code(written, (queue or {}).get("config", {}).get(
-        "subject_template_codes") or [])
+    return full_template_code(written, preferred)
 
 
 def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
@@ -114,7 +113,8 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     subject = ctx.subject
     assert subject is not None and ctx.env is not None
     code = template_code_of(subject)
-    claimed = _template_asked(ctx)
+    # a short name is the subject's own template when that is one of the name's
+    claimed = _template_asked(ctx, [code] if code else [])
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"{subject.euid} is a {code or 'subject without a template'},"
@@ -138,12 +138,14 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
     """Whether a new subject of the request's template and properties may enter the queue:
     its queue, template and full properties (the template's defaults, then the given)."""
     queue = _target_queue(ctx)
-    code = _template_asked(ctx, queue)
+    code = _template_asked(ctx, queue_templates(queue["config"]))
     ref: TemplateRef | None = all_templates().get(code)
     if ref is None or is_engine_template(ref):
-        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}"
-                          f"{template_words(code)}.", field="template_code",
-                          template_code=code[:200])
+        if said := template_words(code):  # a name several templates share: which one?
+            raise ActionError("VALIDATION_ERROR", f"template_code {code[:200]!r}{said}.",
+                              field="template_code")
+        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
+                          field="template_code", template_code=code[:200])
     refuse_unless_takes(queue, code)
     given = ctx.payload.get("properties") or {}
     check_template_properties(ref, given, lambda message: ActionError(

@@ -20,7 +20,12 @@ from bloomops.execution.objects import (
     parent_of,
     save_props,
 )
-from bloomops.execution.policy import next_queues_allowed, scope_problem, takes_template
+from bloomops.execution.policy import (
+    next_queues_allowed,
+    queue_templates,
+    scope_problem,
+    takes_template,
+)
 from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution, RetryClass
 from bloomops.tapdb.db import execute as sql_execute
 
@@ -67,7 +72,7 @@ def refuse_unless_takes(queue: dict, template_code: str | None) -> None:
     """A subject sent to a queue that does not take its template could never be seen there
     (RULES.md#visibility): refused, whichever action sends it."""
     if not takes_template(queue["config"], template_code):
-        takes = queue["config"].get("subject_template_codes") or []
+        takes = queue_templates(queue["config"])
         kind = f"{template_code} subjects" if template_code else "subjects without a template"
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"Queue {queue['queue_key']!r} does not take {kind}"
