@@ -52,10 +52,18 @@
     var submitter = event.submitter || null;
     var own = submitter && submitter.dataset.confirm;
     var text = own || form.dataset.confirm;
-    // data-confirm-also (with -when, matched by the form as it is sent, and -label): another
-    // question, asked instead when it applies (a QC recorded as fail sent on to the next step)
-    var also = !own && form.dataset.confirmAlso && form.dataset.confirmAlsoWhen &&
-      form.matches(form.dataset.confirmAlsoWhen);
+    // data-confirm-also (with -label, and -when: selectors joined by "|", each found in the
+    // form as it is sent): another question, asked instead when it applies (a QC recorded
+    // as fail sent on to the next step). Plain selectors, no :has(), which an older browser
+    // at an instrument cannot read (and a selector it cannot read asks rather than not).
+    var also = false;
+    if (!own && form.dataset.confirmAlso && form.dataset.confirmAlsoWhen) {
+      try {
+        also = form.dataset.confirmAlsoWhen.split("|").every(function (selector) {
+          return form.querySelector(selector) !== null;
+        });
+      } catch (e) { also = true; }
+    }
     if (also) {
       text = form.dataset.confirmAlso;
     } else if (!own && form.dataset.confirmWhen &&
