@@ -187,6 +187,10 @@ backof_factor = 2.0
 [[queue]]
 queue_key = "dna_extraction"
 
+[[queue]]
+queue_key = ["a", "list"]
+subject_template_codes = ["content/material/specimen/1.0"]
+
 [[queues]]
 queue_key = "never_made"
 subject_template_codes = ["content/material/specimen/1.0"]
@@ -197,7 +201,8 @@ subject_template_codes = ["content/material/specimen/1.0"]
     said = str(err.value)
     for words in ("unknown key 'reasn'", "unknown table 'queues'",
                   "queue #1: unknown fields ['result_field']", "backof_factor",
-                  "queue #2 (dna_extraction): subject_template_codes is required"):
+                  "queue #2 (dna_extraction): subject_template_codes is required",
+                  "queue #3 (['a', 'list']): queue_key must be text"):
         assert words in said, said
     assert counts() == before
 
@@ -271,3 +276,10 @@ def test_a_file_that_leaves_a_queue_to_nobody_is_warned_of_as_the_preview_does(t
     assert "(1 can now)" in out
     conf.write_text(served.replace("lease_ttl_seconds = 900", "lease_ttl_seconds = 1000"))
     assert "nobody can serve" not in check(conf)[1]  # what it asks of workers is unchanged
+    # a replacement (its templates changed too) is warned of as well
+    conf.write_text(served.replace('"lab.qc"', '"lab.qcc"').replace(
+        'subject_template_codes = ["content/material/specimen/1.0"]',
+        'subject_template_codes = ["content/material/specimen/1.0",'
+        ' "content/material/library/1.0"]', 1))
+    out = check(conf)[1]
+    assert "replace_queue     extract" in out and "nobody can serve extract" in out, out

@@ -92,6 +92,8 @@ def read_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str, list[s
         if unknown:
             problems.append(f"queue #{i}: unknown fields {unknown}.")
         key = spec.get("queue_key")
+        if not isinstance(key, str):  # said by the engine's check of the queue (plan)
+            continue
         if key in seen:
             problems.append(f"queue {key!r} is defined twice.")
         seen.add(key)
@@ -178,10 +180,10 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
         elif changes:
             result.steps.append(Step("update_queue", key, {k: b for k, (_, b) in
                                                            changes.items()}, _short(changes)))
-            # as the settings preview says it (a typo "lab.qcc" left the queue to nobody)
-            if any(name in changes for name in LIST_FIELDS):
-                result.warnings += [f"{key}: {w}" for w in selectors.served_by_nobody(
-                    key, cfg, {k: b for k, (_, b) in changes.items()}, tenant=tenant)]
+        # as the settings preview says it (a typo "lab.qcc" left the queue to nobody)
+        if any(name in changes for name in LIST_FIELDS):
+            result.warnings += [f"{key}: {w}" for w in selectors.served_by_nobody(
+                key, cfg, {k: b for k, (_, b) in changes.items()}, tenant=tenant)]
         if toggled:
             payload = {"enabled": enabled, "reason": reason if not enabled
                        else "enabled in the configuration file"}
