@@ -8,13 +8,17 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 
 import pytest
 
 from bloomops.execution import selectors
 from bloomops.worker.management.commands.run_demo_workers import Supervisor
-from bloomops.worker.management.commands.run_worker import EXIT_STOPPED_BY_ADMIN
+from bloomops.worker.management.commands.run_worker import (
+    EXIT_NO_HANDLER,
+    EXIT_STOPPED_BY_ADMIN,
+)
 from tests.conftest import make_user
 from tests.engine import act, actor, envelope, make_queue, make_subject
 from tests.worker_support import (
@@ -199,4 +203,19 @@ def test_supervisor_parks_a_child_stopped_by_an_admin_until_it_may_restart():
     wait_until(lambda: (supervisor.check(), child.restarts == 1)[1], "the restart",
                every=0.02)
     assert not child.parked
+    supervisor.terminate()
+
+
+def test_supervisor_does_not_start_again_a_child_without_a_handler():
+    """A demo worker that claimed an item it has no handler for exits 4: started again, it
+    would claim and release the same item every time (docs/DEPLOY.md#workers)."""
+    lacking = [sys.executable, "-c", f"raise SystemExit({EXIT_NO_HANDLER})"]
+    supervisor = Supervisor({"e": lacking}, restart_min=0.01)
+    (child,) = supervisor.children
+    supervisor.check()
+    child.process.wait()
+    for _ in range(20):
+        supervisor.check()
+        time.sleep(0.01)
+    assert child.given_up and child.restarts == 0
     supervisor.terminate()

@@ -27,7 +27,10 @@ from django.core.management.base import BaseCommand
 from bloomops.execution.objects import worker_by_key
 from bloomops.execution.states import STOPPED_WORKER_STATUSES
 from bloomops.tapdb.tenancy import tenant_of
-from bloomops.worker.management.commands.run_worker import EXIT_STOPPED_BY_ADMIN
+from bloomops.worker.management.commands.run_worker import (
+    EXIT_NO_HANDLER,
+    EXIT_STOPPED_BY_ADMIN,
+)
 
 log = logging.getLogger("bloomops.worker")
 
@@ -63,6 +66,8 @@ class Child:
     restarts: int = 0
     # exited with EXIT_STOPPED_BY_ADMIN: started again only when may_restart says so
     parked: bool = False
+    # exited with EXIT_NO_HANDLER: it would only claim and release again; not started again
+    given_up: bool = False
 
 
 class Supervisor:
@@ -71,7 +76,9 @@ class Supervisor:
     HEALTHY_AFTER seconds), so a child that cannot start does not spin. A child that exits
     with EXIT_STOPPED_BY_ADMIN is parked: started again once ``may_restart(name)`` is true
     (asked every ``parked_poll`` seconds), never without it. Starting a disabled worker again
-    would only register it again (an action record each time) to see it stop."""
+    would only register it again (an action record each time) to see it stop. One that exits
+    with EXIT_NO_HANDLER is not started again at all: it would claim the item it cannot work
+    and release it again, every start."""
 
     def __init__(self, commands: dict[str, list[str]], *,
                  restart_min: float = RESTART_MIN_SECONDS,
@@ -96,8 +103,14 @@ class Supervisor:
         """Start children that are due: new ones, and exited ones whose backoff is over."""
         now = time.monotonic()
         for child in self.children:
+            if child.given_up:
+                continue
             if child.process is None:
                 self._start(child)
+            elif child.process.poll() == EXIT_NO_HANDLER:
+                child.given_up = True
+                log.error("supervisor: %s has no handler for an item it claimed (its log says"
+                          " which); not started again", child.name)
             elif child.process.poll() == EXIT_STOPPED_BY_ADMIN and not child.restart_at:
                 child.parked, child.restart_at, child.delay = True, now + self.parked_poll, 0.0
                 log.warning("supervisor: %s was stopped by an admin; not started again until"
