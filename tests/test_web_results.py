@@ -229,7 +229,8 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
 
 
 @pytest.mark.parametrize(("typed", "kept"), [("12,5", 12.5), ("0,25", 0.25), ("1000,5", 1000.5),
-                                             ("12.5", 12.5), ("1,2500", 1.25)])
+                                             ("12.5", 12.5), ("1,2500", 1.25),
+                                             ("0,125", 0.125), ("12345,678", 12345.678)])
 def test_a_decimal_comma_is_read_as_the_scientist_meant_it(client, qc_line, typed, kept):
     """A number field dropped the comma of "12,5": 125 was recorded, ten times too much,
     and the completion said so as if it were right."""

@@ -190,7 +190,7 @@ def test_a_worker_without_a_handler_for_an_items_step_releases_it_and_stops(tena
     runtime = WorkerRuntime(DirectTransport("svc"), wetlab.Handlers(), worker_key="robot",
                             capabilities=["lab.receipt"], poll_min=0.0)
     runtime.run()  # stops by itself: no exit_when_idle, no max_items
-    assert runtime.unhandled == "no handler for action None of queue 'receipt'"
+    assert runtime.unhandled == "no handler for items without an action key of queue 'receipt'"
     assert (runtime.stats.claimed, runtime.stats.released, runtime.stats.failed) == (1, 1, 0)
     env = envelope(first)
     assert (env["state"], env["attempt_count"]) == ("READY", 0)
@@ -199,7 +199,8 @@ def test_a_worker_without_a_handler_for_an_items_step_releases_it_and_stops(tena
     (record,) = history(first)["records"]
     assert record["props"]["status"] == "CANCELED"
     assert record["props"]["error_message"] == (
-        "NO_HANDLER: worker robot has no handler for action None of queue 'receipt'")
+        "NO_HANDLER: worker robot has no handler for items without an action key of queue"
+        " 'receipt'")
     (worker,) = selectors.workers()
     assert worker.props["status"] == "OFFLINE"  # signed off: nobody counts on it
 
@@ -220,5 +221,5 @@ def test_run_worker_without_a_handler_exits_4_saying_what_to_mend(tenant, users,
                      "bloomops.worker.handlers.wetlab", "--poll-max", "0.01")
     assert stopped.value.code == EXIT_NO_HANDLER == 4
     said = capsys.readouterr().err
-    assert "no handler for action None of queue 'receipt'" in said
+    assert "no handler for items without an action key of queue 'receipt'" in said
     assert "was released, not failed" in said and "bloomops.worker.handlers.wetlab" in said

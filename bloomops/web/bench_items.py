@@ -98,9 +98,10 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     }
 
 
-# One comma between digits: a decimal comma ("12,5"), unless three digits follow it, when
-# it may as well separate thousands ("1,250": 1.25 or 1250?).
+# One comma between digits: a decimal comma ("12,5", "0,125"), unless it could as well
+# group thousands: one to three digits, the first not 0, then three ("1,250": 1.25 or 1250?).
 _DECIMAL_COMMA = re.compile(r"([+-]?[0-9]+),([0-9]+)")
+_THOUSANDS = re.compile(r"[+-]?[1-9][0-9]{0,2},[0-9]{3}")
 
 
 def typed_number(raw: str) -> int | float | str | None:
@@ -113,7 +114,7 @@ def typed_number(raw: str) -> int | float | str | None:
     comma = _DECIMAL_COMMA.fullmatch(raw)
     if comma is None:
         return None
-    return raw if len(comma[2]) == 3 else decimal_number(f"{comma[1]}.{comma[2]}")
+    return raw if _THOUSANDS.fullmatch(raw) else decimal_number(f"{comma[1]}.{comma[2]}")
 
 
 def refuse_unclear_numbers(post: Any, fields: list[dict[str, Any]]) -> None:

@@ -334,10 +334,11 @@ class WorkerRuntime:
         its handlers do not): not the item's fault (failing it dead-lettered a lab's every
         item), so its lease is released, no attempt counted, and the worker stops for an
         admin to mend it (run_worker exits 4)."""
-        self.unhandled = f"no handler for action {job.action_key!r} of queue {job.queue_key!r}"
-        self._report_or_drop("release_queue_lease", common, {
-            "reason": f"NO_HANDLER: worker {self.worker_key} has {self.unhandled}"})
-        self.stats.released += 1
+        step = f"action {job.action_key!r}" if job.action_key else "items without an action key"
+        self.unhandled = f"no handler for {step} of queue {job.queue_key!r}"
+        if self._report_or_drop("release_queue_lease", common, {
+                "reason": f"NO_HANDLER: worker {self.worker_key} has {self.unhandled}"}):
+            self.stats.released += 1
         log.error("worker %s: %s (%s released, not failed); stopping", self.worker_key,
                   self.unhandled, job.subject_euid)
         self.request_stop()

@@ -30,7 +30,11 @@ from bloomops.tapdb.instances import link
 
 
 def _reason(req: ActionRequest) -> None:
-    text_field(req.payload, "reason", required=True, max_len=REASON_MAX)
+    _reason_of(req.payload)
+
+
+def _reason_of(payload: dict[str, Any]) -> None:
+    text_field(payload, "reason", required=True, max_len=REASON_MAX)
 
 
 def _require_queue_key(req: ActionRequest) -> None:
@@ -141,7 +145,7 @@ def new_queue_problems(payload: dict[str, Any], key: str | None, problems: Probl
     """Every refusal of a new queue's request, gathered: its reason with its fields (a blank
     form was told its reason was missing only once the fields were put right)."""
     with problems.field():
-        text_field(payload, "reason", required=True, max_len=REASON_MAX)
+        _reason_of(payload)
     with problems.field():
         clean_new_queue({**payload, "queue_key": key})
 
