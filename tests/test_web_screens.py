@@ -70,6 +70,9 @@ def test_dashboard_coverage_counts_online_workers_that_can_serve(client, lab):
     assert '<span class="muted who">online: ' in row
     exotic = html[html.index('data-queue="exotic"'):]
     assert "nobody can serve" in exotic[:exotic.index("</tr>")]
+    # one person able to serve nine queues showed "3 free" in each, inviting a sum of 27
+    header = html[html.index('<th scope="col" title="Who can serve each queue'):]
+    assert "not to be added up" in header[:header.index("</th>")]
 
 
 def test_a_lab_of_hundreds_is_named_twenty_at_a_time_in_the_coverage_title(client, lab):
