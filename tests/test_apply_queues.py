@@ -118,7 +118,7 @@ def test_another_systems_queue_is_not_changed(tenant, conf):
     ("[[queue]]\nqueue_key = 'x'\nsubject_template_codes = ['nope/1.0']", "no template"),
     ("[[queue]]\nqueue_key = 'x'\nlease_ttl_seconds = 1\n"
      "subject_template_codes = ['content/material/specimen/1.0']", "lease_ttl_seconds"),
-    ("queue = 'x'", "no [[queue]]"),
+    ("queue = 'x'", "queues are [[queue]] tables"),
     ("[[queue", "Expected"),
 ])
 def test_a_bad_file_is_refused_with_where_and_writes_nothing(tenant, tmp_path, text, message):
@@ -283,3 +283,45 @@ def test_a_file_that_leaves_a_queue_to_nobody_is_warned_of_as_the_preview_does(t
         ' "content/material/library/1.0"]', 1))
     out = check(conf)[1]
     assert "replace_queue     extract" in out and "nobody can serve extract" in out, out
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (b"\xff\xfereason = 'x'\n", "not UTF-8 text"),
+    (b"queue = [1, 2]\n", "queues are [[queue]] tables, one per queue (found queue = [1, 2])"),
+    (b"[queue]\nqueue_key = 'a'\n", "(found one [queue] table)"),
+    (b"reason = 'x'\n", "(found none)"),
+    (b"[[queue]]\nqueue_key = 'deep'\ndisplay_name = " + b"[" * 300 + b"]" * 300 + b"\n",
+     "nests"),
+])
+def test_a_file_no_queue_can_be_read_from_is_refused_in_words(tenant, tmp_path, text, said):
+    """Each of these ended in a Python traceback (or said only "no [[queue]] tables")."""
+    path = tmp_path / "hostile.toml"
+    path.write_bytes(text)
+    before = counts()
+    with pytest.raises(CommandError) as err:
+        run(path)
+    assert said in str(err.value), str(err.value)
+    assert counts() == before
+
+
+def test_a_retry_policy_s_every_mistake_and_a_disabled_reason_are_said_in_one_run(
+        tenant, tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text("""
+[[queue]]
+queue_key = "q"
+subject_template_codes = ["content/material/specimen/1.0"]
+enabled = false
+disabled_reason = 5
+[queue.retry_policy]
+mode = 5
+initial_delay_seconds = -1
+backof_factor = 2.0
+""")
+    with pytest.raises(CommandError) as err:
+        run(path)
+    said = str(err.value)
+    for words in ("unknown fields ['backof_factor']", "retry_policy.mode must be",
+                  "retry_policy.initial_delay_seconds must be a number",
+                  "disabled_reason must be text"):
+        assert words in said, said

@@ -21,6 +21,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
+from bloomops.execution.guards import nesting_depth
 from bloomops.execution.policy import flow_warnings
 
 # Who the actions of a file apply are recorded as when no user is named.
@@ -31,6 +32,8 @@ FILE_FIELDS = ("queue_key", "subject_template_codes", *MUTABLE_FIELDS, "enabled"
 
 # What a file holds besides its queues.
 FILE_KEYS = ("queue", "reason")
+# How deep a queue's values may nest (a queue's retry policy or result fields: 4).
+MAX_FILE_DEPTH = 8
 
 
 class QueueFileError(ValueError):
@@ -76,16 +79,23 @@ def read_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str, list[s
     twice), said with the values the engine refuses by ``plan``: a misspelt field hid the
     file's bad values until the next run. No database."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise QueueFileError(f"{path}: {exc}") from None
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise QueueFileError(f"{path}: not UTF-8 text (save it as UTF-8).") from None
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise QueueFileError(f"{path}: {exc or 'nested too deeply'}") from None
     problems = [f"unknown {'table' if isinstance(data[k], list | dict) else 'key'} {k!r}"
                 " (a file holds [[queue]] tables and a reason)." for k in sorted(data)
                 if k not in FILE_KEYS]
     specs = data.get("queue")
     if not isinstance(specs, list) or not specs or not all(isinstance(s, dict) for s in specs):
+        found = ("none" if specs is None or specs == [] else
+                 "one [queue] table" if isinstance(specs, dict) else f"queue = {specs!r:.60}")
         raise QueueFileError("\n".join(f"{path}: {p}" for p in [
-            *problems, "no [[queue]] tables."]))
+            *problems, f"queues are [[queue]] tables, one per queue (found {found})."]))
+    if (depth := nesting_depth(specs)) > MAX_FILE_DEPTH:  # a value nested 500 deep
+        raise QueueFileError(f"{path}: a queue's value nests {depth} levels deep (at most"
+                             f" {MAX_FILE_DEPTH}).")
     seen: set[str] = set()
     for i, spec in enumerate(specs, 1):
         unknown = sorted(set(spec) - set(FILE_FIELDS))
@@ -122,10 +132,13 @@ def _checked(spec: dict[str, Any], number: int) -> tuple[dict[str, Any], list[st
         fields = clean_new_queue(left)
     except ActionError as exc:
         for problem in exc.problems():
-            said.append(f"queue #{number} ({spec.get('queue_key')}): {problem['message']}"
+            called = spec.get("queue_key") or "no queue_key"
+            said.append(f"queue #{number} ({called}): {problem['message']}"
                         f" [{problem['field']}]")
     if "enabled" in spec and not isinstance(spec["enabled"], bool):
         said.append(f"queue #{number}: enabled must be true or false.")
+    if "disabled_reason" in spec and not isinstance(spec["disabled_reason"], str):
+        said.append(f"queue #{number}: disabled_reason must be text.")
     return fields, said
 
 

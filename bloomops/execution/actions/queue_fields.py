@@ -148,28 +148,36 @@ def queue_key_field(payload: dict, name: str = "queue_key", *, required: bool = 
 
 
 def _retry_policy(value: Any) -> dict | None:
+    """A retry policy checked whole: every unknown field and every bad value said at once
+    (an unknown field had hidden the bad numbers beside it until the next try)."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ActionError("VALIDATION_ERROR", "retry_policy must be an object.",
                           field="retry_policy")
+    problems = Problems()
     extra = sorted(set(value) - set(RETRY_FIELDS))
     if extra:
-        raise ActionError("VALIDATION_ERROR", f"retry_policy has unknown fields {extra}.",
-                          field="retry_policy")
+        with problems.field():
+            raise ActionError("VALIDATION_ERROR", f"retry_policy has unknown fields {extra}.",
+                              field="retry_policy")
     policy = {"mode": value.get("mode", RETRY_MODES[0])}
     if policy["mode"] not in RETRY_MODES:
-        raise ActionError("VALIDATION_ERROR", "retry_policy.mode must be EXPONENTIAL_BACKOFF.",
-                          field="retry_policy.mode")
+        with problems.field():
+            raise ActionError("VALIDATION_ERROR", "retry_policy.mode must be"
+                              " EXPONENTIAL_BACKOFF.", field="retry_policy.mode")
     for name, (low, high) in RETRY_RANGES.items():
         if name not in value:
             continue
         number = value[name]
         if isinstance(number, bool) or not isinstance(number, int | float) or not (
                 math.isfinite(number) and low <= number <= high):
-            raise ActionError("VALIDATION_ERROR", f"retry_policy.{name} must be a number from"
-                              f" {low} to {high}.", field=f"retry_policy.{name}")
+            with problems.field():
+                raise ActionError("VALIDATION_ERROR", f"retry_policy.{name} must be a number"
+                                  f" from {low} to {high}.", field=f"retry_policy.{name}")
+            continue
         policy[name] = number
+    problems.raise_any()
     if policy.get("max_delay_seconds", math.inf) < policy.get("initial_delay_seconds", 0):
         raise ActionError("VALIDATION_ERROR", "retry_policy.max_delay_seconds is below"
                           " initial_delay_seconds.", field="retry_policy.max_delay_seconds")
