@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 
 from bloomops.accounts.models import COMMAND_LINE, ApiToken, ProfileChange
@@ -170,6 +171,12 @@ def test_tokens_given_and_revoked_from_a_shell_are_recorded_as_the_command_line(
     given, revoked = ProfileChange.objects.filter(username="svc").order_by("id")[2:]
     assert given.reason.startswith("the nightly LIMS sync (manage.py create_api_token, run as")
     assert revoked.reason.startswith("sync retired (manage.py revoke_api_token, run as")
+    # a reason no record may hold, or nothing to revoke, is said, not a traceback or exit 0
+    before = ProfileChange.objects.count()
+    for args in (["--user", "svc", "--reason", "x\x1b[31m"], ["999999"], ["--user", "nobody"]):
+        with pytest.raises(CommandError):
+            call_command("revoke_api_token", *args)
+    assert ProfileChange.objects.count() == before
 
 
 def test_after_a_token_is_given_the_persons_form_still_saves_the_person(client, users):

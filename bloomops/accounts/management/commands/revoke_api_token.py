@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from bloomops.accounts.models import COMMAND_LINE
-from bloomops.accounts.profiles import from_shell
+from bloomops.accounts.profiles import ProfileError, from_shell
 from bloomops.accounts.tokens import revoke
 
 
@@ -19,7 +19,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         if options["token_id"] is None and not options["prefix"] and not options["user"]:
             raise CommandError("Give a token id, --prefix or --user.")
-        n = revoke(token_id=options["token_id"], prefix=options["prefix"],
-                   username=options["user"], by=COMMAND_LINE,
-                   reason=from_shell("revoke_api_token", options["reason"]))
+        try:
+            n = revoke(token_id=options["token_id"], prefix=options["prefix"],
+                       username=options["user"], by=COMMAND_LINE,
+                       reason=from_shell("revoke_api_token", options["reason"]))
+        except ProfileError as exc:  # a reason no record may hold, said as create's is
+            raise CommandError(exc.message) from None
+        if not n:  # a mistyped id, prefix or user was "Revoked 0 token(s)." and exit 0
+            raise CommandError("No token revoked: none matches that (or each was revoked"
+                               " already).")
         self.stdout.write(f"Revoked {n} token(s).")
