@@ -93,6 +93,26 @@ def test_a_step_names_its_output_template_as_its_queue_settings_do(flow):
     assert template_code_of(load(euid=made, tenant=tenant_of())) == EXTRACTED
 
 
+def test_a_short_output_name_two_templates_share_is_the_queue_s_own(flow, request):
+    from bloomops.tapdb import templates
+    from tests.test_shared_templates import _foreign_template
+
+    _foreign_template("BX", "sample", "extracted_sample", "content")
+    request.addfinalizer(templates.clear_cache)
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    done = _complete(svc, worker, lease, outputs=[{"template_code": "extracted_sample",
+                                                   "name": "Extract 2"}])
+    (made,) = done.result["output_euids"]
+    assert template_code_of(load(euid=made, tenant=tenant_of())) == EXTRACTED
+    # a queue that makes both: which one is the caller's to say
+    make_queue("both", output_template_codes=[EXTRACTED, "content/sample/extracted_sample/1.0"])
+    _, worker, lease = _claimed(svc, "both")
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
+        {"template_code": "extracted_sample", "name": "Extract 3"}]))
+    assert "it could mean" in err.message and EXTRACTED in err.message
+
+
 @pytest.mark.parametrize(("output", "words"), [
     ({"properties": {"owner_username": "admin"}}, "no property 'owner_username'"),
     ({"properties": {"execution": {"state": "READY"}}}, "no property 'execution'"),

@@ -39,11 +39,13 @@ OUTPUT_EXECUTION_FIELDS = ("state", "next_queue_key", "next_action_key", "priori
                            "ready_at")
 
 
-def output_template(spec: dict) -> Any:
+def output_template(spec: dict, preferred: list[str] | None = None) -> Any:
     """An output's template code in full (a short name a person writes, ``library``, as the
-    queue settings take it); anything else as given, for the check to refuse."""
+    queue settings take it; first among ``preferred``, the step's queue's output templates);
+    anything else as given, for the check to refuse."""
     code = spec.get("template_code")
-    return full_template_code(code.strip()) if isinstance(code, str) else code
+    return full_template_code(code.strip(), preferred or []) if isinstance(code, str) \
+        else code
 
 
 def _output_error(i: int, message: str, code: str = "VALIDATION_ERROR") -> ActionError:
@@ -160,9 +162,10 @@ def validate_outputs(payload: dict) -> None:
             raise _output_error(i, err.message) from None
         code = output_template(spec)
         ref = templates.get(code) if isinstance(code, str) else None
+        if ref is None and isinstance(code, str) and template_words(code):
+            continue  # a name several templates share: the queue's own decides (create)
         if ref is None:
-            raise _output_error(i, f"unknown template {str(code)[:100]!r}"
-                                f"{template_words(code) if isinstance(code, str) else ''}.")
+            raise _output_error(i, f"unknown template {str(code)[:100]!r}.")
         if is_engine_template(ref):
             raise _output_error(i, f"{code} objects are made only by the engine's own actions.",
                                 "OUTPUT_NOT_ALLOWED")
@@ -182,11 +185,16 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
     allowed = (queue or {}).get("config", {}).get("output_template_codes") or []
     created = []
     for i, spec in enumerate(outputs):
-        code = output_template(spec)
+        code = output_template(spec, allowed)
+        if code not in all_templates():  # a shared short name none of the queue's has
+            raise _output_error(i, f"unknown template {str(code)[:100]!r}"
+                                f"{template_words(code)}.")
         if code not in allowed:
             raise _output_error(i, f"queue {(queue or {}).get('queue_key')!r} declares no"
                                 f" {code} outputs (it declares: {', '.join(allowed) or 'none'}).",
                                 "OUTPUT_NOT_ALLOWED")
+        # the properties checked against the template meant (a shared short name's too)
+        _check_output_properties(i, template(code), spec.get("properties") or {})
         props = dict(template(code).properties)
         props.pop("execution", None)
         props.update(spec.get("properties") or {})
