@@ -230,7 +230,8 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
 
 @pytest.mark.parametrize(("typed", "kept"), [("12,5", 12.5), ("0,25", 0.25), ("1000,5", 1000.5),
                                              ("12.5", 12.5), ("1,2500", 1.25),
-                                             ("0,125", 0.125), ("12345,678", 12345.678)])
+                                             ("0,125", 0.125), ("12345,678", 12345.678),
+                                             ("12345678901234567", 12345678901234567)])
 def test_a_decimal_comma_is_read_as_the_scientist_meant_it(client, qc_line, typed, kept):
     """A number field dropped the comma of "12,5": 125 was recorded, ten times too much,
     and the completion said so as if it were right."""
@@ -290,3 +291,18 @@ def test_results_typed_when_the_session_ended_are_said_at_sign_in(client, qc_lin
     sent = sci.post(f"/leases/{lease}/complete/", data)
     assert sent.status_code == 302 and "/accounts/login/" in sent["Location"]
     assert "The results you typed were not recorded: rin 8.2, qc pass" in _said(sent)
+
+
+@pytest.mark.parametrize("typed", ["1" * 5000, "1" + "0" * 300, "1" * 41])
+def test_a_number_too_large_to_record_is_said_in_the_bench_s_words(client, qc_line, typed):
+    """A 5,000-digit RIN was refused "payload.result_snapshot.rin must be a finite number",
+    another "(send a larger one as text)": words of the API, at the bench."""
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
+                                                "result.qc": "pass"}))
+    assert counts() == before and refused["Location"] == f"/my-work/?item={lease}"
+    assert (f"Concentration: {typed[:20]}… is too large to record (numbers are below 1e40)."
+            in _said(refused)), _said(refused)

@@ -4,6 +4,7 @@ take it, policy.queue_takes)."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from typing import Any
@@ -12,6 +13,7 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError, Problems
+from bloomops.execution.guards import LARGEST_NUMBER
 from bloomops.execution.objects import LEASE, is_kind, load
 from bloomops.execution.policy import next_queues_allowed, queue_takes
 from bloomops.execution.results import RESULT_FIELD, bounds_words, declared_results, recorded
@@ -123,12 +125,22 @@ def refuse_unclear_numbers(post: Any, fields: list[dict[str, Any]]) -> None:
     problems = Problems()
     for field in fields:
         raw = str(post.get(RESULT_INPUT + field["key"], "")).strip()
-        if field["kind"] == "number" and raw and typed_number(raw) == raw:
+        number = typed_number(raw) if field["kind"] == "number" and raw else None
+        if number == raw:
             with problems.field():
                 raise ActionError("VALIDATION_ERROR", f"{field['label']}: is {raw} a decimal"
                                   " or thousands? Write it with a decimal point and no"
                                   f" separator ({raw.replace(',', '.')} or"
                                   f" {raw.replace(',', '')}).",
+                                  field=RESULT_FIELD + field["key"])
+        elif isinstance(number, int | float) and not (
+                math.isfinite(number) and abs(number) < LARGEST_NUMBER):
+            # in the bench's words: the engine's said "payload.result_snapshot.rin must be a
+            # finite number" of a number typed with 5,000 digits
+            with problems.field():
+                raise ActionError("VALIDATION_ERROR", f"{field['label']}: {raw[:20]}"
+                                  f"{'…' if len(raw) > 20 else ''} is too large to record"
+                                  " (numbers are below 1e40).",
                                   field=RESULT_FIELD + field["key"])
     problems.raise_any()
 

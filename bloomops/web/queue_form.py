@@ -39,6 +39,10 @@ def decimal_number(raw: str) -> int | float | None:
     which float() would also read), or None."""
     if not _DECIMAL.fullmatch(raw):
         return None
+    # a whole number exactly as typed (through a float, 17 digits were 16); one longer than
+    # any number kept (and than Python reads as an int) as the float it is, infinite
+    if "." not in raw and len(raw.lstrip("+-")) <= 40:
+        return int(raw)
     value = float(raw)
     return int(value) if value.is_integer() else value
 
