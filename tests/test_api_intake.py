@@ -312,3 +312,20 @@ def test_a_queue_s_templates_another_writer_stored_otherwise_are_read_not_a_500(
         assert r.status_code in (200, 409), r.content
         if r.status_code == 409:
             assert error_code(r) == "SUBJECT_TEMPLATE_MISMATCH" and counts() == before
+
+
+@pytest.mark.parametrize(("action", "code", "status", "error"), [
+    ("route-subject", "nope", 404, "NOT_FOUND"),
+    ("route-subject", "spec\nimen", 400, "VALIDATION_ERROR"),
+    ("register-subject", "spec\u200bimen", 400, "VALIDATION_ERROR"),
+])
+def test_a_template_code_that_names_nothing_is_refused_as_such(apis, action, code, status,
+                                                                error):
+    """route-subject said "Z-MX-1 is a content/material/specimen/1.0, not a nope" of a code
+    that names no template; a code with a control or invisible character in it was taken."""
+    pending = raw_sql_object(SPECIMEN, "from the LIMS", {})
+    target = {"subject_euid": pending} if action == "route-subject" else {"name": "Tube N"}
+    before = counts()
+    r = apis["operator"].act(action, queue_key="q1", template_code=code, **target)
+    assert (r.status_code, error_code(r)) == (status, error), r.content
+    assert counts() == before

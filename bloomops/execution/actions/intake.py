@@ -115,6 +115,9 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     code = template_code_of(subject)
     # a short name is the subject's own template when that is one of the name's
     claimed = _template_asked(ctx, [code] if code else [])
+    if claimed and claimed not in all_templates():  # "not a nope" said of no template
+        raise ActionError("NOT_FOUND", f"No subject template {claimed[:200]!r}"
+                          f"{template_words(claimed)}.", field="template_code")
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"{subject.euid} is a {code or 'subject without a template'},"
@@ -167,7 +170,7 @@ class RouteSubject(Handler):
     def validate(self, req: ActionRequest) -> None:
         common_checks(req)
         require(req, "subject_euid", "queue_key")
-        text_field(req.payload, "template_code", max_len=KEY_MAX)
+        text_field(req.payload, "template_code", max_len=KEY_MAX, line=True)
         _check_routing(req.payload)
 
     def run(self, ctx: Context) -> None:
@@ -201,7 +204,8 @@ class RegisterSubject(Handler):
         if req.subject_euid:
             raise ActionError("VALIDATION_ERROR", "A new subject has no EUID yet; use"
                               " route_subject for an existing object.", field="subject_euid")
-        text_field(req.payload, "template_code", required=True, max_len=KEY_MAX)
+        text_field(req.payload, "template_code", required=True, max_len=KEY_MAX,
+                   line=True)
         # a name is what people scan and find in lists: one readable line
         text_field(req.payload, "name", required=True, max_len=NAME_MAX, line=True)
         obj_field(req.payload, "properties")
