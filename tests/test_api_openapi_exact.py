@@ -426,3 +426,12 @@ def test_the_document_leaves_out_the_envelope_fields_an_action_refuses(doc):
     for key, schema in REQUEST_SCHEMAS.items():
         props = set(schemas[schema.__name__]["properties"])
         assert not props & set(HANDLERS[key].not_applicable), key
+
+
+@pytest.mark.parametrize("path", ["/outside-work", "/dead-letter"])
+def test_a_list_that_counts_its_matches_documents_the_header(doc, path):
+    """/outside-work and /dead-letter said how many match in X-Total-Count, which the
+    document (the API's contract) did not name."""
+    ok = doc["paths"][f"/api/v1/execution{path}"]["get"]["responses"]["200"]
+    assert ok["headers"]["X-Total-Count"]["schema"] == {"type": "integer"}
+    assert "content" in ok  # the list itself is still described

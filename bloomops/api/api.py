@@ -320,7 +320,8 @@ def list_leases(request, filters: Query[S.LeaseFilters]):
 
 
 @router.get("/dead-letter", response={200: list[S.DeadLetterOut], **READ_ERRORS},
-            summary="Dead letters (OPEN by default; resolution=ALL for every one)")
+            summary="Dead letters (OPEN by default; resolution=ALL for every one)",
+            openapi_extra=S.TOTAL_DOCUMENTED)
 def list_dead_letters(request, response: HttpResponse, filters: Query[S.DeadLetterFilters]):
     resolution = filters.resolution
     rows = selectors.dead_letters(resolution=None if resolution == "ALL" else resolution,

@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from bloomops.api.schemas import query_integer, query_text, say_total
+from bloomops.api.schemas import TOTAL_DOCUMENTED, query_integer, query_text, say_total
 from bloomops.execution import selectors
 
 
@@ -44,7 +44,8 @@ class OutsideOut(Schema):
 
 def add_outside_route(router: Router, responses: dict) -> None:
     @router.get("/outside-work", response={200: list[OutsideOut], **responses},
-                summary="Work waiting on outside results, the longest waiting first")
+                summary="Work waiting on outside results, the longest waiting first",
+                openapi_extra=TOTAL_DOCUMENTED)
     def outside_work(request, response: HttpResponse, query: Query[OutsideQuery]):
         rows = selectors.outside_work(queue_key=query.queue_key, limit=query.limit,
                                       overdue_only=bool(query.overdue), counted=True)

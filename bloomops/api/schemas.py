@@ -59,6 +59,12 @@ def query_integer(default: int, minimum: int, maximum: int,
 TOTAL_HEADER = "X-Total-Count"
 
 
+# The header in the OpenAPI document of a list that says it (an operation's openapi_extra).
+TOTAL_DOCUMENTED = {"responses": {200: {"headers": {TOTAL_HEADER: {
+    "description": "How many match the filters in all, beyond this page (absent on a page"
+                   " past the end).", "schema": {"type": "integer"}}}}}}
+
+
 def say_total(response: Any, rows: list[dict[str, Any]], offset: int = 0) -> None:
     """``TOTAL_HEADER`` from a counted read's rows (``selectors.total_of``); a page past the
     end has no row to carry it, and then says none rather than a wrong 0."""
