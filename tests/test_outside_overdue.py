@@ -160,6 +160,7 @@ def test_the_api_says_which_outside_work_is_overdue(overdue, users):
     listed = {w["subject_euid"]: w for w in api.get("/outside-work").json()}
     assert (listed[overdue["first"]]["overdue"],
             listed[overdue["first"]]["overdue_after_seconds"]) == (True, NINETY_MINUTES)
+    assert type(listed[overdue["first"]]["overdue_after_seconds"]) is int  # 5400, not 5400.0
     assert (listed[overdue["second"]]["overdue"],
             listed[overdue["second"]]["overdue_after_seconds"]) == (False, None)
     only = api.get("/outside-work", overdue="1")

@@ -37,9 +37,13 @@ class OutsideOut(Schema):
         " dispatched_at, lease_euid and queue_key; null for RUNNING."))
     overdue: bool = Field(description="Waiting longer than the sending queue's"
                                       " outside_overdue_seconds.")
-    overdue_after_seconds: float | None = Field(description=(
+    overdue_after_seconds: int | float | None = Field(description=(
         "The sending queue's outside_overdue_seconds; null when it flags none (or for"
         " RUNNING)."))
+
+
+def _whole(seconds: float | None) -> int | float | None:
+    return int(seconds) if seconds is not None and seconds.is_integer() else seconds
 
 
 def add_outside_route(router: Router, responses: dict) -> None:
@@ -55,5 +59,6 @@ def add_outside_route(router: Router, responses: dict) -> None:
             "subject_state": r["subject_state"], "subject_revision": r["subject_revision"],
             "queue_key": r["queue_key"], "waiting_since": r["since"],
             "dispatch": r["dispatch"], "overdue": r["overdue"],
-            "overdue_after_seconds": r["overdue_after"],
+            # as the queue's setting says it: 1800, not 1800.0
+            "overdue_after_seconds": _whole(r["overdue_after"]),
         } for r in rows]
