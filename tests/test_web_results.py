@@ -49,6 +49,18 @@ def _leased(client, user) -> tuple:
     return sci, euid, claim(sci, euid)
 
 
+def _completed_with(client, user, conc: str):
+    """A QC item claimed and completed with RIN 8, QC pass and this concentration typed:
+    the answer, the subject and the lease, and whether anything was written."""
+    sci, euid, lease = _leased(client, user)
+    page = sci.get("/my-work/")
+    before = counts()
+    answer = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": conc,
+                                                "result.qc": "pass"}))
+    return answer, euid, lease, counts() != before
+
+
 def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_line):
     sci, _, lease = _leased(client, qc_line["worker_human"])
     html = sci.get("/my-work/").content.decode()
@@ -235,11 +247,7 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
 def test_a_decimal_comma_is_read_as_the_scientist_meant_it(client, qc_line, typed, kept):
     """A number field dropped the comma of "12,5": 125 was recorded, ten times too much,
     and the completion said so as if it were right."""
-    sci, euid, lease = _leased(client, qc_line["worker_human"])
-    page = sci.get("/my-work/")
-    done = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
-                                                "result.qc": "pass"}))
+    done, euid, _, _ = _completed_with(client, qc_line["worker_human"], typed)
     assert done.status_code == 302
     record = selectors.subject_history(selectors.subject_diagnostics(euid).uid)["records"][0]
     assert record["props"]["result_snapshot"]["conc"] == kept
@@ -248,18 +256,12 @@ def test_a_decimal_comma_is_read_as_the_scientist_meant_it(client, qc_line, type
 @pytest.mark.parametrize("typed", ["1,250", "12,500"])
 def test_a_comma_that_could_separate_thousands_is_asked_about_not_guessed(client, qc_line,
                                                                             typed):
-    sci, _, lease = _leased(client, qc_line["worker_human"])
-    page = sci.get("/my-work/")
-    before = counts()
-    refused = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
-                                                "result.qc": "pass"}))
-    assert counts() == before
-    assert refused["Location"] == f"/my-work/?item={lease}"
+    refused, _, lease, wrote = _completed_with(client, qc_line["worker_human"], typed)
+    assert not wrote and refused["Location"] == f"/my-work/?item={lease}"
     point, whole = typed.replace(",", "."), typed.replace(",", "")
     assert (f"Concentration: is {typed} a decimal or thousands? Write it with a decimal point"
             f" and no separator ({point} or {whole}).") in _said(refused)
-    again = sci.get(refused["Location"]).content.decode()
+    again = client.get(refused["Location"]).content.decode()
     assert f'name="result.conc" value="{typed}"' in again  # given back as typed
 
 
@@ -297,12 +299,7 @@ def test_results_typed_when_the_session_ended_are_said_at_sign_in(client, qc_lin
 def test_a_number_too_large_to_record_is_said_in_the_bench_s_words(client, qc_line, typed):
     """A 5,000-digit RIN was refused "payload.result_snapshot.rin must be a finite number",
     another "(send a larger one as text)": words of the API, at the bench."""
-    sci, _, lease = _leased(client, qc_line["worker_human"])
-    page = sci.get("/my-work/")
-    before = counts()
-    refused = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": typed,
-                                                "result.qc": "pass"}))
-    assert counts() == before and refused["Location"] == f"/my-work/?item={lease}"
+    refused, _, lease, wrote = _completed_with(client, qc_line["worker_human"], typed)
+    assert not wrote and refused["Location"] == f"/my-work/?item={lease}"
     assert (f"Concentration: {typed[:20]}… is too large to record (numbers are below 1e40)."
             in _said(refused)), _said(refused)
