@@ -292,6 +292,7 @@ def test_a_file_that_leaves_a_queue_to_nobody_is_warned_of_as_the_preview_does(t
     (b"reason = 'x'\n", "(found none)"),
     (b"[[queue]]\nqueue_key = 'deep'\ndisplay_name = " + b"[" * 300 + b"]" * 300 + b"\n",
      "nests"),
+    (b"reason = " + b"{a = " * 400 + b"1" + b"}" * 400 + b"\n", "nest too deeply to read"),
 ])
 def test_a_file_no_queue_can_be_read_from_is_refused_in_words(tenant, tmp_path, text, said):
     """Each of these ended in a Python traceback (or said only "no [[queue]] tables")."""

@@ -14,7 +14,7 @@ from bloomops.execution import clock, selectors
 from bloomops.execution.actions.steps import template_code_of
 from bloomops.execution.envelope import envelope_problems
 from bloomops.execution.objects import load
-from bloomops.tapdb.db import fetch_value
+from bloomops.tapdb.db import fetch_all, fetch_value
 from bloomops.tapdb.tenancy import tenant_of
 from tests.api_helpers import Api
 from tests.engine import (
@@ -111,6 +111,26 @@ def test_a_short_output_name_two_templates_share_is_the_queue_s_own(flow, reques
     err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
         {"template_code": "extracted_sample", "name": "Extract 3"}]))
     assert "it could mean" in err.message and EXTRACTED in err.message
+
+
+@pytest.mark.parametrize("stored", [5, True])
+def test_a_queue_s_output_templates_another_writer_stored_otherwise_are_read_not_a_500(
+        flow, stored):
+    """output_template_codes stored as 5 failed a completion with outputs and a change of
+    the queue's flow with a TypeError (a 500 over the API)."""
+    fetch_all("UPDATE generic_instance SET json_addl = jsonb_set(json_addl,"
+              " '{properties,output_template_codes}', %s::jsonb) WHERE type = 'execution'"
+              " AND subtype = 'queue' AND json_addl->'properties'->>'queue_key' = 'q1'"
+              " RETURNING uid", [json.dumps(stored)])
+    svc = flow
+    _, worker, lease = _claimed(svc)
+    err = refused("OUTPUT_NOT_ALLOWED", lambda: _complete(svc, worker, lease, outputs=[
+        {"template_code": EXTRACTED, "name": "Extract 9"}]))
+    assert "declares no" in err.message
+    from bloomops.execution import policy
+
+    configs = {q["queue_key"]: q["config"] for q in selectors.queues()}
+    assert isinstance(policy.flow_warnings("q1", configs["q1"], configs), list)
 
 
 @pytest.mark.parametrize(("output", "words"), [

@@ -222,4 +222,24 @@ def test_run_worker_without_a_handler_exits_4_saying_what_to_mend(tenant, users,
     assert stopped.value.code == EXIT_NO_HANDLER == 4
     said = capsys.readouterr().err
     assert "no handler for items without an action key of queue 'receipt'" in said
-    assert "was released, not failed" in said and "bloomops.worker.handlers.wetlab" in said
+    assert "(the item was not failed)" in said and "bloomops.worker.handlers.wetlab" in said
+
+
+def test_a_release_refused_is_not_counted_as_made(tenant, users):
+    """The worker counted the item released even when its release was refused (the claim
+    already gone): it is counted lost instead, and the worker still stops."""
+    from bloomops.execution.errors import ActionError
+    from tests.engine import make_queue
+
+    class ClaimGoneOnRelease(DirectTransport):
+        def act(self, action_key, **fields):
+            if action_key == "release_queue_lease":
+                raise ActionError("LEASE_NOT_ACTIVE", lease_euid=fields.get("lease_euid"))
+            return super().act(action_key, **fields)
+
+    make_queue("receipt", required_worker_capabilities=["lab.receipt"])
+    make_subject("receipt", name="tube 1")
+    runtime = WorkerRuntime(ClaimGoneOnRelease("svc"), wetlab.Handlers(), worker_key="robot",
+                            capabilities=["lab.receipt"], poll_min=0.0)
+    runtime.run()
+    assert runtime.unhandled and (runtime.stats.released, runtime.stats.lost) == (0, 1)

@@ -58,6 +58,16 @@ def _int(text: str) -> int:
     return int(text)
 
 
+# PostgreSQL keeps a number as the integer its digits spell: past 40 digits, no bundle's
+# reader (MAX_INTEGER_DIGITS) would take the record back.
+NUMBERS_BELOW = "numbers are below 1e40"
+
+
+def too_large(number: int | float) -> bool:
+    """A number no record keeps: infinite, or not below LARGEST_NUMBER (NUMBERS_BELOW)."""
+    return not math.isfinite(number) or abs(number) >= LARGEST_NUMBER
+
+
 def nesting_depth(value: Any) -> int:
     """How deeply ``value`` nests (a scalar: 0), without recursion."""
     deepest, stack = 0, [(value, 0)]
@@ -206,11 +216,8 @@ def _check_json(value: Any, where: str, depth: int) -> None:
         _check_text(value, where)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ActionError("VALIDATION_ERROR", f"{where} must be a finite number.", field=where)
-    elif isinstance(value, int | float) and not isinstance(value, bool) and (
-            abs(value) >= LARGEST_NUMBER):
-        # PostgreSQL keeps a number as the integer its digits spell: past 40 digits, no
-        # bundle's reader (MAX_INTEGER_DIGITS) would take the record back
-        raise ActionError("VALIDATION_ERROR", f"{where} is too large: numbers are below 1e40"
+    elif isinstance(value, int | float) and not isinstance(value, bool) and too_large(value):
+        raise ActionError("VALIDATION_ERROR", f"{where} is too large: {NUMBERS_BELOW}"
                           " (send a larger one as text).", field=where)
     elif isinstance(value, dict):
         for key, item in value.items():

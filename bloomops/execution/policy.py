@@ -291,10 +291,14 @@ def as_scoped(config: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def queue_templates(config: dict[str, Any]) -> list[str]:
-    """A queue's subject_template_codes as the texts it lists (another writer's 5 or true
-    lists none)."""
-    return scope_values(config.get("subject_template_codes")) or []
+# A queue's templates of what its step makes (queue_templates' other list).
+OUTPUTS = "output_template_codes"
+
+
+def queue_templates(config: dict[str, Any], field: str = "subject_template_codes") -> list[str]:
+    """A queue's subject_template_codes (or ``field``: output_template_codes) as the texts it
+    lists (another writer's 5 or true lists none)."""
+    return scope_values(config.get(field)) or []
 
 
 def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
@@ -341,8 +345,7 @@ def flow_warnings(key: str, config: dict[str, Any],
             said.append(f"No queue {next_key} exists yet: completions sent there are refused"
                         " until it does. Check the spelling.")
             continue
-        carried = [*(config.get("subject_template_codes") or []),
-                   *(config.get("output_template_codes") or [])]
+        carried = [*queue_templates(config), *queue_templates(config, OUTPUTS)]
         if carried and not any(takes_template(target, code) for code in carried):
             said.append(f"{target.get('display_name') or next_key} takes none of this"
                         " queue's subjects or outputs: no item can move there (give this"

@@ -82,8 +82,10 @@ def read_queue_file(path: str | Path) -> tuple[list[dict[str, Any]], str, list[s
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise QueueFileError(f"{path}: not UTF-8 text (save it as UTF-8).") from None
-    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise QueueFileError(f"{path}: {exc or 'nested too deeply'}") from None
+    except RecursionError:  # what the TOML reader itself cannot follow
+        raise QueueFileError(f"{path}: its values nest too deeply to read.") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise QueueFileError(f"{path}: {exc}") from None
     problems = [f"unknown {'table' if isinstance(data[k], list | dict) else 'key'} {k!r}"
                 " (a file holds [[queue]] tables and a reason)." for k in sorted(data)
                 if k not in FILE_KEYS]

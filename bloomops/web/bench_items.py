@@ -4,7 +4,6 @@ take it, policy.queue_takes)."""
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import datetime
 from typing import Any
@@ -13,9 +12,9 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.outputs import carried_properties
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.errors import ActionError, Problems
-from bloomops.execution.guards import LARGEST_NUMBER
+from bloomops.execution.guards import NUMBERS_BELOW, too_large
 from bloomops.execution.objects import LEASE, is_kind, load
-from bloomops.execution.policy import next_queues_allowed, queue_takes
+from bloomops.execution.policy import OUTPUTS, next_queues_allowed, queue_takes, queue_templates
 from bloomops.execution.results import RESULT_FIELD, bounds_words, declared_results, recorded
 from bloomops.execution.states import PRIORITY_CLASSES, priority_class
 from bloomops.tapdb.tenancy import tenant_of
@@ -54,7 +53,7 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     # library from a sample, carrying the sample's scope): completing makes that object
     # and routes it there.
     makes = [(k, code) for k in flow if k not in keys
-             for code in config.get("output_template_codes") or []
+             for code in queue_templates(config, OUTPUTS)
              if queue_takes(config_of(k), code,
                             carried_properties(code, scope, lease["subject_euid"]))]
     if allowed is None and flow_next and not keys and not makes:
@@ -133,14 +132,13 @@ def refuse_unclear_numbers(post: Any, fields: list[dict[str, Any]]) -> None:
                                   f" separator ({raw.replace(',', '.')} or"
                                   f" {raw.replace(',', '')}).",
                                   field=RESULT_FIELD + field["key"])
-        elif isinstance(number, int | float) and not (
-                math.isfinite(number) and abs(number) < LARGEST_NUMBER):
+        elif isinstance(number, int | float) and too_large(number):
             # in the bench's words: the engine's said "payload.result_snapshot.rin must be a
             # finite number" of a number typed with 5,000 digits
             with problems.field():
                 raise ActionError("VALIDATION_ERROR", f"{field['label']}: {raw[:20]}"
                                   f"{'…' if len(raw) > 20 else ''} is too large to record"
-                                  " (numbers are below 1e40).",
+                                  f" ({NUMBERS_BELOW}).",
                                   field=RESULT_FIELD + field["key"])
     problems.raise_any()
 

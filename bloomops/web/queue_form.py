@@ -15,7 +15,7 @@ from bloomops.execution.actions.queue_fields import (
     RETRY_RANGES,
 )
 from bloomops.execution.errors import ActionError
-from bloomops.execution.guards import load_json
+from bloomops.execution.guards import MAX_INTEGER_DIGITS, load_json
 from bloomops.execution.policy import scope_values
 from bloomops.execution.results import MAX_RESULT_FIELDS, RESULT_KINDS, declared_results
 from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES
@@ -41,7 +41,7 @@ def decimal_number(raw: str) -> int | float | None:
         return None
     # a whole number exactly as typed (through a float, 17 digits were 16); one longer than
     # any number kept (and than Python reads as an int) as the float it is, infinite
-    if "." not in raw and len(raw.lstrip("+-")) <= 40:
+    if "." not in raw and len(raw.lstrip("+-")) <= MAX_INTEGER_DIGITS:
         return int(raw)
     value = float(raw)
     return int(value) if value.is_integer() else value

@@ -339,8 +339,8 @@ class WorkerRuntime:
         if self._report_or_drop("release_queue_lease", common, {
                 "reason": f"NO_HANDLER: worker {self.worker_key} has {self.unhandled}"}):
             self.stats.released += 1
-        log.error("worker %s: %s (%s released, not failed); stopping", self.worker_key,
-                  self.unhandled, job.subject_euid)
+        log.error("worker %s: %s (%s not failed: given back, or left to its claim's end);"
+                  " stopping", self.worker_key, self.unhandled, job.subject_euid)
         self.request_stop()
 
     def _run_handler(self, job: Job, handler: Callable[[Job], Outcome]

@@ -97,6 +97,16 @@ def _template_asked(ctx: Context, preferred: list[str]) -> str:
     return full_template_code(written, preferred)
 
 
+def _refuse_unknown_template(code: str) -> None:
+    """A template code that names no subject template: which one is meant, when several
+    templates share that short name (the caller's to say), else none such."""
+    if said := template_words(code):
+        raise ActionError("VALIDATION_ERROR", f"template_code {code[:200]!r}{said}.",
+                          field="template_code", template_code=code[:200])
+    raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
+                      field="template_code", template_code=code[:200])
+
+
 def _envelope(ctx: Context, queue: dict, revision: int) -> dict[str, Any]:
     p = ctx.payload
     return new_envelope(
@@ -116,8 +126,7 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     # a short name is the subject's own template when that is one of the name's
     claimed = _template_asked(ctx, [code] if code else [])
     if claimed and claimed not in all_templates():  # "not a nope" said of no template
-        raise ActionError("NOT_FOUND", f"No subject template {claimed[:200]!r}"
-                          f"{template_words(claimed)}.", field="template_code")
+        _refuse_unknown_template(claimed)
     if claimed and claimed != code:
         raise ActionError("SUBJECT_TEMPLATE_MISMATCH",
                           f"{subject.euid} is a {code or 'subject without a template'},"
@@ -144,11 +153,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
     code = _template_asked(ctx, queue_templates(queue["config"]))
     ref: TemplateRef | None = all_templates().get(code)
     if ref is None or is_engine_template(ref):
-        if said := template_words(code):  # a name several templates share: which one?
-            raise ActionError("VALIDATION_ERROR", f"template_code {code[:200]!r}{said}.",
-                              field="template_code")
-        raise ActionError("NOT_FOUND", f"No subject template {code[:200]!r}.",
-                          field="template_code", template_code=code[:200])
+        _refuse_unknown_template(code)
     refuse_unless_takes(queue, code)
     given = ctx.payload.get("properties") or {}
     check_template_properties(ref, given, lambda message: ActionError(

@@ -23,7 +23,7 @@ from bloomops.execution.objects import (
     repeated_names,
     template_words,
 )
-from bloomops.execution.policy import as_scoped, takes_template
+from bloomops.execution.policy import OUTPUTS, as_scoped, queue_templates, takes_template
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import (
     parse_priority,
@@ -182,7 +182,7 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
     (``output_template_codes``), created in this transaction, linked from the record
     (execution_record_output) and from the subject (execution_subject_output)."""
     assert ctx.subject is not None
-    allowed = (queue or {}).get("config", {}).get("output_template_codes") or []
+    allowed = queue_templates((queue or {}).get("config") or {}, OUTPUTS)
     created = []
     for i, spec in enumerate(outputs):
         code = output_template(spec, allowed)

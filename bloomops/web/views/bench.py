@@ -171,7 +171,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
     cleared = request.session.get(LOST_SEEN, "")
     listed: list[dict] = []
     for n in lost:  # newest first
-        if ((not cleared or str(n["when"] or "") > cleared)
+        if (str(n["when"] or "") > cleared
                 and all(m["row"]["subject_euid"] != n["row"]["subject_euid"] for m in listed)):
             listed.append(n)
     standing = bench_words.standing_notice(

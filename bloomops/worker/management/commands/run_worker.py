@@ -98,7 +98,7 @@ class Command(BaseCommand):
         self.stdout.write(f"worker {o['worker_key']} stopped: {stats}")
         if runtime.unhandled:
             self.stderr.write(f"worker {o['worker_key']} stopped: {runtime.unhandled} (the item"
-                              " was released, not failed). Give its handlers"
+                              " was not failed). Give its handlers"
                               f" ({o['handlers']}) that action, or it capabilities that leave"
                               " the queue to another worker, then start it again.")
             sys.exit(EXIT_NO_HANDLER)
