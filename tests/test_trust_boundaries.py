@@ -105,6 +105,12 @@ def test_a_short_output_name_two_templates_share_is_the_queue_s_own(flow, reques
                                                    "name": "Extract 2"}])
     (made,) = done.result["output_euids"]
     assert template_code_of(load(euid=made, tenant=tenant_of())) == EXTRACTED
+    # its properties are held to the template meant, as a full code's are
+    _, worker, lease = _claimed(svc)
+    err = refused("VALIDATION_ERROR", lambda: _complete(svc, worker, lease, outputs=[
+        {"template_code": "extracted_sample", "name": "Extract 4",
+         "properties": {"owner_username": "admin"}}]))
+    assert "no property 'owner_username'" in err.message
     # a queue that makes both: which one is the caller's to say
     make_queue("both", output_template_codes=[EXTRACTED, "content/sample/extracted_sample/1.0"])
     _, worker, lease = _claimed(svc, "both")

@@ -193,8 +193,8 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
             raise _output_error(i, f"queue {(queue or {}).get('queue_key')!r} declares no"
                                 f" {code} outputs (it declares: {', '.join(allowed) or 'none'}).",
                                 "OUTPUT_NOT_ALLOWED")
-        # the properties checked against the template meant (a shared short name's too)
-        _check_output_properties(i, template(code), spec.get("properties") or {})
+        if output_template(spec) != code:  # a shared short name: validate could not check
+            _check_output_properties(i, template(code), spec.get("properties") or {})
         props = dict(template(code).properties)
         props.pop("execution", None)
         props.update(spec.get("properties") or {})
