@@ -312,3 +312,25 @@ def test_renew_sits_on_its_own_row_above_the_complete_form(browser, site, width)
     assert renew and complete and renew["y"] + renew["height"] <= complete["y"], (renew,
                                                                                  complete)
     page.context.close()
+
+
+def test_a_due_time_moves_on_while_my_work_stays_open(browser, site):
+    """A tablet left on My work read "Due in 20 h" all day: the words move on from how far
+    off the server said it was, by the server's clock."""
+    from datetime import timedelta
+
+    from bloomops.execution import clock
+    from bloomops.execution.envelope import ts
+
+    euid = make_subject("q1", name="Due tube", due_at=ts(clock.now() + timedelta(
+        hours=3, seconds=40)))
+    page = ui.signed_in(browser, site, "scientist", width=800)
+    page.clock.install()
+    page.goto(f"{site}/queues/q1/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    due = page.locator(f'#my-leases [data-euid="{euid}"] time[data-humane] .ago').first
+    expect(due).to_have_text("in 3 h")
+    page.clock.run_for("01:00:00")
+    expect(due).to_have_text("in 2 h")
+    page.context.close()

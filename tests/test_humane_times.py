@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bloomops.execution import clock
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.web.templatetags.bloomops_ui import humane, readable_seconds, setting_value
 
 NOW = datetime(2026, 11, 22, 9, 0, 0, tzinfo=UTC)
@@ -31,7 +32,11 @@ def frozen():
 ])
 def test_relative_words_and_the_wall_clock_with_its_zone(value, words, local):
     html = str(humane(value))
-    assert f"{words} <span class=\"local\">{local}</span>" in html
+    assert f">{words}</span> <span class=\"local\">{local}</span>" in html
+    # how far off, by the server's clock, for the browser to move the words on from
+    moment = value if isinstance(value, datetime) else parse_ts_or_none(value)
+    ahead = int((moment - NOW).total_seconds())
+    assert f'<span class="ago" data-from-now="{ahead}">{words}</span>' in html
 
 
 def test_the_exact_utc_instant_is_the_title_and_the_datetime():

@@ -224,7 +224,7 @@ def test_a_token_about_to_expire_is_named_to_admins_before_its_calls_are_refused
     admin = signed_in(client, users["admin"])
     dashboard = admin.get("/").content.decode()
     said = dashboard.split('id="tokens-expiring"')[1].split("</p>")[0]
-    assert "svc’s “plate reader”" in said and "in 3 d " in said, said
+    assert "svc’s “plate reader”" in said and ">in 3 d</span> " in said, said
     assert "far off" not in said and "weekly" not in said and "gone" not in said
     people = admin.get("/people/").content.decode()
     row = people.split('data-person="svc"')[1].split("</tr>")[0]

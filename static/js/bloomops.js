@@ -409,6 +409,35 @@ window.bloomopsSideways = "table.grid, .table-container";
   }
   document.addEventListener("DOMContentLoaded", function () { localise(document); zone(); });
   document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });
+
+  // The relative words move on while the page stays open (a due time on a tablet read "in
+  // 20 h" all day): from how far off the server said it was (data-from-now, by its clock,
+  // not the browser's), less the time the page has shown it. Words as the server's
+  // timewords.relative and readable_seconds write them.
+  function words(seconds) {
+    var s = Math.floor(Math.abs(seconds));
+    var d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600);
+    var m = Math.floor((s % 3600) / 60);
+    var said = d ? d + " d" + (h ? " " + h + " h" : "") : h ? h + " h" + (m ? " " + m + " min" : "")
+      : m ? m + " min" : (s % 60) + " s";
+    if (Math.abs(seconds) < 10) return "just now";
+    return seconds > 0 ? "in " + said : said + " ago";
+  }
+  function move(root) {
+    var now = Date.now();
+    root.querySelectorAll("time[data-humane] .ago[data-from-now]").forEach(function (span) {
+      if (!span.dataset.shownAt) span.dataset.shownAt = String(now);
+      var ahead = parseInt(span.dataset.fromNow, 10) -
+        (now - parseInt(span.dataset.shownAt, 10)) / 1000;
+      var said = words(ahead);
+      if (span.textContent !== said) span.textContent = said;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    move(document);
+    window.setInterval(function () { move(document); }, 30000);
+  });
+  document.addEventListener("htmx:afterSettle", function (event) { move(event.target); });
 })();
 
 // My work (templates/web/my_work.html): every claim counts down from the seconds the server

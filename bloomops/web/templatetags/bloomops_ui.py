@@ -125,8 +125,12 @@ def humane(value: datetime | str | None) -> str:
     moment = parse_ts_or_none(value)  # another writer may have stored anything
     if moment is None:
         return "–"
-    return _marked(moment, format_html('{} <span class="local">({})</span>', relative(moment),
-                                       local_clock(moment)))
+    # how far off it was when the server wrote it, by the server's clock: the browser moves
+    # the words on from there (a due time on a tablet left open read "in 20 h" all day)
+    ahead = int((moment - clock.now()).total_seconds())
+    return _marked(moment, format_html('<span class="ago" data-from-now="{}">{}</span>'
+                                       ' <span class="local">({})</span>', ahead,
+                                       relative(moment), local_clock(moment)))
 
 
 def wall_clock(moment: datetime) -> str:
