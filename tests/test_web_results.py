@@ -292,7 +292,7 @@ def test_results_typed_when_the_session_ended_are_said_at_sign_in(client, qc_lin
     sci.logout()
     sent = sci.post(f"/leases/{lease}/complete/", data)
     assert sent.status_code == 302 and "/accounts/login/" in sent["Location"]
-    assert "The results you typed were not recorded: rin 8.2, qc pass" in _said(sent)
+    assert "The results you typed were not recorded: RIN 8.2, QC pass" in _said(sent)
 
 
 @pytest.mark.parametrize("typed", ["1" * 5000, "1" + "0" * 300, "1" * 41])

@@ -149,6 +149,15 @@ def seconds_left(lease: dict, now: datetime) -> int:
     return max(0, int((expires - now).total_seconds())) if expires else 0
 
 
+def results_declared(lease_euid: str) -> list[dict[str, Any]] | None:
+    """What the step of a lease records (its queue's result fields); None for no lease."""
+    lease = load(euid=lease_euid, tenant=tenant_of())
+    if lease is None or not is_kind(lease, LEASE):
+        return None
+    queue = selectors.queue_config(lease.props.get("queue_lookup_key") or "")
+    return declared_results(queue["config"] if queue else None)
+
+
 def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
     """The result_snapshot a Complete form asks to record: each field the lease's queue
     declares, as typed (a number read as one; what cannot be read is sent as typed, for the
@@ -158,11 +167,9 @@ def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
     if not any(name.startswith(RESULT_INPUT) and str(post.get(name, "")).strip()
                for name in post):
         return {}, ""  # nothing typed: no declaration to read it by (most steps record none)
-    lease = load(euid=lease_euid, tenant=tenant_of())
-    if lease is None or not is_kind(lease, LEASE):
+    fields = results_declared(lease_euid)
+    if fields is None:
         return {}, ""  # the engine refuses the claim itself
-    queue = selectors.queue_config(lease.props.get("queue_lookup_key") or "")
-    fields = declared_results(queue["config"] if queue else None)
     refuse_unclear_numbers(post, fields)
     result: dict[str, Any] = {}
     for field in fields:

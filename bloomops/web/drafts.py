@@ -37,7 +37,8 @@ def draft_key(action: str, name: str) -> str:
 
 
 def keep_draft(request: HttpRequest, *, refill: bool = True,
-               problems: Iterable[dict[str, Any]] = ()) -> None:
+               problems: Iterable[dict[str, Any]] = (),
+               labels: dict[str, str] | None = None) -> None:
     """The words are said in the refusal's message; with ``refill`` kept in the session too,
     for the form to show again, with each result field's ``problems`` (the refusal's) to be
     said beside its input (``PROBLEM`` + its name). A request from nobody signed in says them
@@ -62,8 +63,10 @@ def keep_draft(request: HttpRequest, *, refill: bool = True,
         value = kept.get(draft_key(request.path, name))
         if words and value:
             messages.info(request, f"{words} was not recorded: \u201c{value[:500]}\u201d")
-    typed = [f"{name.removeprefix(RESULT_INPUT)} {value[:100]}" for name in names
+    # each by the label the form showed it under (``labels``, key -> label), else its key
+    typed = [f"{(labels or {}).get(key, key)} {value[:100]}" for name in names
              if name.startswith(RESULT_INPUT)
+             and (key := name.removeprefix(RESULT_INPUT))
              and (value := kept.get(draft_key(request.path, name)))]
     if typed and not refill:  # the form will not be filled again: its results are said
         messages.info(request, f"The results you typed were not recorded: {', '.join(typed)}")

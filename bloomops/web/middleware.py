@@ -11,9 +11,11 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import resolve_url
 from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from bloomops.web.bench_items import results_declared
 from bloomops.web.drafts import keep_draft
 
 
@@ -46,6 +48,17 @@ class MethodNotAllowedPage:
         return response
 
 
+def _result_labels(path: str) -> dict[str, str]:
+    """The labels of the results a Complete form sent to ``path`` asks for (key -> label)."""
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return {}
+    if match.url_name != "complete_lease":
+        return {}
+    return {f["key"]: f["label"] for f in results_declared(match.kwargs["lease_euid"]) or []}
+
+
 class SignInAgainMiddleware(LoginRequiredMiddleware):
     """A form sent once the session had ended (idle at the bench) is not done: the person is
     told so, with the words they typed, and signed in again lands on the page the form was
@@ -58,7 +71,7 @@ class SignInAgainMiddleware(LoginRequiredMiddleware):
         messages.info(request, f"Your scan of \u201c{scanned}\u201d was not claimed: scan it"
                                " again once signed in." if scanned else
                       "What you sent was not done: sign in, then send it again.")
-        keep_draft(request, refill=False)
+        keep_draft(request, refill=False, labels=_result_labels(request.path))
         referer = request.headers.get("Referer", "")
         back = referer.split(request.get_host(), 1)[-1] if referer else ""
         if not (back.startswith("/") and url_has_allowed_host_and_scheme(
