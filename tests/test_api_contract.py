@@ -205,6 +205,13 @@ def test_reads_return_what_the_ui_shows(q1, apis):
     lease = r.json()["lease_euid"]
     assert [x["lease_euid"] for x in svc.get("/leases", status="ACTIVE").json()] == [lease]
     assert svc.get("/leases", status="RELEASED").json() == []
+    # how many match in all, beyond the page (limit) asked for
+    other = register(svc, "reader-w2")
+    r2 = svc.act("claim", worker_euid=other, queue_key="q1")
+    assert r2.status_code == 200, r2.content
+    page = svc.get("/leases", status="ACTIVE", limit="1")
+    assert len(page.json()) == 1 and page["X-Total-Count"] == "2"
+    assert svc.get("/leases", status="RELEASED")["X-Total-Count"] == "0"
     subject = svc.get(f"/subjects/{b}").json()
     assert subject["derived_state"] == "LEASED"
     assert [x["code"] for x in subject["reasons"]] == ["ACTIVE_LEASE"]

@@ -312,10 +312,12 @@ def get_worker(request, worker_euid: S.PathId):
 
 
 @router.get("/leases", response={200: list[S.LeaseOut], **READ_ERRORS},
-            summary="Leases by effective status (ACTIVE = active and unexpired)")
-def list_leases(request, filters: Query[S.LeaseFilters]):
+            summary="Leases by effective status (ACTIVE = active and unexpired)",
+            openapi_extra=S.TOTAL_DOCUMENTED)
+def list_leases(request, response: HttpResponse, filters: Query[S.LeaseFilters]):
     rows = selectors.leases(status=filters.status, worker_euid=filters.worker_euid,
-                            limit=filters.limit)
+                            limit=filters.limit, counted=True)
+    S.say_total(response, rows)
     return [lease_dict(r) for r in rows]
 
 
