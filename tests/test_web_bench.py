@@ -336,6 +336,23 @@ def test_a_person_forging_a_cancel_through_fail_gets_403_and_nothing_is_written(
     assert counts() == before and envelope(euid)["state"] == "READY"
 
 
+def test_a_failure_pasted_longer_than_it_may_be_is_refused_in_words_not_cut(client, lab):
+    """The field cut a pasted log at 4,000 characters without a word, and the cut text was
+    recorded as what went wrong."""
+    euid = make_subject("q1")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    page = sci.get("/my-work/").content.decode()
+    field = page.split('id="msg-')[1].split(">")[0]
+    assert "maxlength" not in field
+    data = form_for(sci.get("/my-work/"), f"/leases/{lease}/fail/",
+                    error_class="TRANSIENT_DEPENDENCY", error_message="timeout " * 600)
+    before = counts()
+    response = sci.post(f"/leases/{lease}/fail/", data)
+    assert counts() == before and envelope(euid)["state"] == "READY"
+    assert "What went wrong is too long: at most 4000 characters." in said(response)
+
+
 def test_a_force_expired_claim_is_explained_with_who_and_why(client, lab):
     euid = make_subject("q1", name="Specimen stuck")
     sci = signed_in(client, lab["worker_human"])
