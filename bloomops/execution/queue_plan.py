@@ -164,6 +164,7 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
                            for f in checked}}
     result.warnings = [f"{f['queue_key']}: {w}" for f in checked
                        for w in flow_warnings(f["queue_key"], after[f["queue_key"]], after)]
+    served: list[tuple[str, dict, dict]] = []
     for spec, fields in zip(specs, checked, strict=True):
         key = fields["queue_key"]
         cfg = current.get(key)
@@ -197,13 +198,15 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
                                                            changes.items()}, _short(changes)))
         # as the settings preview says it (a typo "lab.qcc" left the queue to nobody)
         if any(name in changes for name in LIST_FIELDS):
-            result.warnings += [f"{key}: {w}" for w in selectors.served_by_nobody(
-                key, cfg, {k: b for k, (_, b) in changes.items()}, tenant=tenant)]
+            served.append((key, cfg, {k: b for k, (_, b) in changes.items()}))
         if toggled:
             payload = {"enabled": enabled, "reason": reason if not enabled
                        else "enabled in the configuration file"}
             result.steps.append(Step("set_queue_enabled", key, payload,
                                      "enabled" if enabled else f"disabled ({reason})"))
+    # every queue's coverage read at once, not twice a queue
+    result.warnings += [f"{key}: {w}" for key, w in selectors.served_by_nobody(
+        served, tenant=tenant)]
     listed = {s.get("queue_key") for s in specs}
     result.unlisted = sorted(k for k in current if k not in listed)
     return result

@@ -130,17 +130,23 @@ def queue_coverage(*configs: dict, now: datetime | None = None,
         w for w in rows if can_serve(w.props, w.computed_status, config)]) for config in configs]
 
 
-def served_by_nobody(queue_key: str, config: dict, changes: dict,
-                     *, tenant: str | None = None) -> list[str]:
-    """A change of what a queue asks of its workers (capabilities, scopes) after which no
-    person's profile and no worker could serve it, where some could before: most often a
-    typo ("wetlab.QC"), and its items would wait unseen by everyone. Said (the settings
-    preview, apply_queues), not refused: the people may be given the capability next. Two
-    queries."""
-    before, after = queue_coverage(config, {**config, **changes}, tenant=tenant)
-    now = len(before.rostered)
-    if after.rostered or not now:
+def served_by_nobody(changed: list[tuple[str, dict, dict]], *,
+                     tenant: str | None = None) -> list[tuple[str, str]]:
+    """For each (queue_key, config, changes): a change of what the queue asks of its workers
+    (capabilities, scopes) after which no person's profile and no worker could serve it,
+    where some could before: most often a typo ("wetlab.QC"), and its items would wait
+    unseen by everyone. Said (the settings preview, apply_queues), not refused: the people
+    may be given the capability next. (queue_key, words) each; two queries in all."""
+    if not changed:
         return []
-    return [f"With these settings nobody can serve {queue_key}: no person's profile and no"
-            f" worker has what it would ask for ({now} can now). Check the spelling, or give"
-            " the people the capability first."]
+    covers = queue_coverage(*(c for _, config, changes in changed
+                              for c in (config, {**config, **changes})), tenant=tenant)
+    out = []
+    for n, (queue_key, _, _) in enumerate(changed):
+        now, after = len(covers[2 * n].rostered), covers[2 * n + 1]
+        if now and not after.rostered:
+            out.append((queue_key, f"With these settings nobody can serve {queue_key}: no"
+                        " person's profile and no worker has what it would ask for"
+                        f" ({now} can now). Check the spelling, or give the people the"
+                        " capability first."))
+    return out

@@ -97,7 +97,8 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     queues = {q["queue_key"]: q["config"] or {} for q in selectors.queues()}
     warnings = flow_warnings(queue_key, {**row["config"], **changes}, queues)
     if any(name in changes for name in LIST_FIELDS):
-        warnings += selectors.served_by_nobody(queue_key, row["config"], changes)
+        warnings += [w for _, w in selectors.served_by_nobody(
+            [(queue_key, row["config"], changes)])]
     # the form below keeps what was typed: a warning is fixed there, not typed again
     return _page(request, row, typed=request.POST, preview=preview, changes=encode(changes),
                  warnings=warnings, reason=reason_of(request), seen_revision=seen_revision)
