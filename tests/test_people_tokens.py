@@ -179,6 +179,22 @@ def test_tokens_given_and_revoked_from_a_shell_are_recorded_as_the_command_line(
     assert ProfileChange.objects.count() == before
 
 
+def test_revoking_again_is_done_already_not_a_failure(users, capsys):
+    """An offboarding script run twice failed its second run (exit 1) though what it asked
+    holds: a token revoked already, or a person with no working token, is said and exit 0."""
+    row, _ = create_token("svc", **GIVEN)
+    call_command("revoke_api_token", str(row.pk))
+    capsys.readouterr()
+    before = ProfileChange.objects.count()
+    for args in ([str(row.pk)], ["--prefix", row.prefix], ["--user", "svc"], ["--user", "sci"]):
+        call_command("revoke_api_token", *args)
+        assert "none of them is active" in capsys.readouterr().out
+    assert ProfileChange.objects.count() == before
+    for args in (["--prefix", "nosuchprefix"], ["--user", "nobody"]):
+        with pytest.raises(CommandError, match="no token or person matches"):
+            call_command("revoke_api_token", *args)
+
+
 def test_after_a_token_is_given_the_persons_form_still_saves_the_person(client, users):
     """The page that shows the token lives at /tokens/: the person form on it, which named
     no action, was sent there, refused, and the admin's change lost."""

@@ -134,6 +134,17 @@ def revoke(*, by: str, reason: str, token_id: int | None = None, prefix: str | N
     return len(ended)
 
 
+def named_tokens_exist(*, token_id: int | None = None, prefix: str | None = None,
+                       username: str | None = None) -> bool:
+    """Whether what a revoke named is there at all (a token, revoked or not; or a person):
+    revoking it again is then done already, not a mistake."""
+    if token_id is not None:
+        return ApiToken.objects.filter(pk=token_id).exists()
+    if prefix:
+        return ApiToken.objects.filter(prefix=prefix).exists()
+    return bool(username) and get_user_model().objects.filter(username=username).exists()
+
+
 def token_givers(since: datetime) -> dict[str, set[str]]:
     """username -> who else gave them a token that worked at any time since ``since`` (an
     approval's lifetime ago): whoever held it could have asked for anything as them through

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from bloomops.accounts.models import COMMAND_LINE
 from bloomops.accounts.profiles import ProfileError, from_shell
-from bloomops.accounts.tokens import revoke
+from bloomops.accounts.tokens import named_tokens_exist, revoke
 
 
 class Command(BaseCommand):
@@ -25,7 +25,12 @@ class Command(BaseCommand):
                        reason=from_shell("revoke_api_token", options["reason"]))
         except ProfileError as exc:  # a reason no record may hold, said as create's is
             raise CommandError(exc.message) from None
-        if not n:  # a mistyped id, prefix or user was "Revoked 0 token(s)." and exit 0
-            raise CommandError("No token revoked: none matches that (or each was revoked"
-                               " already).")
+        if not n and not named_tokens_exist(token_id=options["token_id"],
+                                            prefix=options["prefix"], username=options["user"]):
+            # a mistyped id, prefix or user was "Revoked 0 token(s)." and exit 0
+            raise CommandError("No token revoked: no token or person matches that.")
+        if not n:  # an offboarding script run twice: the second run's wish holds already
+            self.stdout.write("No token revoked: none of them is active (each was revoked"
+                              " already or the person has none).")
+            return
         self.stdout.write(f"Revoked {n} token(s).")
