@@ -212,6 +212,11 @@ def test_reads_return_what_the_ui_shows(q1, apis):
     page = svc.get("/leases", status="ACTIVE", limit="1")
     assert len(page.json()) == 1 and page["X-Total-Count"] == "2"
     assert svc.get("/leases", status="RELEASED")["X-Total-Count"] == "0"
+    # so do the workers, a page at a time (a page past the end says none, not a wrong 0)
+    workers = svc.get("/workers", limit="1")
+    assert len(workers.json()) == 1 and workers["X-Total-Count"] == "2"
+    assert svc.get("/workers", offset="1")["X-Total-Count"] == "2"
+    assert "X-Total-Count" not in svc.get("/workers", offset="5")
     subject = svc.get(f"/subjects/{b}").json()
     assert subject["derived_state"] == "LEASED"
     assert [x["code"] for x in subject["reasons"]] == ["ACTIVE_LEASE"]

@@ -428,7 +428,8 @@ def test_the_document_leaves_out_the_envelope_fields_an_action_refuses(doc):
         assert not props & set(HANDLERS[key].not_applicable), key
 
 
-@pytest.mark.parametrize("path", ["/outside-work", "/dead-letter", "/leases"])
+@pytest.mark.parametrize("path", ["/outside-work", "/dead-letter", "/leases", "/workers",
+                                  "/approvals"])
 def test_a_list_that_counts_its_matches_documents_the_header(doc, path):
     """/outside-work and /dead-letter said how many match in X-Total-Count, which the
     document (the API's contract) did not name."""

@@ -45,6 +45,9 @@ def test_request_list_and_decide_over_the_api(people, settings):
             for a in waiting] == [(approval, "ann", hold, "rerun passed")]
     assert bob.get("/approvals", subject_euid=subject).json()[0]["status"] == "REQUESTED"
     assert bob.get("/approvals", status="BOGUS").status_code == 400
+    # how many match, beyond the limit
+    assert bob.get("/approvals", status="REQUESTED", limit="1")["X-Total-Count"] == "1"
+    assert bob.get("/approvals", status="APPROVED")["X-Total-Count"] == "0"
 
     before = counts()
     missing = bob.act("decide-approval", approval_euid=approval, decision="APPROVED",

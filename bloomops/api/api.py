@@ -20,7 +20,7 @@ from bloomops.api import approval_schemas as AS
 from bloomops.api import errors, intake, outside, results
 from bloomops.api import schemas as S
 from bloomops.api.guard import MAX_BODY_BYTES, StrictJsonParser, refuse_unknown_query
-from bloomops.api.readmodel import lease_dict, subject_dict, summary_dict
+from bloomops.api.readmodel import lease_dict, subject_dict, summary_dict, worker_dict
 from bloomops.api.request_schemas import REQUEST_SCHEMAS
 from bloomops.execution import selectors
 from bloomops.execution.actions import ACTIONS as ACTION_REGISTRY
@@ -273,33 +273,21 @@ def verify_subject_evidence(request, euid: S.PathId):
 
 @router.get("/approvals", response={200: list[AS.ApprovalOut], **READ_ERRORS},
             summary="Approvals, newest first, by effective status and/or subject"
-            " (RULES.md#approvals)")
-def list_approvals(request, filters: Query[AS.ApprovalFilters]):
-    return [a.as_dict() for a in selectors.approvals(
-        status=filters.status, subject_euid=filters.subject_euid, limit=filters.limit)]
-
-
-def _worker(w: selectors.WorkerRow) -> dict:
-    p = w.props
-    return {
-        "worker_euid": w.euid, "worker_key": w.worker_key,
-        "display_name": p.get("display_name"), "worker_type": p.get("worker_type"),
-        "status": p.get("status"), "computed_status": w.computed_status,
-        "capabilities": p.get("capabilities") or [], "site_scope": p.get("site_scope") or [],
-        "platform_scope": p.get("platform_scope") or [],
-        "assay_scope": p.get("assay_scope") or [],
-        "max_concurrent_leases": w.max_concurrent_leases, "active_leases": w.active_leases,
-        "heartbeat_at": p.get("heartbeat_at"), "heartbeat_lag_seconds": w.heartbeat_lag_seconds,
-        "heartbeat_ttl_seconds": p.get("heartbeat_ttl_seconds"),
-        "drain_requested": bool(p.get("drain_requested")), "properties": p,
-    }
+            " (RULES.md#approvals)", openapi_extra=S.TOTAL_DOCUMENTED)
+def list_approvals(request, response: HttpResponse, filters: Query[AS.ApprovalFilters]):
+    rows = selectors.approvals(status=filters.status, subject_euid=filters.subject_euid,
+                               limit=filters.limit, counted=True)
+    S.say_total(response, rows)
+    return [a.as_dict() for a in rows]
 
 
 @router.get("/workers", response={200: list[S.WorkerOut], **READ_ERRORS},
             summary="Workers with computed status and active lease counts, by key, a page"
-                    " at a time")
-def list_workers(request, page: Query[S.WorkerPage]):
-    return [_worker(w) for w in selectors.workers(limit=page.limit, offset=page.offset)]
+                    " at a time", openapi_extra=S.TOTAL_DOCUMENTED)
+def list_workers(request, response: HttpResponse, page: Query[S.WorkerPage]):
+    rows = selectors.workers(limit=page.limit, offset=page.offset, counted=True)
+    S.say_total(response, rows, page.offset)
+    return [worker_dict(w) for w in rows]
 
 
 @router.get("/workers/{worker_euid}", response={200: S.WorkerOut, 404: S.ErrorOut,
@@ -308,7 +296,7 @@ def get_worker(request, worker_euid: S.PathId):
     rows = selectors.workers(euid=worker_euid)
     if not rows:
         raise ActionError("NOT_FOUND", "No such worker.", worker_euid=worker_euid)
-    return _worker(rows[0])
+    return worker_dict(rows[0])
 
 
 @router.get("/leases", response={200: list[S.LeaseOut], **READ_ERRORS},

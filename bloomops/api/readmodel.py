@@ -79,3 +79,19 @@ def lease_dict(r: dict[str, Any]) -> dict[str, Any]:
         "claimed_at": _as(str, props.get("claimed_at")),
         "expires_at": _as(str, props.get("expires_at")), "properties": props,
     }
+
+
+def worker_dict(w: selectors.WorkerRow) -> dict[str, Any]:
+    p = w.props
+    return {
+        "worker_euid": w.euid, "worker_key": w.worker_key,
+        "display_name": p.get("display_name"), "worker_type": p.get("worker_type"),
+        "status": p.get("status"), "computed_status": w.computed_status,
+        "capabilities": p.get("capabilities") or [], "site_scope": p.get("site_scope") or [],
+        "platform_scope": p.get("platform_scope") or [],
+        "assay_scope": p.get("assay_scope") or [],
+        "max_concurrent_leases": w.max_concurrent_leases, "active_leases": w.active_leases,
+        "heartbeat_at": p.get("heartbeat_at"), "heartbeat_lag_seconds": w.heartbeat_lag_seconds,
+        "heartbeat_ttl_seconds": p.get("heartbeat_ttl_seconds"),
+        "drain_requested": bool(p.get("drain_requested")), "properties": p,
+    }

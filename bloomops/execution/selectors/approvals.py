@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bloomops.execution.selectors.base import read_params
+from bloomops.execution.selectors.base import read_params, total_column
 from bloomops.execution.sql import SUBJECT_REVISION, TERMINAL, hold_active, utc
 from bloomops.tapdb.db import fetch_all
 
@@ -37,6 +37,7 @@ class ApprovalRow:
     # the holds were placed with, and why the subject failed for good
     hold_reasons: tuple[str, ...] = ()
     failure: str | None = None
+    total: int | None = None  # how many match in all, beyond the limit (``counted``)
 
     @property
     def waiting(self) -> bool:
@@ -117,7 +118,7 @@ def _row(r: dict[str, Any]) -> ApprovalRow:
                        subject_name=r["subject_name"], subject_terminal=r["subject_terminal"],
                        subject_revision=r["subject_revision"],
                        hold_reasons=tuple(x for x in r.get("hold_reasons") or [] if x),
-                       failure=r.get("failure"))
+                       failure=r.get("failure"), total=r.get("total"))
 
 
 # The holds' own reasons (by the EUIDs the request names) and the newest dead letter's
@@ -142,11 +143,12 @@ def approvals(*, status: str | None = None, subject_euid: str | None = None,
               limit: int = 200, now: datetime | None = None, tenant: str | None = None,
               context: bool = False, decided: bool = False,
               subject_euids: list[str] | None = None,
-              oldest_first: bool = False) -> list[ApprovalRow]:
+              oldest_first: bool = False, counted: bool = False) -> list[ApprovalRow]:
     """Approvals newest first (``oldest_first``: the inbox, the soonest to expire first), by
     effective status and/or subject (or any of ``subject_euids``) (one query); ``decided``:
     only those no longer waiting (the limit counts them alone); with ``context``, each with
-    the holds' reasons and the subject's failure (the inbox)."""
+    the holds' reasons and the subject's failure (the inbox); ``counted``: each with
+    ``total``."""
     params = read_params(now, tenant, status=status, subject=subject_euid, limit=limit,
                          decided=decided, subjects=subject_euids)
     return [_row(r) for r in _rows(
@@ -155,7 +157,8 @@ def approvals(*, status: str | None = None, subject_euid: str | None = None,
         f" AND (%(subject)s::text IS NULL OR {_P}->>'subject_lookup_euid' = %(subject)s)"
         f" AND (%(subjects)s::text[] IS NULL"
         f"      OR {_P}->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))",
-        params, _CONTEXT if context else "", oldest_first=oldest_first)]
+        params, (_CONTEXT if context else "") + f", {total_column(counted)} AS total",
+        oldest_first=oldest_first)]
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,12 @@ def total_column(counted: bool) -> str:
     return "count(*) OVER ()" if counted else "NULL::bigint"
 
 
-def total_of(rows: list[dict[str, Any]]) -> int:
-    """The ``total`` a counted read carries on each row (``total_column``): 0 for none."""
-    return int(rows[0]["total"]) if rows else 0
+def total_of(rows: list[Any]) -> int:
+    """The ``total`` a counted read carries on each row (``total_column``), a dict's or a
+    row object's: 0 for none."""
+    if not rows:
+        return 0
+    return int(rows[0]["total"] if isinstance(rows[0], dict) else rows[0].total)
 
 
 def text_found(*fields: str) -> str:

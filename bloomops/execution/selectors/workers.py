@@ -34,6 +34,7 @@ class WorkerRow:
     active_leases: int
     heartbeat_lag_seconds: float | None
     computed_status: str
+    total: int | None = None  # how many workers in all, beyond the page (``counted``)
 
     @property
     def worker_key(self) -> str:
@@ -46,15 +47,17 @@ class WorkerRow:
 
 def workers(*, now: datetime | None = None, tenant: str | None = None,
             euid: str | None = None, limit: int | None = None,
-            offset: int = 0) -> list[WorkerRow]:
+            offset: int = 0, counted: bool = False) -> list[WorkerRow]:
     """Workers with computed status (OFFLINE when the heartbeat is older than its TTL) and
-    active nonexpired lease counts, by key (``limit``: one page of them). One query."""
+    active nonexpired lease counts, by key (``limit``: one page of them; ``counted``: each
+    with ``total``). One query."""
     moment = now or clock.now()
     params = read_params(moment, tenant, euid=euid, limit=limit, offset=offset)
     rows = fetch_all(
         f"""
         SELECT w.uid, w.euid, w.json_addl->'properties' AS props,
-               {worker_active_leases("w.uid", "w.euid")} AS active_leases
+               {worker_active_leases("w.uid", "w.euid")} AS active_leases,
+               {total_column(counted)} AS total
         FROM generic_instance w
         WHERE w.tenant_id = %(tenant)s AND NOT w.is_deleted
           AND w.type = 'system' AND w.subtype = 'worker'
@@ -70,7 +73,8 @@ def workers(*, now: datetime | None = None, tenant: str | None = None,
         status, lag = liveness(props, moment)
         out.append(WorkerRow(uid=row["uid"], euid=row["euid"], props=props,
                              active_leases=int(row["active_leases"]),
-                             heartbeat_lag_seconds=lag, computed_status=status))
+                             heartbeat_lag_seconds=lag, computed_status=status,
+                             total=row["total"]))
     return out
 
 
