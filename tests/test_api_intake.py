@@ -189,6 +189,28 @@ def test_a_name_an_earlier_refused_item_gave_is_still_free(apis):
     assert [i["ok"] for i in body["items"]] == [False, True], body
 
 
+def test_a_batch_sent_again_answers_what_was_done_and_keeps_its_names(apis, tenant):
+    """Sent again after the queue of an item refused the first time was set up, that item
+    took the name first and the item that had registered it was refused, never answered its
+    result: two subjects then went by one name, and its scans were ambiguous."""
+    batch = {"items": [_register(1, name="Dup", queue_key="q2"), _register(2, name="dup")]}
+    first = apis["operator"].post("/actions/intake-batch", batch).json()["items"]
+    assert [i["ok"] for i in first] == [False, True]
+    made = first[1]["result"]["subject_euid"]
+    make_queue("q2")
+    for _ in range(2):
+        again = apis["operator"].post("/actions/intake-batch", batch).json()["items"]
+        assert [i["ok"] for i in again] == [False, True], again
+        assert "items[1] gives this name too" in again[0]["error"]["message"]
+        assert again[1]["result"]["replayed"] and again[1]["result"]["subject_euid"] == made
+    assert selectors.subjects_named(["dup"], tenant=tenant)["dup"] == [made]
+    # an item given twice in one batch is done once and answered twice
+    twice = apis["operator"].post("/actions/intake-batch", {
+        "items": [_register(3, name="Same"), _register(3, name="Same")]}).json()["items"]
+    assert [i["ok"] for i in twice] == [True, True], twice
+    assert [i["result"]["replayed"] for i in twice] == [False, True]
+
+
 @pytest.mark.parametrize("value", ["2026-01-01T00:00:00.Z", "2026-01-01T00:00:00", "",
                                    "2026-01-01", "2026-01-01T00:00:00+0530"])
 def test_an_instant_comes_with_its_date_time_and_zone(apis, value):

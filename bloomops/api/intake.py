@@ -4,6 +4,7 @@ one refused item leaves the others done and writes nothing of its own (docs/API.
 
 # No "from __future__ import annotations": django-ninja reads the endpoint annotations.
 
+from collections import Counter
 from typing import Annotated, Any, Literal
 
 from ninja import Router
@@ -12,7 +13,7 @@ from pydantic import Field
 from bloomops.api import action_schemas as A
 from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.errors import ActionError
-from bloomops.execution.executor import execute
+from bloomops.execution.executor import execute, would_replay
 from bloomops.execution.objects import name_key
 
 
@@ -49,13 +50,34 @@ class IntakeBatchOut(A.StrictSchema):
     items: list[ItemResultOut]
 
 
+def _replays_named(body: IntakeBatchIn, user, build_request) -> dict[str, int]:
+    """name -> the first item that registered it when this batch was sent before, among the
+    names several items give: on a resend such an item is answered its result again, and an
+    item refused the first time (a queue disabled then) must not take its name now. Only
+    repeated names are looked up, one query each."""
+    names = Counter(name_key(item.request.name) for item in body.items
+                    if isinstance(item, RegisterItem) and item.request.name is not None)
+    done: dict[str, int] = {}
+    for i, item in enumerate(body.items):
+        if isinstance(item, RegisterItem) and item.request.name is not None \
+                and names[name_key(item.request.name)] > 1:
+            try:
+                if would_replay(build_request(item.action, item.request, user)):
+                    done.setdefault(name_key(item.request.name), i)
+            except ActionError:  # refused as it runs below, with its own words
+                pass
+    return done
+
+
 def run_batch(body: IntakeBatchIn, user, build_request) -> dict:
     out = []
-    # the names of the new subjects made so far: an earlier item refused made none
-    made: dict[str, int] = {}
+    # the names of the new subjects made so far (an earlier item refused made none), and
+    # those items done when the batch was sent before made
+    made = _replays_named(body, user, build_request)
     for i, item in enumerate(body.items):
         name = item.request.name if isinstance(item, RegisterItem) else None
-        if name is not None and name_key(name) in made:
+        if name is not None and made.get(name_key(name), i) != i and not would_replay(
+                build_request(item.action, item.request, user)):
             refusal = ActionError("VALIDATION_ERROR", f"items[{made[name_key(name)]}] gives"
                                   " this name too: give each new subject its own name.",
                                   field="name")

@@ -78,6 +78,13 @@ def execute(req: ActionRequest) -> ActionResult:
     return result
 
 
+def would_replay(req: ActionRequest) -> bool:
+    """Whether ``req`` was done before under its key with this content, so executing it
+    would only answer the stored result (RULES.md#idempotency). One query, no lock."""
+    stored = find_replay(req, tenant_of(req.tenant), idempotency_scope(req))
+    return stored is not None and stored["json_addl"].get("payload_hash") == req.payload_hash()
+
+
 def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
     started = time.monotonic()
     tenant = tenant_of(req.tenant)
