@@ -7,13 +7,24 @@ database) could take over every person signed in. Here the row is stored under a
 cookie's value keyed by the secret key, which the database never holds, and names its person
 (``user_id``), so ending a person's sessions reads theirs only. Rotating the secret key ends
 every session (a fallback key is not tried: a session is signed in again, not carried over).
+
+A person's requests overlap (two tabs, a page's polling, a double click), and Django saves a
+session whole, as the request read it: the last to end wrote back what the others had
+stored meanwhile (a manifest's results, the token form's guard). Saving here writes only what
+this request changed, over the session as it is stored then (``SessionStore.save``), and
+what may be done once per session is claimed in the stored session (``add_once``).
 """
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.contrib.auth import SESSION_KEY
+from django.contrib.sessions.backends.base import UpdateError
 from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
+from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -31,11 +42,88 @@ def signed_in_user_id(data: dict) -> int | None:
 
 
 class SessionStore(DatabaseStore):
+    # the data as this request read it, and its stored text: what differs from it at saving
+    # is this request's
+    _as_read: dict[str, Any] | None = None
+    _read_text: str | None = None
+
     @classmethod
     def get_model_class(cls):
         from bloomops.accounts.models import StoredSession
 
         return StoredSession
+
+    def load(self) -> dict[str, Any]:
+        row = self._get_session_from_db()
+        data = self.decode(row.session_data) if row else {}
+        self._as_read, self._read_text = copy.deepcopy(data), row.session_data if row else None
+        return data
+
+    def stored(self) -> dict[str, Any]:
+        """The session as stored now (another request may have saved since this one read
+        it)."""
+        row = self.model.objects.filter(session_key=stored_key(self.session_key or "")).first()
+        return self.decode(row.session_data) if row else {}
+
+    def save(self, must_create: bool = False) -> None:
+        if must_create or self.session_key is None or self._read_text is None:
+            super().save(must_create=must_create)
+            self._remember(self._session_cache)
+            return
+        mine = self.create_model_instance(self._get_session())
+        # as it was read (the usual case): one statement, as Django's own save
+        if self.model.objects.filter(
+                session_key=mine.session_key, session_data=self._read_text).update(
+                session_data=mine.session_data, expire_date=mine.expire_date,
+                user_id=mine.user_id):
+            self._remember(self._session_cache, mine.session_data)
+            return
+        self._merge(lambda stored: self._changes_onto(stored))
+
+    def add_once(self, key: str, item: str, keep: int) -> bool:
+        """Add ``item`` to the list under ``key`` (its newest ``keep``), as stored now, unless
+        it is there already (False): what a form may do once per session is claimed so, and
+        of two requests sent at once (a double click) only one claims it."""
+        added = False
+
+        def add(stored: dict[str, Any]) -> dict[str, Any]:
+            nonlocal added
+            listed = stored.get(key)
+            listed = listed if isinstance(listed, list) else []
+            added = item not in listed
+            return {**stored, key: [*listed, item][-keep:]} if added else stored
+
+        self._merge(add)
+        return added
+
+    def _changes_onto(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """This request's changes (against what it read) over the session as stored."""
+        mine, then = self._get_session(), self._as_read or {}
+        merged = dict(stored)
+        for key in set(mine) | set(then):
+            if key not in mine:
+                merged.pop(key, None)
+            elif key not in then or mine[key] != then[key]:
+                merged[key] = mine[key]
+        return merged
+
+    def _merge(self, change) -> None:
+        """The stored session, locked, changed by ``change`` (this request's own changes kept
+        as well) and written."""
+        with transaction.atomic():
+            row = self.model.objects.select_for_update().filter(
+                session_key=stored_key(self.session_key or "")).first()
+            if row is None:  # ended meanwhile (signed out elsewhere): as Django says it
+                raise UpdateError
+            merged = change(self._changes_onto(self.decode(row.session_data)))
+            written = self.create_model_instance(merged)
+            written.save(force_update=True)
+        self._session_cache = merged
+        self._remember(merged, written.session_data)
+
+    def _remember(self, data: dict[str, Any], text: str | None = None) -> None:
+        self._as_read = copy.deepcopy(data)
+        self._read_text = text if text is not None else self.encode(data)
 
     def _get_session_from_db(self):
         found = self.model.objects.filter(session_key=stored_key(self.session_key),

@@ -5,6 +5,7 @@ route_subject or register_subject action (docs/RULES.md#intake)."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Callable
 from functools import wraps
@@ -31,6 +32,10 @@ SESSION_PREFIX = "intake_results:"
 KEPT_BATCHES = 5
 BATCH_KEY = re.compile(r"^[0-9a-f]{32}$")
 DONE_OUTCOMES = ("ROUTED", "REGISTERED")
+# The batches this session has confirmed (the newest), and how long a second Confirm of one
+# waits for the first's results (a manifest at its limit is done in seconds).
+CONFIRMED_KEY = "intake_confirmed"
+CONFIRM_WAIT = 120.0
 
 
 def intake_role(view: Callable) -> Callable:
@@ -128,10 +133,24 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     if not BATCH_KEY.fullmatch(batch_key):
         return _page(request, error="The confirmation lost its batch; preview again.",
                      status=400)
-    if request.session.get(SESSION_PREFIX + batch_key) is not None:
-        # Back and Confirm again: the first run's results stand (a replay of each row would
-        # rewrite them as "already done", the result CSV the person kept included).
+    # Back and Confirm again, or a second click while the first runs (the browser shows the
+    # second's answer): the first run's results stand, shown once there (a replay of each
+    # row would rewrite them as "already done", the result CSV the person kept included)
+    if not request.session.add_once(CONFIRMED_KEY, batch_key, keep=KEPT_BATCHES * 4):
+        deadline = time.monotonic() + CONFIRM_WAIT
+        while request.session.stored().get(SESSION_PREFIX + batch_key) is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
         return redirect(f"{reverse('intake_results', args=[batch_key])}?again=1")
+    try:
+        return _confirm(request, batch_key)
+    finally:
+        if _kept(request, batch_key) is None:  # refused whole (or failed): it may be sent again
+            request.session[CONFIRMED_KEY] = [
+                k for k in request.session.get(CONFIRMED_KEY, []) if k != batch_key]
+
+
+def _confirm(request: HttpRequest, batch_key: str) -> HttpResponse:
     try:
         rows = _rows(request, request.POST.get("manifest", ""), batch_key)
     except manifest.ManifestError as exc:

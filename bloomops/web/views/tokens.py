@@ -61,13 +61,14 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
     # the form sent again (a reload of the page that showed the token): the token it gave
     # was shown once, and a second one nobody asked for would work just the same
     sent = request.POST.get("idempotency_key", "")[:100]
-    given_by_form = request.session.get(GIVEN_KEY, [])
-    if sent and sent in given_by_form:
-        messages.info(request, "That form was sent before (a reload?): its token was given"
-                      " then and shown once. If it was not copied, revoke it below and give"
-                      " another.")
-        return redirect(reverse("person", args=[username]) + "#api-tokens")
     form = TokenForm(request.POST)
+    # claimed in the session as stored, before the token is made: of a double click's two
+    # requests, each of which read the session before the other gave, only one gives
+    if form.is_valid() and sent and not request.session.add_once(GIVEN_KEY, sent, keep=20):
+        messages.info(request, "That form was sent before (a reload or a second click?): its"
+                      " token was given then and shown once. If it was not copied, revoke it"
+                      " below and give another.")
+        return redirect(reverse("person", args=[username]) + "#api-tokens")
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -75,9 +76,10 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
                                       by=request.user.get_username(), reason=data["reason"])
         except ProfileError as err:
             form.add_error(err.field if err.field in form.fields else None, err.message)
+            if sent:  # nothing was given: the form may be sent again, corrected
+                request.session[GIVEN_KEY] = [k for k in request.session[GIVEN_KEY]
+                                              if k != sent]
         else:
-            if sent:
-                request.session[GIVEN_KEY] = [*given_by_form, sent][-20:]
             return person_page(request, target, given={"row": row, "token": token},
                                status=201)
     return person_page(request, target, token_form=form, status=400)
