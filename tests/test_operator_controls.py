@@ -229,6 +229,44 @@ def test_bulk_hold_and_cancel_from_the_workbench(client, lab, tenant):
     assert why["cancel_subject_execution"] == "recalled lot"
 
 
+def _hold(euid: str, code: str) -> str:
+    state = envelope(euid)["state"]
+    return act("place_execution_hold", actor("operator"), subject_euid=euid,
+               expected_state=state, payload={"reason": f"{code} seen",
+                                               "hold_code": code})["hold_euid"]
+
+
+def test_releasing_the_ticked_holds_ends_those_holds_alone(client, lab):
+    """Each row of Active holds is a hold, but its checkbox named only the subject: ticking
+    an item's SAMPLE_QUALITY hold and Release selected ended its LABEL_ISSUE hold too."""
+    one, two = _retrying(lab)[:2]
+    sample, label = _hold(one, "SAMPLE_QUALITY"), _hold(one, "LABEL_ISSUE")
+    first, second = _hold(two, "SAMPLE_QUALITY"), _hold(two, "LABEL_ISSUE")
+    html = page(client, lab["operator"], "/workbench/")
+    data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-holds")
+    ticks = {hold: value for value in re.findall(r'form="bulk-holds" name="pick" value="([^"]+)"',
+                                                 html)
+             for hold in (sample, label, first, second) if value.endswith(f"|{hold}")}
+    response = client.post("/workbench/bulk/", {**data, "action": "release", "reason": "ok",
+                                                 "pick": [ticks[sample]]})
+    assert any(m.startswith(f"Released 1 hold(s): {sample} (on {one})") for m in said(response))
+    active = {h["euid"] for h in selectors.active_holds()}
+    assert sample not in active and label in active and envelope(one)["state"] == "HELD"
+    # both holds of one item ticked on one page: each released, the item back in its queue
+    response = client.post("/workbench/bulk/", {**data, "action": "release", "reason": "ok",
+                                                 "pick": [ticks[first], ticks[second]]})
+    assert any(m.startswith("Released 2 hold(s)") for m in said(response)), said(response)
+    assert envelope(two)["state"] == "FAILED_RETRYABLE"
+    assert {first, second}.isdisjoint(h["euid"] for h in selectors.active_holds())
+    # a cancel from the holds' list ends each item once, however many of its holds are ticked
+    third = _retrying(lab)[2]
+    holds = _hold(third, "SAMPLE_QUALITY"), _hold(third, "LABEL_ISSUE")
+    ticked = [f"{third}|HELD|{envelope(third)['revision']}|{h}" for h in holds]
+    response = client.post("/workbench/bulk/", {**data, "action": "cancel", "reason": "gone",
+                                                 "pick": ticked})
+    assert any(m.startswith(f"Canceled 1: {third}") for m in said(response)), said(response)
+
+
 # ------------------------------------------------------------------ workers and admin
 
 

@@ -78,6 +78,36 @@ def test_the_inspector_offers_to_ask_instead_of_a_release_it_would_refuse(client
     assert "QC rerun ok" in again.content.decode()
 
 
+def test_an_integrity_hold_among_several_is_asked_and_released_alone(client, desk):
+    """Asking to release an integrity hold ended every hold of the item, an unrelated
+    label hold among them, and the form, the inbox and the signer said only "Releasing an
+    integrity hold"; there was no way to ask for the one hold."""
+    from bloomops.web.templatetags.approvals_ui import terms
+    from tests.engine import act
+
+    euid, qc = desk["subject"], desk["hold"]
+    label = act("place_execution_hold", desk["ann_actor"], subject_euid=euid,
+                expected_state="HELD", payload={"hold_code": "LABEL_ISSUE",
+                                                "reason": "label smudged"})["hold_euid"]
+    ann = signed_in(client, desk["ann"])
+    html = ann.get(f"/subjects/{euid}/").content.decode()
+    assert "All 2 holds on it end with this release" in html
+    ask = next(f["fields"] for f in forms(html)
+               if f["action"] == f"/subjects/{euid}/request-approval/"
+               and f["fields"].get("hold_euid") == qc)
+    done = ann.post(f"/subjects/{euid}/request-approval/", {**ask, "reason": "rerun ok"},
+                    follow=True)
+    assert any(m.startswith("Approval requested") for m in said(done)), said(done)
+    [approval] = selectors.approvals(subject_euid=euid)
+    assert approval.props["hold_euids"] == [qc]
+    assert terms(approval) == "this hold alone (QC_FAIL)"
+    bob = signed_in(Client(), desk["bob"])
+    assert "this hold alone (QC_FAIL)" in bob.get("/approvals/").content.decode()
+    decide(desk["bob_actor"], approval.euid)
+    assert {h["euid"] for h in selectors.active_holds()} == {label}
+    assert envelope(euid)["state"] == "HELD"  # the label hold still stops it
+
+
 def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, desk):
     approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
     mine = signed_in(client, desk["ann"]).get("/approvals/")

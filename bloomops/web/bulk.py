@@ -44,27 +44,30 @@ def bulk_payload(verb: str, reason: str, hold_code: str = "") -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Pick:
-    """A subject as the page showed it: the guard against acting on a changed subject."""
+    """A subject as the page showed it: the guard against acting on a changed subject; on a
+    list of holds, the hold ticked (a release ends that hold alone, RULES.md#holds)."""
 
     euid: str
     state: str | None
     revision: int | None
+    hold: str | None = None
 
     @classmethod
     def parse(cls, raw: str) -> Pick | None:
         """None for an empty pick; ValueError for one the page cannot have sent (a guard
         read loosely would be a guard dropped)."""
         euid, sep, rest = raw.partition("|")
-        state, _, revision = rest.partition("|")
+        state, _, rest = rest.partition("|")
+        revision, _, hold = rest.partition("|")
         if not euid.strip():
             return None
         if not sep:  # a page sends the guard with every pick, empty or not
             raise ValueError(raw)
-        return cls(euid.strip(), state or None, page_revision(revision))
+        return cls(euid.strip(), state or None, page_revision(revision), hold.strip() or None)
 
     def encode(self) -> str:
-        return f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
-
+        guard = f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
+        return f"{guard}|{self.hold}" if self.hold else guard
 
 _REVISION = re.compile(r"[0-9]{1,12}")
 
@@ -83,15 +86,18 @@ UNREADABLE_PICK = "The page sent a selection it could not read: reload it and se
 
 
 def picks_from(raw: list[str]) -> list[Pick]:
-    """The subjects selected, each once (ValueError: a pick the page cannot have sent, or
-    one subject picked twice with different guards)."""
-    picks: dict[str, Pick] = {}
+    """The subjects (or holds) selected, each once (ValueError: a pick the page cannot have
+    sent, or one subject picked with different guards)."""
+    picks: dict[tuple[str, str | None], Pick] = {}
+    guards: dict[str, tuple[str | None, int | None]] = {}
     for item in raw:
         pick = Pick.parse(item)
         if pick is None:
             continue
-        if picks.setdefault(pick.euid, pick) != pick:
+        if guards.setdefault(pick.euid, (pick.state, pick.revision)) != (pick.state,
+                                                                          pick.revision):
             raise ValueError(pick.euid)
+        picks.setdefault((pick.euid, pick.hold), pick)
     return list(picks.values())
 
 
@@ -121,6 +127,7 @@ class BulkOutcome:
     refused: list[tuple[str, str]] = field(default_factory=list)
     forbidden: str | None = None
     invalid: str | None = None
+    holds: bool = False  # holds were released one by one, not every hold of each subject
 
 
 def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
@@ -132,13 +139,17 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
     if problem := too_many(picks):
         out.invalid = problem
         return out
-    for pick in picks:
+    # a subject this run changed (a first hold of it released) is expected as it left it
+    left: dict[str, tuple[str | None, int | None]] = {}
+    for pick in _one_per_subject(picks) if verb != "release" else picks:
+        state, revision = left.get(pick.euid, (pick.state, pick.revision))
+        hold = pick.hold if verb == "release" else None
+        target = f"{pick.euid}:{hold}" if hold else pick.euid
         try:
             result = services.perform(
-                user, action_key, subject_euid=pick.euid,
-                idempotency_key=f"{idempotency_key}:{pick.euid}" if idempotency_key else "",
-                expected_state=pick.state, expected_revision=pick.revision,
-                payload=dict(payload))
+                user, action_key, subject_euid=pick.euid, hold_euid=hold,
+                idempotency_key=f"{idempotency_key}:{target}" if idempotency_key else "",
+                expected_state=state, expected_revision=revision, payload=dict(payload))
         except ActionError as err:
             if err.code == "FORBIDDEN":
                 out.forbidden = err.message
@@ -149,11 +160,22 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
             out.refused.append((pick.euid, err.message + (
                 services.last_change(pick.euid) if err.code in STALE_CODES else "")))
             continue
+        left[pick.euid] = (result.get("state") or state, result.get("revision") or revision)
         if result.replayed:
             out.replayed += 1
         else:
-            out.done.append(pick.euid)
+            out.done.append(f"{hold} (on {pick.euid})" if hold else pick.euid)
+            out.holds = out.holds or bool(hold)
     return out
+
+
+def _one_per_subject(picks: list[Pick]) -> list[Pick]:
+    """What acts on a subject as a whole (cancel, requeue) once, however many of its holds
+    were ticked."""
+    first: dict[str, Pick] = {}
+    for pick in picks:
+        first.setdefault(pick.euid, pick)
+    return list(first.values())
 
 
 def outcome_messages(verb: str, out: BulkOutcome) -> list[tuple[str, str]]:
@@ -162,7 +184,9 @@ def outcome_messages(verb: str, out: BulkOutcome) -> list[tuple[str, str]]:
     if out.invalid:
         said.append(("error", f"Nothing done: {out.invalid}"))
     if out.done:
-        said.append(("success", f"{BULK_ACTIONS[verb]['done']} {len(out.done)}: "
+        done = (f"Released {len(out.done)} hold(s)" if out.holds
+                else f"{BULK_ACTIONS[verb]['done']} {len(out.done)}")
+        said.append(("success", f"{done}: "
                                 f"{', '.join(out.done[:20])}{' …' if len(out.done) > 20 else ''}."))
     if out.replayed:
         said.append(("info", f"{out.replayed} already done before; nothing was repeated."))

@@ -78,7 +78,20 @@ def terms(approval) -> str:
         words.append("attempts reset to 0" if reset else "attempts kept")
     if params.get("next_action_key"):
         words.append(f"next step {params['next_action_key']}")
-    return " · ".join(words)
+    if props.get("action_key") == "release_execution_hold":
+        words.append(_holds_ended(props))
+    return " · ".join(w for w in words if w)
+
+
+def _holds_ended(props: dict) -> str:
+    """Which holds a release ends: the one its request named, or every hold the subject had
+    then (several: said, so the signer knows an unrelated hold ends too)."""
+    euids = props.get("hold_euids") if isinstance(props.get("hold_euids"), list) else []
+    codes = props.get("hold_codes") if isinstance(props.get("hold_codes"), list) else []
+    said = ", ".join(str(c) for c in codes if c) or ", ".join(str(e) for e in euids)
+    if isinstance(props.get("hold_lookup_euid"), str) and props["hold_lookup_euid"]:
+        return f"this hold alone ({said})" if said else "this hold alone"
+    return f"every hold it has: {len(euids)} ({said})" if len(euids) > 1 else ""
 
 
 @register.filter

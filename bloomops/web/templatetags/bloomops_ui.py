@@ -294,6 +294,14 @@ def pick_value(row) -> str:
     return Pick(get("subject_euid"), get("subject_state"), get("subject_revision")).encode()
 
 
+@register.filter
+def hold_pick_value(hold: dict) -> str:
+    """A listed hold's checkbox value: its subject as the page showed it and the hold
+    itself, so releasing the ticked ones ends those holds alone (RULES.md#holds)."""
+    return Pick(hold["subject_euid"], hold.get("subject_state"), hold.get("subject_revision"),
+                hold["euid"]).encode()
+
+
 @register.simple_tag(takes_context=True)
 def draft(context: template.Context, action: str, name: str = "reason") -> str:
     """What the person typed into the form posting to ``action`` before it was refused
