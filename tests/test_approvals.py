@@ -387,14 +387,19 @@ def test_the_waiting_count_reads_the_requests_not_every_approval_decided_before(
     assert "bloomops_approval_requested" in plan, plan
 
 
-def test_an_approval_asked_with_a_field_its_action_never_used_still_runs(lab):
+def test_an_approval_asked_with_a_field_its_action_never_used_still_runs(lab, monkeypatch):
     """Before requeues refused a hold_euid (they never read one), an approval of a requeue
     could be asked with one. Signed now, it runs without it, as it was asked."""
+    from bloomops.execution.actions import approvals
+
     ann, bob = lab["ann"], lab["bob"]
     dead = dead_lettered()
+    # asked then: its record sealed no terms (they are sealed since)
+    monkeypatch.setattr(approvals, "SEALED_TERMS", ())
     approval = act("request_approval", ann, subject_euid=dead, payload={
         "action_key": "requeue_subject", "reason": "new aliquot arrived",
         "parameters": {"reason": "new aliquot"}})["approval_euid"]
+    monkeypatch.undo()
     stored = load(euid=approval, tenant=tenant_of())
     assert stored is not None
     save_props(stored, {**stored.props, "hold_lookup_euid": "Z-HD-1"})

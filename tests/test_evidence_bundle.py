@@ -17,7 +17,17 @@ from bloomops.execution.evidence import build_bundle, verify_bundle
 from bloomops.execution.exports import export_evidence
 from bloomops.tapdb.db import execute, fetch_all
 from tests.approval_support import decide, person, request_release
-from tests.engine import SERVICE, act, actor, claim, counts, make_queue, make_subject, register
+from tests.engine import (
+    SERVICE,
+    act,
+    actor,
+    claim,
+    counts,
+    make_queue,
+    make_subject,
+    refused,
+    register,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -427,8 +437,12 @@ def test_a_later_action_excuses_no_change_an_action_cannot_make(history):
                '"routine"') WHERE euid = %s""", [hold])
     execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
                '{properties,site}', '"elsewhere"') WHERE euid = %s""", [history["subject"]])
-    act("release_execution_hold", history["op"], subject_euid=history["subject"],
-        hold_euid=hold, expected_state="HELD", payload={"reason": "looked again"})
+    # its release still needs a second person (the gate reads the code its placing sealed)
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "release_execution_hold", history["op"], subject_euid=history["subject"],
+        hold_euid=hold, expected_state="HELD", payload={"reason": "looked again"}))
+    act("place_execution_hold", history["op"], subject_euid=history["subject"],
+        expected_state="HELD", payload={"hold_code": "LABEL_ISSUE", "reason": "relabel"})
     verdict = verify_bundle(before.data, history["tenant"])
     assert not verdict.ok
     text = "\n".join(verdict.problems)

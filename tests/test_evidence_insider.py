@@ -162,3 +162,71 @@ def test_bloom_moving_its_copy_of_the_queue_is_later_history_not_tampering(histo
         expected_state="READY", payload={"reason": "a later action"})
     verdict = verify_bundle(before.data, history["tenant"])
     assert verdict.ok, verdict.problems
+
+
+def _props(euid: str, **changes) -> None:
+    for name, value in changes.items():
+        execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, %s::text[],"
+                " %s::jsonb) WHERE euid = %s", [["properties", name], json.dumps(value), euid])
+
+
+def test_a_requester_renamed_in_the_database_still_cannot_decide_their_request(tenant):
+    """One UPDATE of the approval's requested_by (the runtime role may write it) let the
+    asker approve their own integrity-hold release, and a bundle exported after verified."""
+    from tests.approval_support import decide, integrity_held, request_release
+    from tests.engine import envelope, refused
+
+    ann, bob = person("ann", "operator"), person("bob", "operator")
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    _props(approval, requested_by="bob")
+    err = refused("APPROVAL_TAMPERED", lambda: decide(ann, approval))
+    assert "its requested_by reads 'bob', its sealed request record" in err.message
+    # nor does the renamed "requester" decide it, or withdraw it as theirs
+    refused("APPROVAL_TAMPERED", lambda: decide(bob, approval))
+    refused("APPROVAL_TAMPERED", lambda: act("cancel_approval", bob, subject_euid=subject,
+                                             payload={"approval_euid": approval,
+                                                      "reason": "mine"}))
+    assert envelope(subject)["state"] == "HELD"
+    # so do the terms the second person signs for: a hold swapped for another
+    _props(approval, requested_by="ann", hold_euids=["Z-HD-OTHER"])
+    err = refused("APPROVAL_TAMPERED", lambda: decide(bob, approval))
+    assert "its hold_euids reads" in err.message
+    _props(approval, hold_euids=[hold])
+    assert decide(bob, approval)["state"] == "READY"  # as asked, it is decided
+
+
+def test_a_hold_code_rewritten_in_the_database_still_needs_a_second_person(tenant):
+    """An integrity hold's code changed from QC_FAIL to OPERATOR_HOLD in the database was
+    then released by one person alone."""
+    from tests.approval_support import integrity_held
+    from tests.engine import envelope, refused
+
+    ann = person("ann", "operator")
+    subject, hold = integrity_held(ann)
+    _props(hold, hold_code="OPERATOR_HOLD")
+    for action in ("release_execution_hold", "cancel_subject_execution"):
+        refused("APPROVAL_REQUIRED", lambda action=action: act(
+            action, ann, subject_euid=subject, hold_euid=hold if "release" in action else None,
+            expected_state="HELD", payload={"reason": "label fixed"}))
+    assert envelope(subject)["state"] == "HELD"
+
+
+def test_who_asked_and_who_ended_a_hold_rewritten_fail_a_fresh_export(tenant):
+    """A hold's releaser and reason, and an approval's requester, rewritten in the database
+    were shown as fact, and a bundle exported afterwards verified."""
+    from tests.approval_support import decide, integrity_held, request_release
+
+    ann, bob = person("ann", "operator"), person("bob", "operator")
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    decide(bob, approval)
+    assert verify_bundle(export_evidence(subject, ann).data, tenant).ok
+    _props(hold, released_by_lookup_euid="ann", release_reason="released by ann alone",
+           released_on_approval=None)
+    _props(approval, requested_by="bob", reason="bob's own idea")
+    text = "\n".join(verify_bundle(export_evidence(subject, ann).data, tenant).problems)
+    for field in ("released_by_lookup_euid", "release_reason", "released_on_approval"):
+        assert f"holds[{hold}].properties.{field}: the hold says" in text, field
+    for field in ("requested_by", "reason"):
+        assert f"approvals[{approval}].properties.{field}: the approval says" in text, field

@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from bloomops.execution.chain import CHAIN, content_hash, keyed_problem
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
@@ -65,19 +66,50 @@ class SubjectFlags:
     active_holds: dict[str, str]
     dead_lettered: bool
     hold_uids: dict[str, int] = field(default_factory=dict)
+    # holds whose code is not the one their placement's sealed record says (or whose record
+    # no longer matches its seal): each gates as an integrity hold, fail-closed
+    doubted: frozenset[str] = frozenset()
 
 
+# With each active hold, the record that placed it (on the subject's chain): a hold's code
+# is a snapshot any writer of the database can rewrite, its placement's record is sealed.
 _FLAGS = f"""
 SELECT x.uid, x.euid, l.relationship_type AS rel,
-       x.json_addl->'properties'->>'hold_code' AS hold_code
+       x.json_addl->'properties'->>'hold_code' AS hold_code, placed.json_addl AS placed
 FROM generic_instance_lineage l
 JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
      AND x.tenant_id = %(tenant)s
+LEFT JOIN LATERAL (
+  SELECT r.json_addl FROM generic_instance r
+  WHERE l.relationship_type = '{REL["subject_hold"]}' AND r.tenant_id = %(tenant)s
+    AND r.json_addl->'chain'->>'key' = (SELECT euid FROM generic_instance
+                                       WHERE uid = %(subject)s)
+    AND r.type = 'execution_queue' AND r.subtype = 'place_execution_hold'
+    AND NOT r.is_deleted AND r.json_addl->'result'->>'hold_euid' = x.euid
+  ORDER BY r.uid LIMIT 1) placed ON true
 WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
   (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
       AND x.json_addl->'properties'->>'resolution_state' IS DISTINCT FROM 'REQUEUED'))
 ORDER BY x.uid"""
+
+
+def _doubted(row: dict[str, Any]) -> bool:
+    """A hold a bloomops action placed whose code differs from the one that action sealed,
+    or whose record no longer matches its seal (a hold placed by a worker's failure or by
+    another writer has no such record, and its code is all there is)."""
+    record = row["placed"]
+    if not isinstance(record, dict):
+        return False
+    entry = record.get(CHAIN)
+    if not isinstance(entry, dict) or content_hash(record) != entry.get("sha256") \
+            or keyed_problem(entry) is not None:
+        return True
+    asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
+        else {}
+    code = asked.get("hold_code")
+    code = code.strip().upper() if isinstance(code, str) and code.strip() else None
+    return code is not None and code != (row["hold_code"] or "")
 
 
 def subject_flags(subject_uid: int) -> SubjectFlags:
@@ -88,6 +120,8 @@ def subject_flags(subject_uid: int) -> SubjectFlags:
                       if r["rel"] == REL["subject_hold"]},
         dead_lettered=any(r["rel"] == REL["subject_dead_letter"] for r in rows),
         hold_uids={r["euid"]: r["uid"] for r in rows if r["rel"] == REL["subject_hold"]},
+        doubted=frozenset(r["euid"] for r in rows
+                          if r["rel"] == REL["subject_hold"] and _doubted(r)),
     )
 
 
@@ -110,13 +144,13 @@ def rule_for(action_key: str, flags: SubjectFlags, *, hold_euid: str | None,
             continue
         if rule == "release_integrity_hold":
             released = ([hold_euid] if hold_euid else list(flags.active_holds))
-            if any(flags.active_holds.get(h) in codes for h in released):
+            if any(flags.active_holds.get(h) in codes or h in flags.doubted for h in released):
                 return rule
         elif rule == "requeue_dead_letter":
             if flags.dead_lettered:
                 return rule
         elif rule == "cancel_integrity_held":
-            if any(code in codes for code in flags.active_holds.values()):
+            if any(code in codes for code in flags.active_holds.values()) or flags.doubted:
                 return rule
     return None
 
@@ -181,8 +215,9 @@ def gate(ctx: Any) -> None:
            "parameters": dict(req.payload)}
     if isinstance(req.payload.get("reason"), str):
         ask["reason"] = req.payload["reason"]
-    raise ActionError("APPROVAL_REQUIRED", f"{what} needs a second person's approval: request"
-                      " one (Request approval on the subject's page).", rule=rule, request=ask)
+    raise ActionError("APPROVAL_REQUIRED", f"{what} needs a second person's approval: ask"
+                      " for one (Ask for approval, on the subject's page).", rule=rule,
+                      request=ask)
 
 
 def expires_at(now: datetime) -> str:

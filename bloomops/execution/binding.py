@@ -41,7 +41,81 @@ def binding_problems(doc: dict[str, Any]) -> list[str]:
     return (_missing_predecessors(records, {subject.get("euid")}
                                   | {a["euid"] for a in approvals})
             + _unsealed_decisions(records, approvals)
-            + _unsealed_holds(records, holds))
+            + _unsealed_requests(records, approvals)
+            + _unsealed_holds(records, holds)
+            + _unsealed_releases(records, holds))
+
+
+def _by_result(records: list[dict], action_key: str, field: str) -> dict[str, dict]:
+    """The records of ``action_key`` by the EUID(s) their result names in ``field``."""
+    found: dict[str, dict] = {}
+    for e in records:
+        result = e["record"].get("result")
+        if e["record"].get("action_key") != action_key or not isinstance(result, dict):
+            continue
+        named = result.get(field)
+        for euid in named if isinstance(named, list) else [named]:
+            if isinstance(euid, str):
+                found.setdefault(euid, e)
+    return found
+
+
+def _stripped(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
+
+
+def _unsealed_requests(records: list[dict], approvals: list[dict]) -> list[str]:
+    """Who asked, when and why, and the terms signed for (sealed since they were), must be
+    those the request's record sealed: a requester renamed in the database could otherwise
+    have decided their own request, unseen."""
+    asked = _by_result(records, "request_approval", "approval_euid")
+    problems = []
+    for a in approvals:
+        entry = asked.get(a["euid"])
+        if entry is None:
+            continue
+        props = a.get("properties") if isinstance(a.get("properties"), dict) else {}
+        record = entry["record"]
+        captured = record.get("captured_data") if isinstance(record.get("captured_data"),
+                                                             dict) else {}
+        terms = record["result"].get("terms")
+        said = [("requested_by", record.get("executed_by")),
+                ("requested_at", record.get("executed_at")),
+                ("reason", _stripped(captured.get("reason"))),
+                *(terms.items() if isinstance(terms, dict) else ())]
+        problems += [f"approvals[{a['euid']}].properties.{name}: the approval says"
+                     f" {short(props.get(name))}, its sealed request {entry['euid']} says"
+                     f" {short(want)}" for name, want in said if props.get(name) != want]
+    return problems
+
+
+def _unsealed_releases(records: list[dict], holds: list[dict]) -> list[str]:
+    """Who ended a hold, when, why and on whose approval must be what the record that ended
+    it (a release, or a cancel) sealed."""
+    released = _by_result(records, "release_execution_hold", "hold_euids")
+    canceled = _by_result(records, "cancel_subject_execution", "holds_ended")
+    problems = []
+    for h in holds:
+        props = h.get("properties") if isinstance(h.get("properties"), dict) else {}
+        entry = released.get(h["euid"]) or canceled.get(h["euid"])
+        if entry is None:
+            continue
+        record = entry["record"]
+        captured = record.get("captured_data") if isinstance(record.get("captured_data"),
+                                                             dict) else {}
+        why = _stripped(captured.get("reason"))
+        if entry is not released.get(h["euid"]) and isinstance(why, str):
+            why = "Ended by cancel: " + why
+        approval = record["result"].get("approval")
+        said = [("released_by_lookup_euid", record.get("executed_by")),
+                ("released_at", record.get("executed_at")), ("release_reason", why),
+                ("released_on_approval", {"approval_euid": approval.get("approval_euid"),
+                                          "requested_by": approval.get("requested_by")}
+                 if isinstance(approval, dict) else None)]
+        problems += [f"holds[{h['euid']}].properties.{name}: the hold says"
+                     f" {short(props.get(name))}, its sealed record {entry['euid']} says"
+                     f" {short(want)}" for name, want in said if props.get(name) != want]
+    return problems
 
 
 def _missing_predecessors(records: list[dict], keys: set[Any]) -> list[str]:

@@ -130,6 +130,24 @@ def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, A
     return with_keyed_seal(entry)
 
 
+def sealed_on(tenant: str | None, key: str, action_key: str) -> list[dict[str, Any]]:
+    """The records of ``action_key`` on ``key``'s chain, oldest first, each with ``intact``:
+    whether its content still matches its seal, keyed with a key this server holds (what
+    a decision may rely on, where the object the action made is a snapshot any writer of the
+    database can rewrite). One query, through the chain's index."""
+    rows = fetch_all(
+        f"""SELECT uid, euid, json_addl FROM generic_instance
+        WHERE {_RECORDS} AND subtype = %(action)s AND NOT is_deleted
+          AND json_addl->'{CHAIN}'->>'key' = %(key)s ORDER BY uid""",
+        {"tenant": tenant, "key": key, "action": action_key})
+    for row in rows:
+        entry = row["json_addl"].get(CHAIN)
+        row["intact"] = (isinstance(entry, dict)
+                         and content_hash(row["json_addl"]) == entry.get("sha256")
+                         and keyed_problem(entry) is None)
+    return rows
+
+
 @dataclass
 class Break:
     """The first broken link of one chain: which record and what differs."""

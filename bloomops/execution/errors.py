@@ -47,6 +47,7 @@ HTTP_STATUS: dict[str, int] = {
     "APPROVAL_PENDING": 409,
     "APPROVAL_NOT_PENDING": 409,
     "APPROVAL_EXPIRED": 409,
+    "APPROVAL_TAMPERED": 409,
     "SELF_APPROVAL": 403,
     "SIGNATURE_INVALID": 403,
     "NEXT_QUEUE_NOT_ALLOWED": 409,
@@ -116,6 +117,9 @@ PLAIN: dict[str, str] = {
     "APPROVAL_PENDING": "An approval of this action on this subject is already waiting.",
     "APPROVAL_NOT_PENDING": "This approval request was already decided or withdrawn.",
     "APPROVAL_EXPIRED": "This approval request has expired; request it again.",
+    "APPROVAL_TAMPERED": ("This approval is not the request its sealed record says was made:"
+                          " it was changed outside bloomops. Nothing was done; an admin"
+                          " should look at the database."),
     "SELF_APPROVAL": "An approval needs a second person: you cannot decide your own request.",
     "SIGNATURE_INVALID": "The password does not match: the decision was not signed.",
     "NEXT_QUEUE_NOT_ALLOWED": "This queue's flow does not move items to that queue.",

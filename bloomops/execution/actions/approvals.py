@@ -35,9 +35,10 @@ from bloomops.execution.approvals import (
     required_rule,
     subject_flags,
 )
+from bloomops.execution.chain import sealed_on
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
 from bloomops.execution.envelope import ts
-from bloomops.execution.errors import ActionError
+from bloomops.execution.errors import PLAIN, ActionError
 from bloomops.execution.guards import (
     check_not_applicable,
     check_payload,
@@ -160,8 +161,10 @@ class RequestApproval(Handler):
                 link(flags.hold_uids[euid], approval.uid, REL["hold_approval"],
                      tenant_id=ctx.tenant)
         _on_approval(ctx, approval)
+        # sealed in the request's record: what a decision checks the approval against
         ctx.result.update(approval_euid=approval.euid, approval_status="REQUESTED", rule=rule,
-                          expires_at=approval.props["expires_at"], gated_action_key=key)
+                          expires_at=approval.props["expires_at"], gated_action_key=key,
+                          terms={name: approval.props[name] for name in SEALED_TERMS})
 
 
 def named_approval(euid: str, tenant: str | None) -> Obj:
@@ -173,9 +176,49 @@ def named_approval(euid: str, tenant: str | None) -> Obj:
     return found
 
 
-def refuse_own_request(approval: Obj, username: str) -> None:
-    if approval.props.get("requested_by") == username:
+# What a request seals of the approval it makes (beside who asked, when and why, which every
+# record seals): what the second person signs for.
+SEALED_TERMS = ("action_key", "parameters", "queue_key", "rule", "hold_lookup_euid",
+                "hold_euids", "hold_codes", "subject_revision_at_request", "expires_at")
+
+
+def sealed_requester(approval: Obj, tenant: str | None) -> str:
+    """Who asked, as the request's sealed record says, once the approval is found to say
+    what that record sealed (APPROVAL_TAMPERED otherwise, naming the field). The approval is
+    a snapshot the database's writers can rewrite: a requester renamed there decided their
+    own request."""
+    records = sealed_on(tenant, approval.euid, "request_approval")
+    if not records or not records[0]["intact"]:
+        _tampered(approval, "its request's sealed record is missing" if not records else
+                  f"its request's record {records[0]['euid']} no longer matches its seal")
+    record, p = records[0]["json_addl"], approval.props
+    result = record.get("result") if isinstance(record.get("result"), dict) else {}
+    asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
+        else {}
+    terms = result.get("terms") if isinstance(result.get("terms"), dict) else {}
+    reason = asked.get("reason")
+    said = [("requested_by", record.get("executed_by")),
+            ("requested_at", record.get("executed_at")),
+            ("reason", reason.strip() if isinstance(reason, str) else reason),
+            *((name, terms[name]) for name in SEALED_TERMS if name in terms)]
+    for name, sealed in said:
+        if p.get(name) != sealed:
+            _tampered(approval, f"its {name} reads {p.get(name)!r}, its sealed request"
+                                f" record {records[0]['euid']} says {sealed!r}")
+    return record["executed_by"]
+
+
+def _tampered(approval: Obj, problem: str) -> None:
+    raise ActionError("APPROVAL_TAMPERED", f"{PLAIN['APPROVAL_TAMPERED']} ({problem})",
+                      approval_euid=approval.euid)
+
+
+def refuse_own_request(approval: Obj, username: str, tenant: str | None) -> str:
+    """Who asked (``sealed_requester``), unless it is ``username``."""
+    requester = sealed_requester(approval, tenant)
+    if username in (requester, approval.props.get("requested_by")):
         raise ActionError("SELF_APPROVAL", approval_euid=approval.euid)
+    return requester
 
 
 class _OnApproval(Handler):
@@ -279,7 +322,7 @@ class DecideApproval(_OnApproval):
         # ... and so is one's own request (who asked never changes): a person deciding it
         # was told their password was wrong, or their signing locked, not that no password
         # would do
-        refuse_own_request(approval, req.actor.username)
+        refuse_own_request(approval, req.actor.username, tenant_of(req.tenant))
         # The electronic signature, checked before anything is locked; its password goes no
         # further than this comparison.
         problem = signature_problem(req.actor.username, req.signature_password, req.origin)
@@ -291,8 +334,8 @@ class DecideApproval(_OnApproval):
         approval = ctx.target
         assert approval is not None
         p = dict(approval.props)
-        refuse_own_request(approval, ctx.actor.username)
-        refuse_standing_from_requester(ctx, p["requested_by"], approval.euid)
+        requester = refuse_own_request(approval, ctx.actor.username, ctx.tenant)
+        refuse_standing_from_requester(ctx, requester, approval.euid)
         ensure_role(ctx.actor.roles, action_spec(p["action_key"]))
         decision = ctx.payload["decision"]
         revision = int(ctx.env.get("revision") or 0)
@@ -346,7 +389,8 @@ class CancelApproval(_OnApproval):
         approval = ctx.target
         assert approval is not None
         p = dict(approval.props)
-        if p.get("requested_by") != ctx.actor.username and not ctx.actor.is_admin:
+        if sealed_requester(approval, ctx.tenant) != ctx.actor.username \
+                and not ctx.actor.is_admin:
             raise ActionError("FORBIDDEN", "Only the person who asked (or an admin) may"
                               " withdraw this request.", approval_euid=approval.euid)
         p.update(status="CANCELED", canceled_by=ctx.actor.username, canceled_at=ctx.now_ts,
