@@ -331,6 +331,18 @@ def test_every_screen_passes_axe(browser, bench, width):
     assert found == {}
 
 
+def test_a_page_saying_what_was_done_passes_axe(browser, bench):
+    """The banner saying an outcome (a claim, a refusal) was a list whose role replaced the
+    list's (axe: listitem, serious), on every page that said one; every screen's check ran
+    on pages saying none."""
+    site = bench["site"]
+    page = page_for(browser, site, "admin", 1366, axe=True)
+    claim_one(page, site)
+    assert "Claimed" in page.locator(".messages").inner_text()
+    assert axe_violations(page) == []
+    page.context.close()
+
+
 def controls_off_screen(page) -> list[str]:
     """Buttons and fields (actions, not links) that sit beyond the viewport's right edge,
     such as in a table that scrolls sideways inside itself."""

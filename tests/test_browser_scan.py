@@ -172,6 +172,15 @@ def test_a_scanner_that_ends_its_scan_with_tab_claims_each_scan(browser, site):
         page.keyboard.press("Tab")
         outcome(page, ".claimed", euid)
     assert {x["subject_euid"] for x in selectors.leases(status="ACTIVE")} == {first, second}
+    # a person typing by hand and pressing Tab moves on to Claim: nothing is sent until they
+    # press it (moving the focus claimed the item)
+    third = make_subject("q1", name="Tab tube 3")
+    focused(page)
+    page.keyboard.type(third, delay=120)
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") != "scan-euid"
+    page.wait_for_timeout(500)
+    assert third not in {x["subject_euid"] for x in selectors.leases(status="ACTIVE")}
     page.context.close()
 
 

@@ -178,16 +178,18 @@ def test_the_dashboard_updates_itself_when_another_session_claims(browser, site)
     assert board.evaluate("window.__sameDocument") is True
     assert board.locator('#queue-table tr[data-queue="q1"] td.leased').inner_text() == "1"
     # paused, it stays as it is; resumed, it catches up
-    board.get_by_role("button", name="Pause auto-refresh").click()
-    assert board.get_by_role("button", name="Resume auto-refresh").get_attribute(
-        "aria-pressed") == "true"
+    pause = board.get_by_role("button", name="Pause auto-refresh")
+    pause.click()
+    assert pause.get_attribute("aria-pressed") == "true"
+    expect(board.locator("#refresh-note")).to_have_text("Auto-refresh paused.")
     sci.goto(f"{site}/queues/q1/")
     sci.get_by_role("button", name="Claim next").click()
     sci.wait_for_url(re.compile(r".*/my-work/\?item=.+"))  # the claimed item's work view
     sci.goto(f"{site}/queues/q1/")
     board.wait_for_timeout(2500)
     assert depth.inner_text() == "1"
-    board.get_by_role("button", name="Resume auto-refresh").click()
+    pause.click()
+    assert pause.get_attribute("aria-pressed") == "false"
     expect(board.locator("#refresh-note")).to_have_text(re.compile(r"^Refreshes every \d+ s\.$"))
     board.wait_for_function(
         "() => document.querySelector('#queue-table tr[data-queue=\"q1\"] td.depth')"

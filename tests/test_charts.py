@@ -48,7 +48,7 @@ def test_bars_start_at_their_bucket_point_and_stay_in_the_plot():
     history = _history(points)
     depth = str(depth_chart(history, points, "q1", "q1"))
     bars = str(throughput_chart(history, points, "q1", "q1"))
-    dots = _xs(depth, r'class="point depth" tabindex="-1"><title>[^<]*</title>'
+    dots = _xs(depth, r'class="point depth" tabindex="-1" aria-hidden="true"><title>[^<]*</title>'
                      r'<circle cx="([0-9.]+)"')
     done = re.findall(r'<rect class="done" x="([-0-9.]+)" y="[^"]+" width="([0-9.]+)"', bars)
     failed = re.findall(r'<rect class="failed" x="([-0-9.]+)" y="[^"]+" width="([0-9.]+)"',
@@ -235,10 +235,12 @@ def test_a_finger_reaches_the_nearest_bar_not_the_gap_between_bars():
     points = [Point(at=START + timedelta(minutes=m), completions=1, failures=2)
               for m in (10, 40)]
     svg = str(throughput_chart(_history(points), points, "q1", "q1"))
-    failures = re.findall(r'class="point failures" tabindex="-1"><title>[^<]*</title>'
+    failures = re.findall(r'class="point failures" tabindex="-1" aria-hidden="true">'
+                          r'<title>[^<]*</title>'
                           r'<rect class="reach" x="[^"]+" y="([^"]+)" width="[^"]+"'
                           r' height="([^"]+)"', svg)
-    done = re.findall(r'class="point completions" tabindex="-1"><title>[^<]*</title>'
+    done = re.findall(r'class="point completions" tabindex="-1" aria-hidden="true">'
+                      r'<title>[^<]*</title>'
                       r'<rect class="reach" x="[^"]+" y="([^"]+)" width="[^"]+"'
                       r' height="([^"]+)"', svg)
     assert len(failures) == len(done) == 2

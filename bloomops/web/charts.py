@@ -147,10 +147,11 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
                             ((css, colour, "4 3" if dashed else "none",
                               " ".join(f"{_n(coords[i][0])},{_n(coords[i][1])}" for i in run))
                              for run in _runs(points, history) if len(run) > 1))
-    # Out of the tab order: a chart of an hour has sixty of them per line, all leading where
+    # Out of the tab order and hidden from screen readers (the chart's title and description
+    # say it in words): a chart of an hour has sixty of them per line, all leading where
     # the links beside the chart's name lead (the page's keyboard path).
-    dots = format_html_join("", '<a href="{}" class="point {}" tabindex="-1"><title>{}</title>'
-                            '<circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
+    dots = format_html_join("", '<a href="{}" class="point {}" tabindex="-1" aria-hidden="true">'
+                            '<title>{}</title><circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
                             ((href, css, describe(p), _n(x), _n(y), colour)
                              for p, (x, y) in zip(points, coords, strict=True)))
     return line + dots
@@ -159,8 +160,9 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
 def _reach(href: str, title: str) -> SafeString:
     """The plot as one link, beneath the points: every point of a depth chart leads to the
     same items, and a finger on a phone need not find a dot 6 px wide."""
-    return format_html('<a href="{}" class="reach" tabindex="-1"><title>{}</title><rect'
-                       ' x="{}" y="{}" width="{}" height="{}" fill="transparent"/></a>',
+    return format_html('<a href="{}" class="reach" tabindex="-1" aria-hidden="true"><title>{}'
+                       '</title><rect x="{}" y="{}" width="{}" height="{}"'
+                       ' fill="transparent"/></a>',
                        href, title, LEFT, TOP, RIGHT - LEFT, BOTTOM - TOP)
 
 
@@ -282,7 +284,7 @@ def throughput_chart(history: History, points: list[Point], name: str,
         drawn = [(p, box) for p, box in zip(points, boxes, strict=True) if count(p)]
         half = (TOP, mid) if up else (mid, BOTTOM)
         return format_html_join(
-            "", '<a href="{}" class="point {}" tabindex="-1"><title>{}</title>'
+            "", '<a href="{}" class="point {}" tabindex="-1" aria-hidden="true"><title>{}</title>'
                 '<rect class="reach" x="{}" y="{}" width="{}" height="{}" fill="transparent"/>'
                 '<rect class="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/></a>',
             ((attempts_url(page, queue_key, history.range_key, counted=p.counted), page,

@@ -30,8 +30,9 @@ document.addEventListener("click", function (event) {
   var button = event.target.closest("[data-refresh-toggle]");
   if (!button) return;
   window.bloomopsPaused = !window.bloomopsPaused;
+  // a toggle keeps its name and says its state by being pressed (a changed name read
+  // "Resume auto-refresh, pressed", which contradicts itself)
   button.setAttribute("aria-pressed", window.bloomopsPaused ? "true" : "false");
-  button.textContent = window.bloomopsPaused ? "Resume auto-refresh" : "Pause auto-refresh";
   var note = document.getElementById("refresh-note");
   if (note) {
     // the server's words ("Refreshes every 5 s.") come back on resume
@@ -78,16 +79,33 @@ document.addEventListener("click", function (event) {
     input.focus();
   }, true);
 
+  // When each character of the field's text was typed: a scanner types a label within a few
+  // milliseconds a character, a person's fingers take far longer.
+  var typedAt = [];
+  var SCANNER_GAP_MS = 40;
+
+  function scannerTyped(value) {
+    var n = Math.min(typedAt.length, value.length);
+    if (n < 4 || n < value.length) return false;
+    for (var i = typedAt.length - n + 1; i < typedAt.length; i++) {
+      if (typedAt[i] - typedAt[i - 1] > SCANNER_GAP_MS) return false;
+    }
+    return true;
+  }
+
   // A scanner's double Enter lands on the emptied field: send nothing, say nothing.
   document.addEventListener("keydown", function (event) {
-    if (event.key === "Enter" && event.target.id === "scan-euid" && !event.target.value.trim()) {
+    if (event.target.id !== "scan-euid") return;
+    if (!event.target.value) typedAt = [];
+    if (event.key.length === 1) typedAt.push(event.timeStamp);
+    if (event.key === "Enter" && !event.target.value.trim()) {
       event.preventDefault();
     }
     // A scanner set to end its scan with Tab moved the focus to Claim and sent nothing, and
-    // the next scan was glued to it: Tab after a scan sends it, as Enter does (an empty
-    // field's Tab still moves on, for the keyboard).
-    if (event.key === "Tab" && !event.shiftKey && event.target.id === "scan-euid" &&
-        event.target.value.trim()) {
+    // the next scan was glued to it: Tab after a scan sends it, as Enter does. A person's
+    // Tab (what they typed came slower than a scanner types) moves on, as it does anywhere.
+    if (event.key === "Tab" && !event.shiftKey && event.target.value.trim() &&
+        scannerTyped(event.target.value)) {
       event.preventDefault();
       event.target.form.requestSubmit();
     }
@@ -265,6 +283,13 @@ document.addEventListener("click", function (event) {
       });
   }
   document.addEventListener("DOMContentLoaded", function () { label(document); });
+
+  // The main navigation says which screen this is (aria-current, and a mark under it).
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll(".topbar nav a").forEach(function (a) {
+      if (a.pathname === window.location.pathname) a.setAttribute("aria-current", "page");
+    });
+  });
   document.addEventListener("htmx:afterSettle", function (event) { label(event.target); });
 })();
 
@@ -294,15 +319,28 @@ window.bloomopsSideways = "table.grid, .table-container";
 
   function find(root, path) {
     if (path.id) return document.getElementById(path.id);
-    var node = root;
-    for (var i = 0; node && i < path.steps.length; i++) node = node.children[path.steps[i]];
-    if (path.href === null) return node || null;
+    var node = root, deepest = root;
+    for (var i = 0; node && i < path.steps.length; i++) {
+      node = node.children[path.steps[i]];
+      if (node) deepest = node;
+    }
+    if (path.href === null) return node || placeOf(deepest, root);
     var placed = node && node.getAttribute("href") === path.href ? node : null;
     if (placed && placed.textContent === path.text) return placed;
     var same = Array.prototype.find.call(root.querySelectorAll("[href]"), function (a) {
       return a.getAttribute("href") === path.href && a.textContent === path.text;
     });
-    return same || placed;
+    return same || placed || placeOf(deepest, root);
+  }
+
+  // The control is gone (a count fell to 0 and its link became text): focus stays where it
+  // was, on what is there now (the cell), rather than falling to the page's start.
+  function placeOf(el, root) {
+    if (!el || el === root) return null;
+    if (!el.matches("a[href], button, input, select, textarea, [tabindex]")) {
+      el.setAttribute("tabindex", "-1");
+    }
+    return el;
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {
