@@ -79,3 +79,32 @@ def test_the_idle_time_is_a_setting(operator_client):
     operator_client.get("/")
     _age_activity(operator_client, 121)
     assert operator_client.get("/").status_code == 302
+
+
+def test_a_session_the_store_ended_is_said_and_signed_in_again_returns_to_the_page(
+        operator_client):
+    """My work's refresh, once the session had gone idle, sent the tablet to sign in with
+    the refresh's address as where to return (signed in, the scientist read raw JSON), and
+    the sign-in page said nothing of why: the store's expiry, the same idle time, had ended
+    the session before the idle check could say so."""
+    from django.utils import timezone
+
+    from bloomops.accounts.models import StoredSession
+
+    operator_client.get("/")
+    StoredSession.objects.update(expire_date=timezone.now())
+    r = operator_client.get("/my-work/?part=held", HTTP_HX_REQUEST="true",
+                            HTTP_X_BLOOMOPS_POLL="1",
+                            HTTP_HX_CURRENT_URL="http://testserver/my-work/?item=Z-AB-1")
+    assert r["HX-Redirect"] == f"{LOGIN}?next=%2Fmy-work%2F%3Fitem%3DZ-AB-1"
+    page = operator_client.get(r["HX-Redirect"]).content.decode()
+    assert "You were signed out after 30 min without activity" in page
+    # said once: the session's row is gone with it
+    assert "signed out after" not in operator_client.get(LOGIN).content.decode()
+    assert not StoredSession.objects.exists()
+    # a page of another site named as the current one is not where sign-in returns
+    operator_client.get("/")
+    r = operator_client.get(
+        "/my-work/?part=held", HTTP_HX_REQUEST="true", HTTP_X_BLOOMOPS_POLL="1",
+        HTTP_HX_CURRENT_URL="https://evil.example/phish")
+    assert "evil.example" not in r.get("HX-Redirect", "")

@@ -1,3 +1,5 @@
+from django.conf import settings
+
 from bloomops.accounts.models import COMMAND_LINE
 from bloomops.accounts.roles import roles_of
 from bloomops.accounts.signatures import password_given_by
@@ -22,4 +24,6 @@ def roles(request):
         # set from a shell: whoever ran it is not known, so no approval at all until changed
         "password_from_shell": bool(given) and given.by == COMMAND_LINE,
         "decides_no_approval": bool(given) and given.decides_nothing,
+        # the page warns before an idle sign-out (bloomops.js)
+        "session_idle_seconds": settings.SESSION_IDLE_SECONDS,
     }

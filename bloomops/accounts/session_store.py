@@ -125,9 +125,17 @@ class SessionStore(DatabaseStore):
         self._as_read = copy.deepcopy(data)
         self._read_text = text if text is not None else self.encode(data)
 
+    # the session this request's cookie names ended by its idle time (its row outlived it)
+    ended_idle = False
+
     def _get_session_from_db(self):
-        found = self.model.objects.filter(session_key=stored_key(self.session_key),
-                                          expire_date__gt=timezone.now()).first()
+        found = self.model.objects.filter(session_key=stored_key(self.session_key)).first()
+        if found is not None and found.expire_date <= timezone.now():
+            # said once (IdleSessionMiddleware), then gone: a sign-out or an admin deletes
+            # the row, so one that expired went idle
+            self.ended_idle = True
+            found.delete()
+            found = None
         if found is None:
             self._session_key = None
         return found

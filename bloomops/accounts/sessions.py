@@ -10,10 +10,11 @@ whenever the session is saved) ends the session server-side as well.
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import logout
+from django.contrib.auth import REDIRECT_FIELD_NAME, logout
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.utils import timezone
@@ -42,13 +43,20 @@ class IdleSessionMiddleware:
             last = request.session.get(ACTIVITY_KEY)
             if last is not None and now - float(last) > settings.SESSION_IDLE_SECONDS:
                 logout(request)
-                minutes = max(1, settings.SESSION_IDLE_SECONDS // 60)
-                messages.info(request, f"You were signed out after {minutes} min without"
-                                       " activity. Sign in again to go on.")
+                _say_signed_out(request)
             elif last is None or not is_polling(request):
                 request.session[ACTIVITY_KEY] = now  # saved, so the store's expiry moves on
+        elif getattr(request.session, "ended_idle", False):
+            # the store's expiry (the same idle time) ended it first: said all the same
+            _say_signed_out(request)
         response = self.get_response(request)
         return _htmx_sign_in_redirect(request, response)
+
+
+def _say_signed_out(request: HttpRequest) -> None:
+    minutes = max(1, settings.SESSION_IDLE_SECONDS // 60)
+    messages.info(request, f"You were signed out after {minutes} min without activity. Sign"
+                           " in again to go on.")
 
 
 def _htmx_sign_in_redirect(request: HttpRequest, response: HttpResponse) -> HttpResponse:
@@ -60,6 +68,12 @@ def _htmx_sign_in_redirect(request: HttpRequest, response: HttpResponse) -> Http
     location = response.get("Location", "")
     if location.split("?")[0] != login:
         return response
+    # signed in again, the person comes back to the page they were on, not to the address
+    # of its panel's refresh (My work's answered raw JSON)
+    page = urlsplit(request.headers.get("HX-Current-URL", ""))
+    if page.path.startswith("/") and (not page.netloc or page.netloc == request.get_host()):
+        here = page.path + (f"?{page.query}" if page.query else "")
+        location = f"{login}?{urlencode({REDIRECT_FIELD_NAME: here})}"
     return HttpResponseClientRedirect(location)
 
 

@@ -2,8 +2,10 @@ from urllib.parse import urlsplit
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import resolve_url
 from django.urls import path, reverse_lazy
+from django.views.decorators.http import require_GET
 
 from bloomops.accounts.roles import roles_of
 from bloomops.accounts.signatures import CountedPasswordChangeView
@@ -27,7 +29,15 @@ class LandingLoginView(auth_views.LoginView):
         return super().get_default_redirect_url()
 
 
+@require_GET
+def still_here(request: HttpRequest) -> HttpResponse:
+    """"Stay signed in" on the warning before an idle sign-out: a request like any other,
+    so it is activity (sessions.IdleSessionMiddleware); it answers nothing."""
+    return HttpResponse(status=204)
+
+
 urlpatterns = [
+    path("still-here/", still_here, name="still_here"),
     path(
         "login/",
         login_not_required(LandingLoginView.as_view()),

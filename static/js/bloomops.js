@@ -639,3 +639,89 @@ document.addEventListener("click", function (event) {
 document.addEventListener("click", function (event) {
   if (event.target.closest("[data-print]")) window.print();
 });
+
+// Before an idle sign-out (sessions.IdleSessionMiddleware), the page says so in time to stay
+// (WCAG 2.2.1): nothing warned, and results typed on a tablet were lost with the session.
+// The server counts a request as activity unless it is a page's own refresh; so does this.
+(function () {
+  var box, timer, before, ends = 0;
+
+  function idleSeconds() {
+    return Number(document.body && document.body.getAttribute("data-idle-seconds")) || 0;
+  }
+
+  function left() {
+    var s = Math.max(0, Math.round((ends - Date.now()) / 1000));
+    return s >= 60 ? "in " + Math.ceil(s / 60) + " min" : "in " + s + " s";
+  }
+
+  function tick() {
+    if (!box) return;
+    var idle = idleSeconds();
+    var lead = Math.min(120, idle / 4) * 1000;
+    var now = Date.now();
+    if (now >= ends) {
+      var text = document.getElementById("idle-warning-text");
+      text.textContent = text.getAttribute("data-ended");
+      box.querySelector("[data-still-here]").hidden = true;
+      box.querySelector("[data-idle-signin]").hidden = false;
+      box.hidden = false;
+      return;
+    }
+    if (now >= ends - lead) {
+      var opening = box.hidden;
+      box.querySelector("[data-idle-left]").textContent = left();
+      box.hidden = false;
+      if (opening) {
+        before = document.activeElement;
+        box.querySelector("[data-still-here]").focus();
+      }
+    }
+    timer = window.setTimeout(tick, 1000);
+  }
+
+  function active() {
+    var idle = idleSeconds();
+    if (!idle || !box) return;
+    ends = Date.now() + idle * 1000;
+    box.hidden = true;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(tick, 1000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    box = document.getElementById("idle-warning");
+    active();
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var config = event.detail && event.detail.requestConfig;
+    var headers = (config && config.headers) || {};
+    if (!headers["X-Bloomops-Poll"] && event.detail.successful) active();
+  });
+  function stay(button) {
+    fetch(button.getAttribute("data-still-here"), { credentials: "same-origin" })
+      .then(function (response) {
+        if (response.ok && !response.redirected) {
+          var back = box.hidden ? null : before;
+          active();
+          if (back && back.focus) back.focus();
+        } else {
+          ends = 0;
+          tick();
+        }
+      });
+  }
+
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-still-here]");
+    if (button) stay(button);
+  });
+  // typing results into a form is a person at work, though nothing is sent yet: near the
+  // end it keeps the session, rather than the warning taking the focus from the field
+  document.addEventListener("input", function (event) {
+    if (!box || !ends || !event.target.closest("form")) return;
+    if (Date.now() >= ends - Math.min(120, idleSeconds() / 4) * 1000 && Date.now() < ends) {
+      stay(box.querySelector("[data-still-here]"));
+    }
+  });
+})();
