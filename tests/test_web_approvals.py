@@ -108,6 +108,22 @@ def test_an_integrity_hold_among_several_is_asked_and_released_alone(client, des
     assert envelope(euid)["state"] == "HELD"  # the label hold still stops it
 
 
+def test_the_workbench_offers_no_cancel_an_integrity_hold_of_the_item_would_refuse(
+        client, desk):
+    """An item held by an operator's hold and by QC_FAIL: the operator hold's row offered
+    "Cancel the work", asked to confirm, and was then refused as needing approval."""
+    from tests.engine import act
+
+    euid = desk["subject"]
+    label = act("place_execution_hold", desk["ann_actor"], subject_euid=euid,
+                expected_state="HELD", payload={"hold_code": "LABEL_ISSUE",
+                                                "reason": "label smudged"})["hold_euid"]
+    html = signed_in(client, desk["ann"]).get("/workbench/").content.decode()
+    row = html.split(f'value="{euid}|HELD|')[1].split("</tr>")[0]
+    assert label in row and f"/subjects/{euid}/cancel/" not in row
+    assert "Cancelling its work needs a second person" in row
+
+
 def test_the_inbox_asks_the_requester_to_withdraw_and_others_to_sign(client, desk):
     approval = request_release(desk["ann_actor"], desk["subject"], desk["hold"])["approval_euid"]
     mine = signed_in(client, desk["ann"]).get("/approvals/")

@@ -134,8 +134,12 @@ def workbench(request: HttpRequest) -> HttpResponse:
     waiting = requests_waiting() if (requeue_gate and dead) or any(
         h["gated"] for h in holds) else []
     held_asked = releases_asked(waiting)
+    # cancelling is gated by any integrity hold of the subject, not by this row's own code
+    cancel_gated = {h["subject_euid"] for h in holds
+                    if "cancel_subject_execution" in h["gated"]}
     for h in holds:
         h["asked"] = h["euid"] in held_asked
+        h["cancel_gated"] = h["subject_euid"] in cancel_gated
     mark_rejections(holds, dead, requeue_gate)
     return render(request, "web/workbench.html", {
         # each list's newest, and how many there are in all
