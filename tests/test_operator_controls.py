@@ -481,3 +481,4 @@ def test_the_workbench_search_finds_dead_letters_and_retrying_items_past_the_lim
     found = page(client, lab["operator"], "/workbench/?q=CRACKED")
     letters = found.split('id="h-dead"')[1].split("</section>")[0]
     assert dead in letters and "Dead letters (1)" in found and "Retrying (0)" in found
+

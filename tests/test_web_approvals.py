@@ -326,7 +326,9 @@ def test_the_navigation_counts_only_what_the_person_may_decide(client, desk):
     assert "badge" not in nav
     bob = signed_in(Client(), desk["bob"]).get("/").content.decode()
     nav = bob[bob.index('id="nav-approvals"'):].split("</a>")[0]
-    assert '<span class="badge warn" title="waiting for a decision">1</span>' in nav
+    # the count in words too, for a screen reader ("Approvals 1" said nothing of what)
+    assert ('<span class="badge warn" title="waiting for a decision">1<span class="sr-only">'
+            ' waiting for a decision</span></span>') in nav
 
 
 def test_recent_decisions_stay_listed_behind_many_waiting_requests(client, desk):
@@ -548,3 +550,23 @@ def test_the_inbox_names_who_asked_as_people_read_a_person(client, desk):
     html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
     waiting = html.split('id="h-waiting"')[1].split("</section>")[0]
     assert '<td data-label="Asked by">Ann Asker (ann)</td>' in waiting
+
+
+def test_a_dead_letter_says_who_closed_it_when_and_why_each_time(client, desk, settings):
+    """The subject page said only "REQUEUED" of a dead letter, with when it was made; who
+    closed it, when and why were not said, and its earlier cancel vanished."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    settings.BLOOMOPS_APPROVAL_RULES = []
+    make_queue("q_dead", required_worker_capabilities=[])
+    euid = dead_lettered("q_dead")
+    ann = desk["ann_actor"]
+    act("cancel_subject_execution", ann, subject_euid=euid, expected_state="FAILED_TERMINAL",
+        payload={"reason": "tube lost in transit"})
+    act("requeue_subject", ann, subject_euid=euid, expected_state="CANCELED",
+        payload={"reason": "tube found in the cold room"})
+    html = signed_in(client, desk["ann"]).get(f"/subjects/{euid}/").content.decode()
+    section = html.split('id="h-dl"')[1].split("</section>")[0]
+    assert "closed CANCELED by" in section and "tube lost in transit" in section
+    assert "closed REQUEUED by" in section and "tube found in the cold room" in section

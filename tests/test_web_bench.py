@@ -539,7 +539,7 @@ def test_signing_out_with_items_held_asks_first_and_says_what_stays_locked(clien
     page = client.get("/scan/").content.decode()
     signout = page[page.index('<form class="signout"'):].split(">")[0]
     assert 'data-confirm="You hold 2 items: signed out, they stay locked to you' in signout
-    assert 'title="items you hold">2</span>' in page
+    assert 'title="items you hold">2<span class="sr-only"> items you hold</span>' in page
     operator = signed_in(client, lab["operator"]).get("/").content.decode()
     assert "data-confirm" not in operator[operator.index('<form class="signout"'):].split(">")[0]
 

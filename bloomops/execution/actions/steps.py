@@ -282,6 +282,11 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
     return dl
 
 
+# Who closed a dead letter, how, when and why.
+RESOLUTION_FIELDS = ("resolution_state", "resolved_by_lookup_euid", "resolved_at",
+                     "resolution_reason")
+
+
 def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     """The subject's OPEN dead letters closed with ``resolution`` (who, when). A requeue also
     closes those a cancel closed: until a requeue, re-running work that failed for good needs
@@ -295,8 +300,14 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
         if dl.props.get("resolution_state") not in closable:
             continue
         props = dict(dl.props)
+        if props.get("resolution_state") != DeadLetterResolution.OPEN:
+            # a cancel's close, re-closed by a requeue, stays on the record
+            props["earlier_resolutions"] = [*(props.get("earlier_resolutions") or []), {
+                name: props.get(name) for name in RESOLUTION_FIELDS}]
+        why = ctx.payload.get("reason")
         props.update(resolution_state=resolution, resolved_by_lookup_euid=ctx.actor.username,
-                     resolved_at=ctx.now_ts)
+                     resolved_at=ctx.now_ts,
+                     resolution_reason=why.strip() if isinstance(why, str) else None)
         save_props(dl, props)
         resolved.append(dl.euid)
     return resolved
