@@ -484,6 +484,13 @@ def s_self_approval(svc, op):
     return lambda: decide(ann, approval)
 
 
+def s_approval_tampered(svc, op):
+    ann, subject, hold, approval = _asked()
+    obj = load(euid=approval, tenant=settings.TAPDB_TENANT_ID)
+    save_props(obj, {**obj.props, "requested_by": "bob"})  # rewritten outside bloomops
+    return lambda: decide(person("bob", "operator"), approval)
+
+
 def s_signature_invalid(svc, op):
     ann, subject, hold, approval = _asked()
     return lambda: decide(person("bob", "operator"), approval, password="guess")
@@ -543,6 +550,7 @@ SCENARIOS = {
     "APPROVAL_NOT_PENDING": [s_approval_not_pending],
     "APPROVAL_EXPIRED": [s_approval_expired],
     "SELF_APPROVAL": [s_self_approval],
+    "APPROVAL_TAMPERED": [s_approval_tampered],
     "SIGNATURE_INVALID": [s_signature_invalid],
 }
 SCENARIOS["REVISION_CONFLICT"] += [s_revision_conflict_approval]
