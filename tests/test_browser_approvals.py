@@ -44,6 +44,8 @@ def test_a_second_operator_signs_the_release_of_an_integrity_hold(browser, site)
     row.get_by_role("button", name="Approve and sign").click()
     approver.get_by_role("button", name="Yes, approve and sign").click()
     expect(approver.locator(".messages")).to_contain_text("password does not match")
+    # the focus is on what says why, not at the page's top
+    expect(approver.locator("[role=status]:has(.messages)")).to_be_focused()
     assert envelope(euid)["state"] == "HELD"
 
     row = approver.locator(f"#approvals-waiting tr:has-text('{euid}')")

@@ -151,10 +151,19 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
     settings.BLOOMOPS_MY_WORK_REFRESH_SECONDS = 1
     page, euid, item = _claimed_at_the_bench(browser, site, "Specimen put on hold")
     expect(item.get_by_role("button", name="Renew")).to_be_enabled()
+    item.locator("summary", has_text="Fail…").click()
+    typed = item.get_by_label("What went wrong")
+    typed.fill("pipette jammed, half typed")
     act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
         expected_state="READY", payload={"reason": "label check"})
     expect(item.locator(".expiry-warning")).to_contain_text("no longer yours", timeout=10000)
     expect(item.get_by_role("button", name="Renew")).to_be_disabled()
+    # what was typed stays, readable and copyable (a disabled field's words are not), and the
+    # focus goes to what says why rather than to the page's start
+    expect(typed).to_have_js_property("readOnly", True)
+    expect(typed).to_be_enabled()
+    expect(typed).to_have_value("pipette jammed, half typed")
+    expect(item.get_by_role("link", name="Reload My work to see why")).to_be_focused()
     expect(item.locator(".countdown")).to_have_text("ended")
     # the navigation no longer counts it
     expect(page.locator("#nav-my-work .badge")).to_have_count(0)
@@ -261,6 +270,9 @@ def test_a_scientist_records_qc_results_on_a_tablet(browser, site):
     assert selectors.leases(status="ACTIVE")[0]["subject_euid"] == euid
     card = page.locator(f'#my-leases [data-euid="{euid}"]')
     expect(card.get_by_label("RIN")).to_have_value("120")  # given back as typed
+    # and the focus is on it: the page came back with the focus at its top, the card far
+    # below on a tablet
+    expect(card.get_by_label("RIN")).to_be_focused()
     box = card.get_by_role("radio", name="Fail").locator("xpath=..").bounding_box()
     assert box is not None and box["height"] >= 44
     card.get_by_label("RIN").fill("8,4")

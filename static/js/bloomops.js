@@ -284,6 +284,17 @@ document.addEventListener("click", function (event) {
   }
   document.addEventListener("DOMContentLoaded", function () { label(document); });
 
+  // A page answering a refused form starts where the refusal is: at the field marked
+  // invalid, else at the message saying why (it came back with the focus at the page's top,
+  // the field a tablet's screen below, and a screen reader read the page from the start).
+  document.addEventListener("DOMContentLoaded", function () {
+    var field = document.querySelector('main [aria-invalid="true"]');
+    if (field && field.focus) { field.focus(); return; }
+    var said = document.querySelector(".messages li.error");
+    var region = said && said.closest("[role=status]");
+    if (region) { region.setAttribute("tabindex", "-1"); region.focus(); }
+  });
+
   // The main navigation says which screen this is (aria-current, and a mark under it).
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll(".topbar nav a").forEach(function (a) {
@@ -558,8 +569,19 @@ window.bloomopsSideways = "table.grid, .table-container";
       item.classList.add("ended");
       var clock = item.querySelector(".countdown");
       if (clock) { clock.removeAttribute("data-seconds-left"); clock.textContent = "ended"; }
-      item.querySelectorAll("button, input, select, textarea").forEach(function (control) {
-        control.disabled = true;
+      // what was typed stays readable and can be copied (a disabled field's words cannot
+      // be selected); nothing can be sent, and the card's controls leave the Tab order
+      var focusWasHere = item.contains(document.activeElement);
+      item.querySelectorAll("input, textarea").forEach(function (field) {
+        field.readOnly = true;
+      });
+      item.querySelectorAll("button, select, input[type=radio], input[type=checkbox]")
+        .forEach(function (control) { control.disabled = true; });
+      item.querySelectorAll("summary, a[href]").forEach(function (control) {
+        control.setAttribute("tabindex", "-1");
+      });
+      item.querySelectorAll("form").forEach(function (form) {
+        form.addEventListener("submit", function (event) { event.preventDefault(); });
       });
       var warning = item.querySelector(".expiry-warning");
       if (warning) {
@@ -568,6 +590,8 @@ window.bloomopsSideways = "table.grid, .table-container";
         again.href = window.location.pathname;
         again.textContent = "Reload My work to see why";
         warning.append(again);
+        // the focus was in the card: it goes to what says why, not to the page's start
+        if (focusWasHere) again.focus();
       }
     });
   });
