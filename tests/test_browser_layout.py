@@ -501,6 +501,26 @@ def test_a_reason_of_one_unbroken_run_widens_no_screen(browser, site, width):
     page.context.close()
 
 
+def test_a_long_reason_leaves_codes_and_names_whole_in_the_hold_search(browser, site):
+    """A 2,000-character reason of words squeezed the other columns of the hold search at
+    1366 px: the placer read "Qui / nn / Ok / afo / r" and the code "LABEL_ISSU / E"."""
+    from tests.engine import act, actor
+
+    euid = make_subject("q1", name="Specimen with a long story")
+    act("place_execution_hold", actor("operator", username="quinn-okafor-long-name"),
+        subject_euid=euid, expected_state="READY",
+        payload={"hold_code": "LABEL_ISSUE", "reason": "smudged label text " * 105})
+    page = page_for(browser, site, "admin", 1366)
+    page.goto(f"{site}/holds/?since=all")
+    row = page.locator(f'#holds-found tr:has(a[href="/subjects/{euid}/"])')
+    for label in ("Code", "By"):
+        lines = row.locator(f'td[data-label="{label}"]').evaluate(
+            """td => { const r = document.createRange(); r.selectNodeContents(td);
+                       return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }""")
+        assert lines == 1, f"{label} broken over {lines} lines"
+    page.context.close()
+
+
 @pytest.mark.parametrize("width", [820, 768])
 def test_a_queue_s_claim_buttons_and_row_numbers_read_whole_on_a_tablet(browser, bench, width):
     """A tablet's queue table read "Clai / m" on every button and "1 / 0" for row 10."""
