@@ -516,7 +516,8 @@ def test_a_long_reason_leaves_codes_and_names_whole_in_the_hold_search(browser, 
     for label in ("Code", "By"):
         lines = row.locator(f'td[data-label="{label}"]').evaluate(
             """td => { const r = document.createRange(); r.selectNodeContents(td);
-                       return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }""")
+                       const tops = [...r.getClientRects()].map(b => Math.round(b.top));
+                       return new Set(tops).size; }""")
         assert lines == 1, f"{label} broken over {lines} lines"
     page.context.close()
 
