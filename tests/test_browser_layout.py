@@ -501,6 +501,20 @@ def test_a_reason_of_one_unbroken_run_widens_no_screen(browser, site, width):
     page.context.close()
 
 
+def test_the_workbench_s_reasons_are_told_apart_by_a_screen_reader(browser, bench):
+    """Seventeen fields were each named "Reason", eight disclosures "Cancel the work…":
+    a screen reader's list of fields could not tell which item each was for."""
+    site = bench["site"]
+    page = page_for(browser, site, "admin", 1366)
+    page.goto(f"{site}/workbench/")
+    names = page.evaluate(
+        """() => [...document.querySelectorAll('main input[name=reason], main summary')]
+            .map(el => el.tagName === 'SUMMARY' ? el.textContent.trim()
+                 : document.querySelector(`label[for="${el.id}"]`).textContent.trim())""")
+    assert len(names) > 4 and len(names) == len(set(names)), names
+    page.context.close()
+
+
 def test_a_long_reason_leaves_codes_and_names_whole_in_the_hold_search(browser, site):
     """A 2,000-character reason of words squeezed the other columns of the hold search at
     1366 px: the placer read "Qui / nn / Ok / afo / r" and the code "LABEL_ISSU / E"."""
