@@ -277,6 +277,8 @@ def test_renew_extends_the_lease(client, lab):
     clock.advance(600)
     data = form_for(client.get("/my-work/"), f"/leases/{lease['euid']}/renew/")
     response = client.post(f"/leases/{lease['euid']}/renew/", data)
+    # back to its card, not to the page's top
+    assert response["Location"].endswith(f"#item-{lease['euid']}")
     [words] = [m for m in said(response)
                if m.startswith(f"Renewed: s ({lease['subject_euid']}) is yours for another")]
     # its time marked for the browser to say in the reader's zone (the page's other times are),

@@ -292,7 +292,13 @@ document.addEventListener("click", function (event) {
     if (field && field.focus) { field.focus(); return; }
     var said = document.querySelector(".messages li.error");
     var region = said && said.closest("[role=status]");
-    if (region) { region.setAttribute("tabindex", "-1"); region.focus(); }
+    if (region) { region.setAttribute("tabindex", "-1"); region.focus(); return; }
+    // an answer naming its part of the page (a renewal: its card) starts the focus there
+    var named = window.location.hash && document.getElementById(window.location.hash.slice(1));
+    if (named && named.matches("main h2")) {
+      named.setAttribute("tabindex", "-1");
+      named.focus();
+    }
   });
 
   // The main navigation says which screen this is (aria-current, and a mark under it).

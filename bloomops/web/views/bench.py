@@ -32,6 +32,7 @@ from bloomops.web.timewords import relative
 from bloomops.web.views.common import (
     answer,
     as_human,
+    back_url,
     forbidden,
     guards,
     reader,
@@ -244,9 +245,12 @@ def _lease_action(request: HttpRequest, lease_euid: str, action_key: str, payloa
         g = guards(request)
         return as_human(request, action_key, lease_euid=lease_euid, payload=payload, **g)
 
+    # a renewal comes back to its card (re-sorted, under a banner: it was a tablet's screen
+    # and more below where the page opened)
     return bench_answer(request, run, success, reverse("my_work"),
-                        (lambda r: reverse("my_work")) if ends else None, item_view(lease_euid),
-                        typed=typed)
+                        (lambda r: reverse("my_work")) if ends else
+                        (lambda r: f"{back_url(request, reverse('my_work'))}#item-{lease_euid}"),
+                        item_view(lease_euid), typed=typed)
 
 
 def _until(expires_at: str | None) -> str:
