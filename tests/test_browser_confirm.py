@@ -109,6 +109,15 @@ def test_select_all_and_bulk_hold_on_the_workbench(browser, site):  # noqa: F811
         items.append(euid)
     page = signed_in(browser, site, "qa", width=1024)
     page.goto(f"{site}/workbench/")
+    # nothing ticked: said at the form, the reason typed kept, nothing sent (the server's
+    # "Select at least one item" came back without the reason, and said not which list)
+    page.locator("#bulk-retrying").get_by_label("Reason").fill("typed with gloves")
+    page.get_by_role("button", name="Hold selected").click()
+    expect(page.locator("#bulk-retrying .none-picked")).to_have_text(
+        "Nothing is selected: tick the rows to act on first.")
+    expect(page.locator("#bulk-retrying").get_by_label("Reason")).to_have_value(
+        "typed with gloves")
+    assert selectors.active_holds() == []
     select_all = page.get_by_label("Select all retrying items")
     box = select_all.bounding_box()
     assert box and box["width"] >= 24 and box["height"] >= 24  # a gloved finger's target

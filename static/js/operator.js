@@ -82,7 +82,22 @@
     var count = picked(form);
     if (text.indexOf("{count}") >= 0 && form.id &&
         document.querySelector('input[name="pick"][form="' + form.id + '"]')) {
-      if (count === 0) return;  // the server says "select at least one item"
+      if (count === 0) {
+        // said here, the reason typed kept (the server's answer came back without it, and
+        // did not say which of the page's lists it meant)
+        event.preventDefault();
+        var none = form.querySelector(".none-picked");
+        if (!none) {
+          none = document.createElement("p");
+          none.className = "none-picked";
+          none.setAttribute("role", "alert");
+          form.append(none);
+        }
+        none.textContent = "Nothing is selected: tick the rows to act on first.";
+        var first = document.querySelector('input[name="pick"][form="' + form.id + '"]');
+        if (first) first.focus();
+        return;
+      }
       text = text.split("{count}").join(String(count));
     }
     // {queue}: the queue chosen in the form's queue list, as the list names it.
