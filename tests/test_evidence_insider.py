@@ -230,3 +230,62 @@ def test_who_asked_and_who_ended_a_hold_rewritten_fail_a_fresh_export(tenant):
         assert f"holds[{hold}].properties.{field}: the hold says" in text, field
     for field in ("requested_by", "reason"):
         assert f"approvals[{approval}].properties.{field}: the approval says" in text, field
+
+
+@pytest.mark.parametrize("hide", ["deleted", "resealed"])
+def test_a_hold_code_rewritten_and_its_record_hidden_still_needs_a_second_person(tenant, hide):
+    """With the placing record also soft-deleted, or rewritten to the new code (and its
+    sha256 made again, which the seal key cannot be), the gate trusted the code again."""
+    from tests.approval_support import integrity_held
+    from tests.engine import envelope, refused
+
+    ann = person("ann", "operator")
+    subject, hold = integrity_held(ann)
+    _props(hold, hold_code="OPERATOR_HOLD")
+    if hide == "deleted":
+        execute("UPDATE generic_instance SET is_deleted = true WHERE type = 'execution_queue'"
+                " AND subtype = 'place_execution_hold'"
+                " AND json_addl->'result'->>'hold_euid' = %s", [hold])
+    else:
+        row = _record("place_execution_hold")
+        body = row["json_addl"]
+        body["captured_data"]["hold_code"] = "OPERATOR_HOLD"
+        body["chain"]["sha256"] = content_hash(body)
+        _write(row["uid"], body)
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
+        expected_state="HELD", payload={"reason": "released alone"}))
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "cancel_subject_execution", ann, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "cancelled alone"}))
+    assert envelope(subject)["state"] == "HELD"
+
+
+def test_an_approval_moved_to_another_subject_is_decided_by_nobody(tenant):
+    """An approval to cancel A rewritten to name B was decided and cancelled B."""
+    from tests.approval_support import decide, integrity_held
+    from tests.engine import envelope, refused
+
+    ann, bob = person("ann", "operator"), person("bob", "operator")
+    a, _ = integrity_held(ann)
+    b, _ = integrity_held(ann)
+    approval = act("request_approval", ann, subject_euid=a, payload={
+        "action_key": "cancel_subject_execution", "reason": "A is spoilt",
+        "parameters": {"reason": "A is spoilt"}})["approval_euid"]
+    _props(approval, subject_lookup_euid=b)
+    err = refused("APPROVAL_TAMPERED", lambda: decide(bob, approval))
+    assert "subject_lookup_euid" in err.message
+    assert envelope(a)["state"] == envelope(b)["state"] == "HELD"
+
+
+def test_a_hold_released_on_approval_before_it_was_kept_on_the_hold_verifies(tenant):
+    """Holds released on approval before the hold kept released_on_approval have none: their
+    subjects' bundles must not fail for it."""
+    from tests.approval_support import decide, integrity_held, request_release
+
+    ann, bob = person("ann", "operator"), person("bob", "operator")
+    subject, hold = integrity_held(ann)
+    decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    execute("UPDATE generic_instance SET json_addl = json_addl #- "
+            "'{properties,released_on_approval}' WHERE euid = %s", [hold])
+    assert verify_bundle(export_evidence(subject, ann).data, tenant).ok

@@ -96,7 +96,7 @@ def test_a_session_the_store_ended_is_said_and_signed_in_again_returns_to_the_pa
     r = operator_client.get("/my-work/?part=held", HTTP_HX_REQUEST="true",
                             HTTP_X_BLOOMOPS_POLL="1",
                             HTTP_HX_CURRENT_URL="http://testserver/my-work/?item=Z-AB-1")
-    assert r["HX-Redirect"] == f"{LOGIN}?next=%2Fmy-work%2F%3Fitem%3DZ-AB-1"
+    assert r["HX-Redirect"] == f"{LOGIN}?next=/my-work/%3Fitem%3DZ-AB-1"
     page = operator_client.get(r["HX-Redirect"]).content.decode()
     assert "You were signed out after 30 min without activity" in page
     # said once: the session's row is gone with it

@@ -119,3 +119,59 @@ def test_a_second_confirm_while_the_first_runs_runs_nothing(client, users, monke
                        ).status_code == 400
     done = client.post("/intake/confirm/", broken, follow=True).content.decode()
     assert 'data-outcome="REGISTERED"' in done
+
+
+def test_confirming_again_a_batch_whose_results_are_gone_runs_it_again(client, users,
+                                                                       monkeypatch):
+    """Claims were kept for 20 batches, results for 5: Confirm again of the sixth newest
+    waited the whole wait and then answered 404."""
+    intake = importlib.import_module("bloomops.web.views.intake")
+    monkeypatch.setattr(intake, "CONFIRM_WAIT", 5.0)
+    make_queue("q1", site_scope=["sfo"])
+    signed_in(client, users["operator"])
+    sent = []
+    for n in range(intake.KEPT_BATCHES + 1):
+        preview = client.post("/intake/preview/",
+                              {"manifest": HEADER + f",Tube 6{n},specimen,q1,,,sfo,,\n"})
+        sent.append(form_for(preview, "/intake/confirm/"))
+        assert client.post("/intake/confirm/", sent[-1]).status_code == 302
+    again = client.post("/intake/confirm/", sent[0], follow=True)
+    assert again.status_code == 200 and "Already done before" in again.content.decode()
+
+
+def test_a_confirm_that_failed_can_be_sent_again(client, users, monkeypatch):
+    """A Confirm that ended in a 500 kept its claim (a 5xx's session is not saved): sent
+    again, it waited and answered 404, never run."""
+    intake = importlib.import_module("bloomops.web.views.intake")
+    monkeypatch.setattr(intake, "CONFIRM_WAIT", 5.0)
+    make_queue("q1", site_scope=["sfo"])
+    signed_in(client, users["operator"])
+    fields = form_for(client.post("/intake/preview/", {
+        "manifest": HEADER + ",Tube 77,specimen,q1,,,sfo,,\n"}), "/intake/confirm/")
+    ran = intake.execute
+
+    def gone(req):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(intake, "execute", gone)
+    client.raise_request_exception = False
+    assert client.post("/intake/confirm/", fields).status_code == 500
+    monkeypatch.setattr(intake, "execute", ran)
+    done = client.post("/intake/confirm/", fields, follow=True).content.decode()
+    assert 'data-outcome="REGISTERED"' in done
+
+
+def test_giving_back_a_claim_leaves_another_tab_s_and_the_latest_activity_stays(client,
+                                                                                users):
+    from bloomops.accounts.sessions import ACTIVITY_KEY
+
+    signed_in(client, users["operator"])
+    tab_a, tab_b = _read(client), _read(client)
+    assert tab_a.add_once("claims", "A", keep=20) and tab_b.add_once("claims", "B", keep=20)
+    tab_a.discard_once("claims", "A")
+    assert _read(client)["claims"] == ["B"]
+    old, new = _read(client), _read(client)
+    old[ACTIVITY_KEY], new[ACTIVITY_KEY] = 1000.0, 2000.0
+    new.save()
+    old.save()  # a long request that began earlier ends later
+    assert _read(client)[ACTIVITY_KEY] == 2000.0

@@ -28,6 +28,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from bloomops.accounts.sessions import ACTIVITY_KEY
+
 SALT = "bloomops.accounts.session"
 
 
@@ -96,8 +98,21 @@ class SessionStore(DatabaseStore):
         self._merge(add)
         return added
 
+    def discard_once(self, key: str, item: str) -> None:
+        """Take ``item`` out of the list under ``key`` as stored now (what ``add_once`` claimed
+        and was not done after all), leaving what other requests claimed meanwhile; written
+        at once, whatever becomes of this request's answer."""
+        def discard(stored: dict[str, Any]) -> dict[str, Any]:
+            listed = stored.get(key)
+            if not isinstance(listed, list) or item not in listed:
+                return stored
+            return {**stored, key: [x for x in listed if x != item]}
+
+        self._merge(discard)
+
     def _changes_onto(self, stored: dict[str, Any]) -> dict[str, Any]:
-        """This request's changes (against what it read) over the session as stored."""
+        """This request's changes (against what it read) over the session as stored; of two
+        last-activity times the later stays (a long request ending after a newer one)."""
         mine, then = self._get_session(), self._as_read or {}
         merged = dict(stored)
         for key in set(mine) | set(then):
@@ -105,6 +120,9 @@ class SessionStore(DatabaseStore):
                 merged.pop(key, None)
             elif key not in then or mine[key] != then[key]:
                 merged[key] = mine[key]
+        if isinstance(mine.get(ACTIVITY_KEY), int | float) \
+                and isinstance(stored.get(ACTIVITY_KEY), int | float):
+            merged[ACTIVITY_KEY] = max(mine[ACTIVITY_KEY], stored[ACTIVITY_KEY])
         return merged
 
     def _merge(self, change) -> None:

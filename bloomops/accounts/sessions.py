@@ -73,7 +73,7 @@ def _htmx_sign_in_redirect(request: HttpRequest, response: HttpResponse) -> Http
     page = urlsplit(request.headers.get("HX-Current-URL", ""))
     if page.path.startswith("/") and (not page.netloc or page.netloc == request.get_host()):
         here = page.path + (f"?{page.query}" if page.query else "")
-        location = f"{login}?{urlencode({REDIRECT_FIELD_NAME: here})}"
+        location = f"{login}?{urlencode({REDIRECT_FIELD_NAME: here}, safe='/')}"
     return HttpResponseClientRedirect(location)
 
 

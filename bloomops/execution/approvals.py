@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from bloomops.execution.chain import CHAIN, content_hash, keyed_problem
+from bloomops.execution.chain import CHAIN, content_hash, keyed_problem, written_by_bloomops
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
@@ -71,22 +71,25 @@ class SubjectFlags:
     doubted: frozenset[str] = frozenset()
 
 
-# With each active hold, the record that placed it (on the subject's chain): a hold's code
-# is a snapshot any writer of the database can rewrite, its placement's record is sealed.
+# With each active hold, the record that made it (a hold placed by an operator, or by a
+# worker's failure), among the subject's records: a hold's code is a snapshot any writer of
+# the database can rewrite, those records are sealed.
 _FLAGS = f"""
 SELECT x.uid, x.euid, l.relationship_type AS rel,
-       x.json_addl->'properties'->>'hold_code' AS hold_code, placed.json_addl AS placed
+       x.json_addl->'properties'->>'hold_code' AS hold_code, made.json_addl AS placed,
+       made.is_deleted AS placed_deleted
 FROM generic_instance_lineage l
 JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
      AND x.tenant_id = %(tenant)s
 LEFT JOIN LATERAL (
-  SELECT r.json_addl FROM generic_instance r
-  WHERE l.relationship_type = '{REL["subject_hold"]}' AND r.tenant_id = %(tenant)s
-    AND r.json_addl->'chain'->>'key' = (SELECT euid FROM generic_instance
-                                       WHERE uid = %(subject)s)
-    AND r.type = 'execution_queue' AND r.subtype = 'place_execution_hold'
-    AND NOT r.is_deleted AND r.json_addl->'result'->>'hold_euid' = x.euid
-  ORDER BY r.uid LIMIT 1) placed ON true
+  SELECT r.json_addl, r.is_deleted FROM generic_instance_lineage e
+  JOIN generic_instance r ON r.uid = e.parent_instance_uid AND r.tenant_id = %(tenant)s
+  WHERE l.relationship_type = '{REL["subject_hold"]}' AND e.child_instance_uid = %(subject)s
+    AND e.relationship_type = '{REL["executed_on"]}' AND NOT e.is_deleted
+    AND r.type = 'execution_queue'
+    AND r.subtype IN ('place_execution_hold', 'fail_queue_execution')
+    AND r.json_addl->'result'->>'hold_euid' = x.euid
+  ORDER BY r.uid LIMIT 1) made ON true
 WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
   (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
@@ -95,19 +98,22 @@ ORDER BY x.uid"""
 
 
 def _doubted(row: dict[str, Any]) -> bool:
-    """A hold a bloomops action placed whose code differs from the one that action sealed,
-    or whose record no longer matches its seal (a hold placed by a worker's failure or by
-    another writer has no such record, and its code is all there is)."""
+    """A hold whose code differs from the one the action that made it sealed, or whose
+    record is deleted or no longer matches its seal. A hold no record of bloomops' names
+    has only its code: another writer's (Bloom places holds on a shared database, with
+    records of its own), or one whose record was rewritten to name another (its chain then
+    fails `verify_chain`)."""
     record = row["placed"]
-    if not isinstance(record, dict):
-        return False
+    if not isinstance(record, dict) or not written_by_bloomops(record):
+        return False  # Bloom's own hold actions seal nothing: the code is all there is
     entry = record.get(CHAIN)
-    if not isinstance(entry, dict) or content_hash(record) != entry.get("sha256") \
-            or keyed_problem(entry) is not None:
+    if row["placed_deleted"] or not isinstance(entry, dict) \
+            or content_hash(record) != entry.get("sha256") or keyed_problem(entry) is not None:
         return True
     asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
         else {}
-    code = asked.get("hold_code")
+    code = asked.get("hold_code") if record.get("action_key") == "place_execution_hold" \
+        else None
     code = code.strip().upper() if isinstance(code, str) and code.strip() else None
     return code is not None and code != (row["hold_code"] or "")
 

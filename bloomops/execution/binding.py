@@ -82,6 +82,7 @@ def _unsealed_requests(records: list[dict], approvals: list[dict]) -> list[str]:
         said = [("requested_by", record.get("executed_by")),
                 ("requested_at", record.get("executed_at")),
                 ("reason", _stripped(captured.get("reason"))),
+                ("subject_lookup_euid", record.get("subject_lookup_euid")),
                 *(terms.items() if isinstance(terms, dict) else ())]
         problems += [f"approvals[{a['euid']}].properties.{name}: the approval says"
                      f" {short(props.get(name))}, its sealed request {entry['euid']} says"
@@ -108,13 +109,17 @@ def _unsealed_releases(records: list[dict], holds: list[dict]) -> list[str]:
             why = "Ended by cancel: " + why
         approval = record["result"].get("approval")
         said = [("released_by_lookup_euid", record.get("executed_by")),
-                ("released_at", record.get("executed_at")), ("release_reason", why),
-                ("released_on_approval", {"approval_euid": approval.get("approval_euid"),
-                                          "requested_by": approval.get("requested_by")}
-                 if isinstance(approval, dict) else None)]
+                ("released_at", record.get("executed_at")), ("release_reason", why)]
+        if "released_on_approval" in props or not isinstance(approval, dict):
+            # kept on the hold since a while: a hold released on approval before has none
+            said.append(("released_on_approval", {
+                "approval_euid": approval.get("approval_euid"),
+                "requested_by": approval.get("requested_by")}
+                if isinstance(approval, dict) else None))
         problems += [f"holds[{h['euid']}].properties.{name}: the hold says"
                      f" {short(props.get(name))}, its sealed record {entry['euid']} says"
-                     f" {short(want)}" for name, want in said if props.get(name) != want]
+                     f" {short(want)}" for name, want in said
+                     if _stripped(props.get(name)) != want]
     return problems
 
 

@@ -171,7 +171,7 @@ class ChainReport:
         return not self.breaks
 
 
-def _ours(body: Any) -> bool:
+def written_by_bloomops(body: Any) -> bool:
     """A record bloomops' executor wrote (journal.record_action: no other writer keeps an
     idempotency scope and a target), not the benchmark's unsealed filler."""
     return (isinstance(body, dict) and "idempotency_scope" in body and "target_euid" in body
@@ -186,6 +186,7 @@ def _first_sealed(tenant: str | None) -> int | None:
     return row["uid"] if row else None
 
 
+
 def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
                  sealed_since: int | None = None) -> Break | None:
     prev: dict[str, Any] | None = None
@@ -197,7 +198,7 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
         body = row["json_addl"] or {}
         entry = body.get(CHAIN)
         if not isinstance(entry, dict):
-            if sealed_since is not None and row["uid"] > sealed_since and _ours(body):
+            if sealed_since is not None and row["uid"] > sealed_since and written_by_bloomops(body):
                 return Break(key, row["euid"], "carries no chain entry (its seal was removed)")
             unsealed.add(row["euid"])
             continue

@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.http import HttpRequest
 
 from bloomops.execution.results import RESULT_FIELD
-from bloomops.text import readable_line
+from bloomops.text import readable_line, readable_prose
 from bloomops.web.bench_words import field_refusal
 
 # The fields kept, and how the refusal's message names the words of each.
@@ -62,7 +62,10 @@ def keep_draft(request: HttpRequest, *, refill: bool = True,
     for name, words in DRAFT_FIELDS.items():
         value = kept.get(draft_key(request.path, name))
         if words and value:
-            messages.info(request, f"{words} was not recorded: \u201c{value[:500]}\u201d")
+            # said as typed, but a control that reorders text written out, not obeyed (the
+            # refusal of one echoed the words reversed)
+            messages.info(request, f"{words} was not recorded:"
+                                   f" \u201c{readable_prose(value[:500])}\u201d")
     # each by the label the form showed it under (``labels``, key -> label), else its key
     typed = [f"{(labels or {}).get(key, key)} {value[:100]}" for name in names
              if name.startswith(RESULT_INPUT)

@@ -739,7 +739,8 @@ document.addEventListener("click", function (event) {
           ends = 0;
           tick();
         }
-      });
+      })
+      .catch(function () {});  // no answer (the network): the warning stays, to try again
   }
 
   document.addEventListener("click", function (event) {

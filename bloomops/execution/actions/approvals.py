@@ -200,6 +200,10 @@ def sealed_requester(approval: Obj, tenant: str | None) -> str:
     said = [("requested_by", record.get("executed_by")),
             ("requested_at", record.get("executed_at")),
             ("reason", reason.strip() if isinstance(reason, str) else reason),
+            # the subject it acts on (one rewritten moved the approval to another item)
+            ("subject_lookup_euid", record.get("subject_lookup_euid")),
+            # asked before the terms were sealed: the action, as that record says it
+            ("action_key", terms.get("action_key", result.get("gated_action_key"))),
             *((name, terms[name]) for name in SEALED_TERMS if name in terms)]
     for name, sealed in said:
         if p.get(name) != sealed:

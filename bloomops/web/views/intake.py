@@ -32,10 +32,11 @@ SESSION_PREFIX = "intake_results:"
 KEPT_BATCHES = 5
 BATCH_KEY = re.compile(r"^[0-9a-f]{32}$")
 DONE_OUTCOMES = ("ROUTED", "REGISTERED")
-# The batches this session has confirmed (the newest), and how long a second Confirm of one
-# waits for the first's results (a manifest at its limit is done in seconds).
+# The batches this session has confirmed (the newest, as many as their results are kept: a
+# batch whose results are gone is run again, each row replaying), and how long a second
+# Confirm of one waits for the first's results (a manifest at its limit takes seconds).
 CONFIRMED_KEY = "intake_confirmed"
-CONFIRM_WAIT = 120.0
+CONFIRM_WAIT = 30.0
 
 
 def intake_role(view: Callable) -> Callable:
@@ -136,7 +137,7 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
     # Back and Confirm again, or a second click while the first runs (the browser shows the
     # second's answer): the first run's results stand, shown once there (a replay of each
     # row would rewrite them as "already done", the result CSV the person kept included)
-    if not request.session.add_once(CONFIRMED_KEY, batch_key, keep=KEPT_BATCHES * 4):
+    if not request.session.add_once(CONFIRMED_KEY, batch_key, keep=KEPT_BATCHES):
         deadline = time.monotonic() + CONFIRM_WAIT
         while request.session.stored().get(SESSION_PREFIX + batch_key) is None \
                 and time.monotonic() < deadline:
@@ -146,8 +147,7 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
         return _confirm(request, batch_key)
     finally:
         if _kept(request, batch_key) is None:  # refused whole (or failed): it may be sent again
-            request.session[CONFIRMED_KEY] = [
-                k for k in request.session.get(CONFIRMED_KEY, []) if k != batch_key]
+            request.session.discard_once(CONFIRMED_KEY, batch_key)
 
 
 def _confirm(request: HttpRequest, batch_key: str) -> HttpResponse:

@@ -77,8 +77,7 @@ def person_token_new(request: HttpRequest, username: str) -> HttpResponse:
         except ProfileError as err:
             form.add_error(err.field if err.field in form.fields else None, err.message)
             if sent:  # nothing was given: the form may be sent again, corrected
-                request.session[GIVEN_KEY] = [k for k in request.session[GIVEN_KEY]
-                                              if k != sent]
+                request.session.discard_once(GIVEN_KEY, sent)
         else:
             return person_page(request, target, given={"row": row, "token": token},
                                status=201)
