@@ -103,7 +103,8 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
         assert f'<svg class="chart" id="chart-depth-{chart}"' in html
         assert f'aria-labelledby="chart-depth-{chart}-title chart-depth-{chart}-desc"' in html
     # one point per recorded minute in the last hour, each linked to the queue's items
-    q1_points = re.findall(r'<a href="/queues/q1/" class="point depth" tabindex="-1">', html)
+    q1_points = re.findall(r'<a href="/queues/q1/" class="point depth" tabindex="-1"'
+                           r' aria-hidden="true">', html)
     assert len(q1_points) == 3
     assert re.search(r'<title>[^<]*: highest depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
@@ -111,7 +112,7 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     # bucket, the link beside the chart to those of the range
     failures = "/failures/?queue=q1&amp;range=1h#attempts"
     bars = re.findall(r'<a href="(/failures/\?queue=q1&amp;range=1h&amp;since=[^"]+)"'
-                      r' class="point failures" tabindex="-1">', html)
+                      r' class="point failures" tabindex="-1" aria-hidden="true">', html)
     assert bars
     in_bars = sum(client.get(html_unescape(b)).content.decode().split('id="attempts"')[1]
                   .count("<tr data-record=") for b in bars)
