@@ -178,6 +178,19 @@ def test_a_decision_sent_twice_is_no_decision(client, lab):
     assert selectors.approvals(status="REQUESTED")[0].euid == approval
 
 
+def test_a_reason_refused_for_reordering_text_is_said_back_written_out(client, lab):
+    """A reason holding a right-to-left override was refused, and the banner giving it back
+    obeyed the override: the words read reversed ("edirrevo-LTR")."""
+    subject = make_subject("q1")
+    client = signed_in(client, lab["operator"])
+    data = form_for(client.get(f"/subjects/{subject}/"), f"/subjects/{subject}/cancel/",
+                    reason="tube \u202eoverride-RTL")
+    refused = client.post(f"/subjects/{subject}/cancel/", data)
+    page = client.get(refused["Location"]).content.decode()
+    assert "Your reason was not recorded: \u201ctube \\u202eoverride-RTL\u201d" in page
+    assert "\u202e" not in page.split("was not recorded")[1].split("</li>")[0]
+
+
 def test_a_refused_action_gives_the_typed_reason_back_once(client, lab):
     """The inspector's reason field came back empty after a refusal (a stale page)."""
     subject = make_subject("q1")
