@@ -524,6 +524,35 @@ def test_an_auditor_exports_a_period_of_a_queue_each_bundle_verifiable(history, 
                      "2027-01-01", "--out", str(tmp_path / "z"), "--as", "qa-lead")
 
 
+def test_an_auditor_verifies_a_whole_export_in_one_command(history, tmp_path):
+    """A period's export could only be checked bundle by bundle, by hand against its
+    manifest: verify_evidence --set checks the manifest, each file's sha256 and each bundle."""
+    from datetime import timedelta
+
+    from bloomops.execution import clock
+    from bloomops.execution.envelope import ts
+
+    day, out = clock.now(), tmp_path / "set"
+    said = io.StringIO()
+    call_command("export_evidence", "--since", ts(day - timedelta(days=1)), "--until",
+                 ts(day + timedelta(days=1)), "--out", str(out), "--as", "qa-lead",
+                 stdout=said)
+    noted = said.getvalue().split("manifest.json sha256 ")[1].split()[0]
+    checked = io.StringIO()
+    call_command("verify_evidence", str(out), "--set", stdout=checked)
+    assert f"manifest.json sha256 {noted}" in checked.getvalue()
+    assert "VERIFIED: 1 bundle(s)" in checked.getvalue()
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    bundle = out / manifest["bundles"][0]["file"]
+    bundle.write_bytes(bundle.read_bytes() + b" ")  # one byte more than was exported
+    with pytest.raises(CommandError, match="1 of 1 bundle"):
+        call_command("verify_evidence", str(out), "--set", stdout=io.StringIO(),
+                     stderr=io.StringIO())
+    (out / "manifest.json").write_bytes(b"[]")
+    with pytest.raises(CommandError, match="not a bloomops evidence set"):
+        call_command("verify_evidence", str(out), "--set", stdout=io.StringIO())
+
+
 @pytest.mark.parametrize("properties", [[{"site": "rtp"}], [1, "site"]])
 def test_a_file_whose_subject_properties_are_no_object_is_a_verdict(history, properties):
     """Anyone with a role may post a file to verify: a subject whose properties were a list
