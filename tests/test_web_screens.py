@@ -40,7 +40,11 @@ def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):
 
     assert 'class="straggler' in row_tag("q1")
     assert "straggler" not in row_tag("q2") and "straggler" not in row_tag("q0")
-    assert "straggler</span>" in html
+    # its threshold said in words too, not only in a tooltip a finger or a keyboard never
+    # reaches; so are the columns' counts (the key under the table)
+    assert "straggler<span class=\"sr-only\"> (older than 1 h)</span></span>" in html
+    key = html.split('class="table-key"')[1].split("</details>")[0]
+    assert "counts twice, its dispatch and its result" in key and "not to be added" in key
     # nobody has registered a worker, but the bench scientist is rostered for every queue:
     # each is flagged as having nobody online, none as having nobody who can serve it
     assert html.count("nobody online") == 3 and "nobody can serve" not in html
