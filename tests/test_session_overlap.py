@@ -175,3 +175,17 @@ def test_giving_back_a_claim_leaves_another_tab_s_and_the_latest_activity_stays(
     new.save()
     old.save()  # a long request that began earlier ends later
     assert _read(client)[ACTIVITY_KEY] == 2000.0
+
+
+def test_a_claim_in_a_session_ended_meanwhile_is_a_400_not_a_500(client, users):
+    """Signed out in another tab while a Confirm or a token form ran: the claim's write
+    found no session and raised a server error."""
+    from django.contrib.sessions.exceptions import SessionInterrupted
+
+    from bloomops.accounts.models import StoredSession
+
+    signed_in(client, users["operator"])
+    tab = _read(client)
+    StoredSession.objects.all().delete()
+    with pytest.raises(SessionInterrupted):
+        tab.add_once("claims", "A", keep=5)

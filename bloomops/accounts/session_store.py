@@ -24,6 +24,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends.base import UpdateError
 from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
+from django.contrib.sessions.exceptions import SessionInterrupted
 from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
@@ -95,7 +96,7 @@ class SessionStore(DatabaseStore):
             added = item not in listed
             return {**stored, key: [*listed, item][-keep:]} if added else stored
 
-        self._merge(add)
+        self._merge_now(add)
         return added
 
     def discard_once(self, key: str, item: str) -> None:
@@ -108,7 +109,16 @@ class SessionStore(DatabaseStore):
                 return stored
             return {**stored, key: [x for x in listed if x != item]}
 
-        self._merge(discard)
+        self._merge_now(discard)
+
+    def _merge_now(self, change) -> None:
+        """``_merge`` from a view: a session ended meanwhile (signed out in another tab) is
+        Django's 400, as its middleware says it, not a 500."""
+        try:
+            self._merge(change)
+        except UpdateError:
+            raise SessionInterrupted("The session ended while this request ran: sign in"
+                                     " again.") from None
 
     def _changes_onto(self, stored: dict[str, Any]) -> dict[str, Any]:
         """This request's changes (against what it read) over the session as stored; of two
