@@ -249,13 +249,16 @@ def test_releasing_the_ticked_holds_ends_those_holds_alone(client, lab):
              for hold in (sample, label, first, second) if value.endswith(f"|{hold}")}
     response = client.post("/workbench/bulk/", {**data, "action": "release", "reason": "ok",
                                                  "pick": [ticks[sample]]})
-    assert any(m.startswith(f"Released 1 hold(s): {sample} (on {one})") for m in said(response))
+    assert any(m.startswith(f"Released 1 hold: {sample} on {one} (still held by another)")
+               for m in said(response)), said(response)
     active = {h["euid"] for h in selectors.active_holds()}
     assert sample not in active and label in active and envelope(one)["state"] == "HELD"
     # both holds of one item ticked on one page: each released, the item back in its queue
     response = client.post("/workbench/bulk/", {**data, "action": "release", "reason": "ok",
                                                  "pick": [ticks[first], ticks[second]]})
-    assert any(m.startswith("Released 2 hold(s)") for m in said(response)), said(response)
+    assert any(m.startswith(f"Released 2 holds: {first} on {two} (still held by another),"
+                            f" {second} on {two} (no longer held)")
+               for m in said(response)), said(response)
     assert envelope(two)["state"] == "FAILED_RETRYABLE"
     assert {first, second}.isdisjoint(h["euid"] for h in selectors.active_holds())
     # a cancel from the holds' list ends each item once, however many of its holds are ticked

@@ -100,9 +100,9 @@ def test_an_integrity_hold_among_several_is_asked_and_released_alone(client, des
     assert any(m.startswith("Approval requested") for m in said(done)), said(done)
     [approval] = selectors.approvals(subject_euid=euid)
     assert approval.props["hold_euids"] == [qc]
-    assert terms(approval) == "this hold alone (QC_FAIL)"
+    assert terms(approval) == "only its QC_FAIL hold"
     bob = signed_in(Client(), desk["bob"])
-    assert "this hold alone (QC_FAIL)" in bob.get("/approvals/").content.decode()
+    assert "only its QC_FAIL hold" in bob.get("/approvals/").content.decode()
     decide(desk["bob_actor"], approval.euid)
     assert {h["euid"] for h in selectors.active_holds()} == {label}
     assert envelope(euid)["state"] == "HELD"  # the label hold still stops it

@@ -164,7 +164,10 @@ def run_bulk(user, verb: str, picks: list[Pick], *, idempotency_key: str,
         if result.replayed:
             out.replayed += 1
         else:
-            out.done.append(f"{hold} (on {pick.euid})" if hold else pick.euid)
+            out.done.append(
+                f"{hold} on {pick.euid} ("
+                + ("still held by another" if result.get("active_holds_remaining")
+                   else "no longer held") + ")" if hold else pick.euid)
             out.holds = out.holds or bool(hold)
     return out
 
@@ -184,8 +187,8 @@ def outcome_messages(verb: str, out: BulkOutcome) -> list[tuple[str, str]]:
     if out.invalid:
         said.append(("error", f"Nothing done: {out.invalid}"))
     if out.done:
-        done = (f"Released {len(out.done)} hold(s)" if out.holds
-                else f"{BULK_ACTIONS[verb]['done']} {len(out.done)}")
+        done = (f"Released {len(out.done)} hold{'s' if len(out.done) > 1 else ''}"
+                if out.holds else f"{BULK_ACTIONS[verb]['done']} {len(out.done)}")
         said.append(("success", f"{done}: "
                                 f"{', '.join(out.done[:20])}{' …' if len(out.done) > 20 else ''}."))
     if out.replayed:

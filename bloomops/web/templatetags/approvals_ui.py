@@ -90,8 +90,8 @@ def _holds_ended(props: dict) -> str:
     codes = props.get("hold_codes") if isinstance(props.get("hold_codes"), list) else []
     said = ", ".join(str(c) for c in codes if c) or ", ".join(str(e) for e in euids)
     if isinstance(props.get("hold_lookup_euid"), str) and props["hold_lookup_euid"]:
-        return f"this hold alone ({said})" if said else "this hold alone"
-    return f"every hold it has: {len(euids)} ({said})" if len(euids) > 1 else ""
+        return f"only its {said} hold" if said else "only the hold named"
+    return f"all {len(euids)} of its holds: {said}" if len(euids) > 1 else ""
 
 
 @register.filter
