@@ -265,6 +265,12 @@ def test_a_scientist_records_qc_results_on_a_tablet(browser, site):
     page.get_by_role("button", name="Claim next").click()
     page.wait_for_url(WORK_VIEW)
     card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    # half-way through typing, the claim renewed: what was typed is still there
+    card.get_by_label("RIN").fill("7.5")
+    card.get_by_role("button", name="Renew").click()
+    expect(page.locator(".messages")).to_contain_text("is yours for another")
+    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    expect(card.get_by_label("RIN")).to_have_value("7.5")
     card.get_by_label("RIN").fill("120")
     card.get_by_role("radio", name="Pass").check()
     card.get_by_role("button", name="Complete").click()

@@ -755,3 +755,61 @@ document.addEventListener("click", function (event) {
     }
   });
 })();
+
+// My work: results typed on a card are kept in the tab until its Complete is sent, so a
+// Renew (or any other form of the page, or a reload) does not empty them: a scientist
+// renews exactly when half-way through typing. What the server gives back (a refusal's
+// words, filled in) is left as it is; a field already filled is never overwritten.
+(function () {
+  function key(field) {
+    var item = field.closest(".work-item[data-lease]");
+    return item ? "bloomops-typed|" + item.dataset.lease + "|" + field.name : null;
+  }
+
+  function results(root) {
+    return root.querySelectorAll('.work-item form.complete [name^="result."]');
+  }
+
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.name || field.name.indexOf("result.") !== 0 || !key(field)) return;
+    try {
+      window.sessionStorage.setItem(key(field), field.value);
+    } catch (e) { /* storage full or off: nothing kept, as before */ }
+  });
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    if (field.type !== "radio" || !field.checked || field.name.indexOf("result.") !== 0) return;
+    try { window.sessionStorage.setItem(key(field), field.value); } catch (e) { /* off */ }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var filled = {};
+    results(document).forEach(function (field) {
+      if ((field.type === "radio" && field.checked) || (field.type !== "radio" && field.value)) {
+        filled[key(field)] = true;
+      }
+    });
+    results(document).forEach(function (field) {
+      var k = key(field);
+      var kept;
+      try { kept = window.sessionStorage.getItem(k); } catch (e) { return; }
+      if (kept === null || filled[k]) return;
+      if (field.type === "radio") field.checked = field.value === kept;
+      else field.value = kept;
+    });
+  });
+
+  // sent: its words are the server's now (recorded, or given back by a refusal)
+  // (once every listener has had it: a confirmation asked first holds the send back)
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches(".work-item form.complete")) return;
+    window.setTimeout(function () {
+      if (event.defaultPrevented) return;
+      results(form).forEach(function (field) {
+        try { window.sessionStorage.removeItem(key(field)); } catch (e) { /* off */ }
+      });
+    }, 0);
+  });
+})();
