@@ -146,6 +146,11 @@ def test_next_queue_offers_only_queues_that_take_the_item(client, lab):
     unchosen = sci.post(f"/leases/{lease}/complete/", form_for(page, f"/leases/{lease}/complete/"))
     assert said(unchosen)[-1].startswith("Choose where the item goes next")
     assert counts() == before
+    # said at the list too, which is marked for it (the focus starts there, bloomops.js)
+    card = sci.get(unchosen["Location"]).content.decode()
+    select = card[card.index(f'<select id="next-{lease}"'):].split(">")[0]
+    assert 'aria-invalid="true"' in select and f'aria-describedby="next-{lease}-problem"' in select
+    assert f'id="next-{lease}-problem">Choose where the item goes next' in card
     data = form_for(page, f"/leases/{lease}/complete/", next_queue_key="pool")
     before = counts()
     response = sci.post(f"/leases/{lease}/complete/", data)

@@ -53,6 +53,8 @@ def keep_draft(request: HttpRequest, *, refill: bool = True,
         if isinstance(field, str) and field.startswith(RESULT_FIELD):
             name = PROBLEM + RESULT_INPUT + field.removeprefix(RESULT_FIELD)
             kept[draft_key(request.path, name)] = field_refusal(problem)[:1000]
+        elif field == "next_queue_key":  # the Next queue list, marked where it is refused
+            kept[draft_key(request.path, PROBLEM + field)] = str(problem.get("message"))[:1000]
     if "next_queue_key" in request.POST and not request.POST["next_queue_key"].strip():
         kept[draft_key(request.path, "next_queue_key")] = FINISHED
     if not kept:
