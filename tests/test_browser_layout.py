@@ -144,6 +144,9 @@ def test_a_scientist_s_sign_in_and_dashboard_are_touch_targets(browser, bench, w
     page.goto(f"{site}/")
     assert small_targets(page, "#queue-table") == [], width
     assert small_targets(page, "nav.ranges") == [], width  # 1h / 24h / 7d were 19x18 px
+    # the charts' captions and the columns' key, the home link (18-22 px tall)
+    for part in (".chart-pair figcaption", ".table-key", ".topbar"):
+        assert small_targets(page, part) == [], (part, width)
     assert page.locator("figure.chart-pair").count() > 1  # the lab's and the queues'
     assert overflow(page) <= 0, (width, overflow(page))
     context.close()
