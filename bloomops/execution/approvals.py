@@ -15,7 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from bloomops.execution.chain import CHAIN, content_hash, keyed_problem, written_by_bloomops
+from bloomops.execution.binding import sealed_hold_code
+from bloomops.execution.chain import seal_intact, written_by_bloomops
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
@@ -106,15 +107,10 @@ def _doubted(row: dict[str, Any]) -> bool:
     record = row["placed"]
     if not isinstance(record, dict) or not written_by_bloomops(record):
         return False  # Bloom's own hold actions seal nothing: the code is all there is
-    entry = record.get(CHAIN)
-    if row["placed_deleted"] or not isinstance(entry, dict) \
-            or content_hash(record) != entry.get("sha256") or keyed_problem(entry) is not None:
+    if row["placed_deleted"] or not seal_intact(record):
         return True
-    asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
-        else {}
-    code = asked.get("hold_code") if record.get("action_key") == "place_execution_hold" \
+    code = sealed_hold_code(record) if record.get("action_key") == "place_execution_hold" \
         else None
-    code = code.strip().upper() if isinstance(code, str) and code.strip() else None
     return code is not None and code != (row["hold_code"] or "")
 
 

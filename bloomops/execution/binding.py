@@ -64,6 +64,37 @@ def _stripped(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
+def _part(record: dict[str, Any], name: str) -> dict[str, Any]:
+    value = record.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def sealed_hold_code(record: dict[str, Any]) -> str | None:
+    """The hold code a place_execution_hold record sealed as asked (None: it asked none, the
+    lab's default then)."""
+    code = _part(record, "captured_data").get("hold_code")
+    return code.strip().upper() if isinstance(code, str) and code.strip() else None
+
+
+def request_disagreements(props: dict[str, Any],
+                          record: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(field, the approval's, the request's sealed record's) for each field where an
+    approval says otherwise than the record of its request: who asked, when, why, the
+    subject, the action and (sealed since) the terms signed for. The one rule of both the
+    decision (actions/approvals.sealed_requester) and a bundle's verdict."""
+    result = _part(record, "result")
+    terms = _part(result, "terms")
+    said = [("requested_by", record.get("executed_by")),
+            ("requested_at", record.get("executed_at")),
+            ("reason", _stripped(_part(record, "captured_data").get("reason"))),
+            ("subject_lookup_euid", record.get("subject_lookup_euid")),
+            # asked before the terms were sealed: the action, as that record says it
+            ("action_key", terms.get("action_key", result.get("gated_action_key"))),
+            *terms.items()]
+    return [(name, props.get(name), want) for name, want in dict(said).items()
+            if props.get(name) != want]
+
+
 def _unsealed_requests(records: list[dict], approvals: list[dict]) -> list[str]:
     """Who asked, when and why, and the terms signed for (sealed since they were), must be
     those the request's record sealed: a requester renamed in the database could otherwise
@@ -74,19 +105,10 @@ def _unsealed_requests(records: list[dict], approvals: list[dict]) -> list[str]:
         entry = asked.get(a["euid"])
         if entry is None:
             continue
-        props = a.get("properties") if isinstance(a.get("properties"), dict) else {}
-        record = entry["record"]
-        captured = record.get("captured_data") if isinstance(record.get("captured_data"),
-                                                             dict) else {}
-        terms = record["result"].get("terms")
-        said = [("requested_by", record.get("executed_by")),
-                ("requested_at", record.get("executed_at")),
-                ("reason", _stripped(captured.get("reason"))),
-                ("subject_lookup_euid", record.get("subject_lookup_euid")),
-                *(terms.items() if isinstance(terms, dict) else ())]
         problems += [f"approvals[{a['euid']}].properties.{name}: the approval says"
-                     f" {short(props.get(name))}, its sealed request {entry['euid']} says"
-                     f" {short(want)}" for name, want in said if props.get(name) != want]
+                     f" {short(mine)}, its sealed request {entry['euid']} says {short(want)}"
+                     for name, mine, want in request_disagreements(_part(a, "properties"),
+                                                                   entry["record"])]
     return problems
 
 
@@ -97,14 +119,12 @@ def _unsealed_releases(records: list[dict], holds: list[dict]) -> list[str]:
     canceled = _by_result(records, "cancel_subject_execution", "holds_ended")
     problems = []
     for h in holds:
-        props = h.get("properties") if isinstance(h.get("properties"), dict) else {}
+        props = _part(h, "properties")
         entry = released.get(h["euid"]) or canceled.get(h["euid"])
         if entry is None:
             continue
         record = entry["record"]
-        captured = record.get("captured_data") if isinstance(record.get("captured_data"),
-                                                             dict) else {}
-        why = _stripped(captured.get("reason"))
+        why = _stripped(_part(record, "captured_data").get("reason"))
         if entry is not released.get(h["euid"]) and isinstance(why, str):
             why = "Ended by cancel: " + why
         approval = record["result"].get("approval")
@@ -175,28 +195,19 @@ def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]
 def _unsealed_holds(records: list[dict], holds: list[dict]) -> list[str]:
     """A hold's code, reason, placer and time must be those its place_execution_hold record
     sealed: the code decides whether releasing it needs a second person."""
-    placed: dict[str, dict[str, Any]] = {}
-    for e in records:
-        result = e["record"].get("result")
-        if e["record"].get("action_key") == "place_execution_hold" and isinstance(result, dict) \
-                and isinstance(result.get("hold_euid"), str):
-            placed[result["hold_euid"]] = e
+    placed = _by_result(records, "place_execution_hold", "hold_euid")
     problems = []
     for h in holds:
         entry = placed.get(h["euid"])
         if entry is None:  # placed by a failure (BUSINESS_RULE_HOLD), or by another writer
             continue
-        props = h.get("properties") if isinstance(h.get("properties"), dict) else {}
-        record = entry["record"]
-        asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
-            else {}
-        code, reason = asked.get("hold_code"), asked.get("reason")
-        code = code.strip().upper() if isinstance(code, str) and code.strip() else None
+        props, record = _part(h, "properties"), entry["record"]
+        code = sealed_hold_code(record)
         said = [("placed_by_lookup_euid", props.get("placed_by_lookup_euid"),
                  record.get("executed_by")),
                 ("placed_at", props.get("placed_at"), record.get("executed_at")),
                 ("reason", props.get("reason"),
-                 reason.strip() if isinstance(reason, str) else reason)]
+                 _stripped(_part(record, "captured_data").get("reason")))]
         if code is not None:
             said.append(("hold_code", props.get("hold_code"), code))
         problems += [f"holds[{h['euid']}].properties.{name}: the hold says {short(mine)}, its"

@@ -141,11 +141,16 @@ def sealed_on(tenant: str | None, key: str, action_key: str) -> list[dict[str, A
           AND json_addl->'{CHAIN}'->>'key' = %(key)s ORDER BY uid""",
         {"tenant": tenant, "key": key, "action": action_key})
     for row in rows:
-        entry = row["json_addl"].get(CHAIN)
-        row["intact"] = (isinstance(entry, dict)
-                         and content_hash(row["json_addl"]) == entry.get("sha256")
-                         and keyed_problem(entry) is None)
+        row["intact"] = seal_intact(row["json_addl"])
     return rows
+
+
+def seal_intact(body: dict[str, Any]) -> bool:
+    """Whether a record's content still matches its seal, keyed with a key this server
+    holds."""
+    entry = body.get(CHAIN)
+    return (isinstance(entry, dict) and content_hash(body) == entry.get("sha256")
+            and keyed_problem(entry) is None)
 
 
 @dataclass
@@ -186,7 +191,6 @@ def _first_sealed(tenant: str | None) -> int | None:
     return row["uid"] if row else None
 
 
-
 def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
                  sealed_since: int | None = None) -> Break | None:
     prev: dict[str, Any] | None = None
@@ -198,7 +202,8 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
         body = row["json_addl"] or {}
         entry = body.get(CHAIN)
         if not isinstance(entry, dict):
-            if sealed_since is not None and row["uid"] > sealed_since and written_by_bloomops(body):
+            if (sealed_since is not None and row["uid"] > sealed_since
+                    and written_by_bloomops(body)):
                 return Break(key, row["euid"], "carries no chain entry (its seal was removed)")
             unsealed.add(row["euid"])
             continue

@@ -69,6 +69,7 @@ class Pick:
         guard = f"{self.euid}|{self.state or ''}|{'' if self.revision is None else self.revision}"
         return f"{guard}|{self.hold}" if self.hold else guard
 
+
 _REVISION = re.compile(r"[0-9]{1,12}")
 
 

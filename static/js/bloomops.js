@@ -684,10 +684,13 @@ document.addEventListener("click", function (event) {
     return s >= 60 ? "in " + Math.ceil(s / 60) + " min" : "in " + s + " s";
   }
 
+  // how long before the end the warning comes: two minutes, or a quarter of a short time
+  function lead() {
+    return Math.min(120, idleSeconds() / 4) * 1000;
+  }
+
   function tick() {
     if (!box) return;
-    var idle = idleSeconds();
-    var lead = Math.min(120, idle / 4) * 1000;
     var now = Date.now();
     if (now >= ends) {
       var text = document.getElementById("idle-warning-text");
@@ -697,7 +700,7 @@ document.addEventListener("click", function (event) {
       box.hidden = false;
       return;
     }
-    if (now >= ends - lead) {
+    if (now >= ends - lead()) {
       var opening = box.hidden;
       box.querySelector("[data-idle-left]").textContent = left();
       box.hidden = false;
@@ -750,7 +753,7 @@ document.addEventListener("click", function (event) {
   // end it keeps the session, rather than the warning taking the focus from the field
   document.addEventListener("input", function (event) {
     if (!box || !ends || !event.target.closest("form")) return;
-    if (Date.now() >= ends - Math.min(120, idleSeconds() / 4) * 1000 && Date.now() < ends) {
+    if (Date.now() >= ends - lead() && Date.now() < ends) {
       stay(box.querySelector("[data-still-here]"));
     }
   });

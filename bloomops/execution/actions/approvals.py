@@ -35,6 +35,7 @@ from bloomops.execution.approvals import (
     required_rule,
     subject_flags,
 )
+from bloomops.execution.binding import request_disagreements
 from bloomops.execution.chain import sealed_on
 from bloomops.execution.context import ActionRequest, Context, action_spec, ensure_role
 from bloomops.execution.envelope import ts
@@ -191,24 +192,11 @@ def sealed_requester(approval: Obj, tenant: str | None) -> str:
     if not records or not records[0]["intact"]:
         _tampered(approval, "its request's sealed record is missing" if not records else
                   f"its request's record {records[0]['euid']} no longer matches its seal")
-    record, p = records[0]["json_addl"], approval.props
-    result = record.get("result") if isinstance(record.get("result"), dict) else {}
-    asked = record.get("captured_data") if isinstance(record.get("captured_data"), dict) \
-        else {}
-    terms = result.get("terms") if isinstance(result.get("terms"), dict) else {}
-    reason = asked.get("reason")
-    said = [("requested_by", record.get("executed_by")),
-            ("requested_at", record.get("executed_at")),
-            ("reason", reason.strip() if isinstance(reason, str) else reason),
-            # the subject it acts on (one rewritten moved the approval to another item)
-            ("subject_lookup_euid", record.get("subject_lookup_euid")),
-            # asked before the terms were sealed: the action, as that record says it
-            ("action_key", terms.get("action_key", result.get("gated_action_key"))),
-            *((name, terms[name]) for name in SEALED_TERMS if name in terms)]
-    for name, sealed in said:
-        if p.get(name) != sealed:
-            _tampered(approval, f"its {name} reads {p.get(name)!r}, its sealed request"
-                                f" record {records[0]['euid']} says {sealed!r}")
+    record = records[0]["json_addl"]
+    if differing := request_disagreements(approval.props, record):
+        name, mine, sealed = differing[0]
+        _tampered(approval, f"its {name} reads {mine!r}, its sealed request record"
+                            f" {records[0]['euid']} says {sealed!r}")
     return record["executed_by"]
 
 
