@@ -240,6 +240,37 @@ def test_a_refused_completion_comes_back_with_the_next_queue_chosen(client, lab)
     assert "selected>" not in form.replace('<option value="" selected>', ""), form
 
 
+
+def test_a_complete_refused_for_its_next_queue_says_what_its_results_lack_too(client, lab):
+    """No next queue chosen and a RIN out of range: the refusal said the first only, and the
+    corrected form was refused again for the second."""
+    make_queue("lib_b", required_worker_capabilities=[])
+    make_queue("qcq", required_worker_capabilities=[], result_fields=RESULTS,
+               next_queue_keys=["lib_b"])
+    sci, euid, lease = _leased(client, lab["worker_human"])
+    page = sci.get("/my-work/")
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", next_queue_key="-choose",
+        **{"result.rin": "42", "result.conc": "3", "result.qc": ""}))
+    assert counts() == before and refused["Location"] == f"/my-work/?item={lease}"
+    assert _said(refused) == [
+        "Choose where the item goes next (or finish its flow) before completing it.",
+        "RIN must be from 1 to 10.", "Record QC: this step requires it."]
+    card = sci.get(refused["Location"]).content.decode()
+    for name in ("result.rin", "result.qc"):  # each marked where it is typed
+        field = card[card.index(f'name="{name}"') - 300:card.index(f'name="{name}"') + 300]
+        assert 'aria-invalid="true"' in field, name
+    assert f'id="next-{lease}-problem">Choose where the item goes next' in card
+    assert 'name="result.rin" value="42"' in card  # given back as typed
+    # results in order, only the choice is missing: that alone is said
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", next_queue_key="-choose",
+        **{"result.rin": "8", "result.qc": "pass"}))
+    assert _said(refused) == [
+        "Choose where the item goes next (or finish its flow) before completing it."]
+    assert counts() == before
+
 @pytest.mark.parametrize(("typed", "kept"), [("12,5", 12.5), ("0,25", 0.25), ("1000,5", 1000.5),
                                              ("12.5", 12.5), ("1,2500", 1.25),
                                              ("0,125", 0.125), ("12345,678", 12345.678),

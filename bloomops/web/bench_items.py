@@ -15,7 +15,13 @@ from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.guards import NUMBERS_BELOW, too_large
 from bloomops.execution.objects import LEASE, is_kind, load
 from bloomops.execution.policy import OUTPUTS, next_queues_allowed, queue_takes, queue_templates
-from bloomops.execution.results import RESULT_FIELD, bounds_words, declared_results, recorded
+from bloomops.execution.results import (
+    RESULT_FIELD,
+    bounds_words,
+    check_results,
+    declared_results,
+    recorded,
+)
 from bloomops.execution.states import PRIORITY_CLASSES, priority_class
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import bench_words, services
@@ -179,6 +185,14 @@ def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
             result[field["key"]] = raw if number is None else number
     words = ", ".join(f"{label} {value}" for label, value in recorded(fields, result))
     return result, f" (recorded {words})" if words else ""
+
+
+def result_checked(post: Any, lease_euid: str) -> None:
+    """Refuses the results of a Complete form as the engine would (``check_results``: a
+    required one left out, one out of its kind or bounds), each under its field; for a form
+    refused before it is sent."""
+    result, _ = result_of_form(post, lease_euid)
+    check_results(results_declared(lease_euid) or [], result)
 
 
 def bench_order(items: list[dict]) -> list[dict]:

@@ -20,12 +20,18 @@ from bloomops.accounts.roles import roles_of
 from bloomops.execution import clock, selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.envelope import parse_ts_or_none, ts
-from bloomops.execution.errors import CLAIM_GONE_CODES, ActionError
+from bloomops.execution.errors import CLAIM_GONE_CODES, ActionError, Problems
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.selectors import bench as bench_selectors
 from bloomops.text import readable_line
 from bloomops.web import bench_words, services
-from bloomops.web.bench_items import bench_order, result_of_form, seconds_left, work_item
+from bloomops.web.bench_items import (
+    bench_order,
+    result_checked,
+    result_of_form,
+    seconds_left,
+    work_item,
+)
 from bloomops.web.drafts import FINISHED
 from bloomops.web.templatetags.bloomops_ui import wall_clock
 from bloomops.web.timewords import relative
@@ -311,8 +317,8 @@ def release_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
 def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     choice = request.POST.get("next_queue_key", "").strip()
     if choice == CHOOSE:
-        return answer(request, _refuse_no_choice, lambda r: "", reverse("my_work"),
-                      refused_to=item_view(lease_euid))
+        return answer(request, partial(_refuse_no_choice, request.POST, lease_euid),
+                      lambda r: "", reverse("my_work"), refused_to=item_view(lease_euid))
     try:
         result, recorded = result_of_form(request.POST, lease_euid)
     except ActionError as unclear:  # a number it will not guess: back to the card, as typed
@@ -375,9 +381,17 @@ def _refuse(err: ActionError) -> ActionResult:
     raise err
 
 
-def _refuse_no_choice() -> ActionResult:
-    raise ActionError("VALIDATION_ERROR", "Choose where the item goes next (or finish its"
-                      " flow) before completing it.", field="next_queue_key")
+def _refuse_no_choice(post, lease_euid: str) -> ActionResult:
+    """Nothing is sent: what the results typed would be refused for is said too, so that
+    one answer asks for every correction (the choice, then a number out of range was two)."""
+    problems = Problems()
+    with problems.field():
+        raise ActionError("VALIDATION_ERROR", "Choose where the item goes next (or finish its"
+                          " flow) before completing it.", field="next_queue_key")
+    with problems.field():
+        result_checked(post, lease_euid)
+    problems.raise_any()
+    raise AssertionError("unreachable: the choice is always missing here")
 
 
 def _refuse_blank_failure() -> ActionResult:
