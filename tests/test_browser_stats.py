@@ -118,3 +118,24 @@ def test_every_word_of_a_chart_is_inside_it(browser, site, width):  # noqa: F811
     assert page.locator("svg.chart").count() >= 4 and outside == []
     assert "oldest age (max" in page.locator("svg.chart").first.text_content()
     page.context.close()
+
+
+def test_a_charts_figures_open_as_a_table_and_stay_open_while_it_redraws(
+        browser, site, settings):  # noqa: F811
+    """The charts had no table of their values (a screen reader heard the highest only).
+    The table opened stays open when the section redraws itself."""
+    settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1
+    for n in range(2):
+        _a_minute_of_work(f"Specimen figures {n}")
+    page = signed_in(browser, site, "supervisor")
+    page.get_by_text("Queue one: the figures as a table").click()
+    table = page.get_by_role("table", name=re.compile(r"^Queue one, last 1h, times in "))
+    expect(table).to_be_visible()
+    expect(table.get_by_role("columnheader", name="Highest depth")).to_be_visible()
+    # the latest row's highest depth (two minutes may fall in two rows of five)
+    latest = table.locator("tbody tr").last.locator("td").first
+    expect(latest).to_have_text("2")
+    _a_minute_of_work("Specimen figures 2")
+    # redrawn with the new sample, the table still open
+    expect(latest).to_have_text("3")
+    expect(table).to_be_visible()

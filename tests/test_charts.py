@@ -247,3 +247,25 @@ def test_a_finger_reaches_the_nearest_bar_not_the_gap_between_bars():
     # completions are reached above the middle line, failures below it
     assert all(float(y) == TOP and float(y) + float(h) == MIDDLE for y, h in done)
     assert all(float(y) == MIDDLE and float(y) + float(h) == BOTTOM for y, h in failures)
+
+
+def test_a_charts_figures_read_as_a_table_in_the_readers_zone():
+    """A screen reader was given each chart's title and highest values only; every figure
+    was in the drawing. The table gives them in rows of five minutes (an hour's chart),
+    gauges the highest of the row, counts summed, times in the reader's zone."""
+    from bloomops.web.charts import figures
+
+    at = [END.replace(minute=m, second=0) - timedelta(hours=1) for m in (1, 3, 6)]
+    points = [Point(at=at[0], depth=3, oldest_age_seconds=60, completions=2),
+              Point(at=at[1], depth=5, oldest_age_seconds=30, completions=1, failures=1),
+              Point(at=at[2], depth=2, oldest_age_seconds=600)]
+    rows = figures(_history(points), points, "Europe/Berlin")
+    assert rows == [
+        {"from": "22 Nov 12:00", "to": "12:05", "depth": 5, "age": "1 min",
+         "completions": 3, "failures": 1},
+        {"from": "22 Nov 12:05", "to": "12:10", "depth": 2, "age": "10 min",
+         "completions": 0, "failures": 0}]
+    # the row still counting ends now (12:00:30 UTC), not at 12:05
+    last = [Point(at=END.replace(second=0), depth=1)]
+    assert [(r["from"], r["to"]) for r in figures(_history(last), last, "UTC")] == [
+        ("22 Nov 12:00", "now")]

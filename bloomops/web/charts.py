@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -21,6 +22,7 @@ from bloomops.execution.stats.history import (
     Point,
     Window,
     bucket_end,
+    bucket_start,
 )
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import when
@@ -312,12 +314,40 @@ def throughput_chart(history: History, points: list[Point], name: str,
                 f" middle line, failures up to {top} below it.", body)
 
 
-def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
+# A chart's figures as a table (what a screen reader reads of it, and a value read exactly):
+# one row per this many seconds of the range, so a week is 28 rows, not 168 hours.
+TABLE_ROW_SECONDS = {"1h": 300, "24h": 3600, "7d": 6 * 3600}
+
+
+def figures(history: History, points: list[Point], zone: str) -> list[dict]:
+    """The chart's points in rows of TABLE_ROW_SECONDS (gauges: the highest; counts:
+    summed), each row's start and end in the reader's ``zone`` (a zone the page checked)."""
+    width = TABLE_ROW_SECONDS[history.range_key]
+    rows: dict[datetime, dict] = {}
+    for p in points:
+        start = bucket_start(p.at, width)
+        row = rows.setdefault(start, {"depth": 0, "age": 0.0, "completions": 0, "failures": 0})
+        row["depth"] = max(row["depth"], p.depth)
+        row["age"] = max(row["age"], p.oldest_age_seconds)
+        row["completions"] += p.completions
+        row["failures"] += p.failures
+    local = ZoneInfo(zone)
+    return [{**row, "age": readable_seconds(row["age"]),
+             "from": start.astimezone(local).strftime("%d %b %H:%M"),
+             # the row still counting ends now
+             "to": end.astimezone(local).strftime("%H:%M")
+             if (end := bucket_end(start, width)) < history.end else "now"}
+            for start, row in rows.items()]
+
+
+def dashboard_charts(history: History, names: dict[str, str], zone: str) -> list[dict]:
     """The lab's charts, then each queue's (in the dashboard's order, ``names``: key -> display
-    name); a queue without samples in the range says so."""
+    name); a queue without samples in the range says so. Their figures' times are in the
+    reader's ``zone``."""
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
+             "figures": figures(history, points, zone),
              "items_url": queue_url(key, history.range_key),
              "failures_url": attempts_url("failures", key, history.range_key),
              "failures": sum(p.failures for p in points),

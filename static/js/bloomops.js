@@ -365,6 +365,9 @@ window.bloomopsSideways = "table.grid, .table-container";
     var active = document.activeElement;
     kept[panel.id] = { x: window.scrollX, y: window.scrollY,
                        path: active && panel.contains(active) ? pathOf(active, panel) : null,
+                       // a table opened to read a chart's figures stays open
+                       open: Array.prototype.map.call(panel.querySelectorAll("details[id][open]"),
+                                                      function (el) { return el.id; }),
                        sideways: Array.prototype.map.call(
                          panel.querySelectorAll(window.bloomopsSideways), function (el) {
                            return el.scrollLeft;
@@ -378,6 +381,10 @@ window.bloomopsSideways = "table.grid, .table-container";
     if (!k) return;
     delete kept[id];
     var panel = document.getElementById(id);
+    k.open.forEach(function (name) {
+      var opened = document.getElementById(name);
+      if (opened && panel && panel.contains(opened)) opened.open = true;
+    });
     if (k.path && panel) {
       var el = find(panel, k.path);
       if (el && el.focus) el.focus({ preventScroll: true });
