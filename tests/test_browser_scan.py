@@ -356,3 +356,34 @@ def test_recording_a_failure_says_what_becomes_of_the_item_first(browser, site):
     expect(page.locator(".messages")).to_contain_text("tried again")
     assert lease_statuses(euid) != ["ACTIVE"]
     page.context.close()
+
+
+def test_a_screen_reader_hears_each_scan_in_one_sentence(browser, site):
+    """The whole outcome was a live region: every scan read out the queue's key, what to do
+    next, the claim's end, the links and "scan the next item". Now one sentence is said (a
+    refusal at once, a claim in its turn) and the rest is there to read at will."""
+    euid = make_subject("q1", name="Specimen heard")
+    page = scan_page(browser, site, javascript=True)
+    status, alert = page.locator("#scan-said-status"), page.locator("#scan-said-alert")
+    assert status.get_attribute("aria-live") == "polite"
+    assert alert.get_attribute("aria-live") == "assertive"
+    scan(page, UNKNOWN)
+    outcome(page, ".refusal", UNKNOWN)
+    expect(alert).to_have_text(f"Not claimed: {UNKNOWN}. No subject has this EUID or name.")
+    expect(status).to_have_text("")
+    scan(page, euid)
+    outcome(page, ".claimed", euid)
+    expect(status).to_have_text("Claimed Specimen heard, from Queue one.")
+    expect(alert).to_have_text("")
+    scan(page, euid)  # the tube in hand scanned again: good news, said politely
+    outcome(page, ".claimed", "Already yours")
+    expect(status).to_have_text("Already yours: Specimen heard.")
+    # nothing else on the page is live: the outcome's details are not read out on each scan
+    assert page.evaluate("""() => [...document.querySelectorAll(
+        '[aria-live], [role=status], [role=alert]')].map(e => e.id)
+        .filter(id => id.startsWith('scan'))""") == ["scan-said-status", "scan-said-alert"]
+    page.route(f"{site}/scan/", lambda route: route.abort())
+    scan(page, euid)
+    outcome(page, ".refusal", "did not answer")
+    expect(alert).to_have_text(re.compile(rf"^Not confirmed: {euid}\. The server did not"))
+    page.context.close()

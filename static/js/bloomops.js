@@ -146,7 +146,12 @@ document.addEventListener("click", function (event) {
     var section = document.createElement("section");
     section.className = css;
     section.id = id;
-    section.setAttribute("role", role);
+    // an outcome is said in one sentence where a screen reader listens (web/_scan_said.html);
+    // "Checking" is not: the answer follows at once
+    var said = document.getElementById(role === "alert" ? "scan-said-alert" : "scan-said-status");
+    var other = document.getElementById(role === "alert" ? "scan-said-status" : "scan-said-alert");
+    if (outcomeKind && said) said.textContent = headline + (text ? ". " + text : "");
+    if (outcomeKind && other) other.textContent = "";
     var heading = document.createElement("h2");
     if (outcomeKind) heading.setAttribute("data-outcome", outcomeKind);
     heading.textContent = headline;
