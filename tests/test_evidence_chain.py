@@ -13,7 +13,10 @@ from bloomops.execution.chain import (
     verify_chains,
     with_keyed_seal,
 )
+from bloomops.execution.context import ACTION_CODE
+from bloomops.execution.objects import REL
 from bloomops.tapdb.db import execute, fetch_all
+from bloomops.tapdb.instances import create_instance, link_many
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
 
 pytestmark = pytest.mark.django_db
@@ -139,6 +142,69 @@ def test_a_removed_record_is_named_by_the_next_link(history):
     assert victim["euid"] in report.breaks[0].problem
     with pytest.raises(CommandError, match="1 broken"):
         call_command("verify_chain")
+
+
+def _remove(record: dict) -> None:
+    """A record and its edges gone, as an owner bypassing TapDB's triggers removes rows."""
+    execute("SET LOCAL session_replication_role = replica")
+    execute("DELETE FROM generic_instance_lineage WHERE parent_instance_uid = %s",
+            [record["uid"]])
+    execute("DELETE FROM generic_instance WHERE uid = %s", [record["uid"]])
+    execute("SET LOCAL session_replication_role = DEFAULT")
+
+
+def test_a_removed_newest_record_is_named_by_the_subjects_revision(history, capsys):
+    """No next link names a chain's newest record: removing the hold's release left every
+    chain intact, a released hold with no record of who released it or why."""
+    records = _chain(history["subject"])
+    newest, before = records[-1], records[-2]
+    assert newest["json_addl"]["action_key"] == "release_execution_hold"
+    _remove(newest)
+    left = before["json_addl"]["result"]["revision"]
+    for report in (verify_chains(history["tenant"]),
+                   verify_chains(history["tenant"], history["subject"])):
+        assert [(b.key, b.record_euid, b.problem) for b in report.breaks] == [(
+            history["subject"], before["euid"], "is the subject's newest action record and"
+            f" left it at revision {left}, but the subject is at revision {left + 1}: a newer"
+            " record was removed, or the subject was changed without one")]
+    with pytest.raises(CommandError, match="1 broken"):
+        call_command("verify_chain")
+    # the next action's record links to the one before the removed one, the chain intact
+    # again: the jump of its revision still says a record is missing
+    later = act("place_execution_hold", actor("operator"), subject_euid=history["subject"],
+                expected_state="READY", payload={"hold_code": "REAGENT_ISSUE",
+                                                 "reason": "again"})
+    report = verify_chains(history["tenant"], history["subject"])
+    assert [(b.record_euid, b.problem) for b in report.breaks] == [(
+        later.action_euid, f"left the subject at revision {left + 2}, but the record before"
+        f" it, {before['euid']}, left it at {left}: a record between them was removed")]
+
+
+def act_by_another_writer(subject: str) -> None:
+    """A record as Bloom writes one of its actions on the subject: no idempotency scope, no
+    revision kept, no seal; linked to the subject by its executed_on edge."""
+    target = fetch_all("SELECT uid, tenant_id FROM generic_instance WHERE euid = %s",
+                       [subject])[0]
+    made = create_instance(ACTION_CODE.format(key="place_execution_hold"),
+                           name=f"place_execution_hold@{subject}", properties={},
+                           tenant_id=target["tenant_id"], extra={
+                               "action_group": "execution_queue",
+                               "action_key": "place_execution_hold",
+                               "result": {"status": "success"}, "executed_by": "bloom",
+                               "subject_lookup_euid": subject, "target_euid": subject})
+    link_many([(made.uid, target["uid"], REL["executed_on"])], tenant_id=target["tenant_id"])
+
+def test_a_subject_changed_by_another_writer_with_its_own_record_is_not_flagged(history):
+    """Bloom writes its own records (no revision kept) when it changes a subject: the
+    subject's newest record is then Bloom's, and nothing is said of the revision."""
+    subject = history["subject"]
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,execution,revision}', to_jsonb(
+            (json_addl->'properties'->'execution'->>'revision')::int + 1))
+        WHERE euid = %s""", [subject])
+    assert len(verify_chains(history["tenant"], subject).breaks) == 1  # no record: said
+    act_by_another_writer(subject)
+    assert verify_chains(history["tenant"], subject).breaks == []
 
 
 def test_a_record_stripped_of_its_seal_is_named(history):

@@ -233,6 +233,62 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
     return None
 
 
+# Every action on a subject leaves the subject's revision in its record's result (the
+# executor's), one more than before when it changed the subject. Removing a chain's newest
+# record breaks no link, and the next action's record then links to the one before it: the
+# revisions show it, a jump of more than one between the records, or a subject later than
+# its newest record left it.
+_ON_SUBJECTS = """SELECT s.uid AS subject_uid, s.euid,
+        s.json_addl->'properties'->'execution'->>'revision' AS revision,
+        a.euid AS record_euid, a.json_addl AS body
+    FROM generic_instance s
+    JOIN generic_instance_lineage l ON l.child_instance_uid = s.uid
+     AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
+    JOIN generic_instance a ON a.uid = l.parent_instance_uid AND a.tenant_id = %(tenant)s
+     AND a.type = 'execution_queue'
+    WHERE s.tenant_id = %(tenant)s AND s.json_addl->'properties' ? 'execution' {only}
+    ORDER BY s.uid, a.uid"""
+
+
+def _left_at(body: Any, euid: str) -> int | None:
+    """The revision bloomops' record of an action on subject ``euid`` left it at."""
+    if not written_by_bloomops(body) or body.get("subject_lookup_euid") != euid:
+        return None
+    left = (body.get("result") or {}).get("revision")
+    return left if isinstance(left, int) and not isinstance(left, bool) else None
+
+
+def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | None:
+    """The first sign in a subject's records (oldest first) that one was removed."""
+    last: tuple[str, int] | None = None  # the last record's revision, while it is known
+    for row in rows:
+        left = _left_at(row["body"], euid)
+        if left is None:
+            if not written_by_bloomops(row["body"]):
+                last = None  # another writer (Bloom) changed it, keeping no revision
+            continue
+        if last is not None and left > last[1] + 1:
+            return Break(euid, row["record_euid"], f"left the subject at revision {left},"
+                         f" but the record before it, {last[0]}, left it at {last[1]}: a"
+                         " record between them was removed")
+        last = (row["record_euid"], left)
+    if last is not None and isinstance(now, str) and now.isdigit() and int(now) > last[1]:
+        return Break(euid, last[0], f"is the subject's newest action record and left it at"
+                     f" revision {last[1]}, but the subject is at revision {now}: a newer"
+                     " record was removed, or the subject was changed without one")
+    return None
+
+
+def revision_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
+    """The subjects (of ``keys``, else all) whose records' revisions say one was removed."""
+    only = "AND s.euid = ANY(%(keys)s)" if keys is not None else ""
+    by_subject: dict[int, list[dict[str, Any]]] = {}
+    for row in fetch_all(_ON_SUBJECTS.format(only=only), {"tenant": tenant, "keys": keys}):
+        by_subject.setdefault(row["subject_uid"], []).append(row)
+    return [b for rows in by_subject.values()
+            if (b := _revision_gap(rows[0]["euid"], rows[0]["revision"], rows)) is not None]
+
+
 def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
                   keyed: bool = True) -> ChainReport:
     """Walk one chain (target euid), several, or every chain of the tenant in record order;
@@ -259,6 +315,8 @@ def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
     since = _first_sealed(tenant)
     breaks = [b for k, rs in by_key.items()
               if (b := _first_break(k, rs, keyed, since)) is not None]
+    broken = {b.key for b in breaks}  # a chain is said once, at its first break
+    breaks += [b for b in revision_gaps(tenant, keys) if b.key not in broken]
     return ChainReport(chains=len(by_key), records=len(rows), breaks=breaks)
 
 
