@@ -67,6 +67,12 @@ _REFUSED = sorted({c for lo, hi in _UNSEEN for c in range(lo, min(hi, 0xFFFF) + 
     and unicodedata.category(chr(c)) != "Cn"})
 _SPACE = _class([c for c in _REFUSED if chr(c).isspace()])
 _OTHER = _class([c for c in _REFUSED if not chr(c).isspace()])
+# What is blank to either reader of the document: Python's white space (str.isspace, what
+# the engine strips: the information separators U+001C-U+001F and U+0085 among it) and
+# JSON Schema's (ECMAScript's \s, which also counts U+FEFF): a pattern naming them one by one
+# reads alike in both, where "\S" did not ("\x1c" was text to one, blank to the other).
+STRIPPED_CHARS = _class([c for c in range(0x10000) if chr(c).isspace()])  # str.strip()'s
+NON_BLANK = f"[^{STRIPPED_CHARS}\\ufeff]"
 # Patterns a line must not match (JSON Schema's "not": a pattern's $ also matches before a
 # final newline): a line taken as given, and one the engine strips first.
 REFUSED_IN_LINE = f"[{_SPACE}{_OTHER}]"

@@ -4,6 +4,8 @@ bounds are the engine's, and on edge cases the document and the server agree."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
@@ -194,7 +196,9 @@ def test_bounds_are_the_engines(doc):
     hold = body_schema(doc, "hold")["properties"]
     assert bounds(hold["idempotency_key"]) == (1, engine.KEY_MAX)
     assert bounds(hold["reason"]) == (1, engine.REASON_MAX)
-    assert hold["reason"]["pattern"] == r"\S"
+    # blank is what either reader counts as white space (Python's and ECMAScript's)
+    blank = hold["reason"]["pattern"]
+    assert re.search(blank, " \t\x1c\x1f\x85\u3000\ufeff") is None and re.search(blank, " a ")
     assert bounds(hold["hold_code"]) == (None, 100)
     assert bounds(hold["subject_euid"]) == (1, engine.KEY_MAX)
     assert bounds(hold["expected_revision"]) == (0, 2**31)
@@ -345,6 +349,35 @@ EDGES = [
     ("fail", {"error_class": "TRANSIENT_SYSTEM", "next_queue_key": "q\x07"}),
     ("complete", {"next_queue_key": "q\u200b2"}),
     ("requeue", {"next_action_key": "step\nrun"}),
+    # a second attack's schemathesis run: blank to the server, text to the document
+    ("hold", {"reason": "ok", "idempotency_key": "\x1c"}),
+    ("hold", {"reason": "ok", "idempotency_key": "\x85"}),
+    ("hold", {"reason": "ok", "idempotency_key": "\ufeff"}),
+    ("hold", {"reason": "ok", "idempotency_key": "\x1fk\x1c"}),
+    ("hold", {"reason": "\x1c\x1d"}),
+    # a person's worker's profile is the lab's, at either place the fields may be sent
+    ("register-worker", {"worker_type": "HUMAN_SESSION", "worker_key": DROP,
+                         "payload": {"platform_scope": []}}),
+    ("register-worker", {"worker_key": DROP, "payload": {"worker_type": "HUMAN_SESSION"}}),
+    ("register-worker", {"worker_key": DROP, "payload": {"worker_type": "HUMAN_SESSION",
+                                                         "capabilities": ["x"]}}),
+    ("register-worker", {"worker_key": DROP, "payload": {"worker_key": "svc-in-payload"}}),
+    ("register-worker", {"worker_key": DROP, "payload": {"worker_key": "human://someone"}}),
+    # a caller's own data is kept and shown: readable keys and texts at any depth
+    ("complete", {"result_snapshot": {"a": "\x1b[31mred\x07"}}),
+    ("complete", {"result_snapshot": {"\u202eevil": 1}}),
+    ("complete", {"result_snapshot": {"a\nb": 1}}),
+    ("complete", {"result_snapshot": {"": 1}}),
+    ("complete", {"result_snapshot": {" ": 1}}),
+    ("complete", {"result_snapshot": {"run": {"log": ["ok", "cut\x1b[2J"]}}}),
+    ("complete", {"result_snapshot": {"notes": "line one\nline two\twith a tab",
+                                      "n": 1.5, "ok": True, "none": None, "list": [1, "a"]}}),
+    ("complete", {"external": {"run_id": "wf-\u202e1-lave"}, "next_queue_key": DROP}),
+    ("complete", {"external": {"run_id": "wf-1"}, "next_queue_key": DROP}),
+    ("register-subject", {"properties": {"notes": "bad\x07"}}),
+    ("request-approval", {"parameters": {"reason": "a\u2066b"}}),
+    ("register-subject", {"due_at": "\x1c2026-01-01T00:00:00Z "}),  # stripped: white space
+    ("register-subject", {"due_at": "\ufeff2026-01-01T00:00:00Z"}),  # not white space
 ]
 
 

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+from typing_extensions import TypeAliasType
 
 from bloomops.execution.actions import RecordExternalResult
 from bloomops.execution.actions.fields import (
@@ -38,10 +39,16 @@ from bloomops.execution.states import (
     TRANSIENT_CLASSES,
     RetryClass,
 )
-from bloomops.text import REFUSED_IN_LINE, REFUSED_IN_PROSE, REFUSED_IN_STRIPPED_LINE
+from bloomops.text import (
+    NON_BLANK,
+    REFUSED_IN_LINE,
+    REFUSED_IN_PROSE,
+    REFUSED_IN_STRIPPED_LINE,
+    STRIPPED_CHARS,
+)
 
 # An instant as the engine takes it (envelope.REQUEST_INSTANT), white space around it aside.
-INSTANT = rf"^\s*{REQUEST_INSTANT_PATTERN}\s*$"
+INSTANT = rf"^[{STRIPPED_CHARS}]*{REQUEST_INSTANT_PATTERN}[{STRIPPED_CHARS}]*$"
 
 # Enums come from the engine's vocabulary, so the document cannot drift from what it checks.
 StateName = Literal[ALL_STATES]  # type: ignore[valid-type]
@@ -53,9 +60,8 @@ PriorityClassName = Literal[tuple(PRIORITY_CLASSES)]  # type: ignore[valid-type]
 ID_MAX = KEY_MAX
 REVISION_MAX = 2**31
 BIGINT_MIN, BIGINT_MAX = BIGINT_RANGE
-# "Has a character that is not white space": the engine strips text and treats blank as
-# missing. Python's regex engine, so the schema, pydantic and str.strip() agree on "space".
-NON_BLANK = r"\S"
+# "Has a character that is not white space" (text.NON_BLANK): the engine strips text and
+# treats blank as missing.
 # Every field of a request that is not the action's own.
 REQUEST_FIELDS = ("idempotency_key", *ENVELOPE_FIELDS, "payload")
 
@@ -86,6 +92,15 @@ def integer(minimum: int, maximum: int) -> Any:
 LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
 STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
 PROSE = {"not": {"type": "string", "pattern": REFUSED_IN_PROSE}}
+
+# A caller's own data (results, a dispatch, properties, parameters) at any depth: keys
+# readable lines, texts readable prose (fields.obj_field).
+DATA_KEYS = {"propertyNames": {"pattern": NON_BLANK, **LINE}}
+ReadableText = Annotated[str, Field(json_schema_extra=PROSE)]
+ReadableValue = TypeAliasType(  # type: ignore[misc]
+    "ReadableValue", "ReadableText | int | float | bool | None | list[ReadableValue] |"
+                     " Annotated[dict[str, ReadableValue], Field(json_schema_extra=DATA_KEYS)]")
+ReadableData = Annotated[dict[str, ReadableValue], Field(json_schema_extra=DATA_KEYS)]
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
@@ -234,7 +249,7 @@ class OutputExecution(StrictSchema):
 class OutputSpec(StrictSchema):
     template_code: str = Field(max_length=ID_MAX)
     name: str = required_text(NAME_MAX, line=True)
-    properties: dict[str, Any] = Field(default_factory=dict)
+    properties: ReadableData = Field(default_factory=dict)
     execution: OutputExecution | None = Field(None, description=(
         "Execution envelope fields for a produced work-bearing object."))
 
@@ -251,9 +266,9 @@ class CompleteIn(LeaseEnvelope):
 
     next_queue_key: str | None = text(KEY_MAX, line=True)
     next_action_key: str | None = text(KEY_MAX, line=True)
-    result_snapshot: dict[str, Any] | None = None
+    result_snapshot: ReadableData | None = None
     outputs: list[OutputSpec] | None = None
-    external: dict[str, Any] | None = Field(None, description=(
+    external: ReadableData | None = Field(None, description=(
         "External dispatch metadata: the subject waits in WAITING_EXTERNAL for"
         " /actions/external-result. Not together with next_queue_key."))
 
@@ -354,7 +369,7 @@ class ExternalResultIn(SubjectEnvelope):
     outcome: Literal[RecordExternalResult.OUTCOMES]  # type: ignore[valid-type]
     next_queue_key: str | None = Field(None, max_length=KEY_MAX, description=(
         "Required when outcome is READY, and only then."), json_schema_extra=STRIPPED_LINE)
-    result_snapshot: dict[str, Any] | None = None
+    result_snapshot: ReadableData | None = None
     outputs: list[OutputSpec] | None = None
     error_message: str | None = text(ERROR_MESSAGE_MAX)
 
@@ -382,7 +397,7 @@ class RouteSubjectIn(RoutingFields):
 class RegisterSubjectIn(RoutingFields):
     template_code: str = required_text(KEY_MAX)
     name: str = required_text(NAME_MAX, line=True)
-    properties: dict[str, Any] | None = Field(None, description=(
+    properties: ReadableData | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
 class RecordEvidenceIn(ActionEnvelope):
     subject_euid: Id

@@ -6,7 +6,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bloomops.accounts.signatures import MAX_PASSWORD_LENGTH
-from bloomops.api.action_schemas import ActionEnvelope, Id, required_text
+from bloomops.api.action_schemas import ActionEnvelope, Id, ReadableData, required_text
 from bloomops.execution.actions.approvals import DECISIONS
 from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.approvals import GATED_ACTIONS
@@ -16,7 +16,7 @@ class RequestApprovalIn(ActionEnvelope):
     subject_euid: Id
     action_key: Literal[tuple(sorted(GATED_ACTIONS))] = Field(  # type: ignore[valid-type]
         description="The gated action to perform once approved.")
-    parameters: dict[str, Any] | None = Field(None, description=(
+    parameters: ReadableData | None = Field(None, description=(
         "The gated action's own payload fields (e.g. reason), as its request would carry"
         " them; hold_euid and queue_key go in the envelope."))
     reason: str = required_text(REASON_MAX, "Why the action should be approved.")

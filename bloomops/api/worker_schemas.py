@@ -3,7 +3,7 @@ registering, heartbeating, and a worker's status (drain, disable, retire, enable
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -31,19 +31,30 @@ OTHER_WORKER_KEY, ANY_CASE_HUMAN = "^[ \\t\\n\\r]*[!-~]+[ \\t\\n\\r]*$", "^\\s*"
     f"[{c.upper()}{c}]" if c.isalpha() else c for c in HUMAN_KEY_PREFIX)
 
 
+def _at_either_place(rules: dict[str, Any]) -> dict[str, Any]:
+    """Field rules (name -> schema) held at the top level and inside ``payload`` alike: a
+    field may be sent at either place (ActionEnvelope), and the engine judges it the same."""
+    return {"properties": {**rules, "payload": {"properties": rules}}}
+
+
+def _given(name: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``name`` given at either place (and there matching ``schema``)."""
+    where = {"required": [name], **({"properties": {name: schema}} if schema else {})}
+    return {"anyOf": [where, {"required": ["payload"], "properties": {"payload": where}}]}
+
+
 class RegisterWorkerIn(ActionEnvelope):
     # A person's HUMAN_SESSION worker has its key and profile from the person and the lab's
     # configuration; every other worker names its key and may not take a person's.
     json_rules = {
-        "if": {"required": ["worker_type"],
-               "properties": {"worker_type": {"const": "HUMAN_SESSION"}}},
-        "then": {"properties": {
+        "if": _given("worker_type", {"const": "HUMAN_SESSION"}),
+        "then": _at_either_place({
             "worker_key": {"anyOf": [{"type": "null"}, {"pattern": "^[ \\t\\n\\r]*$"},
                                      {"pattern": HUMAN_KEY}]},
-            **{name: {"type": "null"} for name in PROFILE_FIELDS}}},
-        "else": {"required": ["worker_key"],
-                 "properties": {"worker_key": {"type": "string", "pattern": OTHER_WORKER_KEY,
-                                               "not": {"pattern": ANY_CASE_HUMAN}}}},
+            **{name: {"type": "null"} for name in PROFILE_FIELDS}}),
+        "else": {**_given("worker_key"), **_at_either_place({
+            "worker_key": {"type": "string", "pattern": OTHER_WORKER_KEY,
+                           "not": {"pattern": ANY_CASE_HUMAN}}})},
     }
 
     worker_key: str | None = text(WORKER_TEXT_MAX, (

@@ -11,6 +11,7 @@ from typing import Any
 from django.http import HttpResponse
 
 from bloomops.execution.envelope import parse_ts_or_none, ts
+from bloomops.text import readable_prose
 
 BOM = "\ufeff"
 
@@ -24,6 +25,9 @@ def csv_cell(value: Any, *, instant: bool = False) -> str:
     if instant and isinstance(value, str):
         value = parse_ts_or_none(value) or value
     text = "" if value is None else ts(value) if isinstance(value, datetime) else str(value)
+    # what another writer stored with a terminal escape or a reversing character is written
+    # out (\x1b), as the pages show it: a cell read in a terminal or a viewer runs neither
+    text = readable_prose(text)
     if text[:1] in _FORMULA_STARTS or (text[:1] == "-" and not
                                        text[1:].replace(".", "").isdigit()):
         return "'" + text

@@ -116,12 +116,35 @@ def int_field(payload: dict, name: str, *, minimum: int, maximum: int) -> int | 
 
 
 def obj_field(payload: dict, name: str) -> dict | None:
+    """An object of the caller's own data (a step's results, an external dispatch, a
+    subject's properties), kept as sent and shown, exported and compared later: every key is
+    one readable line, every text free of control characters but tabs and line breaks and
+    of bidirectional controls (an escape sequence or a reversed key reached the results'
+    spreadsheet as sent, where the pages had hidden it)."""
     value = payload.get(name)
     if value is None:
         return None
     if not isinstance(value, dict):
         raise ActionError("VALIDATION_ERROR", f"{name} must be an object.", field=name)
+    _readable_data(value, name)
     return value
+
+
+def _readable_data(value: object, where: str) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not str(key).strip():
+                raise ActionError("VALIDATION_ERROR", f"{where}: a key must not be blank.",
+                                  field=where)
+            if problem := line_problem(str(key)):
+                raise ActionError("VALIDATION_ERROR", f"{where}: the key {str(key)[:60]!a}"
+                                  f" {problem}.", field=where)
+            _readable_data(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _readable_data(item, f"{where}[{i}]")
+    elif isinstance(value, str) and (problem := prose_problem(value)):
+        raise ActionError("VALIDATION_ERROR", f"{where} {problem}.", field=where)
 
 
 def require(req: ActionRequest, *names: str) -> None:

@@ -30,7 +30,7 @@ from bloomops.execution.states import (
 )
 from bloomops.tapdb.templates import TemplateRef, all_templates, template
 from bloomops.tapdb.tenancy import tenant_of
-from bloomops.text import line_problem
+from bloomops.text import line_problem, prose_problem
 
 MAX_OUTPUTS = 50
 OUTPUT_FIELDS = ("template_code", "name", "properties", "execution")
@@ -89,6 +89,9 @@ def check_template_properties(ref: TemplateRef, props: Any,
                 raise error(f"property {name!r} must be one line of text (leave it out for"
                             " none).")
             if problem := line_problem(value):
+                raise error(f"property {name!r} {problem}.")
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and (problem := prose_problem(text)):
                 raise error(f"property {name!r} {problem}.")
         if name == PROVENANCE and value is not None and not _names_a_subject(value):
             raise error(f"property {name!r} must name a subject of this lab (it names"
