@@ -185,8 +185,8 @@ BLOOMOPS_API_TOKEN_DAYS = _int("BLOOMOPS_API_TOKEN_DAYS", 90)
 BLOOMOPS_APPROVAL_RULES = [r for r in _list(
     "BLOOMOPS_APPROVAL_RULES", "release_integrity_hold,requeue_dead_letter,cancel_integrity_held")
     if r != "none"]
-BLOOMOPS_INTEGRITY_HOLD_CODES = _list("BLOOMOPS_INTEGRITY_HOLD_CODES",
-                                      "QC_FAIL,CONTAMINATION,INTEGRITY")
+BLOOMOPS_INTEGRITY_HOLD_CODES = [c.upper() for c in _list("BLOOMOPS_INTEGRITY_HOLD_CODES",
+                                                          "QC_FAIL,CONTAMINATION,INTEGRITY")]
 BLOOMOPS_APPROVAL_TTL_SECONDS = _int("BLOOMOPS_APPROVAL_TTL_SECONDS", 86400)
 
 # A password is also a person's electronic signature (docs/RULES.md#approvals): no common,

@@ -18,7 +18,7 @@ from django.test import Client
 
 from bloomops.accounts.signatures import signature_problem
 from bloomops.execution import clock, selectors
-from bloomops.execution.approvals import check_settings
+from bloomops.execution.approvals import SubjectFlags, check_settings, rule_for
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import load, save_props
 from bloomops.tapdb.db import execute, fetch_value
@@ -290,6 +290,28 @@ def test_which_rules_apply_is_configurable(lab, settings):
     refused("APPROVAL_REQUIRED", lambda: act(
         "release_execution_hold", ann, subject_euid=subject, expected_state="HELD",
         payload={"reason": "x"}))
+
+
+@pytest.mark.parametrize("code", ["QC-FAIL", "QCFAIL"])
+def test_a_misspelt_integrity_hold_code_stops_the_start(settings, code):
+    """"QC-FAIL" started without a word, and QC_FAIL holds were released by one person."""
+    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = [code, "CONTAMINATION"]
+    with pytest.raises(ImproperlyConfigured, match=f"BLOOMOPS_INTEGRITY_HOLD_CODES: {code} is"
+                                                   " no hold code of BLOOMOPS_HOLD_CODES"):
+        check_settings()
+    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["QC_FAIL", "CONTAMINATION"]
+    check_settings()
+
+
+@pytest.mark.parametrize(("configured", "held"), [
+    (["QC_FAIL"], "qc_fail"), (["QC_FAIL"], " QC_FAIL"), (["qc_fail "], "QC_FAIL")])
+def test_an_integrity_hold_is_one_in_any_case(configured, held):
+    """Another writer's hold of "qc_fail" was no QC_FAIL hold to the gate."""
+    flags = SubjectFlags(active_holds={"Z-HX-1": held}, dead_lettered=False)
+    for action, rule in (("release_execution_hold", "release_integrity_hold"),
+                         ("cancel_subject_execution", "cancel_integrity_held")):
+        assert rule_for(action, flags, hold_euid=None, rules=[rule],
+                        integrity_codes=configured) == rule
 
 
 @pytest.mark.parametrize("broken", [

@@ -52,6 +52,14 @@ def check_settings() -> None:
     codes = settings.BLOOMOPS_INTEGRITY_HOLD_CODES
     if not isinstance(codes, list | tuple) or not all(isinstance(c, str) and c for c in codes):
         raise ImproperlyConfigured("BLOOMOPS_INTEGRITY_HOLD_CODES must be hold codes.")
+    # a code misspelt here ("QC-FAIL") is a hold nobody places: QC_FAIL holds would need no
+    # second person, and nothing would say so
+    unknown = [c for c in codes if c.strip().upper() not in settings.BLOOMOPS_HOLD_CODES]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"BLOOMOPS_INTEGRITY_HOLD_CODES: {', '.join(unknown)} is no hold code of"
+            f" BLOOMOPS_HOLD_CODES ({', '.join(settings.BLOOMOPS_HOLD_CODES)}): a hold of"
+            " the code meant would need no second person.")
     ttl = settings.BLOOMOPS_APPROVAL_TTL_SECONDS
     if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
         raise ImproperlyConfigured("BLOOMOPS_APPROVAL_TTL_SECONDS must be a positive integer.")
@@ -140,19 +148,24 @@ def rule_for(action_key: str, flags: SubjectFlags, *, hold_euid: str | None,
     unknown = [r for r in rules if r not in RULES]
     if unknown:
         raise ValueError(f"unknown approval rule(s) {unknown}")
-    codes = set(integrity_codes)
+    # in any case and spacing: another writer's hold of "qc_fail" is a QC_FAIL hold
+    codes = {c.strip().upper() for c in integrity_codes}
+
+    def integrity(code: str | None) -> bool:
+        return (code or "").strip().upper() in codes
+
     for rule in rules:
         if RULES[rule] != action_key:
             continue
         if rule == "release_integrity_hold":
             released = ([hold_euid] if hold_euid else list(flags.active_holds))
-            if any(flags.active_holds.get(h) in codes or h in flags.doubted for h in released):
+            if any(integrity(flags.active_holds.get(h)) or h in flags.doubted for h in released):
                 return rule
         elif rule == "requeue_dead_letter":
             if flags.dead_lettered:
                 return rule
         elif rule == "cancel_integrity_held":
-            if any(code in codes for code in flags.active_holds.values()) or flags.doubted:
+            if any(integrity(code) for code in flags.active_holds.values()) or flags.doubted:
                 return rule
     return None
 
