@@ -112,6 +112,29 @@ def test_preview_shows_the_diff_then_save_writes_it(client, world):
     assert counts() == before and cfg()["lease_ttl_seconds"] == 1200
 
 
+def test_a_site_of_two_words_stays_one_site(client, world):
+    """A list field was split at spaces too: "Main Lab, Annex" was saved as three sites, and
+    an edit of the queue's name alone rewrote a "Main Lab" set through the API as "Main",
+    "Lab": every item of the Main Lab was out of the queue's scope."""
+    act("update_queue", actor("admin", username="adm"), queue_key="cfg", expected_revision=1,
+        payload={"reason": "sites", "site_scope": ["Main Lab", "annex,east"]})
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    preview = client.post("/settings/queues/cfg/", settings_form(page, display_name="Renamed"))
+    html = preview.content.decode()
+    assert 'data-field="display_name"' in html and 'data-field="site_scope"' not in html
+    save = form_for(preview, "/settings/queues/cfg/save/", reason="a better name")
+    client.post("/settings/queues/cfg/save/", save)
+    assert cfg()["display_name"] == "Renamed"
+    assert cfg()["site_scope"] == ["Main Lab", "annex,east"]  # as stored, commas and all
+    page = client.get("/settings/queues/cfg/")
+    preview = client.post("/settings/queues/cfg/", settings_form(
+        page, site_scope="Main Lab, Annex\nNorth Wing"))
+    save = form_for(preview, "/settings/queues/cfg/save/", reason="typed")
+    client.post("/settings/queues/cfg/save/", save)
+    assert cfg()["site_scope"] == ["Main Lab", "Annex", "North Wing"]
+
+
 def test_a_bad_value_is_refused_in_plain_words(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")

@@ -27,8 +27,9 @@ RETRY_NUMBERS = tuple(RETRY_RANGES)
 
 
 def split_list(raw: str) -> list[str]:
-    """A list field as typed: comma-, space- or line-separated."""
-    return [v for v in re.split(r"[,\s]+", raw.strip()) if v]
+    """A list field as typed: comma- or line-separated, as the page shows it (a site "Main
+    Lab" is one value: split at spaces too, an edit of the queue's name saved it as two)."""
+    return [v.strip() for v in re.split(r"[,\n]", raw) if v.strip()]
 
 
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
@@ -131,7 +132,13 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         wanted[name] = post.get(name) == "on"
     wanted["eligible_states"] = [s for s in ALL_STATES if s in post.getlist("eligible_states")]
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
-        wanted[name] = split_list(post.get(name, ""))
+        raw = post.get(name, "")
+        # shown as stored and sent back untouched: the stored list as it is (a value another
+        # writer stored with a comma in it would split in two)
+        stored = cfg.get(name)
+        as_shown = (", ".join(stored) if isinstance(stored, list)
+                    and all(isinstance(v, str) for v in stored) else None)
+        wanted[name] = list(stored) if raw.strip() == as_shown else split_list(raw)
     wanted["result_fields"] = []
     for row in typed_result_rows(post):
         field: dict[str, Any] = {"key": row["key"], "label": row["label"] or row["key"],

@@ -97,8 +97,9 @@ HELP = {
                               " through the API goes where it names; naming none finishes"
                               " the work.",
     "next_queue_keys": "Other queues a completed subject may move to besides the default next"
-                       " queue; when set, completing to any other queue is refused (empty:"
-                       " only the default).",
+                       " queue; when any are listed, completing to a queue not listed is"
+                       " refused. None listed: it may move to any queue (through the API,"
+                       " an empty list [] allows the default alone).",
     "default_next_action_key": "The next_action_key given to subjects routed here.",
     "diagnostics_enabled": "Show hidden items and their reasons.",
     "result_fields": "What a completion of this queue's step records (RULES.md#results): per"

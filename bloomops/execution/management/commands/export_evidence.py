@@ -4,6 +4,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from bloomops.execution import selectors
 from bloomops.execution.context import Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.exports import export_evidence_set, refuse_unless_allowed
@@ -51,6 +52,10 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
             raise CommandError(f"No active account {username!r} to record the export as.")
+        if queue is not None and selectors.queue_config(queue) is None:
+            # a misspelt queue exported nothing, and the empty set verified
+            raise CommandError(f"No queue {queue!r}: check its key (the dashboard lists the"
+                               " queues by key).")
         directory = Path(out)
         if directory.exists() and not directory.is_dir():
             raise CommandError(f"{out} is a file: a set is written to a directory of its own.")
