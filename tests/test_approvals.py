@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import threading
 from datetime import timedelta
 
@@ -685,3 +686,25 @@ def test_an_account_made_with_createsuperuser_is_recorded(db, monkeypatch):
     assert made.changed_by == COMMAND_LINE and made.before == {}
     assert made.after["password"] == "given from the command line"
     assert made.reason.startswith("manage.py createsuperuser, run as ")
+
+
+@pytest.mark.parametrize(("username", "password", "said"), [
+    ("LabAdmin", "Lab-Admin-Glacier-58", "already exists (labadmin): one name in two cases"),
+    ("zoë", "Lab-Admin-Glacier-58", "only the letters a-z and A-Z"),
+    ("newadmin", "bloomops", "This is the demo's published password; choose another."),
+])
+def test_createsuperuser_asks_what_the_people_page_asks(db, monkeypatch, username, password,
+                                                       said):
+    """From a shell, "LabAdmin" beside "labadmin" died on the database's constraint with a
+    traceback, "zoë" was made (the People page refuses a letter of another script) and the
+    demo's password was taken: every one is a clear refusal, and nothing is made."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    get_user_model().objects.create_user("labadmin", password="Lab-Admin-Glacier-58")
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", password)
+    before = get_user_model().objects.count()
+    with pytest.raises(CommandError, match=re.escape(said)):
+        call_command("createsuperuser", "--noinput", "--username", username,
+                     "--email", "it@lab.example", stdout=io.StringIO())
+    assert get_user_model().objects.count() == before

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from bloomops.accounts.models import COMMAND_LINE, ApiToken, ProfileChange
-from bloomops.accounts.tokens import create_token
+from bloomops.accounts.tokens import TOKEN_PREFIX, create_token
 from tests.api_helpers import Api
 from tests.engine import GIVEN
 from tests.web_support import form_for, signed_in
@@ -194,6 +194,28 @@ def test_revoking_again_is_done_already_not_a_failure(users, capsys):
         with pytest.raises(CommandError, match="no token or person matches"):
             call_command("revoke_api_token", *args)
 
+
+def test_a_token_is_revoked_by_its_prefix_as_the_pages_show_it(users, capsys):
+    """The person's page and the list show "bo_e776d7ea…"; revoking by that matched no token
+    ("no token or person matches that")."""
+    for shown in (lambda r: f"{TOKEN_PREFIX}{r.prefix}…", lambda r: f"{TOKEN_PREFIX}{r.prefix}",
+                  lambda r: f" {r.prefix} "):
+        row, _ = create_token("svc", **GIVEN)
+        call_command("revoke_api_token", "--prefix", shown(row))
+        assert "Revoked 1 token(s)." in capsys.readouterr().out
+        row.refresh_from_db()
+        assert row.revoked_at is not None
+
+
+def test_a_blank_token_name_is_no_name_and_a_misspelt_person_lists_nothing_said(users, capsys):
+    """A name of spaces was kept and listed as a token called nothing; listing the tokens of
+    a person who does not exist printed an empty list and exit 0."""
+    row, _ = create_token("svc", **{**GIVEN, "name": "   "})
+    assert row.name == ""
+    with pytest.raises(CommandError, match="No person 'nosuch'"):
+        call_command("list_api_tokens", "--user", "nosuch")
+    call_command("list_api_tokens", "--user", "svc")
+    assert f"{row.prefix}\tsvc\t-\t" in capsys.readouterr().out
 
 def test_after_a_token_is_given_the_persons_form_still_saves_the_person(client, users):
     """The page that shows the token lives at /tokens/: the person form on it, which named

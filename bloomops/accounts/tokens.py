@@ -62,6 +62,7 @@ def create_token(username: str, *, by: str, reason: str, name: str = "",
     if not 1 <= days <= MAX_DAYS:
         raise ProfileError("VALIDATION_ERROR", f"A token lives 1 to {MAX_DAYS} days, not {days}.",
                            "days")
+    name = name.strip()  # "   " is no name: the list showed a token called nothing
     if name and (problem := line_problem(name)):  # list_api_tokens prints it
         raise ProfileError("VALIDATION_ERROR", f"A token's name {problem}.", "name")
     if len(name) > NAME_LENGTH:
@@ -109,11 +110,18 @@ def user_for_token(token: str):
     return row.user
 
 
+def bare_prefix(prefix: str | None) -> str | None:
+    """A token's prefix as stored, from one written as the pages and the list show it
+    ("bo_e776d7ea…", copied from a person's page, matched no token)."""
+    return prefix.strip().removeprefix(TOKEN_PREFIX).rstrip("…").strip() if prefix else prefix
+
+
 def revoke(*, by: str, reason: str, token_id: int | None = None, prefix: str | None = None,
            username: str | None = None) -> int:
     """Revoke by id, by prefix, or every token of a user, each recorded as revoked by ``by``
     for ``reason``. Returns how many were revoked (a revoked one is not revoked again)."""
     refuse_without_reason(reason)
+    prefix = bare_prefix(prefix)
     if token_id is None and not prefix and not username:
         return 0
     with transaction.atomic():
@@ -138,6 +146,7 @@ def named_tokens_exist(*, token_id: int | None = None, prefix: str | None = None
                        username: str | None = None) -> bool:
     """Whether what a revoke named is there at all (a token, revoked or not; or a person):
     revoking it again is then done already, not a mistake."""
+    prefix = bare_prefix(prefix)
     if token_id is not None:
         return ApiToken.objects.filter(pk=token_id).exists()
     if prefix:

@@ -1,4 +1,5 @@
-from django.core.management.base import BaseCommand
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from bloomops.accounts.models import ApiToken
@@ -21,6 +22,9 @@ class Command(BaseCommand):
         now = timezone.now()
         rows = ApiToken.objects.select_related("user")
         if options["user"]:
+            if not get_user_model().objects.filter(username=options["user"]).exists():
+                # a misspelt person listed no tokens, as if they had none
+                raise CommandError(f"No person {options['user']!r}.")
             rows = rows.filter(user__username=options["user"])
         if not options["all"]:
             rows = rows.filter(ApiToken.working(now))
