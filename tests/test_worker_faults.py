@@ -218,3 +218,16 @@ def test_http_answers_that_are_not_the_apis_are_transport_errors(status, body):
                               send=lambda *_: (status, body))
     with pytest.raises(TransportError):
         transport.queue("fq")
+
+
+@pytest.mark.parametrize("given", ["http://lab.example:8000", "http://lab.example:8000/",
+                                   "http://lab.example:8000/api/v1/execution/",
+                                   "http://lab.example:8000/api/v1"])
+def test_the_api_url_is_the_server_or_the_apis_base_path(given):
+    """docs/API.md gives /api/v1/execution/ as the base path; given to --api-url it was
+    doubled (.../api/v1/execution/api/v1/execution/actions/...) and every call was 404."""
+    sent = []
+    transport = HttpTransport(given, "t", send=lambda method, url, *_: (
+        sent.append(url) or (200, b'{"items": []}')))
+    transport.queue("fq")
+    assert sent and sent[0].startswith("http://lab.example:8000/api/v1/execution/queues/fq")

@@ -106,7 +106,9 @@ class HttpTransport:
     goes through Django's test client)."""
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, send=None) -> None:
-        self.base = base_url.rstrip("/") + "/api/v1/execution"
+        # the server's address, or the API's base path as docs/API.md gives it (either)
+        self.base = base_url.rstrip("/").removesuffix("/api/v1/execution").removesuffix(
+            "/api/v1") + "/api/v1/execution"
         self.token = token
         self.timeout = timeout
         self.send = send or self._urllib

@@ -51,7 +51,8 @@ class Command(BaseCommand):
                                                              "svc-extractor"),
                             help="Django user to act as (direct mode)")
         parser.add_argument("--api-url", default=os.environ.get("BLOOMOPS_API_URL"),
-                            help="talk to the JSON API at this base URL instead of the"
+                            help="talk to the JSON API at this server (http://host:port,"
+                                 " or its API base path .../api/v1/execution/) instead of the"
                                  " executor (needs --token or BLOOMOPS_API_TOKEN)")
         parser.add_argument("--token", default=os.environ.get("BLOOMOPS_API_TOKEN"))
         parser.add_argument("--delay", type=float, default=0.0,
