@@ -280,6 +280,9 @@ def test_strict_order_claims_only_the_head(tenant):
     err = refused("QUEUE_HEAD_MISMATCH", lambda: act(
         "claim_queue_item", human, worker_euid=person, subject_euid=second))
     assert err.details["head_euid"] == first
+    # the head is named in the words too: the person at the bench goes and finds it
+    assert err.message == ("This queue runs work strictly in order: only the item at its"
+                           f" head, first ({first}), may be claimed now.")
     instrument = register(svc, worker_type="INSTRUMENT_ADAPTER")
     refused("QUEUE_HEAD_MISMATCH", lambda: act(
         "claim_queue_item", svc, worker_euid=instrument, subject_euid=second))

@@ -97,6 +97,24 @@ def test_claim_a_row_from_the_queue_page(client, lab):
     assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [chosen]
 
 
+def test_a_strict_queue_offers_a_claim_only_at_its_head_and_names_it(client, lab):
+    """Every row of a queue that runs in order offered Claim; all but the head's were
+    refused, and the refusal did not say which item was the head."""
+    make_queue("strict", strict_order=True, required_worker_capabilities=[])
+    head = make_subject("strict", name="Block A1", priority=10)
+    later = make_subject("strict", name="Block A2", priority=0)
+    client = signed_in(client, lab["worker_human"])
+    page = client.get("/queues/strict/")
+    html = page.content.decode()
+    assert f'action="/subjects/{head}/claim/"' in html
+    assert f'action="/subjects/{later}/claim/"' not in html
+    assert '<span class="muted in-order">In order: Block A1 first</span>' in html
+    response = client.post(f"/subjects/{later}/claim/", {
+        **form_for(page, f"/subjects/{head}/claim/"), "expected_state": "READY"})
+    assert said(response) == ["This queue runs work strictly in order: only the item at its"
+                              f" head, Block A1 ({head}), may be claimed now."]
+    assert active_leases(lab["worker_human"]) == []
+
 def test_max_leases_is_explained(client, lab):
     for _ in range(6):
         make_subject("q1")

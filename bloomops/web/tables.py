@@ -45,9 +45,12 @@ PRIORITY_BADGE = (
 SUBJECT_LINK = (
     '<a href="{% url \'subject\' record.euid %}"><code>{{ record.euid }}</code></a>'
 )
-# A row outside the signed-in person's own scopes says so instead (views/queues.py).
+# A row outside the signed-in person's own scopes, or behind a strict queue's head, says
+# so instead (views/queues.py).
 CLAIM_BUTTON = """{% load bloomops_ui %}{% if record.out_of_scope %}
-<span class="muted not-yours">Not yours: {{ record.out_of_scope }}</span>{% else %}
+<span class="muted not-yours">Not yours: {{ record.out_of_scope }}</span>
+{% elif record.after_head %}
+<span class="muted in-order">In order: {{ record.after_head }}</span>{% else %}
 <form method="post" action="{% url 'claim_subject' record.euid %}" class="inline">
 {% csrf_token %}<input type="hidden" name="idempotency_key" value="{% new_key %}">
 <input type="hidden" name="expected_state" value="{{ record.state }}">

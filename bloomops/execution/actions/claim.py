@@ -155,9 +155,15 @@ class ClaimQueueItem(Handler):
             return
         head = selectors.queue_head(queue["queue_key"], now=ctx.now, tenant=ctx.tenant)
         if head is None or head.euid != subject.euid:
-            raise ActionError("QUEUE_HEAD_MISMATCH", subject_euid=subject.euid,
-                              queue_key=queue["queue_key"],
-                              head_euid=head.euid if head else None)
+            # the head named: the person at the bench goes and finds it
+            called = f"{head.name} ({head.euid})" if head and head.name else (
+                head.euid if head else None)
+            raise ActionError("QUEUE_HEAD_MISMATCH", (
+                f"This queue runs work strictly in order: only the item at its head,"
+                f" {called}, may be claimed now." if called else
+                "This queue runs work strictly in order, and no item of it may be claimed"
+                " now."), subject_euid=subject.euid, queue_key=queue["queue_key"],
+                head_euid=head.euid if head else None)
 
     def run(self, ctx: Context) -> None:
         req = ctx.request

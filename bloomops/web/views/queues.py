@@ -114,6 +114,17 @@ def _mark_out_of_scope(request: HttpRequest, config: dict, rows: list) -> list[s
     return whole
 
 
+def _mark_after_head(queue: dict, rows: list) -> None:
+    """On a queue that runs strictly in order, every row but the head's says so in place of
+    a Claim button, naming the head (a Claim there was only refused, RULES.md 16.6)."""
+    if not queue["config"].get("strict_order"):
+        return
+    head = selectors.queue_head(queue["queue_key"])
+    for row in rows:
+        if head is None or row.euid != head.euid:
+            row.after_head = (f"{head.name or head.euid} first" if head else "not now")
+
+
 @require_GET
 @reader
 def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
@@ -142,6 +153,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         exclude = () if is_human(request) else ("claim",)
         if is_human(request):
             not_yours = _mark_out_of_scope(request, queue["config"], rows)
+            _mark_after_head(queue, rows)
         table = QueueItemsTable(data, exclude=exclude)
     table.paginate(page=page, per_page=PER_PAGE)
     query = request.GET.copy()
