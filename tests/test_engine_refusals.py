@@ -344,6 +344,31 @@ def s_out_of_scope_complete(svc, op):
                        payload={"next_queue_key": "q_ont"})
 
 
+# Into a queue that never offers items in the state they arrive in (it takes retries
+# alone): they waited there unseen by every worker.
+def s_not_offered_intake(svc, op):
+    make_queue("q_retries", eligible_states=["FAILED_RETRYABLE"])
+    return lambda: act("register_subject", op, queue_key="q_retries", payload={
+        "template_code": "content/material/specimen/1.0", "name": "S-1"})
+
+
+def s_not_offered_complete(svc, op):
+    make_queue("q_retries", eligible_states=["FAILED_RETRYABLE"])
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("complete_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"next_queue_key": "q_retries"})
+
+
+def s_not_offered_retry(svc, op):
+    make_queue("q_fresh", eligible_states=["READY"])
+    subject, worker, lease = _claimed(svc)
+    return lambda: act("fail_queue_execution", svc, lease_euid=lease["lease_euid"],
+                       worker_euid=worker, expected_state="READY",
+                       payload={"retryable": True, "error_message": "scanner down",
+                                "next_queue_key": "q_fresh"})
+
+
 def s_out_of_scope_output(svc, op):
     library = "content/material/library/1.0"
     make_queue("q_lib_rtp", subject_template_codes=[library], site_scope=["rtp"])
@@ -536,7 +561,8 @@ SCENARIOS = {
     "SUBJECT_ALREADY_ROUTED": [s_already_routed],
     "SUBJECT_TERMINAL": [s_subject_terminal],
     "SUBJECT_OUT_OF_SCOPE": [s_out_of_scope, s_out_of_scope_requeue, s_out_of_scope_complete,
-                             s_out_of_scope_output],
+                             s_out_of_scope_output, s_not_offered_intake,
+                             s_not_offered_complete, s_not_offered_retry],
     "EVIDENCE_MISMATCH": [s_evidence_mismatch],
     "QUEUE_EXISTS": [s_queue_exists],
     "QUEUE_NOT_MANAGED": [s_queue_not_managed],

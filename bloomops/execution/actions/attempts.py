@@ -253,7 +253,8 @@ class FailQueueExecution(LeaseAction):
         # naming a queue that cannot take the subject is wrong even when no retry follows.
         queue = self.queue_of_lease(ctx)
         if p.get("next_queue_key"):
-            retry_queue = next_queue_or_refuse(ctx, p["next_queue_key"])
+            retry_queue = next_queue_or_refuse(ctx, p["next_queue_key"],
+                                               arriving="FAILED_RETRYABLE")
             if retry_queue is not None and queue is not None and (
                     retry_queue["queue_key"] != queue["queue_key"]):
                 # a retry elsewhere leaves the queue as a completion would: by its flow

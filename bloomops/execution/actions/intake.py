@@ -23,6 +23,7 @@ from bloomops.execution.actions.outputs import check_template_properties
 from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_in_scope,
+    refuse_unless_offered,
     refuse_unless_takes,
     template_code_of,
 )
@@ -143,6 +144,7 @@ def _route_checks(ctx: Context) -> tuple[dict, str]:
     queue = _routing_queue(ctx, code)  # refuses a subject without a template
     assert code is not None
     refuse_unless_in_scope(queue, subject.props)
+    refuse_unless_offered(queue)
     return queue, code
 
 
@@ -162,6 +164,7 @@ def _register_checks(ctx: Context) -> tuple[dict, str, dict[str, Any]]:
     props.update(given)
     props = as_scoped(queue["config"], props)
     refuse_unless_in_scope(queue, props)
+    refuse_unless_offered(queue)
     return queue, code, props
 
 

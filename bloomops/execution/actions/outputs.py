@@ -11,6 +11,7 @@ from bloomops.execution.actions.steps import (
     queue_or_refuse,
     refuse_unless_flow_allows,
     refuse_unless_in_scope,
+    refuse_unless_offered,
 )
 from bloomops.execution.context import Context
 from bloomops.execution.errors import ActionError
@@ -217,6 +218,8 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
                 props = as_scoped(target["config"], props)
                 try:
                     refuse_unless_in_scope(target, props)
+                    if envelope["state"] == "READY":
+                        refuse_unless_offered(target)
                     # what a step makes goes where its flow lets the finished item go
                     refuse_unless_flow_allows(queue, target)
                 except ActionError as err:

@@ -22,6 +22,7 @@ from bloomops.execution.objects import (
 )
 from bloomops.execution.policy import (
     next_queues_allowed,
+    offered_states,
     queue_templates,
     scope_problem,
     takes_template,
@@ -94,6 +95,18 @@ def refuse_unless_in_scope(queue: dict, props: dict) -> None:
                           value=props.get(prop), scope=scope)
 
 
+def refuse_unless_offered(queue: dict, state: str = "READY") -> None:
+    """An item arriving in a state its queue never offers items in (its eligible_states)
+    would wait there unseen by every worker: refused, as one outside its scope is."""
+    offered = offered_states(queue["config"])
+    if state not in offered:
+        raise ActionError("SUBJECT_OUT_OF_SCOPE",
+                          f"Queue {queue['queue_key']!r} offers items only in"
+                          f" {', '.join(offered) or 'no state'}; this subject would arrive"
+                          f" {state} and never be offered.", queue_key=queue["queue_key"],
+                          state=state, eligible_states=offered)
+
+
 def refuse_unless_flow_allows(step_queue: dict | None, next_queue: dict | None) -> None:
     """A step's queue that lists its next queues (``next_queue_keys``) moves a finished
     item to those alone, whether its worker completes it or an external system reports it
@@ -106,14 +119,16 @@ def refuse_unless_flow_allows(step_queue: dict | None, next_queue: dict | None) 
                           allowed=allowed)
 
 
-def next_queue_or_refuse(ctx: Context, queue_key: str | None, *,
-                         required: bool = True) -> dict | None:
+def next_queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = True,
+                         arriving: str = "READY") -> dict | None:
     """The queue the locked subject is sent to next (a completion, a failure, an external
-    result, a requeue): it must exist, take the subject's template and have it in scope."""
+    result, a requeue): it must exist, take the subject's template, have it in scope and
+    offer items in the state it ``arriving`` in."""
     queue = queue_or_refuse(ctx, queue_key, required=required, routing=True)
     if queue is not None and ctx.subject is not None:
         refuse_unless_takes(queue, template_code_of(ctx.subject))
         refuse_unless_in_scope(queue, ctx.subject.props)
+        refuse_unless_offered(queue, arriving)
     return queue
 
 
