@@ -169,6 +169,41 @@ def test_queue_detail_non_visible_state_lists_items_with_their_reasons(client, l
     assert "held one" not in html and "visible one" in html
 
 
+def test_a_queue_whose_settings_turn_its_diagnostics_off_lists_no_hidden_items(client, lab):
+    """diagnostics_enabled was saved and recorded, and nothing read it: the page went on
+    listing the items it did not show."""
+    make_queue("quiet", display_name="Quiet", diagnostics_enabled=False)
+    make_subject("quiet", name="later", ready_at="2099-01-01T00:00:00.000000Z")
+    visible = make_subject("quiet", name="visible one")
+    client = signed_in(client, lab["operator"])
+    html = client.get("/queues/quiet/?state=READY").content.decode()
+    assert 'id="diagnostics-off"' in html and "later" not in html and visible in html
+    assert 'value="READY"' not in html  # not offered in the list of what to show
+    answer = client.get("/queues/quiet/export.csv?state=READY")
+    assert answer.status_code == 403 and b"later" not in answer.content
+    # a queue that keeps them on lists them
+    html = client.get("/queues/q1/?state=READY").content.decode()
+    assert 'id="diagnostics-off"' not in html and 'value="READY"' in html
+
+
+@pytest.mark.parametrize(("role", "shown"), [("admin", True), ("operator", False),
+                                             ("worker_human", False)])
+def test_a_queue_kept_from_operators_is_on_the_dashboard_of_admins_alone(
+        client, lab, role, shown):
+    """operator_visible was saved and recorded, and nothing read it."""
+    from bloomops.execution.stats.recorder import record
+
+    make_queue("machine", display_name="Machine queue", operator_visible=False)
+    record()  # a sample, so that the charts are drawn
+    client = signed_in(client, lab[role])
+    html = client.get("/").content.decode()
+    assert ('data-queue="machine"' in html) is shown
+    assert ('id="charts-machine"' in html) is shown
+    assert 'data-queue="q1"' in html
+    if shown:
+        row = html[html.index('data-queue="machine"'):]
+        assert '<span class="badge">admins only</span>' in row[:row.index("</tr>")]
+
 def test_queue_detail_is_paginated_in_sql(client, lab):
     for i in range(30):
         make_subject("q1", name=f"item {i:02d}", ready_at=f"2020-01-01T00:00:{i:02d}.000000Z")

@@ -100,13 +100,20 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 # ---------------------------------------------------------------- dashboard presentation
 
 
-def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]]) -> list[dict]:
-    """One row per queue: its summary, who can serve it (rostered, online, free slots), its
-    trend. No queries."""
+def shown_to(config: dict, *, admin: bool) -> bool:
+    """Whether the dashboard shows a queue: one whose settings turn ``operator_visible`` off
+    is an admin's alone (a machine's queue nobody at the bench or the desk acts on)."""
+    return admin or config.get("operator_visible") is not False
+
+
+def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]], *,
+                   admin: bool) -> list[dict]:
+    """One row per queue the reader is shown (``shown_to``): its summary, who can serve it
+    (rostered, online, free slots), its trend. No queries."""
     return [
         {"q": s, "coverage": ov.coverage.get(s.queue_key) or selectors.Coverage(),
          "trend": trends.get(s.queue_key, [])}
-        for s in ov.summaries
+        for s in ov.summaries if shown_to(s.config or {}, admin=admin)
     ]
 
 

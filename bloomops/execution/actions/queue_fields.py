@@ -76,7 +76,9 @@ HELP = {
                               " queue's life (replace the queue to change them).",
     "eligible_states": "Subject states in which an item is visible here.",
     "manual_only": "Only people (human workers) may claim.",
-    "operator_visible": "Shown to operators on the dashboard.",
+    "operator_visible": "Shown on the dashboard to everyone (off: to admins alone, a machine's"
+                        " queue nobody at the bench or the desk acts on; the API and"
+                        " /metrics list it either way).",
     "strict_order": "Work must run in order: a chosen claim must be the queue's head.",
     "dispatch_priority": f"0 to {RANGES['dispatch_priority'][1]}; higher is served first by"
                          " workers that name no queue.",
@@ -101,7 +103,9 @@ HELP = {
                        " refused. None listed: it may move to any queue (through the API,"
                        " an empty list [] allows the default alone).",
     "default_next_action_key": "The next_action_key given to subjects routed here.",
-    "diagnostics_enabled": "Show hidden items and their reasons.",
+    "diagnostics_enabled": "The queue's page lists the items routed here but not visible,"
+                           " each with why (off: it does not; a subject's page says why of"
+                           " each).",
     "result_fields": "What a completion of this queue's step records (RULES.md#results): per"
                      " field its key, label, kind (number, text, pass_fail or choice), a"
                      " number's unit and bounds, a choice's values, and whether it is"

@@ -42,16 +42,18 @@ from bloomops.web.views.common import (
 @require_GET
 @reader
 def dashboard(request: HttpRequest) -> HttpResponse:
+    roles = roles_of(request.user)
+    admin = "admin" in roles
     if request.htmx and request.GET.get("part") == "history":
         # the charts' own poll: the samples and the queues' names, not the table's figures
         names = {q["queue_key"]: selectors.display_name(q["queue_key"], q["config"])
-                 for q in selectors.queues()}
+                 for q in selectors.queues() if services.shown_to(q["config"], admin=admin)}
         return render(request, "web/_dashboard_history.html", _history(request, names))
-    roles = roles_of(request.user)
     show_trend = bool(roles & {"operator", "admin"})
     # The recorder's snapshot when fresh (one small row), else live (RULES.md#statistics).
     stats = snapshot.current(with_trend=show_trend)
-    rows = services.dashboard_rows(stats.overview, stats.trend if show_trend else {})
+    rows = services.dashboard_rows(stats.overview, stats.trend if show_trend else {},
+                                   admin=admin)
     context = {
         "summaries": stats.overview.summaries,
         "rows": rows,
@@ -64,7 +66,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     }
     if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
-    names = {s.queue_key: s.display_name for s in stats.overview.summaries}
+    names = {r["q"].queue_key: r["q"].display_name for r in rows}
     # an admin is told before a service's token runs out and its calls answer 401
     # (RULES.md#api-tokens); a whole page only, never its refreshes
     context["expiring_tokens"] = expiring(timezone.now()) if "admin" in roles else []
@@ -132,6 +134,9 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
     if queue is None:
         return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
+    # the queue's settings may turn off its list of the items it does not show
+    diagnostics = queue["config"].get("diagnostics_enabled") is not False
+    asked_hidden, state = state, state if diagnostics else None
     page = page_number(request)
     fetch = (
         (lambda offset: selectors.queue_hidden_items(
@@ -172,15 +177,21 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         # the dashboard's "online of rostered", named: a supervisor asks who
         "coverage": selectors.queue_coverage(queue["config"])[0],
         "not_yours": not_yours,
+        "diagnostics": diagnostics,
+        "asked_hidden": asked_hidden,
     })
 
 
 @require_GET
 @reader
 def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
-    if selectors.queue_config(queue_key) is None:
+    queue = selectors.queue_config(queue_key)
+    if queue is None:
         return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
+    if state and queue["config"].get("diagnostics_enabled") is False:
+        return HttpResponse(f"Queue {queue_key}'s settings turn off its list of the items it"
+                            " does not show.\n", status=403, content_type="text/plain")
     response = csv_response(f"{queue_key}.csv")
     out = csv.writer(response)
     head = ["euid", "name", "state", "priority_class", "priority", "ready_at", "due_at",
