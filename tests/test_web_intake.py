@@ -360,6 +360,22 @@ def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):
     assert "serves site sfo, rtp" in html
 
 
+def test_a_site_spelt_as_no_queue_spells_it_but_in_another_case_is_warned_of(intake_lab):
+    """"Main" into a queue with no site scope previewed OK; the next queue served "main",
+    the sample was out of its scope there, and no screen can change a subject's site."""
+    make_queue("acc", display_name="Accession")
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = (HEADER + ",Tube 60,specimen,acc,,,SFO,,\n" + ",Tube 61,specimen,acc,,,sfo,,\n"
+                + ",Tube 62,specimen,acc,,,LAX,,\n" + ",Tube 63,specimen,q1,,,RTP,,\n")
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3, 4, 5)}
+    assert ("Site &#x27;SFO&#x27; is spelt &#x27;sfo&#x27; by the lab&#x27;s queues: as"
+            " &#x27;SFO&#x27; it is outside every queue scoped to &#x27;sfo&#x27;.") in rows[2]
+    assert 'name="also" value="2"' in rows[2]  # it runs only when ticked
+    # spelt as the queues spell it, in none of their spellings, or into a queue whose own
+    # scope takes it in its spelling: nothing to say
+    assert all("Warning" not in rows[n] for n in (3, 4, 5))
+
 def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab):
     """The preview refused the second of two rows of one name, but a confirmation naming
     both lines as accepted registered both."""

@@ -19,7 +19,7 @@ from bloomops.execution.actions.intake import MAX_INTAKE_ITEMS
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code, repeated_names
-from bloomops.execution.policy import queue_templates
+from bloomops.execution.policy import as_scoped, named_by_queues, queue_templates
 from bloomops.execution.selectors import queue_config
 from bloomops.web.spreadsheets import csv_cell
 
@@ -255,3 +255,29 @@ def results_csv(results: list[dict[str, Any]]) -> str:
     for r in results:
         writer.writerow([csv_cell(r.get(c)) for c in RESULT_COLUMNS])
     return out.getvalue()
+
+
+def warn_of_spellings(rows: list[Row], configs: dict[str, dict[str, Any]]) -> None:
+    """A site, platform or assay spelt as no queue spells it but as one does in another case
+    ("Main" where the queues say "main"): the subject fits the queue it enters (one with no
+    site scope) and is outside every queue scoped to "main" after it, and nothing can
+    change a subject's site. ``configs``: the lab's queues' settings by key (the queue it
+    enters, when scoped so, takes it in its own spelling: policy.as_scoped)."""
+    named = named_by_queues(list(configs.values()))
+    for row in rows:
+        if row.problem:
+            continue
+        said = []
+        entered = configs.get(row.outcome.get("queue_key") or "") or {}
+        for column in SCOPE_COLUMNS:
+            value = (row.values.get(column) or "").strip()
+            known = named.get(f"{column}_scope") or []
+            alike = [v for v in known if v.casefold() == value.casefold()]
+            if alike and as_scoped(entered, {column: value})[column] != value:
+                continue  # taken as the queue it enters spells it
+            if value and value not in known and alike:
+                said.append(f"{column.capitalize()} {value!r} is spelt {alike[0]!r} by the"
+                            f" lab's queues: as {value!r} it is outside every queue scoped to"
+                            f" {alike[0]!r}.")
+        if said:
+            row.warning = " ".join([*([row.warning] if row.warning else []), *said])

@@ -124,6 +124,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
 def _warn_of_duplicates(rows: list[manifest.Row]) -> None:
     manifest.warn_of_duplicates(rows, selectors.subjects_named(
         [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
+    manifest.warn_of_spellings(rows, {q["queue_key"]: q["config"] for q in selectors.queues()})
 
 
 @require_POST
