@@ -118,7 +118,8 @@ def _mark_out_of_scope(request: HttpRequest, config: dict, rows: list) -> list[s
 
 def _mark_after_head(queue: dict, rows: list) -> None:
     """On a queue that runs strictly in order, every row but the head's says so in place of
-    a Claim button, naming the head (a Claim there was only refused, RULES.md 16.6)."""
+    a Claim button, naming the head (a Claim there was only refused,
+    RULES.md#queue-configuration)."""
     if not queue["config"].get("strict_order"):
         return
     head = selectors.queue_head(queue["queue_key"])
