@@ -9,6 +9,7 @@ import re
 
 import pytest
 from django.contrib.messages import get_messages
+from django.test import Client
 
 from bloomops.execution import selectors
 from tests.engine import SPECIMEN, act, actor, counts, make_queue, make_subject
@@ -270,6 +271,31 @@ def test_a_complete_refused_for_its_next_queue_says_what_its_results_lack_too(cl
     assert _said(refused) == [
         "Choose where the item goes next (or finish its flow) before completing it."]
     assert counts() == before
+
+def test_renaming_a_result_field_says_what_its_recorded_values_become(client, lab):
+    """A key renamed (conc -> conc_ng) previewed as a rename alone; afterwards every value
+    recorded so far showed apart, under "also recorded", and left the tally."""
+    act("create_queue", actor("admin", username="adm"), queue_key="cfgq", payload={
+        "subject_template_codes": [SPECIMEN], "reason": "new", "result_fields": RESULTS,
+        "required_worker_capabilities": []})
+    sci = signed_in(Client(), lab["worker_human"])
+    for n in range(2):
+        lease = claim(sci, make_subject("cfgq", name=f"Specimen {n}"))
+        done = sci.post(f"/leases/{lease}/complete/", form_for(
+            sci.get("/my-work/"), f"/leases/{lease}/complete/",
+            **{"result.rin": "8", "result.conc": "12.5", "result.qc": "pass"}))
+        assert done.status_code == 302 and "Completed" in _said(done)[-1]
+    admin = signed_in(client, lab["admin"])
+    page = admin.get("/settings/queues/cfgq/")
+    # the kinds as the page selects them (the test parser takes a list's first option)
+    renamed = {k: (v if v != "conc" else "conc_ng") for k, v in _settings(
+        page, **{"result-2-kind": "pass_fail", "result-3-kind": "choice"}).items()}
+    preview = admin.post("/settings/queues/cfgq/", renamed)
+    said = preview.content.decode()
+    assert ("2 completed attempts recorded &#x27;conc&#x27;: renamed or removed, those values"
+            " show apart (under \u201calso recorded\u201d) and leave its tally. To rename what"
+            " people read, change its label and keep its key.") in said
+    assert "&#x27;rin&#x27;" not in said.split('id="diff"')[0]  # kept keys say nothing
 
 @pytest.mark.parametrize(("typed", "kept"), [("12,5", 12.5), ("0,25", 0.25), ("1000,5", 1000.5),
                                              ("12.5", 12.5), ("1,2500", 1.25),

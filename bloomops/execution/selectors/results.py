@@ -107,3 +107,20 @@ def results_tally(queue_key: str, keys: list[str], *, said_keys: list[str], sinc
     each text value given with its count (``given``). One query."""
     return fetch_all(_TALLY, _params(queue_key, since, until, tenant, keys=list(keys),
                                      said_keys=list(said_keys), blank=BLANK))
+
+
+def recorded_under(queue_key: str, keys: list[str], *,
+                   tenant: str | None = None) -> dict[str, int]:
+    """How many of the queue's completed attempts recorded a value under each of ``keys``:
+    what a change of its result fields that renames or drops one leaves under the old key
+    (shown apart, as "also recorded"). One query, over the queue's finished records."""
+    rows = fetch_all("""
+        SELECT k AS key, count(*) AS n
+        FROM generic_instance r CROSS JOIN unnest(%(keys)s::text[]) k
+        WHERE r.tenant_id = %(tenant)s AND NOT r.is_deleted
+          AND r.type = 'execution' AND r.subtype = 'execution_record'
+          AND r.json_addl->'properties'->>'queue_lookup_key' = %(queue_key)s
+          AND r.json_addl->'properties'->>'status' = 'SUCCEEDED'
+          AND r.json_addl->'properties'->'result_snapshot' ? k
+        GROUP BY k""", read_params(None, tenant, queue_key=queue_key, keys=keys))
+    return {r["key"]: r["n"] for r in rows}

@@ -26,6 +26,8 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.objects import is_engine_template
 from bloomops.execution.people import rostered_people
 from bloomops.execution.policy import flow_warnings, named_by_queues, open_to_every_worker
+from bloomops.execution.results import declared_results
+from bloomops.execution.selectors import results as results_selectors
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import (
@@ -99,9 +101,23 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
     if any(name in changes for name in LIST_FIELDS):
         warnings += [w for _, w in selectors.served_by_nobody(
             [(queue_key, row["config"], changes)])]
+    if "result_fields" in changes:
+        warnings += _results_left_behind(queue_key, row["config"], changes["result_fields"])
     # the form below keeps what was typed: a warning is fixed there, not typed again
     return _page(request, row, typed=request.POST, preview=preview, changes=encode(changes),
                  warnings=warnings, reason=reason_of(request), seen_revision=seen_revision)
+
+
+def _results_left_behind(queue_key: str, before: dict, after: list[dict]) -> list[str]:
+    """A result field renamed or dropped: the attempts that recorded it keep it under its
+    old key, read apart from the fields declared ("also recorded") from then on."""
+    kept = {f["key"] for f in after}
+    gone = [f["key"] for f in declared_results(before) if f["key"] not in kept]
+    counted = results_selectors.recorded_under(queue_key, gone) if gone else {}
+    return [f"{n} completed attempt{'s' if n != 1 else ''} recorded {key!r}: renamed or"
+            " removed, those values show apart (under \u201calso recorded\u201d) and leave"
+            " its tally. To rename what people read, change its label and keep its key."
+            for key in gone if (n := counted.get(key))]
 
 
 @require_POST
