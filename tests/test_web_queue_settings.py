@@ -135,6 +135,19 @@ def test_a_site_of_two_words_stays_one_site(client, world):
     assert cfg()["site_scope"] == ["Main Lab", "Annex", "North Wing"]
 
 
+def test_leaving_ready_out_of_the_offered_states_is_warned_of(client, world):
+    """READY unticked previewed without a word; every item routed there arrived READY and
+    waited unseen (they are refused now, and the preview says so)."""
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    preview = client.post("/settings/queues/cfg/", {**settings_form(page),
+                                                     "eligible_states": ["FAILED_RETRYABLE"]})
+    html = preview.content.decode()
+    assert 'data-field="eligible_states"' in html
+    assert "READY is not among the states this queue offers items in" in html
+    assert "READY is not among" not in client.post(
+        "/settings/queues/cfg/", settings_form(page, display_name="Renamed")).content.decode()
+
 def test_a_bad_value_is_refused_in_plain_words(client, world):
     client.force_login(world["admin"])
     page = client.get("/settings/queues/cfg/")

@@ -350,6 +350,10 @@ def flow_warnings(key: str, config: dict[str, Any],
             said.append(f"{target.get('display_name') or next_key} takes none of this"
                         " queue's subjects or outputs: no item can move there (give this"
                         " queue output templates it takes, or choose another).")
+    if "READY" not in offered_states(config):
+        said.append("READY is not among the states this queue offers items in: items sent"
+                    " here arrive READY, so intake and every queue before it are refused"
+                    " here, and the items waiting here now are offered no more.")
     return said
 
 
