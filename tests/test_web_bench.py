@@ -112,6 +112,20 @@ def test_next_queue_offers_only_what_the_flow_allows(client, lab):
     assert 'also allowed: <a href="/queues/q1/">q1</a>' in queue_page
 
 
+def test_a_disabled_next_queue_is_offered_as_disabled(client, lab):
+    """Complete offered "Staining" with no word that it was disabled: the item went there and
+    waited, unclaimed, and nobody at the bench knew why."""
+    make_queue("stain", display_name="Staining", enabled=False)
+    make_queue("section", default_next_queue_key="stain")
+    euid = make_subject("section")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    form = html[html.index(f'id="next-{lease}"'):]
+    assert ('<option value="stain" selected>Staining (stain): disabled, it waits there'
+            ' until enabled</option>') in form[:form.index("</select>")]
+    assert "→ Staining (stain), disabled</span>" in form
+
 def test_a_next_queue_that_does_not_exist_is_said_as_such(client, lab):
     """With the flow's next queue misspelt, every card said it "does not take this item
     (its kind, site, platform or assay)": the real cause was that no such queue exists."""

@@ -49,6 +49,7 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
     def config_of(key: str) -> dict:
         return (queues.get(key) or {}).get("config") or {}
 
+
     scope = lease.get("subject_scope") or {}
 
     def takes(key: str, code: str | None) -> bool:
@@ -88,6 +89,10 @@ def work_item(lease: dict, queues: dict[str, dict], now: datetime) -> dict:
         "next_choices": [(k, config_of(k).get("display_name") or k) for k in keys],
         "make_choices": [(services.make_choice(k, code), config_of(k).get("display_name") or k, k,
                           bench_words.template_words(code)) for k, code in makes],
+        # a disabled next queue takes the item, which then waits there unclaimed: said (nobody
+        # at the bench saw why Staining's items went nowhere)
+        "disabled_next": [k for k in {*keys, *(k for k, _ in makes)}
+                          if config_of(k).get("enabled", True) is False],
         "default_next": default_next or default_make,
         # no default to go to, but somewhere to go: the person chooses (finishing the flow
         # is then a choice too, never what a tap does unasked)
