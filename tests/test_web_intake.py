@@ -376,6 +376,15 @@ def test_a_site_spelt_as_no_queue_spells_it_but_in_another_case_is_warned_of(int
     # scope takes it in its spelling: nothing to say
     assert all("Warning" not in rows[n] for n in (3, 4, 5))
 
+def test_a_queue_named_in_another_case_is_that_queue(intake_lab):
+    """"SPECIMEN" was read as the template, and "Q1" was refused as no queue."""
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = HEADER + ",Tube 70,SPECIMEN,Q1,,,sfo,,\n" + ",Tube 71,specimen,Q9,,,sfo,,\n"
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
+    assert 'data-ok="yes"' in rows[2] and "into q1" in rows[2]
+    assert 'data-ok="no"' in rows[3]
+
 def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab):
     """The preview refused the second of two rows of one name, but a confirmation naming
     both lines as accepted registered both."""

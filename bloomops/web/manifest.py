@@ -20,7 +20,7 @@ from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code, repeated_names
 from bloomops.execution.policy import as_scoped, named_by_queues, queue_templates
-from bloomops.execution.selectors import queue_config
+from bloomops.execution.selectors import queue_config, queues
 from bloomops.web.spreadsheets import csv_cell
 
 COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
@@ -183,16 +183,14 @@ def _template_code(value: str, config: dict[str, Any]) -> str:
 def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
     """Each row's action request; a row that cannot become one gets its problem instead.
     Every row's idempotency key is the batch's and its line, so confirming twice replays."""
-    configs: dict[str, dict[str, Any]] = {}
+    configs: dict[str, tuple[str, dict[str, Any]]] = {}
     for row in rows:
         if row.problem:
             continue
         v = row.values
-        key = v.get("queue", "")
-        if key not in configs:
-            found = queue_config(key) if key else None
-            configs[key] = (found or {}).get("config") or {}
-        config = configs[key]
+        if v.get("queue", "") not in configs:
+            configs[v.get("queue", "")] = _queue_called(v.get("queue", ""))
+        key, config = configs[v.get("queue", "")]
         if v.get("euid") and v.get("name"):
             row.problem = "Give an EUID (an existing object) or a name (a new one), not both."
             continue
@@ -221,8 +219,19 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
         row.request = ActionRequest(
             action_key=row.action_key, actor=actor,
             idempotency_key=f"intake:{batch_key}:{row.line}",
-            subject_euid=v.get("euid") or None, queue_key=v.get("queue") or None,
+            subject_euid=v.get("euid") or None, queue_key=key or None,
             payload=payload)
+
+
+def _queue_called(key: str) -> tuple[str, dict[str, Any]]:
+    """The queue a manifest names, and its settings: by its key, else by its key in another
+    case when one queue alone is so called ("PATH.ACCESSION", as "SPECIMEN" is a template);
+    a key no queue has is left for the engine to refuse."""
+    found = queue_config(key) if key else None
+    if found is None and key:
+        alike = [q for q in queues() if q["queue_key"].casefold() == key.casefold()]
+        found = alike[0] if len(alike) == 1 else None
+    return (found["queue_key"], found["config"] or {}) if found else (key, {})
 
 
 def refuse_repeated_names(rows: list[Row]) -> None:
