@@ -385,6 +385,20 @@ def test_a_queue_named_in_another_case_is_that_queue(intake_lab):
     assert 'data-ok="yes"' in rows[2] and "into q1" in rows[2]
     assert 'data-ok="no"' in rows[3]
 
+def test_a_name_a_spreadsheet_saved_decomposed_or_with_a_non_breaking_space_is_read_as_typed(
+        intake_lab):
+    """A Mac's "Å" (A and a combining ring) was refused as "not in Unicode's composed form",
+    and a spreadsheet's non-breaking space as an invisible character: both as typed now."""
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = (HEADER + ",A\u030angstr\u00f6m 1,specimen,q1,,,sfo,,\n"
+                + ",Tube\u00a072,specimen,q1,,,sfo,,\n")
+    confirm = form_for(client.post("/intake/preview/", {"manifest": manifest}),
+                       "/intake/confirm/")
+    assert confirm["accepted"] == "2,3"
+    client.post("/intake/confirm/", confirm)
+    assert selectors.subjects_named(["\u00c5ngstr\u00f6m 1", "Tube 72"]).keys() == {
+        "\u00c5ngstr\u00f6m 1", "Tube 72"}
+
 def test_a_forged_confirmation_never_runs_a_row_the_manifest_refuses(intake_lab):
     """The preview refused the second of two rows of one name, but a confirmation naming
     both lines as accepted registered both."""

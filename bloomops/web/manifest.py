@@ -8,6 +8,7 @@ import csv
 import difflib
 import io
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -151,7 +152,7 @@ def parse(text: str, notes: list[str] | None = None) -> list[Row]:
                 continue
             if len(rows) >= MAX_INTAKE_ITEMS:
                 raise ManifestError(f"At most {MAX_INTAKE_ITEMS} rows per manifest.")
-            values = {n: (record[i].strip() if i < len(record) else "")
+            values = {n: (_as_typed(record[i]) if i < len(record) else "")
                       for i, n in enumerate(names) if n in COLUMNS}
             row = Row(line=reader.line_num, values=values)
             if len(record) > len(names):
@@ -221,6 +222,13 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
             idempotency_key=f"intake:{batch_key}:{row.line}",
             subject_euid=v.get("euid") or None, queue_key=key or None,
             payload=payload)
+
+
+def _as_typed(cell: str) -> str:
+    """A cell as the person typed it: composed (NFC: a Mac's spreadsheet saves "Å" as A and
+    a ring, refused as "not in Unicode's composed form") and a non-breaking space a
+    spreadsheet put between words as a space (refused as an invisible character)."""
+    return unicodedata.normalize("NFC", cell).replace("\u00a0", " ").strip()
 
 
 def _queue_called(key: str) -> tuple[str, dict[str, Any]]:
