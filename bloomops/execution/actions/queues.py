@@ -275,8 +275,8 @@ def _refuse_stranding(ctx: Context, old_key: str | None, new_key: str,
     if routed:
         said.append(f"{routed} item{'s are' if routed != 1 else ' is'} routed to {old_key}")
     if senders:
-        said.append(f"queue{'s' if len(senders) > 1 else ''} {', '.join(senders)} send"
-                    f" items to it")
+        said.append(f"queue{'s' if len(senders) > 1 else ''} {', '.join(senders)}"
+                    f" send{'' if len(senders) > 1 else 's'} items to it")
     if said:
         raise ActionError("QUEUE_IN_USE", "; ".join(said) + ": a new key would strand them."
                           " Keep the key, or route them on (and change those queues) first.",
