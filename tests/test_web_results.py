@@ -322,6 +322,20 @@ def test_a_comma_that_could_separate_thousands_is_asked_about_not_guessed(client
     assert f'name="result.conc" value="{typed}"' in again  # given back as typed
 
 
+def test_a_number_asked_about_is_said_with_every_other_problem_of_the_form(client, qc_line):
+    """"1,250" was asked about first; the RIN out of range was said only on the next try."""
+    sci, _, lease = _leased(client, qc_line["worker_human"])
+    page = sci.get("/my-work/")
+    before = counts()
+    refused = sci.post(f"/leases/{lease}/complete/", form_for(
+        page, f"/leases/{lease}/complete/", **{"result.rin": "42", "result.conc": "1,250",
+                                                "result.qc": ""}))
+    assert counts() == before
+    assert _said(refused) == [
+        "Concentration: is 1,250 a decimal or thousands? Write it with a decimal point and no"
+        " separator (1.250 or 1250).", "RIN must be from 1 to 10.",
+        "Record QC: this step requires it."]
+
 def test_results_typed_for_a_claim_an_admin_ended_are_said_not_lost(client, qc_line):
     """An admin force-expired the claim while the scientist typed; Complete came back with
     the card gone, the measurements with it, and "The lease has expired" over the notice
