@@ -342,6 +342,18 @@ def test_a_due_date_is_read_in_the_lab_s_zone(intake_lab, settings):
                    "Tube zoned": "2030-07-02T14:30:00.000000Z"}    # as written
 
 
+def test_a_time_the_labs_clocks_skip_is_refused_not_moved(intake_lab, settings):
+    """2030-03-31 02:30 in Berlin (the clocks go from 02:00 to 03:00) was taken as 03:30."""
+    settings.TIME_ZONE = "Europe/Berlin"
+    client = signed_in(Client(), intake_lab["operator"])
+    manifest = (HEADER + ",Tube skipped,specimen,q1,,2030-03-31 02:30,sfo,,\n"
+                + ",Tube after,specimen,q1,,2030-03-31 03:30,sfo,,\n")
+    html = client.post("/intake/preview/", {"manifest": manifest}).content.decode()
+    rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
+    assert ("2030-03-31 02:30 is a time the lab&#x27;s clocks skip (Europe/Berlin: they go"
+            " forward that night); give one that exists.") in rows[2]
+    assert 'data-ok="yes"' in rows[3]
+
 def test_a_site_typed_in_another_case_is_the_queue_s_site(intake_lab):
     """"SFO" was refused ("this subject's site is 'SFO'") where stat and Name were read in
     any case; and a spreadsheet's trailing tab in the header was said as column ''."""

@@ -58,7 +58,16 @@ def spreadsheet_instant(text: str) -> str:
             return text
     except ValueError:  # a day no calendar has: the engine says so in its words
         return text
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    instant = moment.astimezone(UTC)
+    if instant.astimezone(zone).replace(tzinfo=None) != moment.replace(tzinfo=None):
+        # 02:30 on the night the clocks go forward: read as 03:30 without a word
+        raise NoSuchTime(f"{text.strip()} is a time the lab's clocks skip ({zone.key}: they"
+                         " go forward that night); give one that exists.")
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+class NoSuchTime(ValueError):
+    """A wall-clock time the lab's zone skips."""
 
 
 def in_columns(err: ActionError) -> str:
@@ -205,7 +214,11 @@ def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
         if v.get("priority"):
             payload["priority"] = v["priority"]
         if v.get("due_date"):
-            payload["due_at"] = spreadsheet_instant(v["due_date"])
+            try:
+                payload["due_at"] = spreadsheet_instant(v["due_date"])
+            except NoSuchTime as skipped:
+                row.problem = str(skipped)
+                continue
         # the engine takes "SFO" as the queue's sfo (policy.as_scoped)
         scopes = {k: v[k] for k in SCOPE_COLUMNS if v.get(k)}
         if v.get("euid"):
