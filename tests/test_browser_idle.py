@@ -47,3 +47,20 @@ def test_the_page_warns_before_an_idle_sign_out_and_staying_keeps_the_session(
     page.get_by_role("link", name="Sign in again").click()
     expect(page.locator(".messages")).to_contain_text("You were signed out after")
     page.context.close()
+
+
+def test_another_tab_in_use_keeps_this_tab_from_warning(browser, site, short_sessions):
+    """The session is the browser's: a page left open in one tab warned, then said "signed
+    out", while the person worked on in another tab (and the server kept the session)."""
+    page = ui.signed_in(browser, site, "scientist")
+    page.goto(f"{site}/scan/")
+    other = page.context.new_page()
+    other.goto(f"{site}/my-work/")
+    warning = page.locator("#idle-warning")
+    for _ in range(3):  # well past the first tab's own deadline, working in the other tab
+        page.wait_for_timeout((IDLE - 4) * 1000)
+        other.reload()
+        assert warning.is_hidden()
+    # left alone in both, the first tab warns in its turn
+    expect(warning).to_be_visible(timeout=IDLE * 1000)
+    page.context.close()

@@ -686,6 +686,25 @@ document.addEventListener("click", function (event) {
 // The server counts a request as activity unless it is a page's own refresh; so does this.
 (function () {
   var box, timer, before, ends = 0;
+  // The session is the browser's, not the tab's: each tab tells the others when it ends (a
+  // page left open in one tab warned, or said "signed out", while another was in use).
+  var SHARED = "bloomops.session-ends";
+
+  function share() {
+    try { window.localStorage.setItem(SHARED, String(ends)); } catch (e) { /* private mode */ }
+  }
+
+  function shared() {
+    try { return Number(window.localStorage.getItem(SHARED)) || 0; } catch (e) { return 0; }
+  }
+
+  // another tab's activity moved the end later: this tab's warning is not due yet
+  function later(other) {
+    // once this tab has said the session ended, it stays said (its sign-in link is there)
+    if (!box || !(other > ends) || box.querySelector("[data-still-here]").hidden) return;
+    ends = other;
+    if (Date.now() < ends - lead()) box.hidden = true;
+  }
 
   function idleSeconds() {
     return Number(document.body && document.body.getAttribute("data-idle-seconds")) || 0;
@@ -703,6 +722,7 @@ document.addEventListener("click", function (event) {
 
   function tick() {
     if (!box) return;
+    later(shared());
     var now = Date.now();
     if (now >= ends) {
       var text = document.getElementById("idle-warning-text");
@@ -728,10 +748,15 @@ document.addEventListener("click", function (event) {
     var idle = idleSeconds();
     if (!idle || !box) return;
     ends = Date.now() + idle * 1000;
+    share();
     box.hidden = true;
     window.clearTimeout(timer);
     timer = window.setTimeout(tick, 1000);
   }
+
+  window.addEventListener("storage", function (event) {
+    if (event.key === SHARED) later(Number(event.newValue) || 0);
+  });
 
   document.addEventListener("DOMContentLoaded", function () {
     box = document.getElementById("idle-warning");
