@@ -106,13 +106,6 @@ def _one_field(number: int, value: Any) -> dict[str, Any]:
         if len(set(out["choices"])) != len(out["choices"]):
             raise ActionError("VALIDATION_ERROR", f"{said}: a choice is listed twice.",
                               field="result_fields")
-        seen: dict[str, str] = {}
-        for choice in out["choices"]:
-            # a person picks "A" meaning "a": both offered, the tally counts them apart
-            if (first := seen.setdefault(choice.casefold(), choice)) != choice:
-                raise ActionError("VALIDATION_ERROR", f"{said}: the choices {first!r} and"
-                                  f" {choice!r} differ only in case; list one of them.",
-                                  field="result_fields")
     return out
 
 
