@@ -293,14 +293,22 @@ def test_which_rules_apply_is_configurable(lab, settings):
         payload={"reason": "x"}))
 
 
-@pytest.mark.parametrize("code", ["QC-FAIL", "QCFAIL"])
+@pytest.mark.parametrize("code", ["QC-FAIL", "QCFAIL", "qc fail", "QC_FIAL"])
 def test_a_misspelt_integrity_hold_code_stops_the_start(settings, code):
     """"QC-FAIL" started without a word, and QC_FAIL holds were released by one person."""
     settings.BLOOMOPS_INTEGRITY_HOLD_CODES = [code, "CONTAMINATION"]
     with pytest.raises(ImproperlyConfigured, match=f"BLOOMOPS_INTEGRITY_HOLD_CODES: {code} is"
-                                                   " no hold code of BLOOMOPS_HOLD_CODES"):
+                                                   " spelt almost like the hold code QC_FAIL"):
         check_settings()
-    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["QC_FAIL", "CONTAMINATION"]
+
+
+def test_an_integrity_code_the_operators_do_not_choose_is_taken(settings):
+    """A lab that trimmed the operators' list (no INTEGRITY to choose) still starts with the
+    default integrity codes, and Bloom's or a retired code may be one: only a near miss of a
+    listed code is refused."""
+    settings.BLOOMOPS_HOLD_CODES = ["OPERATOR_HOLD", "QC_FAIL", "CONTAMINATION", "QA_REVIEW"]
+    settings.BLOOMOPS_INTEGRITY_HOLD_CODES = ["QC_FAIL", "CONTAMINATION", "INTEGRITY",
+                                              "BLOOM_QC_HOLD"]
     check_settings()
 
 

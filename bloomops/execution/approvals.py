@@ -8,6 +8,8 @@ action through."""
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,17 +54,31 @@ def check_settings() -> None:
     codes = settings.BLOOMOPS_INTEGRITY_HOLD_CODES
     if not isinstance(codes, list | tuple) or not all(isinstance(c, str) and c for c in codes):
         raise ImproperlyConfigured("BLOOMOPS_INTEGRITY_HOLD_CODES must be hold codes.")
-    # a code misspelt here ("QC-FAIL") is a hold nobody places: QC_FAIL holds would need no
-    # second person, and nothing would say so
-    unknown = [c for c in codes if c.strip().upper() not in settings.BLOOMOPS_HOLD_CODES]
-    if unknown:
-        raise ImproperlyConfigured(
-            f"BLOOMOPS_INTEGRITY_HOLD_CODES: {', '.join(unknown)} is no hold code of"
-            f" BLOOMOPS_HOLD_CODES ({', '.join(settings.BLOOMOPS_HOLD_CODES)}): a hold of"
-            " the code meant would need no second person.")
+    # a code misspelt here ("QC-FAIL" for QC_FAIL) is a hold nobody places: QC_FAIL holds
+    # would need no second person, and nothing would say so. One the operators' list does
+    # not hold at all may be meant (Bloom's holds, a retired code) and is taken.
+    for code in codes:
+        meant = misspelt_hold_code(code)
+        if meant:
+            raise ImproperlyConfigured(
+                f"BLOOMOPS_INTEGRITY_HOLD_CODES: {code} is spelt almost like the hold code"
+                f" {meant} (BLOOMOPS_HOLD_CODES), which would then need no second person:"
+                " write it as the hold code is spelt.")
     ttl = settings.BLOOMOPS_APPROVAL_TTL_SECONDS
     if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
         raise ImproperlyConfigured("BLOOMOPS_APPROVAL_TTL_SECONDS must be a positive integer.")
+
+
+def misspelt_hold_code(code: str) -> str | None:
+    """The hold code of BLOOMOPS_HOLD_CODES that ``code`` is spelt almost like but is not
+    (QC-FAIL, QCFAIL, QC_FIAL for QC_FAIL), or None."""
+    known = settings.BLOOMOPS_HOLD_CODES
+    code = code.strip().upper()
+    if code in known:
+        return None
+    bare = re.sub(r"[^A-Z0-9]", "", code)
+    alike = [k for k in known if re.sub(r"[^A-Z0-9]", "", k) == bare]
+    return (alike or difflib.get_close_matches(code, known, n=1, cutoff=0.85) or [None])[0]
 
 
 @dataclass(frozen=True)
