@@ -694,3 +694,21 @@ def test_concurrent_update_when_a_row_stays_locked(tenant, settings):
         assert err.value.code == "CONCURRENT_UPDATE"
         assert counts() == before
     assert envelope(subject)["state"] == "READY"
+
+
+@pytest.mark.parametrize("payload", [
+    {"retryable": False, "error_class": "PERMANENT_INPUT", "error_message": "tube cracked"},
+    {"error_class": "BUSINESS_RULE_HOLD", "error_message": "consent withdrawn"}])
+@pytest.mark.django_db
+def test_a_failure_that_sends_the_item_nowhere_may_name_a_queue_offering_no_retries(
+        tenant, payload):
+    """A failure that ends or holds the item was refused for naming a queue that offers no
+    FAILED_RETRYABLE items ("it would arrive FAILED_RETRYABLE"): no retry follows, and the
+    lease stayed until it ran out."""
+    svc = actor(*SERVICE)
+    make_queue("q1")
+    make_queue("q_fresh", eligible_states=["READY"])
+    subject, worker, lease = _claimed(svc)
+    done = act("fail_queue_execution", svc, lease_euid=lease["lease_euid"], worker_euid=worker,
+               expected_state="READY", payload={**payload, "next_queue_key": "q_fresh"})
+    assert done["state"] in ("FAILED_TERMINAL", "HELD")

@@ -126,6 +126,18 @@ def test_a_disabled_next_queue_is_offered_as_disabled(client, lab):
             ' until enabled</option>') in form[:form.index("</select>")]
     assert "→ Staining (stain), disabled</span>" in form
 
+def test_a_next_queue_offering_no_ready_items_is_not_offered(client, lab):
+    """Complete offered a queue that takes retries alone; the engine refused the item there
+    (it would wait unseen), and the person chose again."""
+    make_queue("retries", display_name="Retries only", eligible_states=["FAILED_RETRYABLE"])
+    make_queue("fork", next_queue_keys=["retries", "q2"])
+    euid = make_subject("fork")
+    sci = signed_in(client, lab["worker_human"])
+    lease = claim(sci, euid)
+    html = sci.get("/my-work/").content.decode()
+    assert options(html[html.index(f'id="next-{lease}"') - 60:], "next_queue_key") == [
+        "-choose", "", "q2"]
+
 def test_a_next_queue_that_does_not_exist_is_said_as_such(client, lab):
     """With the flow's next queue misspelt, every card said it "does not take this item
     (its kind, site, platform or assay)": the real cause was that no such queue exists."""

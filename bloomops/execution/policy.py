@@ -309,10 +309,12 @@ def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
 
 def queue_takes(config: dict[str, Any], template_code: str | None,
                 props: dict[str, Any]) -> bool:
-    """Whether a queue takes this subject at all: its template, within its scopes. What the
-    engine refuses to send elsewhere (steps.next_queue_or_refuse), for the pages that offer
-    only the queues it would accept."""
-    return takes_template(config, template_code) and scope_problem(config, props) is None
+    """Whether a queue takes this subject sent on to it at all: its template, within its
+    scopes, offering items READY (the state it arrives in). What the engine refuses to send
+    elsewhere (steps.next_queue_or_refuse), for the pages that offer only the queues it
+    would accept."""
+    return (takes_template(config, template_code) and scope_problem(config, props) is None
+            and "READY" in offered_states(config))
 
 
 def next_queues_allowed(config: dict[str, Any]) -> list[str] | None:

@@ -253,8 +253,12 @@ class FailQueueExecution(LeaseAction):
         # naming a queue that cannot take the subject is wrong even when no retry follows.
         queue = self.queue_of_lease(ctx)
         if p.get("next_queue_key"):
-            retry_queue = next_queue_or_refuse(ctx, p["next_queue_key"],
-                                               arriving="FAILED_RETRYABLE")
+            # where it waits for its retry must offer it then; a failure that ends the item
+            # (or holds it) sends it nowhere
+            retries = cls in TRANSIENT_CLASSES and int(env.get("attempt_count") or 0) + 1 < (
+                attempt_limit(env, queue["config"] if queue else {}))
+            retry_queue = next_queue_or_refuse(
+                ctx, p["next_queue_key"], arriving="FAILED_RETRYABLE" if retries else None)
             if retry_queue is not None and queue is not None and (
                     retry_queue["queue_key"] != queue["queue_key"]):
                 # a retry elsewhere leaves the queue as a completion would: by its flow

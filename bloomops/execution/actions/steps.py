@@ -120,15 +120,16 @@ def refuse_unless_flow_allows(step_queue: dict | None, next_queue: dict | None) 
 
 
 def next_queue_or_refuse(ctx: Context, queue_key: str | None, *, required: bool = True,
-                         arriving: str = "READY") -> dict | None:
+                         arriving: str | None = "READY") -> dict | None:
     """The queue the locked subject is sent to next (a completion, a failure, an external
     result, a requeue): it must exist, take the subject's template, have it in scope and
-    offer items in the state it ``arriving`` in."""
+    offer items in the state it is ``arriving`` in (None: it waits there in none)."""
     queue = queue_or_refuse(ctx, queue_key, required=required, routing=True)
     if queue is not None and ctx.subject is not None:
         refuse_unless_takes(queue, template_code_of(ctx.subject))
         refuse_unless_in_scope(queue, ctx.subject.props)
-        refuse_unless_offered(queue, arriving)
+        if arriving is not None:
+            refuse_unless_offered(queue, arriving)
     return queue
 
 
