@@ -146,12 +146,9 @@ document.addEventListener("click", function (event) {
     var section = document.createElement("section");
     section.className = css;
     section.id = id;
-    // an outcome is said in one sentence where a screen reader listens (web/_scan_said.html);
-    // "Checking" is not: the answer follows at once
-    var said = document.getElementById(role === "alert" ? "scan-said-alert" : "scan-said-status");
-    var other = document.getElementById(role === "alert" ? "scan-said-status" : "scan-said-alert");
-    if (outcomeKind && said) said.textContent = headline + (text ? ". " + text : "");
-    if (outcomeKind && other) other.textContent = "";
+    // an outcome is said in one sentence where a screen reader listens; "Checking" is not:
+    // the answer follows at once
+    if (outcomeKind) say(role, headline + (text ? ". " + text : ""));
     var heading = document.createElement("h2");
     if (outcomeKind) heading.setAttribute("data-outcome", outcomeKind);
     heading.textContent = headline;
@@ -163,6 +160,27 @@ document.addEventListener("click", function (event) {
     }
     document.getElementById("scan-outcome").replaceChildren(section);
   }
+
+  // One sentence per outcome into the live region of its kind (web/_scan_said.html), the
+  // regions emptied first and filled a moment later: a region is read when its words change,
+  // and the same tube refused twice gave the same words.
+  var sayTimer;
+  function say(kind, sentence) {
+    var region = document.getElementById(kind === "alert" ? "scan-said-alert" : "scan-said-status");
+    var other = document.getElementById(kind === "alert" ? "scan-said-status" : "scan-said-alert");
+    if (!region) return;
+    region.textContent = "";
+    if (other) other.textContent = "";
+    window.clearTimeout(sayTimer);
+    sayTimer = window.setTimeout(function () { region.textContent = sentence; }, 150);
+  }
+  document.addEventListener("htmx:afterSettle", function () {
+    var next = document.getElementById("scan-said-next");
+    var kind = next && next.getAttribute("data-said");
+    if (!kind) return;
+    next.removeAttribute("data-said");  // said once
+    say(kind, next.textContent.trim());
+  });
 
   // Every outcome is also listed, newest first (ten): a quick next scan replaced it unread.
   // The list is kept in the tab (sessionStorage) under the sign-in's key, so a reload (a
