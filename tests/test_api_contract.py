@@ -532,4 +532,3 @@ def test_a_workers_lists_are_bounded(q1, apis):
         r = svc.act("register-worker", worker_key="w-big", capabilities=caps)
         assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
     assert counts() == before
-

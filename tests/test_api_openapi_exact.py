@@ -469,3 +469,29 @@ def test_a_list_that_counts_its_matches_documents_the_header(doc, path):
     ok = doc["paths"][f"/api/v1/execution{path}"]["get"]["responses"]["200"]
     assert ok["headers"]["X-Total-Count"]["schema"] == {"type": "integer"}
     assert "content" in ok  # the list itself is still described
+
+
+def test_the_documents_patterns_read_alike_in_python_and_in_javascript(doc):
+    """A JSON Schema validator reads a pattern as ECMAScript does: "\\S" held "\\x1c" to be
+    text there and blank in Python (what the server strips), so the document took an
+    idempotency key the server refused. Each pattern the document gives for blank and for
+    an instant is read by node, ECMAScript's own engine, as Python reads it."""
+    import json
+    import shutil
+    import subprocess
+
+    hold = body_schema(doc, "hold")["properties"]
+    patterns = [hold["reason"]["pattern"],
+                body_schema(doc, "register-subject")["properties"]["due_at"]["anyOf"][0][
+                    "pattern"]]
+    samples = ["\x1c", "\x85", "\ufeff", "\u3000", " a ", "\t", "\x1fk\x1c",
+               "2026-01-01T00:00:00Z", "\x1c2026-01-01T00:00:00Z ", "\ufeff2026-01-01T00:00:00Z",
+               " 2026-01-01T00:00:00Z\u2028"]
+    node = shutil.which("node")
+    assert node, "node (installed with npm by make test for axe-core) reads the patterns"
+    script = ("const [ps, ss] = JSON.parse(process.argv[1]); console.log(JSON.stringify("
+              "ps.map(p => ss.map(s => new RegExp(p, 'u').test(s)))));")
+    ecma = json.loads(subprocess.run([node, "-e", script, json.dumps([patterns, samples])],
+                                     capture_output=True, text=True, check=True).stdout)
+    python = [[re.search(p, s) is not None for s in samples] for p in patterns]
+    assert ecma == python
