@@ -452,3 +452,28 @@ def test_the_preview_warns_when_nobody_could_serve_the_queue_any_more(client, wo
     fine = client.post("/settings/queues/cfg/", settings_form(
         page, required_worker_capabilities="wetlab.qc")).content.decode()
     assert 'id="diff"' in fine and 'id="flow-warnings"' not in fine
+
+
+def test_a_queue_another_writer_made_shows_its_settings_as_the_pages_read_them(client, world):
+    """A queue stored without operator_visible and diagnostics_enabled (Bloom's default them
+    to on, as the pages read them) showed both unticked, and a site scope stored as the text
+    "main" showed as "m, a, i, n": an edit of its name alone saved four one-letter sites."""
+    from bloomops.execution.objects import load, save_props
+    from bloomops.tapdb.tenancy import tenant_of
+
+    queue = load(euid=selectors.queue_config("cfg")["euid"], tenant=tenant_of())
+    props = {k: v for k, v in queue.props.items()
+             if k not in ("operator_visible", "diagnostics_enabled")}
+    save_props(queue, {**props, "site_scope": "main"})  # as another writer left it
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    html = page.content.decode()
+    for name in ("operator_visible", "diagnostics_enabled"):
+        box = html[html.index(f'name="{name}"') - 200:html.index(f'name="{name}"') + 100]
+        assert "checked" in box, name
+    assert 'name="site_scope" value="main"' in html
+    preview = client.post("/settings/queues/cfg/", settings_form(
+        page, display_name="Renamed other")).content.decode()
+    assert 'data-field="display_name"' in preview
+    for unchanged in ("site_scope", "operator_visible", "diagnostics_enabled"):
+        assert f'data-field="{unchanged}"' not in preview, unchanged

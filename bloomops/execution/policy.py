@@ -307,6 +307,18 @@ def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
     return template_code is not None and template_code in queue_templates(config)
 
 
+# Settings a queue has on unless it stores them off (Bloom's queue definitions default them
+# to true): a queue another writer made without them shows on the dashboard and lists its
+# hidden items.
+ON_UNLESS_OFF = ("operator_visible", "diagnostics_enabled")
+
+
+def setting_on(config: dict[str, Any], name: str) -> bool:
+    """Whether a queue's yes/no setting is on, as the pages read it (``ON_UNLESS_OFF``)."""
+    value = config.get(name)
+    return value is not False if name in ON_UNLESS_OFF else bool(value)
+
+
 def queue_takes(config: dict[str, Any], template_code: str | None,
                 props: dict[str, Any]) -> bool:
     """Whether a queue takes this subject sent on to it at all: its template, within its

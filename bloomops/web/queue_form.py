@@ -16,7 +16,7 @@ from bloomops.execution.actions.queue_fields import (
 )
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import MAX_INTEGER_DIGITS, load_json
-from bloomops.execution.policy import scope_values
+from bloomops.execution.policy import scope_values, setting_on
 from bloomops.execution.results import MAX_RESULT_FIELDS, RESULT_KINDS, declared_results
 from bloomops.execution.states import ALL_STATES, ELIGIBLE_STATES
 
@@ -88,8 +88,8 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
                     "min": low, "max": high, "help": HELP[name]})
     for name in BOOL_FIELDS:
         out.append({"name": name, "kind": "bool", "help": HELP[name],
-                    "value": typed.get(name) == "on" if typed is not None else bool(
-                        cfg.get(name))})
+                    "value": typed.get(name) == "on" if typed is not None else setting_on(
+                        cfg, name)})
     # another writer may have stored anything: read as a list of texts (policy.scope_values)
     states = (typed.getlist("eligible_states") if typed is not None
               else scope_values(cfg.get("eligible_states")) or [])
@@ -99,8 +99,9 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
                 "choices": [(s, s in states) for s in ALL_STATES
                             if s in ELIGIBLE_STATES or s in states]})
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
+        # another writer's "main" stored as text is one value, not m, a, i, n
         out.append({"name": name, "kind": "list", "help": HELP[name],
-                    "value": shown(name, ", ".join(cfg.get(name) or []))})
+                    "value": shown(name, ", ".join(scope_values(cfg.get(name)) or []))})
     out.append({"name": "result_fields", "kind": "results", "help": HELP["result_fields"],
                 "kinds": RESULT_KINDS, "rows": _result_rows(cfg, typed)})
     policy = cfg.get("retry_policy") or {}
@@ -139,6 +140,8 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         as_shown = (", ".join(stored) if isinstance(stored, list)
                     and all(isinstance(v, str) for v in stored) else None)
         wanted[name] = list(stored) if raw.strip() == as_shown else split_list(raw)
+        if isinstance(stored, str) and wanted[name] == [stored]:
+            wanted[name] = stored  # another writer's text, sent back as shown: no change
     wanted["result_fields"] = []
     for row in typed_result_rows(post):
         field: dict[str, Any] = {"key": row["key"], "label": row["label"] or row["key"],
@@ -165,8 +168,9 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     wanted["retry_policy"] = policy
     # A setting the queue never had and the form leaves empty (false, no list) is no change.
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
+            and not (k in BOOL_FIELDS and setting_on(cfg, k) == v)
             and not (cfg.get(k) is None and not v
-                     and k in (*BOOL_FIELDS, *LIST_FIELDS, *CODE_LIST_FIELDS, "result_fields"))}
+                     and k in (*LIST_FIELDS, *CODE_LIST_FIELDS, "result_fields"))}
 
 
 # Blank rows the settings page offers below a queue's result fields, for new ones.

@@ -19,7 +19,7 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionRequest, ActionResult, Actor, execute
 from bloomops.execution.guards import lease_not_active
 from bloomops.execution.objects import LEASE, is_kind, load, worker_by_key
-from bloomops.execution.policy import lease_effective_status
+from bloomops.execution.policy import lease_effective_status, setting_on
 from bloomops.execution.states import WorkerType
 from bloomops.memo import per_request
 from bloomops.tapdb.templates import all_templates
@@ -103,7 +103,7 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 def shown_to(config: dict, *, admin: bool) -> bool:
     """Whether the dashboard shows a queue: one whose settings turn ``operator_visible`` off
     is an admin's alone (a machine's queue nobody at the bench or the desk acts on)."""
-    return admin or config.get("operator_visible") is not False
+    return admin or setting_on(config, "operator_visible")
 
 
 def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]], *,
@@ -112,7 +112,8 @@ def dashboard_rows(ov: selectors.Overview, trends: dict[str, list[int]], *,
     (rostered, online, free slots), its trend. No queries."""
     return [
         {"q": s, "coverage": ov.coverage.get(s.queue_key) or selectors.Coverage(),
-         "trend": trends.get(s.queue_key, [])}
+         "trend": trends.get(s.queue_key, []),
+         "admins_only": not shown_to(s.config or {}, admin=False)}
         for s in ov.summaries if shown_to(s.config or {}, admin=admin)
     ]
 

@@ -136,7 +136,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
     # the queue's settings may turn off its list of the items it does not show
-    diagnostics = queue["config"].get("diagnostics_enabled") is not False
+    diagnostics = policy.setting_on(queue["config"], "diagnostics_enabled")
     asked_hidden, state = state, state if diagnostics else None
     page = page_number(request)
     fetch = (
@@ -190,7 +190,7 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     if queue is None:
         return not_found(request, f"No queue {queue_key}.")
     filters, state = _queue_filters(request)
-    if state and queue["config"].get("diagnostics_enabled") is False:
+    if state and not policy.setting_on(queue["config"], "diagnostics_enabled"):
         return HttpResponse(f"Queue {queue_key}'s settings turn off its list of the items it"
                             " does not show.\n", status=403, content_type="text/plain")
     response = csv_response(f"{queue_key}.csv")
