@@ -523,7 +523,7 @@ def test_an_auditor_exports_a_period_of_a_queue_each_bundle_verifiable(history, 
         call_command("export_evidence", "--since", "2026-01-01T00:00", "--until",
                      "2027-01-01", "--out", str(tmp_path / "z"), "--as", "qa-lead")
     # a misspelt queue exported nothing, and the empty set verified
-    with pytest.raises(CommandError, match="No queue 'q1x'"):
+    with pytest.raises(CommandError, match="No queue 'q1x', and no action names one"):
         call_command("export_evidence", "--since", "2026-01-01", "--until", "2027-01-01",
                      "--queue", "q1x", "--out", str(tmp_path / "typo"), "--as", "qa-lead")
     assert not (tmp_path / "typo").exists()

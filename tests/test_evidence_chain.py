@@ -330,3 +330,19 @@ def test_a_number_no_stored_integer_can_hold_is_refused(tenant, value):
     assert refused.value.code == "VALIDATION_ERROR"
     assert refused.value.details["field"] == "payload.result_snapshot.reads[1]"
     assert counts() == before
+
+
+def test_a_subject_set_back_to_an_earlier_state_is_named(history):
+    """An envelope written back as it was before its last action (a held subject made READY
+    again in the database) matched no seal and broke no link."""
+    subject = history["subject"]
+    records = _chain(subject)
+    left = records[-1]["json_addl"]["result"]["revision"]
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,execution,revision}', to_jsonb(%s::int)) WHERE euid = %s""",
+            [left - 1, subject])
+    report = verify_chains(history["tenant"], subject)
+    assert [(b.record_euid, b.problem) for b in report.breaks] == [(
+        records[-1]["euid"], f"is the subject's newest action record and left it at revision"
+        f" {left}, but the subject is at revision {left - 1}: the subject was set back to an"
+        " earlier state without a record")]

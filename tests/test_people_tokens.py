@@ -199,7 +199,7 @@ def test_a_token_is_revoked_by_its_prefix_as_the_pages_show_it(users, capsys):
     """The person's page and the list show "bo_e776d7ea…"; revoking by that matched no token
     ("no token or person matches that")."""
     for shown in (lambda r: f"{TOKEN_PREFIX}{r.prefix}…", lambda r: f"{TOKEN_PREFIX}{r.prefix}",
-                  lambda r: f" {r.prefix} "):
+                  lambda r: f" {r.prefix} ", lambda r: f"{TOKEN_PREFIX}{r.prefix}..."):
         row, _ = create_token("svc", **GIVEN)
         call_command("revoke_api_token", "--prefix", shown(row))
         assert "Revoked 1 token(s)." in capsys.readouterr().out

@@ -113,7 +113,7 @@ def user_for_token(token: str):
 def bare_prefix(prefix: str | None) -> str | None:
     """A token's prefix as stored, from one written as the pages and the list show it
     ("bo_e776d7ea…", copied from a person's page, matched no token)."""
-    return prefix.strip().removeprefix(TOKEN_PREFIX).rstrip("…").strip() if prefix else prefix
+    return prefix.strip().removeprefix(TOKEN_PREFIX).rstrip("….").strip() if prefix else prefix
 
 
 def revoke(*, by: str, reason: str, token_id: int | None = None, prefix: str | None = None,

@@ -271,11 +271,21 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
             return Break(euid, row["record_euid"], f"left the subject at revision {left},"
                          f" but the record before it, {last[0]}, left it at {last[1]}: a"
                          " record between them was removed")
+        if last is not None and left < last[1]:
+            return Break(euid, row["record_euid"], f"left the subject at revision {left},"
+                         f" but the record before it, {last[0]}, left it at {last[1]}: the"
+                         " subject was set back")
         last = (row["record_euid"], left)
-    if last is not None and isinstance(now, str) and now.isdigit() and int(now) > last[1]:
+    if last is None or not isinstance(now, str) or not now.isdigit():
+        return None
+    if int(now) > last[1]:
         return Break(euid, last[0], f"is the subject's newest action record and left it at"
                      f" revision {last[1]}, but the subject is at revision {now}: a newer"
                      " record was removed, or the subject was changed without one")
+    if int(now) < last[1]:
+        return Break(euid, last[0], f"is the subject's newest action record and left it at"
+                     f" revision {last[1]}, but the subject is at revision {now}: the"
+                     " subject was set back to an earlier state without a record")
     return None
 
 

@@ -307,3 +307,15 @@ def _hours(n: int):
     from datetime import timedelta
 
     return timedelta(hours=n)
+
+
+def queue_ever_named(queue_key: str, *, tenant: str | None = None) -> bool:
+    """Whether a queue of this key exists or some action record names it (a queue replaced
+    under a new key has no object of the old one; its records do). One query."""
+    row = fetch_one(
+        f"""SELECT EXISTS (SELECT 1 FROM ({QUEUES}) q WHERE {QP}->>'queue_key' = %(queue_key)s)
+           OR EXISTS (SELECT 1 FROM generic_instance a WHERE a.tenant_id = %(tenant)s
+                      AND a.type = 'execution_queue'
+                      AND a.json_addl->>'queue_lookup_key' = %(queue_key)s) AS named""",
+        read_params(None, tenant, queue_key=queue_key))
+    return bool(row and row["named"])

@@ -52,10 +52,10 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username, is_active=True).first()
         if user is None:
             raise CommandError(f"No active account {username!r} to record the export as.")
-        if queue is not None and selectors.queue_config(queue) is None:
+        if queue is not None and not selectors.queue_ever_named(queue):
             # a misspelt queue exported nothing, and the empty set verified
-            raise CommandError(f"No queue {queue!r}: check its key (the dashboard lists the"
-                               " queues by key).")
+            raise CommandError(f"No queue {queue!r}, and no action names one: check its key"
+                               " (the dashboard lists the queues by key).")
         directory = Path(out)
         if directory.exists() and not directory.is_dir():
             raise CommandError(f"{out} is a file: a set is written to a directory of its own.")
