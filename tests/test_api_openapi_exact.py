@@ -376,6 +376,10 @@ EDGES = [
     ("complete", {"external": {"run_id": "wf-1"}, "next_queue_key": DROP}),
     ("register-subject", {"properties": {"notes": "bad\x07"}}),
     ("request-approval", {"parameters": {"reason": "a\u2066b"}}),
+    ("complete", {"result_snapshot": {"n": 2**70, "x": 12345678901234567}}),
+    ("complete", {"result_snapshot": {"n": 10**40}}),      # past what a record keeps
+    ("complete", {"result_snapshot": {"n": -1e40}}),
+    ("register-subject", {"properties": {"site": {"nested": "object"}}}),  # one level
     ("register-subject", {"due_at": "\x1c2026-01-01T00:00:00Z "}),  # stripped: white space
     ("register-subject", {"due_at": "\ufeff2026-01-01T00:00:00Z"}),  # not white space
 ]

@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
-from typing_extensions import TypeAliasType
 
+from bloomops.api.text_schemas import LINE, PROSE, STRIPPED_LINE, Properties, ReadableData
 from bloomops.execution.actions import RecordExternalResult
 from bloomops.execution.actions.fields import (
     ERROR_MESSAGE_MAX,
@@ -39,13 +39,7 @@ from bloomops.execution.states import (
     TRANSIENT_CLASSES,
     RetryClass,
 )
-from bloomops.text import (
-    NON_BLANK,
-    REFUSED_IN_LINE,
-    REFUSED_IN_PROSE,
-    REFUSED_IN_STRIPPED_LINE,
-    STRIPPED_CHARS,
-)
+from bloomops.text import NON_BLANK, STRIPPED_CHARS
 
 # An instant as the engine takes it (envelope.REQUEST_INSTANT), white space around it aside.
 INSTANT = rf"^[{STRIPPED_CHARS}]*{REQUEST_INSTANT_PATTERN}[{STRIPPED_CHARS}]*$"
@@ -85,22 +79,6 @@ def integer(minimum: int, maximum: int) -> Any:
     the JSON Schema)."""
     return Annotated[int, Field(ge=minimum, le=maximum), BeforeValidator(_integral)]
 
-
-# A key or name people read in a list must be one printable line (text.line_problem); the
-# document says it as far as a pattern can (a "not" pattern: a pattern's $ also matches
-# before a final newline). LINE: taken as given; STRIPPED_LINE: the engine strips it first.
-LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
-STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
-PROSE = {"not": {"type": "string", "pattern": REFUSED_IN_PROSE}}
-
-# A caller's own data (results, a dispatch, properties, parameters) at any depth: keys
-# readable lines, texts readable prose (fields.obj_field).
-DATA_KEYS = {"propertyNames": {"pattern": NON_BLANK, **LINE}}
-ReadableText = Annotated[str, Field(json_schema_extra=PROSE)]
-ReadableValue = TypeAliasType(  # type: ignore[misc]
-    "ReadableValue", "ReadableText | int | float | bool | None | list[ReadableValue] |"
-                     " Annotated[dict[str, ReadableValue], Field(json_schema_extra=DATA_KEYS)]")
-ReadableData = Annotated[dict[str, ReadableValue], Field(json_schema_extra=DATA_KEYS)]
 
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
@@ -249,7 +227,7 @@ class OutputExecution(StrictSchema):
 class OutputSpec(StrictSchema):
     template_code: str = Field(max_length=ID_MAX)
     name: str = required_text(NAME_MAX, line=True)
-    properties: ReadableData = Field(default_factory=dict)
+    properties: Properties = Field(default_factory=dict)
     execution: OutputExecution | None = Field(None, description=(
         "Execution envelope fields for a produced work-bearing object."))
 
@@ -397,7 +375,7 @@ class RouteSubjectIn(RoutingFields):
 class RegisterSubjectIn(RoutingFields):
     template_code: str = required_text(KEY_MAX)
     name: str = required_text(NAME_MAX, line=True)
-    properties: ReadableData | None = Field(None, description=(
+    properties: Properties | None = Field(None, description=(
         "Properties the template declares, of the declared types."))
 class RecordEvidenceIn(ActionEnvelope):
     subject_euid: Id
