@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from bloomops.execution import selectors
 from tests import test_browser_ui as ui
-from tests.engine import fetch_value, make_subject
+from tests.engine import act, actor, fetch_value, make_subject
 
 pytestmark = [pytest.mark.browser]
 
@@ -386,6 +386,13 @@ def test_a_screen_reader_hears_each_scan_in_one_sentence(browser, site):
     outcome(page, ".claimed", euid)
     expect(status).to_have_text("Claimed Specimen heard, from Queue one.")
     expect(alert).to_have_text("")
+    held = make_subject("q1", name="Specimen held back")
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=held,
+        expected_state="READY", payload={"hold_code": "QA_REVIEW", "reason": "label smudged"})
+    scan(page, held)  # refused for a reason: the reason is said, not a sentence ending in ":"
+    expect(alert).to_have_text(re.compile(
+        r"^Not claimed: Specimen held back\. It is not available to claim right now: .*"
+        r"label smudged.*\.$"))
     scan(page, euid)  # the tube in hand scanned again: good news, said politely
     outcome(page, ".claimed", "Already yours")
     expect(status).to_have_text("Already yours: Specimen heard.")
