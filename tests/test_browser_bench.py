@@ -293,6 +293,33 @@ def test_a_scientist_records_qc_results_on_a_tablet(browser, site):
     page.context.close()
 
 
+def test_a_complete_refused_for_several_things_says_them_all_at_once(browser, site):
+    """The browser's own check stopped the form at the first empty required field, one
+    bubble at a time; the server's answer, which lists every problem, was never reached.
+    With several problems the focus starts at the list of them (a screen reader at the
+    first field heard that field's problem alone)."""
+    make_queue("qcm", display_name="QC", next_queue_keys=["q2"], result_fields=[
+        {"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 100,
+         "required": True},
+        {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True}])
+    euid = make_subject("qcm", name="Extract for several")
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/qcm/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    card.get_by_label("RIN").fill("120")
+    card.get_by_role("button", name="Complete").click()  # QC and the next queue left out
+    said = page.locator(".messages li.error")
+    expect(said).to_have_count(3)
+    expect(said).to_have_text(["RIN must be from 1 to 100.", "Record QC: this step requires it.",
+                               "Choose where the item goes next (or finish its flow) before"
+                               " completing it."])
+    assert page.evaluate("document.activeElement.matches('[role=status]')")
+    assert page.evaluate("document.activeElement.contains(document.querySelector("
+                         "'.messages li.error'))")
+    page.context.close()
+
 def test_sending_an_item_that_failed_its_check_on_asks_first(browser, site):
     """QC recorded as Fail and Complete -> the next queue sent a failed extract on to
     library prep in one tap, as if it had passed."""

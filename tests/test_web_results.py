@@ -255,9 +255,9 @@ def test_a_complete_refused_for_its_next_queue_says_what_its_results_lack_too(cl
         page, f"/leases/{lease}/complete/", next_queue_key="-choose",
         **{"result.rin": "42", "result.conc": "3", "result.qc": ""}))
     assert counts() == before and refused["Location"] == f"/my-work/?item={lease}"
-    assert _said(refused) == [
-        "Choose where the item goes next (or finish its flow) before completing it.",
-        "RIN must be from 1 to 10.", "Record QC: this step requires it."]
+    assert _said(refused) == [  # in the card's order: results, then where it goes
+        "RIN must be from 1 to 10.", "Record QC: this step requires it.",
+        "Choose where the item goes next (or finish its flow) before completing it."]
     card = sci.get(refused["Location"]).content.decode()
     for name in ("result.rin", "result.qc"):  # each marked where it is typed
         field = card[card.index(f'name="{name}"') - 300:card.index(f'name="{name}"') + 300]

@@ -310,11 +310,15 @@ document.addEventListener("click", function (event) {
   // invalid, else at the message saying why (it came back with the focus at the page's top,
   // the field a tablet's screen below, and a screen reader read the page from the start).
   document.addEventListener("DOMContentLoaded", function () {
-    var field = document.querySelector('main [aria-invalid="true"]');
-    if (field && field.focus) { field.focus(); return; }
+    // One field refused: the focus at it (its words beside it). Several: at the message
+    // naming them all, in the card's order (a screen reader at the first field heard its
+    // problem alone; the list above was on the page already and not read out).
+    var fields = document.querySelectorAll('main [aria-invalid="true"]');
     var said = document.querySelector(".messages li.error");
     var region = said && said.closest("[role=status]");
+    if (fields.length === 1 && fields[0].focus) { fields[0].focus(); return; }
     if (region) { region.setAttribute("tabindex", "-1"); region.focus(); return; }
+    if (fields.length && fields[0].focus) { fields[0].focus(); return; }
     // an answer naming its part of the page (a renewal: its card) starts the focus there
     var named = window.location.hash && document.getElementById(window.location.hash.slice(1));
     if (named && named.matches("main h2")) {

@@ -385,11 +385,11 @@ def _refuse_no_choice(post, lease_euid: str) -> ActionResult:
     """Nothing is sent: what the results typed would be refused for is said too, so that
     one answer asks for every correction (the choice, then a number out of range was two)."""
     problems = Problems()
+    with problems.field():  # the results first, in the card's order: the list is below them
+        result_checked(post, lease_euid)
     with problems.field():
         raise ActionError("VALIDATION_ERROR", "Choose where the item goes next (or finish its"
                           " flow) before completing it.", field="next_queue_key")
-    with problems.field():
-        result_checked(post, lease_euid)
     problems.raise_any()
     raise AssertionError("unreachable: the choice is always missing here")
 
