@@ -584,3 +584,39 @@ def test_the_workers_table_keeps_whole_words_on_a_desktop(browser, bench):
                      return [word, new Set(tops).size]; })""")
     assert lines and all(n == 1 for _, n in lines), lines
     page.context.close()
+
+
+def test_the_qa_desk_and_an_admins_links_are_touch_targets_on_a_tablet(browser, bench):
+    """A walk at 800 px: the workbench's subject links 66x16 px, the approvals' subject
+    49x36, a queue's settings' links 18-22 px and its checkboxes 24 px, the intake
+    preview's way out 18 px; a chart's figures and the columns' key lost their triangle."""
+    from bloomops.execution.stats.recorder import record
+
+    record()
+    site = bench["site"]
+    page = page_for(browser, site, "qa", 800)
+    for path, parts in (("/workbench/", ("#holds", "#dead-letters")),
+                        ("/approvals/", ("#approvals-waiting",))):
+        page.goto(f"{site}{path}")
+        for part in parts:
+            assert small_targets(page, part) == [], (path, part)
+    # a word of the approvals' reasons reads whole ("Releasin g", "contami nation")
+    assert page.evaluate("""() => [...document.querySelectorAll('#approvals-waiting td')]
+        .every(td => getComputedStyle(td).overflowWrap === 'break-word')""")
+    page.goto(f"{site}/")
+    assert page.evaluate("""() => [...document.querySelectorAll(
+        '.chart-figures summary, .table-key summary')].every(
+        s => getComputedStyle(s).display === 'list-item')""")
+    assert small_targets(page, ".chart-figures") == []  # (a chart's plot is one target)
+    page.context.close()
+    page = page_for(browser, site, "admin", 800)
+    page.goto(f"{site}/settings/queues/")
+    page.locator("main a[href^='/settings/queues/']").first.click()
+    assert small_targets(page, ".pagehead") == []
+    assert small_targets(page, "#settings-form") == []
+    page.goto(f"{site}/intake/")
+    page.get_by_label("or paste it").fill(
+        "name,template,queue\nTablet tube,specimen,q1\n")
+    page.get_by_role("button", name="Preview", exact=True).click()
+    assert small_targets(page, "form:has(#intake-edit)") == []
+    page.context.close()
