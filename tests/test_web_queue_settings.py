@@ -128,11 +128,14 @@ def test_a_site_of_two_words_stays_one_site(client, world):
     assert cfg()["display_name"] == "Renamed"
     assert cfg()["site_scope"] == ["Main Lab", "annex,east"]  # as stored, commas and all
     page = client.get("/settings/queues/cfg/")
+    assert 'name="site_scope" value="Main Lab, &quot;annex,east&quot;"' in page.content.decode()
     preview = client.post("/settings/queues/cfg/", settings_form(
-        page, site_scope="Main Lab, Annex\nNorth Wing"))
+        page, site_scope='Main Lab, Annex\nNorth Wing, "Lab 2, West"'))
+    # a value holding a comma is shown quoted, so that it reads as the one value it is
+    assert 'Main Lab, Annex, North Wing, &quot;Lab 2, West&quot;' in preview.content.decode()
     save = form_for(preview, "/settings/queues/cfg/save/", reason="typed")
     client.post("/settings/queues/cfg/save/", save)
-    assert cfg()["site_scope"] == ["Main Lab", "Annex", "North Wing"]
+    assert cfg()["site_scope"] == ["Main Lab", "Annex", "North Wing", "Lab 2, West"]
 
 
 def test_leaving_ready_out_of_the_offered_states_is_warned_of(client, world):

@@ -3,6 +3,7 @@ of update_queue / create_queue (the engine checks the values; this only parses t
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from typing import Any
@@ -28,8 +29,19 @@ RETRY_NUMBERS = tuple(RETRY_RANGES)
 
 def split_list(raw: str) -> list[str]:
     """A list field as typed: comma- or line-separated, as the page shows it (a site "Main
-    Lab" is one value: split at spaces too, an edit of the queue's name saved it as two)."""
-    return [v.strip() for v in re.split(r"[,\n]", raw) if v.strip()]
+    Lab" is one value: split at spaces too, an edit of the queue's name saved it as two); a
+    value in double quotes is one, commas and all ("Main Lab, North"), as a spreadsheet's."""
+    values = []
+    for line in raw.splitlines():
+        values += [v.strip() for v in next(csv.reader([line], skipinitialspace=True), [])]
+    return [v for v in values if v]
+
+
+def shown_list(values: list[str]) -> str:
+    """A list as the page shows it and ``split_list`` reads it back: a value holding a comma
+    or a quote in double quotes (read as one value, "Main Lab, North" looked like two)."""
+    return ", ".join('"' + v.replace('"', '""') + '"' if "," in v or '"' in v else v
+                     for v in values)
 
 
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)")
@@ -101,7 +113,7 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
         # another writer's "main" stored as text is one value, not m, a, i, n
         out.append({"name": name, "kind": "list", "help": HELP[name],
-                    "value": shown(name, ", ".join(scope_values(cfg.get(name)) or []))})
+                    "value": shown(name, shown_list(scope_values(cfg.get(name)) or []))})
     out.append({"name": "result_fields", "kind": "results", "help": HELP["result_fields"],
                 "kinds": RESULT_KINDS, "rows": _result_rows(cfg, typed)})
     policy = cfg.get("retry_policy") or {}
@@ -137,7 +149,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         # shown as stored and sent back untouched: the stored list as it is (a value another
         # writer stored with a comma in it would split in two)
         stored = cfg.get(name)
-        as_shown = (", ".join(stored) if isinstance(stored, list)
+        as_shown = (shown_list(stored) if isinstance(stored, list)
                     and all(isinstance(v, str) for v in stored) else None)
         wanted[name] = list(stored) if raw.strip() == as_shown else split_list(raw)
         if isinstance(stored, str) and wanted[name] == [stored]:

@@ -22,6 +22,7 @@ from bloomops.text import readable_line
 from bloomops.web import services
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
+from bloomops.web.queue_form import shown_list
 from bloomops.web.timewords import exact_seconds, local_clock, readable_seconds, relative
 
 register = template.Library()
@@ -252,7 +253,7 @@ def setting_value(value, name: str = "") -> str:
     if isinstance(value, list | tuple):
         if name == "result_fields":
             return "; ".join(described(v) for v in value) or "none"
-        return ", ".join(str(v) for v in value) or "none"
+        return shown_list([str(v) for v in value]) or "none"
     if isinstance(value, dict):
         return ", ".join(f"{k} {setting_value(v, k)}" for k, v in sorted(value.items())) or "–"
     return f"{value}{seconds_words(value, name)}"
