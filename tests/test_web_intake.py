@@ -224,7 +224,7 @@ def test_a_row_named_like_a_registered_subject_runs_only_when_ticked(intake_lab)
                 + ",Tube 32,specimen,q1,,,sfo,,\n")
     preview = client.post("/intake/preview/", {"manifest": manifest})
     html = preview.content.decode()
-    assert "1 row ready, 2 named like a registered subject, 0 with problems" in html
+    assert "1 row ready, 2 with a warning, 0 with problems" in html
     assert html.count('name="also"') == 2 and "Confirm: run 1 row and those ticked" in html
     confirm = form_for(preview, "/intake/confirm/")
     assert confirm["accepted"] == "4" and "also" not in confirm
@@ -383,7 +383,9 @@ def test_a_site_spelt_as_no_queue_spells_it_but_in_another_case_is_warned_of(int
     rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3, 4, 5)}
     assert ("Site &#x27;SFO&#x27; is spelt &#x27;sfo&#x27; by the lab&#x27;s queues: as"
             " &#x27;SFO&#x27; it is outside every queue scoped to &#x27;sfo&#x27;.") in rows[2]
-    assert 'name="also" value="2"' in rows[2]  # it runs only when ticked
+    assert 'name="also" value="2"' in rows[2]  # it runs only when ticked, and says so
+    assert "Only if ticked: will register" in rows[2] and "OK: will" not in rows[2]
+    assert "1 with a warning" in html
     # spelt as the queues spell it, in none of their spellings, or into a queue whose own
     # scope takes it in its spelling: nothing to say
     assert all("Warning" not in rows[n] for n in (3, 4, 5))
