@@ -268,7 +268,7 @@ def test_keyboard_only_claim_from_the_queue_page(browser, site):
     page.get_by_role("button", name="Claim next").focus()
     page.keyboard.press("Enter")
     page.wait_for_url(re.compile(r".*/my-work/\?item=.+"))
-    assert f"({euid}) from q1." in messages_text(page)
+    assert f"({euid}) from Queue one (q1)." in messages_text(page)
     page.goto(f"{site}/queues/q1/")
     assert re.search(r"0 visible items", page.locator("#item-count").inner_text())
     page.context.close()

@@ -44,7 +44,7 @@ def test_claim_next_registers_the_human_worker_and_claims_the_head(client, lab):
     response = client.post("/queues/q1/claim-next/", form_for(page, "/queues/q1/claim-next/"))
     lease = active_leases(lab["worker_human"])[0]["euid"]  # to the claimed item's work view
     assert response.status_code == 302 and response["Location"] == f"/my-work/?item={lease}"
-    assert f"Claimed first ({head}) from q1." in said(response)
+    assert f"Claimed first ({head}) from Queue one (q1)." in said(response)
     worker = selectors.workers(euid=services.my_worker_euid(lab["worker_human"]))[0]
     assert worker.props["worker_type"] == "HUMAN_SESSION"
     assert worker.props["owner_username"] == "sci" and worker.max_concurrent_leases == 5
@@ -93,7 +93,7 @@ def test_claim_a_row_from_the_queue_page(client, lab):
     client = signed_in(client, lab["worker_human"])
     data = form_for(client.get("/queues/q1/"), f"/subjects/{chosen}/claim/")
     response = client.post(f"/subjects/{chosen}/claim/", data)
-    assert f"Claimed chosen ({chosen}) (q1)." in said(response)
+    assert f"Claimed chosen ({chosen}) from Queue one (q1)." in said(response)
     assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [chosen]
 
 

@@ -100,6 +100,12 @@ def perform(user, action_key: str, *, idempotency_key: str, **fields: Any) -> Ac
 # ---------------------------------------------------------------- dashboard presentation
 
 
+def queue_said(queue_key: str) -> str:
+    """A queue in a banner's sentence as it reads now: "Queue two (q2)" (one query)."""
+    found = selectors.queue_config(queue_key)
+    return selectors.queue_called(queue_key, found["config"] if found else None)
+
+
 def shown_to(config: dict, *, admin: bool) -> bool:
     """Whether the dashboard shows a queue: one whose settings turn ``operator_visible`` off
     is an admin's alone (a machine's queue nobody at the bench or the desk acts on)."""

@@ -339,7 +339,7 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
             request, run, lambda r: format_html(
                 "Completed {}{}: made {} ({}) for {}.", services.item_link(r), recorded,
                 services.subject_links(r["output_euids"]),
-                words, _queue_called(made[0])),
+                words, services.queue_said(made[0])),
             reverse("my_work"), lambda r: reverse("my_work"), item_view(lease_euid),
             typed=typed)
     payload: dict = {"next_queue_key": choice} if choice else {}
@@ -348,13 +348,8 @@ def complete_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
     return _lease_action(
         request, lease_euid, "complete_queue_execution", payload,
         lambda r: format_html("Completed {}{}{}", services.item_link(r), recorded,
-                              f"; it moved to {_queue_called(choice)}." if choice
+                              f"; it moved to {services.queue_said(choice)}." if choice
                               else "; its flow is finished."), typed=typed)
-
-
-def _queue_called(queue_key: str) -> str:
-    found = selectors.queue_config(queue_key)
-    return selectors.queue_called(queue_key, found["config"] if found else None)
 
 
 @require_POST

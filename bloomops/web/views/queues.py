@@ -226,5 +226,6 @@ def claim_next(request: HttpRequest, queue_key: str) -> HttpResponse:
 
     # Straight to the claimed item's work view: what it is, its step, complete or fail.
     return bench_answer(request, run,
-                        lambda r: f"Claimed {services.item_called(r)} from {queue_key}.",
+                        lambda r: f"Claimed {services.item_called(r)} from"
+                                  f" {services.queue_said(queue_key)}.",
                         reverse("my_work"), work_view_url)

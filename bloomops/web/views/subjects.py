@@ -205,9 +205,8 @@ def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
     def run() -> ActionResult:
         return as_human(request, "claim_queue_item", subject_euid=euid, **guards(request))
 
-    return answer(request, run, lambda r: f"Claimed {services.item_called(r)}"
-                  f" ({r['queue_key']}).",
-                   reverse("my_work"))
+    return answer(request, run, lambda r: f"Claimed {services.item_called(r)} from"
+                  f" {services.queue_said(r['queue_key'])}.", reverse("my_work"))
 
 
 def _no_code_chosen() -> str:
