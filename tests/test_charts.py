@@ -249,23 +249,24 @@ def test_a_finger_reaches_the_nearest_bar_not_the_gap_between_bars():
     assert all(float(y) == MIDDLE and float(y) + float(h) == BOTTOM for y, h in failures)
 
 
-def test_a_charts_figures_read_as_a_table_in_the_readers_zone():
+def test_a_charts_figures_read_as_a_table_in_utc_as_its_axis():
     """A screen reader was given each chart's title and highest values only; every figure
     was in the drawing. The table gives them in rows of five minutes (an hour's chart),
-    gauges the highest of the row, counts summed, times in the reader's zone."""
+    gauges the highest of the row, counts summed, times in UTC as the chart's axis and the
+    dashboard's table say theirs (a reader's zone under them read as other hours)."""
     from bloomops.web.charts import figures
 
     at = [END.replace(minute=m, second=0) - timedelta(hours=1) for m in (1, 3, 6)]
     points = [Point(at=at[0], depth=3, oldest_age_seconds=60, completions=2),
               Point(at=at[1], depth=5, oldest_age_seconds=30, completions=1, failures=1),
               Point(at=at[2], depth=2, oldest_age_seconds=600)]
-    rows = figures(_history(points), points, "Europe/Berlin")
+    rows = figures(_history(points), points)
     assert rows == [
-        {"from": "22 Nov 12:00", "to": "12:05", "depth": 5, "age": "1 min",
+        {"from": "22 Nov 11:00", "to": "11:05", "depth": 5, "age": "1 min",
          "completions": 3, "failures": 1},
-        {"from": "22 Nov 12:05", "to": "12:10", "depth": 2, "age": "10 min",
+        {"from": "22 Nov 11:05", "to": "11:10", "depth": 2, "age": "10 min",
          "completions": 0, "failures": 0}]
     # the row still counting ends now (12:00:30 UTC), not at 12:05
     last = [Point(at=END.replace(second=0), depth=1)]
-    assert [(r["from"], r["to"]) for r in figures(_history(last), last, "UTC")] == [
+    assert [(r["from"], r["to"]) for r in figures(_history(last), last)] == [
         ("22 Nov 12:00", "now")]

@@ -7,8 +7,7 @@ leads to the items behind it where they still exist."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import UTC, datetime, timedelta
 
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -319,9 +318,10 @@ def throughput_chart(history: History, points: list[Point], name: str,
 TABLE_ROW_SECONDS = {"1h": 300, "24h": 3600, "7d": 6 * 3600}
 
 
-def figures(history: History, points: list[Point], zone: str) -> list[dict]:
+def figures(history: History, points: list[Point]) -> list[dict]:
     """The chart's points in rows of TABLE_ROW_SECONDS (gauges: the highest; counts:
-    summed), each row's start and end in the reader's ``zone`` (a zone the page checked)."""
+    summed), each row's start and end in UTC, as the charts' axes and the table above them
+    say their times (a reader's zone beside them read as other hours)."""
     width = TABLE_ROW_SECONDS[history.range_key]
     rows: dict[datetime, dict] = {}
     for p in points:
@@ -331,23 +331,21 @@ def figures(history: History, points: list[Point], zone: str) -> list[dict]:
         row["age"] = max(row["age"], p.oldest_age_seconds)
         row["completions"] += p.completions
         row["failures"] += p.failures
-    local = ZoneInfo(zone)
     return [{**row, "age": readable_seconds(row["age"]),
-             "from": start.astimezone(local).strftime("%d %b %H:%M"),
+             "from": start.astimezone(UTC).strftime("%d %b %H:%M"),
              # the row still counting ends now
-             "to": end.astimezone(local).strftime("%H:%M")
+             "to": end.astimezone(UTC).strftime("%H:%M")
              if (end := bucket_end(start, width)) < history.end else "now"}
             for start, row in rows.items()]
 
 
-def dashboard_charts(history: History, names: dict[str, str], zone: str) -> list[dict]:
+def dashboard_charts(history: History, names: dict[str, str]) -> list[dict]:
     """The lab's charts, then each queue's (in the dashboard's order, ``names``: key -> display
-    name); a queue without samples in the range says so. Their figures' times are in the
-    reader's ``zone``."""
+    name); a queue without samples in the range says so."""
     entries = [("Lab", None, history.lab)]
     entries += [(name, key, history.queues.get(key, [])) for key, name in names.items()]
     return [{"name": name, "queue_key": key, "anchor": anchor(key), "empty": not points,
-             "figures": figures(history, points, zone),
+             "figures": figures(history, points),
              "items_url": queue_url(key, history.range_key),
              "failures_url": attempts_url("failures", key, history.range_key),
              "failures": sum(p.failures for p in points),

@@ -37,17 +37,12 @@ def reader_zone(request: HttpRequest) -> str:
     return told if told in known_zones() else settings.TIME_ZONE
 
 
-def zone_or_utc(zone_name: str) -> str:
-    """A zone a reader named, if this machine knows it; else UTC (what a page then says)."""
-    return zone_name if zone_name in known_zones() else "UTC"
-
-
 def local_midnight(now: datetime, zone_name: str) -> tuple[datetime, str]:
     """The last midnight in the reader's time zone (the IANA name their browser gives,
     static/js/bloomops.js), and the zone's name; UTC when none or no such zone is named.
     "Today" is the reader's day: a QA lead in Honolulu and one in Berlin mean different
     instants."""
-    name = zone_or_utc(zone_name)
+    name = zone_name if zone_name in known_zones() else "UTC"
     local = now.astimezone(ZoneInfo(name))
     return local.replace(hour=0, minute=0, second=0, microsecond=0), name
 

@@ -23,7 +23,6 @@ from bloomops.execution.stats import snapshot
 from bloomops.execution.stats.history import RANGES, history, range_key
 from bloomops.web import services
 from bloomops.web.charts import dashboard_charts, history_url, recorded_since
-from bloomops.web.periods import reader_zone, zone_or_utc
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.tables import PER_PAGE, HiddenItemsTable, QueueItemsTable, sql_page_data
 from bloomops.web.views.bench import bench_answer, work_view_url
@@ -83,10 +82,8 @@ def _history(request: HttpRequest, names: dict[str, str]) -> dict:
     queues in the dashboard's order, key -> display name."""
     chart_range = range_key(request.GET.get("range"), "1h")
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
-    zone = zone_or_utc(reader_zone(request))
     return {"chart_range": chart_range, "ranges": list(RANGES),
-            "history_empty": samples.empty, "zone": zone,
-            "charts": dashboard_charts(samples, names, zone),
+            "history_empty": samples.empty, "charts": dashboard_charts(samples, names),
             "recorded_since": recorded_since(samples),
             "history_refresh_seconds": settings.BLOOMOPS_HISTORY_REFRESH_SECONDS}
 
