@@ -203,6 +203,8 @@ def test_a_queue_kept_from_operators_is_on_the_dashboard_of_admins_alone(
     if shown:
         row = html[html.index('data-queue="machine"'):]
         assert '<span class="badge">admins only</span>' in row[:row.index("</tr>")]
+    # the lab's chart counts every queue: a reader not shown one is told so beside it
+    assert ("Lab, every queue (the 1 kept for admins too)" in html) is not shown
 
 def test_queue_detail_is_paginated_in_sql(client, lab):
     for i in range(30):

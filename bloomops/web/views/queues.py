@@ -45,9 +45,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     admin = "admin" in roles
     if request.htmx and request.GET.get("part") == "history":
         # the charts' own poll: the samples and the queues' names, not the table's figures
+        every = selectors.queues()
         names = {q["queue_key"]: selectors.display_name(q["queue_key"], q["config"])
-                 for q in selectors.queues() if services.shown_to(q["config"], admin=admin)}
-        return render(request, "web/_dashboard_history.html", _history(request, names))
+                 for q in every if services.shown_to(q["config"], admin=admin)}
+        return render(request, "web/_dashboard_history.html",
+                      _history(request, names, unseen=len(every) - len(names)))
     show_trend = bool(roles & {"operator", "admin"})
     # The recorder's snapshot when fresh (one small row), else live (RULES.md#statistics).
     stats = snapshot.current(with_trend=show_trend)
@@ -66,6 +68,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     if request.htmx:
         return render(request, "web/_dashboard_panel.html", context)
     names = {r["q"].queue_key: r["q"].display_name for r in rows}
+    unseen = len(stats.overview.summaries) - len(rows)
     # an admin is told before a service's token runs out and its calls answer 401
     # (RULES.md#api-tokens); a whole page only, never its refreshes
     context["expiring_tokens"] = expiring(timezone.now()) if "admin" in roles else []
@@ -74,16 +77,19 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     if stats.overview.outside and stats.overview.outside.queue_key:
         key = stats.overview.outside.queue_key
         context["outside_from"] = names.get(key, key)
-    return render(request, "web/dashboard.html", {**context, **_history(request, names)})
+    return render(request, "web/dashboard.html",
+                  {**context, **_history(request, names, unseen=unseen)})
 
 
-def _history(request: HttpRequest, names: dict[str, str]) -> dict:
+def _history(request: HttpRequest, names: dict[str, str], *, unseen: int = 0) -> dict:
     """The history charts of the range asked for (RULES.md#statistics); ``names``: the
-    queues in the dashboard's order, key -> display name."""
+    queues in the dashboard's order, key -> display name; ``unseen``: how many queues the
+    reader is not shown, which the lab's chart counts all the same (said beside it)."""
     chart_range = range_key(request.GET.get("range"), "1h")
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
     return {"chart_range": chart_range, "ranges": list(RANGES),
             "history_empty": samples.empty, "charts": dashboard_charts(samples, names),
+            "unseen_queues": unseen,
             "recorded_since": recorded_since(samples),
             "history_refresh_seconds": settings.BLOOMOPS_HISTORY_REFRESH_SECONDS}
 
