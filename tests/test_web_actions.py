@@ -299,6 +299,8 @@ def test_renew_extends_the_lease(client, lab):
     assert response["Location"].endswith(f"#item-{lease['euid']}")
     [words] = [m for m in said(response)
                if m.startswith(f"Renewed: s ({lease['subject_euid']}) is yours for another")]
+    ttl = active_leases(lab["worker_human"])[0]["props"]["ttl_seconds"]
+    assert f"is yours for another {ttl // 60} min, until" in words, words
     # its time marked for the browser to say in the reader's zone (the page's other times are),
     # with its day when that is not today (a renewal just before midnight)
     renewed = active_leases(lab["worker_human"])[0]

@@ -34,7 +34,7 @@ from bloomops.web.bench_items import (
 )
 from bloomops.web.drafts import FINISHED
 from bloomops.web.templatetags.bloomops_ui import wall_clock
-from bloomops.web.timewords import relative
+from bloomops.web.timewords import readable_seconds
 from bloomops.web.views.common import (
     answer,
     as_human,
@@ -263,7 +263,10 @@ def _until(expires_at: str | None) -> str:
     moment = parse_ts_or_none(expires_at)
     if moment is None:
         return ""
-    return format_html("{}, until {}", relative(moment).removeprefix("in "), wall_clock(moment))
+    # rounded, not cut: a 10-minute claim renewed a moment ago is "another 10 min" (9 min 59 s)
+    left = max(0.0, (moment - clock.now()).total_seconds())
+    left = round(left / 60) * 60 if left >= 60 else round(left)
+    return format_html("{}, until {}", readable_seconds(left), wall_clock(moment))
 
 
 @require_POST
