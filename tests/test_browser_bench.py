@@ -250,21 +250,26 @@ def test_finishing_where_the_flow_goes_on_asks_first(browser, site):
     page.context.close()
 
 
+def _qc_card_claimed(browser, site: str, key: str, name: str, **queue):
+    """A QC queue recording a RIN (1 to 100) and pass or fail, one item of it claimed by the
+    scientist on a tablet: the page, the item's card and its EUID."""
+    make_queue(key, display_name="QC", **queue, result_fields=[
+        {"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 100,
+         "required": True},
+        {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True}])
+    euid = make_subject(key, name=name)
+    page = ui.signed_in(browser, site, "scientist", width=768)
+    page.goto(f"{site}/queues/{key}/")
+    page.get_by_role("button", name="Claim next").click()
+    page.wait_for_url(WORK_VIEW)
+    return page, page.locator(f'#my-leases [data-euid="{euid}"]'), euid
+
 def test_a_scientist_records_qc_results_on_a_tablet(browser, site):
     """The Complete form asks for what the QC step records: a RIN typed on the number pad
     (out of its bounds: refused in words, given back), pass or fail as two wide targets; the
     banner says what was recorded. A decimal comma is a decimal: the number field dropped
     the comma of "8,4" and 84 was sent."""
-    make_queue("qcr", display_name="QC", result_fields=[
-        {"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 100,
-         "required": True},
-        {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True}])
-    euid = make_subject("qcr", name="Extract for QC")
-    page = ui.signed_in(browser, site, "scientist", width=768)
-    page.goto(f"{site}/queues/qcr/")
-    page.get_by_role("button", name="Claim next").click()
-    page.wait_for_url(WORK_VIEW)
-    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    page, card, euid = _qc_card_claimed(browser, site, "qcr", "Extract for QC")
     # half-way through typing, the claim renewed: what was typed is still there
     card.get_by_label("RIN").fill("7.5")
     card.get_by_role("button", name="Renew").click()
@@ -298,16 +303,8 @@ def test_a_complete_refused_for_several_things_says_them_all_at_once(browser, si
     bubble at a time; the server's answer, which lists every problem, was never reached.
     With several problems the focus starts at the list of them (a screen reader at the
     first field heard that field's problem alone)."""
-    make_queue("qcm", display_name="QC", next_queue_keys=["q2"], result_fields=[
-        {"key": "rin", "label": "RIN", "kind": "number", "min": 1, "max": 100,
-         "required": True},
-        {"key": "qc", "label": "QC", "kind": "pass_fail", "required": True}])
-    euid = make_subject("qcm", name="Extract for several")
-    page = ui.signed_in(browser, site, "scientist", width=768)
-    page.goto(f"{site}/queues/qcm/")
-    page.get_by_role("button", name="Claim next").click()
-    page.wait_for_url(WORK_VIEW)
-    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    page, card, _ = _qc_card_claimed(browser, site, "qcm", "Extract for several",
+                                     next_queue_keys=["q2"])
     card.get_by_label("RIN").fill("120")
     card.get_by_role("button", name="Complete").click()  # QC and the next queue left out
     said = page.locator(".messages li.error")

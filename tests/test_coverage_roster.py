@@ -146,7 +146,8 @@ def test_the_queue_page_names_who_is_rostered_and_who_is_online(client, tenant, 
     services.ensure_my_worker(users["worker_human"])  # sci acts: online
     supervisor = signed_in(client, users["operator"])
     dashboard = supervisor.get("/").content.decode()
-    assert ('href="/queues/qc/#queue-coverage">1 online of 2 rostered</a>'
+    # the free slots inside the link (after it, a tablet's line began with their comma)
+    assert ('href="/queues/qc/#queue-coverage">1 online of 2 rostered, 5 free slots</a>'
             in _row(dashboard, "qc"))
     page = supervisor.get("/queues/qc/").content.decode()
     panel = page[page.index('id="queue-coverage"'):page.index("</details>")]

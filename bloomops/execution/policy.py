@@ -307,9 +307,7 @@ def takes_template(config: dict[str, Any], template_code: str | None) -> bool:
     return template_code is not None and template_code in queue_templates(config)
 
 
-# Settings a queue has on unless it stores them off (Bloom's queue definitions default them
-# to true): a queue another writer made without them shows on the dashboard and lists its
-# hidden items.
+# Settings on unless stored off (Bloom's queue definitions default them to true).
 ON_UNLESS_OFF = ("operator_visible", "diagnostics_enabled")
 
 
