@@ -158,8 +158,10 @@ def next_try(value: datetime | str | None) -> str:
     if value is not None and moment is None:
         return "–"
     if moment is None or moment <= clock.now():
+        # "since 3 min ago (14:02)" in the reader's zone, as the rows beside it say theirs
+        # (a UTC stamp under "in 29 s (09:02 GMT-5)" read as another hour)
         return format_html('<span class="badge ok due">due</span>{}', format_html(
-            ' <span class="muted">since {}</span>', when(moment)) if moment else "")
+            ' <span class="muted">since {}</span>', humane(moment)) if moment else "")
     return humane(moment)
 
 
