@@ -199,6 +199,12 @@ def test_a_retry_time_that_has_come_reads_due(client, lab):
 def test_bulk_hold_and_cancel_from_the_workbench(client, lab, tenant):
     items = _retrying(lab)
     html = page(client, lab["operator"], "/workbench/")
+    # the confirmation says which codes' release will need a second person (only the list's
+    # option said it, and the dialog asked for a yes without it)
+    form = html[html.index('id="bulk-retrying"'):]
+    assert ("nobody can claim them until each hold is released. Releasing a QC_FAIL,"
+            " CONTAMINATION, INTEGRITY hold will need a second person's approval.") in form[
+        :form.index("</form>")]
     data = next(f["fields"] for f in forms(html) if f["id"] == "bulk-retrying")
     assert data["hold_code"] == "OPERATOR_HOLD"  # the first configured code
     picks = [f"{e}|FAILED_RETRYABLE|{envelope(e)['revision']}" for e in items]

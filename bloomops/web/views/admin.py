@@ -157,6 +157,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "overdue_only": overdue_only,
         "overdue_total": outside[0]["overdue_total"] if outside else 0,
         "hold_codes": hold_codes(),
+        # a bulk hold's confirmation names the codes whose release needs a second person
+        "gated_codes": [c for c in hold_codes() if "release_execution_hold" in hold_gates(c)],
         "can": subject_states(),
         "queues": services.queues(request),
         "queue_key": queue_key or "",
