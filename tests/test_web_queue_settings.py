@@ -480,3 +480,29 @@ def test_a_queue_another_writer_made_shows_its_settings_as_the_pages_read_them(c
     assert 'data-field="display_name"' in preview
     for unchanged in ("site_scope", "operator_visible", "diagnostics_enabled"):
         assert f'data-field="{unchanged}"' not in preview, unchanged
+
+
+
+def test_the_screen_asks_for_the_default_next_queue_alone_or_any(client, world):
+    """An empty list of next queues was one field for two settings: none listed meant any
+    queue (null), and the default alone ([]) could be set only through the API."""
+    client.force_login(world["admin"])
+    page = client.get("/settings/queues/cfg/")
+    assert cfg().get("next_queue_keys") is None
+    preview = client.post("/settings/queues/cfg/", {**settings_form(page),
+                                                     "next_queue_keys_none": "on"})
+    html = preview.content.decode()
+    assert ('<td>any queue</td><td>the default next queue alone</td>' in html)
+    client.post("/settings/queues/cfg/save/",
+                form_for(preview, "/settings/queues/cfg/save/", reason="flow closed"))
+    assert cfg()["next_queue_keys"] == []
+    page = client.get("/settings/queues/cfg/")
+    box = page.content.decode().split('name="next_queue_keys_none"')[1].split(">")[0]
+    assert "checked" in box  # shown as it is stored
+    # unticked again: any queue; left ticked, nothing changes
+    same = client.post("/settings/queues/cfg/", {**settings_form(page),
+                                                  "next_queue_keys_none": "on"})
+    assert 'data-field="next_queue_keys"' not in same.content.decode()
+    preview = client.post("/settings/queues/cfg/", settings_form(page))
+    assert '<td>the default next queue alone</td><td>any queue</td>' in (
+        preview.content.decode())

@@ -25,6 +25,8 @@ TEXT_FIELDS = ("display_name", "default_next_queue_key", "default_next_action_ke
 # Lists the engine keeps besides the capability and scope lists (LIST_FIELDS).
 CODE_LIST_FIELDS = ("output_template_codes", "next_queue_keys")
 RETRY_NUMBERS = tuple(RETRY_RANGES)
+# The tick beside the next queues: none listed means the default next queue alone.
+ONLY_DEFAULT = "next_queue_keys_none"
 
 
 def split_list(raw: str) -> list[str]:
@@ -113,7 +115,9 @@ def form_fields(cfg: dict[str, Any], typed: Any = None) -> list[dict[str, Any]]:
     for name in (*LIST_FIELDS, *CODE_LIST_FIELDS):
         # another writer's "main" stored as text is one value, not m, a, i, n
         out.append({"name": name, "kind": "list", "help": HELP[name],
-                    "value": shown(name, shown_list(scope_values(cfg.get(name)) or []))})
+                    "value": shown(name, shown_list(scope_values(cfg.get(name)) or [])),
+                    "only_default": (typed.get(ONLY_DEFAULT) == "on" if typed is not None
+                                     else cfg.get(name) == [])})
     out.append({"name": "result_fields", "kind": "results", "help": HELP["result_fields"],
                 "kinds": RESULT_KINDS, "rows": _result_rows(cfg, typed)})
     policy = cfg.get("retry_policy") or {}
@@ -154,6 +158,10 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         wanted[name] = list(stored) if raw.strip() == as_shown else split_list(raw)
         if isinstance(stored, str) and wanted[name] == [stored]:
             wanted[name] = stored  # another writer's text, sent back as shown: no change
+    if wanted["next_queue_keys"] == []:
+        # none listed: the default next queue alone ([]) when ticked, else any queue (null);
+        # the two were one empty field, and the screen could not ask for the first
+        wanted["next_queue_keys"] = [] if post.get(ONLY_DEFAULT) == "on" else None
     wanted["result_fields"] = []
     for row in typed_result_rows(post):
         field: dict[str, Any] = {"key": row["key"], "label": row["label"] or row["key"],
@@ -181,7 +189,7 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     # A setting the queue never had and the form leaves empty (false, no list) is no change.
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
             and not (k in BOOL_FIELDS and setting_on(cfg, k) == v)
-            and not (cfg.get(k) is None and not v
+            and not (cfg.get(k) is None and not v and k != "next_queue_keys"
                      and k in (*LIST_FIELDS, *CODE_LIST_FIELDS, "result_fields"))}
 
 

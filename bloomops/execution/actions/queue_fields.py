@@ -100,8 +100,8 @@ HELP = {
                               " the work.",
     "next_queue_keys": "Other queues a completed subject may move to besides the default next"
                        " queue; when any are listed, completing to a queue not listed is"
-                       " refused. None listed: it may move to any queue (through the API,"
-                       " an empty list [] allows the default alone).",
+                       " refused. None listed: it may move to any queue, or to the default"
+                       " alone (an empty list [], the tick beside the field).",
     "default_next_action_key": "The next_action_key given to subjects routed here.",
     "diagnostics_enabled": "The queue's page lists the items routed here but not visible,"
                            " each with why (off: it does not; a subject's page says why of"

@@ -248,6 +248,8 @@ def setting_value(value, name: str = "") -> str:
     """A queue setting as a person reads it: a list comma-separated, a mapping as
     "key value" pairs, yes/no, a dash for none (never a Python repr); a number of seconds
     (a setting ``name``d ``*_seconds``) also in words, "900 (15 min)"."""
+    if name == "next_queue_keys" and value in (None, []):  # the two mean other things
+        return "any queue" if value is None else "the default next queue alone"
     if value is None or value == "":
         return "–"
     if isinstance(value, bool):

@@ -31,6 +31,7 @@ from bloomops.execution.selectors import results as results_selectors
 from bloomops.tapdb.templates import all_templates
 from bloomops.web import services
 from bloomops.web.queue_form import (
+    ONLY_DEFAULT,
     decode,
     encode,
     field_label,
@@ -65,6 +66,7 @@ def _page(request: HttpRequest, row: dict, typed: Any = None, status: int = 200,
         "templates": subject_templates(),
         "queue_choices": [q for q in selectors.queues() if q["queue_key"] != row["queue_key"]],
         "open_to_all": open_to_every_worker(cfg),
+        "only_default_field": ONLY_DEFAULT,
         **extra}, status=status)
 
 
