@@ -527,6 +527,15 @@ def test_an_auditor_exports_a_period_of_a_queue_each_bundle_verifiable(history, 
         call_command("export_evidence", "--since", "2026-01-01", "--until", "2027-01-01",
                      "--queue", "q1x", "--out", str(tmp_path / "typo"), "--as", "qa-lead")
     assert not (tmp_path / "typo").exists()
+    # a queue no longer there (replaced under another key, removed by another writer) whose
+    # records name it is exported all the same
+    execute("UPDATE generic_instance SET is_deleted = true WHERE type = 'execution'"
+            " AND subtype = 'queue' AND json_addl->'properties'->>'queue_key' = 'q1'")
+    call_command("export_evidence", "--since", ts(day - timedelta(days=1)), "--until",
+                 ts(day + timedelta(days=1)), "--queue", "q1", "--out", str(tmp_path / "gone"),
+                 "--as", "qa-lead", stdout=io.StringIO())
+    gone = json.loads((tmp_path / "gone" / "manifest.json").read_bytes())
+    assert [b["subject_euid"] for b in gone["bundles"]] == [history["subject"]]
 
 
 def test_an_auditor_verifies_a_whole_export_in_one_command(history, tmp_path):

@@ -50,16 +50,20 @@ def _leased(client, user) -> tuple:
     return sci, euid, claim(sci, euid)
 
 
-def _completed_with(client, user, conc: str):
-    """A QC item claimed and completed with RIN 8, QC pass and this concentration typed:
-    the answer, the subject and the lease, and whether anything was written."""
+def _completing(client, user, **typed):
+    """A QC item claimed and Complete sent with these results typed (rin=, conc=, qc=): the
+    answer, the subject and the lease, and whether anything was written."""
     sci, euid, lease = _leased(client, user)
     page = sci.get("/my-work/")
     before = counts()
     answer = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "8", "result.conc": conc,
-                                                "result.qc": "pass"}))
+        page, f"/leases/{lease}/complete/", **{f"result.{k}": v for k, v in typed.items()}))
     return answer, euid, lease, counts() != before
+
+
+def _completed_with(client, user, conc: str):
+    """Complete sent with RIN 8, QC pass and this concentration typed (``_completing``)."""
+    return _completing(client, user, rin="8", conc=conc, qc="pass")
 
 
 def test_the_complete_form_asks_for_each_result_the_queue_declares(client, qc_line):
@@ -104,13 +108,9 @@ def test_completing_records_the_results_typed_and_says_them(client, qc_line):
 
 
 def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_line):
-    sci, euid, lease = _leased(client, qc_line["worker_human"])
-    page = sci.get("/my-work/")
-    before = counts()
-    refused = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "12", "result.conc": "4 1",
-                                                "result.qc": ""}))
-    assert counts() == before
+    refused, _, lease, wrote = _completing(client, qc_line["worker_human"], rin="12",
+                                           conc="4 1", qc="")
+    assert not wrote
     # back on the item, each problem on its own line, what was typed in the form again
     assert refused["Location"] == f"/my-work/?item={lease}"
     told = _said(refused)
@@ -118,7 +118,7 @@ def test_a_result_out_of_bounds_is_refused_in_words_and_given_back(client, qc_li
     assert "RIN must be from 1 to 10." in told
     assert "Concentration must be a number." in told
     assert "Record QC: this step requires it." in told
-    again = sci.get(refused["Location"]).content.decode()
+    again = client.get(refused["Location"]).content.decode()
     assert 'name="result.rin" value="12"' in again and 'name="result.conc" value="4 1"' in again
     # each problem under the field it is of, and the field told so (a screen reader says it)
     rin = again[again.index('<p class="result" data-key="rin">'):]
@@ -324,13 +324,9 @@ def test_a_comma_that_could_separate_thousands_is_asked_about_not_guessed(client
 
 def test_a_number_asked_about_is_said_with_every_other_problem_of_the_form(client, qc_line):
     """"1,250" was asked about first; the RIN out of range was said only on the next try."""
-    sci, _, lease = _leased(client, qc_line["worker_human"])
-    page = sci.get("/my-work/")
-    before = counts()
-    refused = sci.post(f"/leases/{lease}/complete/", form_for(
-        page, f"/leases/{lease}/complete/", **{"result.rin": "42", "result.conc": "1,250",
-                                                "result.qc": ""}))
-    assert counts() == before
+    refused, _, _, wrote = _completing(client, qc_line["worker_human"], rin="42",
+                                      conc="1,250", qc="")
+    assert not wrote
     assert _said(refused) == [
         "Concentration: is 1,250 a decimal or thousands? Write it with a decimal point and no"
         " separator (1.250 or 1250).", "RIN must be from 1 to 10.",

@@ -169,14 +169,17 @@ def results_declared(lease_euid: str) -> list[dict[str, Any]] | None:
     return declared_results(queue["config"] if queue else None)
 
 
-def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
+def result_of_form(post: Any, lease_euid: str, *,
+                   checked: bool = False) -> tuple[dict[str, Any], str]:
     """The result_snapshot a Complete form asks to record: each field the lease's queue
     declares, as typed (a number read as one; what cannot be read is sent as typed, for the
     engine to refuse in words); a field left blank is left out. With it, in words for the
     banner: " (recorded RIN 8.2, QC pass)". Raises for a number it will not guess
-    (``refuse_unclear_numbers``)."""
-    if not any(name.startswith(RESULT_INPUT) and str(post.get(name, "")).strip()
-               for name in post):
+    (``refuse_unclear_numbers``), saying with it what the engine would refuse of the other
+    fields (``check_results``: nothing is sent); ``checked``: says that in any case (a form
+    refused before it is sent)."""
+    if not checked and not any(name.startswith(RESULT_INPUT) and str(post.get(name, "")).strip()
+                               for name in post):
         return {}, ""  # nothing typed: no declaration to read it by (most steps record none)
     fields = results_declared(lease_euid)
     if fields is None:
@@ -187,28 +190,17 @@ def result_of_form(post: Any, lease_euid: str) -> tuple[dict[str, Any], str]:
         if raw:
             number = typed_number(raw) if field["kind"] == "number" else None
             result[field["key"]] = raw if number is None else number
-    try:
+    # "1,250" asked about, and the fixation time below its minimum said only on the next try
+    problems = Problems()
+    with problems.field():
         refuse_unclear_numbers(post, fields)
-    except ActionError as unclear:
-        # nothing is sent: what the engine would say of the other fields is said with it
-        # ("1,250" asked about, and the fixation time below its minimum only on the next try)
-        problems = Problems()
-        with problems.field():
-            raise unclear from None
-        asked = {p["field"] for p in unclear.problems()}
+    if problems.found or checked:
+        asked = {p["field"] for err in problems.found for p in err.problems()}
         with problems.field():
             check_results([f for f in fields if RESULT_FIELD + f["key"] not in asked], result)
-        problems.raise_any()
+    problems.raise_any()
     words = ", ".join(f"{label} {value}" for label, value in recorded(fields, result))
     return result, f" (recorded {words})" if words else ""
-
-
-def result_checked(post: Any, lease_euid: str) -> None:
-    """Refuses the results of a Complete form as the engine would (``check_results``: a
-    required one left out, one out of its kind or bounds), each under its field; for a form
-    refused before it is sent."""
-    result, _ = result_of_form(post, lease_euid)
-    check_results(results_declared(lease_euid) or [], result)
 
 
 def bench_order(items: list[dict]) -> list[dict]:

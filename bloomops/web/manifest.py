@@ -21,7 +21,6 @@ from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import full_template_code, repeated_names
 from bloomops.execution.policy import as_scoped, named_by_queues, queue_templates
-from bloomops.execution.selectors import queue_config, queues
 from bloomops.web.spreadsheets import csv_cell
 
 COLUMNS = ("euid", "name", "template", "queue", "priority", "due_date", "site", "platform",
@@ -190,17 +189,16 @@ def _template_code(value: str, config: dict[str, Any]) -> str:
     return full_template_code(value, queue_templates(config))
 
 
-def build_requests(rows: list[Row], actor: Actor, batch_key: str) -> None:
+def build_requests(rows: list[Row], actor: Actor, batch_key: str,
+                   configs: dict[str, dict[str, Any]]) -> None:
     """Each row's action request; a row that cannot become one gets its problem instead.
-    Every row's idempotency key is the batch's and its line, so confirming twice replays."""
-    configs: dict[str, tuple[str, dict[str, Any]]] = {}
+    Every row's idempotency key is the batch's and its line, so confirming twice replays.
+    ``configs``: the lab's queues' settings by key (read once for the whole manifest)."""
     for row in rows:
         if row.problem:
             continue
         v = row.values
-        if v.get("queue", "") not in configs:
-            configs[v.get("queue", "")] = _queue_called(v.get("queue", ""))
-        key, config = configs[v.get("queue", "")]
+        key, config = _queue_called(v.get("queue", ""), configs)
         if v.get("euid") and v.get("name"):
             row.problem = "Give an EUID (an existing object) or a name (a new one), not both."
             continue
@@ -244,15 +242,14 @@ def _as_typed(cell: str) -> str:
     return unicodedata.normalize("NFC", cell).replace("\u00a0", " ").strip()
 
 
-def _queue_called(key: str) -> tuple[str, dict[str, Any]]:
+def _queue_called(key: str, configs: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """The queue a manifest names, and its settings: by its key, else by its key in another
     case when one queue alone is so called ("PATH.ACCESSION", as "SPECIMEN" is a template);
     a key no queue has is left for the engine to refuse."""
-    found = queue_config(key) if key else None
-    if found is None and key:
-        alike = [q for q in queues() if q["queue_key"].casefold() == key.casefold()]
-        found = alike[0] if len(alike) == 1 else None
-    return (found["queue_key"], found["config"] or {}) if found else (key, {})
+    if key in configs:
+        return key, configs[key] or {}
+    alike = [k for k in configs if k.casefold() == key.casefold()]
+    return (alike[0], configs[alike[0]] or {}) if len(alike) == 1 else (key, {})
 
 
 def refuse_repeated_names(rows: list[Row]) -> None:

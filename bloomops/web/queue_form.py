@@ -186,11 +186,13 @@ def read_form(post: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     if unreadable:
         raise _numbers_refused(unreadable)
     wanted["retry_policy"] = policy
-    # A setting the queue never had and the form leaves empty (false, no list) is no change.
+    # A list the queue never had and the form leaves empty is no change (the next queues
+    # say which empty they mean: none listed, or the default alone); a yes/no, no change
+    # when it reads as the queue's does.
+    empty_is_none = (*LIST_FIELDS, "output_template_codes", "result_fields")
     return {k: v for k, v in wanted.items() if cfg.get(k) != v
             and not (k in BOOL_FIELDS and setting_on(cfg, k) == v)
-            and not (cfg.get(k) is None and not v and k != "next_queue_keys"
-                     and k in (*LIST_FIELDS, *CODE_LIST_FIELDS, "result_fields"))}
+            and not (cfg.get(k) is None and not v and k in empty_is_none)}
 
 
 # Blank rows the settings page offers below a queue's result fields, for new ones.

@@ -27,7 +27,6 @@ from bloomops.text import readable_line
 from bloomops.web import bench_words, services
 from bloomops.web.bench_items import (
     bench_order,
-    result_checked,
     result_of_form,
     seconds_left,
     work_item,
@@ -384,7 +383,7 @@ def _refuse_no_choice(post, lease_euid: str) -> ActionResult:
     one answer asks for every correction (the choice, then a number out of range was two)."""
     problems = Problems()
     with problems.field():  # the results first, in the card's order: the list is below them
-        result_checked(post, lease_euid)
+        result_of_form(post, lease_euid, checked=True)
     with problems.field():
         raise ActionError("VALIDATION_ERROR", "Choose where the item goes next (or finish its"
                           " flow) before completing it.", field="next_queue_key")

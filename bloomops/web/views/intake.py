@@ -76,11 +76,14 @@ def _manifest_text(request: HttpRequest) -> str:
 
 
 def _rows(request: HttpRequest, text: str, batch_key: str,
-          notes: list[str] | None = None) -> list[manifest.Row]:
+          notes: list[str] | None = None) -> tuple[list[manifest.Row], dict[str, dict]]:
+    """The manifest's rows as requests, and the lab's queues' settings by key (one read for
+    every row, and for the warnings after the rows' checks)."""
     rows = manifest.parse(text, notes)
-    manifest.build_requests(rows, Actor.of(request.user), batch_key)
+    configs = {q["queue_key"]: q["config"] for q in selectors.queues()}
+    manifest.build_requests(rows, Actor.of(request.user), batch_key, configs)
     manifest.refuse_repeated_names(rows)
-    return rows
+    return rows, configs
 
 
 @require_http_methods(["GET", "POST"])
@@ -100,7 +103,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
         text = _manifest_text(request)
         batch_key = uuid.uuid4().hex
         notes: list[str] = []
-        rows = _rows(request, text, batch_key, notes)
+        rows, configs = _rows(request, text, batch_key, notes)
     except manifest.ManifestError as exc:
         return _page(request, error=str(exc), manifest=request.POST.get("manifest", ""),
                      status=400)
@@ -111,7 +114,7 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
             row.outcome = preview(row.request)
         except ActionError as exc:
             row.problem = manifest.in_columns(exc)
-    _warn_of_duplicates(rows)
+    _warn(rows, configs)
     # a row named like a registered subject runs only if ticked: most often it is the same
     # manifest uploaded again, and confirming registered every specimen twice
     ok = [r.line for r in rows if not r.problem and not r.warning]
@@ -121,10 +124,12 @@ def intake_preview(request: HttpRequest) -> HttpResponse:
                  bad_count=len(rows) - len(ok) - len(warned))
 
 
-def _warn_of_duplicates(rows: list[manifest.Row]) -> None:
+def _warn(rows: list[manifest.Row], configs: dict[str, dict]) -> None:
+    """What a row is warned of (it runs only when ticked): a name registered before, a site
+    spelt as no queue spells it."""
     manifest.warn_of_duplicates(rows, selectors.subjects_named(
         [r.values["name"] for r in rows if r.action_key == "register_subject" and not r.problem]))
-    manifest.warn_of_spellings(rows, {q["queue_key"]: q["config"] for q in selectors.queues()})
+    manifest.warn_of_spellings(rows, configs)
 
 
 @require_POST
@@ -153,10 +158,10 @@ def intake_confirm(request: HttpRequest) -> HttpResponse:
 
 def _confirm(request: HttpRequest, batch_key: str) -> HttpResponse:
     try:
-        rows = _rows(request, request.POST.get("manifest", ""), batch_key)
+        rows, configs = _rows(request, request.POST.get("manifest", ""), batch_key)
     except manifest.ManifestError as exc:
         return _page(request, error=str(exc), status=400)
-    _warn_of_duplicates(rows)
+    _warn(rows, configs)
     # the rows the preview accepted, and those named like a registered subject ticked to run
     accepted = {p for p in request.POST.get("accepted", "").split(",") if p.isdigit()}
     accepted |= {p for p in request.POST.getlist("also") if p.isdigit()}
