@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from bloomops.execution import clock, selectors
-from bloomops.execution.chain import verify_chains
+from bloomops.execution.verification import verify_chains
 from bloomops.tapdb.tenancy import tenant_of
 from tests.approval_support import decide, person
 from tests.bloom.fixtures import Lab

@@ -10,11 +10,11 @@ from django.core.management.base import CommandError
 from bloomops.execution.chain import (
     canonical_bytes,
     content_hash,
-    verify_chains,
     with_keyed_seal,
 )
 from bloomops.execution.context import ACTION_CODE
 from bloomops.execution.objects import REL
+from bloomops.execution.verification import verify_chains
 from bloomops.tapdb.db import execute, fetch_all
 from bloomops.tapdb.instances import create_instance, link_many
 from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register

@@ -11,9 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from bloomops.execution.chain import canonical_bytes, content_hash, verify_chains
+from bloomops.execution.chain import canonical_bytes, content_hash
 from bloomops.execution.evidence import verify_bundle
 from bloomops.execution.exports import export_evidence
+from bloomops.execution.verification import verify_chains
 from bloomops.tapdb.db import execute, fetch_all
 from tests.approval_support import person
 from tests.engine import act
@@ -232,10 +233,12 @@ def test_who_asked_and_who_ended_a_hold_rewritten_fail_a_fresh_export(tenant):
         assert f"approvals[{approval}].properties.{field}: the approval says" in text, field
 
 
-@pytest.mark.parametrize("hide", ["deleted", "resealed"])
+@pytest.mark.parametrize("hide", ["deleted", "resealed", "renamed", "removed"])
 def test_a_hold_code_rewritten_and_its_record_hidden_still_needs_a_second_person(tenant, hide):
-    """With the placing record also soft-deleted, or rewritten to the new code (and its
-    sha256 made again, which the seal key cannot be), the gate trusted the code again."""
+    """With the placing record also soft-deleted, rewritten to the new code (and its
+    sha256 made again, which the seal key cannot be), its row's action column renamed
+    (which the seal does not cover: the gate found the record by it), or removed outright,
+    the gate trusted the code again."""
     from tests.approval_support import integrity_held
     from tests.engine import envelope, refused
 
@@ -246,12 +249,24 @@ def test_a_hold_code_rewritten_and_its_record_hidden_still_needs_a_second_person
         execute("UPDATE generic_instance SET is_deleted = true WHERE type = 'execution_queue'"
                 " AND subtype = 'place_execution_hold'"
                 " AND json_addl->'result'->>'hold_euid' = %s", [hold])
-    else:
+    elif hide == "resealed":
         row = _record("place_execution_hold")
         body = row["json_addl"]
         body["captured_data"]["hold_code"] = "OPERATOR_HOLD"
         body["chain"]["sha256"] = content_hash(body)
         _write(row["uid"], body)
+    elif hide == "renamed":
+        execute("UPDATE generic_instance SET subtype = 'place_execution_hold_' WHERE uid = %s",
+                [_record("place_execution_hold")["uid"]])
+        [said] = verify_chains(tenant, subject).breaks
+        assert said.problem == ("is stored as an action 'place_execution_hold_', but sealed"
+                                " as 'place_execution_hold': renamed outside bloomops")
+    else:
+        uid = _record("place_execution_hold")["uid"]
+        execute("SET LOCAL session_replication_role = replica")
+        execute("DELETE FROM generic_instance_lineage WHERE parent_instance_uid = %s", [uid])
+        execute("DELETE FROM generic_instance WHERE uid = %s", [uid])
+        execute("SET LOCAL session_replication_role = DEFAULT")
     refused("APPROVAL_REQUIRED", lambda: act(
         "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
         expected_state="HELD", payload={"reason": "released alone"}))
@@ -289,3 +304,40 @@ def test_a_hold_released_on_approval_before_it_was_kept_on_the_hold_verifies(ten
     execute("UPDATE generic_instance SET json_addl = json_addl #- "
             "'{properties,released_on_approval}' WHERE euid = %s", [hold])
     assert verify_bundle(export_evidence(subject, ann).data, tenant).ok
+
+
+def test_an_integrity_hold_ended_in_the_database_still_needs_a_second_person(tenant):
+    """An integrity hold's status set to RELEASED in the database let one person cancel the
+    subject alone, and every check verified: no record ended it."""
+    from tests.approval_support import integrity_held
+    from tests.engine import envelope, refused
+
+    ann = person("ann", "operator")
+    subject, hold = integrity_held(ann)
+    _props(hold, status="RELEASED")
+    refused("APPROVAL_REQUIRED", lambda: act(
+        "cancel_subject_execution", ann, subject_euid=subject, expected_state="HELD",
+        payload={"reason": "cancelled alone"}))
+    assert envelope(subject)["state"] == "HELD"
+    said = [(b.key, b.record_euid, b.problem, b.what) for b in verify_chains(tenant).breaks]
+    assert said == [(subject, hold, "reads RELEASED, but no action record ended it: changed"
+                     " outside bloomops", "hold")]
+    assert said == [(b.key, b.record_euid, b.problem, b.what)
+                    for b in verify_chains(tenant, subject).breaks]
+
+
+def test_an_approval_marked_approved_in_the_database_fails_a_fresh_export(tenant):
+    """An open request set to APPROVED, decided by a supervisor with a reason, in the
+    database (no decision, no signature, no record): a bundle exported after verified, and
+    its readable verdict said who approved it."""
+    from tests.approval_support import integrity_held, request_release
+
+    ann = person("ann", "operator")
+    subject, hold = integrity_held(ann)
+    approval = request_release(ann, subject, hold)["approval_euid"]
+    _props(approval, status="APPROVED", decided_by="supervisor",
+           decided_at="2026-11-27T10:00:00.000000Z", decision_reason="checked photo")
+    report = verify_bundle(export_evidence(subject, ann).data, tenant)
+    said = (f"approvals[{approval}]: carries a decision, but no sealed record of that"
+            " decision is in the bundle")
+    assert [f"file: {said}", f"database: {said}"] == report.problems

@@ -8,9 +8,9 @@ from pydantic import Field
 from bloomops.accounts.signatures import MAX_PASSWORD_LENGTH
 from bloomops.api.action_schemas import ActionEnvelope, Id, required_text
 from bloomops.api.text_schemas import ReadableData
-from bloomops.execution.actions.approvals import DECISIONS
 from bloomops.execution.actions.fields import REASON_MAX
 from bloomops.execution.approvals import GATED_ACTIONS
+from bloomops.execution.states import DECISIONS
 
 
 class RequestApprovalIn(ActionEnvelope):

@@ -23,6 +23,7 @@ from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
 from bloomops.execution.sql import hold_active
+from bloomops.execution.verification import ended_unrecorded
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.tenancy import tenant_of
 
@@ -96,13 +97,15 @@ class SubjectFlags:
     doubted: frozenset[str] = frozenset()
 
 
-# With each active hold, the record that made it (a hold placed by an operator, or by a
-# worker's failure), among the subject's records: a hold's code is a snapshot any writer of
-# the database can rewrite, those records are sealed.
+# With each active hold, the first record on the subject that names it (the one that made
+# it: a hold placed by an operator, or by a worker's failure): a hold's code is a snapshot
+# any writer of the database can rewrite, those records are sealed. Found by what the
+# record sealed, not by its row's action column, which its seal does not cover. A hold read
+# as ended that no record ended is held active here (verification.ended_unrecorded).
 _FLAGS = f"""
 SELECT x.uid, x.euid, l.relationship_type AS rel,
        x.json_addl->'properties'->>'hold_code' AS hold_code, made.json_addl AS placed,
-       made.is_deleted AS placed_deleted
+       made.is_deleted AS placed_deleted, NOT {hold_active()} AS unrecorded_end
 FROM generic_instance_lineage l
 JOIN generic_instance x ON x.uid = l.child_instance_uid AND NOT x.is_deleted
      AND x.tenant_id = %(tenant)s
@@ -111,27 +114,31 @@ LEFT JOIN LATERAL (
   JOIN generic_instance r ON r.uid = e.parent_instance_uid AND r.tenant_id = %(tenant)s
   WHERE l.relationship_type = '{REL["subject_hold"]}' AND e.child_instance_uid = %(subject)s
     AND e.relationship_type = '{REL["executed_on"]}' AND NOT e.is_deleted
-    AND r.type = 'execution_queue'
-    AND r.subtype IN ('place_execution_hold', 'fail_queue_execution')
-    AND r.json_addl->'result'->>'hold_euid' = x.euid
+    AND r.type = 'execution_queue' AND r.json_addl->'result'->>'hold_euid' = x.euid
   ORDER BY r.uid LIMIT 1) made ON true
 WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
-  (l.relationship_type = '{REL["subject_hold"]}' AND {hold_active()})
+  (l.relationship_type = '{REL["subject_hold"]}'
+   AND ({hold_active()} OR {ended_unrecorded("x", "%(subject)s")}))
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
       AND x.json_addl->'properties'->>'resolution_state' IS DISTINCT FROM 'REQUEUED'))
 ORDER BY x.uid"""
 
+_MAKES_HOLDS = ("place_execution_hold", "fail_queue_execution")
+
 
 def _doubted(row: dict[str, Any]) -> bool:
-    """A hold whose code differs from the one the action that made it sealed, or whose
-    record is deleted or no longer matches its seal. A hold no record of bloomops' names
-    has only its code: another writer's (Bloom places holds on a shared database, with
-    records of its own), or one whose record was rewritten to name another (its chain then
-    fails `verify_chain`)."""
+    """A hold whose code differs from the one the action that made it sealed; whose first
+    record is deleted, no longer matches its seal or made no hold; that no record names
+    (its record removed, fail-closed); or read as ended by no record. A hold another
+    writer's record made (Bloom places holds on a shared database, with records of its own
+    that seal nothing) has only its code."""
     record = row["placed"]
-    if not isinstance(record, dict) or not written_by_bloomops(record):
-        return False  # Bloom's own hold actions seal nothing: the code is all there is
-    if row["placed_deleted"] or not seal_intact(record):
+    if row["unrecorded_end"] or not isinstance(record, dict):
+        return True
+    if not written_by_bloomops(record):
+        return False
+    if row["placed_deleted"] or not seal_intact(record) or (
+            record.get("action_key") not in _MAKES_HOLDS):
         return True
     code = sealed_hold_code(record) if record.get("action_key") == "place_execution_hold" \
         else None

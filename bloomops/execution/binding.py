@@ -15,6 +15,7 @@ from typing import Any
 
 from bloomops.execution.chain import CHAIN, canonical_bytes
 from bloomops.execution.guards import load_json
+from bloomops.execution.states import DECISIONS
 
 # What a signature says, each sealed in the decision's record (actions/approvals.py).
 SIGNATURE_FIELDS = ("meaning", "signer", "signer_name", "signed_at", "method", "reason")
@@ -171,7 +172,8 @@ def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]
         where = f"approvals[{a.get('euid')}]"
         entry = decided.get(str(a.get("euid")))
         if entry is None:
-            if props.get("signature") is not None or props.get("decision") is not None:
+            if props.get("status") in DECISIONS or any(props.get(name) is not None for name in (
+                    "signature", "decision", "decided_by", "decided_at")):
                 problems.append(f"{where}: carries a decision, but no sealed record of that"
                                 " decision is in the bundle")
             continue

@@ -21,13 +21,12 @@ from typing import Any
 from django.conf import settings
 
 from bloomops.execution.objects import save_record_seal
-from bloomops.execution.selectors.evidence import EVIDENCE_ACTION
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.db import fetch_all, fetch_one
 
 CHAIN = "chain"
 # Every action record is a TapDB instance of type execution_queue (subtype = action key).
-_RECORDS = "tenant_id = %(tenant)s AND type = 'execution_queue'"
+RECORDS = "tenant_id = %(tenant)s AND type = 'execution_queue'"
 
 
 def _normal(value: Any) -> Any:
@@ -119,7 +118,7 @@ def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, A
     sql_execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"chain|{tenant}|{key}"])
     prev = fetch_one(
         f"""SELECT euid, json_addl->'{CHAIN}'->>'sha256' AS sha256 FROM generic_instance
-        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s
+        WHERE {RECORDS} AND json_addl->'{CHAIN}'->>'key' = %(key)s
         ORDER BY uid DESC LIMIT 1""",
         {"tenant": tenant, "key": key},
         prepare="chain_previous",
@@ -137,7 +136,7 @@ def sealed_on(tenant: str | None, key: str, action_key: str) -> list[dict[str, A
     database can rewrite). One query, through the chain's index."""
     rows = fetch_all(
         f"""SELECT uid, euid, json_addl FROM generic_instance
-        WHERE {_RECORDS} AND subtype = %(action)s AND NOT is_deleted
+        WHERE {RECORDS} AND subtype = %(action)s AND NOT is_deleted
           AND json_addl->'{CHAIN}'->>'key' = %(key)s ORDER BY uid""",
         {"tenant": tenant, "key": key, "action": action_key})
     for row in rows:
@@ -158,11 +157,13 @@ class Break:
     """The first broken link of one chain: which record and what differs."""
 
     key: str
-    record_euid: str
+    record_euid: str  # the record named, or the object (``what``) when no record is left
     problem: str
+    what: str = "record"
 
     def __str__(self) -> str:
-        return f"chain {self.key or '(no target)'}: record {self.record_euid}: {self.problem}"
+        return (f"chain {self.key or '(no target)'}: {self.what} {self.record_euid}:"
+                f" {self.problem}")
 
 
 @dataclass
@@ -186,7 +187,7 @@ def written_by_bloomops(body: Any) -> bool:
 def _first_sealed(tenant: str | None) -> int | None:
     """uid of the tenant's first sealed record: every record bloomops wrote after it was
     sealed, so one of its records without a seal after it had its seal removed."""
-    row = fetch_one(f"SELECT uid FROM generic_instance WHERE {_RECORDS} AND json_addl ?"
+    row = fetch_one(f"SELECT uid FROM generic_instance WHERE {RECORDS} AND json_addl ?"
                     f" '{CHAIN}' ORDER BY uid LIMIT 1", {"tenant": tenant})
     return row["uid"] if row else None
 
@@ -215,6 +216,10 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
                          f"{entry.get('sha256')}, content hashes to {computed}")
         if keyed and (problem := keyed_problem(entry)):
             return Break(key, row["euid"], problem)
+        if row["subtype"] != body.get("action_key"):
+            # the column every list of actions is read by is not in the seal
+            return Break(key, row["euid"], f"is stored as an action {row['subtype']!r}, but"
+                         f" sealed as {body.get('action_key')!r}: renamed outside bloomops")
         want = (prev["euid"], prev["json_addl"][CHAIN].get("sha256")) if prev else (None, None)
         named = (entry.get("previous_euid"), entry.get("previous_sha256"))
         if not isinstance(named[0], str | None):
@@ -233,91 +238,27 @@ def _first_break(key: str, rows: list[dict[str, Any]], keyed: bool = True,
     return None
 
 
-# Every action on a subject leaves the subject's revision in its record's result (the
-# executor's), one more than before when it changed the subject. Removing a chain's newest
-# record breaks no link, and the next action's record then links to the one before it: the
-# revisions show it, a jump of more than one between the records, or a subject later than
-# its newest record left it.
-_ON_SUBJECTS = """SELECT s.uid AS subject_uid, s.euid,
-        s.json_addl->'properties'->'execution'->>'revision' AS revision,
-        a.euid AS record_euid, a.json_addl AS body
-    FROM generic_instance s
-    JOIN generic_instance_lineage l ON l.child_instance_uid = s.uid
-     AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
-    JOIN generic_instance a ON a.uid = l.parent_instance_uid AND a.tenant_id = %(tenant)s
-     AND a.type = 'execution_queue'
-    WHERE s.tenant_id = %(tenant)s AND s.json_addl->'properties' ? 'execution' {only}
-    ORDER BY s.uid, a.uid"""
-
-
-def _left_at(body: Any, euid: str) -> int | None:
-    """The revision bloomops' record of an action on subject ``euid`` left it at."""
-    if not written_by_bloomops(body) or body.get("subject_lookup_euid") != euid:
-        return None
-    left = (body.get("result") or {}).get("revision")
-    return left if isinstance(left, int) and not isinstance(left, bool) else None
-
-
-def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | None:
-    """The first sign in a subject's records (oldest first) that one was removed."""
-    last: tuple[str, int] | None = None  # the last record's revision, while it is known
-    for row in rows:
-        left = _left_at(row["body"], euid)
-        if left is None:
-            if not written_by_bloomops(row["body"]):
-                last = None  # another writer (Bloom) changed it, keeping no revision
-            continue
-        if last is not None and left > last[1] + 1:
-            return Break(euid, row["record_euid"], f"left the subject at revision {left},"
-                         f" but the record before it, {last[0]}, left it at {last[1]}: a"
-                         " record between them was removed")
-        if last is not None and left < last[1]:
-            return Break(euid, row["record_euid"], f"left the subject at revision {left},"
-                         f" but the record before it, {last[0]}, left it at {last[1]}: the"
-                         " subject was set back")
-        last = (row["record_euid"], left)
-    if last is None or not isinstance(now, str) or not now.isdigit():
-        return None
-    if int(now) > last[1]:
-        return Break(euid, last[0], f"is the subject's newest action record and left it at"
-                     f" revision {last[1]}, but the subject is at revision {now}: a newer"
-                     " record was removed, or the subject was changed without one")
-    if int(now) < last[1]:
-        return Break(euid, last[0], f"is the subject's newest action record and left it at"
-                     f" revision {last[1]}, but the subject is at revision {now}: the"
-                     " subject was set back to an earlier state without a record")
-    return None
-
-
-def revision_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
-    """The subjects (of ``keys``, else all) whose records' revisions say one was removed."""
-    only = "AND s.euid = ANY(%(keys)s)" if keys is not None else ""
-    by_subject: dict[int, list[dict[str, Any]]] = {}
-    for row in fetch_all(_ON_SUBJECTS.format(only=only), {"tenant": tenant, "keys": keys}):
-        by_subject.setdefault(row["subject_uid"], []).append(row)
-    return [b for rows in by_subject.values()
-            if (b := _revision_gap(rows[0]["euid"], rows[0]["revision"], rows)) is not None]
-
-
-def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
+def walk_chains(tenant: str | None, key: str | list[str] | None = None, *,
                   keyed: bool = True) -> ChainReport:
-    """Walk one chain (target euid), several, or every chain of the tenant in record order;
-    without ``keyed``, the keyed seals are not checked (key_chains, before it adds them)."""
+    """Walk one chain (target euid), several, or every chain of the tenant in record order,
+    naming each broken chain's first broken link; without ``keyed``, the keyed seals are not
+    checked (key_chains, before it adds them). What the objects' state says of their records
+    besides is `verification.verify_chains`'."""
     keys = [key] if isinstance(key, str) else key
-    columns = (f"uid, euid, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',"
+    columns = (f"uid, euid, subtype, is_deleted, json_addl, coalesce(json_addl->'{CHAIN}'->>'key',"
                " json_addl->>'target_euid', '') AS chain_key")
     # Some targets': their sealed records and, apart (each through its own index; an OR of
     # the two read every record of the tenant on each view of a subject), their unsealed
     # ones, so the walk names one whose seal was stripped.
     sql = f"""SELECT * FROM (
         SELECT {columns} FROM generic_instance
-        WHERE {_RECORDS} AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
+        WHERE {RECORDS} AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
         UNION ALL
         SELECT {columns} FROM generic_instance
-        WHERE {_RECORDS} AND NOT json_addl ? '{CHAIN}'
+        WHERE {RECORDS} AND NOT json_addl ? '{CHAIN}'
           AND json_addl->>'target_euid' = ANY(%(keys)s)
         ) r ORDER BY uid""" if keys is not None else (
-        f"SELECT {columns} FROM generic_instance WHERE {_RECORDS} ORDER BY uid")
+        f"SELECT {columns} FROM generic_instance WHERE {RECORDS} ORDER BY uid")
     rows = fetch_all(sql, {"tenant": tenant, "keys": keys})
     by_key: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -325,55 +266,22 @@ def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
     since = _first_sealed(tenant)
     breaks = [b for k, rs in by_key.items()
               if (b := _first_break(k, rs, keyed, since)) is not None]
-    broken = {b.key for b in breaks}  # a chain is said once, at its first break
-    breaks += [b for b in revision_gaps(tenant, keys) if b.key not in broken]
     return ChainReport(chains=len(by_key), records=len(rows), breaks=breaks)
-
-
-def subject_chain_breaks(tenant: str | None, euid: str, uid: int) -> list[Break]:
-    """What the inspector and a bundle's verdict say of a subject's records: every chain a
-    record of its history is on, walked (an approval's, a lease's, not only the subject's),
-    and every record on the subject's or its approvals' chains that its history lacks (an
-    executed_on edge removed hides the newest record, which no next link names)."""
-    linked = fetch_all(
-        f"""SELECT a.euid, a.json_addl->'{CHAIN}'->>'key' AS chain_key
-        FROM generic_instance_lineage l JOIN generic_instance a ON a.uid = l.parent_instance_uid
-        WHERE l.child_instance_uid = %(uid)s AND l.relationship_type = 'executed_on'
-          AND NOT l.is_deleted AND a.tenant_id = %(tenant)s""",
-        {"uid": uid, "tenant": tenant})
-    approvals = fetch_all(
-        """SELECT x.euid FROM generic_instance_lineage l
-        JOIN generic_instance x ON x.uid = l.child_instance_uid AND x.tenant_id = %(tenant)s
-        WHERE l.parent_instance_uid = %(uid)s AND NOT l.is_deleted
-          AND l.relationship_type = 'execution_subject_approval'""",
-        {"uid": uid, "tenant": tenant})
-    own = [euid, *(a["euid"] for a in approvals)]
-    keys = sorted({r["chain_key"] for r in linked if r["chain_key"]} | set(own))
-    breaks = verify_chains(tenant, keys).breaks
-    have = {r["euid"] for r in linked}
-    hidden = fetch_all(
-        f"""SELECT euid, json_addl->'{CHAIN}'->>'key' AS chain_key FROM generic_instance
-        WHERE {_RECORDS} AND NOT is_deleted AND json_addl->'{CHAIN}'->>'key' = ANY(%(keys)s)
-          AND subtype <> %(evidence)s ORDER BY uid""",
-        {"tenant": tenant, "keys": own, "evidence": EVIDENCE_ACTION})
-    return breaks + [Break(r["chain_key"], r["euid"], "is on this chain but not in the"
-                           " subject's history (its executed_on edge was removed)")
-                     for r in hidden if r["euid"] not in have]
 
 
 def key_chains(tenant: str | None) -> int:
     """Give every sealed record without a keyed seal one, once every chain of the tenant
     verifies without them (a deployment that had records before its seal key). Returns how
     many were keyed; refuses (ValueError naming the breaks) while any chain is broken."""
-    report = verify_chains(tenant, keyed=False)
+    report = walk_chains(tenant, keyed=False)
     if report.breaks:
         raise ValueError("; ".join(str(b) for b in report.breaks))
     # Only records older than the first keyed one can be from before the key: an unkeyed
     # record after it was re-sealed without the key, and keying it would launder the edit.
     first = fetch_one(f"""SELECT min(uid) AS uid FROM generic_instance
-        WHERE {_RECORDS} AND json_addl->'{CHAIN}' ? 'hmac'""", {"tenant": tenant})["uid"]
+        WHERE {RECORDS} AND json_addl->'{CHAIN}' ? 'hmac'""", {"tenant": tenant})["uid"]
     rows = fetch_all(f"""SELECT uid, euid, json_addl->'{CHAIN}' AS entry FROM generic_instance
-        WHERE {_RECORDS} AND json_addl ? '{CHAIN}' AND NOT json_addl->'{CHAIN}' ? 'hmac'
+        WHERE {RECORDS} AND json_addl ? '{CHAIN}' AND NOT json_addl->'{CHAIN}' ? 'hmac'
         ORDER BY uid""", {"tenant": tenant})
     late = [r["euid"] for r in rows if first is not None and r["uid"] > first]
     if late:

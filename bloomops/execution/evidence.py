@@ -16,7 +16,6 @@ from bloomops.execution.chain import (
     content_hash,
     keyed_problem,
     sha256_hex,
-    subject_chain_breaks,
 )
 from bloomops.execution.guards import load_json
 from bloomops.execution.selectors.evidence import (
@@ -29,6 +28,7 @@ from bloomops.execution.selectors.evidence import (
     subject_row,
 )
 from bloomops.execution.selectors.subjects import lineage_of, subject_history
+from bloomops.execution.verification import subject_chain_breaks
 
 FORMAT = "bloomops.evidence/1"
 # Sections whose entries are never rewritten by bloomops: a change or a removal is tampering.

@@ -153,3 +153,7 @@ def parse_priority(value: object) -> int:
     if not PRIORITY_RANGE[0] <= value <= PRIORITY_RANGE[1]:
         raise ValueError(f"priority must be within {PRIORITY_RANGE[0]} to {PRIORITY_RANGE[1]}")
     return value
+
+
+# What a second person's decision leaves an approval's status at (RULES.md#approvals).
+DECISIONS = ("APPROVED", "REJECTED")

@@ -48,11 +48,11 @@ from bloomops.execution.guards import (
 )
 from bloomops.execution.objects import REL, Obj, children_of, is_kind, load, save_props
 from bloomops.execution.policy import is_terminal
+from bloomops.execution.states import DECISIONS
 from bloomops.tapdb.instances import link
 from bloomops.tapdb.tenancy import tenant_of
 
 APPROVAL = "execution/approval"
-DECISIONS = ("APPROVED", "REJECTED")
 SIGNATURE_METHOD = "password re-entry"
 
 

@@ -17,7 +17,6 @@ from bloomops.execution import selectors
 from bloomops.execution.actions.fields import NAME_MAX
 from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.approvals import hold_gates
-from bloomops.execution.chain import subject_chain_breaks
 from bloomops.execution.context import Actor, action_name
 from bloomops.execution.errors import STALE_CODES, ActionError
 from bloomops.execution.evidence import CHECKS, verify_bundle
@@ -27,6 +26,7 @@ from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
 from bloomops.execution.states import OUTSIDE_STATES
+from bloomops.execution.verification import subject_chain_breaks
 from bloomops.tapdb.tenancy import tenant_of
 from bloomops.web import services
 from bloomops.web.evidence_readable import readable

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from bloomops.execution.chain import verify_chains
+from bloomops.execution.verification import verify_chains
 from bloomops.tapdb.tenancy import tenant_of
 
 
