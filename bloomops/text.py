@@ -38,6 +38,15 @@ def line_problem(value: str) -> str | None:
     return None
 
 
+def exact_line_problem(value: str) -> str | None:
+    """line_problem for a value matched exactly as given, never stripped (an idempotency
+    key, a capability, a key of a caller's data): no white space at either end either, as
+    "yield" and "yield " would be two keys that show as one."""
+    if value != value.strip():
+        return "may not begin or end with white space"
+    return line_problem(value)
+
+
 def readable_line(value: str) -> str:
     """``value`` made one that line_problem accepts: composed (NFC), without what shows as
     nothing or is not printable (a name the lab's own account records hold, not a caller's)."""
@@ -77,6 +86,8 @@ NON_BLANK = f"[^{STRIPPED_CHARS}\\ufeff]"
 # final newline): a line taken as given, and one the engine strips first.
 REFUSED_IN_LINE = f"[{_SPACE}{_OTHER}]"
 REFUSED_IN_STRIPPED_LINE = rf"[{_OTHER}]|\S\s*[{_SPACE}]\s*\S"
+# ... and, for a line taken as given, what it may not begin or end with (exact_line_problem)
+REFUSED_AT_ENDS = f"^[{STRIPPED_CHARS}]|[{STRIPPED_CHARS}]$"
 
 
 # What a text people read may not hold though it spans lines (a reason, a failure's words):

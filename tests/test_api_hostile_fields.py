@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api_helpers import api_for, error_code
-from tests.engine import SPECIMEN, counts, make_queue, make_subject
+from tests.engine import SPECIMEN, act, actor, counts, make_queue, make_subject, refused
 
 pytestmark = pytest.mark.django_db
 
@@ -602,3 +602,54 @@ def test_a_callers_own_data_keeps_its_lines_tabs_and_values(apis):
     assert r.status_code == 200, r.content
     records = apis["operator"].get(f"/subjects/{c['subject_euid']}/history").json()["records"]
     assert records[0]["result_snapshot"] == kept
+
+
+@pytest.mark.parametrize("key", ["k-1\n", " k-1", "k-1\t", "k-1\u3000", "k-1 "])
+def test_an_idempotency_key_with_white_space_at_an_end_is_refused(apis, key):
+    """The key was checked stripped and matched as sent: a retry whose key gained a trailing
+    newline was a new request (a second claim, a second hold)."""
+    subject = make_subject("q1")
+    before = counts()
+    r = apis["operator"].act("hold", subject_euid=subject, expected_state="READY",
+                             reason="check", idempotency_key=key)
+    refused_field(r, "idempotency_key")
+    assert counts() == before
+    engine = refused("VALIDATION_ERROR", lambda: act(
+        "place_execution_hold", actor("operator"), subject_euid=subject,
+        expected_state="READY", payload={"reason": "check"}, idempotency_key=key))
+    assert engine.details.get("field") == "idempotency_key"
+    assert "may not begin or end with white space" in engine.message
+    assert counts() == before
+
+
+@pytest.mark.parametrize("key", ["site ", " site", "site\u3000"])
+def test_a_key_of_a_callers_data_with_white_space_at_an_end_is_refused(apis, key):
+    """{"yield": 1, "yield ": 2} was stored, exported and tallied as two results that show
+    as one."""
+    before = counts()
+    r = apis["operator"].act("register-subject", queue_key="q1", template_code=SPECIMEN,
+                             name="Tube", properties={"site": "sfo", key: "x"})
+    assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
+    assert counts() == before
+    engine = refused("VALIDATION_ERROR", lambda: act(
+        "register_subject", actor("operator"), queue_key="q1",
+        payload={"template_code": SPECIMEN, "name": "Tube", "properties": {key: "x"}}))
+    assert "may not begin or end with white space" in engine.message
+
+
+@pytest.mark.parametrize("code", ["qc_fa\u0131l", "contam\u0131nat\u0131on", "\u0131ntegr\u0131ty"])
+def test_a_hold_code_spelt_with_a_look_alike_letter_is_refused(apis, code):
+    """Unicode's upper() made a dotless "ı" an "I": "qc_faıl" was stored as QC_FAIL."""
+    subject = make_subject("q1")
+    before = counts()
+    r = apis["operator"].act("hold", subject_euid=subject, expected_state="READY",
+                             reason="check", hold_code=code)
+    assert refused_field(r, "hold_code").startswith("Unknown hold code")
+    assert counts() == before
+    ok = apis["operator"].act("hold", subject_euid=subject, expected_state="READY",
+                              reason="check", hold_code="qc_fail")
+    assert ok.status_code == 200, ok.content
+    from bloomops.tapdb.db import fetch_value
+
+    assert fetch_value("SELECT json_addl->'properties'->>'hold_code' FROM generic_instance"
+                       " WHERE euid = %s", [ok.json()["hold_euid"]]) == "QC_FAIL"

@@ -480,3 +480,43 @@ def test_a_refusal_of_many_unknown_fields_lists_a_score_of_them(lab):
     err = refused(r, 400, "VALIDATION_ERROR")
     assert len(err["details"]["errors"]) == 20 and err["details"]["error_count"] == 500
     assert len(r.content) < 10_000
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+def test_a_body_with_a_content_encoding_is_415_and_writes_nothing(lab, coding):
+    """The header was ignored: a plain body labelled gzip ran, a gzipped one was a 400
+    saying the body was not UTF-8 text."""
+    import gzip
+
+    api = lab["apis"]["worker_service"]
+    body = b'{"idempotency_key": "ce", "worker_key": "w-ce"}'
+    before = counts()
+    for sent in (body, gzip.compress(body)):
+        r = api.client.post(f"{ACTIONS}/register-worker", sent, content_type="application/json",
+                            HTTP_CONTENT_ENCODING=coding, **api._headers())
+        err = refused(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+        assert err["details"]["content_encoding"] == coding
+        assert "no Content-Encoding" in err["message"]
+    assert counts() == before
+    ok = api.client.post(f"{ACTIONS}/register-worker", body, content_type="application/json",
+                         HTTP_CONTENT_ENCODING="identity", **api._headers())
+    assert ok.status_code == 200, ok.content
+
+
+@pytest.mark.parametrize("number,kept", [("998.99999999999999", 999), ("1e-400", 0),
+                                         ("99.00000000000000001", 99)])
+def test_a_number_that_is_not_whole_but_reads_as_one_is_refused(lab, number, kept):
+    """A double reads 998.99999999999999 as 999 and 1e-400 as 0: taken as a priority or an
+    expected revision, as neither was sent."""
+    before = counts()
+    r = raw(lab["apis"]["operator"], "hold", '{"idempotency_key": "frac", "subject_euid": "'
+            + lab["subject"] + '", "expected_state": "READY", "reason": "x",'
+            ' "expected_revision": ' + number + "}")
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert f"{number} is not a whole number, but would be kept as one ({kept})" in err[
+        "message"]
+    assert counts() == before
+    whole = raw(lab["apis"]["operator"], "hold", '{"idempotency_key": "whole", "subject_euid":'
+                ' "' + lab["subject"] + '", "expected_state": "READY", "reason": "x",'
+                ' "expected_revision": 1.0}')
+    assert whole.status_code == 200, whole.content  # 1.0 is the integer 1, as JSON says

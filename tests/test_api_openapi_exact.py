@@ -487,8 +487,10 @@ def test_the_documents_patterns_read_alike_in_python_and_in_javascript(doc):
     hold = body_schema(doc, "hold")["properties"]
     patterns = [hold["reason"]["pattern"],
                 body_schema(doc, "register-subject")["properties"]["due_at"]["anyOf"][0][
-                    "pattern"]]
-    samples = ["\x1c", "\x85", "\ufeff", "\u3000", " a ", "\t", "\x1fk\x1c",
+                    "pattern"],
+                hold["idempotency_key"]["allOf"][1]["not"]["pattern"]]  # no blank at the ends
+    samples = ["\x1c", "\x85", "\ufeff", "\u3000", " a ", "\t", "\x1fk\x1c", "k\n", "k\x1c",
+               "\u2028k", "k k",
                "2026-01-01T00:00:00Z", "\x1c2026-01-01T00:00:00Z ", "\ufeff2026-01-01T00:00:00Z",
                " 2026-01-01T00:00:00Z\u2028"]
     node = shutil.which("node")

@@ -8,9 +8,11 @@ import re
 import unicodedata
 
 from bloomops.text import (
+    REFUSED_AT_ENDS,
     REFUSED_IN_LINE,
     REFUSED_IN_PROSE,
     REFUSED_IN_STRIPPED_LINE,
+    exact_line_problem,
     line_problem,
     prose_problem,
 )
@@ -52,3 +54,14 @@ def test_a_text_of_several_lines():
     assert wrong == []
     assert prose_problem("line one\r\nline two\tend") is None
     assert prose_problem("\x1b[2J") and prose_problem("\u202eRTL") and prose_problem("\x07")
+
+
+def test_a_line_matched_exactly_begins_and_ends_with_no_white_space():
+    """An idempotency key or a key of a caller's data "k " was another key than "k" that
+    shows as one (a retry with a trailing newline claimed a second item): refused, by the
+    document's pattern as by the engine, for every white space character at either end."""
+    ends = [c for c in ASSIGNED if c.isspace()
+            for value in (f"{c}x", f"x{c}", f"x y{c}")
+            if not re.search(REFUSED_AT_ENDS, value) or exact_line_problem(value) is None]
+    assert ends == []
+    assert not re.search(REFUSED_AT_ENDS, "x y") and exact_line_problem("x y") is None

@@ -19,7 +19,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from bloomops.api.text_schemas import LINE, PROSE, STRIPPED_LINE, Properties, ReadableData
+from bloomops.api.text_schemas import (
+    EXACT_LINE,
+    LINE,
+    PROSE,
+    STRIPPED_LINE,
+    Properties,
+    ReadableData,
+)
 from bloomops.execution.actions import RecordExternalResult
 from bloomops.execution.actions.fields import (
     ERROR_MESSAGE_MAX,
@@ -83,7 +90,8 @@ def integer(minimum: int, maximum: int) -> Any:
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
 Id = Annotated[str, Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK)]
-NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX, json_schema_extra=LINE)]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX,
+                                    json_schema_extra=EXACT_LINE)]
 # A list of keys (capabilities, scopes, template codes), as the engine bounds it.
 KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
 
@@ -115,9 +123,10 @@ class ActionEnvelope(StrictSchema):
     Action-specific fields go at the top level; a field the action declares may instead be
     sent inside ``payload`` and is validated the same way (not at both places)."""
 
-    idempotency_key: str = required_text(ID_MAX, (
+    idempotency_key: str = Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK, description=(
         "A retry with the same key and the same content returns the first response; the same"
-        " key with other content is IDEMPOTENCY_CONFLICT."), line=True)
+        " key with other content is IDEMPOTENCY_CONFLICT. Matched exactly as given."),
+        json_schema_extra=EXACT_LINE)
     subject_euid: Id | None = None
     worker_euid: Id | None = None
     lease_euid: Id | None = None

@@ -151,6 +151,11 @@ def _body_problem(request: HttpRequest) -> RequestRefused | None:
                               content_length=length)
     if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
         return RequestRefused("LENGTH_REQUIRED")
+    coding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+    if length and coding not in ("", "identity"):
+        # a compressed body read as JSON was a 400 about UTF-8, a plain one so labelled ran
+        return RequestRefused("UNSUPPORTED_MEDIA_TYPE", "Send the body unencoded: no"
+                              " Content-Encoding is taken.", content_encoding=coding[:100])
     if length and (request.content_type != "application/json" or request.content_params.get(
             "charset", "utf-8").lower() not in ("utf-8", "utf8")):
         return RequestRefused("UNSUPPORTED_MEDIA_TYPE",

@@ -10,7 +10,13 @@ from pydantic import Field
 from typing_extensions import TypeAliasType
 
 from bloomops.execution.guards import LARGEST_NUMBER
-from bloomops.text import NON_BLANK, REFUSED_IN_LINE, REFUSED_IN_PROSE, REFUSED_IN_STRIPPED_LINE
+from bloomops.text import (
+    NON_BLANK,
+    REFUSED_AT_ENDS,
+    REFUSED_IN_LINE,
+    REFUSED_IN_PROSE,
+    REFUSED_IN_STRIPPED_LINE,
+)
 
 # A key or name people read in a list must be one printable line (text.line_problem); the
 # document says it as far as a pattern can (a "not" pattern: a pattern's $ also matches
@@ -18,10 +24,12 @@ from bloomops.text import NON_BLANK, REFUSED_IN_LINE, REFUSED_IN_PROSE, REFUSED_
 LINE = {"not": {"type": "string", "pattern": REFUSED_IN_LINE}}
 STRIPPED_LINE = {"not": {"type": "string", "pattern": REFUSED_IN_STRIPPED_LINE}}
 PROSE = {"not": {"type": "string", "pattern": REFUSED_IN_PROSE}}
+# EXACT_LINE: taken as given and matched exactly, so no white space at either end either
+EXACT_LINE = {"allOf": [LINE, {"not": {"type": "string", "pattern": REFUSED_AT_ENDS}}]}
 
 # A caller's own data (results, a dispatch, properties, parameters) at any depth: keys
 # readable lines, texts readable prose (fields.obj_field).
-DATA_KEYS = {"propertyNames": {"pattern": NON_BLANK, **LINE}}
+DATA_KEYS = {"propertyNames": {"pattern": NON_BLANK, **EXACT_LINE}}
 ReadableText = Annotated[str, Field(json_schema_extra=PROSE)]
 # numbers a record keeps (guards.too_large); a whole one kept whole, never through a float
 KeptInt = Annotated[int, Field(gt=-LARGEST_NUMBER, lt=LARGEST_NUMBER)]

@@ -56,7 +56,7 @@ from bloomops.execution.states import TERMINAL_STATES
 from bloomops.execution.stats.counting import tenant_key
 from bloomops.tapdb.db import execute as sql_execute
 from bloomops.tapdb.tenancy import tenant_of
-from bloomops.text import line_problem
+from bloomops.text import exact_line_problem
 
 log = logging.getLogger("bloomops.execution")
 
@@ -100,7 +100,7 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
         raise ActionError("VALIDATION_ERROR", f"The idempotency key is too long ({KEY_MAX}"
                           " max).", field="idempotency_key")
     # it is logged, listed with leases and matched exactly: nothing in it may show as nothing
-    if problem := line_problem(req.idempotency_key.strip()):
+    if problem := exact_line_problem(req.idempotency_key):
         raise ActionError("VALIDATION_ERROR", f"The idempotency key {problem}.",
                           field="idempotency_key")
     check_request_fields(req)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bloomops.accounts.profiles import values_problem
 from bloomops.execution.context import ActionRequest
 from bloomops.execution.errors import ActionError
-from bloomops.text import line_problem, prose_problem, shows_nothing
+from bloomops.text import exact_line_problem, line_problem, prose_problem, shows_nothing
 
 # The longest text each kind of field takes; the API's schemas state the same bounds from
 # here (docs/API.md, "Limits").
@@ -83,7 +83,7 @@ def str_list_field(payload: dict, name: str) -> list[str] | None:
         raise ActionError("VALIDATION_ERROR", f"{name} holds at most {LIST_MAX} values of at"
                           f" most {KEY_MAX} characters each.", field=name)
     for item in value:
-        problem = line_problem(item)
+        problem = exact_line_problem(item)
         if problem:
             raise ActionError("VALIDATION_ERROR", f"{name}: {item[:40]!r} {problem}.",
                               field=name)
@@ -136,7 +136,7 @@ def _readable_data(value: object, where: str) -> None:
             if not str(key).strip():
                 raise ActionError("VALIDATION_ERROR", f"{where}: a key must not be blank.",
                                   field=where)
-            if problem := line_problem(str(key)):
+            if problem := exact_line_problem(str(key)):
                 raise ActionError("VALIDATION_ERROR", f"{where}: the key {str(key)[:60]!a}"
                                   f" {problem}.", field=where)
             _readable_data(item, f"{where}.{key}")

@@ -57,10 +57,13 @@ def _hold_code(payload: dict) -> str:
     if code is None:
         return DEFAULT_HOLD_CODE
     allowed = hold_codes()
-    if code.upper() not in allowed:
+    # ASCII letters alone in any case: Unicode's upper() folds a dotless "ı" or a long "ſ"
+    # into a code's "I" or "S", and a look-alike was stored as QC_FAIL
+    wanted = code.upper() if code.isascii() else code
+    if wanted not in allowed:
         raise ActionError("VALIDATION_ERROR", f"Unknown hold code {code!r}: choose one of"
                           f" {', '.join(allowed)}.", field="hold_code", allowed=allowed)
-    return code.upper()
+    return wanted
 
 
 def _reason(req: ActionRequest) -> None:
