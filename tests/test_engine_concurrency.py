@@ -244,3 +244,25 @@ def test_the_sweeper_need_not_wait_for_a_subject_an_action_has_locked(tenant, se
     with locked_elsewhere(lambda: load(euid=subject, tenant=tenant, lock=True)):
         swept = act("expire_queue_lease", actor("admin"))
     assert swept["expired_lease_euids"] == [lease]
+
+
+@pytest.mark.usefixtures("committed")
+def test_a_strict_queue_hands_out_nothing_while_its_head_is_locked_elsewhere(tenant):
+    """The claim skips a row another transaction holds locked: on a strict-order queue a
+    hold of the head under way (one later refused and rolled back) let a claim take the
+    second item, the work run out of order."""
+    from bloomops.execution.objects import load
+
+    svc = actor(*SERVICE)
+    make_queue("q1", strict_order=True)
+    head = make_subject("q1", name="first")
+    make_subject("q1", name="second")
+    worker = register(svc)
+    with locked_elsewhere(lambda: load(euid=head, tenant=tenant, lock=True)):
+        err = None
+        try:
+            claim(svc, worker)
+        except ActionError as refused:
+            err = refused
+    assert err is not None and err.code == "NO_WORK", err
+    assert claim(svc, worker)["subject_euid"] == head  # its turn, once the lock is gone

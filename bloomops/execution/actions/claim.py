@@ -230,8 +230,11 @@ class ClaimQueueItem(Handler):
             uid = _claim_candidate(ctx, worker, queue["queue_key"], self.MAX_CANDIDATES,
                                    scoped=not strict)
             if uid is not None and strict:
-                if worker_scope_problem(worker.props,
-                                        selectors.scope_texts(uid, tenant=ctx.tenant)):
+                # the claim function skips a row another transaction holds locked (a hold
+                # or a claim of the head under way): here that is not the next item's turn
+                head = selectors.queue_head(queue["queue_key"], now=ctx.now, tenant=ctx.tenant)
+                if head is None or head.uid != uid or worker_scope_problem(
+                        worker.props, selectors.scope_texts(uid, tenant=ctx.tenant)):
                     uid = None
             if uid is not None:
                 chosen = (queue, uid)
