@@ -161,13 +161,16 @@ def test_a_removed_newest_record_is_named_by_the_subjects_revision(history, caps
     assert newest["json_addl"]["action_key"] == "release_execution_hold"
     _remove(newest)
     left = before["json_addl"]["result"]["revision"]
+    hold = newest["json_addl"]["result"]["hold_euids"][0]
     for report in (verify_chains(history["tenant"]),
                    verify_chains(history["tenant"], history["subject"])):
         assert [(b.key, b.record_euid, b.problem) for b in report.breaks] == [(
             history["subject"], before["euid"], "is the subject's newest action record and"
             f" left it at revision {left}, but the subject is at revision {left + 1}: a newer"
-            " record was removed, or the subject was changed without one")]
-    with pytest.raises(CommandError, match="1 broken"):
+            " record was removed, or the subject was changed without one"), (
+            history["subject"], hold, "reads RELEASED, but no action record ended it: changed"
+            " outside bloomops")]
+    with pytest.raises(CommandError, match="2 broken"):
         call_command("verify_chain")
     # the next action's record links to the one before the removed one, the chain intact
     # again: the jump of its revision still says a record is missing
@@ -177,7 +180,8 @@ def test_a_removed_newest_record_is_named_by_the_subjects_revision(history, caps
     report = verify_chains(history["tenant"], history["subject"])
     assert [(b.record_euid, b.problem) for b in report.breaks] == [(
         later.action_euid, f"left the subject at revision {left + 2}, but the record before"
-        f" it, {before['euid']}, left it at {left}: a record between them was removed")]
+        f" it, {before['euid']}, left it at {left}: a record between them was removed"), (
+        hold, "reads RELEASED, but no action record ended it: changed outside bloomops")]
 
 
 def act_by_another_writer(subject: str) -> None:

@@ -90,8 +90,7 @@ def integer(minimum: int, maximum: int) -> Any:
 Priority = integer(*PRIORITY_RANGE) | PriorityClassName
 # A blank one is no id: a claim's queue_key "" claimed from any queue.
 Id = Annotated[str, Field(min_length=1, max_length=ID_MAX, pattern=NON_BLANK)]
-NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX,
-                                    json_schema_extra=EXACT_LINE)]
+NonEmptyText = Annotated[str, Field(min_length=1, max_length=KEY_MAX, json_schema_extra=LINE)]
 # A list of keys (capabilities, scopes, template codes), as the engine bounds it.
 KeyList = Annotated[list[NonEmptyText], Field(max_length=LIST_MAX)]
 

@@ -50,7 +50,7 @@ def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text[:40]} is too large to be a finite number")
-    if value.is_integer() and Decimal(text) % 1:
+    if value.is_integer() and (exact := Decimal(text)) != exact.to_integral_value():
         # 998.99999999999999 and 1e-400 read as 999 and 0: taken where a whole number is
         # asked (a priority, a revision), as neither was sent
         raise ValueError(f"{text[:40]} is not a whole number, but would be kept as one"

@@ -83,7 +83,7 @@ def str_list_field(payload: dict, name: str) -> list[str] | None:
         raise ActionError("VALIDATION_ERROR", f"{name} holds at most {LIST_MAX} values of at"
                           f" most {KEY_MAX} characters each.", field=name)
     for item in value:
-        problem = exact_line_problem(item)
+        problem = line_problem(item)
         if problem:
             raise ActionError("VALIDATION_ERROR", f"{name}: {item[:40]!r} {problem}.",
                               field=name)
