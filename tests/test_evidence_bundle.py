@@ -606,3 +606,16 @@ def test_a_queue_s_export_holds_the_subjects_released_and_cancelled_in_it(tenant
     manifest = json.loads((out / "manifest.json").read_bytes())
     assert [b["subject_euid"] for b in manifest["bundles"]] == [subject]
     assert manifest["missing"] == []
+
+
+def test_a_day_given_to_export_evidence_is_a_day_of_the_labs_zone(settings):
+    """--since 2026-11-27 was the UTC day, where the Activity screen an auditor checks the
+    set against reads whole days in the lab's zone: a Berlin lab's first hour was left out."""
+    from datetime import UTC, datetime
+
+    from bloomops.execution.management.commands.export_evidence import _instant
+
+    settings.TIME_ZONE = "Europe/Berlin"
+    assert _instant("2026-11-27", "since") == datetime(2026, 11, 26, 23, 0, tzinfo=UTC)
+    assert _instant("2026-07-01", "until") == datetime(2026, 6, 30, 22, 0, tzinfo=UTC)
+    assert _instant("2026-11-27T08:00:00Z", "since") == datetime(2026, 11, 27, 8, tzinfo=UTC)

@@ -4,6 +4,8 @@ revision whole; the lease, later than its newest record, still says it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -127,3 +129,30 @@ def test_the_inspector_names_a_lease_no_record_accounts_for(leased, client, user
     banner = html.split('id="chain-broken"')[1].split("</div>")[0]
     assert (f"Lease <code>{leased['lease']}</code> is named by no action record: the record"
             " of its claim was removed") in banner
+
+
+def test_a_renewal_is_in_its_subjects_history_and_bundle(leased):
+    """Renewals were linked to the lease alone: no subject's bundle held them, and removing
+    one between two others was seen by a walk of every chain alone, never the subject's."""
+    from bloomops.execution.exports import export_evidence
+
+    svc = leased["svc"]
+    act("renew_queue_lease", svc, worker_euid=leased["worker"], lease_euid=leased["lease"])
+    bundle = json.loads(export_evidence(leased["subject"], actor("operator")).data)
+    renewals = [r for r in bundle["action_records"]
+                if r["record"]["action_key"] == "renew_queue_lease"]
+    assert len(renewals) == 2
+    _remove(_records(leased["lease"])[1]["uid"])  # the first renewal, between two records
+    [said] = subject_chain_breaks(leased["tenant"], leased["subject"], uid(leased["subject"]))
+    assert said.key == leased["lease"] and "a record was removed" in said.problem
+
+
+def test_a_lease_given_to_another_worker_in_the_database_is_named(leased):
+    other = register(actor("worker_service", username="svc-2"), capabilities=[])
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,worker_lookup_euid}', to_jsonb(%s::text)) WHERE euid = %s""",
+            [other, leased["lease"]])
+    [(key, _, problem)] = _said(leased)
+    assert key == leased["lease"] and problem == (
+        f"gave lease {leased['lease']} to worker {leased['worker']}, but the lease names"
+        f" {other}: changed outside bloomops")

@@ -107,6 +107,38 @@ def with_keyed_seal(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "key_id": _key_id(key), "hmac": _keyed(key, entry["sha256"])}
 
 
+# The envelope's seal (RULES.md#evidence): a chain's newest record names no next one, so
+# its removal, or its disguise as another writer's, left the chains whole. The executor
+# keys every envelope it writes, and the record of that action keeps the same seal; one
+# without the key cannot make a seal for an envelope of their own.
+ENVELOPE_SEAL = "seal"
+
+
+def _envelope_digest(tenant: str | None, euid: str, env: dict[str, Any]) -> str:
+    body = {k: v for k, v in env.items() if k != ENVELOPE_SEAL}
+    return sha256_hex(canonical_bytes({"tenant": tenant, "subject": euid, "envelope": body}))
+
+
+def envelope_seal(tenant: str | None, euid: str, env: dict[str, Any]) -> str:
+    """The seal of subject ``euid``'s envelope ``env`` under the server's first key."""
+    key = settings.BLOOMOPS_SEAL_KEYS[0]
+    return f"{_key_id(key)}:{_keyed(key, _envelope_digest(tenant, euid, env))}"
+
+
+def envelope_sealed(tenant: str | None, euid: str, env: dict[str, Any]) -> bool:
+    """Whether ``env`` is still the envelope its seal was made for, under a key held."""
+    seal_ = env.get(ENVELOPE_SEAL)
+    if not isinstance(seal_, str) or ":" not in seal_:
+        return False
+    key_id, mac = seal_.split(":", 1)
+    key = {_key_id(k): k for k in settings.BLOOMOPS_SEAL_KEYS}.get(key_id)
+    try:
+        digest = _envelope_digest(tenant, euid, env)
+    except (TypeError, ValueError):  # another writer's value no canonical form holds
+        return False
+    return key is not None and hmac.compare_digest(mac, _keyed(key, digest))
+
+
 def seal(tenant: str | None, key: str, json_addl: dict[str, Any]) -> dict[str, Any]:
     """The chain entry of a record about to be written on target ``key``.
 

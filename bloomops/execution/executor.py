@@ -29,6 +29,7 @@ from bloomops.execution import clock
 from bloomops.execution.actions import HANDLERS
 from bloomops.execution.actions.fields import KEY_MAX
 from bloomops.execution.approvals import gate
+from bloomops.execution.chain import ENVELOPE_SEAL, envelope_seal
 from bloomops.execution.context import (
     NOT_EMITTED,
     ActionRequest,
@@ -167,6 +168,8 @@ def _execute(req: ActionRequest, approval: dict | None = None) -> ActionResult:
                 return result
             if ctx.subject is not None and ctx.env_changed and ctx.env is not None:
                 ctx.env["revision"] = int(ctx.env.get("revision") or 0) + 1
+                ctx.env[ENVELOPE_SEAL] = envelope_seal(ctx.tenant, ctx.subject.euid, ctx.env)
+                ctx.result["envelope_seal"] = ctx.env[ENVELOPE_SEAL]
                 props = dict(ctx.subject.props)
                 props["execution"] = ctx.env
                 save_props(ctx.subject, props)

@@ -10,9 +10,11 @@ from typing import Any
 
 from bloomops.execution.chain import (
     CHAIN,
+    ENVELOPE_SEAL,
     RECORDS,
     Break,
     ChainReport,
+    envelope_sealed,
     walk_chains,
     written_by_bloomops,
 )
@@ -42,7 +44,8 @@ def verify_chains(tenant: str | None, key: str | list[str] | None = None, *,
 # its newest record left it.
 _ON_SUBJECTS = """SELECT s.uid AS subject_uid, s.euid,
         s.json_addl->'properties'->'execution'->>'revision' AS revision,
-        a.euid AS record_euid, a.json_addl AS body
+        s.json_addl->'properties'->'execution' AS env, a.euid AS record_euid,
+        a.json_addl AS body
     FROM generic_instance s
     JOIN generic_instance_lineage l ON l.child_instance_uid = s.uid
      AND l.relationship_type = 'executed_on' AND NOT l.is_deleted
@@ -91,14 +94,55 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
     return None
 
 
+def _sealed_by(body: Any) -> str | None:
+    """The envelope seal bloomops' record of an action that changed the subject left."""
+    result = body.get("result") if written_by_bloomops(body) else None
+    left = result.get("envelope_seal") if isinstance(result, dict) else None
+    return left if isinstance(left, str) else None
+
+
+def _seal_gap(tenant: str | None, euid: str, env: Any,
+              rows: list[dict[str, Any]]) -> Break | None:
+    """What the envelope's seal says of a subject's records (oldest first): the record of
+    the action that sealed it is among them and is the newest that sealed one, and the
+    envelope is as sealed unless another writer's record came after. A subject no action of
+    bloomops sealed (older records, another writer's work alone) is not read so."""
+    sealing = [r for r in rows if _sealed_by(r["body"])]
+    if not isinstance(env, dict) or not sealing:
+        return None
+    newest = sealing[-1]
+    seal = env.get(ENVELOPE_SEAL)
+    if not isinstance(seal, str):
+        return Break(euid, newest["record_euid"], "sealed the subject's envelope, which now"
+                     " carries no seal: the envelope was rewritten outside bloomops")
+    if _sealed_by(newest["body"]) != seal:
+        if any(_sealed_by(r["body"]) == seal for r in sealing):
+            return Break(euid, newest["record_euid"], "is the newest record that sealed the"
+                         " subject's envelope, but the envelope carries an earlier record's"
+                         " seal: it was set back to an earlier state")
+        return Break(euid, euid, "carries the seal of an action of bloomops whose record is"
+                     " not among its records: that record was removed, or made to look like"
+                     " another writer's", what="subject")
+    if envelope_sealed(tenant, euid, env):
+        return None
+    after = rows[rows.index(newest) + 1:]
+    if any(not written_by_bloomops(r["body"]) for r in after):
+        return None  # another writer (Bloom) changed it since, with a record of its own
+    return Break(euid, newest["record_euid"], "is the newest record that sealed the subject's"
+                 " envelope, which has changed since with no record: changed outside"
+                 " bloomops")
+
+
 def revision_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
-    """The subjects (of ``keys``, else all) whose records' revisions say one was removed."""
+    """The subjects (of ``keys``, else all) whose records' revisions or envelope's seal say
+    one was removed or the subject changed without one."""
     only = "AND s.euid = ANY(%(keys)s)" if keys is not None else ""
     by_subject: dict[int, list[dict[str, Any]]] = {}
     for row in fetch_all(_ON_SUBJECTS.format(only=only), {"tenant": tenant, "keys": keys}):
         by_subject.setdefault(row["subject_uid"], []).append(row)
     return [b for rows in by_subject.values()
-            if (b := _revision_gap(rows[0]["euid"], rows[0]["revision"], rows)) is not None]
+            if (b := _revision_gap(rows[0]["euid"], rows[0]["revision"], rows)
+                or _seal_gap(tenant, rows[0]["euid"], rows[0]["env"], rows)) is not None]
 
 
 # A claim and each renewal set a lease's heartbeat and expiry, and their records keep both
@@ -146,6 +190,11 @@ def _lease_gap(rows: list[dict[str, Any]]) -> Break | None:
                      " of its claim does: that record was removed")
     if not written_by_bloomops(last["body"]):
         return None
+    worker = (last["body"].get("result") or {}).get("worker_euid")
+    if isinstance(worker, str) and props.get("worker_lookup_euid") != worker:
+        return Break(lease, last["record_euid"], f"gave lease {lease} to worker {worker}, but"
+                     f" the lease names {props.get('worker_lookup_euid')}: changed outside"
+                     " bloomops")
     said = (parse_ts_or_none(_set_by(last["body"], lease)),
             parse_ts_or_none(last["body"].get("executed_at")))
     now = (parse_ts_or_none(props.get("expires_at")), parse_ts_or_none(props.get("heartbeat_at")))

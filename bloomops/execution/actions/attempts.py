@@ -108,6 +108,8 @@ class RenewQueueLease(Handler):
         props.update(heartbeat_at=ctx.now_ts, expires_at=ts(ctx.now + timedelta(seconds=ttl)))
         save_props(lease, props)
         ctx.target = lease
+        if ctx.leased_subject is not None:  # in the subject's history and its bundles too
+            ctx.related_uids.append(ctx.leased_subject.uid)
         ctx.result.update(lease_euid=lease.euid, worker_euid=worker.euid,
                           expires_at=props["expires_at"],
                           subject_euid=props.get("subject_lookup_euid"))

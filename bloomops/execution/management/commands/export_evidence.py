@@ -1,6 +1,8 @@
 from datetime import UTC, date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
@@ -11,11 +13,12 @@ from bloomops.execution.exports import export_evidence_set, refuse_unless_allowe
 
 
 def _instant(text: str, name: str) -> datetime:
-    """A day (its start, UTC) or an instant with its zone: a zoneless time would be read in
-    whichever zone the machine has."""
+    """A day (its start in the lab's time zone, as the Activity screen's days are) or an
+    instant with its zone: a zoneless time would be read in whichever zone the machine has."""
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+            return datetime.combine(date.fromisoformat(text), datetime.min.time(),
+                                    ZoneInfo(settings.TIME_ZONE)).astimezone(UTC)
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise CommandError(f"--{name} {text!r}: give a day (2026-11-01) or an instant with"
@@ -37,8 +40,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--since", required=True, help="a day or an instant with its zone")
-        parser.add_argument("--until", required=True, help="a day or an instant (not included)")
+        parser.add_argument("--since", required=True, help=(
+            "a day (from its start in BLOOMOPS_TIME_ZONE) or an instant with its zone"))
+        parser.add_argument("--until", required=True,
+                            help="a day or an instant, as --since (not included)")
         parser.add_argument("--queue", default=None, help="only actions in this queue")
         parser.add_argument("--out", required=True, help="a new or empty directory")
         parser.add_argument("--as", dest="username", required=True,
