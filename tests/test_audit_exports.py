@@ -322,6 +322,26 @@ def test_activity_names_who_asked_for_what_an_approval_decided(client, lab):
     assert "asked by Ann Asker (asker2)" in page
 
 
+def test_activity_says_which_way_a_decision_went(client, lab):
+    """Every decision read "Decide approval: ..., asked by ...": a rejection looked exactly
+    like an approval, in the page and in the spreadsheet an auditor is sent."""
+    from tests.approval_support import decide, integrity_held, person, request_release
+
+    ann = person("asker3", "operator", full_name="Ann Asker")
+    bob = person("checker3", "operator", full_name="Bob Checker")
+    subject, hold = integrity_held(ann)
+    decide(bob, request_release(ann, subject, hold)["approval_euid"], "REJECTED")
+    decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    client = signed_in(client, lab["operator"])
+    head, *rows = _csv(client.get(f"/activity/export.csv?subject={subject}"))
+    decided = [dict(zip(head, r, strict=True))["action"] for r in rows
+               if dict(zip(head, r, strict=True))["action_key"] == "decide_approval"]
+    assert sorted(decided) == ["Approved: release hold, asked by Ann Asker (asker3)",
+                               "Rejected: release hold, asked by Ann Asker (asker3)"]
+    page = client.get(f"/activity/?subject={subject}").content.decode()
+    assert "Rejected: release hold, asked by Ann Asker (asker3)" in page
+
+
 def test_activity_lists_its_rows_in_the_clock_of_the_days_it_searched(client, lab):
     """The search was of whole days in the reader's zone, its rows in UTC: an action at
     09:30 in Tokyo read as the day before's 00:30."""

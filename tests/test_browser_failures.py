@@ -24,7 +24,7 @@ def test_supervisor_retries_one_error_class_after_confirming_the_count(browser, 
     page.get_by_role("link", name="Failures").click()
     groups = page.locator("#failure-groups")
     expect(groups).to_contain_text("scanner offline")
-    groups.get_by_role("link", name="Try again later: waiting on something else").click()
+    groups.get_by_role("link", name="Waiting on something else").click()
     expect(page.get_by_role("heading", name="Items matching the filter (2)")).to_be_visible()
     page.get_by_label("Select all").check()
     expect(page.locator("input.pick:checked")).to_have_count(2)

@@ -86,12 +86,29 @@ def test_failures_are_grouped_by_queue_and_error_class_with_counts_and_messages(
 def test_the_page_shows_groups_in_words_and_filters_by_class(client, lab, failing):
     client = signed_in(client, lab["operator"])
     html = client.get("/failures/").content.decode()
-    assert "waiting on something else" in html and "scanner offline" in html
+    assert "Waiting on something else" in html and "scanner offline" in html
     assert "Cannot be done: the sample or its data is unusable" in html and "tube cracked" in html
     assert "All failing items (3)" in html
     narrowed = client.get("/failures/?queue=q1&class=PERMANENT_INPUT").content.decode()
     assert "Items matching the filter (1)" in narrowed and "Tube C" in narrowed
     assert "Tube A" not in narrowed.split('id="failure-items"')[1].split("</table>")[0]
+
+
+def test_a_dead_letter_of_a_retryable_class_is_not_told_to_try_again(client, lab, tenant):
+    """Its last attempt used up, a scanner-offline failure sat among the dead letters as
+    "Try again later: waiting on something else", though nothing would try it again."""
+    from tests.engine import make_queue
+
+    make_queue("q_once", max_attempts_default=1, required_worker_capabilities=[])
+    svc = actor(*SERVICE)
+    dead = fail(svc, register(svc, capabilities=[]), "Tube D", "q_once",
+                error_class="TRANSIENT_DEPENDENCY", error_message="scanner offline")
+    assert envelope(dead)["state"] == "FAILED_TERMINAL"
+    client = signed_in(client, lab["operator"])
+    for page in ("/workbench/", "/failures/"):
+        html = client.get(page).content.decode()
+        assert "Waiting on something else: a reagent, another step, a service (retryable)" \
+            in html and "Try again later" not in html, page
 
 
 def test_a_retry_whose_time_has_come_reads_as_claimable_not_expired(client, lab, failing):

@@ -570,3 +570,28 @@ def test_a_dead_letter_says_who_closed_it_when_and_why_each_time(client, desk, s
     section = html.split('id="h-dl"')[1].split("</section>")[0]
     assert "closed CANCELED by" in section and "tube lost in transit" in section
     assert "closed REQUEUED by" in section and "tube found in the cold room" in section
+
+
+def test_a_request_from_a_page_the_subject_has_left_is_refused(client, desk):
+    """A workbench open since before a colleague cancelled a dead-lettered item asked for
+    its requeue, and the approver revived it unaware: the request carries the state and
+    revision the page showed."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, actor, make_queue
+
+    make_queue("q_dead", required_worker_capabilities=[])
+    dead = dead_lettered("q_dead")
+    ann = signed_in(client, desk["ann"])
+    for page in (f"/subjects/{dead}/", "/workbench/"):
+        ask = next(f for f in forms(ann.get(page).content.decode())
+                   if f["action"] == f"/subjects/{dead}/request-approval/")
+        assert ask["fields"]["expected_state"] == "FAILED_TERMINAL", page
+    act("cancel_subject_execution", actor("operator"), subject_euid=dead,
+        expected_state="FAILED_TERMINAL", payload={"reason": "duplicate tube"})
+    before = counts()
+    done = ann.post(f"/subjects/{dead}/request-approval/",
+                    {**ask["fields"], "reason": "rerun it"}, follow=True)
+    assert not any(m.startswith("Approval requested") for m in said(done))
+    assert any("CANCELED" in m or "changed" in m for m in said(done)), said(done)
+    assert counts() == before
+    assert selectors.approvals(subject_euid=dead) == []

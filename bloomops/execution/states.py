@@ -106,6 +106,19 @@ RETRY_CLASS_WORDS: dict[str, str] = {
 }
 
 
+# ... and what happened, as the failures and the workbench list it: a dead letter of a
+# transient class was told "Try again later", though nothing will try it again.
+RETRY_CLASS_SAID: dict[str, str] = {
+    **RETRY_CLASS_WORDS,
+    RetryClass.TRANSIENT_SYSTEM: "An instrument or computer hiccup (retryable)",
+    RetryClass.TRANSIENT_DEPENDENCY: "Waiting on something else: a reagent, another step, a"
+                                     " service (retryable)",
+    RetryClass.TRANSIENT_CAPACITY: "No free instrument or bench (retryable)",
+    RetryClass.BUSINESS_RULE_HOLD: "Held for a decision (QA, a supervisor)",
+    RetryClass.OPERATOR_CANCELED: "Cancelled by an operator",
+}
+
+
 # Named priority classes on top of the numeric priority (RULES.md#order). Priority sorts
 # descending; the bands are far apart so a class always dominates any in-band adjustment a
 # caller makes with a plain number (STAT 300 > any URGENT 200 + n < 300 ...).

@@ -37,6 +37,7 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                coalesce(a.json_addl->'result'->>'requested_by',
                         a.json_addl->'result'->'approval'->>'requested_by') AS asked_by,
                a.json_addl->'result'->>'gated_action_key' AS gated_action_key,
+               a.json_addl->'result'->>'approval_status' AS approval_status,
                {ACTION_WORKER}
         FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted

@@ -16,7 +16,7 @@ from bloomops.execution import clock, policy, selectors
 from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.policy import DISPATCH_OWN
 from bloomops.execution.results import declared_results, described, recorded
-from bloomops.execution.states import RETRY_CLASS_WORDS, WORKER_TYPE_WORDS
+from bloomops.execution.states import RETRY_CLASS_SAID, WORKER_TYPE_WORDS
 from bloomops.memo import per_request
 from bloomops.text import readable_line
 from bloomops.web import services
@@ -237,10 +237,11 @@ def make_list_words(value: str) -> list[str]:
 
 @register.filter
 def retry_words(error_class: str | None) -> str:
-    """A retry class in plain words; an unknown or missing class as it is."""
+    """What a failure of this retry class was, in plain words; an unknown or missing class as
+    it is."""
     if not error_class:
         return "Unclassified"
-    return RETRY_CLASS_WORDS.get(error_class, error_class)
+    return RETRY_CLASS_SAID.get(error_class, error_class)
 
 
 @register.filter

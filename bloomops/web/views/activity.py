@@ -57,6 +57,9 @@ def _search(request: HttpRequest, limit: int) -> dict:
             "last": days.last, "zone": days.zone, "problems": problems, "notes": notes}
 
 
+DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
+
+
 def _rows(found: list[dict]) -> list[dict]:
     """Each record with its person as the inspector's history names them (the name the
     record kept), with the username beside it, and what was done in words; a decision on
@@ -65,6 +68,8 @@ def _rows(found: list[dict]) -> list[dict]:
     rows = []
     for r in services.named_actions(found):
         what = r["what"] or r["action_key"]
+        if r["action_key"] == "decide_approval" and r.get("approval_status") in DECIDED:
+            what = DECIDED[r["approval_status"]]  # which way it went, as the record sealed
         asked = person(r["asked_by"], {r["asked_by"]: r["asker"]})
         if asked:
             gated = r["gated_action_key"]

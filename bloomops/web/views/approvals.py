@@ -104,9 +104,10 @@ def request_approval(request: HttpRequest, euid: str) -> HttpResponse:
         action_key = request.POST.get("action_key", "")
         if action_key == "requeue_subject" and isinstance(parameters, dict):
             parameters.update(_requeue_terms(request))
+        # with the state and revision the page showed: a stale page (the subject cancelled
+        # meanwhile) asked a second person to sign for what its asker never saw
         return services.perform(
-            request.user, "request_approval",
-            idempotency_key=guards(request)["idempotency_key"], subject_euid=euid,
+            request.user, "request_approval", **guards(request), subject_euid=euid,
             hold_euid=request.POST.get("hold_euid") or None,
             queue_key=request.POST.get("queue_key") or None,
             payload={"action_key": action_key,
