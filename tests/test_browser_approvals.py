@@ -101,3 +101,24 @@ def test_withdrawing_a_request_asks_first(browser, site):  # noqa: F811
     page.get_by_role("button", name="Yes, withdraw the request").click()
     expect(page.locator(".messages")).to_contain_text("withdrawn")
     page.context.close()
+
+
+def test_an_open_dashboard_shows_a_new_request_and_its_badge(browser, site, monkeypatch):  # noqa: F811
+    """The supervisor's open dashboard said "Approvals waiting (0)" with no badge long after
+    a request was made: the panel asks again and brings the menu's count along."""
+    from bloomops.web.templatetags import approvals_ui
+
+    monkeypatch.setattr(approvals_ui, "PANEL_REFRESH_SECONDS", 1)
+    euid = make_subject("q1", name="Specimen to release")
+    hold = act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+               expected_state="READY",
+               payload={"hold_code": "QC_FAIL", "reason": "control out of range"})["hold_euid"]
+    page = signed_in(browser, site, "supervisor")
+    expect(page.locator("#approvals-panel h2")).to_have_text("Approvals waiting (0)")
+    expect(page.locator("#nav-approvals .badge")).to_have_count(0)
+    act("request_approval", actor("operator", username="qa"), subject_euid=euid,
+        hold_euid=hold, payload={"action_key": "release_execution_hold",
+                                 "parameters": {"reason": "rerun passed"},
+                                 "reason": "QC rerun passed"})
+    expect(page.locator("#approvals-panel h2")).to_have_text("Approvals waiting (1)")
+    expect(page.locator("#nav-approvals .badge")).to_contain_text("1")

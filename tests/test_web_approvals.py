@@ -595,3 +595,25 @@ def test_a_request_from_a_page_the_subject_has_left_is_refused(client, desk):
     assert any("CANCELED" in m or "changed" in m for m in said(done)), said(done)
     assert counts() == before
     assert selectors.approvals(subject_euid=dead) == []
+
+
+def test_an_open_dashboard_hears_of_a_new_request_without_a_reload(client, desk):
+    """A supervisor's dashboard said "Approvals waiting (0)", with no badge in the menu, long
+    after QA had asked: only a reload showed it. The panel asks again on its own, and its
+    answer brings the menu's count with it."""
+    from django.test import Client
+
+    from tests.approval_support import request_release
+
+    bob = signed_in(client, desk["bob"])
+    page = bob.get("/").content.decode()
+    panel = page.split('id="approvals-panel"')[1].split(">")[0]
+    assert 'hx-get="/approvals/waiting/"' in panel and "data-poll" in panel
+    assert "Approvals waiting (0)" in page
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    polled = bob.get("/approvals/waiting/", HTTP_X_BLOOMOPS_POLL="1").content.decode()
+    assert "Approvals waiting (1)" in polled
+    nav = polled.split('id="nav-approvals"')[1].split("</a>")[0]
+    assert 'hx-swap-oob="true"' in nav and ">1<" in nav
+    human = signed_in(Client(), desk["users"]["worker_human"])
+    assert human.get("/approvals/waiting/").status_code == 403

@@ -39,6 +39,7 @@ urlpatterns = [
     path("subjects/<str:euid>/request-approval/", views.request_approval,
          name="request_approval"),
     path("approvals/", views.approvals_inbox, name="approvals"),
+    path("approvals/waiting/", views.approvals_waiting, name="approvals_waiting"),
     path("approvals/<str:approval_euid>/decide/", views.decide_approval,
          name="decide_approval"),
     path("approvals/<str:approval_euid>/cancel/", views.cancel_approval,

@@ -15,6 +15,9 @@ from bloomops.memo import per_request
 
 register = template.Library()
 PANEL_ROWS = 10
+# How often an open panel (dashboard, workbench) asks again, with the navigation's count: a
+# request made meanwhile went unseen until a reload.
+PANEL_REFRESH_SECONDS = 30
 
 
 def _waiting(context) -> selectors.Waiting:
@@ -36,7 +39,7 @@ def approvals_waiting_count(context) -> int:
 def approvals_panel(context) -> dict:
     waiting = _waiting(context)
     return {"waiting": waiting.rows, "count": waiting.count, "others": waiting.others,
-            "is_operator": context.get("is_operator")}
+            "is_operator": context.get("is_operator"), "refresh_seconds": PANEL_REFRESH_SECONDS}
 
 
 @register.filter

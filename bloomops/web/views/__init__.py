@@ -18,6 +18,7 @@ from bloomops.web.views.admin import (
 )
 from bloomops.web.views.approvals import (
     approvals_inbox,
+    approvals_waiting,
     cancel_approval,
     decide_approval,
     request_approval,
@@ -83,6 +84,7 @@ __all__ = [
     "worker_dashboard", "worker_status",
 ]
 __all__ += ["person_token_new", "person_token_revoke"]
-__all__ += ["approvals_inbox", "cancel_approval", "decide_approval", "request_approval"]
+__all__ += ["approvals_inbox", "approvals_waiting", "cancel_approval", "decide_approval",
+            "request_approval"]
 __all__ += ["hold_search", "hold_export", "activity", "activity_export", "completions",
             "results", "results_export"]

@@ -19,12 +19,22 @@ from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.guards import load_json
 from bloomops.web import services
-from bloomops.web.views.common import answer, guards, reader, reason_of
+from bloomops.web.views.common import answer, forbidden, guards, is_operator, reader, reason_of
 
 # Where the inspector keeps the request a refused gated action named, until it is shown.
 OFFER_KEY = "approval_offer:{euid}"
 # The approvals no longer waiting shown below the waiting ones, newest first.
 DECIDED_SHOWN = 20
+
+
+@require_GET
+@reader
+def approvals_waiting(request: HttpRequest) -> HttpResponse:
+    """The waiting panel again, with the navigation's count swapped in beside it: what an
+    open dashboard or workbench asks every PANEL_REFRESH_SECONDS."""
+    if not is_operator(request):
+        return forbidden(request, "Only operators and admins see the approvals waiting.")
+    return render(request, "web/_approvals_poll.html", {"is_operator": True})
 
 
 @require_GET
