@@ -32,7 +32,7 @@ def test_cancel_asks_first_going_back_sends_nothing(browser, site):  # noqa: F81
     expect(dialog.locator("h2")).to_have_text("Cancel the work?")
     expect(page.get_by_role("button", name="Yes, cancel the work")).to_be_visible()
     expect(dialog).to_contain_text("ends for good")
-    expect(dialog).to_contain_text("Reason recorded: duplicate tube")
+    expect(dialog).to_contain_text("Reason to be recorded: duplicate tube")
     page.get_by_role("button", name="Go back").click()
     expect(dialog).to_be_hidden()
     assert counts() == before and envelope(euid)["state"] == "READY"
@@ -55,7 +55,7 @@ def test_confirmed_release_is_sent_once_and_the_history_shows_the_reason(browser
     page.get_by_role("button", name="Release hold").click()
     dialog = page.locator("dialog#confirm-dialog")
     expect(dialog).to_contain_text("returns to q1")
-    expect(dialog).to_contain_text("Reason recorded: relabelled and checked")
+    expect(dialog).to_contain_text("Reason to be recorded: relabelled and checked")
     yes = page.get_by_role("button", name="Yes, release hold")
     yes.evaluate("b => { b.click(); b.click(); }")  # pressed twice, sent once
     expect(page.locator(".messages")).to_contain_text(f"Hold on {euid} released.")
@@ -83,7 +83,7 @@ def test_admin_confirms_a_drain_with_its_reason(browser, site):  # noqa: F811
     row.get_by_role("button", name="Drain scientist").click()
     dialog = page.locator("dialog#confirm-dialog")
     expect(dialog).to_contain_text("takes no new work")
-    expect(dialog).to_contain_text("Reason recorded: bench maintenance")
+    expect(dialog).to_contain_text("Reason to be recorded: bench maintenance")
     page.get_by_role("button", name="Yes, drain scientist").click()
     expect(page.locator(".messages")).to_contain_text("is now draining")
     # now it offers Enable and Disable, not Drain
@@ -132,7 +132,7 @@ def test_select_all_and_bulk_hold_on_the_workbench(browser, site):  # noqa: F811
     page.get_by_role("button", name="Hold selected").click()
     dialog = page.locator("dialog#confirm-dialog")
     expect(dialog).to_contain_text("Hold 3 selected item(s)")
-    expect(dialog).to_contain_text("Reason recorded: QC_FAIL: reagent lot recalled")
+    expect(dialog).to_contain_text("Reason to be recorded: QC_FAIL: reagent lot recalled")
     page.get_by_role("button", name="Yes, hold selected").click()
     expect(page.locator(".messages")).to_contain_text("Held 3")
     holds = {h["subject_euid"]: h["props"] for h in selectors.active_holds()}

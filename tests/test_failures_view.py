@@ -473,3 +473,28 @@ def test_every_group_keeps_its_messages_whatever_the_list_is_filtered_to(client,
     groups = html.split('id="failure-groups"')[1].split("</table>")[0]
     retrying = groups[groups.index('data-group="q1|TRANSIENT_DEPENDENCY"'):].split("</tr>")[0]
     assert "scanner offline" in retrying
+
+
+def test_a_filter_the_page_does_not_know_is_said_not_read_as_another(client, lab, failing):
+    """/failures/?queue=nope read "in nope (0)", a kind or range nobody offers was dropped, and
+    /completions/?range=99y showed the last 24 h, each without a word."""
+    client = signed_in(client, lab["operator"])
+    html = client.get("/failures/?queue=nope&kind=zzz&range=99y").content.decode()
+    for note in ("No queue &#x27;nope&#x27;: every queue is shown.",
+                 "No kind &#x27;zzz&#x27;: every kind is shown.",
+                 "No range &#x27;99y&#x27;: the last 24h is shown."):
+        assert note in html
+    assert "All failing items (3)" in html  # everything, as said
+    done = client.get("/completions/?queue=nope&range=99y").content.decode()
+    assert "No queue &#x27;nope&#x27;: every queue is shown." in done
+    assert "No range &#x27;99y&#x27;: the last 24h is shown." in done
+    plain = client.get("/failures/?queue=q1&range=7d").content.decode()
+    assert "filter-note" not in plain
+
+
+def test_the_workers_page_says_a_status_or_type_it_does_not_know(client, lab):
+    client = signed_in(client, lab["operator"])
+    html = client.get("/workers/?status=zzz&type=robot").content.decode()
+    assert "No worker status &#x27;ZZZ&#x27;: every status is shown." in html
+    assert "No worker type &#x27;ROBOT&#x27;: every type is shown." in html
+    assert "filter-note" not in client.get("/workers/?status=online").content.decode()

@@ -133,7 +133,8 @@
     // a form that asks no reason (sign out) says nothing about one
     var reasonLine = dialog.querySelector("#confirm-reason");
     reasonLine.hidden = !reasonField;
-    reasonLine.textContent = why ? "Reason recorded: " + code + why : "No reason given.";
+    // what will be recorded once confirmed (a refusal after it says it was not)
+    reasonLine.textContent = why ? "Reason to be recorded: " + code + why : "No reason given.";
     var yes = dialog.querySelector("#confirm-yes");
     yes.textContent = "Yes, " + label.charAt(0).toLowerCase() + label.slice(1);
     yes.disabled = false;

@@ -29,6 +29,7 @@ from bloomops.web.views.common import (
     answer_bulk,
     back_url,
     guards,
+    known_filter,
     reader,
     reason_of,
 )
@@ -43,8 +44,12 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
     """Workers with what each is working on; filtered by status, type and text (name, key,
     capability) over the rows already read, and by queue: who holds leases in it, and those
     leases only (the items behind the dashboard's "leased" count)."""
-    status = request.GET.get("status", "").strip().upper()
-    kind = request.GET.get("type", "").strip().upper()
+    notes: list[str] = []
+    statuses, types = [s.value for s in WorkerStatus], [t.value for t in WorkerType]
+    status = known_filter(notes, "worker status", request.GET.get("status", "").strip().upper(),
+                          statuses, "every status is shown") or ""
+    kind = known_filter(notes, "worker type", request.GET.get("type", "").strip().upper(),
+                        types, "every type is shown") or ""
     text = request.GET.get("q", "").strip().lower()
     queue_key = request.GET.get("queue", "").strip()
     known_queue = bool(queue_key) and any(q["queue_key"] == queue_key
@@ -73,8 +78,7 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
                      0 if queue_key else max(0, w.active_leases - len(held)),
                      outside.get(w.euid))
                     for w in shown for held in [holding.get(w.euid, [])]],
-        "total": len(rows), "statuses": [s.value for s in WorkerStatus],
-        "types": [t.value for t in WorkerType],
+        "total": len(rows), "statuses": statuses, "types": types, "notes": notes,
         "filters": {"status": status, "type": kind, "q": request.GET.get("q", ""),
                     "queue": queue_key, "queue_known": known_queue},
     })

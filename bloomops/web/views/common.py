@@ -4,7 +4,7 @@ signed-in person's human worker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
 
 from django.contrib import messages
@@ -72,6 +72,17 @@ def guards(request: HttpRequest) -> dict:
         "expected_state": request.POST.get("expected_state") or None,
         "expected_revision": revision,
     }
+
+
+def known_filter(notes: list[str], what: str, value: str | None, known: Iterable[str],
+                 instead: str) -> str | None:
+    """A filter's value when the page knows it; else None, and ``notes`` says it was left out
+    and what is shown ``instead``: a page read "in nope (0)", or another range than the one
+    asked for, without a word."""
+    if not value or value in set(known):
+        return value or None
+    notes.append(f"No {what} {value[:80]!r}: {instead}.")
+    return None
 
 
 def reason_of(request: HttpRequest) -> str:

@@ -18,7 +18,7 @@ from bloomops.execution.actions.subjects import DEFAULT_HOLD_CODE, hold_codes
 from bloomops.execution.approvals import dead_letter_gate
 from bloomops.execution.envelope import normalize_ts, parse_ts_or_none
 from bloomops.execution.selectors.failures import FAILED, KINDS, group_failures
-from bloomops.execution.stats.history import RANGES, range_key
+from bloomops.execution.stats.history import RANGES
 from bloomops.web import bulk, services
 from bloomops.web.bulk import (
     BULK_ACTIONS,
@@ -33,6 +33,7 @@ from bloomops.web.views.common import (
     answer_bulk,
     forbidden,
     is_operator,
+    known_filter,
     reader,
     reason_of,
 )
@@ -81,7 +82,9 @@ def _attempts(request: HttpRequest, queue_key: str | None,
     """The failed (completed) attempts over the chosen range (the dashboard's ranges; 24 h
     unless another is asked for), or those a failure (completion) bar counted: what the
     charts' bars count, and where each subject is now."""
-    chart_range = range_key(request.GET.get("range"), "24h")
+    notes: list[str] = []
+    chart_range = known_filter(notes, "range", request.GET.get("range", "").strip(), RANGES,
+                               "the last 24h is shown") or "24h"
     until = clock.now()
     counted = _counted(request.GET, until)
     since, until = counted or (until - timedelta(seconds=RANGES[chart_range][0]), until)
@@ -90,7 +93,7 @@ def _attempts(request: HttpRequest, queue_key: str | None,
     rows = selectors.finished_attempts(keys, outcome=outcome, since=since, until=until,
                                        limit=ATTEMPTS_SHOWN + 1)
     first, last = days_spanning(since, until, request)
-    return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range,
+    return {"attempts": rows[:ATTEMPTS_SHOWN], "attempts_range": chart_range, "notes": notes,
             "attempts_days": {"from": first, "to": last},
             "ranges": list(RANGES), "attempts_counted": counted,
             "attempts_capped": len(rows) > ATTEMPTS_SHOWN}
@@ -100,11 +103,16 @@ def _attempts(request: HttpRequest, queue_key: str | None,
 @reader
 def failures(request: HttpRequest) -> HttpResponse:
     filters = _filters(request.GET)
+    queues = services.queues(request)
+    notes: list[str] = []
+    filters["queue_key"] = known_filter(notes, "queue", filters["queue_key"],
+                                        (q["queue_key"] for q in queues), "every queue is shown")
+    filters["kind"] = known_filter(notes, "kind", request.GET.get("kind", "").strip(), KINDS,
+                                   "every kind is shown")
     # the list: the newest that match the whole filter (filtered in SQL, before the limit);
     # the groups: every failing subject of the queue, counted in SQL
     items = selectors.failures(**filters)
     counts = selectors.failure_counts(queue_key=filters["queue_key"])
-    queues = services.queues(request)
     gated = dead_letter_gate() and any(r["kind"] == FAILED for r in items)
     return render(request, "web/failures.html", {
         # a dead letter whose requeue is asked for already says so (asking again is refused)
@@ -117,7 +125,8 @@ def failures(request: HttpRequest) -> HttpResponse:
         # "all matching" is offered only where one action takes them (bulk.too_many)
         "bulk_max": bulk.BULK_MAX,
         "filtered": any(filters.values()),
-        **_attempts(request, filters["queue_key"], queues),
+        **(attempts := _attempts(request, filters["queue_key"], queues)),
+        "notes": notes + attempts["notes"],
     })
 
 
@@ -126,11 +135,12 @@ def failures(request: HttpRequest) -> HttpResponse:
 def completions(request: HttpRequest) -> HttpResponse:
     """The completed attempts a completion bar counted (or of a range), each with where its
     subject is now: the charts' other half, as the failures page is for failure bars."""
-    queue_key = request.GET.get("queue", "").strip() or None
+    queues, notes = services.queues(request), []
+    queue_key = known_filter(notes, "queue", request.GET.get("queue", "").strip(),
+                             (q["queue_key"] for q in queues), "every queue is shown")
+    attempts = _attempts(request, queue_key, queues, "completed")
     return render(request, "web/completions.html", {
-        "queue_key": queue_key,
-        **_attempts(request, queue_key, services.queues(request), "completed"),
-    })
+        "queue_key": queue_key, **attempts, "notes": notes + attempts["notes"]})
 
 
 @require_POST
