@@ -5,6 +5,7 @@ and a dashboard whose database work does not grow with the lab once the snapshot
 from __future__ import annotations
 
 import re
+from datetime import UTC
 from html import unescape as html_unescape
 
 import pytest
@@ -248,7 +249,10 @@ def test_the_dashboard_says_when_the_recorder_is_not_running(client, tenant, use
     clock.advance(3 * settings.BLOOMOPS_RECORDER_INTERVAL)
     html = operator.get("/").content.decode()
     assert 'id="recorder-silent"' in html
-    assert f"last stored figures at {taken:%H:%M:%S} UTC" in html
+    # when, as the page's other times say it: how long ago, the clock in the reader's zone
+    said = html.split('id="recorder-silent"')[1].split("</p>")[0]
+    assert "last stored figures <time" in said and "30 s ago" in said
+    assert f"{taken.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC" in said  # exact, on hover
     # a recorder running at a longer interval than this process's setting is judged by its own
     record(interval=60)
     clock.advance(30)

@@ -134,6 +134,7 @@ def humane(value: datetime | str | None) -> str:
                                        relative(moment), local_clock(moment)))
 
 
+@register.filter
 def wall_clock(moment: datetime) -> str:
     """The wall-clock time alone ("14:05 CET"), marked as |humane's is so that the browser
     says it in the reader's own zone: for a sentence the server writes (a banner)."""
