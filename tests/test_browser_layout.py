@@ -586,6 +586,42 @@ def test_the_workers_table_keeps_whole_words_on_a_desktop(browser, bench):
     page.context.close()
 
 
+def test_a_supervisor_on_a_tablet_sees_each_workers_heartbeat(browser, bench):
+    """At 820 px the workers table dropped its Last heartbeat column with the optional ones:
+    whether a worker is alive, the page's point, was not on it."""
+    site = bench["site"]
+    page = page_for(browser, site, "supervisor", 820)
+    page.goto(f"{site}/workers/")
+    header = page.locator("#workers thead th").filter(has_text="Last heartbeat")
+    expect(header).to_be_visible()
+    expect(page.locator("#workers tbody tr").first.locator("td").nth(3)).to_contain_text("lag")
+    page.context.close()
+
+
+def test_the_workbench_holds_keep_whole_words_on_a_tablet(browser, bench):
+    """At 820 px the holds table squeezed its columns until "svc-extractor" broke mid-word."""
+    from tests.engine import act, make_subject
+
+    for n in range(3):
+        act("place_execution_hold", actor("operator", username="svc-extractor"),
+            subject_euid=make_subject("q1", name=f"Held tube {n}"), expected_state="READY",
+            payload={"reason": "reagent lot recalled by the supplier this morning"})
+    site = bench["site"]
+    page = page_for(browser, site, "qa", 820)
+    page.goto(f"{site}/workbench/")
+    broken = page.evaluate("""() => [...document.querySelectorAll('#holds td')].flatMap(td => {
+        const out = []; const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+          for (const m of t.textContent.matchAll(/[A-Za-z][A-Za-z-]{5,}/g)) {
+            const r = document.createRange(); r.setStart(t, m.index);
+            r.setEnd(t, m.index + m[0].length);
+            if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1)
+              out.push(m[0]); } }
+        return out; })""")
+    assert broken == []
+    page.context.close()
+
+
 def test_the_qa_desk_and_an_admins_links_are_touch_targets_on_a_tablet(browser, bench):
     """A walk at 800 px: the workbench's subject links 66x16 px, the approvals' subject
     49x36, a queue's settings' links 18-22 px and its checkboxes 24 px, the intake
