@@ -368,6 +368,23 @@ def test_a_request_its_subject_outran_says_so_and_offers_no_approval(client, des
     assert selectors.approvals(status="REQUESTED") == []
 
 
+def test_the_subject_page_says_a_waiting_request_it_outran_cannot_be_approved(client, desk):
+    """The subject changed after a release was asked (another hold placed): its page still
+    said "a request is waiting", which nobody could approve any more."""
+    from tests.engine import act
+
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    ann = signed_in(client, desk["ann"])
+    top = ann.get(f"/subjects/{desk['subject']}/").content.decode()
+    assert "a request is waiting (see Approvals below)" in top
+    act("place_execution_hold", desk["bob_actor"], subject_euid=desk["subject"],
+        expected_state="HELD", payload={"hold_code": "OPERATOR_HOLD", "reason": "and this"})
+    html = ann.get(f"/subjects/{desk['subject']}/").content.decode()
+    said = html.split('data-gated="release_execution_hold"')[1].split("</p>")[0]
+    assert "can no longer be approved: withdraw or reject it in" in said
+    assert 'href="/approvals/"' in said and "a request is waiting" not in said
+
+
 def test_the_terms_signed_for_read_the_same_once_decided(client, desk):
     """Once the requeue had run, the subject was no longer terminal, and the approval just
     signed for "attempts reset to 0" read "attempts kept" in the decisions and on the

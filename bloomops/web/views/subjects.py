@@ -182,6 +182,8 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "gated": gated_controls(diag.uid) if is_operator(request) else {},
         "one_by_one": _releasable_one_by_one(request, diag),
         "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
+        # ... of which those asked before the subject changed: no longer approvable
+        "stale": {a.props.get("action_key") for a in approvals if a.stale},
         # how long its outside work has waited and whether that is overdue: the workbench's
         # read, so the two never disagree
         "outside": next(iter(selectors.outside_work(subject_euid=diag.euid, limit=1)), None)
