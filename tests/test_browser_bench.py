@@ -165,7 +165,10 @@ def test_a_claim_ended_by_someone_else_stops_offering_its_buttons(browser, site,
     expect(typed).to_have_js_property("readOnly", True)
     expect(typed).to_be_enabled()
     expect(typed).to_have_value("pipette jammed, half typed")
-    expect(item.get_by_role("link", name="Reload My work to see why")).to_be_focused()
+    # ... and says it in the card, without a reload: who ended it and their reason
+    expect(item.locator(".why-ended")).to_have_text(
+        "qa put the item on hold. Reason given: \u201clabel check\u201d. ")
+    expect(item.get_by_role("link", name="Reload My work")).to_be_focused()
     expect(item.locator(".countdown")).to_have_text("ended")
     # the navigation no longer counts it
     expect(page.locator("#nav-my-work .badge")).to_have_count(0)

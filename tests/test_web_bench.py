@@ -738,3 +738,18 @@ def test_the_list_of_claims_that_ended_says_each_item_once_and_can_be_cleared(cl
         payload={"reason": "label"})
     notice = sci.get("/my-work/").content.decode().split('id="lost-leases"')[1]
     assert "Tube later" in notice.split("</section>")[0]
+
+
+def test_a_card_whose_claim_ended_is_told_why_on_asking(client, lab):
+    """The card said "Reload My work to see why": the page asks for the one claim instead,
+    and is told only of its own person's claims."""
+    euid = make_subject("q1")
+    person = signed_in(client, lab["worker_human"])
+    lease = claim(person, euid)
+    act("place_execution_hold", actor("operator", username="qa"), subject_euid=euid,
+        expected_state="READY", payload={"reason": "label check"})
+    said = person.get(f"/my-work/?part=why&lease={lease}").json()
+    assert said == {"said": "qa put the item on hold", "why": "label check"}
+    other = signed_in(Client(), lab["operator"])
+    assert other.get(f"/my-work/?part=why&lease={lease}").json() == {"said": None, "why": None}
+    assert person.get("/my-work/?part=why&lease=nosuch").json() == {"said": None, "why": None}

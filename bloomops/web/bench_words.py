@@ -143,6 +143,12 @@ def lost_notice(row: dict[str, Any], username: str) -> dict[str, Any] | None:
             "why": row.get("reason"), "when": when}
 
 
+def lost_clause(notice: dict[str, Any]) -> str:
+    """What ended a lost claim, as a clause: "Sam Rivera put it on hold", "It ran out"."""
+    what = str(notice.get("what") or "")
+    return f"{notice['by']} {what}" if notice.get("by") else what[:1].upper() + what[1:]
+
+
 def standing_notice(standing: dict[str, Any] | None) -> dict[str, Any] | None:
     """Whether this person may take new work, in words, with who changed it and why."""
     if not standing or standing.get("status") not in ("DRAINING", "DISABLED", "RETIRED"):

@@ -631,6 +631,19 @@ window.bloomopsSideways = "table.grid, .table-container";
         warning.append(again);
         // the focus was in the card: it goes to what says why, not to the page's start
         if (focusWasHere) again.focus();
+        // ... and why, asked once, said in the card (who ended it, their reason)
+        fetch(window.location.pathname + "?part=why&lease=" + encodeURIComponent(item.dataset.lease),
+              { headers: { "X-Bloomops-Poll": "1" }, credentials: "same-origin" })
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (why) {
+            if (!why || !why.said) return;
+            var said = document.createElement("span");
+            said.className = "why-ended";
+            said.textContent = why.said + "." + (why.why ? " Reason given: \u201c" + why.why + "\u201d." : "") + " ";
+            warning.insertBefore(said, again);
+            again.textContent = "Reload My work";
+          })
+          .catch(function () { /* the reload link still says how to see why */ });
       }
     });
   });

@@ -359,3 +359,11 @@ def claims_held(context) -> int:
     from bloomops.web.services import human_worker_key
 
     return per_request(request, "claims_held", lambda: held(human_worker_key(user)))
+
+
+@register.filter(name="lost_clause")
+def lost_clause_filter(notice: dict) -> str:
+    """bench_words.lost_clause, for My work's list of claims lost."""
+    from bloomops.web.bench_words import lost_clause
+
+    return lost_clause(notice)

@@ -160,6 +160,15 @@ def my_work(request: HttpRequest) -> HttpResponse:
             if worker_euid else []
         return JsonResponse({"held": [x["euid"] for x in held],
                              "left": {x["euid"]: seconds_left(x, now) for x in held}})
+    if request.GET.get("part") == "why":
+        # a card the poll found ended says why where it is, without a reload
+        lease = request.GET.get("lease", "").strip()[:EUID_MAX_LENGTH]
+        username = request.user.get_username()
+        found = next((n for r in (bench_selectors.lost_leases(worker_euid) if worker_euid
+                                  else []) if r["euid"] == lease
+                      for n in [bench_words.lost_notice(r, username)] if n), None)
+        return JsonResponse({"said": bench_words.lost_clause(found) if found else None,
+                             "why": found.get("why") if found else None})
     queues = {q["queue_key"]: q for q in selectors.queues()}
     items = bench_order([work_item(x, queues, now) for x in selectors.leases(
         status="ACTIVE", worker_euid=worker_euid, now=now, oldest_first=True)]) \
