@@ -195,6 +195,7 @@ def act_by_another_writer(subject: str) -> None:
                                "action_group": "execution_queue",
                                "action_key": "place_execution_hold",
                                "result": {"status": "success"}, "executed_by": "bloom",
+                               "executed_at": "2026-11-27T11:00:00.000000+00:00",
                                "subject_lookup_euid": subject, "target_euid": subject})
     link_many([(made.uid, target["uid"], REL["executed_on"])], tenant_id=target["tenant_id"])
 

@@ -1033,7 +1033,8 @@ def test_every_hold_screen_names_who_placed_and_released_a_hold_as_people_read_o
     assert "(by Quinn Avery (qa-lead)," in inspector.split('id="active-holds"')[1]
     assert "Rui Sato (qa-two)" in inspector
     workbench = client.get("/workbench/").content.decode().split('id="holds"')[1]
-    assert "<td>Quinn Avery (qa-lead)</td>" in workbench.split("</table>")[0]
+    assert '<td><span class="word">Quinn Avery (qa-lead)</span></td>' in workbench.split(
+        "</table>")[0]
     search = client.get("/holds/?since=all").content.decode()
     # each kept whole beside a long reason (a word of its own)
     assert '<td data-label="By"><span class="word">Quinn Avery (qa-lead)</span></td>' in search
@@ -1124,3 +1125,16 @@ def test_an_item_held_by_a_silent_worker_is_called_stuck_with_a_way_out(client, 
     assert "end it now" not in seen  # operators: no admin link
     admin = row(signed_in(client, lab["admin"]).get("/workers/").content.decode())
     assert f'/admin/?worker={worker}">end it now</a>' in admin
+
+
+def test_the_holds_list_says_how_many_items_its_holds_are_on(client, lab):
+    """The dashboard's Held 6 opened "Active holds (7)": one item had two holds."""
+    op = actor("operator", username="op")
+    twice = make_subject("q1", name="twice held")
+    for code in ("OPERATOR_HOLD", "REAGENT_ISSUE"):
+        act("place_execution_hold", op, subject_euid=twice, expected_state=envelope(
+            twice)["state"], payload={"hold_code": code, "reason": "check"})
+    act("place_execution_hold", op, subject_euid=make_subject("q1", name="once"),
+        expected_state="READY", payload={"reason": "check"})
+    html = signed_in(client, lab["operator"]).get("/workbench/").content.decode()
+    assert "Active holds (3, on 2 items)" in html

@@ -17,13 +17,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from bloomops.execution.binding import sealed_hold_code
+from bloomops.execution.binding import FAILURE_HOLD_CODE, sealed_hold_code
 from bloomops.execution.chain import seal_intact, written_by_bloomops
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
 from bloomops.execution.sql import hold_active
-from bloomops.execution.verification import ended_unrecorded
+from bloomops.execution.verification import ended_unrecorded, requeued_unrecorded
 from bloomops.tapdb.db import fetch_all
 from bloomops.tapdb.tenancy import tenant_of
 
@@ -98,7 +98,8 @@ class SubjectFlags:
 
 
 # With each active hold, the first record on the subject that names it (the one that made
-# it: a hold placed by an operator, or by a worker's failure): a hold's code is a snapshot
+# it: a hold placed by an operator, or by a worker's failure; a sealed one before another
+# writer's, which anyone can insert): a hold's code is a snapshot
 # any writer of the database can rewrite, those records are sealed. Found by what the
 # record sealed, not by its row's action column, which its seal does not cover. A hold read
 # as ended that no record ended is held active here (verification.ended_unrecorded).
@@ -115,12 +116,13 @@ LEFT JOIN LATERAL (
   WHERE l.relationship_type = '{REL["subject_hold"]}' AND e.child_instance_uid = %(subject)s
     AND e.relationship_type = '{REL["executed_on"]}' AND NOT e.is_deleted
     AND r.type = 'execution_queue' AND r.json_addl->'result'->>'hold_euid' = x.euid
-  ORDER BY r.uid LIMIT 1) made ON true
+  ORDER BY r.json_addl ? 'chain' DESC, r.uid LIMIT 1) made ON true
 WHERE l.parent_instance_uid = %(subject)s AND NOT l.is_deleted AND (
   (l.relationship_type = '{REL["subject_hold"]}'
    AND ({hold_active()} OR {ended_unrecorded("x", "%(subject)s")}))
   OR (l.relationship_type = '{REL["subject_dead_letter"]}'
-      AND x.json_addl->'properties'->>'resolution_state' IS DISTINCT FROM 'REQUEUED'))
+      AND (x.json_addl->'properties'->>'resolution_state' IS DISTINCT FROM 'REQUEUED'
+           OR {requeued_unrecorded("x", "%(subject)s")})))
 ORDER BY x.uid"""
 
 _MAKES_HOLDS = ("place_execution_hold", "fail_queue_execution")
@@ -141,7 +143,7 @@ def _doubted(row: dict[str, Any]) -> bool:
             record.get("action_key") not in _MAKES_HOLDS):
         return True
     code = sealed_hold_code(record) if record.get("action_key") == "place_execution_hold" \
-        else None
+        else FAILURE_HOLD_CODE  # a failure's hold: the engine's own code, always
     return code is not None and code != (row["hold_code"] or "")
 
 

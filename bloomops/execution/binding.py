@@ -15,7 +15,7 @@ from typing import Any
 
 from bloomops.execution.chain import CHAIN, canonical_bytes
 from bloomops.execution.guards import load_json
-from bloomops.execution.states import DECISIONS
+from bloomops.execution.states import DECISIONS, RetryClass
 
 # What a signature says, each sealed in the decision's record (actions/approvals.py).
 SIGNATURE_FIELDS = ("meaning", "signer", "signer_name", "signed_at", "method", "reason")
@@ -42,6 +42,7 @@ def binding_problems(doc: dict[str, Any]) -> list[str]:
     return (_missing_predecessors(records, {subject.get("euid")}
                                   | {a["euid"] for a in approvals})
             + _unsealed_decisions(records, approvals)
+            + _unsealed_withdrawals(records, approvals)
             + _unsealed_requests(records, approvals)
             + _unsealed_holds(records, holds)
             + _unsealed_releases(records, holds))
@@ -52,13 +53,26 @@ def _by_result(records: list[dict], action_key: str, field: str) -> dict[str, di
     found: dict[str, dict] = {}
     for e in records:
         result = e["record"].get("result")
-        if e["record"].get("action_key") != action_key or not isinstance(result, dict):
+        # bloomops' sealed records alone: what they say is what bloomops did (Bloom's own,
+        # unsealed, name its holds too, in its own terms; one inserted before the
+        # placement named a hold's code otherwise)
+        if (e["record"].get("action_key") != action_key or not isinstance(result, dict)
+                or CHAIN not in e["record"]):
             continue
         named = result.get(field)
         for euid in named if isinstance(named, list) else [named]:
             if isinstance(euid, str):
                 found.setdefault(euid, e)
     return found
+
+
+def _later_elsewhere(records: list[dict], entry: dict, euid: str) -> bool:
+    """Whether another writer's record after ``entry`` names object ``euid`` (Bloom released
+    a hold bloomops had ended: the snapshot is Bloom's since)."""
+    after = records[records.index(entry) + 1:] if entry in records else []
+    return any(CHAIN not in e["record"] and euid in (
+        _part(e["record"], "result").get("hold_euid"), e["record"].get("target_euid"))
+        for e in after)
 
 
 def _stripped(value: Any) -> Any:
@@ -68,6 +82,10 @@ def _stripped(value: Any) -> Any:
 def _part(record: dict[str, Any], name: str) -> dict[str, Any]:
     value = record.get(name)
     return value if isinstance(value, dict) else {}
+
+
+# The code of the hold a failure of class BUSINESS_RULE_HOLD places (actions.steps).
+FAILURE_HOLD_CODE = RetryClass.BUSINESS_RULE_HOLD.value
 
 
 def sealed_hold_code(record: dict[str, Any]) -> str | None:
@@ -122,7 +140,7 @@ def _unsealed_releases(records: list[dict], holds: list[dict]) -> list[str]:
     for h in holds:
         props = _part(h, "properties")
         entry = released.get(h["euid"]) or canceled.get(h["euid"])
-        if entry is None:
+        if entry is None or _later_elsewhere(records, entry, h["euid"]):
             continue
         record = entry["record"]
         why = _stripped(_part(record, "captured_data").get("reason"))
@@ -194,22 +212,56 @@ def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]
     return problems
 
 
+def _unsealed_withdrawals(records: list[dict], approvals: list[dict]) -> list[str]:
+    """Who withdrew a request, when and why must be what the cancel_approval record that
+    withdrew it sealed; a request read withdrawn that none withdrew was ended outside."""
+    withdrawn: dict[str, dict[str, Any]] = {}
+    for e in records:
+        captured = _part(e["record"], "captured_data")
+        if e["record"].get("action_key") == "cancel_approval":
+            withdrawn.setdefault(str(captured.get("approval_euid")), e)
+    problems = []
+    for a in approvals:
+        props = _part(a, "properties")
+        where, entry = f"approvals[{a.get('euid')}]", withdrawn.get(str(a.get("euid")))
+        if props.get("status") != "CANCELED" and props.get("canceled_by") is None:
+            continue
+        if entry is None:
+            problems.append(f"{where}: reads withdrawn, but no sealed record of its"
+                            " withdrawal is in the bundle")
+            continue
+        record = entry["record"]
+        said = [("canceled_by", props.get("canceled_by"), record.get("executed_by")),
+                ("canceled_at", props.get("canceled_at"), record.get("executed_at")),
+                ("cancel_reason", _stripped(props.get("cancel_reason")),
+                 _stripped(_part(record, "captured_data").get("reason")))]
+        problems += [f"{where}.{name}: the approval says {short(mine)}, its sealed withdrawal"
+                     f" {entry.get('euid')} says {short(want)}"
+                     for name, mine, want in said if mine != want]
+    return problems
+
+
 def _unsealed_holds(records: list[dict], holds: list[dict]) -> list[str]:
     """A hold's code, reason, placer and time must be those its place_execution_hold record
-    sealed: the code decides whether releasing it needs a second person."""
+    sealed (a failure's hold: its placer, time and the engine's code): the code decides
+    whether releasing it needs a second person."""
     placed = _by_result(records, "place_execution_hold", "hold_euid")
+    failed = _by_result(records, "fail_queue_execution", "hold_euid")
     problems = []
     for h in holds:
-        entry = placed.get(h["euid"])
-        if entry is None:  # placed by a failure (BUSINESS_RULE_HOLD), or by another writer
+        entry = placed.get(h["euid"]) or failed.get(h["euid"])
+        if entry is None:  # placed by another writer
             continue
         props, record = _part(h, "properties"), entry["record"]
-        code = sealed_hold_code(record)
         said = [("placed_by_lookup_euid", props.get("placed_by_lookup_euid"),
                  record.get("executed_by")),
-                ("placed_at", props.get("placed_at"), record.get("executed_at")),
-                ("reason", props.get("reason"),
-                 _stripped(_part(record, "captured_data").get("reason")))]
+                ("placed_at", props.get("placed_at"), record.get("executed_at"))]
+        if entry is placed.get(h["euid"]):
+            code = sealed_hold_code(record)
+            said.append(("reason", props.get("reason"),
+                         _stripped(_part(record, "captured_data").get("reason"))))
+        else:  # a failure's hold: the engine's own code, always
+            code = FAILURE_HOLD_CODE
         if code is not None:
             said.append(("hold_code", props.get("hold_code"), code))
         problems += [f"holds[{h['euid']}].properties.{name}: the hold says {short(mine)}, its"

@@ -217,6 +217,12 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
     explicable: list[str] = []
     added: list[str] = []
     named = _named_by(doc.get("action_records") or [])
+    # another writer's record since (Bloom's, unsealed): Bloom changes what bloomops holds
+    # final (it releases a hold bloomops ended), so such a snapshot is later history too
+    known = {_entry_id("action_records", e) for e in doc.get("action_records") or []}
+    other_since = any(isinstance(e, dict) and isinstance(e.get("record"), dict)
+                      and CHAIN not in e["record"] and _entry_id("action_records", e) not in known
+                      for e in now.get("action_records") or [])
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
         theirs = {_entry_id(section, e): e for e in now.get(section) or []}
@@ -242,7 +248,8 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
             if not fixed and (diff := first_difference(where, entry, other)) is not None:
                 # A later action explains a changed snapshot, never a vanished object or
                 # one that was final.
-                open_snapshot = section in SNAPSHOTS and not _final(section, entry)
+                open_snapshot = section in SNAPSHOTS and (other_since
+                                                           or not _final(section, entry))
                 (explicable if open_snapshot else changed).append(diff)
         for key, entry in theirs.items():
             if key in mine:

@@ -55,6 +55,14 @@ _ON_SUBJECTS = """SELECT s.uid AS subject_uid, s.euid,
     ORDER BY s.uid, a.uid"""
 
 
+def _another_writers(body: Any) -> bool:
+    """A record another writer (Bloom) made of an action: what it did, on what, when. An
+    empty row inserted beside a subject is no one's action, and excuses nothing."""
+    return (not written_by_bloomops(body) and isinstance(body, dict)
+            and all(isinstance(body.get(k), str) and body[k].strip()
+                    for k in ("action_key", "target_euid", "executed_at")))
+
+
 def _left_at(body: Any, euid: str) -> int | None:
     """The revision bloomops' record of an action on subject ``euid`` left it at."""
     if not written_by_bloomops(body) or body.get("subject_lookup_euid") != euid:
@@ -69,7 +77,7 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
     for row in rows:
         left = _left_at(row["body"], euid)
         if left is None:
-            if not written_by_bloomops(row["body"]):
+            if _another_writers(row["body"]):
                 last = None  # another writer (Bloom) changed it, keeping no revision
             continue
         if last is not None and left > last[1] + 1:
@@ -126,7 +134,7 @@ def _seal_gap(tenant: str | None, euid: str, env: Any,
     if envelope_sealed(tenant, euid, env):
         return None
     after = rows[rows.index(newest) + 1:]
-    if any(not written_by_bloomops(r["body"]) for r in after):
+    if any(_another_writers(r["body"]) for r in after):
         return None  # another writer (Bloom) changed it since, with a record of its own
     return Break(euid, newest["record_euid"], "is the newest record that sealed the subject's"
                  " envelope, which has changed since with no record: changed outside"
@@ -150,7 +158,12 @@ def revision_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
 # the subject, so its removal leaves every revision whole: the lease, later than its newest
 # record, says it. Bloom's records keep no expiry: once Bloom moved a lease, it is not read.
 _LEASES = """SELECT l.uid, l.euid, s.euid AS subject_euid, l.json_addl->'properties' AS props,
-        r.euid AS record_euid, r.json_addl AS body
+        r.euid AS record_euid, r.json_addl AS body, (
+          SELECT w.euid FROM generic_instance_lineage we
+          JOIN generic_instance w ON w.uid = we.parent_instance_uid
+          WHERE we.child_instance_uid = l.uid AND NOT we.is_deleted
+            AND we.relationship_type = %(worker_rel)s AND w.tenant_id = %(tenant)s
+          ORDER BY we.uid DESC LIMIT 1) AS worker_edge
     FROM generic_instance s
     JOIN generic_instance_lineage e ON e.parent_instance_uid = s.uid
      AND e.relationship_type = %(rel)s AND NOT e.is_deleted
@@ -191,10 +204,11 @@ def _lease_gap(rows: list[dict[str, Any]]) -> Break | None:
     if not written_by_bloomops(last["body"]):
         return None
     worker = (last["body"].get("result") or {}).get("worker_euid")
-    if isinstance(worker, str) and props.get("worker_lookup_euid") != worker:
-        return Break(lease, last["record_euid"], f"gave lease {lease} to worker {worker}, but"
-                     f" the lease names {props.get('worker_lookup_euid')}: changed outside"
-                     " bloomops")
+    # the copy a page shows, and the edge the engine decides by (guards.guard_lease)
+    for named in (props.get("worker_lookup_euid"), rows[0]["worker_edge"]):
+        if isinstance(worker, str) and named != worker:
+            return Break(lease, last["record_euid"], f"gave lease {lease} to worker {worker},"
+                         f" but the lease names {named}: changed outside bloomops")
     said = (parse_ts_or_none(_set_by(last["body"], lease)),
             parse_ts_or_none(last["body"].get("executed_at")))
     now = (parse_ts_or_none(props.get("expires_at")), parse_ts_or_none(props.get("heartbeat_at")))
@@ -215,7 +229,8 @@ def lease_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
     only = "AND s.euid = ANY(%(keys)s)" if keys is not None else ""
     by_lease: dict[int, list[dict[str, Any]]] = {}
     for row in fetch_all(_LEASES.format(only=only), {
-            "tenant": tenant, "keys": keys, "rel": REL["subject_lease"]}):
+            "tenant": tenant, "keys": keys, "rel": REL["subject_lease"],
+            "worker_rel": REL["worker_lease"]}):
         by_lease.setdefault(row["uid"], []).append(row)
     return [b for rows in by_lease.values() if (b := _lease_gap(rows)) is not None]
 
@@ -238,9 +253,27 @@ def ended_unrecorded(hold: str, subject_uid: str) -> str:
                      AND hr.json_addl->'result'->>'hold_euid' = {hold}.euid))))"""
 
 
+def requeued_unrecorded(dead_letter: str, subject_uid: str) -> str:
+    """SQL: dead letter ``dead_letter`` (an alias), which a record of bloomops made, reads
+    requeued, and no record on the subject requeued it (``dead_letters_resolved``): marked
+    so outside any action, which the requeue's two-person rule must not take for done.
+    Another writer's dead letter has only its snapshot."""
+    def on_subject(test: str) -> str:
+        return f"""EXISTS (SELECT 1 FROM generic_instance_lineage de
+          JOIN generic_instance dr ON dr.uid = de.parent_instance_uid
+           AND dr.tenant_id = %(tenant)s AND dr.type = 'execution_queue'
+          WHERE de.child_instance_uid = {subject_uid} AND NOT de.is_deleted
+            AND de.relationship_type = '{REL["executed_on"]}' AND {test})"""
+    return (f"""(({dead_letter}.json_addl->'properties'->>'resolution_state') = 'REQUEUED'
+        AND {on_subject(f"dr.json_addl ? 'chain' AND dr.json_addl->'result'->>"
+                        f"'dead_letter_euid' = {dead_letter}.euid")}
+        AND NOT {on_subject(f"dr.json_addl->'result'->'dead_letters_resolved' ?"
+                            f" {dead_letter}.euid")})""")
+
+
 def hold_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
     """The holds (of the subjects among ``keys``, else all) read as ended that no record
-    ended."""
+    ended, or active but no longer the subject's."""
     only = "AND s.euid = ANY(%(keys)s)" if keys is not None else ""
     rows = fetch_all(f"""SELECT s.euid AS subject_euid, x.euid,
             x.json_addl->'properties'->>'status' AS status
@@ -250,9 +283,29 @@ def hold_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
         JOIN generic_instance x ON x.uid = l.child_instance_uid AND x.tenant_id = %(tenant)s
         WHERE s.tenant_id = %(tenant)s {only} AND {ended_unrecorded("x", "s.uid")}
         ORDER BY x.uid""", {"tenant": tenant, "keys": keys, "rel": REL["subject_hold"]})
-    return [Break(r["subject_euid"], r["euid"], f"reads {r['status'] or 'ended'}, but no"
-                  " action record ended it: changed outside bloomops", what="hold")
-            for r in rows]
+    ended = [Break(r["subject_euid"], r["euid"], f"reads {r['status'] or 'ended'}, but no"
+                   " action record ended it: changed outside bloomops", what="hold")
+             for r in rows]
+    # an active hold bloomops placed, its edge to the subject gone (deleted, or moved to
+    # another): the subject reads unheld, as lineage alone decides (RULES.md#objects)
+    unlinked = fetch_all(f"""SELECT s.euid AS subject_euid, h.euid, h.is_deleted
+        FROM generic_instance s
+        JOIN generic_instance_lineage e ON e.child_instance_uid = s.uid AND NOT e.is_deleted
+         AND e.relationship_type = '{REL["executed_on"]}'
+        JOIN generic_instance r ON r.uid = e.parent_instance_uid AND r.tenant_id = %(tenant)s
+         AND r.type = 'execution_queue' AND r.json_addl ? '{CHAIN}'
+        JOIN generic_instance h ON h.euid = r.json_addl->'result'->>'hold_euid'
+         AND h.tenant_id = %(tenant)s
+        WHERE s.tenant_id = %(tenant)s {only}
+          AND h.json_addl->'properties'->>'status' = 'ACTIVE'
+          AND (h.is_deleted OR NOT EXISTS (SELECT 1 FROM generic_instance_lineage he
+               WHERE he.parent_instance_uid = s.uid AND he.child_instance_uid = h.uid
+                 AND he.relationship_type = %(rel)s AND NOT he.is_deleted))
+        ORDER BY h.uid""", {"tenant": tenant, "keys": keys, "rel": REL["subject_hold"]})
+    return ended + [Break(r["subject_euid"], r["euid"], "is active, but " + (
+        "marked deleted" if r["is_deleted"] else "no longer linked to the subject")
+        + ": the subject reads unheld, changed outside bloomops", what="hold")
+        for r in unlinked]
 
 
 def subject_chain_breaks(tenant: str | None, euid: str, uid: int) -> list[Break]:

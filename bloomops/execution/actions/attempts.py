@@ -19,7 +19,6 @@ from bloomops.execution.actions.fields import (
 )
 from bloomops.execution.actions.outputs import create_outputs, validate_outputs
 from bloomops.execution.actions.steps import (
-    FAILURE_HOLD_CODE,
     close_lease,
     create_dead_letter,
     end_active_leases,
@@ -34,6 +33,7 @@ from bloomops.execution.actions.steps import (
     refuse_stopped_worker,
     refuse_unless_flow_allows,
 )
+from bloomops.execution.binding import FAILURE_HOLD_CODE
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.envelope import ts
 from bloomops.execution.errors import ActionError

@@ -224,11 +224,15 @@ class RegisterSubject(Handler):
 
     def run(self, ctx: Context) -> None:
         queue, code, props = _register_checks(ctx)
-        env = _envelope(ctx, queue, 1)
-        props["execution"] = env
+        # made at revision 0 and saved again by the executor at 1 with its seal, which names
+        # the subject's EUID (given by TapDB on insert): an envelope no action had sealed was
+        # rewritten unseen before its first claim
+        env = _envelope(ctx, queue, 0)
+        props["execution"] = dict(env)
         name = ctx.payload["name"].strip()
         subject = ctx.create(code, name=name, properties=props)
         ctx.subject, ctx.target, ctx.env = subject, subject, env
+        ctx.env_changed = True
         ctx.result.update(queue_key=queue["queue_key"], template_code=code,
                           envelope_created=True)
         # allowed (another system's tubes may share names), but most often the same batch

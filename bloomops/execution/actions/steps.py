@@ -27,7 +27,7 @@ from bloomops.execution.policy import (
     scope_problem,
     takes_template,
 )
-from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution, RetryClass
+from bloomops.execution.states import STOPPED_WORKER_STATUSES, DeadLetterResolution
 from bloomops.tapdb.db import execute as sql_execute
 
 LEASE_CODE = "data/execution/queue_lease/1.0"
@@ -329,9 +329,6 @@ def resolve_dead_letters(ctx: Context, resolution: str) -> list[str]:
     return resolved
 
 
-# The code of the hold a failure of class BUSINESS_RULE_HOLD places (RULES.md#retries): the
-# engine's own, beside the lab's codes an operator chooses from.
-FAILURE_HOLD_CODE = RetryClass.BUSINESS_RULE_HOLD.value
 
 
 def place_hold(ctx: Context, queue: dict | None, code: str, reason: str, *,

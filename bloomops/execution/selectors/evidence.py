@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bloomops.execution.objects import SUBJECT_SQL
+from bloomops.execution.objects import REL, SUBJECT_SQL
 from bloomops.execution.params import read_params
 from bloomops.execution.sql import TEMPLATE_CODE, TEMPLATES, utc
 from bloomops.tapdb.db import fetch_all, fetch_one
@@ -29,18 +29,24 @@ def subject_row(euid: str, tenant: str | None) -> dict[str, Any] | None:
 
 
 def evidence_action_records(instance_uid: int) -> list[dict[str, Any]]:
-    """Every live action record executed on an instance, as stored. One query."""
+    """Every live action record executed on an instance or on one of its leases (Bloom
+    records a renewal, a release or an expiry on the lease alone), as stored. One query."""
     return fetch_all(
         """
         SELECT DISTINCT a.uid, a.euid, a.subtype AS action_key, a.created_dt, a.json_addl
         FROM generic_instance_lineage l
         JOIN generic_instance a ON a.uid = l.parent_instance_uid AND NOT a.is_deleted
              AND a.tenant_id = %(tenant)s
-        WHERE l.child_instance_uid = %(uid)s AND l.relationship_type = 'executed_on'
-          AND NOT l.is_deleted AND a.subtype <> %(evidence)s
+        WHERE l.relationship_type = 'executed_on' AND NOT l.is_deleted
+          AND a.subtype <> %(evidence)s
+          AND (l.child_instance_uid = %(uid)s OR l.child_instance_uid IN (
+                SELECT sl.child_instance_uid FROM generic_instance_lineage sl
+                WHERE sl.parent_instance_uid = %(uid)s AND NOT sl.is_deleted
+                  AND sl.relationship_type = %(lease)s))
         ORDER BY a.uid
         """,
-        read_params(None, None, uid=instance_uid, evidence=EVIDENCE_ACTION),
+        read_params(None, None, uid=instance_uid, evidence=EVIDENCE_ACTION,
+                    lease=REL["subject_lease"]),
     )
 
 

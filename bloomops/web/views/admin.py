@@ -155,6 +155,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "requeue_gate": requeue_gate,
         "requeue_asked": requeues_asked(waiting),
         "holds": holds,
+        # the dashboard counts held items, this list holds: an item may have two
+        "held_items": len({h["subject_euid"] for h in holds}),
         "names": hold_people(holds),
         "retrying": retrying,
         "outside": outside,

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET
 
 from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, selectors
-from bloomops.execution.actions.steps import FAILURE_HOLD_CODE
 from bloomops.execution.actions.subjects import hold_codes
+from bloomops.execution.binding import FAILURE_HOLD_CODE
 from bloomops.web.periods import local_midnight, reader_zone
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
