@@ -4,8 +4,6 @@ rewritten beside it, is not taken for Bloom's work."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from bloomops.execution.binding import binding_problems
@@ -24,8 +22,10 @@ from tests.engine import (
     make_subject,
     refused,
     register,
+    uid,
 )
 from tests.test_evidence_chain import act_by_another_writer
+from tests.test_evidence_insider import _props
 
 pytestmark = pytest.mark.django_db
 
@@ -34,16 +34,6 @@ pytestmark = pytest.mark.django_db
 def lab(tenant):
     make_queue("q1", required_worker_capabilities=[])
     return tenant
-
-
-def _props(euid: str, **changes) -> None:
-    for name, value in changes.items():
-        execute("UPDATE generic_instance SET json_addl = jsonb_set(json_addl, %s::text[],"
-                " %s::jsonb) WHERE euid = %s", [["properties", name], json.dumps(value), euid])
-
-
-def _uid(euid: str) -> int:
-    return fetch_all("SELECT uid FROM generic_instance WHERE euid = %s", [euid])[0]["uid"]
 
 
 def test_a_forged_earlier_record_does_not_make_an_integrity_hold_ordinary(lab):
@@ -66,7 +56,7 @@ def test_a_forged_earlier_record_does_not_make_an_integrity_hold_ordinary(lab):
     execute("UPDATE generic_instance SET uid = (SELECT min(uid) - 1000 FROM generic_instance)"
             " WHERE uid = %s", [made.uid])
     execute("SET LOCAL session_replication_role = DEFAULT")
-    link_many([(_uid(made.euid), _uid(subject), "executed_on")], tenant_id=lab)
+    link_many([(uid(made.euid), uid(subject), "executed_on")], tenant_id=lab)
     _props(hold, hold_code="OPERATOR_HOLD")
     refused("APPROVAL_REQUIRED", lambda: act(
         "release_execution_hold", ann, subject_euid=subject, hold_euid=hold,
@@ -96,7 +86,7 @@ def test_an_empty_row_beside_a_subject_excuses_no_change_of_its_envelope(lab):
     _props(subject, execution={**envelope(subject), "state": "COMPLETED", "terminal": True})
     made = create_instance(ACTION_CODE.format(key="place_execution_hold"), name="x",
                            properties={}, tenant_id=lab, extra={})
-    link_many([(made.uid, _uid(subject), "executed_on")], tenant_id=lab)
+    link_many([(made.uid, uid(subject), "executed_on")], tenant_id=lab)
     assert [b.problem for b in verify_chains(lab).breaks] == [
         "is the newest record that sealed the subject's envelope, which has changed since"
         " with no record: changed outside bloomops"]
@@ -147,7 +137,7 @@ def test_a_lease_handed_to_another_worker_by_its_edge_is_named(lab):
     lease = claim(svc, first)["lease_euid"]
     execute("""UPDATE generic_instance_lineage SET parent_instance_uid = %s
         WHERE child_instance_uid = %s AND relationship_type = 'execution_worker_lease'""",
-            [_uid(second), _uid(lease)])
+            [uid(second), uid(lease)])
     [said] = verify_chains(lab).breaks
     assert said.problem == (f"gave lease {lease} to worker {first}, but the lease names"
                             f" {second}: changed outside bloomops")
@@ -229,7 +219,7 @@ def test_another_writers_renewal_of_a_lease_is_later_history_in_a_bundle(lab):
                                "executed_at": "2026-11-27T11:00:00+00:00",
                                "target_euid": lease, "lease_lookup_euid": lease,
                                "result": {"status": "success", "lease_euid": lease}})
-    link_many([(made.uid, _uid(lease), "executed_on")], tenant_id=lab)
+    link_many([(made.uid, uid(lease), "executed_on")], tenant_id=lab)
     verdict = verify_bundle(file, lab)
     assert not any("expires_at" in p for p in verdict.problems), verdict.problems
     assert any("expires_at" in x and "changed by a later action" in x for x in verdict.later)
@@ -247,7 +237,7 @@ def test_a_hold_taken_off_its_subject_in_the_database_is_named(lab, how):
         execute(f"""UPDATE generic_instance_lineage SET {
             "is_deleted = true" if how == "unlinked" else "parent_instance_uid = %s"}
             WHERE child_instance_uid = %s AND relationship_type = 'execution_subject_hold'""",
-                ([] if how == "unlinked" else [_uid(other)]) + [_uid(hold)])
+                ([] if how == "unlinked" else [uid(other)]) + [uid(hold)])
     said = [(b.what, b.record_euid, b.problem) for b in verify_chains(lab, subject).breaks]
     assert ("hold", hold, "is active, but " + ("marked deleted" if how == "deleted" else
             "no longer linked to the subject") + ": the subject reads unheld, changed outside"
