@@ -242,3 +242,19 @@ def test_a_hold_taken_off_its_subject_in_the_database_is_named(lab, how):
     assert ("hold", hold, "is active, but " + ("marked deleted" if how == "deleted" else
             "no longer linked to the subject") + ": the subject reads unheld, changed outside"
             " bloomops") in said, said
+
+
+def test_a_dead_letter_rewritten_in_the_database_fails_a_fresh_export(lab):
+    """The letter's failure made an operator's cancel, its words erased: a bundle exported
+    after verified, only an older one could have said otherwise."""
+    dead = dead_lettered("q1")
+    [letter] = fetch_all("""SELECT euid FROM generic_instance WHERE type = 'execution'
+        AND subtype = 'dead_letter' AND json_addl->'properties'->>'subject_lookup_euid' = %s""",
+                         [dead])
+    ann = person("ann", "operator")
+    assert verify_bundle(export_evidence(dead, ann).data, lab).ok
+    _props(letter["euid"], error_class="OPERATOR_CANCELED", error_message="cancelled")
+    problems = verify_bundle(export_evidence(dead, ann).data, lab).problems
+    for name in ("error_class", "error_message"):
+        assert any(p.startswith(f"database: dead_letters[{letter['euid']}].properties.{name}:"
+                                " the letter says") for p in problems), (name, problems)

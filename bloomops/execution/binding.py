@@ -45,6 +45,8 @@ def binding_problems(doc: dict[str, Any]) -> list[str]:
             + _unsealed_withdrawals(records, approvals)
             + _unsealed_requests(records, approvals)
             + _unsealed_holds(records, holds)
+            + _unsealed_dead_letters(records, [d for d in doc.get("dead_letters") or []
+                                               if isinstance(d, dict)])
             + _unsealed_releases(records, holds))
 
 
@@ -238,6 +240,27 @@ def _unsealed_withdrawals(records: list[dict], approvals: list[dict]) -> list[st
         problems += [f"{where}.{name}: the approval says {short(mine)}, its sealed withdrawal"
                      f" {entry.get('euid')} says {short(want)}"
                      for name, mine, want in said if mine != want]
+    return problems
+
+
+def _unsealed_dead_letters(records: list[dict], letters: list[dict]) -> list[str]:
+    """What a dead letter says of the failure that made it (its class, its words) must be
+    what that failure's record sealed (``result.dead_letter``; older records sealed none)."""
+    made: dict[str, dict] = {}
+    for e in records:
+        result = _part(e["record"], "result")
+        if CHAIN in e["record"] and isinstance(result.get("dead_letter"), dict):
+            made.setdefault(str(result.get("dead_letter_euid")), e)
+    problems = []
+    for d in letters:
+        entry = made.get(str(d.get("euid")))
+        if entry is None:
+            continue
+        sealed, props = entry["record"]["result"]["dead_letter"], _part(d, "properties")
+        problems += [f"dead_letters[{d.get('euid')}].properties.{name}: the letter says"
+                     f" {short(props.get(name))}, its sealed record {entry['euid']} says"
+                     f" {short(sealed.get(name))}" for name in ("error_class", "error_message")
+                     if props.get(name) != sealed.get(name)]
     return problems
 
 

@@ -295,6 +295,10 @@ def create_dead_letter(ctx: Context, queue: dict | None, record: Obj | None, lea
         edges.append((record, dl, "record_dead_letter"))
     ctx.link_many(edges)
     ctx.result["dead_letter_euid"] = dl.euid
+    # what the letter says of the failure, sealed with the action (binding: a letter
+    # rewritten in the database fails a fresh bundle)
+    ctx.result["dead_letter"] = {"error_class": error_class,
+                                 "error_message": props["error_message"]}
     return dl
 
 
