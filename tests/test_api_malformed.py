@@ -520,3 +520,20 @@ def test_a_number_that_is_not_whole_but_reads_as_one_is_refused(lab, number, kep
                 ' "' + lab["subject"] + '", "expected_state": "READY", "reason": "x",'
                 ' "expected_revision": 1.0}')
     assert whole.status_code == 200, whole.content  # 1.0 is the integer 1, as JSON says
+
+
+@pytest.mark.parametrize("number", ["0.0e-99999999999999999999", "0E-1000000000000000000000000"])
+def test_a_number_with_an_exponent_out_of_range_is_refused_in_plain_words(lab, number):
+    """Such an exponent raised Decimal's own error, not a refusal: ninja's generic 400 here,
+    a 500 where a bundle or a form's JSON was read."""
+    before = counts()
+    r = raw(lab["apis"]["operator"], "hold", '{"idempotency_key": "exp", "subject_euid": "'
+            + lab["subject"] + '", "expected_state": "READY", "reason": "x",'
+            ' "expected_revision": ' + number + "}")
+    err = refused(r, 400, "VALIDATION_ERROR")
+    assert f"{number[:40]} has an exponent no stored number keeps" in err["message"]
+    assert counts() == before
+    from bloomops.execution.evidence import verify_bundle
+
+    verdict = verify_bundle(('{"format": "x", "n": ' + number + "}").encode(), None)
+    assert not verdict.ok and "has an exponent" in " ".join(verdict.problems)

@@ -258,3 +258,24 @@ def test_a_dead_letter_rewritten_in_the_database_fails_a_fresh_export(lab):
     for name in ("error_class", "error_message"):
         assert any(p.startswith(f"database: dead_letters[{letter['euid']}].properties.{name}:"
                                 " the letter says") for p in problems), (name, problems)
+
+
+def test_an_empty_row_since_a_bundle_excuses_no_rewrite_of_a_finished_object(lab):
+    """One empty row linked to the subject made every changed snapshot "later history", a
+    finished attempt's status among them: the file verified."""
+    from bloomops.execution.context import ACTION_CODE
+    from bloomops.tapdb.instances import create_instance, link_many
+
+    dead = dead_lettered("q1")
+    ann = person("ann", "operator")
+    file = export_evidence(dead, ann).data
+    [attempt] = fetch_all("""SELECT euid FROM generic_instance WHERE type = 'execution'
+        AND subtype = 'execution_record' AND json_addl->'properties'->>'subject_lookup_euid'
+        = %s""", [dead])
+    _props(attempt["euid"], status="SUCCEEDED")
+    made = create_instance(ACTION_CODE.format(key="place_execution_hold"), name="x",
+                           properties={}, tenant_id=lab, extra={})
+    link_many([(made.uid, uid(dead), "executed_on")], tenant_id=lab)
+    verdict = verify_bundle(file, lab)
+    assert any(f"execution_records[{attempt['euid']}]" in p and "SUCCEEDED" in p
+               for p in verdict.problems), verdict.problems

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from bloomops.execution.binding import FAILURE_HOLD_CODE, sealed_hold_code
-from bloomops.execution.chain import seal_intact, written_by_bloomops
+from bloomops.execution.chain import another_writers, seal_intact
 from bloomops.execution.envelope import parse_ts, ts
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import REL, Obj
@@ -137,7 +137,7 @@ def _doubted(row: dict[str, Any]) -> bool:
     record = row["placed"]
     if row["unrecorded_end"] or not isinstance(record, dict):
         return True
-    if not written_by_bloomops(record):
+    if another_writers(record):
         return False
     if row["placed_deleted"] or not seal_intact(record) or (
             record.get("action_key") not in _MAKES_HOLDS):

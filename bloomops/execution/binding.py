@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bloomops.execution.chain import CHAIN, canonical_bytes
+from bloomops.execution.chain import CHAIN, another_writers, canonical_bytes, sealed_record
 from bloomops.execution.guards import load_json
 from bloomops.execution.states import DECISIONS, RetryClass
 
@@ -59,7 +59,7 @@ def _by_result(records: list[dict], action_key: str, field: str) -> dict[str, di
         # unsealed, name its holds too, in its own terms; one inserted before the
         # placement named a hold's code otherwise)
         if (e["record"].get("action_key") != action_key or not isinstance(result, dict)
-                or CHAIN not in e["record"]):
+                or not sealed_record(e["record"])):
             continue
         named = result.get(field)
         for euid in named if isinstance(named, list) else [named]:
@@ -72,7 +72,7 @@ def _later_elsewhere(records: list[dict], entry: dict, euid: str) -> bool:
     """Whether another writer's record after ``entry`` names object ``euid`` (Bloom released
     a hold bloomops had ended: the snapshot is Bloom's since)."""
     after = records[records.index(entry) + 1:] if entry in records else []
-    return any(CHAIN not in e["record"] and euid in (
+    return any(another_writers(e["record"]) and euid in (
         _part(e["record"], "result").get("hold_euid"), e["record"].get("target_euid"))
         for e in after)
 
@@ -184,7 +184,8 @@ def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]
     decided: dict[str, dict[str, Any]] = {}
     for e in records:
         result = e["record"].get("result")
-        if e["record"].get("action_key") == "decide_approval" and isinstance(result, dict):
+        if (e["record"].get("action_key") == "decide_approval" and isinstance(result, dict)
+                and sealed_record(e["record"])):
             decided[str(result.get("approval_euid"))] = e
     problems = []
     for a in approvals:
@@ -220,7 +221,7 @@ def _unsealed_withdrawals(records: list[dict], approvals: list[dict]) -> list[st
     withdrawn: dict[str, dict[str, Any]] = {}
     for e in records:
         captured = _part(e["record"], "captured_data")
-        if e["record"].get("action_key") == "cancel_approval":
+        if e["record"].get("action_key") == "cancel_approval" and sealed_record(e["record"]):
             withdrawn.setdefault(str(captured.get("approval_euid")), e)
     problems = []
     for a in approvals:
@@ -249,7 +250,7 @@ def _unsealed_dead_letters(records: list[dict], letters: list[dict]) -> list[str
     made: dict[str, dict] = {}
     for e in records:
         result = _part(e["record"], "result")
-        if CHAIN in e["record"] and isinstance(result.get("dead_letter"), dict):
+        if sealed_record(e["record"]) and isinstance(result.get("dead_letter"), dict):
             made.setdefault(str(result.get("dead_letter_euid")), e)
     problems = []
     for d in letters:

@@ -216,6 +216,20 @@ def written_by_bloomops(body: Any) -> bool:
             and "bench_history_uid" not in body)
 
 
+def another_writers(body: Any) -> bool:
+    """A record another writer (Bloom) made of an action: unsealed, not bloomops' shape, and
+    saying what was done, on what, when. Every check that lets another writer's work stand
+    as later history asks this one question; an empty row is no one's action."""
+    return (not written_by_bloomops(body) and isinstance(body, dict)
+            and all(isinstance(body.get(k), str) and body[k].strip()
+                    for k in ("action_key", "target_euid", "executed_at")))
+
+
+def sealed_record(body: Any) -> bool:
+    """A record carrying a chain entry: bloomops' (its seal checked by the walk)."""
+    return isinstance(body, dict) and isinstance(body.get(CHAIN), dict)
+
+
 def _first_sealed(tenant: str | None) -> int | None:
     """uid of the tenant's first sealed record: every record bloomops wrote after it was
     sealed, so one of its records without a seal after it had its seal removed."""

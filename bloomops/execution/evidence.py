@@ -12,6 +12,7 @@ from bloomops.execution.binding import binding_problems, first_difference, short
 from bloomops.execution.chain import (
     CHAIN,
     KEYED,
+    another_writers,
     canonical_bytes,
     content_hash,
     keyed_problem,
@@ -217,12 +218,15 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
     explicable: list[str] = []
     added: list[str] = []
     named = _named_by(doc.get("action_records") or [])
-    # another writer's record since (Bloom's, unsealed): Bloom changes what bloomops holds
-    # final (it releases a hold bloomops ended), so such a snapshot is later history too
+    # the objects another writer's records since name (Bloom's): Bloom changes what bloomops
+    # holds final (it releases a hold bloomops ended), so such an object's snapshot is later
+    # history too; an empty row inserted beside the subject names nothing
     known = {_entry_id("action_records", e) for e in doc.get("action_records") or []}
-    other_since = any(isinstance(e, dict) and isinstance(e.get("record"), dict)
-                      and CHAIN not in e["record"] and _entry_id("action_records", e) not in known
-                      for e in now.get("action_records") or [])
+    since = [e for e in now.get("action_records") or [] if isinstance(e, dict)
+             and another_writers(e.get("record"))
+             and _entry_id("action_records", e) not in known]
+    others_named = _named_by(since) | {v for e in since for v in (
+        e["record"].get("target_euid"), e["record"].get("lease_lookup_euid"))}
     for section in (*APPEND_ONLY, *SNAPSHOTS):
         mine = {_entry_id(section, e): e for e in doc.get(section) or []}
         theirs = {_entry_id(section, e): e for e in now.get(section) or []}
@@ -248,7 +252,7 @@ def _compare(doc: dict[str, Any], now: dict[str, Any]
             if not fixed and (diff := first_difference(where, entry, other)) is not None:
                 # A later action explains a changed snapshot, never a vanished object or
                 # one that was final.
-                open_snapshot = section in SNAPSHOTS and (other_since
+                open_snapshot = section in SNAPSHOTS and (key in others_named
                                                            or not _final(section, entry))
                 (explicable if open_snapshot else changed).append(diff)
         for key, entry in theirs.items():

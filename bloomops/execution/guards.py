@@ -50,7 +50,12 @@ def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text[:40]} is too large to be a finite number")
-    if value.is_integer() and (exact := Decimal(text)) != exact.to_integral_value():
+    try:
+        exact = Decimal(text)
+        whole = exact == exact.to_integral_value()
+    except ArithmeticError:  # an exponent beyond Decimal's range (0e-99999999999999999999)
+        raise ValueError(f"{text[:40]} has an exponent no stored number keeps") from None
+    if value.is_integer() and not whole:
         # 998.99999999999999 and 1e-400 read as 999 and 0: taken where a whole number is
         # asked (a priority, a revision), as neither was sent
         raise ValueError(f"{text[:40]} is not a whole number, but would be kept as one"

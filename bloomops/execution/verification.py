@@ -14,6 +14,7 @@ from bloomops.execution.chain import (
     RECORDS,
     Break,
     ChainReport,
+    another_writers,
     envelope_sealed,
     walk_chains,
     written_by_bloomops,
@@ -55,14 +56,6 @@ _ON_SUBJECTS = """SELECT s.uid AS subject_uid, s.euid,
     ORDER BY s.uid, a.uid"""
 
 
-def _another_writers(body: Any) -> bool:
-    """A record another writer (Bloom) made of an action: what it did, on what, when. An
-    empty row inserted beside a subject is no one's action, and excuses nothing."""
-    return (not written_by_bloomops(body) and isinstance(body, dict)
-            and all(isinstance(body.get(k), str) and body[k].strip()
-                    for k in ("action_key", "target_euid", "executed_at")))
-
-
 def _left_at(body: Any, euid: str) -> int | None:
     """The revision bloomops' record of an action on subject ``euid`` left it at."""
     if not written_by_bloomops(body) or body.get("subject_lookup_euid") != euid:
@@ -77,7 +70,7 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
     for row in rows:
         left = _left_at(row["body"], euid)
         if left is None:
-            if _another_writers(row["body"]):
+            if another_writers(row["body"]):
                 last = None  # another writer (Bloom) changed it, keeping no revision
             continue
         if last is not None and left > last[1] + 1:
@@ -102,9 +95,10 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
     return None
 
 
-def _sealed_by(body: Any) -> str | None:
-    """The envelope seal bloomops' record of an action that changed the subject left."""
-    result = body.get("result") if written_by_bloomops(body) else None
+def _sealed_by(body: Any, euid: str) -> str | None:
+    """The envelope seal bloomops' record of an action that changed subject ``euid`` left."""
+    result = body.get("result") if written_by_bloomops(body) and body.get(
+        "subject_lookup_euid") == euid else None
     left = result.get("envelope_seal") if isinstance(result, dict) else None
     return left if isinstance(left, str) else None
 
@@ -115,7 +109,7 @@ def _seal_gap(tenant: str | None, euid: str, env: Any,
     the action that sealed it is among them and is the newest that sealed one, and the
     envelope is as sealed unless another writer's record came after. A subject no action of
     bloomops sealed (older records, another writer's work alone) is not read so."""
-    sealing = [r for r in rows if _sealed_by(r["body"])]
+    sealing = [r for r in rows if _sealed_by(r["body"], euid)]
     if not isinstance(env, dict) or not sealing:
         return None
     newest = sealing[-1]
@@ -123,8 +117,8 @@ def _seal_gap(tenant: str | None, euid: str, env: Any,
     if not isinstance(seal, str):
         return Break(euid, newest["record_euid"], "sealed the subject's envelope, which now"
                      " carries no seal: the envelope was rewritten outside bloomops")
-    if _sealed_by(newest["body"]) != seal:
-        if any(_sealed_by(r["body"]) == seal for r in sealing):
+    if _sealed_by(newest["body"], euid) != seal:
+        if any(_sealed_by(r["body"], euid) == seal for r in sealing):
             return Break(euid, newest["record_euid"], "is the newest record that sealed the"
                          " subject's envelope, but the envelope carries an earlier record's"
                          " seal: it was set back to an earlier state")
@@ -134,7 +128,7 @@ def _seal_gap(tenant: str | None, euid: str, env: Any,
     if envelope_sealed(tenant, euid, env):
         return None
     after = rows[rows.index(newest) + 1:]
-    if any(_another_writers(r["body"]) for r in after):
+    if any(another_writers(r["body"]) for r in after):
         return None  # another writer (Bloom) changed it since, with a record of its own
     return Break(euid, newest["record_euid"], "is the newest record that sealed the subject's"
                  " envelope, which has changed since with no record: changed outside"
@@ -169,10 +163,17 @@ _LEASES = """SELECT l.uid, l.euid, s.euid AS subject_euid, l.json_addl->'propert
      AND e.relationship_type = %(rel)s AND NOT e.is_deleted
     JOIN generic_instance l ON l.uid = e.child_instance_uid AND l.tenant_id = %(tenant)s
     LEFT JOIN LATERAL (
+        -- sealed records by chain key and another writer's by target, each through its own
+        -- index (an OR of the two read every record of the tenant for each lease)
         SELECT a.uid, a.euid, a.json_addl FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue'
-          AND (a.json_addl->'chain'->>'key' IN (l.euid, s.euid)
-               OR (NOT a.json_addl ? 'chain' AND a.json_addl->>'target_euid' IN (l.euid, s.euid)))
+          AND a.json_addl->'chain'->>'key' = ANY(ARRAY[l.euid, s.euid])
+          AND l.euid IN (a.json_addl->>'lease_lookup_euid', a.json_addl->>'target_euid')
+        UNION ALL
+        SELECT a.uid, a.euid, a.json_addl FROM generic_instance a
+        WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue'
+          AND NOT a.json_addl ? 'chain'
+          AND a.json_addl->>'target_euid' = ANY(ARRAY[l.euid, s.euid])
           AND l.euid IN (a.json_addl->>'lease_lookup_euid', a.json_addl->>'target_euid')
     ) r ON true
     WHERE s.tenant_id = %(tenant)s {only}
@@ -196,12 +197,12 @@ def _lease_gap(rows: list[dict[str, Any]]) -> Break | None:
     if not named:
         return Break(lease, lease, "is named by no action record: the record of its claim"
                      " was removed, or the lease was made without one", what="lease")
-    last = next((r for r in reversed(named) if not written_by_bloomops(r["body"])
+    last = next((r for r in reversed(named) if another_writers(r["body"])
                  or _set_by(r["body"], lease) is not None), None)
     if last is None:
         return Break(lease, named[0]["record_euid"], f"names lease {lease}, but no record"
                      " of its claim does: that record was removed")
-    if not written_by_bloomops(last["body"]):
+    if another_writers(last["body"]):
         return None
     worker = (last["body"].get("result") or {}).get("worker_euid")
     # the copy a page shows, and the edge the engine decides by (guards.guard_lease)
@@ -247,8 +248,9 @@ def ended_unrecorded(hold: str, subject_uid: str) -> str:
            AND hr.tenant_id = %(tenant)s AND hr.type = 'execution_queue'
           WHERE he.child_instance_uid = {subject_uid} AND NOT he.is_deleted
             AND he.relationship_type = '{REL["executed_on"]}'
-            AND (hr.json_addl->'result'->'hold_euids' ? {hold}.euid
-                 OR hr.json_addl->'result'->'holds_ended' ? {hold}.euid
+            AND ((hr.json_addl ? 'chain'
+                  AND (hr.json_addl->'result'->'hold_euids' ? {hold}.euid
+                       OR hr.json_addl->'result'->'holds_ended' ? {hold}.euid))
                  OR (hr.json_addl->>'action_key' = 'release_execution_hold'
                      AND hr.json_addl->'result'->>'hold_euid' = {hold}.euid))))"""
 

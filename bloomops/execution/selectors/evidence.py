@@ -39,7 +39,8 @@ def evidence_action_records(instance_uid: int) -> list[dict[str, Any]]:
              AND a.tenant_id = %(tenant)s
         WHERE l.relationship_type = 'executed_on' AND NOT l.is_deleted
           AND a.subtype <> %(evidence)s
-          AND (l.child_instance_uid = %(uid)s OR l.child_instance_uid IN (
+          -- the instance and its leases as one array: each a probe of the edges' index
+          AND l.child_instance_uid = ANY(ARRAY[%(uid)s::bigint] || ARRAY(
                 SELECT sl.child_instance_uid FROM generic_instance_lineage sl
                 WHERE sl.parent_instance_uid = %(uid)s AND NOT sl.is_deleted
                   AND sl.relationship_type = %(lease)s))

@@ -96,14 +96,18 @@ def queue_items(
     limit: int = 50,
     offset: int = 0,
     filters: dict[str, str] | None = None,
+    counted: bool = True,
 ) -> tuple[list[QueueItem], int]:
     """Visible items of a queue in execution order (RULES.md#visibility, RULES.md#order),
     one page, with the total count of visible items matching the filters. One query: the
     page walks the ordered index and stops; the total counts the queue's subjects as plain
     values (selectors/routed.py), as the summaries do; both test leases and holds against
-    the sets the statement finds once."""
+    the sets the statement finds once. ``counted`` False: the total is not counted (0)."""
     params = read_params(now, tenant, queue_key=queue_key, limit=limit, offset=offset)
     extra = filters_sql(filters, params)
+    count_sql = (f"""SELECT count(*) FILTER (WHERE s.vis) AS n
+                  FROM queues q CROSS JOIN LATERAL ({plain_subjects(extra)}) s
+                  WHERE q.queue_key = %(queue_key)s""" if counted else "SELECT NULL::bigint AS n")
     routed = f"""
         FROM ({QUEUES}) q
         JOIN generic_instance s
@@ -114,9 +118,7 @@ def queue_items(
     rows = fetch_all(
         f"""
         WITH {QUEUES_AND_SETS},
-        total AS (SELECT count(*) FILTER (WHERE s.vis) AS n
-                  FROM queues q CROSS JOIN LATERAL ({plain_subjects(extra)}) s
-                  WHERE q.queue_key = %(queue_key)s),
+        total AS ({count_sql}),
         page AS (
             SELECT {ITEM_COLUMNS}, {ORDER_COLUMNS} {routed} AND {VISIBLE_IN_SETS}{extra}
             ORDER BY {ORDER_BY}
@@ -126,7 +128,7 @@ def queue_items(
         """,
         params,
     )
-    total = int(rows[0]["total"]) if rows else 0
+    total = int(rows[0]["total"] or 0) if rows else 0
     page = [r for r in rows if r["uid"] is not None]
     return [item_from_row(r, offset + i + 1) for i, r in enumerate(page)], total
 
@@ -134,8 +136,9 @@ def queue_items(
 def queue_head(
     queue_key: str, *, now: datetime | None = None, tenant: str | None = None
 ) -> QueueItem | None:
-    """The item a claim on this queue would take next, or None."""
-    items, _ = queue_items(queue_key, now=now, tenant=tenant, limit=1)
+    """The item a claim on this queue would take next, or None (the queue's count left out:
+    a strict claim asks while it holds its candidate locked)."""
+    items, _ = queue_items(queue_key, now=now, tenant=tenant, limit=1, counted=False)
     return items[0] if items else None
 
 def is_visible(

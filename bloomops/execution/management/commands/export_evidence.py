@@ -13,8 +13,9 @@ from bloomops.execution.exports import export_evidence_set, refuse_unless_allowe
 
 
 def _instant(text: str, name: str) -> datetime:
-    """A day (its start in the lab's time zone, as the Activity screen's days are) or an
-    instant with its zone: a zoneless time would be read in whichever zone the machine has."""
+    """A day (its start in the lab's time zone, BLOOMOPS_TIME_ZONE: a command has no reader's
+    zone, as the Activity screen has) or an instant with its zone: a zoneless time would be
+    read in whichever zone the machine has."""
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(),
