@@ -498,3 +498,17 @@ def test_the_workers_page_says_a_status_or_type_it_does_not_know(client, lab):
     assert "No worker status &#x27;ZZZ&#x27;: every status is shown." in html
     assert "No worker type &#x27;ROBOT&#x27;: every type is shown." in html
     assert "filter-note" not in client.get("/workers/?status=online").content.decode()
+
+
+def test_the_workbench_says_how_many_retrying_items_are_due_now(client, lab, failing):
+    """The dashboard's Retry pending said 0 while the workbench listed Retrying (2): both
+    were past their retry time. The list says how many are due now."""
+    client = signed_in(client, lab["operator"])
+    heading = client.get("/workbench/").content.decode().split('id="h-retrying">')[1]
+    assert heading.startswith("Retrying (2)</h2>")
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,execution,retry_at}', '"2020-01-01T00:00:00.000000Z"') WHERE euid = %s""",
+            [failing["retry_a"]])
+    heading = client.get("/workbench/").content.decode().split('id="h-retrying">')[1]
+    assert heading.startswith("Retrying (2; 1 due now, claimable, the rest waiting for their"
+                              " time)</h2>")

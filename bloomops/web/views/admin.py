@@ -9,9 +9,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from bloomops.accounts.signatures import hold_people
-from bloomops.execution import people, selectors
+from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.approvals import dead_letter_gate, hold_gates
+from bloomops.execution.envelope import parse_ts_or_none
 from bloomops.execution.executor import ActionResult
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
@@ -159,6 +160,11 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "held_items": len({h["subject_euid"] for h in holds}),
         "names": hold_people(holds),
         "retrying": retrying,
+        # the dashboard's "retry pending" counts those still waiting for their time; the
+        # rest of these may be claimed now
+        "retrying_due": sum(1 for r in retrying
+                            if (at := parse_ts_or_none(r.get("retry_at"))) is None
+                            or at <= clock.now()),
         "outside": outside,
         "overdue_only": overdue_only,
         "overdue_total": outside[0]["overdue_total"] if outside else 0,
