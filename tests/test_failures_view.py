@@ -512,3 +512,15 @@ def test_the_workbench_says_how_many_retrying_items_are_due_now(client, lab, fai
     heading = client.get("/workbench/").content.decode().split('id="h-retrying">')[1]
     assert heading.startswith("Retrying (2; 1 due now, claimable, the rest waiting for their"
                               " time)</h2>")
+
+
+def test_a_hold_a_workers_failure_placed_names_the_worker(client, lab, tenant):
+    """"Placed by svc-extractor": the service account, not which instrument or worker."""
+    svc = actor(*SERVICE)
+    worker = register(svc, "adapter://centrifuge-2", display_name="Centrifuge 2 adapter",
+                      capabilities=CAPS)
+    fail(svc, worker, "Tube H", error_class="BUSINESS_RULE_HOLD", error_message="QA to see")
+    client = signed_in(client, lab["operator"])
+    for page in ("/workbench/", "/holds/"):
+        html = client.get(page).content.decode()
+        assert "worker Centrifuge 2 adapter" in html, page

@@ -81,6 +81,14 @@ def holds(*, tenant: str | None = None, queue_key: str | None = None, ended: boo
         f"""
         SELECT h.euid, h.created_dt, h.json_addl->'properties' AS props, s.euid AS subject_euid,
                s.name AS subject_name,
+               -- the worker that placed it (a failure's hold), beside its account
+               (SELECT w.json_addl->'properties'->>'display_name'
+                FROM generic_instance_lineage aw
+                JOIN generic_instance w ON w.uid = aw.parent_instance_uid
+                     AND w.tenant_id = %(tenant)s
+                WHERE aw.child_instance_uid = h.uid AND NOT aw.is_deleted
+                  AND aw.relationship_type = 'execution_actor_hold'
+                ORDER BY aw.uid LIMIT 1) AS placed_by_worker,
                s.json_addl->'properties'->'execution'->>'state' AS subject_state,
                {SUBJECT_REVISION} AS subject_revision, {total_column(counted)} AS total
         FROM generic_instance h
