@@ -1138,3 +1138,18 @@ def test_the_holds_list_says_how_many_items_its_holds_are_on(client, lab):
         expected_state="READY", payload={"reason": "check"})
     html = signed_in(client, lab["operator"]).get("/workbench/").content.decode()
     assert "Active holds (3, on 2 items)" in html
+
+
+def test_a_lookup_that_finds_nothing_suggests_the_subjects_that_hold_it(client, lab):
+    """"0148" or "Extract" said "No subject": nothing to follow but the exact name."""
+    tube = make_subject("q1", name="Tube 0148 plasma")
+    make_subject("q1", name="Tube 0149")
+    reader = signed_in(client, lab["operator"])
+    page = reader.get("/subjects/0148/")
+    html = page.content.decode()
+    assert page.status_code == 404 and "No subject 0148" in html
+    listed = html.split('id="like-subjects"')[1]
+    assert f"/subjects/{tube}/" in listed and "Tube 0149" not in listed
+    # a pattern's own characters are text: "%" and "_" match only themselves
+    assert 'id="like-subjects"' not in reader.get("/subjects/%25%25/").content.decode()
+    assert 'id="like-subjects"' not in reader.get("/subjects/T_be/").content.decode()

@@ -42,7 +42,7 @@ from bloomops.execution.selectors.items import (
     routed_count,
     scope_texts,
 )
-from bloomops.execution.selectors.lookup import engine_object
+from bloomops.execution.selectors.lookup import engine_object, subjects_like
 from bloomops.execution.selectors.overview import (
     Coverage,
     Overview,
@@ -111,5 +111,5 @@ __all__ = [
     "QueueChange", "queue_history",
     "FailureGroup", "finished_attempts", "failure_counts", "failures", "group_failures",
     "ApprovalRow", "Waiting", "approvals", "approvals_waiting",
-    "engine_object", "results_recorded", "results_tally",
+    "engine_object", "subjects_like", "results_recorded", "results_tally",
 ]

@@ -1,13 +1,16 @@
 """An object the inspector is asked for that is not a subject: the engine's own (a hold, an
 approval, a lease, a record, an action record, a worker, a queue), named on every screen
-and in every bundle, found with the subject it belongs to."""
+and in every bundle, found with the subject it belongs to; and, when a label means nothing,
+the subjects whose name or EUID holds it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from bloomops.execution.objects import SUBJECT_SQL
 from bloomops.execution.selectors.base import read_params
-from bloomops.tapdb.db import fetch_one
+from bloomops.execution.sql import ENV
+from bloomops.tapdb.db import fetch_all, fetch_one
 
 
 def engine_object(euid: str, *, tenant: str | None = None) -> dict[str, Any] | None:
@@ -28,3 +31,27 @@ def engine_object(euid: str, *, tenant: str | None = None) -> dict[str, Any] | N
            FROM generic_instance o
            WHERE o.euid = upper(%(euid)s) AND o.tenant_id = %(tenant)s AND NOT o.is_deleted""",
         read_params(None, tenant, euid=euid.strip()))
+
+
+# How many subjects a lookup that matched none suggests.
+SUGGESTED = 20
+
+
+def subjects_like(text: str, *, tenant: str | None = None) -> list[dict[str, Any]]:
+    """When a typed label means no subject: those whose name or EUID holds it (any case),
+    the newest first, SUGGESTED at most ("0148" for "Tube 0148"). One query; it reads the
+    lab's subjects' names, asked only when a lookup found nothing."""
+    text = text.strip()
+    if len(text) < 2 or not text.isprintable():
+        return []
+    pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace(
+        "_", "\\_") + "%"
+    return fetch_all(
+        f"""SELECT s.euid, s.name, s.created_dt, {ENV}->>'state' AS state,
+                   {ENV}->>'next_queue_key' AS queue_key,
+                   s.json_addl->'properties'->>'site' AS site
+            FROM generic_instance s
+            WHERE s.tenant_id = %(tenant)s AND NOT s.is_deleted AND {SUBJECT_SQL}
+              AND (lower(s.name) LIKE %(pattern)s OR lower(s.euid) LIKE %(pattern)s)
+            ORDER BY s.uid DESC LIMIT {SUGGESTED}""",
+        read_params(None, tenant, pattern=pattern))

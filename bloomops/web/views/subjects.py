@@ -25,6 +25,7 @@ from bloomops.execution.exports import export_evidence
 from bloomops.execution.objects import is_subject_kind
 from bloomops.execution.policy import queue_takes
 from bloomops.execution.selectors.evidence import recorded_bundles
+from bloomops.execution.selectors.lookup import SUGGESTED
 from bloomops.execution.states import OUTSIDE_STATES
 from bloomops.execution.verification import subject_chain_breaks
 from bloomops.tapdb.tenancy import tenant_of
@@ -89,8 +90,11 @@ def _not_a_subject(request: HttpRequest, label: str, meant: list[dict]) -> HttpR
         found["words"] = OBJECT_WORDS.get(kind) or (
             f"the record of an action ({action}, {found['subtype']})" if action
             else f"an object of type {found['type']}/{found['subtype']}")
+    # nothing by that label: the subjects whose name or EUID holds it ("0148", "Extract")
+    like = selectors.subjects_like(label) if not meant and not found else []
     return render(request, "web/subject_missing.html",
-                  {"euid": shown, "named": meant, "found": found},
+                  {"euid": shown, "named": meant, "found": found, "like": like,
+                   "like_cap": SUGGESTED},
                   status=200 if found else 404)
 
 
