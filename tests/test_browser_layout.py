@@ -602,6 +602,22 @@ def test_a_supervisor_on_a_tablet_sees_each_workers_heartbeat(browser, bench):
         page.context.close()
 
 
+def test_a_reasoned_forms_label_sits_over_its_field_on_a_tablet(browser, bench):
+    """At 820 px "Hold reason", "Why release" and "Why cancel" ended one line and their fields
+    began the next, beside the following form's words."""
+    site = bench["site"]
+    page = page_for(browser, site, "qa", 820)
+    page.goto(f"{site}/subjects/{bench['subject']}/")
+    apart = page.evaluate("""() => [...document.querySelectorAll('form.reasoned > label[for]')]
+        .filter(l => l.offsetParent).map(l => {
+          const f = document.getElementById(l.htmlFor); if (!f || !f.offsetParent) return null;
+          const a = l.getBoundingClientRect(), b = f.getBoundingClientRect();
+          return (b.top >= a.bottom - 2 && Math.abs(b.left - a.left) < 4) ? null
+                 : l.textContent.trim(); }).filter(Boolean)""")
+    assert apart == []
+    page.context.close()
+
+
 def test_the_workbench_holds_keep_whole_words_on_a_tablet(browser, bench):
     """At 820 px the holds table squeezed its columns until "svc-extractor" broke mid-word."""
     from tests.engine import act, make_subject
