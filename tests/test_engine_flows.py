@@ -85,10 +85,11 @@ def test_wet_lab_queue_chain_regression(lab, tenant):
     for parent, child in zip(chain, chain[1:], strict=False):
         uid = load(euid=parent, tenant=tenant).uid
         assert child in {o.euid for o in children(uid, REL["subject_output"])}
-    # Every transition was an action.
+    # Every transition was an action, the first the step that made it (and sealed it).
     keys = [a["action_key"] for a in selectors.action_history(load(euid=extract,
                                                                     tenant=tenant).uid)]
-    assert keys == ["claim_queue_item", "complete_queue_execution"] * 2
+    assert keys == ["complete_queue_execution"] + [
+        "claim_queue_item", "complete_queue_execution"] * 2
     assert all(v == 0 for v in selectors.queue_depths().values())
 
 
@@ -403,3 +404,26 @@ def test_a_failure_that_ends_the_item_always_leaves_qa_a_why(tenant):
     assert letter["euid"] == result["dead_letter_euid"]
     assert letter["props"]["error_message"] == ("TRANSIENT_SYSTEM at the attempt limit; the"
                                                 " last failure gave no message")
+
+
+def test_an_output_is_sealed_by_the_step_that_made_it(lab, tenant):
+    """An output routed READY had an envelope no action had sealed: rewritten in the
+    database before its first claim, every check verified."""
+    from bloomops.execution.chain import envelope_sealed
+    from bloomops.execution.verification import verify_chains
+    from bloomops.tapdb.db import execute
+
+    svc, worker = lab
+    specimen = make_subject("extraction_prod", code=SPECIMEN, name="specimen")
+    done = _step(svc, worker, "extraction_prod", specimen,
+                 outputs=[_output("extract", EXTRACTED, "post_extract_qc")])
+    extract = done["output_euids"][0]
+    env = envelope(extract)
+    assert envelope_sealed(tenant, extract, env) and done["output_seals"] == {
+        extract: env["seal"]}
+    assert verify_chains(tenant).breaks == []
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,execution,priority}', '999') WHERE euid = %s""", [extract])
+    [said] = verify_chains(tenant, extract).breaks
+    assert said.problem == ("is the newest record that sealed the subject's envelope, which"
+                            " has changed since with no record: changed outside bloomops")

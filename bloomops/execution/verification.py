@@ -96,10 +96,14 @@ def _revision_gap(euid: str, now: Any, rows: list[dict[str, Any]]) -> Break | No
 
 
 def _sealed_by(body: Any, euid: str) -> str | None:
-    """The envelope seal bloomops' record of an action that changed subject ``euid`` left."""
-    result = body.get("result") if written_by_bloomops(body) and body.get(
-        "subject_lookup_euid") == euid else None
-    left = result.get("envelope_seal") if isinstance(result, dict) else None
+    """The envelope seal bloomops' record of an action that changed subject ``euid`` left:
+    its own, or one it made as an output (``output_seals``)."""
+    result = body.get("result") if written_by_bloomops(body) else None
+    if not isinstance(result, dict):
+        return None
+    outputs = result.get("output_seals")
+    left = (result.get("envelope_seal") if body.get("subject_lookup_euid") == euid
+            else outputs.get(euid) if isinstance(outputs, dict) else None)
     return left if isinstance(left, str) else None
 
 

@@ -13,6 +13,7 @@ from bloomops.execution.actions.steps import (
     refuse_unless_in_scope,
     refuse_unless_offered,
 )
+from bloomops.execution.chain import ENVELOPE_SEAL, envelope_seal
 from bloomops.execution.context import Context
 from bloomops.execution.errors import ActionError
 from bloomops.execution.objects import (
@@ -22,6 +23,7 @@ from bloomops.execution.objects import (
     is_subject,
     load,
     repeated_names,
+    save_props,
     template_words,
 )
 from bloomops.execution.policy import OUTPUTS, as_scoped, queue_templates, takes_template
@@ -231,8 +233,21 @@ def create_outputs(ctx: Context, record: Obj | None, outputs: list[dict],
         if record is not None:
             edges.append((record, obj, "record_output"))
         ctx.link_many(edges)
+        if envelope is not None:
+            _seal_output(ctx, obj, props)
         created.append(obj.euid)
     return created
+
+
+def _seal_output(ctx: Context, obj: Obj, props: dict[str, Any]) -> None:
+    """An output's envelope sealed as the executor seals one it writes, the seal kept in
+    the action's record (``result.output_seals``) and the record in the output's history:
+    an output's envelope was rewritten unseen until its first action (RULES.md#evidence)."""
+    env = props["execution"]
+    env[ENVELOPE_SEAL] = envelope_seal(ctx.tenant, obj.euid, env)
+    save_props(obj, props)
+    ctx.result.setdefault("output_seals", {})[obj.euid] = env[ENVELOPE_SEAL]
+    ctx.related_uids.append(obj.uid)
 
 
 # What an output made for the next queue takes over from its subject, where the output's
