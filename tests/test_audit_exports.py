@@ -381,3 +381,9 @@ def test_a_first_visit_reads_whole_days_in_the_reader_s_zone(client, lab, octobe
     client.cookies["bloomops_tz"] = "Mars/Olympus"
     _, count = _october(lab["operator"], client, query)
     assert "whole days in America/New_York" in count
+
+
+def test_activity_says_an_action_it_does_not_know(client, lab):
+    """/activity/?action=bogus listed every action as if none had been asked for."""
+    page = signed_in(client, lab["operator"]).get("/activity/?action=bogus").content.decode()
+    assert "No action &#x27;bogus&#x27;: every action is listed." in page

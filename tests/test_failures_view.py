@@ -494,6 +494,11 @@ def test_a_filter_the_page_does_not_know_is_said_not_read_as_another(client, lab
 
 def test_the_workers_page_says_a_status_or_type_it_does_not_know(client, lab):
     client = signed_in(client, lab["operator"])
+    # an unknown queue: said, and every worker shown (it read "no queue nope" over none)
+    register(actor(*SERVICE), capabilities=CAPS)
+    html = client.get("/workers/?queue=nope").content.decode()
+    assert "No queue &#x27;nope&#x27;: every worker is shown." in html
+    assert "No worker matches the filter" not in html
     html = client.get("/workers/?status=zzz&type=robot").content.decode()
     assert "No worker status &#x27;ZZZ&#x27;: every status is shown." in html
     assert "No worker type &#x27;ROBOT&#x27;: every type is shown." in html
@@ -512,6 +517,11 @@ def test_the_workbench_says_how_many_retrying_items_are_due_now(client, lab, fai
     heading = client.get("/workbench/").content.decode().split('id="h-retrying">')[1]
     assert heading.startswith("Retrying (2; 1 due now, claimable, the rest waiting for their"
                               " time)</h2>")
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,execution,retry_at}', '"2020-01-01T00:00:00.000000Z"') WHERE euid = %s""",
+            [failing["retry_b"]])
+    heading = client.get("/workbench/").content.decode().split('id="h-retrying">')[1]
+    assert heading.startswith("Retrying (2; all due now, claimable)</h2>")
 
 
 def test_a_hold_a_workers_failure_placed_names_the_worker(client, lab, tenant):

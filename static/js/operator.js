@@ -123,7 +123,8 @@
     var label = (also && form.dataset.confirmAlsoLabel) ||
       (submitter && submitter.dataset.confirmLabel) || form.dataset.confirmLabel ||
       (submitter && submitter.textContent.trim()) || "Confirm";
-    var reasonField = form.querySelector('[name="reason"]') ||
+    // a failure's words are its reason ("What went wrong")
+    var reasonField = form.querySelector('[name="reason"], [name="error_message"]') ||
       (form.id && document.querySelector('[name="reason"][form="' + form.id + '"]'));
     var codeField = form.querySelector('[name="hold_code"]');
     dialog.querySelector("#confirm-title").textContent = label + "?";

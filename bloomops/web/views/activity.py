@@ -18,7 +18,7 @@ from bloomops.web import services
 from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
-from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator
+from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator, known_filter
 from bloomops.web.views.holds import usernames_meant
 
 SHOWN = 500
@@ -36,13 +36,13 @@ def _search(request: HttpRequest, limit: int) -> dict:
     days = days_asked(request, DEFAULT_DAYS)
     problems = list(days.problems)
     by = get.get("by", "").strip()[:150]
-    action = get.get("action", "")
+    notes: list[str] = []
+    action = known_filter(notes, "action", get.get("action", "").strip(), ACTIONS,
+                          "every action is listed") or ""
     queue = get.get("queue", "").strip()[:200]
-    action = action if action in ACTIONS else ""
     subject = get.get("subject", "").strip()[:64]
     # a subject as people name it too (its name, in any case): every one so called
     meant = [m["euid"] for m in selectors.subjects_labelled(subject)] if subject else []
-    notes = []
     if len(meant) > 1:
         notes.append(f"{len(meant)} subjects are called {subject!r}: the actions on each"
                         f" are listed ({', '.join(meant[:5])}{', …' if len(meant) > 5 else ''}).")

@@ -52,9 +52,10 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
     kind = known_filter(notes, "worker type", request.GET.get("type", "").strip().upper(),
                         types, "every type is shown") or ""
     text = request.GET.get("q", "").strip().lower()
-    queue_key = request.GET.get("queue", "").strip()
-    known_queue = bool(queue_key) and any(q["queue_key"] == queue_key
-                                          for q in selectors.queues())
+    queue_key = known_filter(notes, "queue", request.GET.get("queue", "").strip(),
+                             (q["queue_key"] for q in selectors.queues()),
+                             "every worker is shown") or ""
+    known_queue = bool(queue_key)
     rows = selectors.workers()
     holding: dict[str, list[dict]] = {}
     # each worker's newest few (the lab's newest 500 had left most workers "working on
