@@ -634,3 +634,16 @@ def test_an_open_dashboard_hears_of_a_new_request_without_a_reload(client, desk)
     assert 'hx-swap-oob="true"' in nav and ">1<" in nav
     human = signed_in(Client(), desk["users"]["worker_human"])
     assert human.get("/approvals/waiting/").status_code == 403
+
+
+def test_the_waiting_panel_names_the_asker_as_the_inbox_does(client, desk):
+    """The dashboard's panel said "asked by ann" where the inbox said the person's name."""
+    from django.contrib.auth.models import User
+
+    ann = User.objects.get(username="ann")
+    ann.first_name, ann.last_name = "Ann", "Asker"
+    ann.save()
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    panel = signed_in(client, desk["bob"]).get("/").content.decode().split(
+        'id="approvals-panel"')[1].split("</section>")[0]
+    assert "asked by Ann Asker (ann)" in panel

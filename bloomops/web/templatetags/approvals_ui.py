@@ -7,6 +7,7 @@ import json
 
 from django import template
 
+from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import RULE_TEXT
@@ -39,7 +40,9 @@ def approvals_waiting_count(context) -> int:
 def approvals_panel(context) -> dict:
     waiting = _waiting(context)
     return {"waiting": waiting.rows, "count": waiting.count, "others": waiting.others,
-            "is_operator": context.get("is_operator"), "refresh_seconds": PANEL_REFRESH_SECONDS}
+            "is_operator": context.get("is_operator"), "refresh_seconds": PANEL_REFRESH_SECONDS,
+            # the askers as the inbox names them (it said "qa" where the inbox said a name)
+            "names": display_names(a.props.get("requested_by") for a in waiting.rows)}
 
 
 @register.filter
