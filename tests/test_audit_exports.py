@@ -387,3 +387,14 @@ def test_activity_says_an_action_it_does_not_know(client, lab):
     """/activity/?action=bogus listed every action as if none had been asked for."""
     page = signed_in(client, lab["operator"]).get("/activity/?action=bogus").content.decode()
     assert "No action &#x27;bogus&#x27;: every action is listed." in page
+
+
+def test_the_dashboard_and_the_holds_search_say_a_range_they_do_not_know(client, lab):
+    """/?range=5y drew the last hour and /holds/?since=yesterday searched 30 days, each
+    without a word."""
+    reader = signed_in(client, lab["operator"])
+    assert "No range &#x27;5y&#x27;: the last 1h is shown." in reader.get(
+        "/?range=5y").content.decode()
+    assert "No period &#x27;yesterday&#x27;: the last 30 days are searched." in reader.get(
+        "/holds/?since=yesterday").content.decode()
+    assert "filter-note" not in reader.get("/?range=24h").content.decode()

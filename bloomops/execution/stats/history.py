@@ -25,11 +25,6 @@ THIN_AFTER_HOURS = 48
 RANGES = {"1h": (3600, 60), "24h": (86400, 900), "7d": (7 * 86400, 3600)}
 
 
-def range_key(asked: str | None, default: str) -> str:
-    """The range a page was asked for, ``default`` when it names none of RANGES."""
-    return asked if asked in RANGES else default
-
-
 GAUGES = ("depth", "oldest_age_seconds", "leased", "held", "dead_letters", "retry_pending")
 SUMS = ("completions", "failures")
 COLUMNS = GAUGES + SUMS

@@ -20,7 +20,7 @@ from bloomops.execution.binding import FAILURE_HOLD_CODE
 from bloomops.web.periods import local_midnight, reader_zone
 from bloomops.web.spreadsheets import csv_cell, csv_response
 from bloomops.web.templatetags.bloomops_ui import person
-from bloomops.web.views.common import EXPORT_LIMIT, reader
+from bloomops.web.views.common import EXPORT_LIMIT, known_filter, reader
 
 # How far back a search reaches, by its choice on the form ("today": since midnight where
 # the reader is, see local_midnight).
@@ -45,9 +45,9 @@ def _search(request: HttpRequest, limit: int) -> dict:
     """The search the form's fields ask for, with what it found (up to ``limit``)."""
     code = request.GET.get("code", "").strip()[:100] or None
     placed_by = request.GET.get("by", "").strip()[:150] or None
-    since_key = request.GET.get("since", "30d")
-    if since_key not in SINCE:
-        since_key = "30d"
+    notes: list[str] = []
+    since_key = known_filter(notes, "period", request.GET.get("since", "").strip(), SINCE,
+                             "the last 30 days are searched") or "30d"
     ended = request.GET.get("status", "any") != "active"
     span, now = SINCE[since_key], clock.now()
     since, zone = (local_midnight(now, reader_zone(request)) if since_key == "today"
@@ -55,7 +55,7 @@ def _search(request: HttpRequest, limit: int) -> dict:
     found = selectors.holds(ended=ended, code=code, placed_by=usernames_meant(placed_by),
                             since=since, limit=limit)
     return {"found": found, "code": code, "by": placed_by, "since_key": since_key,
-            "ended": ended, "since": since, "zone": zone}
+            "ended": ended, "since": since, "zone": zone, "notes": notes}
 
 
 @require_GET
@@ -69,7 +69,7 @@ def hold_search(request: HttpRequest) -> HttpResponse:
         "names": hold_people(found[:SHOWN]),
         "codes": sorted({*hold_codes(), FAILURE_HOLD_CODE} | ({code} if code else set())),
         "code": code or "", "by": search["by"] or "", "since": search["since_key"],
-        "ended": search["ended"], "sinces": list(SINCE), "zone": zone,
+        "ended": search["ended"], "sinces": list(SINCE), "zone": zone, "notes": search["notes"],
         # the reader's date, written here: the template's date filter would show it in UTC
         "day": since.strftime("%Y-%m-%d") if zone and since else None,
         "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT,

@@ -20,7 +20,7 @@ from bloomops.execution.executor import ActionResult
 from bloomops.execution.sql import SCOPE_FIELDS
 from bloomops.execution.states import ALL_STATES, WorkerType
 from bloomops.execution.stats import snapshot
-from bloomops.execution.stats.history import RANGES, history, range_key
+from bloomops.execution.stats.history import RANGES, history
 from bloomops.web import services
 from bloomops.web.charts import dashboard_charts, history_url, recorded_since
 from bloomops.web.spreadsheets import csv_cell, csv_response
@@ -32,6 +32,7 @@ from bloomops.web.views.common import (
     as_human,
     guards,
     is_human,
+    known_filter,
     not_found,
     page_number,
     reader,
@@ -85,9 +86,11 @@ def _history(request: HttpRequest, names: dict[str, str], *, unseen: int = 0) ->
     """The history charts of the range asked for (RULES.md#statistics); ``names``: the
     queues in the dashboard's order, key -> display name; ``unseen``: how many queues the
     reader is not shown, which the lab's chart counts all the same (said beside it)."""
-    chart_range = range_key(request.GET.get("range"), "1h")
+    range_notes: list[str] = []
+    chart_range = known_filter(range_notes, "range", request.GET.get("range", "").strip(),
+                               RANGES, "the last 1h is shown") or "1h"
     samples = history(chart_range, tenant=snapshot.tenant_key(), now=clock.now())
-    return {"chart_range": chart_range, "ranges": list(RANGES),
+    return {"chart_range": chart_range, "ranges": list(RANGES), "range_notes": range_notes,
             "history_empty": samples.empty, "charts": dashboard_charts(samples, names),
             "unseen_queues": unseen,
             "recorded_since": recorded_since(samples),
