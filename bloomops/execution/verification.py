@@ -156,16 +156,18 @@ def revision_gaps(tenant: str | None, keys: list[str] | None) -> list[Break]:
 # the subject, so its removal leaves every revision whole: the lease, later than its newest
 # record, says it. Bloom's records keep no expiry: once Bloom moved a lease, it is not read.
 _LEASES = """SELECT l.uid, l.euid, s.euid AS subject_euid, l.json_addl->'properties' AS props,
-        r.euid AS record_euid, r.json_addl AS body, (
-          SELECT w.euid FROM generic_instance_lineage we
-          JOIN generic_instance w ON w.uid = we.parent_instance_uid
-          WHERE we.child_instance_uid = l.uid AND NOT we.is_deleted
-            AND we.relationship_type = %(worker_rel)s AND w.tenant_id = %(tenant)s
-          ORDER BY we.uid DESC LIMIT 1) AS worker_edge
+        r.euid AS record_euid, r.json_addl AS body, we.worker_edge
     FROM generic_instance s
     JOIN generic_instance_lineage e ON e.parent_instance_uid = s.uid
      AND e.relationship_type = %(rel)s AND NOT e.is_deleted
     JOIN generic_instance l ON l.uid = e.child_instance_uid AND l.tenant_id = %(tenant)s
+    -- the worker the lease's edge names, once per lease (not once per record of it)
+    LEFT JOIN LATERAL (
+        SELECT w.euid AS worker_edge FROM generic_instance_lineage le
+        JOIN generic_instance w ON w.uid = le.parent_instance_uid AND w.tenant_id = %(tenant)s
+        WHERE le.child_instance_uid = l.uid AND NOT le.is_deleted
+          AND le.relationship_type = %(worker_rel)s
+        ORDER BY le.uid DESC LIMIT 1) we ON true
     LEFT JOIN LATERAL (
         -- sealed records by chain key and another writer's by target, each through its own
         -- index (an OR of the two read every record of the tenant for each lease)

@@ -12,8 +12,9 @@ from bloomops.accounts.signatures import hold_people
 from bloomops.execution import clock, people, selectors
 from bloomops.execution.actions.subjects import hold_codes
 from bloomops.execution.approvals import dead_letter_gate, hold_gates
-from bloomops.execution.envelope import parse_ts_or_none
+from bloomops.execution.envelope import ts
 from bloomops.execution.executor import ActionResult
+from bloomops.execution.policy import retry_waiting
 from bloomops.execution.states import WorkerStatus, WorkerType
 from bloomops.web import services
 from bloomops.web.bulk import BULK_ACTIONS, UNREADABLE_PICK, picks_from
@@ -163,9 +164,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "retrying": retrying,
         # the dashboard's "retry pending" counts those still waiting for their time; the
         # rest of these may be claimed now
-        "retrying_due": sum(1 for r in retrying
-                            if (at := parse_ts_or_none(r.get("retry_at"))) is None
-                            or at <= clock.now()),
+        "retrying_due": sum(1 for r in retrying if not retry_waiting(
+            {"retry_at": r.get("retry_at")}, ts(clock.now()))),
         "outside": outside,
         "overdue_only": overdue_only,
         "overdue_total": outside[0]["overdue_total"] if outside else 0,
