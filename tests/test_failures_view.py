@@ -492,6 +492,19 @@ def test_a_filter_the_page_does_not_know_is_said_not_read_as_another(client, lab
     assert "filter-note" not in plain
 
 
+def test_the_bulk_form_reads_a_filter_as_the_page_does(client, lab, failing):
+    """The page read an unknown queue as every queue and its bulk step as no queue at all: a
+    form sent with the filter of the address (queue=nope) found nothing to act on while the
+    page had listed three failures."""
+    client = signed_in(client, lab["operator"])
+    page = client.get("/failures/?queue=nope&kind=zzz").content.decode()
+    assert "All failing items (3)" in page
+    confirm = client.post("/failures/bulk/", {**bulk_form(page), "queue": "nope", "kind": "zzz",
+                                              "verb": "hold", "scope": "filter"})
+    assert confirm.status_code == 200, said(confirm)
+    assert "Hold 3 items?" in confirm.content.decode()
+
+
 def test_the_workers_page_says_a_status_or_type_it_does_not_know(client, lab):
     client = signed_in(client, lab["operator"])
     # an unknown queue: said, and every worker shown (it read "no queue nope" over none)

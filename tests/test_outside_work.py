@@ -199,13 +199,14 @@ def test_the_api_refuses_a_malformed_outside_work_query(tenant, users, params, f
 
 def test_the_workbench_says_so_when_its_queue_filter_names_no_queue(outside, users):
     """A stale bookmark's queue showed every list at (0), "Nothing is waiting on outside
-    work": the desk looked clear while it was not."""
+    work": the desk looked clear while it was not. It is said, and the whole desk shown."""
     client = signed_in(Client(), users["operator"])
     html = client.get("/workbench/?queue=nope").content.decode()
-    warning = html.split('id="unknown-queue"')[1].split("</p>")[0]
-    assert "There is no queue <code>nope</code>" in warning
-    assert 'id="unknown-queue"' not in client.get("/workbench/?queue=q1").content.decode()
-    assert 'id="unknown-queue"' not in client.get("/workbench/").content.decode()
+    note = html.split('class="notice filter-note"')[1].split("</p>")[0]
+    assert "No queue &#x27;nope&#x27;: the whole desk is shown." in note
+    assert outside["first"] in html.split('id="h-outside"')[1]
+    for plain in ("/workbench/?queue=q1", "/workbench/"):
+        assert "filter-note" not in client.get(plain).content.decode()
 
 
 def test_the_dashboard_says_how_much_waits_outside_and_for_how_long(outside, users):

@@ -181,12 +181,8 @@ def _missing_predecessors(records: list[dict], keys: set[Any]) -> list[str]:
 
 
 def _unsealed_decisions(records: list[dict], approvals: list[dict]) -> list[str]:
-    decided: dict[str, dict[str, Any]] = {}
-    for e in records:
-        result = e["record"].get("result")
-        if (e["record"].get("action_key") == "decide_approval" and isinstance(result, dict)
-                and sealed_record(e["record"])):
-            decided[str(result.get("approval_euid"))] = e
+    # an approval is decided once (a second decision is refused): its one sealed record
+    decided = _by_result(records, "decide_approval", "approval_euid")
     problems = []
     for a in approvals:
         props = a.get("properties") if isinstance(a.get("properties"), dict) else {}

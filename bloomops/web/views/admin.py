@@ -56,7 +56,6 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
     queue_key = known_filter(notes, "queue", request.GET.get("queue", "").strip(),
                              (q["queue_key"] for q in selectors.queues()),
                              "every worker is shown") or ""
-    known_queue = bool(queue_key)
     rows = selectors.workers()
     holding: dict[str, list[dict]] = {}
     # each worker's newest few (the lab's newest 500 had left most workers "working on
@@ -83,7 +82,7 @@ def worker_dashboard(request: HttpRequest) -> HttpResponse:
                     for w in shown for held in [holding.get(w.euid, [])]],
         "total": len(rows), "statuses": statuses, "types": types, "notes": notes,
         "filters": {"status": status, "type": kind, "q": request.GET.get("q", ""),
-                    "queue": queue_key, "queue_known": known_queue},
+                    "queue": queue_key},
     })
 
 
@@ -125,7 +124,11 @@ WORKBENCH_ROWS = 200
 @require_GET
 @reader
 def workbench(request: HttpRequest) -> HttpResponse:
-    queue_key = request.GET.get("queue", "").strip() or None
+    notes: list[str] = []
+    # a stale bookmark's queue showed every list empty, as if the desk were clear
+    queue_key = known_filter(notes, "queue", request.GET.get("queue", "").strip(),
+                             (q["queue_key"] for q in services.queues(request)),
+                             "the whole desk is shown")
     # searched in SQL, before each list's limit: at lab scale the limit cut off most of them
     text = request.GET.get("q", "").strip() or None
     shown = {"queue_key": queue_key, "text": text, "limit": WORKBENCH_ROWS, "counted": True}
@@ -175,9 +178,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "can": subject_states(),
         "queues": services.queues(request),
         "queue_key": queue_key or "",
-        # a stale bookmark's queue would show every list empty, as if the desk were clear
-        "unknown_queue": queue_key if queue_key and queue_key not in {
-            q["queue_key"] for q in services.queues(request)} else None,
+        "notes": notes,
         "q": request.GET.get("q", ""),
     })
 

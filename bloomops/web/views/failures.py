@@ -43,11 +43,16 @@ CONFIRM_LIST = 50
 ATTEMPTS_SHOWN = 200
 
 
-def _filters(data: QueryDict) -> dict[str, str | None]:
-    kind = data.get("kind", "").strip()
-    return {"queue_key": data.get("queue", "").strip() or None,
+def _filters(data: QueryDict, queues: list[dict],
+             notes: list[str] | None = None) -> dict[str, str | None]:
+    """The list's filter, read the same way by the page and by its bulk form (which acts on
+    what the page listed): a queue or kind it does not know is left out, and said."""
+    notes = [] if notes is None else notes
+    return {"queue_key": known_filter(notes, "queue", data.get("queue", "").strip(),
+                                      (q["queue_key"] for q in queues), "every queue is shown"),
             "error_class": data.get("class", "").strip() or None,
-            "kind": kind if kind in KINDS else None}
+            "kind": known_filter(notes, "kind", data.get("kind", "").strip(), KINDS,
+                                 "every kind is shown")}
 
 
 def _query(filters: dict[str, str | None]) -> str:
@@ -102,13 +107,8 @@ def _attempts(request: HttpRequest, queue_key: str | None,
 @require_GET
 @reader
 def failures(request: HttpRequest) -> HttpResponse:
-    filters = _filters(request.GET)
-    queues = services.queues(request)
-    notes: list[str] = []
-    filters["queue_key"] = known_filter(notes, "queue", filters["queue_key"],
-                                        (q["queue_key"] for q in queues), "every queue is shown")
-    filters["kind"] = known_filter(notes, "kind", request.GET.get("kind", "").strip(), KINDS,
-                                   "every kind is shown")
+    queues, notes = services.queues(request), []
+    filters = _filters(request.GET, queues, notes)
     # the list: the newest that match the whole filter (filtered in SQL, before the limit);
     # the groups: every failing subject of the queue, counted in SQL
     items = selectors.failures(**filters)
@@ -147,7 +147,8 @@ def completions(request: HttpRequest) -> HttpResponse:
 def failures_bulk(request: HttpRequest) -> HttpResponse:
     """Step one renders the confirmation (how many, what happens to them, a reason); step
     two (``confirmed``) acts on exactly the subjects that were counted."""
-    back = reverse("failures") + ("?" + q if (q := _query(_filters(request.POST))) else "")
+    filters = _filters(request.POST, services.queues(request))
+    back = reverse("failures") + ("?" + q if (q := _query(filters)) else "")
     # (every step carries the filter, so the person comes back to the list they acted on)
     if not is_operator(request):
         return forbidden(request, "Bulk actions on failures are for operators.")
@@ -155,7 +156,6 @@ def failures_bulk(request: HttpRequest) -> HttpResponse:
     if verb not in VERBS:
         messages.error(request, "Choose requeue, hold or cancel.")
         return redirect(back)
-    filters = _filters(request.POST)
     listed = selectors.failures(**filters)
     if request.POST.get("scope") == "filter":
         picks = [Pick(r["subject_euid"], r["subject_state"], r["subject_revision"])
