@@ -342,6 +342,33 @@ def test_activity_says_which_way_a_decision_went(client, lab):
     assert "Rejected: release hold, asked by Ann Asker (asker3)" in page
 
 
+def test_activity_finds_the_approvals_decided_one_way(client, lab):
+    """QA asked for "every rejection this week": the Action filter offered "Decide approval"
+    alone, approvals and rejections together."""
+    from tests.approval_support import decide, integrity_held, person, request_release
+
+    ann = person("asker4", "operator", full_name="Ann Asker")
+    bob = person("checker4", "operator", full_name="Bob Checker")
+    subject, hold = integrity_held(ann)
+    decide(bob, request_release(ann, subject, hold)["approval_euid"], "REJECTED")
+    decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    client = signed_in(client, lab["operator"])
+    page = client.get("/activity/").content.decode()
+    for key, words in (("decide_approval:APPROVED", "Approved"),
+                       ("decide_approval:REJECTED", "Rejected")):
+        assert f'<option value="{key}">{words}</option>' in page
+    for way, other in (("REJECTED", "Approved"), ("APPROVED", "Rejected")):
+        head, *rows = _csv(client.get(
+            f"/activity/export.csv?subject={subject}&action=decide_approval:{way}"))
+        assert [dict(zip(head, r, strict=True))["action"].split(":")[0] for r in rows] == [
+            way.title()], rows
+        html = client.get(f"/activity/?subject={subject}&action=decide_approval:{way}")
+        assert f"{other}: release hold" not in html.content.decode()
+        assert "filter-note" not in html.content.decode()
+    both = client.get(f"/activity/?subject={subject}&action=decide_approval").content.decode()
+    assert "Approved: release hold" in both and "Rejected: release hold" in both
+
+
 def test_activity_lists_its_rows_in_the_clock_of_the_days_it_searched(client, lab):
     """The search was of whole days in the reader's zone, its rows in UTC: an action at
     09:30 in Tokyo read as the day before's 00:30."""

@@ -17,13 +17,14 @@ EXECUTED_AT = "(a.json_addl->>'executed_at') COLLATE \"C\""
 
 
 def activity(*, tenant: str | None = None, people: list[str] | None = None,
-             action_key: str | None = None, queue_key: str | None = None,
-             subject_euids: list[str] | None = None, leave_out: tuple[str, ...] = (),
+             action_key: str | None = None, approval_status: str | None = None,
+             queue_key: str | None = None, subject_euids: list[str] | None = None, leave_out: tuple[str, ...] = (),
              since: datetime | None = None, until: datetime | None = None,
              limit: int = 500) -> list[dict[str, Any]]:
     """Action records executed in [since, until), newest first; by any of ``people``
-    (usernames, in any case), one action, one queue, any of some subjects (their EUIDs),
-    without the actions ``leave_out`` names. One query."""
+    (usernames, in any case), one action (a decision: one way, ``approval_status``), one
+    queue, any of some subjects (their EUIDs), without the actions ``leave_out`` names. One
+    query."""
     return fetch_all(
         f"""
         SELECT a.euid, a.subtype AS action_key, a.json_addl->>'executed_at' AS executed_at,
@@ -44,6 +45,8 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
           AND (%(people)s::text[] IS NULL
                OR lower(a.json_addl->>'executed_by') = ANY(%(people)s::text[]))
           AND (%(action)s::text IS NULL OR a.subtype = %(action)s)
+          AND (%(decision)s::text IS NULL
+               OR a.json_addl->'result'->>'approval_status' = %(decision)s)
           AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
           AND (%(subjects)s::text[] IS NULL
                OR a.json_addl->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))
@@ -53,7 +56,7 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
         ORDER BY {EXECUTED_AT} DESC, a.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, people=[p.lower() for p in people] if people else None,
-                    action=action_key, queue=queue_key, subjects=subject_euids,
+                    action=action_key, decision=approval_status, queue=queue_key, subjects=subject_euids,
                     leave_out=list(leave_out),
                     since=ts(since) if since else None, until=ts(until) if until else None,
                     limit=limit),

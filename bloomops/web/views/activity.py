@@ -37,8 +37,10 @@ def _search(request: HttpRequest, limit: int) -> dict:
     problems = list(days.problems)
     by = get.get("by", "").strip()[:150]
     notes: list[str] = []
-    action = known_filter(notes, "action", get.get("action", "").strip(), ACTIONS,
-                          "every action is listed") or ""
+    action = known_filter(notes, "action", get.get("action", "").strip(),
+                          [*ACTIONS, *DECIDED_CHOICES], "every action is listed") or ""
+    # "Approved" and "Rejected" are one action, decide_approval, which way as its record sealed
+    action_key, _, decision = action.partition(":")
     queue = get.get("queue", "").strip()[:200]
     subject = get.get("subject", "").strip()[:64]
     # a subject as people name it too (its name, in any case): every one so called
@@ -48,7 +50,8 @@ def _search(request: HttpRequest, limit: int) -> dict:
                         f" are listed ({', '.join(meant[:5])}{', …' if len(meant) > 5 else ''}).")
     housekeeping = get.get("housekeeping") == "1"
     found = selectors.activity(
-        people=usernames_meant(by or None), action_key=action or None,
+        people=usernames_meant(by or None), action_key=action_key or None,
+        approval_status=decision or None,
         queue_key=queue or None, subject_euids=meant or ([subject.upper()] if subject else None),
         leave_out=() if housekeeping or action else HOUSEKEEPING,
         since=days.since, until=days.until, limit=limit)
@@ -58,6 +61,8 @@ def _search(request: HttpRequest, limit: int) -> dict:
 
 
 DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
+# QA asked for "every approval Robin rejected": the Action filter's choices beside the actions
+DECIDED_CHOICES = {f"decide_approval:{status}": words for status, words in DECIDED.items()}
 
 
 def _rows(found: list[dict]) -> list[dict]:
@@ -87,7 +92,8 @@ def activity(request: HttpRequest) -> HttpResponse:
     search = _search(request, SHOWN + 1)
     return render(request, "web/activity.html", {
         **search, "found": _rows(search["found"][:SHOWN]), "more": len(search["found"]) > SHOWN,
-        "actions": sorted((action_name(k) or k, k) for k in ACTIONS),
+        "actions": sorted([*((action_name(k) or k, k) for k in ACTIONS),
+                           *((words, key) for key, words in DECIDED_CHOICES.items())]),
         "export_query": request.GET.urlencode(), "export_limit": EXPORT_LIMIT})
 
 
