@@ -385,6 +385,45 @@ def test_the_subject_page_says_a_waiting_request_it_outran_cannot_be_approved(cl
     assert 'href="/approvals/"' in said and "a request is waiting" not in said
 
 
+def test_a_change_to_the_subject_says_it_ends_a_waiting_request(client, desk):
+    """Placing another hold on an item whose release was asked for said nothing of the
+    request, which no one could approve once the hold was placed."""
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    bob = signed_in(client, desk["bob"])
+    html = bob.get(f"/subjects/{desk['subject']}/").content.decode()
+    tag = html.split(f'action="/subjects/{desk["subject"]}/hold/"')[1].split(">")[0]
+    confirm = re.search(r'data-confirm="([^"]*)"', tag).group(1)
+    assert "Waiting for a second person: releasing an integrity hold, asked by ann." in confirm
+    assert "after this it can no longer be approved" in confirm
+    [waiting] = selectors.approvals(status="REQUESTED")
+    decide(desk["bob_actor"], waiting.euid, "REJECTED", reason="not yet")
+    quiet = bob.get(f"/subjects/{desk['subject']}/").content.decode()
+    assert "Waiting for a second person" not in quiet
+
+
+def test_cancelling_a_dead_letter_on_the_workbench_says_its_requeue_request_ends(client,
+                                                                                 desk):
+    """The workbench's cancel of a dead letter whose requeue was asked for said nothing of
+    the request, which nobody could approve once the work was canceled."""
+    from tests.approval_support import dead_lettered
+    from tests.engine import act, make_queue
+
+    make_queue("dl")  # takes any worker
+    dead = dead_lettered("dl")
+    bob = signed_in(client, desk["bob"])
+
+    def cancel_confirm() -> str:
+        html = bob.get("/workbench/").content.decode()
+        tag = html.split(f'action="/subjects/{dead}/cancel/"')[1].split(">")[0]
+        return re.search(r'data-confirm="([^"]*)"', tag).group(1)
+
+    assert "second person" not in cancel_confirm()
+    act("request_approval", desk["ann_actor"], subject_euid=dead, payload={
+        "action_key": "requeue_subject", "reason": "new aliquot", "parameters": {}})
+    assert "Its requeue, asked for and waiting for a second person, can then no longer be" \
+        " approved" in cancel_confirm()
+
+
 def test_the_terms_signed_for_read_the_same_once_decided(client, desk):
     """Once the requeue had run, the subject was no longer terminal, and the approval just
     signed for "attempts reset to 0" read "attempts kept" in the decisions and on the

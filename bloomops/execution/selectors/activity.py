@@ -18,7 +18,8 @@ EXECUTED_AT = "(a.json_addl->>'executed_at') COLLATE \"C\""
 
 def activity(*, tenant: str | None = None, people: list[str] | None = None,
              action_key: str | None = None, approval_status: str | None = None,
-             queue_key: str | None = None, subject_euids: list[str] | None = None, leave_out: tuple[str, ...] = (),
+             queue_key: str | None = None, subject_euids: list[str] | None = None,
+             leave_out: tuple[str, ...] = (),
              since: datetime | None = None, until: datetime | None = None,
              limit: int = 500) -> list[dict[str, Any]]:
     """Action records executed in [since, until), newest first; by any of ``people``
@@ -56,7 +57,8 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
         ORDER BY {EXECUTED_AT} DESC, a.uid DESC LIMIT %(limit)s
         """,
         read_params(None, tenant, people=[p.lower() for p in people] if people else None,
-                    action=action_key, decision=approval_status, queue=queue_key, subjects=subject_euids,
+                    action=action_key, decision=approval_status, queue=queue_key,
+                    subjects=subject_euids,
                     leave_out=list(leave_out),
                     since=ts(since) if since else None, until=ts(until) if until else None,
                     limit=limit),

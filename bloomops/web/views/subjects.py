@@ -188,6 +188,9 @@ def subject(request: HttpRequest, euid: str) -> HttpResponse:
         "waiting": {a.props.get("action_key") for a in approvals if a.waiting},
         # ... of which those asked before the subject changed: no longer approvable
         "stale": {a.props.get("action_key") for a in approvals if a.stale},
+        # ... and those still approvable, which any change here would make unapprovable:
+        # said in every confirmation (a cancel left a colleague's request dead unsaid)
+        "asked_open": [a for a in approvals if a.waiting and not a.stale],
         # how long its outside work has waited and whether that is overdue: the workbench's
         # read, so the two never disagree
         "outside": next(iter(selectors.outside_work(subject_euid=diag.euid, limit=1)), None)
