@@ -151,6 +151,22 @@ def test_queue_detail_filters_by_site_platform_assay(client, lab):
     assert '<option value="rtp"' in html and '<option value="rna"' in html
 
 
+def test_queue_detail_says_a_filter_no_item_has_and_lists_every_item(client, lab):
+    """A bookmark's site=BER after the last BER item had gone read "0 visible items" under a
+    site menu saying "any"; a state nobody has (state=HLD) listed the visible items unsaid."""
+    make_subject("q1", name="in sfo", props={"site": "sfo"})
+    client = signed_in(client, lab["operator"])
+    html = client.get("/queues/q1/?site=BER&state=HLD").content.decode()
+    assert "No site &#x27;BER&#x27;: no subject of this queue has it; every site is shown." \
+        in html
+    assert "No state &#x27;HLD&#x27;: the visible items are listed." in html
+    assert "in sfo" in html and "1 visible item," in html
+    rows = list(csv.reader(io.StringIO(client.get(
+        "/queues/q1/export.csv?site=BER").content.decode("utf-8-sig"))))
+    assert [r[2] for r in rows[1:]] == ["in sfo"]  # the export lists what the page did
+    assert "filter-note" not in client.get("/queues/q1/?site=sfo").content.decode()
+
+
 def test_queue_detail_non_visible_state_lists_items_with_their_reasons(client, lab):
     op = actor("operator", username="op")
     held = make_subject("q1", name="held one")
@@ -252,13 +268,13 @@ def test_a_cut_export_says_so_on_its_last_line(client, lab, monkeypatch):
     from bloomops.web.views import queues
 
     for n in range(3):
-        make_subject("q1", name=f"export {n}")
+        make_subject("q1", name=f"export {n}", props={"site": "sfo" if n else "rtp"})
     monkeypatch.setattr(queues, "EXPORT_LIMIT", 2)
     response = signed_in(client, lab["operator"]).get("/queues/q1/export.csv")
     rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert len(rows) == 4 and rows[-1] == [
         "# only the first 2 of 3 items: narrow the filter to export the rest"]
-    whole = signed_in(client, lab["operator"]).get("/queues/q1/export.csv?site=none")
+    whole = signed_in(client, lab["operator"]).get("/queues/q1/export.csv?site=rtp")
     assert not any(r and r[0].startswith("#") for r in
                    csv.reader(io.StringIO(whole.content.decode("utf-8-sig"))))
 

@@ -97,13 +97,18 @@ def _history(request: HttpRequest, names: dict[str, str], *, unseen: int = 0) ->
             "history_refresh_seconds": settings.BLOOMOPS_HISTORY_REFRESH_SECONDS}
 
 
-def _queue_filters(request: HttpRequest) -> tuple[dict[str, str], str | None]:
-    filters = {f: request.GET.get(f, "").strip() for f in FILTERS}
-    filters = {k: v for k, v in filters.items() if v}
-    state = request.GET.get("state", "").strip() or None
-    if state and state not in ALL_STATES:
-        state = None
-    return filters, state
+def _queue_filters(request: HttpRequest, choices: dict[str, list[str]],
+                   notes: list[str] | None = None) -> tuple[dict[str, str], str | None]:
+    """The list's filter, the page's and its export's alike: a site, platform or assay none
+    of the queue's subjects has (a stale bookmark read "0 visible items" under a menu saying
+    "any") or a state there is not is left out, and said in ``notes``."""
+    notes = [] if notes is None else notes
+    filters = {f: known_filter(notes, f, request.GET.get(f, "").strip(), choices.get(f, ()),
+                               f"no subject of this queue has it; every {f} is shown")
+               for f in FILTERS}
+    state = known_filter(notes, "state", request.GET.get("state", "").strip(), ALL_STATES,
+                         "the visible items are listed")
+    return {k: v for k, v in filters.items() if v}, state
 
 
 def _mark_out_of_scope(request: HttpRequest, config: dict, rows: list) -> list[str]:
@@ -140,7 +145,8 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
     queue = selectors.queue_config(queue_key)
     if queue is None:
         return not_found(request, f"No queue {queue_key}.")
-    filters, state = _queue_filters(request)
+    choices, notes = selectors.queue_filter_values(queue_key), []
+    filters, state = _queue_filters(request, choices, notes)
     # the queue's settings may turn off its list of the items it does not show
     diagnostics = policy.setting_on(queue["config"], "diagnostics_enabled")
     asked_hidden, state = state, state if diagnostics else None
@@ -178,7 +184,8 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
         "filters": filters,
         "state": state or "",
         "states": ALL_STATES,
-        "choices": selectors.queue_filter_values(queue_key),
+        "choices": choices,
+        "notes": notes,
         "export_query": query.urlencode(),
         "history_url": history_url(queue_key),
         # the dashboard's "online of rostered", named: a supervisor asks who
@@ -195,7 +202,7 @@ def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     queue = selectors.queue_config(queue_key)
     if queue is None:
         return not_found(request, f"No queue {queue_key}.")
-    filters, state = _queue_filters(request)
+    filters, state = _queue_filters(request, selectors.queue_filter_values(queue_key))
     if state and not policy.setting_on(queue["config"], "diagnostics_enabled"):
         return HttpResponse(f"Queue {queue_key}'s settings turn off its list of the items it"
                             " does not show.\n", status=403, content_type="text/plain")
