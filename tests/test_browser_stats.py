@@ -139,3 +139,35 @@ def test_a_charts_figures_open_as_a_table_and_stay_open_while_it_redraws(
     # redrawn with the new sample, the table still open
     expect(latest).to_have_text("3")
     expect(table).to_be_visible()
+
+
+def test_the_charts_say_their_times_in_the_readers_zone(
+        browser, site, settings):  # noqa: F811
+    """The tables beside the charts say the reader's zone; the charts' axis, points and
+    figures said UTC: in Tokyo, "now (03:00 UTC)" under a table reading 12:00."""
+    from zoneinfo import ZoneInfo
+
+    settings.BLOOMOPS_HISTORY_REFRESH_SECONDS = 1
+    _a_minute_of_work("Specimen in Tokyo")
+    tokyo = clock.now().astimezone(ZoneInfo("Asia/Tokyo"))
+    page = signed_in(browser, site, "supervisor", timezone_id="Asia/Tokyo")
+    chart = page.get_by_role("group", name="Queue one: depth and oldest age")
+    expect(chart.locator("text[data-clock=now]")).to_have_text(
+        f"now ({tokyo:%H:%M} GMT+9)")
+    point = chart.locator("a.point.depth title")
+    expect(point).to_have_text(re.compile(
+        rf"^{tokyo.day} {tokyo:%b} \d\d:\d\d:\d\d GMT\+9: highest depth 1$"))
+    page.get_by_text("Queue one: the figures as a table").click()
+    table = page.get_by_role("table", name="Queue one, last 1h, times in GMT+9")
+    expect(table.get_by_role("columnheader", name="Time (GMT+9)")).to_be_visible()
+    # rows of five minutes: the row this minute fell in, in Tokyo's clock
+    start = tokyo.replace(minute=tokyo.minute - tokyo.minute % 5, second=0, microsecond=0)
+    expect(table.locator("tbody th").last).to_have_text(
+        re.compile(rf"^{start.day} {start:%b} {start:%H:%M}–"))
+    # redrawn with a new sample, still in Tokyo's clock
+    _a_minute_of_work("Specimen in Tokyo 2")
+    expect(chart.locator("a.point.depth")).to_have_count(2)
+    later = clock.now().astimezone(ZoneInfo("Asia/Tokyo"))
+    expect(chart.locator("text[data-clock=now]")).to_have_text(f"now ({later:%H:%M} GMT+9)")
+    expect(table.get_by_role("columnheader", name="Time (GMT+9)")).to_be_visible()
+    page.context.close()

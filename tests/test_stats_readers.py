@@ -107,7 +107,7 @@ def test_charts_are_drawn_from_the_samples_with_links(client, tenant, users):
     q1_points = re.findall(r'<a href="/queues/q1/" class="point depth" tabindex="-1"'
                            r' aria-hidden="true">', html)
     assert len(q1_points) == 3
-    assert re.search(r'<title>[^<]*: highest depth 3</title>', html)
+    assert re.search(r'<title[^>]*>[^<]*: highest depth 3</title>', html)
     assert '<title id="chart-throughput-q1-title">q1: completions and failures</title>' in html
     # failures link to where the queue's failures went: a bar to the failed attempts of its
     # bucket, the link beside the chart to those of the range

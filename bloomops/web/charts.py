@@ -25,7 +25,7 @@ from bloomops.execution.stats.history import (
 )
 from bloomops.execution.stats.snapshot import interval_seconds
 from bloomops.web.templatetags.bloomops_ui import when
-from bloomops.web.timewords import readable_seconds
+from bloomops.web.timewords import instant_attr, readable_seconds
 
 # the plot area inside a chart: two lines of legend above (one ran past the edge, its
 # oldest age's maximum cut off), the time axis below, a value scale on either side
@@ -152,10 +152,17 @@ def _line(points: list[Point], history: History, value: Callable[[Point], float]
     # say it in words): a chart of an hour has sixty of them per line, all leading where
     # the links beside the chart's name lead (the page's keyboard path).
     dots = format_html_join("", '<a href="{}" class="point {}" tabindex="-1" aria-hidden="true">'
-                            '<title>{}</title><circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
-                            ((href, css, describe(p), _n(x), _n(y), colour)
+                            '{}<circle cx="{}" cy="{}" r="3" fill="{}"/></a>',
+                            ((href, css, _title(p.at, describe(p)), _n(x), _n(y), colour)
                              for p, (x, y) in zip(points, coords, strict=True)))
     return line + dots
+
+
+def _title(at: datetime, words: str) -> SafeString:
+    """A point's title: its instant (said again by the browser in the reader's zone, as the
+    tables beside the charts say theirs) and what it counts."""
+    return format_html('<title data-at="{}" data-clock="point">{}: {}</title>',
+                       instant_attr(at), when(at), words)
 
 
 def _reach(href: str, title: str) -> SafeString:
@@ -173,11 +180,12 @@ def _axis(history: History) -> SafeString:
         '<rect x="0.5" y="0.5" width="{}" height="{}" fill="none" stroke="currentColor"'
         ' stroke-opacity="0.15"/><line x1="{}" x2="{}" y1="{}" y2="{}" stroke="currentColor"'
         ' stroke-opacity="0.3"/><text x="{}" y="{}" font-size="{}" fill="currentColor">{}'
-        '</text><text x="{}" y="{}" font-size="{}" fill="currentColor" text-anchor="end">'
-        'now ({})</text>',
+        '</text><text x="{}" y="{}" font-size="{}" fill="currentColor" text-anchor="end"'
+        ' data-at="{}" data-clock="now">now ({})</text>',
         WIDTH - 1, HEIGHT - 1, LEFT, RIGHT, BOTTOM, BOTTOM, LEFT, HEIGHT - 4, LABEL_SIZE,
         f"{readable_seconds((history.end - history.start).total_seconds())} ago", RIGHT,
-        HEIGHT - 4, LABEL_SIZE, history.end.strftime("%H:%M UTC"))
+        HEIGHT - 4, LABEL_SIZE, instant_attr(history.end),
+        history.end.astimezone(UTC).strftime("%H:%M UTC"))
 
 
 def _legend(*lines: tuple[tuple[str, str], ...]) -> SafeString:
@@ -220,11 +228,10 @@ def depth_chart(history: History, points: list[Point], name: str,
             + _reach(href, f"{name}: its items, in order" if queue_key else "The queues")
             + _line(points, history, lambda p: p.oldest_age_seconds, age_top, "age", AGE,
                     href,
-                    lambda p: f"{when(p.at)}: {highest}oldest age"
-                              f" {readable_seconds(p.oldest_age_seconds)}",
+                    lambda p: f"{highest}oldest age {readable_seconds(p.oldest_age_seconds)}",
                     dashed=True)
             + _line(points, history, lambda p: p.depth, depth_top, "depth", DEPTH, href,
-                    lambda p: f"{when(p.at)}: {highest}depth {p.depth}"))
+                    lambda p: f"{highest}depth {p.depth}"))
     return _svg(f"chart-depth-{queue_key or LAB}", f"{name}: depth and oldest age",
                 f"Highest depth {peak}, highest oldest age {readable_seconds(oldest)},"
                 f" over the last {history.range_key}; depth on the left scale, 0 to"
@@ -285,11 +292,11 @@ def throughput_chart(history: History, points: list[Point], name: str,
         drawn = [(p, box) for p, box in zip(points, boxes, strict=True) if count(p)]
         half = (TOP, mid) if up else (mid, BOTTOM)
         return format_html_join(
-            "", '<a href="{}" class="point {}" tabindex="-1" aria-hidden="true"><title>{}</title>'
+            "", '<a href="{}" class="point {}" tabindex="-1" aria-hidden="true">{}'
                 '<rect class="reach" x="{}" y="{}" width="{}" height="{}" fill="transparent"/>'
                 '<rect class="{}" x="{}" y="{}" width="{}" height="{}" fill="{}"/></a>',
             ((attempts_url(page, queue_key, history.range_key, counted=p.counted), page,
-              f"{when(p.at)}: {count(p)} {said}", _n(lo), _n(half[0]), _n(hi - lo),
+              _title(p.at, f"{count(p)} {said}"), _n(lo), _n(half[0]), _n(hi - lo),
               _n(half[1] - half[0]), css, _n(x),
               _n(mid - count(p) * scale if up else mid), _n(w), _n(count(p) * scale), colour)
              for (p, (x, w)), (lo, hi) in zip(drawn, reaches([b for _, b in drawn]),
@@ -320,8 +327,9 @@ TABLE_ROW_SECONDS = {"1h": 300, "24h": 3600, "7d": 6 * 3600}
 
 def figures(history: History, points: list[Point]) -> list[dict]:
     """The chart's points in rows of TABLE_ROW_SECONDS (gauges: the highest; counts:
-    summed), each row's start and end in UTC, as the charts' axes and the table above them
-    say their times (a reader's zone beside them read as other hours)."""
+    summed), each row's start and end written in UTC with the instant beside it, which the
+    browser says in the reader's zone, as the charts' axes and the tables above them say
+    their times (UTC beside a reader's zone read as other hours)."""
     width = TABLE_ROW_SECONDS[history.range_key]
     rows: dict[datetime, dict] = {}
     for p in points:
@@ -333,9 +341,11 @@ def figures(history: History, points: list[Point]) -> list[dict]:
         row["failures"] += p.failures
     return [{**row, "age": readable_seconds(row["age"]),
              "from": start.astimezone(UTC).strftime("%d %b %H:%M"),
+             "from_at": instant_attr(start),
              # the row still counting ends now
-             "to": end.astimezone(UTC).strftime("%H:%M")
-             if (end := bucket_end(start, width)) < history.end else "now"}
+             **({"to": end.astimezone(UTC).strftime("%H:%M"), "to_at": instant_attr(end)}
+                if (end := bucket_end(start, width)) < history.end
+                else {"to": "now", "to_at": None})}
             for start, row in rows.items()]
 
 

@@ -4,7 +4,7 @@ template machinery here, so any web module may use it."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
@@ -62,3 +62,9 @@ def local_clock(moment: datetime, now: datetime | None = None) -> str:
              else local.strftime("%d %b %H:%M") if local.year == today.year
              else local.strftime("%d %b %Y %H:%M"))
     return f"{shown} {local.tzname()}"
+
+
+def instant_attr(moment: datetime) -> str:
+    """The UTC instant as an attribute the browser reads (a <time>'s datetime, a chart's
+    data-at: static/js/bloomops.js says it in the reader's zone)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -495,8 +495,44 @@ window.bloomopsSideways = "table.grid, .table-container";
         (location.protocol === "https:" ? "; Secure" : "");
     }
   }
-  document.addEventListener("DOMContentLoaded", function () { localise(document); zone(); });
-  document.addEventListener("htmx:afterSettle", function (event) { localise(event.target); });
+  // The charts' times (charts.py: an axis's "now", a point's title, a figures row) and the
+  // zone their tables name: written in UTC by the server, said here in the reader's zone as
+  // every time beside them is (UTC under a reader's own hours read as other hours).
+  var CLOCK = {
+    time: { hour: "2-digit", minute: "2-digit", hourCycle: "h23" },
+    day: { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit",
+           hourCycle: "h23" },
+    now: { hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short" },
+    point: { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit",
+             second: "2-digit", hourCycle: "h23", timeZoneName: "short" }
+  };
+  function clocks(root) {
+    root.querySelectorAll("[data-at][data-clock]").forEach(function (el) {
+      var moment = new Date(el.getAttribute("data-at"));
+      var form = CLOCK[el.getAttribute("data-clock")];
+      if (isNaN(moment.getTime()) || !form) return;
+      var shown = new Intl.DateTimeFormat("en-GB", form).format(moment).replace(",", "");
+      var kind = el.getAttribute("data-clock"), text = el.textContent;
+      if (kind === "now") shown = "now (" + shown + ")";
+      // a point's title goes on after its instant: "<instant>: highest depth 3"
+      else if (kind === "point") shown += text.slice(text.indexOf(": "));
+      el.textContent = shown;
+    });
+    var here = new Intl.DateTimeFormat("en-GB", { timeZoneName: "short" })
+      .formatToParts(new Date()).filter(function (part) {
+        return part.type === "timeZoneName";
+      });
+    if (!here.length) return;
+    root.querySelectorAll("[data-zone-name]").forEach(function (el) {
+      el.textContent = here[0].value;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    localise(document); clocks(document); zone();
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    localise(event.target); clocks(event.target);
+  });
 
   // The relative words move on while the page stays open (a due time on a tablet read "in
   // 20 h" all day): from how far off the server said it was (data-from-now, by its clock,

@@ -23,7 +23,13 @@ from bloomops.web import services
 from bloomops.web.bulk import Pick
 from bloomops.web.drafts import draft_key
 from bloomops.web.queue_form import shown_list
-from bloomops.web.timewords import exact_seconds, local_clock, readable_seconds, relative
+from bloomops.web.timewords import (
+    exact_seconds,
+    instant_attr,
+    local_clock,
+    readable_seconds,
+    relative,
+)
 
 register = template.Library()
 
@@ -115,7 +121,7 @@ def when_in(value: datetime | str | None, zone: str | None) -> str:
     if moment is None or not zone or zone == "UTC":
         return when(value)
     return format_html('<time datetime="{}" title="{}">{}</time>',
-                       moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), when(moment),
+                       instant_attr(moment), when(moment),
                        _stamp(moment.astimezone(ZoneInfo(zone))))
 
 
@@ -146,7 +152,7 @@ def _marked(moment: datetime, shown: str) -> str:
     UTC instant its title and datetime."""
     exact = moment.astimezone(UTC)
     return format_html('<time datetime="{}" title="{}" data-humane>{}</time>',
-                       exact.strftime("%Y-%m-%dT%H:%M:%SZ"), when(exact), shown)
+                       instant_attr(exact), when(exact), shown)
 
 
 @register.filter
