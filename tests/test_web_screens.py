@@ -32,6 +32,9 @@ def test_dashboard_lists_queues_in_dispatch_order_with_metrics(client, lab):
         'data-queue="q0"')
     # "1 STAT"; on a tablet the column's heading says STAT and the badge the number
     assert '<span class="badge prio-stat">1<span class="opt"> STAT</span></span>' in html
+    # ... leading to the queue, where STAT items come first
+    stat = html.split('<td class="num stat">')[1].split("</td>")[0]
+    assert '<a href="/queues/q1/" aria-label="1 STAT in Queue one: first in its order">' in stat
     assert "2 h 12 min" in html  # readable oldest age
     # q1's oldest item is older than its one-hour straggler threshold; q2 and q0 are empty
     def row_tag(key: str) -> str:
