@@ -684,3 +684,28 @@ def test_the_qa_desk_and_an_admins_links_are_touch_targets_on_a_tablet(browser, 
     page.get_by_role("button", name="Preview", exact=True).click()
     assert small_targets(page, "form:has(#intake-edit)") == []
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [820, 768])
+def test_activity_keeps_euids_people_and_states_whole_on_a_tablet(browser, bench, width):
+    """At 820 px Activity read "Z-MX-" over "5H", "worker_s" over "ervice" and "FAILED_T" over
+    "ERMINAL": an auditor's reference split in two. A queue's key and a reason may wrap."""
+    site = bench["site"]
+    page = page_for(browser, site, "qa", width)
+    page.goto(f"{site}/activity/")
+    broken = page.evaluate("""() => [...document.querySelectorAll('#activity-found td')]
+      .filter(td => !['Queue', 'Why'].includes(td.dataset.label)).flatMap(td => {
+        const out = []; const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+          // a reference whole; in the What's prose ("asked by qa-asker") a hyphen may break
+          const run = td.dataset.label === 'What' ? /[A-Za-z0-9_]+/g
+            : /[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*/g;
+          for (const m of t.textContent.matchAll(run)) {
+            const r = document.createRange(); r.setStart(t, m.index);
+            r.setEnd(t, m.index + m[0].length);
+            if (new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1)
+              out.push(td.dataset.label + ': ' + m[0]); } }
+        return out; })""")
+    assert page.locator("#activity-found tbody tr").count() >= 5 and broken == []
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.context.close()
