@@ -53,6 +53,34 @@ def history(tenant):
             "approval": approval}
 
 
+def test_a_bundle_checks_out_by_rules_recipe_alone(history):
+    """An auditor followed RULES.md's "Checking a file without bloomops" to the letter (the
+    sha256 of a record with chain.sha256 alone left out) and no record matched: the recipe,
+    done here with json and hashlib only, holds for every record and every predecessor the
+    file holds."""
+    import hashlib
+
+    data = build_bundle(history["subject"], history["tenant"]).data
+
+    def canonical(value) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False).encode()
+
+    doc = json.loads(data)
+    assert canonical(doc) == data  # re-written in canonical form: byte-identical
+    sealed = {}
+    for entry in doc["action_records"]:
+        record = json.loads(json.dumps(entry["record"]))
+        chain = record["chain"]
+        kept = {k: v for k, v in chain.items() if k not in ("sha256", "hmac", "key_id")}
+        assert hashlib.sha256(canonical({**record, "chain": kept})).hexdigest() == \
+            chain["sha256"], entry["euid"]
+        sealed[entry["euid"]] = chain
+    held = [c for c in sealed.values() if c.get("previous_euid") in sealed]
+    assert held and all(sealed[c["previous_euid"]]["sha256"] == c["previous_sha256"]
+                        for c in held)
+
+
 def test_bundle_holds_the_whole_history_in_canonical_form(history):
     bundle = build_bundle(history["subject"], history["tenant"])
     doc = bundle.document

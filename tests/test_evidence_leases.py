@@ -156,3 +156,37 @@ def test_a_lease_given_to_another_worker_in_the_database_is_named(leased):
     assert key == leased["lease"] and problem == (
         f"gave lease {leased['lease']} to worker {leased['worker']}, but the lease names"
         f" {other}: changed outside bloomops")
+
+
+def test_an_expiry_or_renewal_is_found_by_its_subject_and_in_a_periods_export(leased):
+    """An admin's forced expiry ("instrument crashed; freeing the sample") named no subject:
+    Activity's search by subject and a period's export (an auditor's "every subject acted on
+    between ...") left it out, and a renewal too; a sweep ending two claims named neither."""
+    from bloomops.execution import selectors
+    from bloomops.execution.selectors.evidence import subjects_acted_on
+    from bloomops.execution.envelope import ts
+
+    admin, svc = actor("admin", username="adm"), leased["svc"]
+    start = ts(clock.now())
+    clock.advance(60)
+    act("expire_queue_lease", admin, lease_euid=leased["lease"],
+        payload={"reason": "instrument crashed; freeing the sample"})
+    clock.advance(60)
+    assert subjects_acted_on(start, ts(clock.now())) == [leased["subject"]]
+    found = [(a["action_key"], a["queue_key"]) for a in selectors.activity(
+        subject_euids=[leased["subject"]])]
+    assert ("expire_queue_lease", "q1") in found and ("renew_queue_lease", "q1") in found
+    # a sweep of two claims past their time names both subjects
+    make_subject("q1", name="swept")  # beside the first, ready again since its expiry
+    worker = register(svc, "demo://sweep", capabilities=[], max_concurrent_leases=2)
+    claims = [claim(svc, worker, subject_euid=None) for _ in range(2)]
+    two = [c["subject_euid"] for c in claims]
+    leases = [c["lease_euid"] for c in claims]
+    clock.advance(3600)
+    sweep_from = ts(clock.now())
+    assert act("expire_queue_lease", admin)["expired_lease_euids"] == leases
+    clock.advance(1)
+    assert sorted(subjects_acted_on(sweep_from, ts(clock.now()))) == sorted(two)
+    for euid in two:
+        assert "expire_queue_lease" in [
+            a["action_key"] for a in selectors.activity(subject_euids=[euid])]

@@ -119,7 +119,8 @@ CHECKS = (
     "the file is a bloomops.evidence/1 bundle laid out byte for byte as bloomops writes"
     " one (canonical form: not re-formatted; whether its contents were edited is what"
     " the checks below decide)",
-    "every action record in the file matches its own seal (sha256 of its canonical form)",
+    "every action record in the file matches its own seal (the sha256 of its canonical"
+    " form, its seals left out)",
     "the file's sha256 is one recorded for its subject (who generated it, when)",
     "every entry of the file is compared with the database, field by field: action records,"
     " lineage and audit rows must be unchanged; snapshots may differ only after later"

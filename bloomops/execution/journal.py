@@ -56,7 +56,10 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         "executed_by": ctx.actor.username,
         "executed_by_name": ctx.actor.name or ctx.actor.username,
         "executed_at": ctx.now_ts,
-        "subject_lookup_euid": ctx.subject.euid if ctx.subject else (req.subject_euid or ""),
+        # an action on a lease names its subject in its result (a renewal, a forced expiry):
+        # "every action on sample X" finds it (RULES.md#evidence)
+        "subject_lookup_euid": ctx.subject.euid if ctx.subject else (
+            req.subject_euid or ctx.result.get("subject_euid") or ""),
         "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),
         "lease_lookup_euid": ctx.result.get("lease_euid") or req.lease_euid or "",
         "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or _queue_of(ctx),

@@ -112,7 +112,8 @@ class RenewQueueLease(Handler):
             ctx.related_uids.append(ctx.leased_subject.uid)
         ctx.result.update(lease_euid=lease.euid, worker_euid=worker.euid,
                           expires_at=props["expires_at"],
-                          subject_euid=props.get("subject_lookup_euid"))
+                          subject_euid=props.get("subject_lookup_euid"),
+                          queue_key=props.get("queue_lookup_key"))
 
 
 class LeaseAction(Handler):

@@ -71,6 +71,13 @@ class ExpireQueueLease(Handler):
         ctx.related_uids.extend(subjects)
         ctx.target = leases[0]
         ctx.lease = leases[0] if len(leases) == 1 else None
+        # the subjects whose claims ended, by name: an auditor's "every action on sample X"
+        # and a period's export find the expiry (its lineage alone was not searched)
+        named = [lease.props.get("subject_lookup_euid") for lease in leases]
+        one = leases[0].props if len(leases) == 1 else {}
         ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],
                           expired_count=len(leases),
-                          lease_euid=leases[0].euid if len(leases) == 1 else None)
+                          lease_euid=leases[0].euid if len(leases) == 1 else None,
+                          subject_euids=[e for e in named if isinstance(e, str) and e],
+                          subject_euid=one.get("subject_lookup_euid"),
+                          queue_key=one.get("queue_lookup_key"))

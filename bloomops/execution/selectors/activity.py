@@ -50,7 +50,9 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                OR a.json_addl->'result'->>'approval_status' = %(decision)s)
           AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
           AND (%(subjects)s::text[] IS NULL
-               OR a.json_addl->>'subject_lookup_euid' = ANY(%(subjects)s::text[]))
+               OR a.json_addl->>'subject_lookup_euid' = ANY(%(subjects)s::text[])
+               -- a sweep names each subject whose claim it ended
+               OR a.json_addl->'result'->'subject_euids' ?| %(subjects)s::text[])
           AND NOT a.subtype = ANY(%(leave_out)s::text[])
           AND (%(since)s::text IS NULL OR {EXECUTED_AT} >= %(since)s)
           AND (%(until)s::text IS NULL OR {EXECUTED_AT} < %(until)s)

@@ -109,11 +109,17 @@ def subjects_acted_on(since: str, until: str, *, queue_key: str | None = None,
     not a page)."""
     return [r["euid"] for r in fetch_all(
         f"""SELECT a.euid FROM (
-            SELECT a.json_addl->>'subject_lookup_euid' AS euid, min(a.uid) AS first
+            SELECT named.euid, min(a.uid) AS first
             FROM generic_instance a
+            -- the subject it names, and each of a sweep's (the claims it ended, by subject)
+            CROSS JOIN LATERAL (
+                SELECT a.json_addl->>'subject_lookup_euid' AS euid
+                UNION SELECT jsonb_array_elements_text(
+                    CASE WHEN jsonb_typeof(a.json_addl->'result'->'subject_euids') = 'array'
+                         THEN a.json_addl->'result'->'subject_euids' END)) named
             WHERE a.tenant_id = %(tenant)s AND NOT a.is_deleted AND a.type = 'execution_queue'
               AND a.subtype <> '{EVIDENCE_ACTION}'
-              AND coalesce(a.json_addl->>'subject_lookup_euid', '') <> ''
+              AND coalesce(named.euid, '') <> ''
               AND {utc("a.json_addl->>'executed_at'")} >= %(since)s
               AND {utc("a.json_addl->>'executed_at'")} < %(until)s
             GROUP BY 1) a
@@ -123,4 +129,4 @@ def subjects_acted_on(since: str, until: str, *, queue_key: str | None = None,
               AND q.json_addl->>'subject_lookup_euid' = a.euid
               AND q.json_addl->>'queue_lookup_key' = %(queue)s)
         ORDER BY a.first""",
-        {"tenant": tenant, "since": since, "until": until, "queue": queue_key})]
+        read_params(None, tenant, since=since, until=until, queue=queue_key))]
