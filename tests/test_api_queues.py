@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from bloomops.execution.actions.queues import open_queue_warning
 from tests.api_helpers import api_for, error_code
 from tests.conftest import make_user
 from tests.engine import counts
@@ -90,7 +91,8 @@ def test_a_flow_to_a_queue_no_one_has_made_is_saved_with_a_warning_the_caller_re
         "No queue flow_bb exists yet: completions sent there are refused until it does."
         " Check the spelling."]
     r = api.act("create-queue", queue_key="flow_c", subject_template_codes=[SPECIMEN],
-                next_queue_keys=["flow_a", "nowhere"], reason="n")
+                next_queue_keys=["flow_a", "nowhere"], reason="n",
+                required_worker_capabilities=["wetlab.qc"])
     assert r.status_code == 200 and len(r.json()["warnings"]) == 1
     assert "nowhere" in r.json()["warnings"][0]
     # a change that leaves the flow alone says nothing of it
@@ -128,3 +130,26 @@ def test_a_queue_declares_its_results_through_the_api(tenant, users):
     assert r.status_code == 200, r.content
     stored = api.get("/queues/api_r").json()["config"]["result_fields"]
     assert [f["key"] for f in stored] == ["rin", "grade"] and stored[0]["required"] is True
+
+
+def test_a_queue_opened_to_every_worker_is_said_to_the_caller(tenant, users):
+    """A queue made through the API (or a file) without capabilities was open to every
+    worker: the lab's robots claimed its items one after another, gave each back and
+    stopped; the console's form asks it explicitly, the API said nothing."""
+    api = api_for(users["admin"])
+
+    def said(r) -> list[str]:
+        assert r.status_code == 200, r.content
+        return [w for w in r.json().get("warnings") or [] if "every worker may take" in w]
+
+    assert said(api.act("create-queue", queue_key="open_a", subject_template_codes=[SPECIMEN],
+                        reason="n")) == open_queue_warning(None, {})
+    assert said(api.act("create-queue", queue_key="bench_b", subject_template_codes=[SPECIMEN],
+                        manual_only=True, reason="people only")) == []
+    assert said(api.act("create-queue", queue_key="robot_c", subject_template_codes=[SPECIMEN],
+                        required_worker_capabilities=["wetlab.qc"], reason="n")) == []
+    # a change that opens it says so; one that leaves it open does not say it again
+    assert said(api.act("update-queue", queue_key="robot_c", expected_revision=1,
+                        required_worker_capabilities=[], reason="open")) != []
+    assert said(api.act("update-queue", queue_key="robot_c", expected_revision=2,
+                        lease_ttl_seconds=1200, reason="slower")) == []

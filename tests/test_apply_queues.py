@@ -326,3 +326,36 @@ backof_factor = 2.0
                   "retry_policy.initial_delay_seconds must be a number",
                   "disabled_reason must be text"):
         assert words in said, said
+
+
+def test_a_new_queue_is_judged_as_it_will_be_made_and_an_open_one_is_said(tenant, tmp_path):
+    """Every new queue of a file was warned of as offering items in no state (judged without
+    the settings it starts with); a queue asking for no capability, open to the lab's every
+    robot, was not warned of at all."""
+    path = tmp_path / "lab.toml"
+    path.write_text("""
+[[queue]]
+queue_key = "receipt"
+subject_template_codes = ["specimen"]
+required_worker_capabilities = ["lab.receipt"]
+
+[[queue]]
+queue_key = "anyone"
+subject_template_codes = ["specimen"]
+
+[[queue]]
+queue_key = "people"
+subject_template_codes = ["specimen"]
+manual_only = true
+""")
+    out = check(path)[1]
+    warnings = [line for line in out.splitlines() if line.startswith("warning")]
+    assert warnings == ["warning           anyone: It asks for no capability and is not"
+                        " manual-only: every worker may take its items, service and"
+                        " instrument workers included (one without a handler for its step"
+                        " gives the item back and stops). Name the capabilities its work"
+                        " needs (required_worker_capabilities), or make it manual_only for"
+                        " people."], out
+    assert "READY is not among" not in out
+    run(path)
+    assert not [line for line in check(path)[1].splitlines() if line.startswith("warning")]

@@ -163,8 +163,8 @@ def test_an_expiry_or_renewal_is_found_by_its_subject_and_in_a_periods_export(le
     Activity's search by subject and a period's export (an auditor's "every subject acted on
     between ...") left it out, and a renewal too; a sweep ending two claims named neither."""
     from bloomops.execution import selectors
-    from bloomops.execution.selectors.evidence import subjects_acted_on
     from bloomops.execution.envelope import ts
+    from bloomops.execution.selectors.evidence import subjects_acted_on
 
     admin, svc = actor("admin", username="adm"), leased["svc"]
     start = ts(clock.now())

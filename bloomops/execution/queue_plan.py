@@ -19,6 +19,7 @@ from bloomops.execution.actions.queue_fields import (
     clean_new_queue,
     diff,
 )
+from bloomops.execution.actions.queues import open_queue_warning, starting_config
 from bloomops.execution.context import ActionRequest, Actor
 from bloomops.execution.errors import ActionError
 from bloomops.execution.guards import nesting_depth
@@ -160,10 +161,15 @@ def plan(specs: list[dict[str, Any]], *, tenant: str | None = None,
     if problems:
         raise QueueFileError("\n".join(problems))
     checked = [fields for fields, _ in results]
-    after = {**current, **{f["queue_key"]: {**current.get(f["queue_key"], {}), **f}
+    # a new queue as its creation will store it: the template's defaults under the file's
+    # fields (judged without them, every new queue "offered items in no state")
+    after = {**current, **{f["queue_key"]: {**current[f["queue_key"]], **f}
+                           if f["queue_key"] in current else starting_config(f)
                            for f in checked}}
     result.warnings = [f"{f['queue_key']}: {w}" for f in checked
-                       for w in flow_warnings(f["queue_key"], after[f["queue_key"]], after)]
+                       for w in [*flow_warnings(f["queue_key"], after[f["queue_key"]], after),
+                                 *open_queue_warning(current.get(f["queue_key"]),
+                                                     after[f["queue_key"]])]]
     served: list[tuple[str, dict, dict]] = []
     for spec, fields in zip(specs, checked, strict=True):
         key = fields["queue_key"]

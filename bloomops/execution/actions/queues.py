@@ -23,7 +23,7 @@ from bloomops.execution.actions.steps import lock_queue_key
 from bloomops.execution.context import ActionRequest, Context
 from bloomops.execution.errors import ActionError, Problems
 from bloomops.execution.objects import QUEUE_CODE, Obj, queue_properties, retire, save_props
-from bloomops.execution.policy import flow_keys, flow_warnings
+from bloomops.execution.policy import flow_keys, flow_warnings, open_to_every_worker
 from bloomops.execution.selectors.queue_config import SUCCESSOR_REL
 from bloomops.tapdb.db import fetch_one
 from bloomops.tapdb.instances import link
@@ -99,11 +99,18 @@ def _wanted_settings(current: dict[str, Any], payload: dict) -> dict[str, Any]:
     return wanted
 
 
-def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
+def starting_config(fields: dict[str, Any]) -> dict[str, Any]:
+    """A new queue's settings: the template's defaults with ``fields`` over them (what a plan
+    judges a new queue by, as its creation will store it)."""
     props = queue_properties(**{k: v for k, v in fields.items() if k != "retry_policy"})
     if "retry_policy" in fields:
         props["retry_policy"] = merged_retry_policy(props.get("retry_policy"),
                                                     fields["retry_policy"])
+    return props
+
+
+def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
+    props = starting_config(fields)
     props.update({"managed_by": MANAGED_BY, "revision": 1, "created_at": ctx.now_ts,
                   "created_by": ctx.actor.username, **extra})
     props.setdefault("strict_order", False)
@@ -113,27 +120,48 @@ def _create(ctx: Context, fields: dict[str, Any], extra: dict[str, Any]) -> Obj:
 
 
 def _save(ctx: Context, queue: Obj, changes: dict[str, list[Any]]) -> None:
-    props = dict(queue.props)
+    before, props = dict(queue.props), dict(queue.props)
     props.update({name: after for name, (_, after) in changes.items()})
     props["revision"] = int(props.get("revision") or 0) + 1
     props.update(updated_at=ctx.now_ts, updated_by=ctx.actor.username)
     save_props(queue, props)
     ctx.result.update(queue_key=props["queue_key"], queue_euid=queue.euid,
                       revision=props["revision"], changes=changes)
-    if any(name in changes for name in FLOW_FIELDS):
-        _warn_of_flow(ctx, props)
+    if any(name in changes for name in (*FLOW_FIELDS, *OPENING_FIELDS)):
+        _warn_of_flow(ctx, props, before)
 
 
 # What a queue's flow is made of: where its completions go, and what they may carry there.
 FLOW_FIELDS = ("default_next_queue_key", "next_queue_keys", "subject_template_codes",
                "output_template_codes")
+# ... and who may take its items
+OPENING_FIELDS = ("required_worker_capabilities", "manual_only")
 
 
-def _warn_of_flow(ctx: Context, props: dict[str, Any]) -> None:
+OPEN_QUEUE_SAID = ("it asks for no capability and is not manual-only: every worker may take"
+                   " its items, service and instrument workers included (one without a"
+                   " handler for its step gives the item back and stops). Name the"
+                   " capabilities its work needs (required_worker_capabilities), or make it"
+                   " manual_only for people.")
+
+
+def open_queue_warning(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    """A queue opened to every worker, by its creation (``before`` None) or a change: said
+    to an API caller and in a plan, as the console's new-queue form asks it explicitly (a
+    file's queue without capabilities stopped the lab's robots one by one)."""
+    if open_to_every_worker(after) and (before is None or not open_to_every_worker(before)):
+        return [OPEN_QUEUE_SAID[0].upper() + OPEN_QUEUE_SAID[1:]]
+    return []
+
+
+def _warn_of_flow(ctx: Context, props: dict[str, Any],
+                  before: dict[str, Any] | None = None) -> None:
     """The console's preview says what is allowed in a flow but most often a mistake (a next
-    queue no one has made); an API caller is told it in the result (``warnings``)."""
+    queue no one has made, a queue open to every worker); an API caller is told it in the
+    result (``warnings``). ``before``: the settings changed, None for a new queue."""
     configs = {q["queue_key"]: q["config"] for q in selectors.queues(tenant=ctx.tenant)}
-    if said := flow_warnings(props["queue_key"], props, configs):
+    if said := [*flow_warnings(props["queue_key"], props, configs),
+                *open_queue_warning(before, props)]:
         ctx.result["warnings"] = said
 
 
