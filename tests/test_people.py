@@ -450,6 +450,18 @@ def test_a_person_added_without_a_role_is_told_to_ask_for_one(client, users):
     assert 'id="not-at-bench"' not in admin.get("/people/sci/").content.decode()
 
 
+def test_an_admins_page_says_their_profile_works_though_no_roster_counts_on_them(client,
+                                                                                 users):
+    """An admin's page said their profile "takes effect only once they have" worker_human:
+    an admin claimed with it all the same."""
+    admin = signed_in(client, users["admin"])
+    page = admin.get(f"/people/{users['admin'].username}/").content.decode()
+    assert 'id="not-at-bench"' not in page
+    said = page.split('id="admin-at-bench">')[1].split("</p>")[0]
+    assert "they may claim work with this profile" in said and "roster" in said
+    assert 'id="admin-at-bench"' not in admin.get("/people/sci/").content.decode()
+
+
 NEW_REFUSED = [
     ({"username": "sci"}, "already exists"),
     ({"username": "no spaces!"}, "username"),

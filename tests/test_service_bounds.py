@@ -162,6 +162,24 @@ def test_the_person_page_says_what_a_service_accounts_profile_does(client, users
     assert "no worker_human role" not in page
 
 
+def test_saving_a_service_accounts_profile_says_what_its_workers_are_held_to(client, users):
+    """Lowering a service account's lease limit said "Their worker takes the new profile the
+    next time they act": its worker's next claim was refused OUTSIDE_PROFILE instead."""
+    from django.contrib.messages import get_messages
+
+    from tests.test_people import _page_form
+
+    _bound(username="svc")
+    admin = signed_in(client, users["admin"])
+    done = admin.post("/people/svc/", _page_form(admin, "svc", max_concurrent_leases="2",
+                                                   reason="robot 3 retired"))
+    assert done.status_code == 302, done.content
+    said = next(str(m) for m in get_messages(done.wsgi_request) if "changed" in str(m))
+    assert said.startswith("svc changed: lease limit. Their service workers are held to it")
+    assert "has its claims refused until it registers again within it" in said
+    assert "takes the new profile" not in said
+
+
 # For test_engine_refusals' list of every code: each refusal, one scenario apiece.
 def s_outside_profile_register(svc, op):
     _bound(username=svc.username)

@@ -35,7 +35,14 @@ from bloomops.accounts.profiles import (
     refuse_without_reason,
     set_password,
 )
-from bloomops.accounts.roles import ALL_ROLES, ROLE_DUTIES, Role, roles_of, stored_roles
+from bloomops.accounts.roles import (
+    ALL_ROLES,
+    BENCH_ROLES,
+    ROLE_DUTIES,
+    Role,
+    roles_of,
+    stored_roles,
+)
 from bloomops.accounts.tokens import expiring
 from bloomops.execution import people, policy, selectors
 from bloomops.web import services
@@ -226,6 +233,14 @@ def person(request: HttpRequest, username: str) -> HttpResponse:
                     if done.before.get("is_active") and not done.after.get("is_active"):
                         messages.success(request, f"{username} can no longer sign in: their"
                                          " sessions ended and their API tokens were revoked.")
+                    elif people.bounds_its_workers(stored_roles(target)):
+                        # a service account's workers keep what they registered with: one
+                        # beyond the new bounds is refused, not changed (RULES.md#service-workers)
+                        messages.success(request, f"{username} changed: {said}. Their"
+                                         " service workers are held to it from now on: one"
+                                         " registered beyond it has its claims refused until"
+                                         " it registers again within it (Workers names"
+                                         " them).")
                     else:
                         messages.success(request, f"{username} changed: {said}. Their worker"
                                          " takes the new profile the next time they act.")
@@ -262,7 +277,9 @@ def person_page(request: HttpRequest, target, form: PersonForm | None = None, *,
             v for v in profile.get(name) or [] if v not in named.get(name, [])]
             if name in named else []) for name in PROFILE_FORM_FIELDS],
         "own_profile": PersonProfile.objects.filter(user=target).exists(),
-        "at_bench": Role.WORKER_HUMAN in roles,
+        # an admin claims with their profile too (accounts.roles.BENCH_ROLES), though no
+        # queue's roster counts on them: said apart from one it does nothing for
+        "at_bench": bool(roles & BENCH_ROLES), "rostered": Role.WORKER_HUMAN in roles,
         # a service account's profile bounds its workers (RULES.md#service-workers)
         "service": people.bounds_its_workers(roles),
         "history": ProfileChange.objects.filter(username=target.get_username())[:HISTORY_LIMIT],
