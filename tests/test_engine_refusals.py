@@ -327,6 +327,18 @@ def s_out_of_scope(svc, op):
         "properties": {"site": "sfo"}})
 
 
+@pytest.mark.django_db
+def test_a_subject_without_the_scoped_property_is_said_to_have_none(tenant):
+    """"this subject's site is None": Python's word for nothing, in a lab's refusal."""
+    make_queue("q_bldg7", site_scope=["bldg7"])
+    with pytest.raises(ActionError) as err:
+        act("register_subject", actor("operator", username="op"), queue_key="q_bldg7",
+            payload={"template_code": "content/material/specimen/1.0", "name": "S-2"})
+    assert err.value.code == "SUBJECT_OUT_OF_SCOPE"
+    assert err.value.message == ("Queue 'q_bldg7' serves site bldg7; this subject's site is"
+                                 " not given.")
+
+
 # Sent on to a queue whose site/platform/assay scope the subject is outside: never
 # visible there either (RULES.md#visibility), by a requeue, a completion or a step's output.
 def s_out_of_scope_requeue(svc, op):

@@ -90,7 +90,9 @@ def refuse_unless_in_scope(queue: dict, props: dict) -> None:
         prop, scope = problem
         raise ActionError("SUBJECT_OUT_OF_SCOPE",
                           f"Queue {queue['queue_key']!r} serves {prop} {', '.join(scope)};"
-                          f" this subject's {prop} is {props.get(prop)!r}.",
+                          f" this subject's {prop} is "
+                          + (f"{props.get(prop)!r}." if props.get(prop) is not None
+                             else "not given."),
                           queue_key=queue["queue_key"], property=prop,
                           value=props.get(prop), scope=scope)
 
