@@ -688,6 +688,33 @@ def test_a_person_is_asked_to_change_the_password_an_admin_gave_them(client, use
     assert 'id="password-given"' not in person.get("/").content.decode()
 
 
+def test_the_lately_changed_password_is_said_to_deciders_alone_and_in_plain_words(client,
+                                                                                    users):
+    """A bench scientist read on every page for a day that they "decide no approval", which
+    they never may, "until in 23 h 59 min (28 Nov, 12:58 UTC)"."""
+    from django.test import Client
+
+    from bloomops.accounts.profiles import add_person
+
+    for username, role in (("bench1", "worker_human"), ("qa1", "operator")):
+        add_person(username, first_name="", last_name="", password="Correct-Horse-Battery-9",
+                   roles=[role], reason="new starter", admin_username="adm")
+    pages = {}
+    for username in ("bench1", "qa1"):
+        person = Client()
+        person.post("/accounts/login/", {"username": username,
+                                         "password": "Correct-Horse-Battery-9"})
+        person.post("/accounts/password/", {"old_password": "Correct-Horse-Battery-9",
+                                            "new_password1": "Glacier-Copper-58",
+                                            "new_password2": "Glacier-Copper-58"})
+        pages[username] = person.get("/", follow=True).content.decode()
+    assert 'id="password-given"' not in pages["bench1"]
+    said = pages["qa1"].split('id="password-given">')[1].split("</p>")[0]
+    assert "only lately" in said and "until in " not in said
+    assert re.search(r"until <time [^>]*><span class=\"local\">[^<]+</span></time>, you and adm",
+                     said), said
+
+
 @pytest.mark.parametrize("change", [{"roles": ["operator"]}, {"is_active": ""}])
 def test_taking_a_person_from_the_bench_says_what_they_still_hold(client, users, change):
     """An admin took a scientist's worker_human role (or sign-in) away and was not told the
