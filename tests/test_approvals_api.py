@@ -140,3 +140,23 @@ def test_a_bad_parameter_of_an_approval_is_named_as_the_request_names_it(people)
         assert r.status_code == 400 and error_code(r) == "VALIDATION_ERROR", r.content
         assert r.json()["error"]["details"]["field"] == field, (parameters, r.json())
     assert counts() == before
+
+
+def test_a_withdrawn_request_says_who_withdrew_it_when_and_why(people):
+    """The API's list gave who withdrew a request and when, never why: RULES.md says a
+    withdrawal keeps all three, and the console and a bundle show them."""
+    from tests.engine import actor
+
+    ann, bob = people["ann"], people["bob"]
+    subject, hold = integrity_held(actor("operator"))
+    asked = ann.act("request-approval", subject_euid=subject, hold_euid=hold,
+                    action_key="release_execution_hold", reason="rerun passed",
+                    parameters={"reason": "rerun passed"})
+    approval = asked.json()["approval_euid"]
+    withdrawn = ann.act("cancel-approval", approval_euid=approval,
+                        reason="asked on the wrong tube")
+    assert withdrawn.status_code == 200, withdrawn.content
+    [listed] = bob.get("/approvals", status="CANCELED").json()
+    assert (listed["approval_euid"], listed["canceled_by"], listed["cancel_reason"]) == (
+        approval, "ann", "asked on the wrong tube")
+    assert listed["canceled_at"]

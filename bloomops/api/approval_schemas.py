@@ -82,5 +82,7 @@ class ApprovalOut(Schema):
     signature: dict[str, Any] | None = Field(None, description=(
         "The electronic signature of the decision: meaning, signer, signer_name, signed_at,"
         " method (password re-entry), reason."))
-    canceled_by: str | None
+    canceled_by: str | None = Field(None, description=(
+        "CANCELED: who withdrew the request (the console says Withdrawn), when and why."))
     canceled_at: str | None
+    cancel_reason: str | None

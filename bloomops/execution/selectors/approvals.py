@@ -82,7 +82,7 @@ class ApprovalRow:
             "decision": text("decision"), "decided_by": text("decided_by"),
             "decided_at": text("decided_at"), "decision_reason": text("decision_reason"),
             "signature": _typed(p.get("signature"), dict), "canceled_by": text("canceled_by"),
-            "canceled_at": text("canceled_at"),
+            "canceled_at": text("canceled_at"), "cancel_reason": text("cancel_reason"),
         }
 
 
