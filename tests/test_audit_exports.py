@@ -425,3 +425,27 @@ def test_the_dashboard_and_the_holds_search_say_a_range_they_do_not_know(client,
     assert "No period &#x27;yesterday&#x27;: the last 30 days are searched." in reader.get(
         "/holds/?since=yesterday").content.decode()
     assert "filter-note" not in reader.get("/?range=24h").content.decode()
+
+
+def test_a_renamed_worker_leaves_the_names_its_past_actions_were_taken_under(lab):
+    """A service renamed its worker by a heartbeat ("Fluorometer A (serial 1001)" to "... B
+    (serial 2002)"): every past claim and failure then read as done through instrument B."""
+    from bloomops.execution import selectors
+    from tests.engine import SERVICE, act, actor, claim, make_queue, make_subject, register
+
+    make_queue("fluor")
+    svc = actor(*SERVICE)
+    worker = register(svc, "lab://fluorometer", capabilities=[],
+                      display_name="Fluorometer A (serial 1001)")
+    subject = make_subject("fluor")
+    lease = claim(svc, worker, "fluor")
+    act("fail_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"retryable": False, "error_message": "lamp out"})
+    act("heartbeat_worker", svc, worker_euid=worker,
+        payload={"display_name": "Fluorometer B (serial 2002)"})
+    named = {a["action_key"]: a["worker_name"] for a in selectors.activity(
+        subject_euids=[subject])}
+    assert named == {"claim_queue_item": "Fluorometer A (serial 1001)",
+                     "fail_queue_execution": "Fluorometer A (serial 1001)"}
+    [beat] = selectors.activity(action_key="heartbeat_worker")
+    assert beat["worker_name"] == "Fluorometer B (serial 2002)"

@@ -45,6 +45,11 @@ def _queue_of(ctx: Context) -> str:
     return queue if isinstance(queue, str) else ""
 
 
+def _worker_name(ctx: Context) -> str:
+    name = ctx.worker.props.get("display_name") if ctx.worker else None
+    return name if isinstance(name, str) else ""
+
+
 def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
     req = ctx.request
     target = ctx.target or ctx.subject or ctx.lease or ctx.worker
@@ -61,6 +66,9 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         "subject_lookup_euid": ctx.subject.euid if ctx.subject else (
             req.subject_euid or ctx.result.get("subject_euid") or ""),
         "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),
+        # the worker's name as it was (a later heartbeat may rename it): what an auditor
+        # reads of this action, as executed_by_name keeps the person's
+        "worker_name": _worker_name(ctx),
         "lease_lookup_euid": ctx.result.get("lease_euid") or req.lease_euid or "",
         "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or _queue_of(ctx),
         "idempotency_key": req.idempotency_key,

@@ -92,12 +92,15 @@ class EnvelopeView:
         return int(self.execution.get("attempt_count") or 0)
 
 
-# The worker an action record ``a`` was taken through, and its name as the worker reads now
-# (the worker of our tenant only: another tenant's of that EUID is no one's here).
+# The worker an action record ``a`` was taken through, and its name as the record kept it
+# when the action was taken (a heartbeat renamed "Fluorometer A" and every past action read
+# "Fluorometer B"); a record from before it kept one: the name now (the worker of our
+# tenant only: another tenant's of that EUID is no one's here).
 ACTION_WORKER = """a.json_addl->>'worker_lookup_euid' AS worker_euid,
-    (SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
-      WHERE w.euid = a.json_addl->>'worker_lookup_euid'
-        AND w.tenant_id = %(tenant)s) AS worker_name"""
+    coalesce(nullif(a.json_addl->>'worker_name', ''),
+      (SELECT w.json_addl->'properties'->>'display_name' FROM generic_instance w
+        WHERE w.euid = a.json_addl->>'worker_lookup_euid'
+          AND w.tenant_id = %(tenant)s)) AS worker_name"""
 
 # Why an action was taken, as its record ``a`` says it: the reason given, or for a failure or
 # an external result (their payloads have no reason) its error class and message.
