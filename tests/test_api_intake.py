@@ -365,3 +365,35 @@ def test_a_template_code_that_names_nothing_is_refused_as_such(apis, action, cod
     r = apis["operator"].act(action, queue_key="q1", template_code=code, **target)
     assert (r.status_code, error_code(r)) == (status, error), r.content
     assert counts() == before
+
+
+def test_a_token_revoked_while_its_batch_runs_runs_no_more_of_it(apis, users, monkeypatch):
+    """The token was checked once, when the batch arrived: revoked while 200 items ran, it
+    registered 140 more subjects after the revocation had committed."""
+    from bloomops.accounts.tokens import revoke
+    from bloomops.api import intake
+
+    ran, real = [], intake.execute
+
+    def then_revoked(request):
+        result = real(request)
+        ran.append(request)
+        if len(ran) == 2:  # an admin revokes the token while the batch runs
+            revoke(by="adm", reason="compromised", username=users["worker_service"].username)
+        return result
+
+    monkeypatch.setattr(intake, "execute", then_revoked)
+    before = counts()["generic_instance"]
+    r = apis["worker_service"].post("/actions/intake-batch",
+                                    {"items": [_register(i) for i in range(5)]})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert (body["succeeded"], body["failed"]) == (2, 3)
+    assert [i["error"]["code"] for i in body["items"][2:]] == ["FORBIDDEN"] * 3
+    assert "were not run" in body["items"][2]["error"]["message"]
+    assert len(ran) == 2
+    assert {s["name"] for s in selectors.subjects_like("Tube")} == {"Tube 0", "Tube 1"}
+    assert counts()["generic_instance"] > before
+    # the token no longer works at all
+    again = apis["worker_service"].post("/actions/intake-batch", {"items": [_register(9)]})
+    assert again.status_code == 401
