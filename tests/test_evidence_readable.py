@@ -116,3 +116,33 @@ def test_the_why_of_an_action_is_the_database_s_rule(history):
     assert len(rows) == len(euids)
     assert [action_why(r["record"]) for r in rows] == [r["why"] or "" for r in rows]
     assert {"control out of range", "pipette jam"} <= {r["why"] for r in rows}
+
+
+def test_a_bundles_approvals_read_as_the_inbox_says_them(client, users, history, settings):
+    """The printed check read an expired request as REQUESTED, a withdrawn one as "CANCELED
+    / none" (who took it back, when and why were in the file), said no terms, "Decide
+    approval" either way, and the release the decision ran as the approver's own, in the
+    asker's words."""
+    from bloomops.execution import clock
+
+    subject, _ = history
+    olga = actor("operator", username="olga")
+    hold = act("place_execution_hold", olga, subject_euid=subject,
+               expected_state="FAILED_RETRYABLE",
+               payload={"hold_code": "QC_FAIL", "reason": "second look"})["hold_euid"]
+    withdrawn = request_release(olga, subject, hold)["approval_euid"]
+    act("cancel_approval", olga, payload={"approval_euid": withdrawn,
+                                         "reason": "asked on the wrong tube"})
+    expired = request_release(olga, subject, hold)["approval_euid"]
+    clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 60)
+    html = _verify(client, users, subject, export_evidence(subject, olga).data)
+    approvals = _rows(html, "bundle-approvals")
+    row = {a: next(r for r in approvals if a in r) for a in (withdrawn, expired)}
+    assert "WITHDRAWN by olga" in row[withdrawn] and "asked on the wrong tube" in row[withdrawn]
+    assert "EXPIRED at" in row[expired] and "undecided" in row[expired]
+    assert all("only its QC_FAIL hold" in r for r in approvals)  # the terms signed for
+    actions = _rows(html, "bundle-actions")
+    decided = next(a for a in actions if "decide_approval" in a)
+    assert "Approved: release hold" in decided and "asked by olga" in decided
+    released = next(a for a in actions if "release_execution_hold" in a)
+    assert "on approval" in released and "asked by olga (the words are theirs)" in released

@@ -8,10 +8,15 @@ otherwise shown as missing. The page says beside it whether the file verified.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
+from bloomops.execution import clock
+from bloomops.execution.approvals import effective_status
 from bloomops.execution.chain import CHAIN
 from bloomops.execution.context import action_name
+from bloomops.web.templatetags.approvals_ui import approval_status_words, terms
 
 
 def _text(value: Any) -> str:
@@ -58,15 +63,32 @@ class Readable:
     outputs: list[dict[str, str]] = field(default_factory=list)
 
 
+# A decision's record, by which way it went (as Activity says it, web/views/activity.py).
+DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
+
+
 def _action(entry: dict[str, Any]) -> dict[str, str]:
+    """A record as Activity reads it: a decision by which way it went and what it decided;
+    an action a decision ran with whose request it was (the approver's name alone read as if
+    they had released the hold of their own accord, with the asker's words)."""
     record = _map(entry.get("record"))
+    result = _map(record.get("result"))
     key = _text(record.get("action_key") or entry.get("action_key"))
     by, name = _text(record.get("executed_by")), _text(record.get("executed_by_name"))
+    what = action_name(key) or "" if key else ""
+    asked = _map(result.get("approval"))
+    if key == "decide_approval" and _text(result.get("approval_status")) in DECIDED:
+        gated = _text(result.get("gated_action_key"))
+        what = DECIDED[_text(result["approval_status"])] + (
+            f": {(action_name(gated) or gated).lower()}" if gated else "")
+        asked = {"requested_by": result.get("requested_by"),
+                 "approval_euid": result.get("approval_euid")}
     return {"euid": _text(entry.get("euid")), "when": _text(record.get("executed_at")),
             "who": f"{name} ({by})" if name and by and name != by else by or name,
-            "action_key": key, "what": action_name(key) or "" if key else "",
-            "why": action_why(record),
-            "state": _text(_map(record.get("result")).get("state")),
+            "action_key": key, "what": what, "why": action_why(record),
+            "asked_by": _text(asked.get("requested_by")),
+            "approval": _text(asked.get("approval_euid")),
+            "state": _text(result.get("state")),
             "seal": _text(_map(record.get(CHAIN)).get("sha256"))[:16]}
 
 
@@ -83,12 +105,25 @@ def _hold(entry: dict[str, Any]) -> dict[str, Any]:
             "asked_by": _text(on_approval.get("requested_by"))}
 
 
-def _approval(entry: dict[str, Any]) -> dict[str, Any]:
+def _approval(entry: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """An approval as the inbox says it: a request past its expiry EXPIRED (read, never
+    stored), one its asker took back WITHDRAWN with who, when and why, and the terms the
+    signer signed for."""
     p = _map(entry.get("properties"))
     sig = _map(p.get("signature"))
     key = _text(p.get("action_key"))
+    try:
+        status = effective_status(p, now)
+    except ValueError:  # an expiry no one can read: as stored
+        status = _text(p.get("status"))
     return {"euid": _text(entry.get("euid")), "action_key": key,
-            "what": action_name(key) or "" if key else "", "status": _text(p.get("status")),
+            "what": action_name(key) or "" if key else "",
+            "status": approval_status_words(_text(status)),
+            "expires_at": _text(p.get("expires_at")),
+            "terms": terms(SimpleNamespace(props=p)),
+            "canceled_by": _text(p.get("canceled_by")),
+            "canceled_at": _text(p.get("canceled_at")),
+            "cancel_reason": _text(p.get("cancel_reason")),
             "requested_by": _text(p.get("requested_by")),
             "requested_at": _text(p.get("requested_at")), "reason": _text(p.get("reason")),
             "decided_by": _text(p.get("decided_by")), "decided_at": _text(p.get("decided_at")),
@@ -121,10 +156,11 @@ def readable(doc: dict[str, Any]) -> Readable:
                  "created": _text(subject.get("created_dt"))},
         actions=[_action(e) for e in _entries(doc, "action_records")],
         holds=[_hold(e) for e in _entries(doc, "holds")],
-        approvals=[_approval(e) for e in _entries(doc, "approvals")],
+        approvals=[_approval(e, clock.now()) for e in _entries(doc, "approvals")],
         attempts=[_attempt(e) for e in _entries(doc, "execution_records")],
         dead_letters=[_named(e, "queue_lookup_key", "dead_lettered_at", "error_class",
                              "error_message", "resolution_state", "resolved_by_lookup_euid",
-                             "resolved_at") for e in _entries(doc, "dead_letters")],
+                             "resolved_at", "resolution_reason")
+                      for e in _entries(doc, "dead_letters")],
         outputs=[_named(e) for e in _entries(doc, "outputs")],
     )
