@@ -686,3 +686,16 @@ def test_the_waiting_panel_names_the_asker_as_the_inbox_does(client, desk):
     panel = signed_in(client, desk["bob"]).get("/").content.decode().split(
         'id="approvals-panel"')[1].split("</section>")[0]
     assert "asked by Ann Asker (ann)" in panel
+
+
+def test_a_request_that_expired_says_when_among_the_recent(client, desk, settings):
+    """The inbox's recent list read "–" where an expired request's signature would be: when
+    it expired, undecided, was not said."""
+    from bloomops.execution import clock
+
+    asked = request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    clock.advance(settings.BLOOMOPS_APPROVAL_TTL_SECONDS + 60)
+    html = signed_in(client, desk["bob"]).get("/approvals/").content.decode()
+    recent = html[html.index('id="approvals-recent"'):]
+    row = recent.split(f'data-approval="{asked["approval_euid"]}"')[1].split("</tr>")[0]
+    assert "EXPIRED" in row and "none: expired undecided" in row
