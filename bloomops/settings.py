@@ -135,7 +135,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 TAPDB_DOMAIN_CODE = os.environ.get("BLOOMOPS_DOMAIN_CODE", "Z")
 TAPDB_OWNER_REPO_NAME = os.environ.get("BLOOMOPS_OWNER_REPO_NAME", "bloomops")
 # The lab's tenant: every object bloomops writes or reads carries it.
-TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee")
+# The demo's when unset: a lab's own is chosen once (check --deploy warns of the demo's).
+DEMO_TENANT_ID = "7b1c5e3a-0d2f-4c1e-9a8b-b100000000ee"
+TAPDB_TENANT_ID = os.environ.get("BLOOMOPS_TENANT_ID", DEMO_TENANT_ID)
 # Capabilities of every human (HUMAN_SESSION) worker, comma-separated. Unset: every step of
 # the demo's queues.
 DEMO_HUMAN_CAPABILITIES = ("wetlab.extraction,wetlab.qc,wetlab.libprep,wetlab.pooling,"

@@ -38,6 +38,7 @@ def production_env(**extra: str) -> dict[str, str]:
            if not k.startswith(("BLOOMOPS_", "DJANGO_")) and k != "DATABASE_URL"}
     env.update({"DJANGO_SETTINGS_MODULE": "bloomops.settings",
                 "BLOOMOPS_SECRET_KEY": secrets.token_urlsafe(50),
+                "BLOOMOPS_TENANT_ID": "0b5e2c1d-6a7f-4e38-9c2d-1ab0a7e5f001",  # its own
                 "BLOOMOPS_ALLOWED_HOSTS": HOST, "BLOOMOPS_SEAL_KEYS": secrets.token_urlsafe(50),
                 "DATABASE_URL": _url(django_settings.DATABASE_ROLES["owner"]),
                 "BLOOMOPS_RUNTIME_DATABASE_URL": _url(django_settings.DATABASE_ROLES["runtime"]),
@@ -86,6 +87,16 @@ def test_check_deploy_reports_a_seal_key_beside_the_database():
     del env["BLOOMOPS_SEAL_KEYS"]
     result = check_deploy(env)
     assert result.returncode != 0 and "bloomops.W002" in result.stderr + result.stdout
+
+
+@pytest.mark.django_db
+def test_check_deploy_reports_the_demo_tenant():
+    """README's "a lab of your own" never set BLOOMOPS_TENANT_ID: the lab's objects went
+    under the demo's tenant, and setting it later, as DEPLOY.md says, hid them all."""
+    env = production_env()
+    del env["BLOOMOPS_TENANT_ID"]
+    result = check_deploy(env)
+    assert result.returncode != 0 and "bloomops.W003" in result.stderr + result.stdout
 
 
 def _free_port() -> int:

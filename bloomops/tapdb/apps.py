@@ -28,4 +28,9 @@ class TapdbConfig(AppConfig):
     verbose_name = "TapDB boundary"
 
     def ready(self) -> None:
+        from django.core import checks
+
+        from bloomops.tapdb.tenancy import check_own_tenant
+
         connection_created.connect(_declare_tapdb_session, dispatch_uid="bloomops-tapdb-session")
+        checks.register(check_own_tenant, checks.Tags.security, deploy=True)

@@ -29,3 +29,19 @@ def for_tenant(sql: str, params: Mapping[str, Any] | Any) -> str:
     if isinstance(params, Mapping) and "tenant" in params and params["tenant"] is None:
         return _TENANT_EQUALS.sub(r"\1 IS NULL", sql)
     return sql
+
+
+def check_own_tenant(app_configs=None, **kwargs) -> list:
+    """`check --deploy`: a lab's objects under the demo's tenant (BLOOMOPS_TENANT_ID unset)
+    share it with every other install that left it so, and setting it later hides them all
+    (docs/DEPLOY.md)."""
+    from django.core import checks
+
+    if settings.TAPDB_TENANT_ID != settings.DEMO_TENANT_ID:
+        return []
+    return [checks.Warning(
+        "BLOOMOPS_TENANT_ID is unset: the lab's objects are written under the demo's tenant,"
+        " and a tenant set later hides every one of them.",
+        hint="Choose the lab's own UUID once (or `none` on Bloom's rows) and set it for every"
+             " process before anything is written (docs/DEPLOY.md).",
+        id="bloomops.W003")]
