@@ -398,6 +398,15 @@ def test_a_queue_named_in_another_case_is_that_queue(intake_lab):
     rows = {n: html.split(f'data-line="{n}"')[1].split("</tr>")[0] for n in (2, 3)}
     assert 'data-ok="yes"' in rows[2] and "into q1" in rows[2]
     assert 'data-ok="no"' in rows[3]
+    # its results, on screen and in the file, name the queue it went to as the lab spells it
+    confirm = form_for(client.post("/intake/preview/", {"manifest": manifest}),
+                       "/intake/confirm/")
+    done = client.post("/intake/confirm/", confirm, follow=True).content.decode()
+    download = client.get(f"/intake/{confirm['batch_key']}/results.csv")
+    results = list(csv.DictReader(io.StringIO(download.content.decode("utf-8-sig"))))
+    assert [(r["name"], r["queue"], r["outcome"]) for r in results] == [
+        ("Tube 70", "q1", "REGISTERED"), ("Tube 71", "Q9", "SKIPPED")]
+    assert "<td>Q1</td>" not in done
 
 def test_a_name_a_spreadsheet_saved_decomposed_or_with_a_non_breaking_space_is_read_as_typed(
         intake_lab):

@@ -169,7 +169,11 @@ def _confirm(request: HttpRequest, batch_key: str) -> HttpResponse:
     for row in rows:
         v = row.values
         result = {"line": row.line, "euid": v.get("euid", ""), "name": v.get("name", ""),
-                  "queue": v.get("queue", ""), "priority": v.get("priority", ""),
+                  # the queue the row went to as the lab spells its key ("SMITH.RECEIPT"
+                  # routed to smith.receipt): the results match the system, not the typing
+                  "queue": (row.request.queue_key if row.request is not None
+                            and row.request.queue_key else v.get("queue", "")),
+                  "priority": v.get("priority", ""),
                   "due_date": v.get("due_date", "")}
         # a row the manifest itself refuses (a repeated name) has no request: never run,
         # whatever the confirmation says was accepted
