@@ -117,6 +117,8 @@ def test_taking_sign_in_away_names_what_the_person_still_holds_first(
     said = dialog.inner_text()
     assert "This change takes something away from scientist." in said
     assert "Taking their sign-in ends their sessions now" in said
+    # what this Save takes, not what another might: their bench role stays
+    assert "bench role" not in said and "{" not in said
     assert "Either way, the 1 item they hold stays claimed by them" in said
     dialog.get_by_role("button", name="Go back").click()
     assert User.objects.get(username="scientist").is_active  # nothing sent
@@ -124,4 +126,18 @@ def test_taking_sign_in_away_names_what_the_person_still_holds_first(
     dialog.get_by_role("button", name="Yes, save").click()
     assert "can no longer sign in" in page.locator(".messages").inner_text()
     assert not User.objects.get(username="scientist").is_active
+    page.context.close()
+
+
+def test_taking_the_bench_role_alone_names_that_alone(browser, site):  # noqa: F811
+    """Unticking worker_human alone was confirmed with "Taking their sign-in ends their
+    sessions now" beside it: the admin asked what else they had changed."""
+    page = signed_in(browser, site, "admin")
+    page.goto(f"{site}/people/scientist/")
+    page.get_by_label("Reason").fill("moved to the office")
+    page.locator("input[name=roles][value=worker_human]").uncheck()
+    page.get_by_role("button", name="Save").click()
+    said = page.locator("#confirm-dialog").inner_text()
+    assert "Taking their bench role stops them claiming work." in said
+    assert "sign-in" not in said and "{" not in said
     page.context.close()

@@ -100,6 +100,16 @@
       }
       text = text.split("{count}").join(String(count));
     }
+    // {name}: data-confirm-part-name's sentence when its -when selector finds a match in the
+    // form as it is sent, else nothing (a Save that took sign-in away named the bench role's
+    // loss too)
+    Object.keys(form.dataset).forEach(function (key) {
+      if (key.indexOf("confirmPart") !== 0 || /When$/.test(key)) return;
+      var when = form.dataset[key + "When"], on = true;
+      try { on = !when || form.querySelector(when) !== null; } catch (e) { on = true; }
+      var name = "{" + key.slice("confirmPart".length).toLowerCase() + "}";
+      text = text.split(name).join(on ? form.dataset[key] : "");
+    });
     // {queue}: the queue chosen in the form's queue list, as the list names it.
     var queueList = form.querySelector('select[name="queue_key"]');
     if (text.indexOf("{queue}") >= 0 && queueList && queueList.selectedIndex >= 0) {
