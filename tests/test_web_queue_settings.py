@@ -506,3 +506,21 @@ def test_the_screen_asks_for_the_default_next_queue_alone_or_any(client, world):
     preview = client.post("/settings/queues/cfg/", settings_form(page))
     assert '<td>the default next queue alone</td><td>any queue</td>' in (
         preview.content.decode())
+
+
+def test_a_replaced_queues_old_address_names_its_successor(client, world):
+    """After smith.seq was replaced by smith.sequencing, its page and its settings said "No
+    queue smith.seq." and nothing more: a bookmark's reader had no way on."""
+    from tests.web_support import signed_in
+
+    act("replace_queue", actor("admin", username="adm"), queue_key="cfg", expected_revision=1,
+        payload={"new_queue_key": "cfg2", "reason": "renamed",
+                 "subject_template_codes": [SPECIMEN]})
+    admin = signed_in(client, world["admin"])
+    for old, new in (("/queues/cfg/", "/queues/cfg2/"),
+                     ("/settings/queues/cfg/", "/settings/queues/cfg2/")):
+        page = admin.get(old)
+        said = page.content.decode().split('id="queue-successor">')[1].split("</p>")[0]
+        assert page.status_code == 404 and f'href="{new}"' in said and "cfg2" in said
+    plain = admin.get("/queues/nope/").content.decode()
+    assert "No queue nope." in plain and "queue-successor" not in plain

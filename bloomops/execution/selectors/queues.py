@@ -272,6 +272,20 @@ def queue_config(queue_key: str, *, tenant: str | None = None) -> dict[str, Any]
         prepare="queue_config",
     )
 
+def queue_succeeding(queue_key: str, *, tenant: str | None = None) -> dict[str, Any] | None:
+    """The live queue that replaced the one that had ``queue_key`` (replace_queue): where an
+    old link's reader is sent. One query."""
+    return fetch_one(
+        f"""
+        SELECT q.euid, {QP}->>'queue_key' AS queue_key,
+               coalesce({QP}->>'display_name', {QP}->>'queue_key') AS display_name
+        FROM ({QUEUES}) q WHERE {QP}->>'replaces_queue_key' = %(queue_key)s
+        ORDER BY q.uid DESC LIMIT 1
+        """,
+        read_params(None, tenant, queue_key=queue_key),
+    )
+
+
 def throughput_trend(
     *, hours: int = 12, now: datetime | None = None, tenant: str | None = None
 ) -> dict[str, list[int]]:

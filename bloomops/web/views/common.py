@@ -49,6 +49,20 @@ def not_found(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "404.html", {"message": message}, status=404)
 
 
+def no_queue(request: HttpRequest, queue_key: str, page: str = "queue") -> HttpResponse:
+    """The 404 of a queue's page: a queue replaced under another key says which, with the
+    way to its ``page`` (an old bookmark read "No queue smith.seq." and nothing more)."""
+    from django.urls import reverse
+
+    from bloomops.execution import selectors
+
+    successor = selectors.queue_succeeding(queue_key)
+    return render(request, "404.html", {
+        "message": f"No queue {queue_key}.", "successor": successor,
+        "successor_url": reverse(page, args=[successor["queue_key"]]) if successor else None,
+    }, status=404)
+
+
 def back_url(request: HttpRequest, default: str) -> str:
     """Where to go after a form: the page's own ``next`` when it is a path on this site,
     else ``default``. A bare word would be taken by ``redirect`` for a URL name and fail

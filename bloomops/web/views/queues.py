@@ -33,7 +33,7 @@ from bloomops.web.views.common import (
     guards,
     is_human,
     known_filter,
-    not_found,
+    no_queue,
     page_number,
     reader,
 )
@@ -144,7 +144,7 @@ def _mark_after_head(queue: dict, rows: list) -> None:
 def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
     queue = selectors.queue_config(queue_key)
     if queue is None:
-        return not_found(request, f"No queue {queue_key}.")
+        return no_queue(request, queue_key)
     choices, notes = selectors.queue_filter_values(queue_key), []
     filters, state = _queue_filters(request, choices, notes)
     # the queue's settings may turn off its list of the items it does not show
@@ -201,7 +201,7 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
 def queue_export(request: HttpRequest, queue_key: str) -> HttpResponse:
     queue = selectors.queue_config(queue_key)
     if queue is None:
-        return not_found(request, f"No queue {queue_key}.")
+        return no_queue(request, queue_key)
     filters, state = _queue_filters(request, selectors.queue_filter_values(queue_key))
     if state and not policy.setting_on(queue["config"], "diagnostics_enabled"):
         return HttpResponse(f"Queue {queue_key}'s settings turn off its list of the items it"

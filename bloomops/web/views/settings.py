@@ -43,7 +43,7 @@ from bloomops.web.views.common import (
     answer,
     forbidden,
     guards,
-    not_found,
+    no_queue,
     reason_of,
     said_refused,
 )
@@ -78,7 +78,7 @@ def queue_settings(request: HttpRequest, queue_key: str) -> HttpResponse:
         return refused
     row = selectors.queue_config(queue_key)
     if row is None:
-        return not_found(request, f"No queue {queue_key}.")
+        return no_queue(request, queue_key, "queue_settings")
     if request.method == "GET":
         return _page(request, row)
     try:
