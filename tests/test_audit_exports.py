@@ -143,7 +143,7 @@ def test_activity_downloads_with_the_sealed_records_euids(client, lab, october):
     assert [dict(zip(head, r, strict=True))["action_record_euid"] for r in found] == [
         _record_of(october["late"][1]), _record_of(october["early"][1])]
     first = dict(zip(head, found[0], strict=True))
-    assert first["who"] == "Quinn Okafor (qa)" and first["action"] == "Place hold"
+    assert first["who"] == "Quinn Okafor (qa)" and first["action"] == "Place hold (SAMPLE_QUALITY)"
     # who did it as the record kept them: a later change of name rewrites no history
     User.objects.filter(username="qa").update(first_name="Quinn", last_name="Adeyemi")
     again = _csv(client.get("/activity/export.csv?by=qa&from=2026-10-31&to=2026-10-31&tz=UTC"))
@@ -449,3 +449,33 @@ def test_a_renamed_worker_leaves_the_names_its_past_actions_were_taken_under(lab
                      "fail_queue_execution": "Fluorometer A (serial 1001)"}
     [beat] = selectors.activity(action_key="heartbeat_worker")
     assert beat["worker_name"] == "Fluorometer B (serial 2002)"
+
+
+def test_activity_says_what_each_action_left_out(client, lab):
+    """An auditor read "Place hold" without its code (QC_FAIL needs a second person to end,
+    AWAITING_INFORMATION not), "Request approval" without what was asked, "Cancel approval"
+    where every other page says withdrawn, "Complete execution" without where it went."""
+    from tests.approval_support import integrity_held, person, request_release
+    from tests.engine import SERVICE, claim, register
+
+    ann = person("asker5", "operator", full_name="Ann Asker")
+    subject, hold = integrity_held(ann)
+    asked = request_release(ann, subject, hold)["approval_euid"]
+    act("cancel_approval", ann, payload={"approval_euid": asked, "reason": "wrong tube"})
+    svc = actor(*SERVICE)
+    worker = register(svc, capabilities=["wetlab.extraction"])
+    done = make_subject("q1", name="to send on")
+    lease = claim(svc, worker, "q1", subject_euid=None)
+    assert lease["subject_euid"] == done
+    act("complete_queue_execution", svc, worker_euid=worker, lease_euid=lease["lease_euid"],
+        expected_state="READY", payload={"next_queue_key": "q2"})
+    client = signed_in(client, lab["operator"])
+    head, *rows = _csv(client.get(f"/activity/export.csv?subject={subject}"))
+    said = {dict(zip(head, r, strict=True))["action_key"]: dict(zip(head, r, strict=True))[
+        "action"] for r in rows}
+    assert said["place_execution_hold"] == "Place hold (QC_FAIL)"
+    assert said["request_approval"] == "Request approval: release hold"
+    assert said["cancel_approval"] == "Withdraw approval: release hold"
+    head, *rows = _csv(client.get(f"/activity/export.csv?subject={done}"))
+    assert "Complete execution, sent to q2" in [
+        dict(zip(head, r, strict=True))["action"] for r in rows]

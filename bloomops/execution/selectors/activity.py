@@ -38,8 +38,22 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                a.json_addl->'result'->>'state' AS state_after,
                coalesce(a.json_addl->'result'->>'requested_by',
                         a.json_addl->'result'->'approval'->>'requested_by') AS asked_by,
-               a.json_addl->'result'->>'gated_action_key' AS gated_action_key,
+               coalesce(a.json_addl->'result'->>'gated_action_key', CASE
+                   WHEN a.subtype = 'cancel_approval' THEN (
+                       SELECT ap.json_addl->'properties'->>'action_key'
+                       FROM generic_instance ap WHERE ap.tenant_id = %(tenant)s
+                         AND ap.euid = a.json_addl->'captured_data'->>'approval_euid')
+                   END) AS gated_action_key,
                a.json_addl->'result'->>'approval_status' AS approval_status,
+               -- what the record's words leave out: a hold's code (QC_FAIL needs a second
+               -- person to end, AWAITING_INFORMATION not), where a completion sent the item
+               CASE WHEN a.subtype = 'place_execution_hold' THEN coalesce(
+                   a.json_addl->'captured_data'->>'hold_code', (
+                       SELECT h.json_addl->'properties'->>'hold_code'
+                       FROM generic_instance h WHERE h.tenant_id = %(tenant)s
+                         AND h.euid = a.json_addl->'result'->>'hold_euid'))
+                   END AS hold_code,
+               a.json_addl->'result'->>'next_queue_key' AS next_queue_key,
                {ACTION_WORKER}
         FROM generic_instance a
         WHERE a.tenant_id = %(tenant)s AND a.type = 'execution_queue' AND NOT a.is_deleted

@@ -72,14 +72,19 @@ def _rows(found: list[dict]) -> list[dict]:
     alone read as if they had released the hold of their own accord)."""
     rows = []
     for r in services.named_actions(found):
-        what = r["what"] or r["action_key"]
-        if r["action_key"] == "decide_approval" and r.get("approval_status") in DECIDED:
+        what, key, gated = r["what"] or r["action_key"], r["action_key"], r["gated_action_key"]
+        if key == "decide_approval" and r.get("approval_status") in DECIDED:
             what = DECIDED[r["approval_status"]]  # which way it went, as the record sealed
         asked = person(r["asked_by"], {r["asked_by"]: r["asker"]})
+        if gated and (asked or key in ("request_approval", "cancel_approval")):
+            what += f": {(action_name(gated) or gated).lower()}"  # what was asked for
         if asked:
-            gated = r["gated_action_key"]
-            what += (f": {(action_name(gated) or gated).lower()}" if gated else "") + \
-                f", asked by {asked}"
+            what += f", asked by {asked}"
+        if key == "place_execution_hold" and r.get("hold_code"):
+            what += f" ({r['hold_code']})"
+        if key == "complete_queue_execution":
+            what += f", sent to {r['next_queue_key']}" if r.get("next_queue_key") else \
+                ", finished" if r.get("state_after") == "COMPLETED" else ""
         rows.append({**r, "who": person(r["executed_by"], {r["executed_by"]: r["who"]}),
                      "what": what, "asked_by": asked})
     return rows
