@@ -645,5 +645,9 @@ def test_a_day_given_to_export_evidence_is_a_day_of_the_labs_zone(settings):
 
     settings.TIME_ZONE = "Europe/Berlin"
     assert _instant("2026-11-27", "since") == datetime(2026, 11, 26, 23, 0, tzinfo=UTC)
-    assert _instant("2026-07-01", "until") == datetime(2026, 6, 30, 22, 0, tzinfo=UTC)
+    # a day given as --until is included whole, as Activity's To (--since D --until D was
+    # refused as an empty period)
+    assert _instant("2026-07-01", "until") == datetime(2026, 7, 1, 22, 0, tzinfo=UTC)
+    assert _instant("2026-07-01T00:00:00+02:00", "until") == datetime(2026, 6, 30, 22, 0,
+                                                                      tzinfo=UTC)
     assert _instant("2026-11-27T08:00:00Z", "since") == datetime(2026, 11, 27, 8, tzinfo=UTC)

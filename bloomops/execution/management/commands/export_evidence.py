@@ -1,4 +1,4 @@
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -13,12 +13,14 @@ from bloomops.execution.exports import export_evidence_set, refuse_unless_allowe
 
 
 def _instant(text: str, name: str) -> datetime:
-    """A day (its start in the lab's time zone, BLOOMOPS_TIME_ZONE: a command has no reader's
-    zone, as the Activity screen has) or an instant with its zone: a zoneless time would be
-    read in whichever zone the machine has."""
+    """A day in the lab's time zone (BLOOMOPS_TIME_ZONE: a command has no reader's zone, as
+    the Activity screen has), whole: --since from its start, --until to its end, as Activity's
+    From and To read a day (--since D --until D was refused as empty); or an instant with
+    its zone: a zoneless time would be read in whichever zone the machine has."""
     try:
         if len(text) == 10:
-            return datetime.combine(date.fromisoformat(text), datetime.min.time(),
+            day = date.fromisoformat(text) + timedelta(days=1 if name == "until" else 0)
+            return datetime.combine(day, datetime.min.time(),
                                     ZoneInfo(settings.TIME_ZONE)).astimezone(UTC)
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -43,8 +45,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--since", required=True, help=(
             "a day (from its start in BLOOMOPS_TIME_ZONE) or an instant with its zone"))
-        parser.add_argument("--until", required=True,
-                            help="a day or an instant, as --since (not included)")
+        parser.add_argument("--until", required=True, help=(
+            "a day (to its end, included) or an instant with its zone (not included)"))
         parser.add_argument("--queue", default=None, help="only actions in this queue")
         parser.add_argument("--out", required=True, help="a new or empty directory")
         parser.add_argument("--as", dest="username", required=True,
