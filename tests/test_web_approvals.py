@@ -699,3 +699,11 @@ def test_a_request_that_expired_says_when_among_the_recent(client, desk, setting
     recent = html[html.index('id="approvals-recent"'):]
     row = recent.split(f'data-approval="{asked["approval_euid"]}"')[1].split("</tr>")[0]
     assert "EXPIRED" in row and "none: expired undecided" in row
+
+
+def test_the_dashboard_puts_the_requests_waiting_before_the_charts(client, desk):
+    """On a tablet QA scrolled past every chart to find the request waiting on them."""
+    request_release(desk["ann_actor"], desk["subject"], desk["hold"])
+    html = signed_in(client, desk["bob"]).get("/").content.decode()
+    assert html.index('id="approvals-panel"') < html.index('id="history"')
+    assert html.index('id="queue-table"') < html.index('id="approvals-panel"')
