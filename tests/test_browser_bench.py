@@ -381,3 +381,43 @@ def test_a_due_time_moves_on_while_my_work_stays_open(browser, site):
     page.clock.run_for("01:00:00")
     expect(due).to_have_text("in 2 h")
     page.context.close()
+
+
+def test_a_scan_while_a_result_has_the_focus_completes_nothing(browser, site):
+    """Pass tapped, then the next tube scanned (its label typed and Enter): the Complete form
+    was sent, and an item nobody meant to complete moved on."""
+    page, card, euid = _qc_card_claimed(browser, site, "qcs", "Extract scanned over")
+    card.get_by_label("RIN").fill("7,2")
+    card.get_by_role("radio", name="Pass").check()
+    card.get_by_role("radio", name="Pass").focus()
+    page.keyboard.type("Z-MX-NEXT")
+    page.keyboard.press("Enter")
+    card.get_by_label("RIN").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(500)
+    assert [lease["subject_euid"] for lease in selectors.leases(status="ACTIVE")] == [euid]
+    expect(page.locator(".messages")).not_to_contain_text("Completed")
+    page.context.close()
+
+
+def test_results_typed_outlive_a_lost_send_and_go_once_recorded(browser, site):
+    """Complete sent while the Wi-Fi had no route: the browser's error page, and Back showed
+    the card with every result gone (the tab forgot them as the form left). They are kept
+    until the claim is no longer held."""
+    page, card, euid = _qc_card_claimed(browser, site, "qcn", "Extract on bad Wi-Fi")
+    card.get_by_label("RIN").fill("8,1")
+    card.get_by_role("radio", name="Pass").check()
+    page.route("**/complete/", lambda route: route.abort("internetdisconnected"))
+    card.get_by_role("button", name="Complete").click()
+    page.wait_for_timeout(500)
+    page.unroute("**/complete/")
+    page.goto(f"{site}/my-work/")
+    card = page.locator(f'#my-leases [data-euid="{euid}"]')
+    expect(card.get_by_label("RIN")).to_have_value("8,1")
+    expect(card.get_by_role("radio", name="Pass")).to_be_checked()
+    card.get_by_role("button", name="Complete").click()
+    expect(page.locator(".messages")).to_contain_text("(recorded RIN 8.1, QC pass)")
+    # recorded, the claim no longer held: the tab forgets what was typed for it
+    page.wait_for_function("() => !Object.keys(sessionStorage).some("
+                           "k => k.startsWith('bloomops-typed|'))", timeout=5000)
+    page.context.close()

@@ -1,9 +1,12 @@
 // My work: a barcode scanner types into whatever has focus and presses Enter. In a failure's
 // or a release's words that Enter sent the form (a release, or a failure "Z-MX-2K9", that
-// nobody chose): those forms are sent by their button only.
+// nobody chose).
+// A scan while a result was focused (a QC's Pass just tapped) sent the Complete form too: an
+// item completed and moved on that nobody meant to. Every form of a card is sent by its
+// button alone.
 document.addEventListener("keydown", function (event) {
   if (event.key === "Enter" && event.target.tagName === "INPUT" &&
-      event.target.closest(".work-item form.stacked")) event.preventDefault();
+      event.target.closest(".work-item form")) event.preventDefault();
 });
 
 // My work on a tablet whose Wi-Fi dropped: a form sent then left the browser's "site can't be
@@ -894,7 +897,24 @@ document.addEventListener("click", function (event) {
     try { window.sessionStorage.setItem(key(field), field.value); } catch (e) { /* off */ }
   });
 
+  // a claim no longer held (completed, failed, released, ended): what was typed for it is
+  // given up; one still held keeps it, whatever became of the form sent (the network lost
+  // it, a sign-in came between), and the card is filled again
+  function forget() {
+    var held = document.getElementById("my-work-held");
+    if (!held) return;
+    var leases = held.dataset.held ? held.dataset.held.split(",") : [];
+    try {
+      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
+        var k = window.sessionStorage.key(i);
+        if (k && k.indexOf("bloomops-typed|") === 0 &&
+            leases.indexOf(k.split("|")[1]) < 0) window.sessionStorage.removeItem(k);
+      }
+    } catch (e) { /* storage off: nothing kept */ }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    forget();
     var filled = {};
     results(document).forEach(function (field) {
       if ((field.type === "radio" && field.checked) || (field.type !== "radio" && field.value)) {
@@ -911,16 +931,4 @@ document.addEventListener("click", function (event) {
     });
   });
 
-  // sent: its words are the server's now (recorded, or given back by a refusal)
-  // (once every listener has had it: a confirmation asked first holds the send back)
-  document.addEventListener("submit", function (event) {
-    var form = event.target;
-    if (!form.matches(".work-item form.complete")) return;
-    window.setTimeout(function () {
-      if (event.defaultPrevented) return;
-      results(form).forEach(function (field) {
-        try { window.sessionStorage.removeItem(key(field)); } catch (e) { /* off */ }
-      });
-    }, 0);
-  });
 })();

@@ -200,6 +200,10 @@ def my_work(request: HttpRequest) -> HttpResponse:
         "items": [] if gone else focused or items,
         "gone": gone,
         "still_held": len(items),
+        # every claim the person holds, whichever one is shown: results typed for a claim
+        # not among them are given up by the tab (bloomops.js); kept until then, a form lost
+        # to the network or a sign-in is filled again
+        "held_leases": ",".join(i["euid"] for i in items),
         "focused": bool(focused),
         "others": len(items) - len(focused) if focused else 0,
         "lost_focus": lost_focus,
