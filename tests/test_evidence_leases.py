@@ -190,3 +190,34 @@ def test_an_expiry_or_renewal_is_found_by_its_subject_and_in_a_periods_export(le
     for euid in two:
         assert "expire_queue_lease" in [
             a["action_key"] for a in selectors.activity(subject_euids=[euid])]
+
+
+def test_an_expiry_names_its_subject_by_lineage_not_by_the_leases_copy(leased, client, users):
+    """A lease whose copy named another subject (another writer's, or "BLOOM/42") was
+    expired: the record sealed the copy's subject, a period's export held the wrong bundle,
+    and Activity answered 500 on a name no subject page can have."""
+    from bloomops.execution import selectors
+    from bloomops.execution.envelope import ts
+    from bloomops.execution.selectors.evidence import subjects_acted_on
+
+    other = make_subject("q1", name="not the leased one")
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,subject_lookup_euid}', to_jsonb(%s::text)) WHERE euid = %s""",
+            [other, leased["lease"]])
+    start = ts(clock.now())
+    clock.advance(60)
+    act("expire_queue_lease", actor("admin", username="adm"), lease_euid=leased["lease"],
+        payload={"reason": "instrument crashed"})
+    clock.advance(1)
+    assert subjects_acted_on(start, ts(clock.now())) == [leased["subject"]]
+    assert "expire_queue_lease" not in [a["action_key"] for a in selectors.activity(
+        subject_euids=[other])]
+    # a sweep of a lease whose copy is another writer's text: named by lineage too
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
+        '{properties,subject_lookup_euid}', '"BLOOM/42"') WHERE euid = %s""",
+            [claim(leased["svc"], leased["worker"])["lease_euid"]])
+    clock.advance(7200)
+    swept = act("expire_queue_lease", actor("admin", username="adm"))
+    assert "BLOOM/42" not in swept["subject_euids"]
+    page = signed_in(client, users["operator"]).get("/activity/?housekeeping=1")
+    assert page.status_code == 200

@@ -144,13 +144,15 @@ WORKER_ACTIVE_LEASE_COUNT = (
 LEASES_PAST_EXPIRY = f"""
     SELECT x.uid, x.euid, x.name, x.template_uid, x.type, x.subtype, x.json_addl,
            x.created_dt,
-           (SELECT s.uid FROM generic_instance_lineage l
-            JOIN generic_instance s ON s.uid = l.parent_instance_uid
-                 AND s.tenant_id = %(tenant)s
-            WHERE l.child_instance_uid = x.uid AND NOT l.is_deleted
-              AND l.relationship_type = 'execution_subject_lease'
-            ORDER BY l.uid LIMIT 1) AS subject_uid
+           ls.uid AS subject_uid, ls.euid AS subject_euid
     FROM generic_instance x
+    LEFT JOIN LATERAL (
+        SELECT s.uid, s.euid FROM generic_instance_lineage l
+        JOIN generic_instance s ON s.uid = l.parent_instance_uid
+             AND s.tenant_id = %(tenant)s
+        WHERE l.child_instance_uid = x.uid AND NOT l.is_deleted
+          AND l.relationship_type = 'execution_subject_lease'
+        ORDER BY l.uid LIMIT 1) ls ON true
     WHERE x.tenant_id = %(tenant)s AND NOT x.is_deleted AND x.type = 'execution'
       AND x.subtype = 'queue_lease' AND {lease_past_expiry()}
     ORDER BY x.uid FOR NO KEY UPDATE OF x SKIP LOCKED"""

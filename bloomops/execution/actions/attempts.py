@@ -112,8 +112,13 @@ class RenewQueueLease(Handler):
             ctx.related_uids.append(ctx.leased_subject.uid)
         ctx.result.update(lease_euid=lease.euid, worker_euid=worker.euid,
                           expires_at=props["expires_at"],
-                          subject_euid=props.get("subject_lookup_euid"),
-                          queue_key=props.get("queue_lookup_key"))
+                          # by lineage, never the lease's copy (RULES.md#leases)
+                          subject_euid=ctx.leased_subject.euid if ctx.leased_subject else None,
+                          queue_key=_text_or_none(props.get("queue_lookup_key")))
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class LeaseAction(Handler):

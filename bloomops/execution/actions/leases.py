@@ -55,11 +55,15 @@ class ExpireQueueLease(Handler):
             assert lease is not None
             subjects = [subject.uid] if subject else []
             leases = [lease] if lease.props.get("status") == "ACTIVE" else []
+            named = [subject.euid if subject else None]
             reason = "FORCED_EXPIRY: " + ctx.payload["reason"].strip()
         else:
             rows = fetch_all(LEASES_PAST_EXPIRY, {"tenant": ctx.tenant, "now": ctx.now_ts})
-            leases = [Obj(**{k: v for k, v in r.items() if k != "subject_uid"}) for r in rows]
+            leases = [Obj(**{k: v for k, v in r.items() if k not in ("subject_uid",
+                                                                      "subject_euid")})
+                      for r in rows]
             subjects = [r["subject_uid"] for r in rows if r["subject_uid"]]
+            named = [r["subject_euid"] for r in rows]
             reason = "HEARTBEAT_TIMEOUT"
         if not leases:
             ctx.noop = True
@@ -72,12 +76,13 @@ class ExpireQueueLease(Handler):
         ctx.target = leases[0]
         ctx.lease = leases[0] if len(leases) == 1 else None
         # the subjects whose claims ended, by name: an auditor's "every action on sample X"
-        # and a period's export find the expiry (its lineage alone was not searched)
-        named = [lease.props.get("subject_lookup_euid") for lease in leases]
-        one = leases[0].props if len(leases) == 1 else {}
+        # and a period's export find the expiry (its lineage alone was not searched); named
+        # by lineage, which decides, never by the lease's copy (RULES.md#leases)
+        named = [e for e in named if e]
+        queue = leases[0].props.get("queue_lookup_key") if len(leases) == 1 else None
         ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],
                           expired_count=len(leases),
                           lease_euid=leases[0].euid if len(leases) == 1 else None,
-                          subject_euids=[e for e in named if isinstance(e, str) and e],
-                          subject_euid=one.get("subject_lookup_euid"),
-                          queue_key=one.get("queue_lookup_key"))
+                          subject_euids=named,
+                          subject_euid=named[0] if len(leases) == 1 and named else None,
+                          queue_key=queue if isinstance(queue, str) else None)

@@ -47,11 +47,12 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
                a.json_addl->'result'->>'approval_status' AS approval_status,
                -- what the record's words leave out: a hold's code (QC_FAIL needs a second
                -- person to end, AWAITING_INFORMATION not), where a completion sent the item
-               CASE WHEN a.subtype = 'place_execution_hold' THEN coalesce(
-                   a.json_addl->'captured_data'->>'hold_code', (
+               -- (the code as the hold keeps it, "qc_fail" typed is QC_FAIL)
+               CASE WHEN a.subtype = 'place_execution_hold' THEN coalesce((
                        SELECT h.json_addl->'properties'->>'hold_code'
                        FROM generic_instance h WHERE h.tenant_id = %(tenant)s
-                         AND h.euid = a.json_addl->'result'->>'hold_euid'))
+                         AND h.euid = a.json_addl->'result'->>'hold_euid'),
+                   upper(btrim(a.json_addl->'captured_data'->>'hold_code')))
                    END AS hold_code,
                a.json_addl->'result'->>'next_queue_key' AS next_queue_key,
                {ACTION_WORKER}
@@ -65,8 +66,10 @@ def activity(*, tenant: str | None = None, people: list[str] | None = None,
           AND (%(queue)s::text IS NULL OR a.json_addl->>'queue_lookup_key' = %(queue)s)
           AND (%(subjects)s::text[] IS NULL
                OR a.json_addl->>'subject_lookup_euid' = ANY(%(subjects)s::text[])
-               -- a sweep names each subject whose claim it ended
-               OR a.json_addl->'result'->'subject_euids' ?| %(subjects)s::text[])
+               -- a sweep names each subject whose claim it ended (a list: as a period's
+               -- export reads it, selectors.evidence.subjects_acted_on)
+               OR (jsonb_typeof(a.json_addl->'result'->'subject_euids') = 'array'
+                   AND a.json_addl->'result'->'subject_euids' ?| %(subjects)s::text[]))
           AND NOT a.subtype = ANY(%(leave_out)s::text[])
           AND (%(since)s::text IS NULL OR {EXECUTED_AT} >= %(since)s)
           AND (%(until)s::text IS NULL OR {EXECUTED_AT} < %(until)s)
