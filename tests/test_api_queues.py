@@ -153,3 +153,14 @@ def test_a_queue_opened_to_every_worker_is_said_to_the_caller(tenant, users):
                         required_worker_capabilities=[], reason="open")) != []
     assert said(api.act("update-queue", queue_key="robot_c", expected_revision=2,
                         lease_ttl_seconds=1200, reason="slower")) == []
+
+
+def test_replacing_an_open_queue_does_not_say_it_was_opened(tenant, users):
+    """A replacement of a queue already open to every worker warned that it had been
+    opened, as a new queue is; apply_queues said nothing of the same step."""
+    api = api_for(users["admin"])
+    api.act("create-queue", queue_key="open_r", subject_template_codes=[SPECIMEN], reason="n")
+    r = api.act("replace-queue", queue_key="open_r", expected_revision=1,
+                new_queue_key="open_r2", subject_template_codes=[SPECIMEN], reason="renamed")
+    assert r.status_code == 200, r.content
+    assert not [w for w in r.json().get("warnings") or [] if "every worker may take" in w]

@@ -5,6 +5,7 @@ the scientist as rostered before they ever sign in."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from bloomops.accounts.models import PersonProfile, ProfileChange
 from bloomops.execution.context import Actor
@@ -140,4 +141,29 @@ def test_taking_the_bench_role_alone_names_that_alone(browser, site):  # noqa: F
     said = page.locator("#confirm-dialog").inner_text()
     assert "Taking their bench role stops them claiming work." in said
     assert "sign-in" not in said and "{" not in said
+    page.context.close()
+
+
+def test_an_operators_and_an_admins_save_say_only_what_applies(browser, site):  # noqa: F811
+    """An operator's unticked sign-in read "... ends their sessions now.{bench}"; every Save
+    of an admin's page asked whether to take a bench role they do not have."""
+    from django.contrib.auth.models import Group, User
+
+    qa = User.objects.create_user("qa-lead2", password="not-used-here-1")
+    qa.groups.add(Group.objects.get(name="operator"))
+    page = signed_in(browser, site, "admin")
+    page.goto(f"{site}/people/qa-lead2/")
+    page.get_by_label("Reason").fill("left the lab")
+    page.get_by_label("May sign in").uncheck()
+    page.get_by_role("button", name="Save").click()
+    said = page.locator("#confirm-dialog").inner_text()
+    assert "Taking their sign-in ends their sessions now." in said and "{" not in said
+    page.get_by_role("button", name="Go back").click()
+    page.goto(f"{site}/people/admin/")
+    page.get_by_label("Reason").fill("a note")
+    page.get_by_label("Use the lab-wide default profile").uncheck()
+    page.get_by_label("Lease limit").fill("4")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".messages")).to_contain_text("changed")
+    expect(page.locator("#confirm-dialog")).to_be_hidden()
     page.context.close()

@@ -382,4 +382,4 @@ class ReplaceQueue(Handler):
             queue_key=fields["queue_key"], queue_euid=new.euid, revision=revision,
             retired_queue_euid=old.euid, retired_queue_key=before.get("queue_key"),
             changes=changes)
-        _warn_of_flow(ctx, new.props)
+        _warn_of_flow(ctx, new.props, before)
