@@ -31,6 +31,8 @@ def test_the_page_warns_before_an_idle_sign_out_and_staying_keeps_the_session(
     expect(warning).to_contain_text("You will be signed out in")
     stay = page.get_by_role("button", name="Stay signed in")
     expect(stay).to_be_focused()
+    # before the sign-out there is nothing to sign in again to (it showed beside Stay)
+    expect(page.get_by_role("link", name="Sign in again")).to_be_hidden()
     stay.click()
     expect(warning).to_be_hidden()
     page.wait_for_timeout((IDLE - 3) * 1000)  # past the first deadline, not the new one
@@ -44,6 +46,8 @@ def test_the_page_warns_before_an_idle_sign_out_and_staying_keeps_the_session(
     expect(warning).to_contain_text("You were signed out after 8 s without activity",
                                     timeout=(IDLE + 3) * 1000)
     assert page.get_by_label(re.compile("Scan or type")).input_value() == "Z-MX-1"
+    # ... and offers signing in, not a framed "Stay signed in" that did nothing any more
+    expect(stay).to_be_hidden()
     page.get_by_role("link", name="Sign in again").click()
     expect(page.locator(".messages")).to_contain_text("You were signed out after")
     page.context.close()
