@@ -355,6 +355,25 @@ def test_failure_kinds_are_words_and_cancel_is_not_a_bench_choice(client, lab, r
     assert f"/leases/{lease}/fail/" in html
 
 
+def test_a_failure_asks_its_kind_and_takes_none_by_default(client, lab):
+    """The kind started at "Try again later": a hurried Yes sent a cracked tube back to be
+    tried again. None is chosen until the person chooses, and one sent without is refused."""
+    euid = make_subject("q1")
+    person = signed_in(client, lab["worker_human"])
+    lease = claim(person, euid)
+    page = person.get("/my-work/")
+    html = page.content.decode()
+    assert options(html, "error_class")[0] == ""
+    select = re.search(r'<select[^>]*name="error_class"[^>]*>', html).group(0)
+    assert "required" in select
+    before = counts()
+    response = person.post(f"/leases/{lease}/fail/", form_for(
+        page, f"/leases/{lease}/fail/", error_class="", error_message="tube cracked"))
+    assert said(response)[0] == ("Choose what kind of failure it was: whether the item is"
+                                 " tried again depends on it.")
+    assert counts() == before and envelope(euid)["state"] == "READY"
+
+
 def test_a_person_forging_a_cancel_through_fail_gets_403_and_nothing_is_written(client, lab):
     euid = make_subject("q1")
     sci = signed_in(client, lab["worker_human"])

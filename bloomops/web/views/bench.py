@@ -377,6 +377,11 @@ def fail_lease(request: HttpRequest, lease_euid: str) -> HttpResponse:
         # item, attempts.require_why: a service's transient one may come bare).
         return answer(request, _refuse_blank_failure, lambda r: "", reverse("my_work"),
                       refused_to=item_view(lease_euid))
+    if not payload["error_class"]:
+        # the form offers no kind until one is chosen: "try again later", first in the list,
+        # sent a cracked tube back to be tried again under a hurried Yes
+        return answer(request, _refuse_no_kind, lambda r: "", reverse("my_work"),
+                      refused_to=item_view(lease_euid))
     return _lease_action(
         request, lease_euid, "fail_queue_execution", {k: v for k, v in payload.items() if v},
         lambda r: f"Recorded the failure of {services.item_called(r)}:"
@@ -402,6 +407,11 @@ def _refuse_no_choice(post, lease_euid: str) -> ActionResult:
                           " flow) before completing it.", field="next_queue_key")
     problems.raise_any()
     raise AssertionError("unreachable: the choice is always missing here")
+
+
+def _refuse_no_kind() -> ActionResult:
+    raise ActionError("VALIDATION_ERROR", "Choose what kind of failure it was: whether the"
+                      " item is tried again depends on it.", field="error_class")
 
 
 def _refuse_blank_failure() -> ActionResult:
