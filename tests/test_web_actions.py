@@ -95,6 +95,29 @@ def test_claim_a_row_from_the_queue_page(client, lab):
     response = client.post(f"/subjects/{chosen}/claim/", data)
     assert f"Claimed chosen ({chosen}) from Queue one (q1)." in said(response)
     assert [x["subject_euid"] for x in active_leases(lab["worker_human"])] == [chosen]
+    # to its work view, as Claim next goes (the My work list, where a tap on another
+    # card's button was one slip away)
+    lease = active_leases(lab["worker_human"])[0]["euid"]
+    assert response["Location"] == f"/my-work/?item={lease}"
+
+
+def test_a_row_claim_lost_to_another_says_who_has_it_and_stays_on_the_queue(client, lab):
+    """Two scientists tapped Claim on one row: the loser landed on My work under "Leased by
+    worker Z-AX-80 until 2026-11-27T14:10:30.556517Z"."""
+    from tests.engine import SERVICE, claim, register
+
+    euid = make_subject("q1", name="raced for")
+    client = signed_in(client, lab["worker_human"])
+    data = form_for(client.get("/queues/q1/"), f"/subjects/{euid}/claim/")
+    svc = actor(*SERVICE)
+    claim(svc, register(svc, capabilities=["wetlab.extraction"], display_name="Robot arm 2"),
+          "q1")
+    response = client.post(f"/subjects/{euid}/claim/", data)
+    assert response["Location"] == "/queues/q1/"
+    [words] = [m for m in said(response) if m.startswith("Not claimable")]
+    assert "Robot arm 2 is working on it; their claim ends in " in words
+    assert "Z-AX-" not in words and not re.search(r"\d{4}-\d\d-\d\dT", words)
+    assert active_leases(lab["worker_human"]) == []
 
 
 def test_a_strict_queue_offers_a_claim_only_at_its_head_and_names_it(client, lab):

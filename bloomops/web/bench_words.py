@@ -216,6 +216,18 @@ def scan_reasons(diagnostics: Any, mine: str | None = None) -> list[dict[str, An
     return out
 
 
+def reasons_said(reasons: list[dict[str, Any]]) -> str:
+    """``scan_reasons`` as one sentence, for a message: each time as a person reads it ("in
+    9 min (14:10 UTC)"), never an EUID or a raw instant."""
+    from bloomops.web.timewords import relative
+
+    def said(r: dict[str, Any]) -> str:
+        moment = parse_ts_or_none(r.get("when"))
+        return r["text"] + (f" {relative(moment)} ({local_clock(moment)})" if moment else "")
+
+    return "; ".join(said(r) for r in reasons) + "."
+
+
 def told_apart(subject: dict[str, Any]) -> str:
     """One of several subjects a label means, as a person tells them apart: "Z-MX-2 (Tube 7,
     READY in extraction, sfo, registered 12 Nov 09:14 UTC)"."""

@@ -174,6 +174,9 @@ def queue_detail(request: HttpRequest, queue_key: str) -> HttpResponse:
             _mark_after_head(queue, rows)
         table = QueueItemsTable(data, exclude=exclude)
     table.paginate(page=page, per_page=PER_PAGE)
+    # a row's Claim comes back here when refused (its form's "next"): without the request
+    # the column's template had none, and a race lost landed on My work
+    table.request = request
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "web/queue_detail.html", {

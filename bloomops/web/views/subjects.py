@@ -29,13 +29,15 @@ from bloomops.execution.selectors.lookup import SUGGESTED
 from bloomops.execution.states import OUTSIDE_STATES
 from bloomops.execution.verification import subject_chain_breaks
 from bloomops.tapdb.tenancy import tenant_of
-from bloomops.web import services
+from bloomops.web import bench_words, services
 from bloomops.web.evidence_readable import readable
 from bloomops.web.offers import gated_controls, subject_states
 from bloomops.web.views.approvals import offer_approval, take_offer
+from bloomops.web.views.bench import item_view
 from bloomops.web.views.common import (
     answer,
     as_human,
+    back_url,
     forbidden,
     guards,
     is_human,
@@ -211,11 +213,27 @@ def _releasable_one_by_one(request: HttpRequest, diag) -> dict[str, bool]:
 
 @require_POST
 def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
+    """A queue row's Claim: to the item's work view, as Claim next; refused, back on the
+    queue with why in the bench's words (a race lost read "Leased by worker Z-AX-80 until
+    2026-11-27T14:10:30Z" on My work)."""
     def run() -> ActionResult:
-        return as_human(request, "claim_queue_item", subject_euid=euid, **guards(request))
+        try:
+            return as_human(request, "claim_queue_item", subject_euid=euid, **guards(request))
+        except ActionError as err:
+            diag = selectors.subject_diagnostics(
+                euid, worker_euid=services.my_worker_euid(request.user)) \
+                if err.code == "NOT_VISIBLE" else None
+            reasons = bench_words.scan_reasons(diag, services.my_worker_euid(request.user)) \
+                if diag is not None else []
+            if not reasons:
+                raise
+            raise ActionError(err.code, "Not claimable: " + bench_words.reasons_said(reasons),
+                              **err.details) from None
 
     return answer(request, run, lambda r: f"Claimed {services.item_called(r)} from"
-                  f" {services.queue_said(r['queue_key'])}.", reverse("my_work"))
+                  f" {services.queue_said(r['queue_key'])}.", reverse("my_work"),
+                  goto=lambda r: item_view(r["lease_euid"]),
+                  refused_to=back_url(request, reverse("my_work")))
 
 
 def _no_code_chosen() -> str:
