@@ -242,6 +242,8 @@ def test_at_the_limit_a_scan_still_says_what_it_found_first(client, lab, setting
     html = unknown.content.decode()
     assert unknown.status_code == 404 and "No subject has this EUID or name." in html
     assert "Not claimed: <code>Specimen 9999</code>" in html
+    # nothing to wait for: no subject to scan again once its reason is resolved
+    assert "once the reason is resolved" not in html and "Scan the next item." in html
     again = client.post("/scan/", scan_form(client, "échantillon µ-7"), **HTMX).content.decode()
     assert "Already yours" in again and "Act on it in My work, or scan the next item." in again
     assert "once the reason is resolved" not in again  # nothing to resolve: it is theirs
