@@ -417,7 +417,10 @@ def test_results_typed_outlive_a_lost_send_and_go_once_recorded(browser, site):
     expect(card.get_by_role("radio", name="Pass")).to_be_checked()
     card.get_by_role("button", name="Complete").click()
     expect(page.locator(".messages")).to_contain_text("(recorded RIN 8.1, QC pass)")
-    # recorded, the claim no longer held: the tab forgets what was typed for it
+    # recorded, the claim no longer held: the tab forgets what was typed for it (once the
+    # page's scripts have run: the banner is there before them, and a loaded machine is slow)
+    page.wait_for_load_state("load")
+    expect(page.locator("#my-work-held")).to_have_attribute("data-held", "")
     page.wait_for_function("() => !Object.keys(sessionStorage).some("
-                           "k => k.startsWith('bloomops-typed|'))", timeout=5000)
+                           "k => k.startsWith('bloomops-typed|'))", timeout=15000)
     page.context.close()

@@ -321,6 +321,13 @@ def test_the_list_of_scans_outlives_a_reload_but_not_the_sign_in(browser, site):
     assert page.locator("#scan-history").is_visible()
     assert page.locator("#scan-log li.log-refusal").inner_text().endswith(UNKNOWN)
     assert euid in page.locator("#scan-log li.log-claimed").inner_text()
+    # an earlier claim is one tap from its work (the list was plain text), kept so too
+    claimed = page.locator("#scan-log li.log-claimed a")
+    expect(claimed).to_have_attribute("href", re.compile(r"^/my-work/\?item=Z-"))
+    claimed.click()
+    expect(page).to_have_url(re.compile(r"/my-work/\?item=Z-"))
+    page.go_back()
+    focused(page)
     # the same tab, signed in again (the session ended): the list was the last sign-in's
     page.context.clear_cookies(name="sessionid")
     page.goto(f"{site}/accounts/login/?next=/scan/")

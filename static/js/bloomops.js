@@ -194,10 +194,19 @@ document.addEventListener("click", function (event) {
     var log = document.getElementById("scan-log");
     return log && log.dataset.key ? LOG_PREFIX + log.dataset.key : null;
   }
-  function logItem(log, kind, text) {
+  // each entry leads where its outcome did (the claim's work view, the refused item's page):
+  // a list of plain text could not be tapped to act on an earlier claim
+  function logItem(log, kind, text, href) {
     var item = document.createElement("li");
     item.className = "log-" + kind;
-    item.textContent = text;
+    if (href && /^\/[^\/]/.test(href)) {
+      var link = document.createElement("a");
+      link.href = href;
+      link.textContent = text;
+      item.append(link);
+    } else {
+      item.textContent = text;
+    }
     log.prepend(item);
     while (log.children.length > 10) log.lastElementChild.remove();
     log.parentElement.hidden = false;
@@ -206,7 +215,9 @@ document.addEventListener("click", function (event) {
     var key = logKey();
     if (!key) return;
     var items = Array.from(log.children, function (li) {
-      return {kind: li.className.replace(/^log-/, ""), text: li.textContent};
+      var link = li.querySelector("a");
+      return {kind: li.className.replace(/^log-/, ""), text: li.textContent,
+              href: link ? link.getAttribute("href") : null};
     });
     try {
       // only this sign-in's list is kept: an earlier one's in this tab is dropped
@@ -226,7 +237,8 @@ document.addEventListener("click", function (event) {
     if (!Array.isArray(items)) return;
     items.slice(0, 10).reverse().forEach(function (entry) {
       if (entry && typeof entry.text === "string" && /^(claimed|refusal)$/.test(entry.kind)) {
-        logItem(log, entry.kind, entry.text);
+        logItem(log, entry.kind, entry.text,
+                typeof entry.href === "string" ? entry.href : null);
       }
     });
   }
@@ -239,7 +251,9 @@ document.addEventListener("click", function (event) {
     if (!heading || !log || logged.has(result)) return;
     logged.add(result);
     // read from the heading: the section's own attributes may still be the last answer's
-    logItem(log, heading.getAttribute("data-outcome") || "refusal", heading.textContent.trim());
+    var lead = result.querySelector('a.button[href*="item="], a[href^="/subjects/"]');
+    logItem(log, heading.getAttribute("data-outcome") || "refusal", heading.textContent.trim(),
+            lead ? lead.getAttribute("href") : null);
     saveLog(log);
   }
 
