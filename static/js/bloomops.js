@@ -221,10 +221,11 @@ document.addEventListener("click", function (event) {
     });
     try {
       // only this sign-in's list is kept: an earlier one's in this tab is dropped
-      for (var i = sessionStorage.length - 1; i >= 0; i--) {
-        var k = sessionStorage.key(i);
+      var keys = [];  // first: a removal reorders the rest
+      for (var i = 0; i < sessionStorage.length; i++) keys.push(sessionStorage.key(i));
+      keys.forEach(function (k) {
         if (k && k.indexOf(LOG_PREFIX) === 0 && k !== key) sessionStorage.removeItem(k);
-      }
+      });
       sessionStorage.setItem(key, JSON.stringify(items));
     } catch (e) { /* storage off or full: the list lasts as long as the page */ }
   }
@@ -919,11 +920,15 @@ document.addEventListener("click", function (event) {
     if (!held) return;
     var leases = held.dataset.held ? held.dataset.held.split(",") : [];
     try {
-      for (var i = window.sessionStorage.length - 1; i >= 0; i -= 1) {
-        var k = window.sessionStorage.key(i);
+      // the keys first: a removal reorders the rest (one of a card's two fields was kept)
+      var keys = [];
+      for (var i = 0; i < window.sessionStorage.length; i += 1) {
+        keys.push(window.sessionStorage.key(i));
+      }
+      keys.forEach(function (k) {
         if (k && k.indexOf("bloomops-typed|") === 0 &&
             leases.indexOf(k.split("|")[1]) < 0) window.sessionStorage.removeItem(k);
-      }
+      });
     } catch (e) { /* storage off: nothing kept */ }
   }
 
