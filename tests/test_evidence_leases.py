@@ -201,8 +201,9 @@ def test_an_expiry_names_its_subject_by_lineage_not_by_the_leases_copy(leased, c
     from bloomops.execution.selectors.evidence import subjects_acted_on
 
     other = make_subject("q1", name="not the leased one")
-    execute("""UPDATE generic_instance SET json_addl = jsonb_set(json_addl,
-        '{properties,subject_lookup_euid}', to_jsonb(%s::text)) WHERE euid = %s""",
+    execute("""UPDATE generic_instance SET json_addl = jsonb_set(jsonb_set(json_addl,
+        '{properties,subject_lookup_euid}', to_jsonb(%s::text)),
+        '{properties,queue_lookup_key}', '{"x": 1}') WHERE euid = %s""",
             [other, leased["lease"]])
     start = ts(clock.now())
     clock.advance(60)
@@ -210,6 +211,10 @@ def test_an_expiry_names_its_subject_by_lineage_not_by_the_leases_copy(leased, c
         payload={"reason": "instrument crashed"})
     clock.advance(1)
     assert subjects_acted_on(start, ts(clock.now())) == [leased["subject"]]
+    # a copy's queue that is no text is not sealed as the record's queue (an object was)
+    [expired] = [a for a in selectors.activity(subject_euids=[leased["subject"]])
+                 if a["action_key"] == "expire_queue_lease"]
+    assert expired["queue_key"] == ""
     assert "expire_queue_lease" not in [a["action_key"] for a in selectors.activity(
         subject_euids=[other])]
     # a sweep of a lease whose copy is another writer's text: named by lineage too

@@ -45,9 +45,10 @@ def _queue_of(ctx: Context) -> str:
     return queue if isinstance(queue, str) else ""
 
 
-def _worker_name(ctx: Context) -> str:
-    name = ctx.worker.props.get("display_name") if ctx.worker else None
-    return name if isinstance(name, str) else ""
+def _text(value: object) -> str:
+    """A value a record keeps as text: another writer's lease or worker may hold anything in
+    the field a result copies (a record sealed an object as its queue)."""
+    return value if isinstance(value, str) else ""
 
 
 def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
@@ -64,13 +65,14 @@ def record_action(ctx: Context, scope: str, payload_hash: str) -> Obj:
         # an action on a lease names its subject in its result (a renewal, a forced expiry):
         # "every action on sample X" finds it (RULES.md#evidence)
         "subject_lookup_euid": ctx.subject.euid if ctx.subject else (
-            req.subject_euid or ctx.result.get("subject_euid") or ""),
+            req.subject_euid or _text(ctx.result.get("subject_euid"))),
         "worker_lookup_euid": ctx.worker.euid if ctx.worker else (req.worker_euid or ""),
         # the worker's name as it was (a later heartbeat may rename it): what an auditor
         # reads of this action, as executed_by_name keeps the person's
-        "worker_name": _worker_name(ctx),
+        "worker_name": _text(ctx.worker.props.get("display_name")) if ctx.worker else "",
         "lease_lookup_euid": ctx.result.get("lease_euid") or req.lease_euid or "",
-        "queue_lookup_key": ctx.result.get("queue_key") or req.queue_key or _queue_of(ctx),
+        "queue_lookup_key": _text(ctx.result.get("queue_key")) or req.queue_key
+        or _queue_of(ctx),
         "idempotency_key": req.idempotency_key,
         "idempotency_scope": scope,
         "payload_hash": payload_hash,

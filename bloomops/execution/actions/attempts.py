@@ -114,11 +114,7 @@ class RenewQueueLease(Handler):
                           expires_at=props["expires_at"],
                           # by lineage, never the lease's copy (RULES.md#leases)
                           subject_euid=ctx.leased_subject.euid if ctx.leased_subject else None,
-                          queue_key=_text_or_none(props.get("queue_lookup_key")))
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
+                          queue_key=props.get("queue_lookup_key"))
 
 
 class LeaseAction(Handler):

@@ -79,10 +79,9 @@ class ExpireQueueLease(Handler):
         # and a period's export find the expiry (its lineage alone was not searched); named
         # by lineage, which decides, never by the lease's copy (RULES.md#leases)
         named = [e for e in named if e]
-        queue = leases[0].props.get("queue_lookup_key") if len(leases) == 1 else None
+        one = len(leases) == 1
         ctx.result.update(expired_lease_euids=[lease.euid for lease in leases],
                           expired_count=len(leases),
-                          lease_euid=leases[0].euid if len(leases) == 1 else None,
-                          subject_euids=named,
-                          subject_euid=named[0] if len(leases) == 1 and named else None,
-                          queue_key=queue if isinstance(queue, str) else None)
+                          lease_euid=leases[0].euid if one else None,
+                          subject_euids=named, subject_euid=named[0] if one and named else None,
+                          queue_key=leases[0].props.get("queue_lookup_key") if one else None)
