@@ -322,16 +322,23 @@ def test_activity_names_who_asked_for_what_an_approval_decided(client, lab):
     assert "asked by Ann Asker (asker2)" in page
 
 
-def test_activity_says_which_way_a_decision_went(client, lab):
-    """Every decision read "Decide approval: ..., asked by ...": a rejection looked exactly
-    like an approval, in the page and in the spreadsheet an auditor is sent."""
+def _rejected_then_approved(asker: str, checker: str) -> str:
+    """A subject held for QC whose release Ann Asker asked for twice: Bob Checker rejected
+    the first request and approved the second. Its EUID."""
     from tests.approval_support import decide, integrity_held, person, request_release
 
-    ann = person("asker3", "operator", full_name="Ann Asker")
-    bob = person("checker3", "operator", full_name="Bob Checker")
+    ann = person(asker, "operator", full_name="Ann Asker")
+    bob = person(checker, "operator", full_name="Bob Checker")
     subject, hold = integrity_held(ann)
     decide(bob, request_release(ann, subject, hold)["approval_euid"], "REJECTED")
     decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    return subject
+
+
+def test_activity_says_which_way_a_decision_went(client, lab):
+    """Every decision read "Decide approval: ..., asked by ...": a rejection looked exactly
+    like an approval, in the page and in the spreadsheet an auditor is sent."""
+    subject = _rejected_then_approved("asker3", "checker3")
     client = signed_in(client, lab["operator"])
     head, *rows = _csv(client.get(f"/activity/export.csv?subject={subject}"))
     decided = [dict(zip(head, r, strict=True))["action"] for r in rows
@@ -345,13 +352,7 @@ def test_activity_says_which_way_a_decision_went(client, lab):
 def test_activity_finds_the_approvals_decided_one_way(client, lab):
     """QA asked for "every rejection this week": the Action filter offered "Decide approval"
     alone, approvals and rejections together."""
-    from tests.approval_support import decide, integrity_held, person, request_release
-
-    ann = person("asker4", "operator", full_name="Ann Asker")
-    bob = person("checker4", "operator", full_name="Bob Checker")
-    subject, hold = integrity_held(ann)
-    decide(bob, request_release(ann, subject, hold)["approval_euid"], "REJECTED")
-    decide(bob, request_release(ann, subject, hold)["approval_euid"])
+    subject = _rejected_then_approved("asker4", "checker4")
     client = signed_in(client, lab["operator"])
     page = client.get("/activity/").content.decode()
     for key, words in (("decide_approval:APPROVED", "Approved"),

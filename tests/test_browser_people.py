@@ -130,15 +130,21 @@ def test_taking_sign_in_away_names_what_the_person_still_holds_first(
     page.context.close()
 
 
+def _save_asks(page, url: str, username: str, box) -> str:
+    """What Save asks on ``username``'s page once ``box`` (on that page) is unticked."""
+    page.goto(f"{url}/people/{username}/")
+    page.get_by_label("Reason").fill("a change of duties")
+    box.uncheck()
+    page.get_by_role("button", name="Save").click()
+    return page.locator("#confirm-dialog").inner_text()
+
+
 def test_taking_the_bench_role_alone_names_that_alone(browser, site):  # noqa: F811
     """Unticking worker_human alone was confirmed with "Taking their sign-in ends their
     sessions now" beside it: the admin asked what else they had changed."""
     page = signed_in(browser, site, "admin")
-    page.goto(f"{site}/people/scientist/")
-    page.get_by_label("Reason").fill("moved to the office")
-    page.locator("input[name=roles][value=worker_human]").uncheck()
-    page.get_by_role("button", name="Save").click()
-    said = page.locator("#confirm-dialog").inner_text()
+    said = _save_asks(page, site, "scientist",
+                      page.locator("input[name=roles][value=worker_human]"))
     assert "Taking their bench role stops them claiming work." in said
     assert "sign-in" not in said and "{" not in said
     page.context.close()
@@ -152,11 +158,7 @@ def test_an_operators_and_an_admins_save_say_only_what_applies(browser, site):  
     qa = User.objects.create_user("qa-lead2", password="not-used-here-1")
     qa.groups.add(Group.objects.get(name="operator"))
     page = signed_in(browser, site, "admin")
-    page.goto(f"{site}/people/qa-lead2/")
-    page.get_by_label("Reason").fill("left the lab")
-    page.get_by_label("May sign in").uncheck()
-    page.get_by_role("button", name="Save").click()
-    said = page.locator("#confirm-dialog").inner_text()
+    said = _save_asks(page, site, "qa-lead2", page.get_by_label("May sign in"))
     assert "Taking their sign-in ends their sessions now." in said and "{" not in said
     page.get_by_role("button", name="Go back").click()
     page.goto(f"{site}/people/admin/")

@@ -16,7 +16,12 @@ from bloomops.execution import clock
 from bloomops.execution.approvals import effective_status
 from bloomops.execution.chain import CHAIN
 from bloomops.execution.context import action_name
-from bloomops.web.templatetags.approvals_ui import approval_status_words, terms
+from bloomops.web.templatetags.approvals_ui import (
+    DECIDED,
+    approval_status_words,
+    asked_for,
+    terms,
+)
 
 
 def _text(value: Any) -> str:
@@ -63,10 +68,6 @@ class Readable:
     outputs: list[dict[str, str]] = field(default_factory=list)
 
 
-# A decision's record, by which way it went (as Activity says it, web/views/activity.py).
-DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
-
-
 def _action(entry: dict[str, Any]) -> dict[str, str]:
     """A record as Activity reads it: a decision by which way it went and what it decided;
     an action a decision ran with whose request it was (the approver's name alone read as if
@@ -78,9 +79,8 @@ def _action(entry: dict[str, Any]) -> dict[str, str]:
     what = action_name(key) or "" if key else ""
     asked = _map(result.get("approval"))
     if key == "decide_approval" and _text(result.get("approval_status")) in DECIDED:
-        gated = _text(result.get("gated_action_key"))
-        what = DECIDED[_text(result["approval_status"])] + (
-            f": {(action_name(gated) or gated).lower()}" if gated else "")
+        what = DECIDED[_text(result["approval_status"])] + asked_for(
+            _text(result.get("gated_action_key")))
         asked = {"requested_by": result.get("requested_by"),
                  "approval_euid": result.get("approval_euid")}
     return {"euid": _text(entry.get("euid")), "when": _text(record.get("executed_at")),

@@ -138,7 +138,7 @@ FLOW_FIELDS = ("default_next_queue_key", "next_queue_keys", "subject_template_co
 OPENING_FIELDS = ("required_worker_capabilities", "manual_only")
 
 
-OPEN_QUEUE_SAID = ("it asks for no capability and is not manual-only: every worker may take"
+OPEN_QUEUE_SAID = ("It asks for no capability and is not manual-only: every worker may take"
                    " its items, service and instrument workers included (one without a"
                    " handler for its step gives the item back and stops). Name the"
                    " capabilities its work needs (required_worker_capabilities), or make it"
@@ -150,7 +150,7 @@ def open_queue_warning(before: dict[str, Any] | None, after: dict[str, Any]) -> 
     to an API caller and in a plan, as the console's new-queue form asks it explicitly (a
     file's queue without capabilities stopped the lab's robots one by one)."""
     if open_to_every_worker(after) and (before is None or not open_to_every_worker(before)):
-        return [OPEN_QUEUE_SAID[0].upper() + OPEN_QUEUE_SAID[1:]]
+        return [OPEN_QUEUE_SAID]
     return []
 
 

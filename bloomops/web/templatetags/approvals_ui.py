@@ -11,6 +11,7 @@ from bloomops.accounts.signatures import display_names
 from bloomops.execution import selectors
 from bloomops.execution.actions.subjects import resets_attempts
 from bloomops.execution.approvals import RULE_TEXT
+from bloomops.execution.context import action_name
 from bloomops.execution.states import parse_priority, priority_class
 from bloomops.memo import per_request
 
@@ -98,6 +99,17 @@ def _holds_ended(props: dict) -> str:
     if isinstance(props.get("hold_lookup_euid"), str) and props["hold_lookup_euid"]:
         return f"only its {said} hold" if said else "only the hold named"
     return f"all {len(euids)} of its holds: {said}" if len(euids) > 1 else ""
+
+
+# A decision's record by which way it went (Activity, a bundle's readable check): every
+# decision read "Decide approval", a rejection as an approval.
+DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
+
+
+def asked_for(gated: str | None) -> str:
+    """What a request, a withdrawal or a decision was about, after its words: ": release
+    hold"; nothing when no action is named."""
+    return f": {(action_name(gated) or gated).lower()}" if gated else ""
 
 
 @register.filter

@@ -17,6 +17,7 @@ from bloomops.execution.context import action_name
 from bloomops.web import services
 from bloomops.web.periods import days_asked
 from bloomops.web.spreadsheets import csv_cell, csv_response
+from bloomops.web.templatetags.approvals_ui import DECIDED, asked_for
 from bloomops.web.templatetags.bloomops_ui import person
 from bloomops.web.views.common import EXPORT_LIMIT, forbidden, is_operator, known_filter
 from bloomops.web.views.holds import usernames_meant
@@ -60,7 +61,6 @@ def _search(request: HttpRequest, limit: int) -> dict:
             "last": days.last, "zone": days.zone, "problems": problems, "notes": notes}
 
 
-DECIDED = {"APPROVED": "Approved", "REJECTED": "Rejected"}
 # QA asked for "every approval Robin rejected": the Action filter's choices beside the actions
 DECIDED_CHOICES = {f"decide_approval:{status}": words for status, words in DECIDED.items()}
 
@@ -77,7 +77,7 @@ def _rows(found: list[dict]) -> list[dict]:
             what = DECIDED[r["approval_status"]]  # which way it went, as the record sealed
         asked = person(r["asked_by"], {r["asked_by"]: r["asker"]})
         if gated and (asked or key in ("request_approval", "cancel_approval")):
-            what += f": {(action_name(gated) or gated).lower()}"  # what was asked for
+            what += asked_for(gated)
         if asked:
             what += f", asked by {asked}"
         if key == "place_execution_hold" and r.get("hold_code"):

@@ -10,9 +10,11 @@ from functools import wraps
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from bloomops.accounts.roles import BENCH_ROLES, roles_of
+from bloomops.execution import selectors
 from bloomops.execution.errors import ActionError
 from bloomops.execution.executor import ActionResult
 from bloomops.web import services
@@ -52,10 +54,6 @@ def not_found(request: HttpRequest, message: str) -> HttpResponse:
 def no_queue(request: HttpRequest, queue_key: str, page: str = "queue") -> HttpResponse:
     """The 404 of a queue's page: a queue replaced under another key says which, with the
     way to its ``page`` (an old bookmark read "No queue smith.seq." and nothing more)."""
-    from django.urls import reverse
-
-    from bloomops.execution import selectors
-
     successor = selectors.queue_succeeding(queue_key)
     return render(request, "404.html", {
         "message": f"No queue {queue_key}.", "successor": successor,

@@ -220,11 +220,10 @@ def claim_subject(request: HttpRequest, euid: str) -> HttpResponse:
         try:
             return as_human(request, "claim_queue_item", subject_euid=euid, **guards(request))
         except ActionError as err:
-            diag = selectors.subject_diagnostics(
-                euid, worker_euid=services.my_worker_euid(request.user)) \
+            mine = services.my_worker_euid(request.user)
+            diag = selectors.subject_diagnostics(euid, worker_euid=mine) \
                 if err.code == "NOT_VISIBLE" else None
-            reasons = bench_words.scan_reasons(diag, services.my_worker_euid(request.user)) \
-                if diag is not None else []
+            reasons = bench_words.scan_reasons(diag, mine) if diag is not None else []
             if not reasons:
                 raise
             raise ActionError(err.code, "Not claimable: " + bench_words.reasons_said(reasons),
